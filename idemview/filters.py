@@ -1,0 +1,129 @@
+"""The structured filter shared by the GUI, ``idemview export`` and the evidence manifest.
+
+A :class:`Filter` is plain data: it is compiled to SQL by :mod:`idemview.query`, written into the
+manifest by :meth:`Filter.to_dict`, and read out to a person by :meth:`Filter.sentence`. The GUI's
+filter bar and the manifest use the same sentence, so what an investigator saw is what the evidence says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .model import FindingKind, Status
+
+_STATUS_WORDS = {
+    Status.NEW: "new",
+    Status.IN_PROGRESS: "in-progress",
+    Status.COMPLETED: "completed",
+    Status.FAILED: "failed",
+    Status.UNKNOWN: "unknown-status",
+}
+
+_FINDING_WORDS = {
+    FindingKind.DUPLICATE_EFFECT: "with a duplicate effect",
+    FindingKind.REPLAY_AFTER_EXPIRY: "replayed after expiry",
+    FindingKind.KEY_CONFLICT: "with a key conflict",
+    FindingKind.DUPLICATE_INTENT: "with a duplicate intent",
+    FindingKind.STUCK_IN_PROGRESS: "stuck in progress",
+    FindingKind.UNRESOLVED_FAILURE: "with an unresolved failure",
+    FindingKind.RETRY_STORM: "in a retry storm",
+    FindingKind.EXPIRED_KEY: "with an expired key",
+}
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class Filter:
+    """What an investigator narrowed the ledger to.
+
+    - ``findings``: operations that carry at least one finding of these kinds (OR);
+    - ``statuses``: normalized statuses (OR);
+    - ``kinds``: operation kinds (task / endpoint / message type), exact (OR);
+    - ``key``, ``intent``, ``scope``: case-sensitive substring match on the idempotency key, intent
+      reference and scope;
+    - ``since`` / ``until``: aware instants (UTC after normalisation) bounding ``created_at``,
+      ``since`` inclusive and ``until`` exclusive.
+
+    An empty filter matches every operation.
+    """
+
+    findings: list[FindingKind] = field(default_factory=list)
+    statuses: list[Status] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    key: str | None = None
+    intent: str | None = None
+    scope: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def is_empty(self) -> bool:
+        return not (self.findings or self.statuses or self.kinds or self.key or self.intent
+                    or self.scope or self.since or self.until)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able structured form (for the manifest); instants as ISO-8601 UTC with ``Z``."""
+        return {
+            "findings": [k.value for k in self.findings],
+            "statuses": [s.value for s in self.statuses],
+            "kinds": list(self.kinds),
+            "key": self.key,
+            "intent": self.intent,
+            "scope": self.scope,
+            "since": _iso(self.since) if self.since else None,
+            "until": _iso(self.until) if self.until else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Filter":
+        """Inverse of :meth:`to_dict`. Raises ``ValueError`` on an unknown kind or status."""
+        def t(v):
+            if not v:
+                return None
+            return datetime.fromisoformat(v.replace("Z", "+00:00"))
+        return cls(
+            findings=[FindingKind(k) for k in d.get("findings") or []],
+            statuses=[Status(s) for s in d.get("statuses") or []],
+            kinds=list(d.get("kinds") or []),
+            key=d.get("key"), intent=d.get("intent"), scope=d.get("scope"),
+            since=t(d.get("since")), until=t(d.get("until")),
+        )
+
+    def sentence(self, zone_label: str = "UTC") -> str:
+        """The filter read out in plain words, e.g.
+        ``"failed or stuck in progress payment.capture operations created between 2024-05-01 10:00 and
+        2024-05-01 12:00 UTC"``. Instants are shown in UTC (``zone_label`` names the zone shown)."""
+        parts: list[str] = []
+        status_words = [_STATUS_WORDS[s] for s in self.statuses]
+        if status_words:
+            parts.append(" or ".join(status_words))
+        noun = "operations"
+        if self.kinds:
+            noun = " or ".join(self.kinds) + " operations"
+        parts.append(noun)
+        if self.findings:
+            parts.append(" or ".join(_FINDING_WORDS[k] for k in self.findings))
+        if self.scope:
+            parts.append(f'in scopes containing "{self.scope}"')
+        if self.key:
+            parts.append(f'whose idempotency key contains "{self.key}"')
+        if self.intent:
+            parts.append(f'whose intent reference contains "{self.intent}"')
+
+        def fmt(t: datetime) -> str:
+            return t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+        if self.since and self.until:
+            parts.append(f"created between {fmt(self.since)} and {fmt(self.until)} {zone_label}")
+        elif self.since:
+            parts.append(f"created from {fmt(self.since)} {zone_label}")
+        elif self.until:
+            parts.append(f"created before {fmt(self.until)} {zone_label}")
+        text = " ".join(parts)
+        if self.is_empty():
+            text = "all operations"
+        return text[0].upper() + text[1:]

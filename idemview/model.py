@@ -1,0 +1,176 @@
+"""The normalized model of an operation ledger (DESIGN.md §2, §3, §5).
+
+Every ledger, whatever its schema, is read into these shapes. All instants are timezone-aware
+``datetime`` objects in UTC; a time the ledger does not have, or that cannot be parsed, is ``None``
+(never invented).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    """State of an operation (DESIGN §2); the ledger's own value is kept beside it as ``raw_status``."""
+
+    NEW = "new"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+class Outcome(str, Enum):
+    """How one attempt ended (DESIGN §2). ``rejected`` means the dedup check refused it."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    REJECTED = "rejected"
+    IN_PROGRESS = "in_progress"
+    UNKNOWN = "unknown"
+
+
+class Severity(str, Enum):
+    """Severity of a finding, most severe first in :data:`SEVERITY_ORDER`."""
+
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    INFO = "info"
+
+
+SEVERITY_ORDER = {s: i for i, s in enumerate(Severity)}
+
+
+class FindingKind(str, Enum):
+    """The eight finding kinds of DESIGN §5, in the order they are reported."""
+
+    DUPLICATE_EFFECT = "duplicate_effect"
+    REPLAY_AFTER_EXPIRY = "replay_after_expiry"
+    KEY_CONFLICT = "key_conflict"
+    DUPLICATE_INTENT = "duplicate_intent"
+    STUCK_IN_PROGRESS = "stuck_in_progress"
+    UNRESOLVED_FAILURE = "unresolved_failure"
+    RETRY_STORM = "retry_storm"
+    EXPIRED_KEY = "expired_key"
+
+
+#: Default severity of each kind (``replay_after_expiry`` becomes critical when the replay succeeded).
+DEFAULT_SEVERITY: dict[FindingKind, Severity] = {
+    FindingKind.DUPLICATE_EFFECT: Severity.CRITICAL,
+    FindingKind.REPLAY_AFTER_EXPIRY: Severity.HIGH,
+    FindingKind.KEY_CONFLICT: Severity.HIGH,
+    FindingKind.DUPLICATE_INTENT: Severity.HIGH,
+    FindingKind.STUCK_IN_PROGRESS: Severity.MEDIUM,
+    FindingKind.UNRESOLVED_FAILURE: Severity.MEDIUM,
+    FindingKind.RETRY_STORM: Severity.LOW,
+    FindingKind.EXPIRED_KEY: Severity.INFO,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRef:
+    """Identity of an operation: (scope, idempotency key). ``scope`` is ``""`` when the ledger has none."""
+
+    scope: str
+    key: str
+
+
+@dataclass(slots=True)
+class Operation:
+    """One operation record, normalized (DESIGN §3).
+
+    ``row_id`` is the ledger's own row identity when it has one (used for keyset paging and to tell
+    literal duplicate rows apart). Payload fields hold :class:`Payload` objects, already decoded.
+    """
+
+    scope: str
+    key: str
+    kind: str | None = None
+    status: Status = Status.UNKNOWN
+    raw_status: Any = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    completed_at: datetime | None = None
+    locked_at: datetime | None = None
+    lock_expires_at: datetime | None = None
+    expires_at: datetime | None = None
+    last_attempt_at: datetime | None = None
+    attempt_count: int | None = None
+    fingerprint: str | None = None
+    intent_ref: str | None = None
+    effect_ref: str | None = None
+    request: "Payload | None" = None
+    response: "Payload | None" = None
+    error: "Payload | None" = None
+    row_id: Any = None
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt at an operation, numbered from 1 (DESIGN §3)."""
+
+    scope: str
+    key: str
+    number: int | None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    outcome: Outcome = Outcome.UNKNOWN
+    raw_outcome: Any = None
+    error: str | None = None
+    effect_ref: str | None = None
+    worker: str | None = None
+
+
+@dataclass(slots=True)
+class Payload:
+    """A decoded payload cell (request, response, error).
+
+    ``encoding`` is the layout's declared encoding (``json``, ``text``, ``binary``, ``pickle``);
+    ``value`` is the decoded value: parsed JSON, a string, bytes, or ``None`` for pickle (never
+    unpickled: only ``size`` is known). ``problem`` says, in plain words, why a value could not be
+    decoded (e.g. broken JSON); the raw text is then kept in ``value`` as a string so nothing is lost.
+    """
+
+    encoding: str
+    value: Any
+    size: int | None = None
+    problem: str | None = None
+
+
+@dataclass(slots=True)
+class Finding:
+    """One finding (DESIGN §5): evidence for a human decision, not a verdict.
+
+    ``evidence`` is a list of small JSON-able dicts (attempts or records that show the problem), with
+    instants as ISO-8601 strings in UTC. ``at`` is the instant the finding is anchored to on a
+    timeline (the offending attempt's start, the expiry, ...), UTC, or ``None``.
+    """
+
+    kind: FindingKind
+    severity: Severity
+    scope: str
+    key: str
+    explanation: str
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    at: datetime | None = None
+
+    @property
+    def ref(self) -> OperationRef:
+        return OperationRef(self.scope, self.key)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON shape of DESIGN §9 (``scan --format json``)."""
+        return {
+            "kind": self.kind.value,
+            "severity": self.severity.value,
+            "scope": self.scope,
+            "key": self.key,
+            "explanation": self.explanation,
+            "evidence": self.evidence,
+        }
