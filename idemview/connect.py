@@ -1,0 +1,214 @@
+"""Read-only connections to ledgers, enforced by the database session itself (DESIGN §8).
+
+- SQLite: opened through a ``file:`` URI with ``mode=ro``, plus ``PRAGMA query_only`` and an authorizer
+  that denies ATTACH (an attached file could otherwise be created and written);
+- PostgreSQL: ``default_transaction_read_only=on`` and ``statement_timeout`` as connection options;
+- MySQL/MariaDB: ``SET SESSION TRANSACTION READ ONLY`` and a statement time limit on every connection.
+
+Every session also runs in UTC (PostgreSQL ``TimeZone``, MySQL ``time_zone``) so that times are read
+unshifted. Errors are raised as :class:`ConnectError` whose message never contains a password.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+
+DEFAULT_STATEMENT_TIMEOUT_S = 60.0
+
+
+class ConnectError(RuntimeError):
+    """The ledger cannot be reached or opened; the message is safe to show (no password)."""
+
+
+def redact(text_: str) -> str:
+    """Remove passwords from URLs and DSN fragments in an error message."""
+    text_ = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text_)
+    return re.sub(r"(password\s*[=:]\s*)\S+", r"\1***", text_, flags=re.I)
+
+
+def parse_url(url: str) -> URL:
+    """Parse a SQLAlchemy URL; a bare path to an existing file is taken as a SQLite ledger.
+
+    Raises :class:`ConnectError` on a malformed URL (message without the password)."""
+    if "://" not in url:
+        p = Path(url)
+        if p.exists() or url.endswith((".db", ".sqlite", ".sqlite3")):
+            return URL.create("sqlite", database=str(p))
+    try:
+        return make_url(url)
+    except ArgumentError:
+        raise ConnectError(f"not a database URL: {redact(url)!r} "
+                           "(expected e.g. postgresql://host/db or sqlite:///path.db)") from None
+
+
+@dataclass
+class Interrupter:
+    """Cancels the statement running on a connection (used by the GUI's Cancel and the timeout).
+
+    SQLite: ``sqlite3.Connection.interrupt``; PostgreSQL: ``psycopg`` ``cancel``; MySQL: ``KILL QUERY``
+    from a second connection."""
+
+    engine: Engine
+
+    def cancel(self, dbapi_conn) -> None:
+        name = self.engine.dialect.name
+        try:
+            if name == "sqlite":
+                dbapi_conn.interrupt()
+            elif name == "postgresql" and hasattr(dbapi_conn, "cancel"):
+                dbapi_conn.cancel()
+            elif name == "mysql":
+                tid = dbapi_conn.thread_id()
+                with self.engine.connect() as c:
+                    c.exec_driver_sql(f"KILL QUERY {int(tid)}")
+        except Exception:  # cancelling is best effort; the statement timeout still applies
+            pass
+
+
+class _SqliteConn(sqlite3.Connection):
+    """A sqlite3 connection that carries the start time of its current statement (for the timeout)."""
+
+    _idem_start: list
+
+
+def _sqlite_authorizer(action, arg1, arg2, dbname, source):
+    # Deny ATTACH/DETACH outright; every write is already refused by mode=ro and query_only.
+    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMENT_TIMEOUT_S,
+                password: str | None = None, check: bool = True) -> Engine:
+    """A read-only SQLAlchemy :class:`Engine` for ``url``.
+
+    ``password`` (e.g. from the keyring) replaces the URL's. ``statement_timeout_s`` bounds each
+    statement (seconds). With ``check``, one connection is opened to prove the ledger is reachable.
+    Raises :class:`ConnectError` (unknown driver, unreachable server, missing SQLite file)."""
+    u = parse_url(url) if isinstance(url, str) else url
+    if password is not None:
+        u = u.set(password=password)
+    backend = u.get_backend_name()
+    timeout_ms = int(statement_timeout_s * 1000)
+    kw: dict = {"pool_pre_ping": True}
+    try:
+        if backend == "sqlite":
+            db = u.database or ""
+            if not db or db == ":memory:":
+                raise ConnectError("a SQLite ledger must be a file (read-only :memory: has nothing to read)")
+            path = Path(db)
+            if not path.exists():
+                raise ConnectError(f"no SQLite file at {db}")
+            uri = f"file:{path.resolve().as_posix()}?mode=ro"
+            deadline_s = statement_timeout_s
+
+            def creator():
+                conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_SqliteConn)
+                conn.execute("PRAGMA query_only = ON")
+                conn.set_authorizer(_sqlite_authorizer)
+                start = [time.monotonic()]
+
+                # Abort a statement that runs past the timeout (returns non-zero -> interrupted).
+                def progress():
+                    return 1 if time.monotonic() - start[0] > deadline_s else 0
+                conn.set_progress_handler(progress, 100_000)
+                conn._idem_start = start
+                return conn
+
+            engine = create_engine(URL.create("sqlite+pysqlite", database=str(path)), creator=creator, **kw)
+
+            @event.listens_for(engine, "before_cursor_execute")
+            def _reset_clock(conn, cursor, statement, params, context, executemany):
+                raw = conn.connection.dbapi_connection
+                st = getattr(raw, "_idem_start", None)
+                if st is not None:
+                    st[0] = time.monotonic()
+        elif backend == "postgresql":
+            if u.drivername == "postgresql":
+                u = u.set(drivername="postgresql+psycopg")
+            opts = (f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms} "
+                    f"-c TimeZone=UTC")
+            engine = create_engine(u, connect_args={"options": opts, "connect_timeout": 10}, **kw)
+        elif backend in ("mysql", "mariadb"):
+            if u.drivername in ("mysql", "mariadb"):
+                u = u.set(drivername=f"{backend}+pymysql")
+            engine = create_engine(u, connect_args={"connect_timeout": 10}, **kw)
+            is_maria = [None]
+
+            @event.listens_for(engine, "connect")
+            def _ro(dbapi_conn, rec):
+                cur = dbapi_conn.cursor()
+                cur.execute("SET SESSION TRANSACTION READ ONLY")
+                cur.execute("SET SESSION time_zone = '+00:00'")
+                if is_maria[0] is None:
+                    cur.execute("SELECT VERSION()")
+                    is_maria[0] = "mariadb" in str(cur.fetchone()[0]).lower()
+                if is_maria[0]:
+                    cur.execute(f"SET SESSION max_statement_time = {statement_timeout_s:.3f}")
+                else:
+                    cur.execute(f"SET SESSION max_execution_time = {timeout_ms}")
+                cur.close()
+        else:
+            # Any other SQLAlchemy dialect: read-only is requested through the DBAPI where possible;
+            # the GUI shows the badge only when the session confirms it (see session_is_read_only).
+            engine = create_engine(u, **kw)
+    except NoSuchModuleError:
+        raise ConnectError(f"no SQLAlchemy driver for {u.drivername!r}") from None
+    except ModuleNotFoundError as e:
+        raise ConnectError(f"the driver for {u.drivername!r} is not installed ({e.name})") from None
+    if check:
+        try:
+            with engine.connect() as c:
+                c.execute(text("SELECT 1"))
+        except (DBAPIError, SQLAlchemyError, OSError) as e:
+            engine.dispose()
+            raise ConnectError(f"cannot connect to {safe_url(u)}: {short_error(e)}") from None
+    return engine
+
+
+def safe_url(u: URL | str) -> str:
+    """The URL for messages and manifests: no user name, no password."""
+    if isinstance(u, str):
+        try:
+            u = make_url(u)
+        except ArgumentError:
+            return redact(u)
+    return u.set(username=None, password=None).render_as_string(hide_password=True)
+
+
+def short_error(e: BaseException) -> str:
+    """First line of a DBAPI error, without SQL, parameters or passwords."""
+    orig = getattr(e, "orig", None) or e
+    msg = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    return redact(msg)
+
+
+def session_is_read_only(engine: Engine) -> bool:
+    """Ask the live session whether it refuses writes (the GUI's READ-ONLY badge reads this)."""
+    name = engine.dialect.name
+    with engine.connect() as c:
+        if name == "sqlite":
+            return bool(c.exec_driver_sql("PRAGMA query_only").scalar())
+        if name == "postgresql":
+            return c.exec_driver_sql("SHOW transaction_read_only").scalar() == "on"
+        if name == "mysql":
+            for var in ("@@session.transaction_read_only", "@@session.tx_read_only"):
+                try:
+                    return bool(int(c.exec_driver_sql(f"SELECT {var}").scalar()))
+                except DBAPIError:
+                    continue
+    return False
+
+
+def describe(engine: Engine) -> dict:
+    """Ledger identity for manifests: dialect, host, database (never the user name or password)."""
+    u = engine.url
+    return {"dialect": engine.dialect.name, "host": u.host or "", "database": u.database or ""}

@@ -1,0 +1,365 @@
+"""The demo ledger: realistic traffic in the reference layout with planted incidents of every kind.
+
+:func:`reference_metadata` defines the reference tables (preset ``idemview``); :func:`generate` fills
+them on any engine from a seed, so the same seed gives the same rows everywhere (whole-second UTC
+times, explicit ids), and returns which operations were planted as which incident. The planted list is
+also stored in a side table ``idemview_demo_planted`` (which the layout does not read), so a person or a
+test can check a scan against it.
+
+Times are anchored to ``anchor`` (UTC, default :data:`DEFAULT_ANCHOR`): traffic lies in the 6 hours
+before it, expired keys 2–3 days before it. Scanning with ``now=anchor`` gives exactly the planted
+findings; the GUI's ``--demo`` anchors to the current hour so the incidents look recent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from sqlalchemy import (
+    BigInteger, Column, DateTime, Index, Integer, MetaData, String, Table, Text, create_engine, insert,
+)
+from sqlalchemy.engine import Engine
+
+UTC = timezone.utc
+DEFAULT_ANCHOR = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+RETENTION = timedelta(hours=24)
+LOCK = timedelta(minutes=5)
+
+KINDS = ("payment.capture", "refund.create", "email.send", "invoice.create", "webhook.deliver")
+SCOPES = ("acme", "globex", "initech", "umbrella", "hooli", "stark")
+WORKERS = tuple(f"worker-{i}" for i in range(1, 7))
+# Public test card numbers (they pass Luhn): the masking must hide them.
+CARDS = ("4242424242424242", "5555555555554444", "378282246310005", "4000056655665556")
+FIRST = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi")
+
+
+def reference_metadata() -> MetaData:
+    """The reference ledger's tables (preset ``idemview``): ``operations`` and ``attempts``.
+
+    Times are ``DateTime`` holding UTC (naive in the database). (scope, idempotency_key) is indexed but
+    deliberately not unique: a replay after the record was purged, or a bug, can add a second record."""
+    md = MetaData()
+    Table("operations", md,
+          Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+          Column("scope", String(64), nullable=False, default=""),
+          Column("idempotency_key", String(128), nullable=False),
+          Column("kind", String(64)),
+          Column("status", String(16), nullable=False),
+          Column("request_hash", String(64)),
+          Column("intent_ref", String(64)),
+          Column("effect_ref", String(64)),
+          Column("attempt_count", Integer, nullable=False, default=0),
+          Column("created_at", DateTime),
+          Column("updated_at", DateTime),
+          Column("completed_at", DateTime),
+          Column("locked_at", DateTime),
+          Column("lock_expires_at", DateTime),
+          Column("expires_at", DateTime),
+          Column("request_body", Text),
+          Column("response_body", Text),
+          Column("error", Text),
+          Index("ix_operations_scope_key", "scope", "idempotency_key"),
+          Index("ix_operations_created_at", "created_at"),
+          Index("ix_operations_expires_at", "expires_at"),
+          Index("ix_operations_intent_ref", "intent_ref"),
+          Index("ix_operations_status", "status"))
+    Table("attempts", md,
+          Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+          Column("scope", String(64), nullable=False, default=""),
+          Column("idempotency_key", String(128), nullable=False),
+          Column("attempt_no", Integer, nullable=False),
+          Column("started_at", DateTime),
+          Column("finished_at", DateTime),
+          Column("outcome", String(16), nullable=False),
+          Column("request_hash", String(64)),
+          Column("effect_ref", String(64)),
+          Column("worker", String(64)),
+          Column("error", Text),
+          Index("ix_attempts_scope_key", "scope", "idempotency_key"),
+          Index("ix_attempts_started_at", "started_at"))
+    Table("idemview_demo_planted", md,
+          Column("kind", String(32), primary_key=True),
+          Column("scope", String(64), primary_key=True),
+          Column("idempotency_key", String(128), primary_key=True))
+    return md
+
+
+@dataclass
+class Planted:
+    """What :func:`generate` planted: finding kind -> list of (scope, key)."""
+
+    incidents: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    operations: int = 0
+    attempts: int = 0
+    anchor: datetime = DEFAULT_ANCHOR
+
+    def add(self, kind: str, scope: str, key: str) -> None:
+        self.incidents.setdefault(kind, []).append((scope, key))
+
+
+class _Gen:
+    def __init__(self, seed: int, anchor: datetime):
+        self.r = random.Random(seed)
+        self.anchor = anchor.astimezone(UTC).replace(microsecond=0, tzinfo=None)
+        self.ops: list[dict] = []
+        self.atts: list[dict] = []
+        self.planted = Planted(anchor=anchor)
+        self._op_id = 0
+        self._att_id = 0
+        self._n = 0
+
+    def key(self) -> str:
+        self._n += 1
+        return f"{self.r.getrandbits(64):016x}-{self._n:07d}"
+
+    def ref(self, prefix: str) -> str:
+        return f"{prefix}_{self.r.getrandbits(72):018x}"
+
+    def payload(self, kind: str, scope: str) -> tuple[dict, str]:
+        r = self.r
+        who = r.choice(FIRST)
+        body: dict = {"tenant": scope, "customer": {"email": f"{who}.{r.randint(1, 999)}@example.com",
+                                                  "name": who.title()}}
+        if kind in ("payment.capture", "refund.create"):
+            body["amount"] = r.randint(100, 250_000)
+            body["currency"] = r.choice(("usd", "eur", "gbp"))
+            body["card"] = {"number": r.choice(CARDS), "exp": f"{r.randint(1, 12):02d}/{r.randint(27, 31)}"}
+        elif kind == "email.send":
+            body["template"] = r.choice(("receipt", "welcome", "reset"))
+        elif kind == "webhook.deliver":
+            body["url"] = f"https://hooks.example.net/{scope}/in?token=tok_{r.getrandbits(64):016x}"
+        else:
+            body["lines"] = r.randint(1, 9)
+        body["headers"] = {"Authorization": f"Bearer sk_live_{r.getrandbits(96):024x}"}
+        fp = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
+        return body, fp
+
+    def op(self, *, scope, key, kind, status, created, attempts: list[dict], intent=None, effect=None,
+           fp=None, body=None, expires=None, error=None, locked=None, completed=None, response=None):
+        self._op_id += 1
+        n = len(attempts)
+        last = max((a["finished_at"] or a["started_at"] for a in attempts), default=created)
+        row = {
+            "id": self._op_id, "scope": scope, "idempotency_key": key, "kind": kind, "status": status,
+            "request_hash": fp, "intent_ref": intent, "effect_ref": effect, "attempt_count": n,
+            "created_at": created, "updated_at": last, "completed_at": completed,
+            "locked_at": locked, "lock_expires_at": (locked + LOCK) if locked else None,
+            "expires_at": expires if expires is not None else created + RETENTION,
+            "request_body": json.dumps(body) if body is not None else None,
+            "response_body": json.dumps(response) if response is not None else None,
+            "error": error,
+        }
+        self.ops.append(row)
+        for i, a in enumerate(attempts, 1):
+            self._att_id += 1
+            self.atts.append({"id": self._att_id, "scope": scope, "idempotency_key": key,
+                              "attempt_no": a.get("no", i), "started_at": a["started_at"],
+                              "finished_at": a["finished_at"], "outcome": a["outcome"],
+                              "request_hash": a.get("fp", fp), "effect_ref": a.get("effect"),
+                              "worker": a.get("worker") or self.r.choice(WORKERS), "error": a.get("error")})
+        return row
+
+    def attempt_chain(self, created: datetime, outcomes: list[str], effect_prefix: str) -> list[dict]:
+        out, t = [], created + timedelta(seconds=self.r.randint(0, 3))
+        for o in outcomes:
+            dur = timedelta(seconds=self.r.randint(1, 20) if o != "timed_out" else 30)
+            a = {"started_at": t, "finished_at": t + dur, "outcome": o}
+            if o == "succeeded":
+                a["effect"] = self.ref(effect_prefix)
+            elif o == "failed":
+                a["error"] = self.r.choice((
+                    "card_declined: insufficient funds",
+                    "upstream 503 from provider",
+                    "connection reset by peer (postgres://app:hunter2@db.internal:5432/payments)",
+                    "rate limited; retry after 2s",
+                ))
+            elif o == "timed_out":
+                a["error"] = "provider did not answer within 30 s"
+            out.append(a)
+            t = t + dur + timedelta(seconds=2 ** len(out) + self.r.randint(0, 5))
+        return out
+
+
+EFFECT_PREFIX = {"payment.capture": "ch", "refund.create": "re", "email.send": "em",
+                 "invoice.create": "in", "webhook.deliver": "wh"}
+
+
+def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
+             anchor: datetime = DEFAULT_ANCHOR, batch: int = 5000) -> Planted:
+    """Create the reference tables on ``engine`` (dropping demo tables already there) and fill them.
+
+    ``operations`` is the number of ordinary operations (planted ones come on top, about 40). Rows are
+    whole-second UTC. Returns :class:`Planted`. Raises SQLAlchemy errors from the engine as they come."""
+    g = _Gen(seed, anchor)
+    r = g.r
+    A = g.anchor
+    # --- ordinary traffic in the 6 hours before the anchor; ~3 % older than the dedup window
+    for i in range(operations):
+        scope, kind = r.choice(SCOPES), r.choices(KINDS, weights=(5, 1, 3, 2, 3))[0]
+        old = r.random() < 0.03
+        created = A - (timedelta(hours=r.uniform(25, 70)) if old else timedelta(seconds=r.randint(60, 6 * 3600)))
+        created = created.replace(microsecond=0)
+        roll = r.random()
+        if roll < 0.80:
+            outcomes = ["succeeded"]
+        elif roll < 0.93:
+            outcomes = ["failed", "succeeded"]
+        else:
+            outcomes = ["timed_out", "failed", "succeeded"][: r.randint(2, 3)]
+            outcomes[-1] = "succeeded"
+        body, fp = g.payload(kind, scope)
+        atts = g.attempt_chain(created, outcomes, EFFECT_PREFIX[kind])
+        key = g.key()
+        g.op(scope=scope, key=key, kind=kind, status="succeeded", created=created, attempts=atts,
+             intent=g.ref("ord"), effect=atts[-1]["effect"], fp=fp, body=body,
+             completed=atts[-1]["finished_at"], response={"id": atts[-1]["effect"], "status": "ok"})
+        if old:
+            g.planted.add("expired_key", scope, key)
+
+    def plant_base(kind="payment.capture", hours_ago=None):
+        scope = r.choice(SCOPES)
+        ago = timedelta(seconds=r.randint(600, 5 * 3600)) if hours_ago is None else timedelta(hours=hours_ago)
+        created = (A - ago).replace(microsecond=0)
+        body, fp = g.payload(kind, scope)
+        return scope, g.key(), created, body, fp
+
+    # --- duplicate_effect: the first attempt timed out on our side but charged; the retry charged again
+    for _ in range(4):
+        scope, key, created, body, fp = plant_base()
+        atts = g.attempt_chain(created, ["succeeded", "succeeded"], "ch")
+        atts[0]["outcome"] = "succeeded"
+        g.op(scope=scope, key=key, kind="payment.capture", status="succeeded", created=created,
+             attempts=atts, intent=g.ref("ord"), effect=atts[1]["effect"], fp=fp, body=body,
+             completed=atts[1]["finished_at"])
+        g.planted.add("duplicate_effect", scope, key)
+    # --- replay_after_expiry: a client retried 2 days later; the key had expired and it charged again
+    for i in range(3):
+        scope, key, created, body, fp = plant_base(hours_ago=50 + i)
+        atts = g.attempt_chain(created, ["succeeded"], "ch")
+        replay_at = (A - timedelta(minutes=r.randint(20, 200))).replace(microsecond=0)
+        outcome = "succeeded" if i < 2 else "rejected"
+        atts.append({"started_at": replay_at, "finished_at": replay_at + timedelta(seconds=3),
+                     "outcome": outcome, "effect": g.ref("ch") if outcome == "succeeded" else None})
+        g.op(scope=scope, key=key, kind="payment.capture", status="succeeded", created=created,
+             attempts=atts, intent=g.ref("ord"), effect=atts[0]["effect"], fp=fp, body=body,
+             completed=atts[0]["finished_at"])
+        g.planted.add("replay_after_expiry", scope, key)
+        g.planted.add("expired_key", scope, key)
+        if outcome == "succeeded":
+            g.planted.add("duplicate_effect", scope, key)
+    # --- key_conflict: the same key reused for a different request (rejected by the API)
+    for _ in range(3):
+        scope, key, created, body, fp = plant_base("refund.create")
+        atts = g.attempt_chain(created, ["succeeded"], "re")
+        t = atts[0]["finished_at"] + timedelta(minutes=r.randint(1, 30))
+        atts.append({"started_at": t, "finished_at": t + timedelta(seconds=1), "outcome": "rejected",
+                     "fp": hashlib.sha256(f"other-{key}".encode()).hexdigest()[:32],
+                     "error": "422 key reused with different parameters"})
+        g.op(scope=scope, key=key, kind="refund.create", status="succeeded", created=created,
+             attempts=atts, intent=g.ref("ord"), effect=atts[0]["effect"], fp=fp, body=body,
+             completed=atts[0]["finished_at"])
+        g.planted.add("key_conflict", scope, key)
+    # --- duplicate_intent: the client minted a fresh key for its retry of the same order
+    for _ in range(3):
+        scope, key1, created, body, fp = plant_base()
+        intent = g.ref("ord")
+        a1 = g.attempt_chain(created, ["succeeded"], "ch")
+        g.op(scope=scope, key=key1, kind="payment.capture", status="succeeded", created=created,
+             attempts=a1, intent=intent, effect=a1[0]["effect"], fp=fp, body=body,
+             completed=a1[0]["finished_at"])
+        key2 = g.key()
+        c2 = created + timedelta(minutes=r.randint(2, 40))
+        a2 = g.attempt_chain(c2, ["succeeded"], "ch")
+        g.op(scope=scope, key=key2, kind="payment.capture", status="succeeded", created=c2,
+             attempts=a2, intent=intent, effect=a2[0]["effect"], fp=fp, body=body,
+             completed=a2[0]["finished_at"])
+        g.planted.add("duplicate_intent", scope, key2)
+    # --- stuck_in_progress: the worker died holding the lock
+    for _ in range(3):
+        scope, key, created, body, fp = plant_base("invoice.create")
+        atts = [{"started_at": created, "finished_at": None, "outcome": "running"}]
+        g.op(scope=scope, key=key, kind="invoice.create", status="running", created=created,
+             attempts=atts, intent=g.ref("inv"), fp=fp, body=body, locked=created)
+        g.planted.add("stuck_in_progress", scope, key)
+    # an in-progress operation whose lock is still valid: not stuck
+    scope, key, _c, body, fp = plant_base("invoice.create")
+    recent = (A - timedelta(seconds=60)).replace(microsecond=0)
+    g.op(scope=scope, key=key, kind="invoice.create", status="running", created=recent,
+         attempts=[{"started_at": recent, "finished_at": None, "outcome": "running"}],
+         intent=g.ref("inv"), fp=fp, body=body, locked=recent)
+    # --- unresolved_failure: failed for good, nothing completed it
+    for _ in range(3):
+        scope, key, created, body, fp = plant_base("email.send")
+        atts = g.attempt_chain(created, ["failed", "failed"], "em")
+        g.op(scope=scope, key=key, kind="email.send", status="failed", created=created, attempts=atts,
+             intent=g.ref("msg"), fp=fp, body=body, error=atts[-1]["error"])
+        g.planted.add("unresolved_failure", scope, key)
+    # a failure that a later operation for the same intent resolved: not a finding
+    scope, key, created, body, fp = plant_base("email.send")
+    intent = g.ref("msg")
+    atts = g.attempt_chain(created, ["failed"], "em")
+    g.op(scope=scope, key=key, kind="email.send", status="failed", created=created, attempts=atts,
+         intent=intent, fp=fp, body=body, error=atts[-1]["error"])
+    c2 = created + timedelta(minutes=5)
+    a2 = g.attempt_chain(c2, ["succeeded"], "em")
+    g.op(scope=scope, key=g.key(), kind="email.send", status="succeeded", created=c2, attempts=a2,
+         intent=intent, effect=a2[0]["effect"], fp=fp, body=body, completed=a2[0]["finished_at"])
+    # --- retry_storm: 7 failures then a success
+    for _ in range(3):
+        scope, key, created, body, fp = plant_base("webhook.deliver")
+        atts = g.attempt_chain(created, ["failed"] * 7 + ["succeeded"], "wh")
+        g.op(scope=scope, key=key, kind="webhook.deliver", status="succeeded", created=created,
+             attempts=atts, intent=g.ref("evt"), effect=atts[-1]["effect"], fp=fp, body=body,
+             completed=atts[-1]["finished_at"])
+        g.planted.add("retry_storm", scope, key)
+    # --- damaged data that must not crash anything: NULL times, broken JSON
+    scope, key, created, body, fp = plant_base("email.send")
+    atts = g.attempt_chain(created, ["succeeded"], "em")
+    row = g.op(scope=scope, key=key, kind="email.send", status="succeeded", created=created, attempts=atts,
+               intent=g.ref("msg"), effect=atts[0]["effect"], fp=fp, body=body,
+               completed=atts[0]["finished_at"])
+    row["request_body"] = '{"customer": {"email": "broken@example.com", '   # truncated JSON
+    row["created_at"] = None
+    row["expires_at"] = None
+
+    md = reference_metadata()
+    md.drop_all(engine)
+    md.create_all(engine)
+    t_ops, t_att, t_pl = md.tables["operations"], md.tables["attempts"], md.tables["idemview_demo_planted"]
+    with engine.begin() as c:
+        for i in range(0, len(g.ops), batch):
+            c.execute(insert(t_ops), g.ops[i:i + batch])
+        for i in range(0, len(g.atts), batch):
+            c.execute(insert(t_att), g.atts[i:i + batch])
+        seen = set()
+        rows = []
+        for kind, refs in g.planted.incidents.items():
+            for s, k in refs:
+                if (kind, s, k) not in seen:
+                    seen.add((kind, s, k))
+                    rows.append({"kind": kind, "scope": s, "idempotency_key": k})
+        c.execute(insert(t_pl), rows)
+    g.planted.operations, g.planted.attempts = len(g.ops), len(g.atts)
+    return g.planted
+
+
+def write_demo(path: str | Path, *, operations: int = 2000, seed: int = 7,
+               anchor: datetime = DEFAULT_ANCHOR) -> Planted:
+    """Write a demo SQLite ledger at ``path`` (replacing the file). Same arguments, same bytes."""
+    p = Path(path)
+    if p.exists():
+        p.unlink()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    eng = create_engine(f"sqlite:///{p}")
+    try:
+        planted = generate(eng, operations=operations, seed=seed, anchor=anchor)
+        with eng.begin() as c:
+            c.exec_driver_sql("PRAGMA journal_mode=DELETE")
+    finally:
+        eng.dispose()
+    return planted

@@ -1,0 +1,473 @@
+"""Layouts: how a ledger's tables and columns map onto the normalized model (DESIGN §4).
+
+A layout is declarative TOML — table and column names, value maps and structured predicates, never
+code or raw SQL. :func:`load_layout` parses and validates its *form*; :func:`check_against_database`
+(in :mod:`idemview.query`) validates it against a live database's reflected schema.
+
+Format (every key not marked required is optional)::
+
+    [layout]
+    name = "stripe-style"                 # required
+    title = "..."; description = "..."; source = "where the schema comes from"
+
+    [operations]
+    table = "idempotency_keys"           # required
+    schema = "public"
+    row_id = "id"                        # row identity: tells literal duplicate rows apart, pages
+    key = ["idempotency_key"]            # required, one or more columns
+    scope = ["user_id"]                  # zero or more columns ("" scope when none)
+    kind = "request_path"                # a column, or {value = "literal"}, or {column=..., json_path=...}
+
+    [operations.status]                  # either a value map ...
+    column = "status"
+    map = {succeeded = "completed", running = "in_progress"}
+    default = "unknown"
+    # ... or ordered rules (first match wins) over columns, for ledgers that derive state:
+    # rules = [{when = [{column = "finished_at", is_null = false}], status = "completed"}, ...]
+    # raw = "recovery_point"             # a column shown as the raw status with rules
+
+    [operations.times]                   # each: "column" (encoding datetime) or a table
+    created_at = {column = "created_at", encoding = "datetime"}
+    # encodings: datetime (aware), naive (zone = "UTC" by default), epoch_s, epoch_ms, iso_text
+
+    [operations.fields]                  # each: "column" or {column=..., json_path="$.a.b"}
+    attempt_count = "attempts"
+    fingerprint = "request_hash"
+    intent_ref = {column = "request_params", json_path = "$.order_id"}
+    effect_ref = "charge_id"
+    request = {column = "request_params", encoding = "json"}    # json, text, binary, pickle
+
+    [attempts]
+    source = "table"                     # table | json_array | counter | none
+    table = "attempts"
+    join = {idempotency_key = "idempotency_key"}   # attempts column = operations column
+    number = "attempt_no"
+    outcome = {column = "outcome", map = {ok = "succeeded"}, default = "unknown"}
+    started_at = "started_at"; finished_at = "finished_at"
+    error = "error"; effect_ref = "charge_id"; worker = "worker"
+    # source = "json_array": column = "errors"; element = {at = "at", number = "attempt",
+    #   error = "error"}; outcome = "failed" (every element is one ended attempt)
+
+    [expiry]
+    retention_seconds = 259200           # expires_at = retention_from + retention (dedup window)
+    retention_from = "created_at"        # a name from [operations.times]
+    lock_timeout_seconds = 90            # stuck when locked_at + this <= now
+    dedup_window_seconds = 86400         # for duplicate_intent when there is no retention
+
+    [tunables]
+    retry_threshold = 5
+
+Errors: :class:`LayoutError` with a message naming the file and the offending entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .model import Outcome, Status
+
+TIME_ENCODINGS = ("datetime", "naive", "epoch_s", "epoch_ms", "iso_text")
+PAYLOAD_ENCODINGS = ("json", "text", "binary", "pickle")
+TIME_FIELDS = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at",
+               "expires_at", "last_attempt_at")
+VALUE_FIELDS = ("attempt_count", "fingerprint", "intent_ref", "effect_ref")
+PAYLOAD_FIELDS = ("request", "response", "error")
+PREDICATE_OPS = ("is_null", "eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "like")
+ATTEMPT_SOURCES = ("table", "json_array", "counter", "none")
+
+
+class LayoutError(ValueError):
+    """A layout that is malformed, or that does not fit the database it is used on.
+
+    ``missing`` names what the database lacks (``"table oban_jobs"``, ``"column jobs.state"``) when
+    that is the reason; the CLI then exits with code 4.
+    """
+
+    def __init__(self, message: str, missing: list[str] | None = None):
+        super().__init__(message)
+        self.missing = missing or []
+
+
+@dataclass(frozen=True, slots=True)
+class TimeColumn:
+    """A time column and how it is stored: ``encoding`` in :data:`TIME_ENCODINGS`; ``zone`` is the IANA
+    zone naive values were written in (only for ``naive``)."""
+
+    column: str
+    encoding: str = "datetime"
+    zone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSource:
+    """A value read from a column, optionally through a JSON path (``$.a.b``), or a literal."""
+
+    column: str | None = None
+    json_path: str | None = None
+    literal: Any = None
+    encoding: str | None = None  # payload encoding for request/response/error
+
+
+@dataclass(frozen=True, slots=True)
+class Predicate:
+    """A structured predicate over one column: ``op`` in :data:`PREDICATE_OPS`."""
+
+    column: str
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRule:
+    """``status`` applies when every predicate in ``when`` holds (first matching rule wins)."""
+
+    when: tuple[Predicate, ...]
+    status: str
+
+
+@dataclass(slots=True)
+class StatusSource:
+    """Where the normalized status comes from: a column with a value ``map`` or ordered ``rules``.
+
+    ``target`` is the enum the values map into (:class:`Status` for operations, :class:`Outcome` for
+    attempts); unmapped values become ``default``."""
+
+    column: str | None = None
+    map: dict[str, str] = field(default_factory=dict)
+    rules: list[StatusRule] = field(default_factory=list)
+    default: str = "unknown"
+    raw: str | None = None
+    literal: str | None = None
+
+
+@dataclass(slots=True)
+class AttemptsSpec:
+    """Where attempts come from (DESIGN §4): a joined ``table``, a ``json_array`` column on the
+    operations table, only a ``counter`` (``operations.fields.attempt_count``), or ``none``."""
+
+    source: str = "none"
+    table: str | None = None
+    schema: str | None = None
+    join: dict[str, str] = field(default_factory=dict)
+    number: str | None = None
+    outcome: StatusSource | None = None
+    started_at: TimeColumn | None = None
+    finished_at: TimeColumn | None = None
+    error: str | None = None
+    effect_ref: str | None = None
+    worker: str | None = None
+    fingerprint: str | None = None
+    column: str | None = None            # json_array
+    element: dict[str, str] = field(default_factory=dict)  # json_array: at/number/error/... keys
+    element_time_encoding: str = "iso_text"
+
+
+@dataclass(slots=True)
+class Layout:
+    """A parsed, form-validated layout. ``text`` is the TOML it came from; ``hash`` its SHA-256."""
+
+    name: str
+    title: str
+    description: str
+    source: str
+    table: str
+    schema: str | None
+    row_id: str | None
+    key: list[str]
+    scope: list[str]
+    kind: ValueSource | None
+    status: StatusSource
+    times: dict[str, TimeColumn]
+    fields: dict[str, ValueSource]
+    attempts: AttemptsSpec
+    retention_seconds: float | None = None
+    retention_from: str = "created_at"
+    lock_timeout_seconds: float | None = None
+    dedup_window_seconds: float | None = None
+    retry_threshold: int = 5
+    detect: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+    origin: str = ""
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    def expiry_mode(self) -> str | None:
+        """``"column"`` when an ``expires_at`` column exists, ``"retention"`` when a retention is added
+        to a time column, else ``None`` (the ledger says nothing about its dedup window)."""
+        if "expires_at" in self.times:
+            return "column"
+        if self.retention_seconds is not None and self.retention_from in self.times:
+            return "retention"
+        return None
+
+    def window_seconds(self) -> float | None:
+        """The dedup window used for ``duplicate_intent``: retention, else the declared window."""
+        return self.retention_seconds if self.retention_seconds is not None else self.dedup_window_seconds
+
+    def tables(self) -> list[tuple[str | None, str]]:
+        out = [(self.schema, self.table)]
+        if self.attempts.source == "table" and self.attempts.table:
+            out.append((self.attempts.schema if self.attempts.schema is not None else self.schema,
+                        self.attempts.table))
+        return out
+
+    def operations_columns(self) -> set[str]:
+        """Every operations-table column the layout names (to check against the database)."""
+        cols = set(self.key) | set(self.scope)
+        if self.row_id:
+            cols.add(self.row_id)
+        if self.kind and self.kind.column:
+            cols.add(self.kind.column)
+        cols |= _status_columns(self.status)
+        cols |= {t.column for t in self.times.values()}
+        cols |= {v.column for v in self.fields.values() if v.column}
+        if self.attempts.source == "json_array" and self.attempts.column:
+            cols.add(self.attempts.column)
+        return cols
+
+    def attempts_columns(self) -> set[str]:
+        a = self.attempts
+        if a.source != "table":
+            return set()
+        cols = set(a.join.keys())
+        for c in (a.number, a.error, a.effect_ref, a.worker, a.fingerprint):
+            if c:
+                cols.add(c)
+        for t in (a.started_at, a.finished_at):
+            if t:
+                cols.add(t.column)
+        if a.outcome:
+            cols |= _status_columns(a.outcome)
+        return cols
+
+
+def _status_columns(s: StatusSource) -> set[str]:
+    cols = set()
+    if s.column:
+        cols.add(s.column)
+    if s.raw:
+        cols.add(s.raw)
+    for r in s.rules:
+        cols |= {p.column for p in r.when}
+    return cols
+
+
+# ---------------------------------------------------------------------------------------- parsing
+
+def _err(where: str, msg: str) -> LayoutError:
+    return LayoutError(f"layout {where}: {msg}")
+
+
+def _time(where: str, name: str, v: Any) -> TimeColumn:
+    if isinstance(v, str):
+        return TimeColumn(v)
+    if isinstance(v, dict) and isinstance(v.get("column"), str):
+        enc = v.get("encoding", "datetime")
+        if enc not in TIME_ENCODINGS:
+            raise _err(where, f"{name}: encoding {enc!r} is not one of {', '.join(TIME_ENCODINGS)}")
+        zone = v.get("zone", "UTC")
+        try:
+            from zoneinfo import ZoneInfo
+            ZoneInfo(zone)
+        except Exception:
+            raise _err(where, f"{name}: zone {zone!r} is not an IANA time zone") from None
+        return TimeColumn(v["column"], enc, zone)
+    raise _err(where, f"{name}: expected a column name or {{column = ..., encoding = ...}}")
+
+
+def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
+    if isinstance(v, str):
+        return ValueSource(column=v, encoding=("text" if payload else None))
+    if isinstance(v, dict):
+        if "value" in v:
+            return ValueSource(literal=v["value"])
+        if not isinstance(v.get("column"), str):
+            raise _err(where, f"{name}: needs a column")
+        jp = v.get("json_path")
+        if jp is not None and not (isinstance(jp, str) and jp.startswith("$")):
+            raise _err(where, f"{name}: json_path must look like $.a.b")
+        enc = v.get("encoding")
+        if payload:
+            enc = enc or "text"
+            if enc not in PAYLOAD_ENCODINGS:
+                raise _err(where, f"{name}: encoding {enc!r} is not one of {', '.join(PAYLOAD_ENCODINGS)}")
+        return ValueSource(column=v["column"], json_path=jp, encoding=enc)
+    raise _err(where, f"{name}: expected a column name or a table")
+
+
+def _predicate(where: str, d: Any) -> Predicate:
+    if not isinstance(d, dict) or not isinstance(d.get("column"), str):
+        raise _err(where, f"a predicate needs a column: {d!r}")
+    ops = [k for k in d if k != "column"]
+    if len(ops) != 1 or ops[0] not in PREDICATE_OPS:
+        raise _err(where, f"a predicate takes exactly one of {', '.join(PREDICATE_OPS)}: {d!r}")
+    op = ops[0]
+    val = d[op]
+    if op in ("in", "not_in") and not isinstance(val, list):
+        raise _err(where, f"{op} takes a list: {d!r}")
+    if op == "is_null" and not isinstance(val, bool):
+        raise _err(where, f"is_null takes true or false: {d!r}")
+    return Predicate(d["column"], op, val)
+
+
+def _status(where: str, name: str, d: Any, target: type) -> StatusSource:
+    allowed = {e.value for e in target}
+    if isinstance(d, str):
+        if d not in allowed:
+            raise _err(where, f"{name}: {d!r} is not one of {', '.join(sorted(allowed))}")
+        return StatusSource(literal=d, default=d)
+    if not isinstance(d, dict):
+        raise _err(where, f"{name}: expected a table")
+    s = StatusSource(column=d.get("column"), raw=d.get("raw"), default=d.get("default", "unknown"))
+    for k, v in (d.get("map") or {}).items():
+        if v not in allowed:
+            raise _err(where, f"{name}.map: {k!r} maps to {v!r}, not one of {', '.join(sorted(allowed))}")
+        s.map[str(k)] = v
+    for i, r in enumerate(d.get("rules") or []):
+        if not isinstance(r, dict) or "status" not in r:
+            raise _err(where, f"{name}.rules[{i}]: needs when = [...] and status = ...")
+        st = r.get("status") or r.get("outcome")
+        if st not in allowed:
+            raise _err(where, f"{name}.rules[{i}]: {st!r} is not one of {', '.join(sorted(allowed))}")
+        s.rules.append(StatusRule(tuple(_predicate(where, p) for p in r.get("when", [])), st))
+    if s.default not in allowed:
+        raise _err(where, f"{name}.default: {s.default!r} is not one of {', '.join(sorted(allowed))}")
+    if not s.column and not s.rules:
+        raise _err(where, f"{name}: needs a column (with a map) or rules")
+    return s
+
+
+def _cols(where: str, name: str, v: Any, required: bool) -> list[str]:
+    if v is None:
+        if required:
+            raise _err(where, f"{name} is required")
+        return []
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and all(isinstance(c, str) for c in v) and (v or not required):
+        return list(v)
+    raise _err(where, f"{name}: expected a column name or a list of column names")
+
+
+def parse_layout(text: str, origin: str = "<string>") -> Layout:
+    """Parse and form-validate layout TOML. Raises :class:`LayoutError` with a clear message."""
+    try:
+        d = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise _err(origin, f"not valid TOML: {e}") from None
+    meta = d.get("layout") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise _err(origin, "[layout] name is required")
+    where = f"{name!r} ({origin})"
+    ops = d.get("operations")
+    if not isinstance(ops, dict) or not isinstance(ops.get("table"), str):
+        raise _err(where, "[operations] table is required")
+    unknown = set(ops) - {"table", "schema", "row_id", "key", "scope", "kind", "status", "times", "fields"}
+    if unknown:
+        raise _err(where, f"[operations] has unknown entries: {', '.join(sorted(unknown))}")
+    times = {}
+    for k, v in (ops.get("times") or {}).items():
+        if k not in TIME_FIELDS:
+            raise _err(where, f"[operations.times] {k!r} is not one of {', '.join(TIME_FIELDS)}")
+        times[k] = _time(where, f"operations.times.{k}", v)
+    fields = {}
+    for k, v in (ops.get("fields") or {}).items():
+        if k not in VALUE_FIELDS + PAYLOAD_FIELDS:
+            raise _err(where, f"[operations.fields] {k!r} is not one of "
+                              f"{', '.join(VALUE_FIELDS + PAYLOAD_FIELDS)}")
+        fields[k] = _value(where, f"operations.fields.{k}", v, payload=k in PAYLOAD_FIELDS)
+    status = _status(where, "operations.status", ops.get("status", "unknown"), Status)
+
+    a = d.get("attempts") or {}
+    src = a.get("source", "counter" if "attempt_count" in fields else "none")
+    if src not in ATTEMPT_SOURCES:
+        raise _err(where, f"[attempts] source {src!r} is not one of {', '.join(ATTEMPT_SOURCES)}")
+    att = AttemptsSpec(source=src)
+    if src == "table":
+        if not isinstance(a.get("table"), str) or not isinstance(a.get("join"), dict) or not a["join"]:
+            raise _err(where, "[attempts] source = \"table\" needs table and join")
+        att.table, att.schema = a["table"], a.get("schema")
+        att.join = {str(k): str(v) for k, v in a["join"].items()}
+        att.number = a.get("number")
+        att.outcome = _status(where, "attempts.outcome", a.get("outcome", "unknown"), Outcome)
+        att.started_at = _time(where, "attempts.started_at", a["started_at"]) if a.get("started_at") else None
+        att.finished_at = _time(where, "attempts.finished_at", a["finished_at"]) if a.get("finished_at") else None
+        att.error, att.effect_ref, att.worker = a.get("error"), a.get("effect_ref"), a.get("worker")
+        att.fingerprint = a.get("fingerprint")
+    elif src == "json_array":
+        if not isinstance(a.get("column"), str):
+            raise _err(where, "[attempts] source = \"json_array\" needs column")
+        att.column = a["column"]
+        att.element = {str(k): str(v) for k, v in (a.get("element") or {}).items()}
+        att.outcome = _status(where, "attempts.outcome", a.get("outcome", "failed"), Outcome)
+        att.element_time_encoding = a.get("element_time_encoding", "iso_text")
+    elif src == "counter" and "attempt_count" not in fields:
+        raise _err(where, "[attempts] source = \"counter\" needs operations.fields.attempt_count")
+
+    exp = d.get("expiry") or {}
+    tun = d.get("tunables") or {}
+    lay = Layout(
+        name=name, title=meta.get("title", name), description=meta.get("description", ""),
+        source=meta.get("source", ""), table=ops["table"], schema=ops.get("schema"),
+        row_id=ops.get("row_id"), key=_cols(where, "operations.key", ops.get("key"), True),
+        scope=_cols(where, "operations.scope", ops.get("scope"), False),
+        kind=_value(where, "operations.kind", ops["kind"]) if "kind" in ops else None,
+        status=status, times=times, fields=fields, attempts=att,
+        retention_seconds=_num(where, "expiry.retention_seconds", exp.get("retention_seconds")),
+        retention_from=exp.get("retention_from", "created_at"),
+        lock_timeout_seconds=_num(where, "expiry.lock_timeout_seconds", exp.get("lock_timeout_seconds")),
+        dedup_window_seconds=_num(where, "expiry.dedup_window_seconds", exp.get("dedup_window_seconds")),
+        retry_threshold=int(tun.get("retry_threshold", 5)),
+        detect=d.get("detect") or {}, text=text, origin=origin,
+    )
+    if lay.retention_seconds is not None and lay.retention_from not in times:
+        raise _err(where, f"expiry.retention_from {lay.retention_from!r} is not in [operations.times]")
+    return lay
+
+
+def _num(where: str, name: str, v: Any) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        raise _err(where, f"{name} must be a non-negative number of seconds")
+    return float(v)
+
+
+# ---------------------------------------------------------------------------------------- presets
+
+def preset_names() -> list[str]:
+    """Names of the shipped layouts (TOML data files in ``idemview/presets``), sorted."""
+    files = resources.files("idemview.presets")
+    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
+
+
+def load_preset(name: str) -> Layout:
+    """Load a shipped layout by name. Raises :class:`LayoutError` naming the known presets."""
+    res = resources.files("idemview.presets") / f"{name}.toml"
+    if not res.is_file():
+        raise LayoutError(f"no preset named {name!r}; known presets: {', '.join(preset_names())}")
+    return parse_layout(res.read_text("utf-8"), origin=f"preset {name}")
+
+
+def load_layout(spec: str) -> Layout:
+    """A preset name, or a path to a layout TOML file. Raises :class:`LayoutError`."""
+    p = Path(spec)
+    if spec.endswith(".toml") or p.exists():
+        try:
+            text = p.read_text("utf-8")
+        except OSError as e:
+            raise LayoutError(f"cannot read layout file {spec}: {e.strerror}") from None
+        return parse_layout(text, origin=str(p))
+    return load_preset(spec)
+
+
+def all_presets() -> list[Layout]:
+    return [load_preset(n) for n in preset_names()]

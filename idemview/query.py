@@ -1,0 +1,570 @@
+"""A ledger: a read-only engine plus a layout, compiled to SQLAlchemy Core (DESIGN §3, §4, §10).
+
+:class:`Ledger` reflects the layout's tables (proving the layout fits), builds the normalized operations
+expression set, and answers the questions every view asks: pages of operations (keyset paging, sorted
+and filtered by the database), the records and attempts of one operation, counts, and the distinct
+values of a column. Findings are computed by :mod:`idemview.findings` on the same expressions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator, Sequence
+
+from sqlalchemy import (
+    Integer, MetaData, String, Table, and_, case, cast, func, inspect, literal, literal_column, not_,
+    null, or_, select, true, false,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import NoSuchTableError
+from sqlalchemy.sql.expression import ColumnElement, Select
+
+from .filters import Filter
+from .layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
+from .model import Attempt, Operation, Outcome, Payload, Status
+from .sqlx import as_text, epoch_seconds, json_text, time_after, time_before
+from .times import decode_time, from_epoch
+
+UTC = timezone.utc
+
+#: Sort keys the grid offers, each a normalized column name.
+SORTABLE = ("created_at", "key", "scope", "kind", "status", "expires_at", "attempt_count", "updated_at")
+
+
+def _is_text(col) -> bool:
+    try:
+        return isinstance(col.type, String) or col.type.python_type is str
+    except NotImplementedError:
+        return False
+
+
+def decode_payload(value: Any, encoding: str | None) -> Payload | None:
+    """Decode a payload cell by its declared encoding (DESIGN §4).
+
+    ``pickle`` is never unpickled: the result carries only the size. Broken JSON keeps its raw text
+    with ``problem`` set. Binary is returned as bytes (shown as hex)."""
+    if value is None:
+        return None
+    enc = encoding or "text"
+    if isinstance(value, memoryview):
+        value = value.tobytes()
+    if enc == "pickle":
+        size = len(value) if isinstance(value, (bytes, bytearray, str)) else None
+        return Payload("pickle", None, size=size, problem="pickled, not decoded")
+    if enc == "binary":
+        b = value if isinstance(value, (bytes, bytearray)) else str(value).encode()
+        return Payload("binary", bytes(b), size=len(b))
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return Payload("binary", bytes(value), size=len(value),
+                           problem=f"declared {enc} but not UTF-8 text; shown as bytes")
+    if enc == "json":
+        if isinstance(value, (dict, list, int, float, bool)):
+            return Payload("json", value, size=None)
+        try:
+            return Payload("json", json.loads(value), size=len(value))
+        except (ValueError, TypeError) as e:
+            return Payload("json", str(value), size=len(str(value)), problem=f"broken JSON: {e}")
+    return Payload("text", str(value), size=len(str(value)))
+
+
+@dataclass
+class Page:
+    """One page of the operations grid: ``rows`` (normalized :class:`Operation`), and ``cursor`` to ask
+    for the next page with, ``None`` when this was the last."""
+
+    rows: list[Operation]
+    cursor: tuple | None
+
+
+class Ledger:
+    """A layout bound to a read-only engine.
+
+    ``lock_timeout_s``, ``retry_threshold`` and ``retention_s`` override the layout's tunables.
+    Raises :class:`LayoutError` (``missing`` set) when a table or column the layout names is absent."""
+
+    def __init__(self, engine: Engine, layout: Layout, *, name: str | None = None,
+                 lock_timeout_s: float | None = None, retry_threshold: int | None = None,
+                 retention_s: float | None = None):
+        self.engine = engine
+        self.layout = layout
+        self.name = name or layout.name
+        self.dialect = engine.dialect.name
+        self.lock_timeout_s = lock_timeout_s if lock_timeout_s is not None else layout.lock_timeout_seconds
+        self.retry_threshold = retry_threshold if retry_threshold is not None else layout.retry_threshold
+        self.retention_s = retention_s if retention_s is not None else layout.retention_seconds
+        self.md = MetaData()
+        self.ops = self._reflect(layout.schema, layout.table, layout.operations_columns(), "operations")
+        self.att = None
+        if layout.attempts.source == "table":
+            a = layout.attempts
+            schema = a.schema if a.schema is not None else layout.schema
+            self.att = self._reflect(schema, a.table, layout.attempts_columns(), "attempts")
+            missing = [f"column {a.table}.{c}" for c in a.join.values() if c not in self.ops.c]
+            if missing:
+                raise LayoutError(f"layout {layout.name!r} joins attempts on a missing operations "
+                                  f"column: {', '.join(missing)}", missing)
+        self._build()
+
+    # ------------------------------------------------------------------------------------- schema
+
+    def _reflect(self, schema, table, columns: set[str], role: str) -> Table:
+        insp = inspect(self.engine)
+        names = {n.lower(): n for n in insp.get_table_names(schema=schema)}
+        real = names.get(table.lower())
+        if real is None:
+            where = f"{schema}.{table}" if schema else table
+            raise LayoutError(f"layout {self.layout.name!r}: the {role} table {where} is not in the "
+                              f"database", [f"table {where}"])
+        try:
+            t = Table(real, self.md, schema=schema, autoload_with=self.engine)
+        except NoSuchTableError:
+            raise LayoutError(f"layout {self.layout.name!r}: cannot read table {table}", [f"table {table}"]) from None
+        have = {c.name for c in t.c}
+        missing = sorted(c for c in columns if c not in have)
+        if missing:
+            raise LayoutError(
+                f"layout {self.layout.name!r}: table {real} has no column "
+                + ", ".join(missing) + f" (it has: {', '.join(sorted(have))})",
+                [f"column {real}.{c}" for c in missing])
+        return t
+
+    # ----------------------------------------------------------------------------- expressions
+
+    def _text(self, col) -> ColumnElement:
+        return col if _is_text(col) else as_text(col)
+
+    def _joined(self, cols) -> ColumnElement:
+        """Several columns as one text value, joined with '/' (composite keys and scopes)."""
+        if not cols:
+            return literal_column("''")
+        parts = [func.coalesce(self._text(c), literal_column("''")) if len(cols) > 1 else self._text(c)
+                 for c in cols]
+        out = parts[0]
+        for p in parts[1:]:
+            out = out.op("||")(literal_column("'/'")).op("||")(p) if self.dialect != "mysql" else \
+                func.concat(out, literal_column("'/'"), p)
+        return out
+
+    def _pred(self, t: Table, p: Predicate) -> ColumnElement:
+        c = t.c[p.column]
+        v = p.value
+        if p.op == "is_null":
+            return c.is_(None) if v else c.is_not(None)
+        if p.op == "eq":
+            return c == v
+        if p.op == "ne":
+            return or_(c != v, c.is_(None))
+        if p.op == "in":
+            return c.in_(v)
+        if p.op == "not_in":
+            return or_(c.not_in(v), c.is_(None))
+        if p.op == "gt":
+            return c > v
+        if p.op == "ge":
+            return c >= v
+        if p.op == "lt":
+            return c < v
+        if p.op == "le":
+            return c <= v
+        if p.op == "like":
+            return c.like(v)
+        raise LayoutError(f"unknown predicate {p.op}")
+
+    def _status_expr(self, t: Table, s: StatusSource) -> tuple[ColumnElement, ColumnElement]:
+        """(normalized status, raw status) SQL expressions for a status source."""
+        if s.literal is not None:
+            return literal_column(f"'{s.literal}'"), null()
+        if s.rules:
+            whens = [(and_(*[self._pred(t, p) for p in r.when]) if r.when else true(),
+                      literal_column(f"'{r.status}'")) for r in s.rules]
+            norm = case(*whens, else_=literal_column(f"'{s.default}'"))
+            raw_col = s.raw or s.column
+            raw = self._text(t.c[raw_col]) if raw_col else null()
+            return norm, raw
+        col = t.c[s.column]
+        raw = self._text(col)
+        if s.map:
+            # Normalized values are fixed enum words: inlined (not user data); raw values are bound.
+            norm = case(*[(raw == k, literal_column(f"'{v}'")) for k, v in s.map.items()],
+                        else_=literal_column(f"'{s.default}'"))
+        else:
+            norm = literal_column(f"'{s.default}'")
+        return norm, raw
+
+    def _value_expr(self, t: Table, vs) -> ColumnElement:
+        if vs is None:
+            return null()
+        if vs.literal is not None:
+            return literal(str(vs.literal), String())
+        col = t.c[vs.column]
+        if vs.json_path:
+            return json_text(col, vs.json_path)
+        return self._text(col)
+
+    def _build(self):
+        lay, t = self.layout, self.ops
+        self.key_expr = self._joined([t.c[c] for c in lay.key])
+        self.scope_expr = self._joined([t.c[c] for c in lay.scope])
+        self.kind_expr = self._value_expr(t, lay.kind) if lay.kind else null()
+        self.status_expr, self.raw_status_expr = self._status_expr(t, lay.status)
+        self.rid = t.c[lay.row_id] if lay.row_id else None
+        self.time_cols: dict[str, tuple[ColumnElement, TimeColumn]] = {
+            k: (t.c[tc.column], tc) for k, tc in lay.times.items()}
+        self.epoch: dict[str, ColumnElement] = {
+            k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.time_cols.items()}
+        mode = lay.expiry_mode()
+        if mode == "retention" and self.retention_s is not None:
+            self.epoch["expires_at"] = self.epoch[lay.retention_from] + self.retention_s
+        elif mode == "column":
+            pass
+        elif self.retention_s is not None and lay.retention_from in self.epoch:
+            self.epoch["expires_at"] = self.epoch[lay.retention_from] + self.retention_s
+        f = lay.fields
+        self.fingerprint_expr = self._value_expr(t, f.get("fingerprint"))
+        self.intent_expr = self._value_expr(t, f.get("intent_ref"))
+        self.effect_expr = self._value_expr(t, f.get("effect_ref"))
+        ac = f.get("attempt_count")
+        self.attempt_count_expr = cast(t.c[ac.column], Integer) if ac and ac.column else None
+        if self.att is not None:
+            self._build_attempts()
+
+    def _build_attempts(self):
+        a, t = self.layout.attempts, self.att
+        # The attempt's (scope, key) are read through the operations columns it joins on.
+        on = and_(*[t.c[ac] == self.ops.c[oc] for ac, oc in a.join.items()])
+        self.att_join = on
+        self.att_number = cast(t.c[a.number], Integer) if a.number else null()
+        self.att_outcome, self.att_raw_outcome = self._status_expr(t, a.outcome)
+        self.att_time: dict[str, tuple[ColumnElement, TimeColumn]] = {}
+        for k in ("started_at", "finished_at"):
+            tc = getattr(a, k)
+            if tc:
+                self.att_time[k] = (t.c[tc.column], tc)
+        self.att_epoch = {k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.att_time.items()}
+        self.att_effect = self._text(t.c[a.effect_ref]) if a.effect_ref else null()
+        self.att_fingerprint = self._text(t.c[a.fingerprint]) if a.fingerprint else null()
+        self.att_error = t.c[a.error] if a.error else null()
+        self.att_worker = self._text(t.c[a.worker]) if a.worker else null()
+        # When attempts join on all key and scope columns, scope/key can be read from the attempts
+        # table alone (no join needed): the common case, and much cheaper.
+        inv = {oc: ac for ac, oc in a.join.items()}
+        if all(c in inv for c in self.layout.key + self.layout.scope):
+            self.att_key_expr = self._joined([t.c[inv[c]] for c in self.layout.key])
+            self.att_scope_expr = self._joined([t.c[inv[c]] for c in self.layout.scope])
+            self.att_needs_join = False
+        else:
+            self.att_key_expr, self.att_scope_expr = self.key_expr, self.scope_expr
+            self.att_needs_join = True
+
+    # ------------------------------------------------------------------------------- selects
+
+    def operations_select(self) -> Select:
+        """Normalized operations: one row per record with labelled columns ``scope, key, kind,
+        status, raw_status, rid, <time>_e`` (epoch seconds), ``attempt_count, fingerprint,
+        intent_ref, effect_ref``."""
+        cols = [self.scope_expr.label("scope"), self.key_expr.label("key"), self.kind_expr.label("kind"),
+                self.status_expr.label("status"), self.raw_status_expr.label("raw_status"),
+                (self.rid if self.rid is not None else null()).label("rid")]
+        for k in ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at",
+                  "expires_at", "last_attempt_at"):
+            cols.append((self.epoch.get(k, null())).label(f"{k}_e"))
+        cols += [(self.attempt_count_expr if self.attempt_count_expr is not None else null()).label("attempt_count"),
+                 self.fingerprint_expr.label("fingerprint"), self.intent_expr.label("intent_ref"),
+                 self.effect_expr.label("effect_ref")]
+        return select(*cols).select_from(self.ops)
+
+    def attempts_select(self) -> Select | None:
+        """Normalized attempts (table source only): ``scope, key, number, outcome, raw_outcome,
+        started_at_e, finished_at_e, effect_ref, fingerprint``."""
+        if self.att is None:
+            return None
+        cols = [self.att_scope_expr.label("scope"), self.att_key_expr.label("key"),
+                self.att_number.label("number"), self.att_outcome.label("outcome"),
+                self.att_raw_outcome.label("raw_outcome"),
+                self.att_epoch.get("started_at", null()).label("started_at_e"),
+                self.att_epoch.get("finished_at", null()).label("finished_at_e"),
+                self.att_effect.label("effect_ref"), self.att_fingerprint.label("fingerprint")]
+        q = select(*cols).select_from(self.att)
+        if self.att_needs_join:
+            q = select(*cols).select_from(self.att.join(self.ops, self.att_join))
+        return q
+
+    # ------------------------------------------------------------------------------- filters
+
+    def filter_clause(self, flt: Filter | None, now: datetime | None = None) -> ColumnElement:
+        """SQL WHERE clause (over the operations table) for a :class:`Filter`."""
+        if flt is None or flt.is_empty():
+            return true()
+        parts = []
+        if flt.statuses:
+            parts.append(self.status_expr.in_([s.value for s in flt.statuses]))
+        if flt.kinds:
+            parts.append(self.kind_expr.in_(list(flt.kinds)))
+        if flt.key:
+            parts.append(self.key_expr.contains(flt.key, autoescape=True))
+        if flt.intent:
+            parts.append(self.intent_expr.contains(flt.intent, autoescape=True))
+        if flt.scope:
+            parts.append(self.scope_expr.contains(flt.scope, autoescape=True))
+        if flt.since or flt.until:
+            if "created_at" not in self.time_cols:
+                raise LayoutError(f"layout {self.layout.name!r} has no created_at time to filter on")
+            c, tc = self.time_cols["created_at"]
+            if flt.since:
+                parts.append(time_after(c, tc, flt.since, self.dialect, inclusive=True))
+            if flt.until:
+                parts.append(time_before(c, tc, flt.until, self.dialect, inclusive=False))
+        if flt.findings:
+            from .findings import FindingEngine
+            fe = FindingEngine(self, now or datetime.now(UTC))
+            keys = fe.keys_with(flt.findings)
+            parts.append(self.ops_ref_in(keys))
+        return and_(*parts)
+
+    def ops_ref_in(self, keys: Select) -> ColumnElement:
+        """Operations whose (scope, key) is in a select of ``scope, key`` rows."""
+        ks = keys.subquery()
+        return select(literal_column("1")).select_from(ks).where(
+            ks.c.scope == self.scope_expr, ks.c.key == self.key_expr).exists()
+
+    # --------------------------------------------------------------------------- reading rows
+
+    def _op_columns(self):
+        """Columns of the operations page select: normalized expressions plus raw time columns."""
+        lay, t = self.layout, self.ops
+        cols = [self.scope_expr.label("scope"), self.key_expr.label("key"), self.kind_expr.label("kind"),
+                self.status_expr.label("status"), self.raw_status_expr.label("raw_status"),
+                (self.rid if self.rid is not None else null()).label("rid"),
+                (self.attempt_count_expr if self.attempt_count_expr is not None else null()).label("attempt_count"),
+                self.fingerprint_expr.label("fingerprint"), self.intent_expr.label("intent_ref"),
+                self.effect_expr.label("effect_ref")]
+        for k, (c, _tc) in self.time_cols.items():
+            cols.append(c.label(f"t_{k}"))
+        if "expires_at" not in self.time_cols and "expires_at" in self.epoch:
+            cols.append(self.epoch["expires_at"].label("e_expires_at"))
+        for k in ("request", "response", "error"):
+            vs = lay.fields.get(k)
+            if vs and vs.column:
+                cols.append(t.c[vs.column].label(f"p_{k}"))
+        if self.layout.attempts.source == "json_array":
+            cols.append(t.c[self.layout.attempts.column].label("j_attempts"))
+        return cols
+
+    def row_to_operation(self, r) -> Operation:
+        m = r._mapping
+        op = Operation(scope=m["scope"] or "", key=m["key"] if m["key"] is not None else "",
+                       kind=m["kind"], raw_status=m["raw_status"], row_id=m["rid"])
+        try:
+            op.status = Status(m["status"])
+        except ValueError:
+            op.status = Status.UNKNOWN
+        for k, (_c, tc) in self.time_cols.items():
+            setattr(op, k, decode_time(m[f"t_{k}"], tc))
+        if "e_expires_at" in m:
+            op.expires_at = from_epoch(m["e_expires_at"])
+        ac = m["attempt_count"]
+        op.attempt_count = int(ac) if ac is not None else None
+        op.fingerprint, op.intent_ref, op.effect_ref = m["fingerprint"], m["intent_ref"], m["effect_ref"]
+        for k in ("request", "response", "error"):
+            if f"p_{k}" in m:
+                setattr(op, k, decode_payload(m[f"p_{k}"], self.layout.fields[k].encoding))
+        if op.attempt_count is None and "j_attempts" in m:
+            arr = _json_list(m["j_attempts"])
+            op.attempt_count = len(arr) if arr is not None else None
+        return op
+
+    def _sort_expr(self, sort: str) -> ColumnElement:
+        if sort == "key":
+            return self.key_expr
+        if sort == "scope":
+            return self.scope_expr
+        if sort == "kind":
+            return self.kind_expr
+        if sort == "status":
+            return self.status_expr
+        if sort == "attempt_count" and self.attempt_count_expr is not None:
+            return self.attempt_count_expr
+        if sort in self.time_cols:
+            return self.time_cols[sort][0]
+        if sort == "expires_at" and "expires_at" in self.epoch:
+            lay = self.layout
+            return self.time_cols[lay.retention_from][0]
+        return self.key_expr
+
+    def page(self, flt: Filter | None = None, *, sort: str = "created_at", descending: bool = False,
+             after: tuple | None = None, limit: int = 200, now: datetime | None = None) -> Page:
+        """One page of normalized operations, filtered and sorted by the database (keyset paging).
+
+        ``after`` is the previous page's ``cursor``. The sort is made total with the row identity (or
+        the key) as a tie-breaker. NULL sort values come last."""
+        sort_e = self._sort_expr(sort)
+        tie = self.rid if self.rid is not None else self.key_expr
+        cols = self._op_columns() + [sort_e.label("_s"), tie.label("_t")]
+        q = select(*cols).select_from(self.ops).where(self.filter_clause(flt, now))
+        isnull = case((sort_e.is_(None), 1), else_=0)
+        if after is not None:
+            s_null, s_val, t_val = after
+            if descending:
+                if s_null:
+                    cond = and_(sort_e.is_(None), tie < t_val)
+                else:
+                    cond = or_(sort_e < s_val, and_(sort_e == s_val, tie < t_val), sort_e.is_(None))
+            else:
+                if s_null:
+                    cond = and_(sort_e.is_(None), tie > t_val)
+                else:
+                    cond = or_(sort_e > s_val, and_(sort_e == s_val, tie > t_val), sort_e.is_(None))
+            q = q.where(cond)
+        if descending:
+            q = q.order_by(isnull, sort_e.desc(), tie.desc())
+        else:
+            q = q.order_by(isnull, sort_e.asc(), tie.asc())
+        q = q.limit(limit + 1)
+        with self.engine.connect() as c:
+            rows = c.execute(q).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        ops = [self.row_to_operation(r) for r in rows]
+        cursor = None
+        if more and rows:
+            last = rows[-1]._mapping
+            cursor = (last["_s"] is None, last["_s"], last["_t"])
+        return Page(ops, cursor)
+
+    def iter_operations(self, flt: Filter | None = None, *, now: datetime | None = None,
+                        batch: int = 5000) -> Iterator[Operation]:
+        """Every operation matching ``flt``, streamed (server-side cursor where the driver has one)."""
+        q = select(*self._op_columns()).select_from(self.ops).where(self.filter_clause(flt, now))
+        tie = self.rid if self.rid is not None else self.key_expr
+        q = q.order_by(tie)
+        with self.engine.connect() as c:
+            res = c.execution_options(stream_results=True, yield_per=batch).execute(q)
+            for r in res:
+                yield self.row_to_operation(r)
+
+    def records(self, scope: str, key: str) -> list[Operation]:
+        """Every record of one operation (a ledger without a unique key may hold several)."""
+        q = (select(*self._op_columns()).select_from(self.ops)
+             .where(self.scope_expr == scope, self.key_expr == key))
+        with self.engine.connect() as c:
+            return [self.row_to_operation(r) for r in c.execute(q)]
+
+    def attempts(self, scope: str, key: str, records: list[Operation] | None = None) -> list[Attempt]:
+        """The attempts of one operation, ordered by number then start. For ``json_array`` ledgers the
+        array is decoded here (never in SQL); a counter-only ledger has none to list."""
+        a = self.layout.attempts
+        if a.source == "table":
+            t = self.att
+            cols = [self.att_number.label("number"), self.att_outcome.label("outcome"),
+                    self.att_raw_outcome.label("raw_outcome"), self.att_effect.label("effect_ref"),
+                    self.att_error.label("error"), self.att_worker.label("worker")]
+            for k, (c, _tc) in self.att_time.items():
+                cols.append(c.label(f"t_{k}"))
+            src = self.att.join(self.ops, self.att_join) if self.att_needs_join else self.att
+            q = (select(*cols).select_from(src)
+                 .where(self.att_scope_expr == scope, self.att_key_expr == key))
+            with self.engine.connect() as c:
+                rows = c.execute(q).fetchall()
+            out = []
+            for r in rows:
+                m = r._mapping
+                at = Attempt(scope=scope, key=key, number=m["number"], raw_outcome=m["raw_outcome"],
+                             effect_ref=m["effect_ref"], worker=m["worker"],
+                             error=_short_text(m["error"]))
+                try:
+                    at.outcome = Outcome(m["outcome"])
+                except ValueError:
+                    at.outcome = Outcome.UNKNOWN
+                for k, (_c, tc) in self.att_time.items():
+                    setattr(at, k, decode_time(m[f"t_{k}"], tc))
+                out.append(at)
+            out.sort(key=lambda x: (x.number is None, x.number or 0,
+                                    x.started_at or datetime.max.replace(tzinfo=UTC)))
+            return out
+        if a.source == "json_array":
+            q = (select(self.ops.c[a.column]).where(self.scope_expr == scope, self.key_expr == key))
+            with self.engine.connect() as c:
+                cells = [r[0] for r in c.execute(q)]
+            return json_array_attempts(cells, scope, key, a)
+        return []
+
+    def counts(self) -> tuple[int, int]:
+        """(operations, attempts) in the ledger. Attempts: rows of the attempts table, elements of the
+        JSON arrays, or the sum of the counter column."""
+        with self.engine.connect() as c:
+            n_ops = c.execute(select(func.count()).select_from(self.ops)).scalar() or 0
+            a = self.layout.attempts
+            if a.source == "table":
+                n_att = c.execute(select(func.count()).select_from(self.att)).scalar() or 0
+            elif a.source == "counter" and self.attempt_count_expr is not None:
+                n_att = c.execute(select(func.sum(self.attempt_count_expr))).scalar() or 0
+            elif a.source == "json_array":
+                n_att = 0
+                res = c.execution_options(stream_results=True, yield_per=5000).execute(
+                    select(self.ops.c[a.column]))
+                for (cell,) in res:
+                    arr = _json_list(cell)
+                    n_att += len(arr) if arr else 0
+            else:
+                n_att = 0
+        return int(n_ops), int(n_att)
+
+    def distinct_values(self, column: str, limit: int = 50) -> list[tuple[Any, int]]:
+        """The most frequent values of an operations column with their counts (for the layout
+        editor's status mapping)."""
+        c_ = self.ops.c[column]
+        q = select(c_, func.count()).group_by(c_).order_by(func.count().desc()).limit(limit)
+        with self.engine.connect() as c:
+            return [(r[0], int(r[1])) for r in c.execute(q)]
+
+
+def _short_text(v: Any, limit: int = 2000) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        v = bytes(v).decode("utf-8", "replace")
+    s = str(v)
+    return s if len(s) <= limit else s[:limit] + "…"
+
+
+def _json_list(cell: Any) -> list | None:
+    if cell is None:
+        return None
+    if isinstance(cell, list):
+        return cell
+    if isinstance(cell, (bytes, bytearray, memoryview)):
+        cell = bytes(cell).decode("utf-8", "replace")
+    try:
+        v = json.loads(cell)
+    except (ValueError, TypeError):
+        return None
+    return v if isinstance(v, list) else None
+
+
+def json_array_attempts(cells: Sequence[Any], scope: str, key: str, spec) -> list[Attempt]:
+    """Attempts decoded from JSON array cells (Oban/River ``errors``: one element per failed attempt,
+    e.g. ``{"at": ISO, "attempt": 1, "error": "..."}``). Broken JSON gives no attempts, not an error."""
+    el = spec.element
+    tc = TimeColumn("at", spec.element_time_encoding)
+    out: list[Attempt] = []
+    default_outcome = spec.outcome.literal or spec.outcome.default if spec.outcome else "failed"
+    for cell in cells:
+        for i, e in enumerate(_json_list(cell) or []):
+            if not isinstance(e, dict):
+                continue
+            n = e.get(el.get("number", "attempt"))
+            try:
+                n = int(n) if n is not None else i + 1
+            except (TypeError, ValueError):
+                n = i + 1
+            out.append(Attempt(scope=scope, key=key, number=n,
+                               started_at=decode_time(e.get(el.get("at", "at")), tc),
+                               outcome=Outcome(default_outcome), raw_outcome="error",
+                               error=_short_text(e.get(el.get("error", "error")))))
+    out.sort(key=lambda x: x.number or 0)
+    return out
