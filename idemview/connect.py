@@ -181,7 +181,7 @@ def safe_url(u: URL | str) -> str:
             u = make_url(u)
         except ArgumentError:
             return redact(u)
-    return u.set(username=None, password=None).render_as_string(hide_password=True)
+    return u._replace(username=None, password=None).render_as_string(hide_password=True)
 
 
 def short_error(e: BaseException) -> str:

@@ -329,7 +329,14 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
 
     md = reference_metadata()
     md.drop_all(engine)
+    # Indexes are created one by one in name order: Table.indexes is a set, and a stable DDL order keeps
+    # "same seed, same file" true to the byte.
+    indexes = sorted((i for t in md.tables.values() for i in t.indexes), key=lambda i: i.name)
+    for t in md.tables.values():
+        t.indexes.clear()
     md.create_all(engine)
+    for i in indexes:
+        i.create(engine)
     t_ops, t_att, t_pl = md.tables["operations"], md.tables["attempts"], md.tables["idemview_demo_planted"]
     with engine.begin() as c:
         for i in range(0, len(g.ops), batch):

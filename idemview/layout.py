@@ -16,6 +16,7 @@ Format (every key not marked required is optional)::
     row_id = "id"                        # row identity: tells literal duplicate rows apart, pages
     key = ["idempotency_key"]            # required, one or more columns
     scope = ["user_id"]                  # zero or more columns ("" scope when none)
+    optional = ["name", "worker"]        # columns that may be absent (fields using them are dropped)
     kind = "request_path"                # a column, or {value = "literal"}, or {column=..., json_path=...}
 
     [operations.status]                  # either a value map ...
@@ -190,6 +191,7 @@ class Layout:
     lock_timeout_seconds: float | None = None
     dedup_window_seconds: float | None = None
     retry_threshold: int = 5
+    optional: list[str] = field(default_factory=list)
     detect: dict[str, Any] = field(default_factory=dict)
     text: str = ""
     origin: str = ""
@@ -206,6 +208,16 @@ class Layout:
         if self.retention_seconds is not None and self.retention_from in self.times:
             return "retention"
         return None
+
+    def without_columns(self, missing: set[str]) -> "Layout":
+        """A copy that no longer reads the operations columns in ``missing`` (optional columns the
+        database lacks, e.g. Celery's extended result columns): fields, times and kind using them go."""
+        from dataclasses import replace
+        times = {k: v for k, v in self.times.items() if v.column not in missing}
+        fields_ = {k: v for k, v in self.fields.items() if v.column not in missing}
+        kind = self.kind if not (self.kind and self.kind.column in missing) else None
+        return replace(self, times=times, fields=fields_, kind=kind,
+                       scope=[c for c in self.scope if c not in missing])
 
     def window_seconds(self) -> float | None:
         """The dedup window used for ``duplicate_intent``: retention, else the declared window."""
@@ -370,7 +382,8 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
     ops = d.get("operations")
     if not isinstance(ops, dict) or not isinstance(ops.get("table"), str):
         raise _err(where, "[operations] table is required")
-    unknown = set(ops) - {"table", "schema", "row_id", "key", "scope", "kind", "status", "times", "fields"}
+    unknown = set(ops) - {"table", "schema", "row_id", "key", "scope", "kind", "status", "times", "fields",
+                          "optional"}
     if unknown:
         raise _err(where, f"[operations] has unknown entries: {', '.join(sorted(unknown))}")
     times = {}
@@ -426,6 +439,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         lock_timeout_seconds=_num(where, "expiry.lock_timeout_seconds", exp.get("lock_timeout_seconds")),
         dedup_window_seconds=_num(where, "expiry.dedup_window_seconds", exp.get("dedup_window_seconds")),
         retry_threshold=int(tun.get("retry_threshold", 5)),
+        optional=_cols(where, "operations.optional", ops.get("optional"), False),
         detect=d.get("detect") or {}, text=text, origin=origin,
     )
     if lay.retention_seconds is not None and lay.retention_from not in times:

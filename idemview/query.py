@@ -98,7 +98,12 @@ class Ledger:
         self.retry_threshold = retry_threshold if retry_threshold is not None else layout.retry_threshold
         self.retention_s = retention_s if retention_s is not None else layout.retention_seconds
         self.md = MetaData()
-        self.ops = self._reflect(layout.schema, layout.table, layout.operations_columns(), "operations")
+        self.ops = self._reflect(layout.schema, layout.table, layout.operations_columns(), "operations",
+                                 optional=set(layout.optional))
+        absent = set(layout.optional) - {c.name for c in self.ops.c}
+        if absent:
+            layout = layout.without_columns(absent)
+            self.layout = layout
         self.att = None
         if layout.attempts.source == "table":
             a = layout.attempts
@@ -112,7 +117,7 @@ class Ledger:
 
     # ------------------------------------------------------------------------------------- schema
 
-    def _reflect(self, schema, table, columns: set[str], role: str) -> Table:
+    def _reflect(self, schema, table, columns: set[str], role: str, optional: set[str] = frozenset()) -> Table:
         insp = inspect(self.engine)
         names = {n.lower(): n for n in insp.get_table_names(schema=schema)}
         real = names.get(table.lower())
@@ -125,7 +130,7 @@ class Ledger:
         except NoSuchTableError:
             raise LayoutError(f"layout {self.layout.name!r}: cannot read table {table}", [f"table {table}"]) from None
         have = {c.name for c in t.c}
-        missing = sorted(c for c in columns if c not in have)
+        missing = sorted(c for c in columns if c not in have and c not in optional)
         if missing:
             raise LayoutError(
                 f"layout {self.layout.name!r}: table {real} has no column "

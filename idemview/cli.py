@@ -1,0 +1,268 @@
+"""The ``idemview`` command (DESIGN §9 is the contract; tests and scripts depend on it).
+
+Exit codes: 0 success, 2 usage or input error, 3 cannot connect, 4 layout does not fit the database.
+Errors are one line on stderr, never a traceback, and never contain a password.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import __version__
+
+UTC = timezone.utc
+EXIT_OK, EXIT_USAGE, EXIT_CONNECT, EXIT_LAYOUT = 0, 2, 3, 4
+
+
+class CliError(Exception):
+    """An error for the user: ``code`` is the exit code, the message one clear line."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # usage errors: one line, exit 2 (argparse's own code)
+        self.print_usage(sys.stderr)
+        print(f"idemview: error: {message}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def _instant(text: str) -> datetime:
+    from .times import parse_instant
+    try:
+        return parse_instant(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="idemview", description="Inspect operation ledgers: idempotency keys, attempts, "
+                                             "outcomes and duplicate side effects.")
+    p.add_argument("--version", action="version", version=f"idemview {__version__}")
+    p.add_argument("--demo", action="store_true", help="create the demo ledger if needed and open the GUI on it")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    d = sub.add_parser("demo", help="write a demo SQLite ledger with known incidents")
+    d.add_argument("path")
+    d.add_argument("--operations", type=int, default=2000, help="ordinary operations (default 2000)")
+    d.add_argument("--seed", type=int, default=7)
+    d.add_argument("--anchor", type=_instant, default=None,
+                   help="instant the traffic leads up to (ISO-8601; default 2026-11-30T12:00:00Z)")
+
+    sub.add_parser("presets", help="list layouts")
+
+    de = sub.add_parser("detect", help="print the best-matching layout and its confidence")
+    de.add_argument("url")
+
+    def common(sp):
+        sp.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
+        sp.add_argument("--layout", help="preset name or layout TOML file (default: detect)")
+        sp.add_argument("--now", type=_instant, default=None, help="instant findings are computed for (ISO-8601)")
+        sp.add_argument("--lock-timeout", type=float, default=None, help="seconds (overrides the layout)")
+        sp.add_argument("--retry-threshold", type=int, default=None)
+        sp.add_argument("--retention", type=float, default=None, help="seconds (overrides the layout)")
+
+    s = sub.add_parser("scan", help="compute findings")
+    common(s)
+    s.add_argument("--format", choices=("json", "text"), default="text")
+    s.add_argument("--limit", type=int, default=20, help="findings listed per kind in text output (0: all)")
+
+    e = sub.add_parser("export", help="export filtered evidence to CSV with a manifest")
+    common(e)
+    e.add_argument("--out", required=True, help="FILE.csv (FILE.csv.manifest.json is written beside it)")
+    e.add_argument("--finding", action="append", default=[], metavar="KIND")
+    e.add_argument("--status", action="append", default=[], metavar="S")
+    e.add_argument("--kind", action="append", default=[], metavar="K", help="operation kind")
+    e.add_argument("--key")
+    e.add_argument("--intent")
+    e.add_argument("--scope")
+    e.add_argument("--since", type=_instant)
+    e.add_argument("--until", type=_instant)
+    e.add_argument("--rows", choices=("operations", "attempts", "findings"), default="operations")
+    e.add_argument("--excel", action="store_true", help="UTF-8 with BOM, for spreadsheets")
+    e.add_argument("--null", default="", help="literal written for NULL (default: empty field)")
+    return p
+
+
+# --------------------------------------------------------------------------------- resolution
+
+def open_target(url: str):
+    """(engine, connection name, saved Connection or None) for a URL, file or saved connection name."""
+    from .config import ConnectionStore, CredentialStore
+    from .connect import ConnectError, open_engine
+    saved = None
+    if "://" not in url and not Path(url).exists():
+        saved = ConnectionStore().find(url)
+        if saved is None and not url.endswith((".db", ".sqlite", ".sqlite3")):
+            raise CliError(f"{url!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE)
+    try:
+        if saved is not None:
+            pw = CredentialStore().get(saved.id)
+            return open_engine(saved.url(pw)), saved.name, saved
+        return open_engine(url), None, None
+    except ConnectError as e:
+        raise CliError(str(e), EXIT_CONNECT) from None
+
+
+def resolve_ledger(args, engine, saved=None):
+    from .detect import detect
+    from .layout import LayoutError, load_layout
+    from .query import Ledger
+    spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
+    try:
+        if spec:
+            layout = load_layout(spec)
+        else:
+            matches = detect(engine)
+            if not matches:
+                raise CliError("no preset fits this database; pass --layout NAME|FILE "
+                               "(see `idemview presets`)", EXIT_LAYOUT)
+            layout = matches[0].layout
+        return Ledger(engine, layout, lock_timeout_s=args.lock_timeout,
+                      retry_threshold=args.retry_threshold, retention_s=args.retention)
+    except LayoutError as e:
+        code = EXIT_LAYOUT if e.missing or spec is None else EXIT_USAGE
+        raise CliError(str(e), code) from None
+
+
+# ------------------------------------------------------------------------------------ commands
+
+def cmd_demo(args) -> int:
+    from .demo import DEFAULT_ANCHOR, write_demo
+    if args.operations < 0:
+        raise CliError("--operations must be >= 0")
+    planted = write_demo(args.path, operations=args.operations, seed=args.seed,
+                         anchor=args.anchor or DEFAULT_ANCHOR)
+    kinds = ", ".join(f"{k} {len(v)}" for k, v in sorted(planted.incidents.items()))
+    print(f"wrote {args.path}: {planted.operations} operations, {planted.attempts} attempts; "
+          f"planted incidents: {kinds}; scan it with --now {planted.anchor.isoformat().replace('+00:00', 'Z')}")
+    return EXIT_OK
+
+
+def cmd_presets(args) -> int:
+    from .layout import all_presets
+    rows = [(l.name, l.title, l.table + (f" + {l.attempts.table}" if l.attempts.source == "table" else ""))
+            for l in all_presets()]
+    w = max(len(r[0]) for r in rows)
+    w2 = max(len(r[2]) for r in rows)
+    for name, title, tables in rows:
+        print(f"{name:<{w}}  {tables:<{w2}}  {title}")
+    return EXIT_OK
+
+
+def cmd_detect(args) -> int:
+    from .detect import detect
+    engine, _name, _saved = open_target(args.url)
+    matches = detect(engine)
+    if not matches:
+        print("no preset fits this database (no known ledger table found); build a layout file "
+              "and pass it with --layout", file=sys.stderr)
+        return EXIT_LAYOUT
+    best = matches[0]
+    print(f"{best.layout.name}\tconfidence {best.confidence:.2f}\t{best.reason}")
+    for m in matches[1:4]:
+        print(f"  also: {m.layout.name} ({m.confidence:.2f})")
+    return EXIT_OK
+
+
+def cmd_scan(args) -> int:
+    from .findings import FindingEngine
+    from .masking import Masker
+    from .times import iso
+    engine, _name, saved = open_target(args.url)
+    ledger = resolve_ledger(args, engine, saved)
+    now = args.now or datetime.now(UTC)
+    fe = FindingEngine(ledger, now)
+    findings = fe.run()
+    n_ops, n_att = ledger.counts()
+    masker = Masker()
+    counts = {}
+    for f in findings:
+        counts[f.kind.value] = counts.get(f.kind.value, 0) + 1
+    if args.format == "json":
+        out = {"now": iso(fe.now), "layout": ledger.layout.name, "operations": n_ops, "attempts": n_att,
+               "counts": counts,
+               "findings": [masker.mask_value(f.to_json()) for f in findings]}
+        json.dump(out, sys.stdout, indent=1, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    from .model import FindingKind
+    print(f"ledger   {ledger.name} ({engine.dialect.name}) with layout {ledger.layout.name}")
+    print(f"now      {iso(fe.now)}")
+    print(f"size     {n_ops} operations, {n_att} attempts")
+    if not findings:
+        print("findings none")
+    else:
+        print("findings " + ", ".join(f"{k} {n}" for k, n in counts.items()))
+    unsupported = fe.unsupported()
+    if unsupported:
+        print("not checkable with this layout: "
+              + "; ".join(f"{k.value} ({why})" for k, why in unsupported.items()))
+    for kind in FindingKind:
+        fs = [f for f in findings if f.kind == kind]
+        if not fs:
+            continue
+        print()
+        print(f"{kind.value} ({len(fs)})")
+        shown = fs if args.limit == 0 else fs[: args.limit]
+        for f in shown:
+            print(f"  [{f.severity.value}] {masker.mask_text(f.explanation)}")
+        if len(fs) > len(shown):
+            print(f"  … and {len(fs) - len(shown)} more (--limit 0 lists all)")
+    return EXIT_OK
+
+
+def cmd_export(args) -> int:
+    from .export import export_cli
+    engine, name, saved = open_target(args.url)
+    ledger = resolve_ledger(args, engine, saved)
+    return export_cli(args, ledger, connection_name=name)
+
+
+def cmd_gui(args) -> int:
+    try:
+        from .qt.app import run_gui
+    except ImportError as e:
+        raise CliError(f"the GUI cannot start: {e}", EXIT_USAGE) from None
+    return run_gui(demo=args.demo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="idemview: %(levelname)s: %(message)s")
+    from .connect import redact
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"demo": cmd_demo, "presets": cmd_presets, "detect": cmd_detect, "scan": cmd_scan,
+                "export": cmd_export}
+    try:
+        if args.command is None:
+            return cmd_gui(args)
+        return handlers[args.command](args)
+    except CliError as e:
+        print(f"idemview: {redact(str(e))}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        print("idemview: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # last resort: one line, no traceback, no password
+        from .connect import short_error
+        from sqlalchemy.exc import DBAPIError, OperationalError
+        if isinstance(e, OperationalError):
+            print(f"idemview: the database failed: {short_error(e)}", file=sys.stderr)
+            return EXIT_CONNECT
+        if isinstance(e, DBAPIError):
+            print(f"idemview: the database refused a query: {short_error(e)}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"idemview: unexpected error: {type(e).__name__}: {redact(str(e))[:300]}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Saved connections and their credentials (DESIGN §8).
+
+Connections live as TOML in the user config directory (``platformdirs.user_config_dir("idemview")``,
+overridable with ``IDEMVIEW_CONFIG_DIR``), one table per connection, with **no secret** in them. The
+password lives in the OS keyring under service ``idemview``, keyed by the connection id. When no
+keyring backend works, or it is locked, :class:`CredentialStore` says so and keeps the password in
+memory for this session only: it is never written to disk or logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tomllib
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import platformdirs
+import tomli_w
+from sqlalchemy.engine import URL, make_url
+
+log = logging.getLogger(__name__)
+
+KEYRING_SERVICE = "idemview"
+DIALECTS = {"sqlite": "sqlite", "postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql",
+            "mariadb": "mariadb+pymysql"}
+
+
+def config_dir() -> Path:
+    """Where idemview keeps its settings (created on first use)."""
+    d = os.environ.get("IDEMVIEW_CONFIG_DIR")
+    p = Path(d) if d else Path(platformdirs.user_config_dir("idemview", appauthor=False))
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def data_dir() -> Path:
+    """Where idemview keeps generated data (the demo ledger)."""
+    d = os.environ.get("IDEMVIEW_DATA_DIR")
+    p = Path(d) if d else Path(platformdirs.user_data_dir("idemview", appauthor=False))
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+@dataclass
+class Connection:
+    """A saved connection: everything but the password.
+
+    ``dialect`` is a SQLAlchemy backend name (``sqlite``, ``postgresql``, ``mysql``, ``mariadb`` or any
+    other installed dialect), ``driver`` optional (``psycopg``, ``pymysql``...). For SQLite, ``database``
+    is the file path. ``layout`` is a preset name or a layout file path (empty: detect). ``naive_zone``
+    is the IANA zone naive timestamps were written in. ``tls`` holds driver TLS options (``sslmode``...)."""
+
+    name: str
+    dialect: str = "sqlite"
+    driver: str = ""
+    host: str = ""
+    port: int | None = None
+    database: str = ""
+    user: str = ""
+    tls: dict = field(default_factory=dict)
+    layout: str = ""
+    naive_zone: str = "UTC"
+    colour: str = ""
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def url(self, password: str | None = None) -> URL:
+        """The SQLAlchemy URL (built with ``URL.create``, so no character needs escaping)."""
+        drivername = self.dialect + (f"+{self.driver}" if self.driver else "")
+        if not self.driver and self.dialect in DIALECTS:
+            drivername = DIALECTS[self.dialect]
+        if self.dialect == "sqlite":
+            return URL.create(drivername, database=self.database)
+        return URL.create(drivername, username=self.user or None, password=password or None,
+                          host=self.host or None, port=self.port, database=self.database or None,
+                          query={k: str(v) for k, v in self.tls.items()})
+
+    @classmethod
+    def from_url(cls, name: str, url: str) -> tuple["Connection", str | None]:
+        """Split a pasted SQLAlchemy URL into fields; returns (connection, password or None).
+
+        Raises ``ValueError`` on a malformed URL (message without the password)."""
+        try:
+            u = make_url(url)
+        except Exception:
+            raise ValueError("not a SQLAlchemy URL (expected e.g. postgresql://user@host:5432/db)") from None
+        backend = u.get_backend_name()
+        driver = u.get_driver_name() if "+" in u.drivername else ""
+        c = cls(name=name, dialect=backend, driver=driver, host=u.host or "", port=u.port,
+                database=u.database or "", user=u.username or "",
+                tls={k: v for k, v in u.query.items() if isinstance(v, str)})
+        return c, u.password
+
+
+class ConnectionStore:
+    """Saved connections in ``connections.toml`` (no secrets). Writes are atomic (temp + rename)."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path or (config_dir() / "connections.toml")
+
+    def load(self) -> list[Connection]:
+        """The saved connections; a damaged file is reported in the log and read as empty (never
+        overwritten until the user saves)."""
+        if not self.path.exists():
+            return []
+        try:
+            d = tomllib.loads(self.path.read_text("utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            log.warning("cannot read %s: %s", self.path, e)
+            return []
+        names = {f.name for f in fields(Connection)}
+        out = []
+        for cid, entry in (d.get("connections") or {}).items():
+            if not isinstance(entry, dict) or "name" not in entry:
+                continue
+            kw = {k: v for k, v in entry.items() if k in names and k != "password"}
+            kw["id"] = cid
+            out.append(Connection(**kw))
+        return out
+
+    def save(self, conns: list[Connection]) -> None:
+        d = {"connections": {}}
+        for c in conns:
+            e = {k: v for k, v in asdict(c).items() if k != "id" and v not in (None, "", {})}
+            d["connections"][c.id] = e
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(tomli_w.dumps(d), "utf-8")
+        os.replace(tmp, self.path)
+
+    def find(self, name_or_id: str) -> Connection | None:
+        for c in self.load():
+            if c.name == name_or_id or c.id == name_or_id:
+                return c
+        return None
+
+    def upsert(self, conn: Connection) -> None:
+        conns = [c for c in self.load() if c.id != conn.id]
+        conns.append(conn)
+        self.save(conns)
+
+    def delete(self, conn_id: str) -> None:
+        self.save([c for c in self.load() if c.id != conn_id])
+
+
+class CredentialStore:
+    """Passwords in the OS keyring (service ``idemview``, user name = connection id).
+
+    ``available`` is False when no keyring backend works (or it is locked); ``notice`` then says so in
+    plain words and passwords are kept in this object's memory only, for this session."""
+
+    def __init__(self):
+        self._memory: dict[str, str] = {}
+        self.notice: str | None = None
+        self.available = self._probe()
+
+    def _probe(self) -> bool:
+        try:
+            import keyring
+            from keyring.backends import fail
+            kr = keyring.get_keyring()
+            if isinstance(kr, fail.Keyring):
+                self.notice = ("No OS keyring is available: passwords are kept for this session only "
+                               "and will be asked for again next time.")
+                return False
+            return True
+        except Exception as e:  # a broken backend must not stop the app
+            self.notice = f"The OS keyring cannot be used ({type(e).__name__}): passwords are kept for this session only."
+            return False
+
+    def get(self, conn_id: str) -> str | None:
+        if conn_id in self._memory:
+            return self._memory[conn_id]
+        if not self.available:
+            return None
+        try:
+            import keyring
+            return keyring.get_password(KEYRING_SERVICE, conn_id)
+        except Exception as e:
+            self._degrade(e)
+            return None
+
+    def set(self, conn_id: str, password: str) -> bool:
+        """Store the password; True when it went to the keyring, False when kept for the session."""
+        if self.available:
+            try:
+                import keyring
+                keyring.set_password(KEYRING_SERVICE, conn_id, password)
+                self._memory.pop(conn_id, None)
+                return True
+            except Exception as e:
+                self._degrade(e)
+        self._memory[conn_id] = password
+        return False
+
+    def delete(self, conn_id: str) -> None:
+        self._memory.pop(conn_id, None)
+        if self.available:
+            try:
+                import keyring
+                keyring.delete_password(KEYRING_SERVICE, conn_id)
+            except Exception:
+                pass
+
+    def _degrade(self, e: Exception) -> None:
+        # Locked or broken keyring: say so once, never include the password or the exception's args.
+        self.available = False
+        self.notice = (f"The OS keyring refused access ({type(e).__name__}): passwords are kept for this "
+                       "session only.")
+        log.warning("keyring unavailable: %s", type(e).__name__)

@@ -1,0 +1,116 @@
+"""Detection: which layout fits a database (``idemview detect``, DESIGN §4).
+
+Every preset names tables and columns; detection reflects the database (every schema it can list) and
+scores each preset by the share of its named tables and columns that exist, matched case-insensitively
+and allowing a table-name prefix (``myapp_oban_jobs``) or a schema (``HangFire.Job``, ``pgboss.job``).
+A preset is only a candidate when all its tables and key columns exist; confidence is the share of all
+its columns found, and more specific presets (more columns matched) win ties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sqlalchemy import inspect
+from sqlalchemy.engine import Engine
+
+from .layout import Layout, all_presets
+
+SYSTEM_SCHEMAS = {"information_schema", "pg_catalog", "pg_toast", "mysql", "performance_schema", "sys"}
+
+
+@dataclass
+class Match:
+    """A preset that fits: ``layout`` (with the schema and real table names found), ``confidence`` in
+    [0, 1], ``reason`` in plain words, and ``missing`` optional columns not found."""
+
+    layout: Layout
+    confidence: float
+    reason: str
+    matched: int
+    missing: list[str]
+
+
+def _catalog(engine: Engine) -> dict[tuple[str | None, str], set[str]]:
+    insp = inspect(engine)
+    default = None
+    try:
+        schemas = [s for s in insp.get_schema_names() if s.lower() not in SYSTEM_SCHEMAS]
+        default = insp.default_schema_name
+    except NotImplementedError:
+        schemas = [None]
+    out: dict[tuple[str | None, str], set[str]] = {}
+    for s in schemas or [None]:
+        sch = None if s == default else s
+        try:
+            names = insp.get_table_names(schema=sch)
+        except Exception:
+            continue
+        for t in names:
+            try:
+                out[(sch, t)] = {c["name"].lower() for c in insp.get_columns(t, schema=sch)}
+            except Exception:
+                continue
+    return out
+
+
+def _find_table(cat, schema: str | None, name: str):
+    """(schema, real name) of a table matching ``name`` exactly, case-insensitively, or with a prefix."""
+    lname = name.lower()
+    best = None
+    for (s, t), _cols in cat.items():
+        if schema is not None and s is not None and s.lower() != schema.lower():
+            continue
+        lt = t.lower()
+        if lt == lname:
+            return (s, t)
+        if lt.endswith("_" + lname) and best is None:
+            best = (s, t)
+    return best
+
+
+def detect(engine: Engine, presets: list[Layout] | None = None) -> list[Match]:
+    """Ranked matches (best first) of ``presets`` (default: all shipped) against ``engine``'s schema.
+    An empty list means nothing fits."""
+    cat = _catalog(engine)
+    matches = []
+    for lay in presets if presets is not None else all_presets():
+        found = _find_table(cat, lay.schema, lay.table) or _find_table(cat, None, lay.table)
+        if not found:
+            continue
+        cols = cat[found]
+        optional = {c.lower() for c in lay.optional}
+        need = {c.lower() for c in lay.operations_columns()} - optional
+        key_cols = {c.lower() for c in lay.key}
+        if not key_cols <= cols:
+            continue
+        have = need & cols
+        missing = sorted(need - cols)
+        total, got = len(need), len(have)
+        # optional columns found add to the evidence (a Celery table with extended columns)
+        total += len(optional)
+        got += len(optional & cols)
+        att_found = None
+        if lay.attempts.source == "table":
+            att_found = _find_table(cat, found[0], lay.attempts.table)
+            need_a = {c.lower() for c in lay.attempts_columns()}
+            total += len(need_a)
+            if att_found:
+                have_a = need_a & cat[att_found]
+                got += len(have_a)
+                missing += [f"{lay.attempts.table}.{c}" for c in sorted(need_a - have_a)]
+            else:
+                missing.append(f"table {lay.attempts.table}")
+        conf = got / total if total else 0.0
+        if missing and conf < 0.5:
+            continue
+        fitted = replace(lay, schema=found[0], table=found[1])
+        if att_found:
+            fitted.attempts = replace(lay.attempts, table=att_found[1], schema=att_found[0])
+        where = f"{found[0]}.{found[1]}" if found[0] else found[1]
+        reason = (f"table {where} has {len(have)} of the {len(need)} columns {lay.name} reads"
+                  + (f"; attempts table {att_found[1]} found" if att_found else "")
+                  + (f"; missing: {', '.join(missing[:6])}" if missing else ""))
+        matches.append(Match(fitted, conf, reason, got, missing))
+    matches.sort(key=lambda m: (-(m.confidence >= 0.999), -m.confidence, -m.matched, m.layout.name))
+    return matches

@@ -1,0 +1,101 @@
+"""Shared fixtures: real SQLite files, and real PostgreSQL and MariaDB/MySQL databases.
+
+Server tests use a database of their own per test process (``idemview_t_<pid>``), created at the start
+and dropped at the end, so parallel runs do not collide. Where a server is unreachable the test is
+skipped on a developer's machine and **fails** when ``CI=true`` (CI must run them, not skip them).
+Override the servers with ``IDEMVIEW_PG_ADMIN_URL`` and ``IDEMVIEW_MYSQL_ADMIN_URL``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+PG_ADMIN = os.environ.get("IDEMVIEW_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+MY_ADMIN = os.environ.get("IDEMVIEW_MYSQL_ADMIN_URL", "mysql+pymysql://root@127.0.0.1:3306/")
+DBNAME = f"idemview_t_{os.getpid()}"
+ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+ANCHOR = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def _unavailable(what: str, err: Exception):
+    msg = f"{what} is not reachable: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    if ON_CI:
+        pytest.fail(msg + " (CI=true: server tests must run)")
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """URL of a fresh PostgreSQL database for this test process (dropped afterwards)."""
+    try:
+        admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+        with admin.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{DBNAME}"'))
+            c.execute(text(f'CREATE DATABASE "{DBNAME}"'))
+    except Exception as e:  # noqa: BLE001 - any failure means "no server"
+        _unavailable("PostgreSQL", e)
+    url = make_url(PG_ADMIN).set(database=DBNAME)
+    yield url.render_as_string(hide_password=False)
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{DBNAME}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def mysql_url():
+    """URL of a fresh MariaDB/MySQL database for this test process (dropped afterwards)."""
+    try:
+        admin = create_engine(MY_ADMIN, isolation_level="AUTOCOMMIT")
+        with admin.connect() as c:
+            c.execute(text(f"DROP DATABASE IF EXISTS `{DBNAME}`"))
+            c.execute(text(f"CREATE DATABASE `{DBNAME}` CHARACTER SET utf8mb4"))
+    except Exception as e:  # noqa: BLE001
+        _unavailable("MariaDB/MySQL", e)
+    url = make_url(MY_ADMIN).set(database=DBNAME)
+    yield url.render_as_string(hide_password=False)
+    with admin.connect() as c:
+        c.execute(text(f"DROP DATABASE IF EXISTS `{DBNAME}`"))
+    admin.dispose()
+
+
+def _clear(engine):
+    """Drop every table (fixtures recreate what they need)."""
+    from sqlalchemy import MetaData
+    md = MetaData()
+    md.reflect(engine)
+    md.drop_all(engine)
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
+def db(request, tmp_path):
+    """(writable engine, URL string) of an empty database on each engine. The test writes its fixture
+    with the writable engine, then opens the URL read-only the way idemview does."""
+    name = request.param
+    if name == "sqlite":
+        path = tmp_path / "ledger.db"
+        url = f"sqlite:///{path}"
+        eng = create_engine(url)
+        yield eng, str(path)
+        eng.dispose()
+        return
+    url = request.getfixturevalue("pg_url" if name == "postgresql" else "mysql_url")
+    eng = create_engine(url)
+    _clear(eng)
+    yield eng, url
+    eng.dispose()
+
+
+@pytest.fixture
+def sqlite_db(tmp_path):
+    path = tmp_path / "ledger.db"
+    eng = create_engine(f"sqlite:///{path}")
+    yield eng, str(path)
+    eng.dispose()
