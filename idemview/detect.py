@@ -35,8 +35,12 @@ def _catalog(engine: Engine) -> dict[tuple[str | None, str], set[str]]:
     insp = inspect(engine)
     default = None
     try:
-        schemas = [s for s in insp.get_schema_names() if s.lower() not in SYSTEM_SCHEMAS]
         default = insp.default_schema_name
+        if engine.dialect.name == "mysql":
+            # A MySQL "schema" is another database: look only at the one connected to.
+            schemas = [default]
+        else:
+            schemas = [s for s in insp.get_schema_names() if s.lower() not in SYSTEM_SCHEMAS]
     except NotImplementedError:
         schemas = [None]
     out: dict[tuple[str | None, str], set[str]] = {}

@@ -46,6 +46,7 @@ Format (every key not marked required is optional)::
     outcome = {column = "outcome", map = {ok = "succeeded"}, default = "unknown"}
     started_at = "started_at"; finished_at = "finished_at"
     error = "error"; effect_ref = "charge_id"; worker = "worker"
+    where = [{column = "Name", in = ["Succeeded", "Failed"]}]   # a state-history table: rows that are attempts
     # source = "json_array": column = "errors"; element = {at = "at", number = "attempt",
     #   error = "error"}; outcome = "failed" (every element is one ended attempt)
 
@@ -163,6 +164,7 @@ class AttemptsSpec:
     effect_ref: str | None = None
     worker: str | None = None
     fingerprint: str | None = None
+    where: tuple[Predicate, ...] = ()   # table: only rows matching these are attempts (state history)
     column: str | None = None            # json_array
     element: dict[str, str] = field(default_factory=dict)  # json_array: at/number/error/... keys
     element_time_encoding: str = "iso_text"
@@ -257,6 +259,7 @@ class Layout:
                 cols.add(t.column)
         if a.outcome:
             cols |= _status_columns(a.outcome)
+        cols |= {p.column for p in a.where}
         return cols
 
 
@@ -415,6 +418,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         att.finished_at = _time(where, "attempts.finished_at", a["finished_at"]) if a.get("finished_at") else None
         att.error, att.effect_ref, att.worker = a.get("error"), a.get("effect_ref"), a.get("worker")
         att.fingerprint = a.get("fingerprint")
+        att.where = tuple(_predicate(where, p) for p in a.get("where") or [])
     elif src == "json_array":
         if not isinstance(a.get("column"), str):
             raise _err(where, "[attempts] source = \"json_array\" needs column")

@@ -243,6 +243,7 @@ class Ledger:
         # The attempt's (scope, key) are read through the operations columns it joins on.
         on = and_(*[t.c[ac] == self.ops.c[oc] for ac, oc in a.join.items()])
         self.att_join = on
+        self.att_where = and_(*[self._pred(t, p) for p in a.where]) if a.where else true()
         self.att_number = cast(t.c[a.number], Integer) if a.number else null()
         self.att_outcome, self.att_raw_outcome = self._status_expr(t, a.outcome)
         self.att_time: dict[str, tuple[ColumnElement, TimeColumn]] = {}
@@ -297,7 +298,7 @@ class Ledger:
         q = select(*cols).select_from(self.att)
         if self.att_needs_join:
             q = select(*cols).select_from(self.att.join(self.ops, self.att_join))
-        return q
+        return q.where(self.att_where)
 
     # ------------------------------------------------------------------------------- filters
 
@@ -472,7 +473,7 @@ class Ledger:
                 cols.append(c.label(f"t_{k}"))
             src = self.att.join(self.ops, self.att_join) if self.att_needs_join else self.att
             q = (select(*cols).select_from(src)
-                 .where(self.att_scope_expr == scope, self.att_key_expr == key))
+                 .where(self.att_scope_expr == scope, self.att_key_expr == key, self.att_where))
             with self.engine.connect() as c:
                 rows = c.execute(q).fetchall()
             out = []
@@ -505,7 +506,7 @@ class Ledger:
             n_ops = c.execute(select(func.count()).select_from(self.ops)).scalar() or 0
             a = self.layout.attempts
             if a.source == "table":
-                n_att = c.execute(select(func.count()).select_from(self.att)).scalar() or 0
+                n_att = c.execute(select(func.count()).select_from(self.att).where(self.att_where)).scalar() or 0
             elif a.source == "counter" and self.attempt_count_expr is not None:
                 n_att = c.execute(select(func.sum(self.attempt_count_expr))).scalar() or 0
             elif a.source == "json_array":

@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import DateTime, Float, String, and_, case, cast, func, literal, literal_column, null
+from sqlalchemy import DateTime, Float, String, cast, literal, literal_column, type_coerce
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
@@ -94,16 +94,23 @@ def _zone_offset_seconds(zone: str, at: datetime | None = None) -> float:
 
 
 def epoch_seconds(col: ColumnElement, tc: TimeColumn, dialect: str) -> ColumnElement:
+    """See :func:`_epoch_seconds`; the result is typed Float so every driver hands back a ``float``
+    (PostgreSQL numeric and MySQL decimal would otherwise arrive as ``Decimal``)."""
+    return type_coerce(_epoch_seconds(col, tc, dialect), Float())
+
+
+def _epoch_seconds(col: ColumnElement, tc: TimeColumn, dialect: str) -> ColumnElement:
     """``col`` as seconds since 1970-01-01T00:00:00Z (float SQL expression; NULL when missing or
     unparsable).
 
     ``naive`` columns written in a zone other than UTC are converted exactly on PostgreSQL (``AT TIME
     ZONE``); on other engines the zone's current UTC offset is applied (no tz database in SQLite)."""
     enc = tc.encoding
+    # Arithmetic, not CAST(... AS FLOAT): MySQL's FLOAT is single precision (epoch ms would lose seconds).
     if enc == "epoch_s":
-        return cast(col, Float)
+        return col * literal_column("1.0")
     if enc == "epoch_ms":
-        return cast(col, Float) / 1000.0
+        return col / literal_column("1000.0")
     if enc == "iso_text":
         return _EpochOfText(col)
     if enc == "naive" and tc.zone != "UTC":
@@ -135,8 +142,6 @@ def time_before(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: 
 
 def time_after(col, tc, instant, dialect, inclusive=True):
     """SQL predicate ``col >= instant`` (``>`` when not inclusive), in the column's encoding."""
-    from sqlalchemy import not_, or_
-    # not (col < instant) would let NULLs through; state it directly instead.
     inst = instant.astimezone(UTC)
     cmp = (lambda a, b: a >= b) if inclusive else (lambda a, b: a > b)
     enc = tc.encoding
