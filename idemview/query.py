@@ -574,3 +574,100 @@ def json_array_attempts(cells: Sequence[Any], scope: str, key: str, spec) -> lis
                                error=_short_text(e.get(el.get("error", "error")))))
     out.sort(key=lambda x: x.number or 0)
     return out
+
+
+# ------------------------------------------------------------------------------ overview & search
+
+@dataclass
+class Histogram:
+    """Counts over time for the incident overview: ``edges`` are ``len(counts) + 1`` aware UTC bucket
+    boundaries; ``counts[outcome]`` is a list with one int per bucket. ``source`` says what is counted:
+    ``"attempts"`` (by outcome) or ``"operations"`` (by status, when the ledger keeps no attempt times)."""
+
+    edges: list[datetime]
+    counts: dict[str, list[int]]
+    source: str
+
+
+def _bucket_expr(ledger: "Ledger", epoch_expr, start_e: float, width: float):
+    x = (epoch_expr - start_e) / width
+    if ledger.dialect == "sqlite":
+        return cast(x, Integer)  # x >= 0 here, so truncation is floor (SQLite may lack floor())
+    return func.floor(x)
+
+
+def histogram(ledger: "Ledger", start: datetime, end: datetime, buckets: int = 120,
+              flt: Filter | None = None, now: datetime | None = None) -> Histogram:
+    """Attempts started in [start, end) counted per bucket and outcome, computed in the database.
+
+    Ledgers without attempt times fall back to operations created per bucket, by status. ``flt``
+    narrows to the filtered operations. Raises ``ValueError`` when ``end <= start``."""
+    if end <= start:
+        raise ValueError("the overview's end must be after its start")
+    buckets = max(1, int(buckets))
+    start_e, end_e = start.timestamp(), end.timestamp()
+    width = (end_e - start_e) / buckets
+    edges = [datetime.fromtimestamp(start_e + i * width, UTC) for i in range(buckets + 1)]
+    clause = ledger.filter_clause(flt, now) if flt is not None and not flt.is_empty() else None
+    if ledger.att is not None and "started_at" in ledger.att_epoch:
+        e = ledger.att_epoch["started_at"]
+        b = _bucket_expr(ledger, e, start_e, width).label("b")
+        q = (select(b, ledger.att_outcome.label("o"), func.count().label("n"))
+             .select_from(ledger.att).where(e >= start_e, e < end_e, ledger.att_where))
+        if clause is not None or ledger.att_needs_join:
+            q = q.select_from(ledger.att.join(ledger.ops, ledger.att_join))
+            if clause is not None:
+                q = q.where(clause)
+        source = "attempts"
+    elif "created_at" in ledger.epoch:
+        e = ledger.epoch["created_at"]
+        b = _bucket_expr(ledger, e, start_e, width).label("b")
+        q = (select(b, ledger.status_expr.label("o"), func.count().label("n"))
+             .select_from(ledger.ops).where(e >= start_e, e < end_e))
+        if clause is not None:
+            q = q.where(clause)
+        source = "operations"
+    else:
+        return Histogram(edges, {}, "none")
+    q = q.group_by(b, q.selected_columns[1])
+    counts: dict[str, list[int]] = {}
+    with ledger.engine.connect() as c:
+        for r in c.execute(q):
+            i = int(r.b)
+            if 0 <= i < buckets:
+                counts.setdefault(r.o, [0] * buckets)[i] += int(r.n)
+    return Histogram(edges, counts, source)
+
+
+def time_span(ledger: "Ledger") -> tuple[datetime | None, datetime | None]:
+    """(earliest, latest) instant of the ledger's activity (attempt starts, else record creation)."""
+    if ledger.att is not None and "started_at" in ledger.att_epoch:
+        e, src = ledger.att_epoch["started_at"], ledger.att
+    elif "created_at" in ledger.epoch:
+        e, src = ledger.epoch["created_at"], ledger.ops
+    else:
+        return None, None
+    with ledger.engine.connect() as c:
+        lo, hi = c.execute(select(func.min(e), func.max(e)).select_from(src)).one()
+    return from_epoch(lo), from_epoch(hi)
+
+
+def find_operations(ledger: "Ledger", text_: str, limit: int = 50) -> list[Operation]:
+    """Operations whose idempotency key or intent reference equals ``text_``, then those containing it
+    (exact matches first), at most ``limit``. Used by the search across all open ledgers."""
+    t = text_.strip()
+    if not t:
+        return []
+    exact = or_(ledger.key_expr == t, ledger.intent_expr == t) if "intent_ref" in ledger.layout.fields \
+        else ledger.key_expr == t
+    q = select(*ledger._op_columns()).select_from(ledger.ops).where(exact).limit(limit)
+    with ledger.engine.connect() as c:
+        out = [ledger.row_to_operation(r) for r in c.execute(q)]
+        if len(out) < limit:
+            like = ledger.key_expr.contains(t, autoescape=True)
+            if "intent_ref" in ledger.layout.fields:
+                like = or_(like, ledger.intent_expr.contains(t, autoescape=True))
+            q2 = (select(*ledger._op_columns()).select_from(ledger.ops)
+                  .where(like, ~exact).limit(limit - len(out)))
+            out += [ledger.row_to_operation(r) for r in c.execute(q2)]
+    return out
