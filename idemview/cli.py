@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 def open_target(url: str):
     """(engine, connection name, saved Connection or None) for a URL, file or saved connection name."""
     from .config import ConnectionStore, CredentialStore
-    from .connect import ConnectError, open_engine
+    from .connect import ConnectError, open_engine, parse_url
     saved = None
     if "://" not in url and not Path(url).exists():
         saved = ConnectionStore().find(url)
@@ -106,7 +106,11 @@ def open_target(url: str):
         if saved is not None:
             pw = CredentialStore().get(saved.id)
             return open_engine(saved.url(pw)), saved.name, saved
-        return open_engine(url), None, None
+        try:
+            parsed = parse_url(url)
+        except ConnectError as e:  # a malformed URL is an input error, not a connection failure
+            raise CliError(str(e), EXIT_USAGE) from None
+        return open_engine(parsed), None, None
     except ConnectError as e:
         raise CliError(str(e), EXIT_CONNECT) from None
 
