@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -252,6 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as e:
         print(f"idemview: {redact(str(e))}", file=sys.stderr)
         return e.code
+    except BrokenPipeError:  # e.g. piped into `head`: not an error worth a message
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_OK
     except KeyboardInterrupt:
         print("idemview: interrupted", file=sys.stderr)
         return 130

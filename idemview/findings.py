@@ -435,7 +435,7 @@ class FindingEngine:
         out = []
         for r in self._fetch(c, self.q_unresolved()):
             expl = (f"The operation with {self._who(r.scope, r.key)} failed"
-                    + (f" ({r.raw_status})" if r.raw_status not in (None, "") else "")
+                    + (f" ({r.raw_status})" if r.raw_status not in (None, "", "failed") else "")
                     + " and nothing completed it afterwards, under this key or its intent.")
             out.append(Finding(K.UNRESOLVED_FAILURE, Severity.MEDIUM, r.scope, r.key, expl,
                                [{"raw_status": _jsonable(r.raw_status),

@@ -1,0 +1,262 @@
+"""Evidence export from a ledger (DESIGN §7, issue "masking and evidence"): exactly what a filter
+shows, streamed page by page from the database, masked, with a manifest.
+
+Three kinds of rows: the filtered ``operations``; all ``attempts`` of the filtered operations; the
+``findings`` of the filtered operations. Rows are streamed from a server-side cursor (memory does not
+grow with the row count) into :func:`idemview.evidence.write_evidence`, which masks, formats, writes
+under a temporary name and renames only when complete.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import select
+
+from .connect import describe
+from .evidence import ColumnSpec, ExportCancelled, ExportResult, write_evidence
+from .filters import Filter
+from .findings import FindingEngine
+from .masking import Masker
+from .model import FindingKind, Status
+from .query import Ledger, _json_list, json_array_attempts
+from .times import decode_time, iso
+
+UTC = timezone.utc
+ROW_KINDS = ("operations", "attempts", "findings")
+STREAM_BATCH = 5000
+
+OP_TIMES = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at", "expires_at",
+            "last_attempt_at")
+
+
+@dataclass
+class ExportPlan:
+    """Columns and a row iterator for one export (built by :func:`plan_export`)."""
+
+    columns: list[ColumnSpec]
+    rows: Iterator[tuple]
+    description: str
+
+
+def _time_kind(ledger: Ledger, name: str) -> str:
+    tc = ledger.layout.times.get(name)
+    return "naive_instant" if tc is not None and tc.encoding == "naive" else "instant"
+
+
+def _as_stored(t: datetime | None, ledger: Ledger, name: str):
+    """A ``naive`` column is exported as the wall time it stored (no invented offset); others in UTC."""
+    if t is None:
+        return None
+    tc = ledger.layout.times.get(name)
+    if tc is not None and tc.encoding == "naive":
+        return t.astimezone(ZoneInfo(tc.zone)).replace(tzinfo=None)
+    return t
+
+
+def _finding_index(ledger: Ledger, now: datetime, kinds=None) -> dict[tuple[str, str], list[str]]:
+    idx: dict[tuple[str, str], list[str]] = {}
+    for f in FindingEngine(ledger, now).run(kinds):
+        idx.setdefault((f.scope, f.key), []).append(f.kind.value)
+    return idx
+
+
+def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
+    times = [t for t in OP_TIMES if t in ledger.layout.times or (t == "expires_at" and "expires_at" in ledger.epoch)]
+    cols = [ColumnSpec("ledger", "text"), ColumnSpec("record_id", "integer" if _int_rid(ledger) else "text"),
+            ColumnSpec("scope", "text"), ColumnSpec("idempotency_key", "text"), ColumnSpec("kind", "text"),
+            ColumnSpec("status", "text"), ColumnSpec("raw_status", "text")]
+    cols += [ColumnSpec(t, _time_kind(ledger, t)) for t in times]
+    cols += [ColumnSpec("attempt_count", "integer"), ColumnSpec("fingerprint", "text"),
+             ColumnSpec("intent_ref", "text"), ColumnSpec("effect_ref", "text")]
+    payloads = [p for p in ("request", "response", "error") if p in ledger.layout.fields]
+    cols += [ColumnSpec(p, "json" if ledger.layout.fields[p].encoding == "json" else "text") for p in payloads]
+    cols.append(ColumnSpec("findings", "text"))
+    findings = _finding_index(ledger, now)
+
+    def rows():
+        for op in ledger.iter_operations(flt, now=now, batch=STREAM_BATCH):
+            r = [ledger.name, op.row_id, op.scope, op.key, op.kind, op.status.value, op.raw_status]
+            r += [_as_stored(getattr(op, t), ledger, t) for t in times]
+            r += [op.attempt_count, op.fingerprint, op.intent_ref, op.effect_ref]
+            for p in payloads:
+                pl = getattr(op, p)
+                r.append(_payload_cell(pl))
+            r.append(" ".join(findings.get((op.scope, op.key), [])) or None)
+            yield tuple(r)
+
+    return ExportPlan(cols, rows(), "the filtered operations, one row per record")
+
+
+def _int_rid(ledger: Ledger) -> bool:
+    if ledger.rid is None:
+        return False
+    try:
+        return ledger.rid.type.python_type is int
+    except NotImplementedError:
+        return False
+
+
+def _payload_cell(pl):
+    if pl is None:
+        return None
+    if pl.encoding == "pickle":
+        return f"pickled, not decoded ({pl.size} bytes)"
+    if pl.encoding == "binary":
+        return pl.value.hex() if isinstance(pl.value, (bytes, bytearray)) else pl.value
+    return pl.value
+
+
+def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
+    a = ledger.layout.attempts
+    cols = [ColumnSpec("ledger", "text"), ColumnSpec("scope", "text"), ColumnSpec("idempotency_key", "text"),
+            ColumnSpec("attempt", "integer"), ColumnSpec("started_at", "instant"),
+            ColumnSpec("finished_at", "instant"), ColumnSpec("outcome", "text"),
+            ColumnSpec("raw_outcome", "text"), ColumnSpec("effect_ref", "text"), ColumnSpec("worker", "text"),
+            ColumnSpec("error", "text")]
+    for i, k in ((4, "started_at"), (5, "finished_at")):
+        tc = getattr(a, k, None)
+        if tc is not None and tc.encoding == "naive":
+            cols[i] = ColumnSpec(k, "naive_instant")
+
+    def table_rows():
+        q = ledger.attempts_select()
+        tcols = [c.label(f"t_{k}") for k, (c, _tc) in ledger.att_time.items()]
+        q = (select(ledger.att_scope_expr.label("scope"), ledger.att_key_expr.label("key"),
+                    ledger.att_number.label("number"), ledger.att_outcome.label("outcome"),
+                    ledger.att_raw_outcome.label("raw_outcome"), ledger.att_effect.label("effect_ref"),
+                    ledger.att_worker.label("worker"), ledger.att_error.label("error"), *tcols)
+             .where(ledger.att_where))
+        clause = ledger.filter_clause(flt, now) if not flt.is_empty() else None
+        if clause is not None or ledger.att_needs_join:
+            q = q.select_from(ledger.att.join(ledger.ops, ledger.att_join))
+            if clause is not None:
+                q = q.where(clause)
+        else:
+            q = q.select_from(ledger.att)
+        tdefs = list(ledger.att_time.items())
+        with ledger.engine.connect() as c:
+            res = c.execution_options(stream_results=True, yield_per=STREAM_BATCH).execute(q)
+            for r in res:
+                m = r._mapping
+                tv = {k: decode_time(m[f"t_{k}"], tc) for k, (_c, tc) in tdefs}
+                st, fi = tv.get("started_at"), tv.get("finished_at")
+                if cols[4].kind == "naive_instant" and st is not None:
+                    st = st.astimezone(ZoneInfo(a.started_at.zone)).replace(tzinfo=None)
+                if cols[5].kind == "naive_instant" and fi is not None:
+                    fi = fi.astimezone(ZoneInfo(a.finished_at.zone)).replace(tzinfo=None)
+                err = m["error"]
+                if isinstance(err, (bytes, bytearray, memoryview)):
+                    err = bytes(err).decode("utf-8", "replace")
+                yield (ledger.name, m["scope"], m["key"], m["number"], st, fi, m["outcome"], m["raw_outcome"],
+                       m["effect_ref"], m["worker"], err)
+
+    def json_rows():
+        col = ledger.ops.c[a.column]
+        q = (select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"), col.label("arr"))
+             .select_from(ledger.ops).where(ledger.filter_clause(flt, now)))
+        with ledger.engine.connect() as c:
+            res = c.execution_options(stream_results=True, yield_per=STREAM_BATCH).execute(q)
+            for r in res:
+                for at in json_array_attempts([r.arr], r.scope or "", r.key, a):
+                    yield (ledger.name, at.scope, at.key, at.number, at.started_at, at.finished_at,
+                           at.outcome.value, at.raw_outcome, at.effect_ref, at.worker, at.error)
+
+    if a.source == "table":
+        return ExportPlan(cols, table_rows(), "every attempt of the filtered operations")
+    if a.source == "json_array":
+        return ExportPlan(cols, json_rows(), "every attempt (from the JSON array) of the filtered operations")
+    return ExportPlan(cols, iter(()), "this ledger records no individual attempts (counter only)")
+
+
+def _findings(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
+    cols = [ColumnSpec("ledger", "text"), ColumnSpec("kind", "text"), ColumnSpec("severity", "text"),
+            ColumnSpec("scope", "text"), ColumnSpec("idempotency_key", "text"), ColumnSpec("at", "instant"),
+            ColumnSpec("explanation", "text"), ColumnSpec("evidence", "json")]
+    kinds = flt.findings or None
+    rest = Filter(statuses=flt.statuses, kinds=flt.kinds, key=flt.key, intent=flt.intent, scope=flt.scope,
+                  since=flt.since, until=flt.until)
+
+    def rows():
+        fs = FindingEngine(ledger, now).run(kinds)
+        allowed = None
+        if not rest.is_empty():
+            # Findings of the operations the rest of the filter shows: the keys come from SQL.
+            q = (select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"))
+                 .select_from(ledger.ops).where(ledger.filter_clause(rest, now)).distinct())
+            with ledger.engine.connect() as c:
+                allowed = {(r.scope or "", r.key) for r in c.execute(q)}
+        for f in fs:
+            if allowed is not None and (f.scope, f.key) not in allowed:
+                continue
+            yield (ledger.name, f.kind.value, f.severity.value, f.scope, f.key, f.at, f.explanation, f.evidence)
+
+    return ExportPlan(cols, rows(), "the findings of the filtered operations")
+
+
+def plan_export(ledger: Ledger, flt: Filter, rows: str, now: datetime) -> ExportPlan:
+    """Columns and streamed rows for ``rows`` in :data:`ROW_KINDS`. Raises ``ValueError`` otherwise."""
+    if rows == "operations":
+        return _operations(ledger, flt, now)
+    if rows == "attempts":
+        return _attempts(ledger, flt, now)
+    if rows == "findings":
+        return _findings(ledger, flt, now)
+    raise ValueError(f"rows must be one of {', '.join(ROW_KINDS)}, not {rows!r}")
+
+
+def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *, rows: str = "operations",
+                    now: datetime | None = None, excel: bool = False, null_literal: str = "",
+                    connection_name: str | None = None, masker: Masker | None = None,
+                    progress: Callable[[int], Any] | None = None,
+                    cancel: Callable[[], bool] | None = None) -> ExportResult:
+    """Export what ``flt`` shows of ``ledger`` to ``out_path`` (CSV) plus its manifest.
+
+    ``now`` (aware; default the current time) is the instant findings are computed for and is
+    recorded in the manifest. ``masker`` defaults to a fresh one (a new random key per export).
+    ``progress(rows_written)`` and ``cancel()`` are polled while streaming. Raises
+    :class:`~idemview.evidence.ExportCancelled` on cancel; database errors propagate; in every failure
+    no file is left under the final name."""
+    flt = flt or Filter()
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    masker = masker or Masker()
+    plan = plan_export(ledger, flt, rows, now)
+    ident = describe(ledger.engine)
+    manifest = {
+        "ledger": {"connection": connection_name or ledger.name, **ident},
+        "layout": {"name": ledger.layout.name, "sha256": ledger.layout.hash},
+        "filter": {"structured": flt.to_dict(), "sentence": flt.sentence()},
+        "now": iso(now),
+        "rows": {"kind": rows, "description": plan.description},
+    }
+    return write_evidence(out_path, plan.columns, plan.rows, masker=masker, manifest=manifest, excel=excel,
+                          null_literal=null_literal, progress=progress, cancel=cancel)
+
+
+def export_cli(args, ledger: Ledger, connection_name: str | None = None) -> int:
+    """``idemview export``: build the filter from the arguments, export, print one summary line."""
+    from .cli import EXIT_OK, CliError
+    try:
+        flt = Filter(findings=[FindingKind(k) for k in args.finding],
+                     statuses=[Status(s) for s in args.status], kinds=list(args.kind),
+                     key=args.key, intent=args.intent, scope=args.scope, since=args.since, until=args.until)
+    except ValueError as e:
+        known_f = ", ".join(k.value for k in FindingKind)
+        known_s = ", ".join(s.value for s in Status)
+        raise CliError(f"{e}; finding kinds: {known_f}; statuses: {known_s}") from None
+    out = Path(args.out)
+    if not out.parent.exists():
+        raise CliError(f"the folder {out.parent} does not exist")
+    try:
+        res = export_evidence(ledger, flt, out, rows=args.rows, now=args.now, excel=args.excel,
+                              null_literal=args.null, connection_name=connection_name)
+    except ExportCancelled:
+        raise CliError("export cancelled; no file written") from None
+    print(f"wrote {res.rows} {args.rows} rows to {res.path} (sha256 {res.sha256[:16]}…) and "
+          f"{res.manifest_path}; filter: {flt.sentence()}")
+    return EXIT_OK
