@@ -16,6 +16,7 @@ Format (every key not marked required is optional)::
     row_id = "id"                        # row identity: tells literal duplicate rows apart, pages
     key = ["idempotency_key"]            # required, one or more columns
     scope = ["user_id"]                  # zero or more columns ("" scope when none)
+    key_fallback = "id"                  # a record whose (single) key column is NULL is keyed "#<id>"
     optional = ["name", "worker"]        # columns that may be absent (fields using them are dropped)
     kind = "request_path"                # a column, or {value = "literal"}, or {column=..., json_path=...}
 
@@ -25,6 +26,8 @@ Format (every key not marked required is optional)::
     default = "unknown"
     # ... or ordered rules (first match wins) over columns, for ledgers that derive state:
     # rules = [{when = [{column = "finished_at", is_null = false}], status = "completed"}, ...]
+    # a predicate may test presence in another table (same schema unless given):
+    #   {column = "id", in_table = {table = "failed_executions", column = "job_id"}}
     # raw = "recovery_point"             # a column shown as the raw status with rules
 
     [operations.times]                   # each: "column" (encoding datetime) or a table
@@ -32,7 +35,7 @@ Format (every key not marked required is optional)::
     # encodings: datetime (aware), naive (zone = "UTC" by default), epoch_s, epoch_ms, iso_text
 
     [operations.fields]                  # each: "column" or {column=..., json_path="$.a.b"}
-    attempt_count = "attempts"
+    attempt_count = "attempts"           # or {column = "arguments", json_path = "$.executions"}
     fingerprint = "request_hash"
     intent_ref = {column = "request_params", json_path = "$.order_id"}
     effect_ref = "charge_id"
@@ -79,7 +82,7 @@ TIME_FIELDS = ("created_at", "updated_at", "completed_at", "locked_at", "lock_ex
                "expires_at", "last_attempt_at")
 VALUE_FIELDS = ("attempt_count", "fingerprint", "intent_ref", "effect_ref")
 PAYLOAD_FIELDS = ("request", "response", "error")
-PREDICATE_OPS = ("is_null", "eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "like")
+PREDICATE_OPS = ("is_null", "eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "like", "in_table")
 ATTEMPT_SOURCES = ("table", "json_array", "counter", "none")
 
 
@@ -197,6 +200,7 @@ class Layout:
     detect: dict[str, Any] = field(default_factory=dict)
     text: str = ""
     origin: str = ""
+    key_fallback: str | None = None
 
     @property
     def hash(self) -> str:
@@ -235,6 +239,8 @@ class Layout:
     def operations_columns(self) -> set[str]:
         """Every operations-table column the layout names (to check against the database)."""
         cols = set(self.key) | set(self.scope)
+        if self.key_fallback:
+            cols.add(self.key_fallback)
         if self.row_id:
             cols.add(self.row_id)
         if self.kind and self.kind.column:
@@ -329,6 +335,10 @@ def _predicate(where: str, d: Any) -> Predicate:
         raise _err(where, f"{op} takes a list: {d!r}")
     if op == "is_null" and not isinstance(val, bool):
         raise _err(where, f"is_null takes true or false: {d!r}")
+    if op == "in_table" and not (isinstance(val, dict) and isinstance(val.get("table"), str)
+                                 and isinstance(val.get("column"), str)
+                                 and set(val) <= {"table", "column", "schema"}):
+        raise _err(where, f"in_table takes {{table = ..., column = ...}} (and optionally schema): {d!r}")
     return Predicate(d["column"], op, val)
 
 
@@ -386,7 +396,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
     if not isinstance(ops, dict) or not isinstance(ops.get("table"), str):
         raise _err(where, "[operations] table is required")
     unknown = set(ops) - {"table", "schema", "row_id", "key", "scope", "kind", "status", "times", "fields",
-                          "optional"}
+                          "optional", "key_fallback"}
     if unknown:
         raise _err(where, f"[operations] has unknown entries: {', '.join(sorted(unknown))}")
     times = {}
@@ -445,7 +455,10 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         retry_threshold=int(tun.get("retry_threshold", 5)),
         optional=_cols(where, "operations.optional", ops.get("optional"), False),
         detect=d.get("detect") or {}, text=text, origin=origin,
+        key_fallback=ops.get("key_fallback"),
     )
+    if lay.key_fallback is not None and (not isinstance(lay.key_fallback, str) or len(lay.key) != 1):
+        raise _err(where, "operations.key_fallback is a column name, for a single-column key")
     if lay.retention_seconds is not None and lay.retention_from not in times:
         raise _err(where, f"expiry.retention_from {lay.retention_from!r} is not in [operations.times]")
     return lay
