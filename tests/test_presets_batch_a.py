@@ -129,3 +129,115 @@ def test_django_celery_results_clean(db):
     writable, url = db
     load(writable, dcr_md(), {"django_celery_results_taskresult": dcr_clean()})
     assert scan(url, "django-celery-results", NOW)[0] == set()
+
+
+# ------------------------------------------------------------------------------------ airflow
+
+SID = String(250).with_variant(mysql.VARCHAR(250, charset="utf8mb3", collation="utf8mb3_bin"), "mysql")
+AF_KEY = ("dag_id", "task_id", "run_id", "map_index")
+
+
+def _ti_columns(history: bool):
+    """Columns of task_instance (Airflow 3); task_instance_history has the same minus the lease."""
+    cols = [Column("task_instance_id" if history else "id", GUID, primary_key=True),
+            Column("task_id", SID, nullable=False), Column("dag_id", SID, nullable=False),
+            Column("run_id", SID, nullable=False),
+            Column("map_index", Integer, nullable=False, server_default=text("-1")),
+            Column("start_date", TZ), Column("end_date", TZ), Column("duration", Float),
+            Column("state", String(20)), Column("try_number", Integer, server_default=text("0")),
+            Column("max_tries", Integer, server_default=text("-1")),
+            Column("hostname", String(1000)), Column("unixname", String(1000)),
+            Column("pool", String(256), nullable=False), Column("pool_slots", Integer, nullable=False),
+            Column("queue", String(256)), Column("priority_weight", Integer),
+            Column("operator", String(1000)), Column("custom_operator_name", String(1000)),
+            Column("queued_dttm", TZ), Column("scheduled_dttm", TZ), Column("queued_by_job_id", Integer),
+            Column("pid", Integer), Column("executor", String(1000)), Column("executor_config", LargeBinary),
+            Column("updated_at", TZ), Column("rendered_map_index", String(250)),
+            Column("context_carrier", JSON), Column("next_kwargs", JSON),
+            Column("span_status", String(250), nullable=False, server_default="not_started"),
+            Column("external_executor_id", SID), Column("trigger_id", Integer),
+            Column("trigger_timeout", TZ if not history else NAIVE), Column("next_method", String(1000)),
+            Column("task_display_name", String(2000)), Column("dag_version_id", GUID)]
+    if not history:
+        cols.append(Column("last_heartbeat_at", TZ))
+    return cols
+
+
+def airflow_md() -> MetaData:
+    md = MetaData()
+    Table("task_instance", md, *_ti_columns(False),
+          UniqueConstraint(*AF_KEY, name="task_instance_composite_key"),
+          Index("ti_state", "state"), Index("ti_heartbeat", "last_heartbeat_at"))
+    Table("task_instance_history", md, *_ti_columns(True),
+          UniqueConstraint(*AF_KEY, "try_number", name="task_instance_history_dtrt_uq"),
+          ForeignKeyConstraint(list(AF_KEY), [f"task_instance.{c}" for c in AF_KEY],
+                               ondelete="CASCADE", onupdate="CASCADE", name="task_instance_history_ti_fkey"),
+          Index("idx_tih_dag_run", "dag_id", "run_id"))
+    return md
+
+
+_uid = iter(range(1, 10_000))
+
+
+def af_row(dag, task, state, try_number, *, start=None, end=None, heartbeat="none", history=False):
+    r = {"task_instance_id" if history else "id": f"0190a1b2-0000-7000-8000-{next(_uid):012d}",
+         "task_id": task, "dag_id": dag, "run_id": "scheduled__2026-11-30T00:00:00+00:00", "map_index": -1,
+         "start_date": start, "end_date": end, "state": state, "try_number": try_number, "max_tries": 3,
+         "hostname": "worker-1", "pool": "default_pool", "pool_slots": 1, "queue": "default",
+         "operator": "PythonOperator", "updated_at": end or start, "span_status": "ended",
+         "dag_version_id": "0190a1b2-0000-7000-8000-ffffffffffff"}
+    if not history:
+        r["last_heartbeat_at"] = (end or start) if heartbeat == "none" else heartbeat
+    return r
+
+
+def af_key(dag, task):
+    return f"{dag}/scheduled__2026-11-30T00:00:00+00:00/{task}/-1"
+
+
+def af_clean():
+    ti = [af_row("billing", "charge", "success", 1, start=NOW - 50 * M, end=NOW - 49 * M),
+          af_row("billing", "notify", "running", 1, start=NOW - 10 * M, heartbeat=NOW - 30 * timedelta(seconds=1)),
+          # waiting for its retry: the heartbeat of the failed try is old, and that is fine
+          af_row("billing", "export", "up_for_retry", 1, start=NOW - 40 * M, end=NOW - 20 * M),
+          af_row("billing", "report", "success", 2, start=NOW - 15 * M, end=NOW - 14 * M),
+          af_row("billing", "archive", "upstream_failed", 0),
+          af_row("billing", "cleanup", "skipped", 0)]
+    hist = [af_row("billing", "report", "failed", 1, start=NOW - 30 * M, end=NOW - 29 * M, history=True)]
+    return ti, hist
+
+
+def test_airflow_planted(db):
+    writable, url = db
+    ti, hist = af_clean()
+    ti += [af_row("ledger", "post", "running", 1, start=NOW - 2 * H, heartbeat=NOW - 20 * M),
+           af_row("ledger", "reconcile", "failed", 4, start=NOW - 3 * H, end=NOW - 3 * H + M),
+           af_row("ledger", "sync", "success", 7, start=NOW - 1 * H, end=NOW - 1 * H + M),
+           af_row("ledger", "payout", "success", 3, start=NOW - 4 * H, end=NOW - 4 * H + M)]
+    hist += [af_row("ledger", "sync", "failed", n, start=NOW - 9 * H + n * M, end=NOW - 9 * H + n * M,
+                    history=True) for n in range(1, 7)]
+    # payout was cleared and re-run twice after it had succeeded: it paid out three times
+    hist += [af_row("ledger", "payout", "success", n, start=NOW - (8 - n) * H, end=NOW - (8 - n) * H + M,
+                    history=True) for n in (1, 2)]
+    load(writable, airflow_md(), {"task_instance": ti, "task_instance_history": hist})
+    got, fs = scan(url, "airflow", NOW)
+    assert got == {("stuck_in_progress", "", af_key("ledger", "post")),
+                   ("unresolved_failure", "", af_key("ledger", "reconcile")),
+                   ("retry_storm", "", af_key("ledger", "sync")),
+                   ("duplicate_effect", "", af_key("ledger", "payout"))}
+    stuck = next(f for f in fs if f.kind.value == "stuck_in_progress")
+    assert stuck.evidence[0]["lock_expired_at"] == "2026-11-30T11:45:00Z"   # heartbeat + 300 s
+    storm = next(f for f in fs if f.kind.value == "retry_storm")
+    assert storm.evidence[0]["attempts"] == 7
+    eng = open_engine(url)
+    led = Ledger(eng, detected(url, "airflow").layout)
+    tries = led.attempts("", af_key("ledger", "sync"))
+    assert [(a.number, a.outcome.value, a.worker) for a in tries] == [(n, "failed", "worker-1") for n in range(1, 7)]
+    eng.dispose()
+
+
+def test_airflow_clean(db):
+    writable, url = db
+    ti, hist = af_clean()
+    load(writable, airflow_md(), {"task_instance": ti, "task_instance_history": hist})
+    assert scan(url, "airflow", NOW)[0] == set()
