@@ -241,3 +241,119 @@ def test_airflow_clean(db):
     ti, hist = af_clean()
     load(writable, airflow_md(), {"task_instance": ti, "task_instance_history": hist})
     assert scan(url, "airflow", NOW)[0] == set()
+
+
+# -------------------------------------------------------------------------- masstransit-inbox
+
+def masstransit_md() -> MetaData:
+    """InboxState.cs + ConfigureInboxStateEntity (EF Core provider types: uuid / char(36) / TEXT)."""
+    md = MetaData()
+    Table("InboxState", md,
+          Column("Id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+          Column("MessageId", GUID, nullable=False),
+          Column("ConsumerId", GUID, nullable=False),
+          Column("LockId", GUID, nullable=False),
+          Column("RowVersion", LargeBinary),
+          Column("Received", TZ, nullable=False),
+          Column("ReceiveCount", Integer, nullable=False),
+          Column("ExpirationTime", TZ),
+          Column("Consumed", TZ),
+          Column("Delivered", TZ),
+          Column("LastSequenceNumber", BigInteger),
+          UniqueConstraint("MessageId", "ConsumerId", name="AK_InboxState_MessageId_ConsumerId"),
+          Index("IX_InboxState_Delivered", "Delivered"))
+    return md
+
+
+CONSUMER_A = "6f2b8f1e-3c1a-4b7e-9d44-0a1b2c3d4e5f"
+CONSUMER_B = "a1c2e3f4-0000-4000-8000-00000000000b"
+
+
+def mt_row(i, msg, received, *, consumer=CONSUMER_A, delivered=None, count=0):
+    return {"Id": i, "MessageId": msg, "ConsumerId": consumer, "LockId": f"00000000-0000-4000-8000-{i:012d}",
+            "RowVersion": b"\x00\x00\x00\x00\x00\x00\x07\xd1", "Received": received, "ReceiveCount": count,
+            "ExpirationTime": None, "Consumed": delivered, "Delivered": delivered, "LastSequenceNumber": None}
+
+
+def mt_clean():
+    return [mt_row(1, "0c8e6a52-1111-4c1d-9e3a-000000000001", NOW - 12 * M, delivered=NOW - 11 * M),
+            mt_row(2, "0c8e6a52-1111-4c1d-9e3a-000000000002", NOW - 1 * M),
+            mt_row(3, "0c8e6a52-1111-4c1d-9e3a-000000000001", NOW - 6 * M, delivered=NOW - 5 * M,
+                   consumer=CONSUMER_B, count=2)]
+
+
+def test_masstransit_inbox_planted(db):
+    writable, url = db
+    rows = mt_clean() + [
+        mt_row(10, "0c8e6a52-2222-4c1d-9e3a-000000000010", NOW - 125 * M, delivered=NOW - 2 * H),
+        mt_row(11, "0c8e6a52-2222-4c1d-9e3a-000000000011", NOW - 2 * H, count=3),
+        mt_row(12, "0c8e6a52-2222-4c1d-9e3a-000000000012", NOW - 20 * M, delivered=NOW - 5 * M, count=8),
+    ]
+    load(writable, masstransit_md(), {"InboxState": rows})
+    got, fs = scan(url, "masstransit-inbox", NOW)
+    assert got == {("expired_key", CONSUMER_A, "0c8e6a52-2222-4c1d-9e3a-000000000010"),
+                   ("stuck_in_progress", CONSUMER_A, "0c8e6a52-2222-4c1d-9e3a-000000000011"),
+                   ("retry_storm", CONSUMER_A, "0c8e6a52-2222-4c1d-9e3a-000000000012")}
+    exp = next(f for f in fs if f.kind.value == "expired_key")
+    assert exp.evidence[0]["expires_at"] == "2026-11-30T10:30:00Z"   # Delivered + 30 min
+
+
+def test_masstransit_inbox_clean(db):
+    writable, url = db
+    load(writable, masstransit_md(), {"InboxState": mt_clean()})
+    assert scan(url, "masstransit-inbox", NOW)[0] == set()
+
+
+# ------------------------------------------------------------------------- nservicebus-outbox
+
+def nsb_md() -> MetaData:
+    """Create_*.sql outbox script for endpoint "Sales" (table prefix "Sales_")."""
+    md = MetaData()
+    Table("Sales_OutboxData", md,
+          Column("MessageId", String(200), primary_key=True),
+          Column("Dispatched", Boolean().with_variant(mysql.BIT(1), "mysql"), nullable=False,
+                 server_default=text("false")),
+          Column("DispatchedAt", NAIVE),
+          Column("PersistenceVersion", String(23), nullable=False),
+          Column("Operations", JSONB, nullable=False),
+          Index("Index_DispatchedAt", "DispatchedAt"), Index("Index_Dispatched", "Dispatched"))
+    return md
+
+
+def nsb_row(msg, dispatched_at):
+    return {"MessageId": msg, "Dispatched": dispatched_at is not None, "DispatchedAt": naive(dispatched_at),
+            "PersistenceVersion": "8.1.0",
+            "Operations": [] if dispatched_at else
+            [{"MessageId": msg + "-out", "Options": {}, "Body": "eyJPcmRlcklkIjo0Mn0=", "Headers": {}}]}
+
+
+def nsb_clean():
+    return [nsb_row("8a1f0d3e-5b2c-4f7a-9e61-000000000001", NOW - 1 * D),
+            nsb_row("8a1f0d3e-5b2c-4f7a-9e61-000000000002", None)]
+
+
+@pytest.fixture
+def nsb_db(db):
+    # NServiceBus SQL Persistence supports SQL Server, PostgreSQL, MySQL and Oracle, not SQLite.
+    only(db, "postgresql", "mysql", why="NServiceBus SQL Persistence has no SQLite dialect")
+    return db
+
+
+def test_nservicebus_outbox_planted(nsb_db):
+    writable, url = nsb_db
+    rows = nsb_clean() + [nsb_row("8a1f0d3e-5b2c-4f7a-9e61-000000000010", NOW - 8 * D)]
+    load(writable, nsb_md(), {"Sales_OutboxData": rows})
+    got, fs = scan_detected(url, "nservicebus-outbox")
+    assert got == {("expired_key", "", "8a1f0d3e-5b2c-4f7a-9e61-000000000010")}
+    assert fs[0].evidence[0]["expires_at"] == "2026-11-29T12:00:00Z"   # DispatchedAt + 7 days
+    eng = open_engine(url)
+    led = Ledger(eng, detected(url, "nservicebus-outbox").layout)
+    assert [(o.key[-2:], o.status.value) for o in led.iter_operations()] == [
+        ("01", "completed"), ("02", "in_progress"), ("10", "completed")]
+    eng.dispose()
+
+
+def test_nservicebus_outbox_clean(nsb_db):
+    writable, url = nsb_db
+    load(writable, nsb_md(), {"Sales_OutboxData": nsb_clean()})
+    assert scan_detected(url, "nservicebus-outbox")[0] == set()
