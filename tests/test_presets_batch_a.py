@@ -357,3 +357,93 @@ def test_nservicebus_outbox_clean(nsb_db):
     writable, url = nsb_db
     load(writable, nsb_md(), {"Sales_OutboxData": nsb_clean()})
     assert scan_detected(url, "nservicebus-outbox")[0] == set()
+
+
+# --------------------------------------------------------------------------------------- oban
+
+OBAN_STATES = ("available", "suspended", "scheduled", "executing", "retryable", "completed", "discarded",
+               "cancelled")
+
+
+def oban_md() -> MetaData:
+    """Oban migrations v14 (PostgreSQL), myxql.ex (MySQL), sqlite.ex (SQLite)."""
+    md = MetaData()
+    ts = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")   # utc_datetime_usec, written in UTC
+    Table("oban_jobs", md,
+          Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+          Column("state", Enum(*OBAN_STATES, name="oban_job_state").with_variant(Text, "sqlite"),
+                 nullable=False, server_default="available"),
+          Column("queue", Text().with_variant(String(255), "mysql"), nullable=False),
+          Column("worker", Text().with_variant(String(255), "mysql"), nullable=False),
+          Column("args", JSONB, nullable=False),
+          Column("meta", JSONB),
+          Column("tags", JSON().with_variant(postgresql.ARRAY(Text), "postgresql")),
+          Column("errors", JSON().with_variant(postgresql.ARRAY(postgresql.JSONB), "postgresql"), nullable=False),
+          Column("attempt", Integer, nullable=False, server_default="0"),
+          Column("max_attempts", Integer, nullable=False, server_default="20"),
+          Column("priority", Integer, nullable=False, server_default="0"),
+          Column("inserted_at", ts, nullable=False),
+          Column("scheduled_at", ts, nullable=False),
+          Column("attempted_at", ts),
+          Column("attempted_by", JSON().with_variant(postgresql.ARRAY(Text), "postgresql")),
+          Column("completed_at", ts), Column("cancelled_at", ts), Column("discarded_at", ts),
+          Index("oban_jobs_state_queue_priority_scheduled_at_id_index",
+                "state", "queue", "priority", "scheduled_at", "id"))
+    return md
+
+
+def oban_row(i, worker, state, inserted, *, args=None, attempt=1, attempted=None, errors=0, max_attempts=20):
+    attempted = attempted or (inserted + 2 * timedelta(seconds=1) if attempt else None)
+    return {"id": i, "state": state, "queue": "default", "worker": worker,
+            "args": args if args is not None else {"order_id": 1000 + i}, "meta": {}, "tags": [],
+            "errors": [{"attempt": n, "at": (inserted + n * M).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                        "error": f"** (RuntimeError) gateway timeout #{n}"} for n in range(1, errors + 1)],
+            "attempt": attempt, "max_attempts": max_attempts, "priority": 0,
+            "inserted_at": naive(inserted), "scheduled_at": naive(inserted), "attempted_at": naive(attempted),
+            "attempted_by": ["worker@host", "3f1c2a9e-0000-4000-8000-000000000001"] if attempt else None,
+            "completed_at": naive(attempted + M) if state == "completed" else None,
+            "cancelled_at": None,
+            "discarded_at": naive(attempted + M) if state == "discarded" else None}
+
+
+CHARGE = "MyApp.Workers.ChargeCard"
+
+
+def oban_clean():
+    return [oban_row(1, CHARGE, "completed", NOW - 30 * M),
+            oban_row(2, CHARGE, "executing", NOW - 6 * M, attempted=NOW - 5 * M),
+            oban_row(3, CHARGE, "retryable", NOW - 3 * H, attempt=2, errors=1),
+            oban_row(4, CHARGE, "available", NOW - 1 * M, attempt=0),
+            # the same args two hours apart: two intents, outside the unique period
+            oban_row(5, "MyApp.Workers.Digest", "completed", NOW - 3 * H, args={"user_id": 7}),
+            oban_row(6, "MyApp.Workers.Digest", "completed", NOW - 1 * H, args={"user_id": 7})]
+
+
+def test_oban_planted(db):
+    writable, url = db
+    rows = oban_clean() + [
+        oban_row(10, CHARGE, "completed", NOW - 2 * H, args={"order_id": 42}),
+        oban_row(11, CHARGE, "completed", NOW - 2 * H + 20 * timedelta(seconds=1), args={"order_id": 42}),
+        oban_row(12, CHARGE, "executing", NOW - 3 * H, attempted=NOW - 2 * H),
+        oban_row(13, CHARGE, "discarded", NOW - 5 * H, attempt=3, errors=3, max_attempts=3),
+        oban_row(14, "MyApp.Workers.Sync", "completed", NOW - 4 * H, attempt=7, errors=6),
+    ]
+    load(writable, oban_md(), {"oban_jobs": rows})
+    got, fs = scan(url, "oban", NOW)
+    assert got == {("duplicate_intent", CHARGE, "11"), ("stuck_in_progress", CHARGE, "12"),
+                   ("unresolved_failure", CHARGE, "13"), ("retry_storm", "MyApp.Workers.Sync", "14")}
+    dup = next(f for f in fs if f.kind.value == "duplicate_intent")
+    assert dup.evidence[0]["earlier_key"] == "10"
+    eng = open_engine(url)
+    led = Ledger(eng, detected(url, "oban").layout)
+    tries = led.attempts("MyApp.Workers.Sync", "14")   # errors decoded: jsonb[] on PostgreSQL, JSON text elsewhere
+    assert [(a.number, a.outcome.value) for a in tries] == [(n, "failed") for n in range(1, 7)]
+    assert tries[0].started_at == NOW - 4 * H + M and tries[5].error == "** (RuntimeError) gateway timeout #6"
+    assert led.counts() == (11, 10)
+    eng.dispose()
+
+
+def test_oban_clean(db):
+    writable, url = db
+    load(writable, oban_md(), {"oban_jobs": oban_clean()})
+    assert scan(url, "oban", NOW)[0] == set()
