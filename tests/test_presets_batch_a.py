@@ -447,3 +447,99 @@ def test_oban_clean(db):
     writable, url = db
     load(writable, oban_md(), {"oban_jobs": oban_clean()})
     assert scan(url, "oban", NOW)[0] == set()
+
+
+# -------------------------------------------------------------------------------------- river
+
+RIVER_STATES = ("available", "cancelled", "completed", "discarded", "pending", "retryable", "running",
+                "scheduled")
+
+
+def river_md() -> MetaData:
+    """river_job of the pgxv5 migrations (PostgreSQL) and of the SQLite driver. The SQLite fixture uses
+    the JSON-text form of its json columns (before migration 007 turned them into SQLite JSONB blobs)."""
+    md = MetaData()
+    arr = lambda item: JSON().with_variant(postgresql.ARRAY(item), "postgresql")  # noqa: E731
+    Table("river_job", md,
+          Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+          Column("args", JSONB, nullable=False),
+          Column("attempt", SmallInteger, nullable=False, server_default="0"),
+          Column("attempted_at", TZ),
+          Column("attempted_by", arr(Text)),
+          Column("created_at", TZ, nullable=False),
+          Column("errors", arr(postgresql.JSONB)),
+          Column("finalized_at", TZ),
+          Column("kind", Text, nullable=False),
+          Column("max_attempts", SmallInteger, nullable=False, server_default="25"),
+          Column("metadata", JSONB, nullable=False),
+          Column("priority", SmallInteger, nullable=False, server_default="1"),
+          Column("queue", Text, nullable=False, server_default="default"),
+          Column("state", Enum(*RIVER_STATES, name="river_job_state").with_variant(Text, "sqlite"),
+                 nullable=False, server_default="available"),
+          Column("scheduled_at", TZ, nullable=False),
+          Column("tags", arr(String(255)), nullable=False),
+          Column("unique_key", LargeBinary),
+          Column("unique_states", Integer().with_variant(postgresql.BIT(8), "postgresql")),
+          Index("river_job_kind", "kind"),
+          Index("river_job_state_and_finalized_at_index", "state", "finalized_at"))
+    return md
+
+
+def river_row(i, kind, state, created, *, attempt=1, attempted=None, errors=0, unique=None):
+    attempted = attempted or (created + timedelta(seconds=1) if attempt else None)
+    final = state in ("completed", "cancelled", "discarded")
+    return {"id": i, "args": {"invoice_id": 500 + i}, "attempt": attempt, "attempted_at": attempted,
+            "attempted_by": ["client-1"] if attempt else None, "created_at": created,
+            "errors": [{"at": (created + n * M).isoformat().replace("+00:00", "Z"), "attempt": n,
+                        "error": f"charge failed: 503 #{n}", "trace": "main.go:42"} for n in range(1, errors + 1)]
+            or None,
+            "finalized_at": attempted + M if final else None, "kind": kind, "max_attempts": 25, "metadata": {},
+            "priority": 1, "queue": "default", "state": state, "scheduled_at": created, "tags": [],
+            "unique_key": unique, "unique_states": None}
+
+
+@pytest.fixture
+def river_db(db):
+    # River's drivers are PostgreSQL (pgx, database/sql) and SQLite; there is no MySQL driver.
+    only(db, "sqlite", "postgresql", why="River has no MySQL/MariaDB driver")
+    return db
+
+
+def river_clean():
+    return [river_row(1, "charge_card", "completed", NOW - 40 * M, unique=bytes.fromhex("aa01")),
+            river_row(2, "charge_card", "completed", NOW - 30 * M, unique=bytes.fromhex("aa02")),
+            river_row(3, "charge_card", "running", NOW - 5 * M, attempted=NOW - 4 * M),
+            river_row(4, "charge_card", "retryable", NOW - 3 * H, attempt=2, errors=2),
+            river_row(5, "send_email", "completed", NOW - 20 * M),
+            river_row(6, "send_email", "completed", NOW - 19 * M),
+            river_row(7, "send_email", "available", NOW - 1 * M, attempt=0)]
+
+
+def test_river_planted(river_db):
+    writable, url = river_db
+    key = bytes.fromhex("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+    rows = river_clean() + [
+        river_row(10, "charge_card", "completed", NOW - 2 * H, unique=key),
+        river_row(11, "charge_card", "completed", NOW - 2 * H + 10 * M, unique=key),
+        river_row(12, "charge_card", "running", NOW - 3 * H, attempted=NOW - 2 * H),
+        river_row(13, "charge_card", "discarded", NOW - 9 * H, attempt=3, errors=3),
+        river_row(14, "sync_ledger", "completed", NOW - 5 * H, attempt=8, errors=7),
+    ]
+    load(writable, river_md(), {"river_job": rows})
+    got, fs = scan(url, "river", NOW)
+    assert got == {("duplicate_intent", "charge_card", "11"), ("stuck_in_progress", "charge_card", "12"),
+                   ("unresolved_failure", "charge_card", "13"), ("retry_storm", "sync_ledger", "14")}
+    dup = next(f for f in fs if f.kind.value == "duplicate_intent")
+    assert dup.evidence[0]["intent_ref"] == key.hex() and dup.evidence[0]["earlier_key"] == "10"
+    eng = open_engine(url)
+    led = Ledger(eng, detected(url, "river").layout)
+    tries = led.attempts("sync_ledger", "14")
+    assert [a.number for a in tries] == list(range(1, 8)) and tries[6].error == "charge failed: 503 #7"
+    assert tries[0].started_at == NOW - 5 * H + M
+    eng.dispose()
+
+
+def test_river_clean(river_db):
+    writable, url = river_db
+    load(writable, river_md(), {"river_job": river_clean()})
+    assert scan(url, "river", NOW)[0] == set()
