@@ -543,3 +543,180 @@ def test_river_clean(river_db):
     writable, url = river_db
     load(writable, river_md(), {"river_job": river_clean()})
     assert scan(url, "river", NOW)[0] == set()
+
+
+# ----------------------------------------------------------------------------------- good_job
+
+def pg_only(db, system):
+    only(db, "postgresql", why=f"{system} supports PostgreSQL only")
+
+
+def good_job_md() -> MetaData:
+    """create_good_jobs.rb.erb (+ the v4 columns): Rails types on PostgreSQL."""
+    md = MetaData()
+    ts = DateTime()   # Rails t.datetime: timestamp(6) without time zone, UTC
+    Table("good_jobs", md,
+          Column("id", Uuid(as_uuid=False), primary_key=True),
+          Column("queue_name", Text), Column("priority", Integer),
+          Column("serialized_params", postgresql.JSONB),
+          Column("scheduled_at", ts), Column("performed_at", ts), Column("finished_at", ts),
+          Column("error", Text),
+          Column("created_at", ts, nullable=False), Column("updated_at", ts, nullable=False),
+          Column("active_job_id", Uuid(as_uuid=False)), Column("concurrency_key", Text),
+          Column("cron_key", Text), Column("retried_good_job_id", Uuid(as_uuid=False)), Column("cron_at", ts),
+          Column("batch_id", Uuid(as_uuid=False)), Column("batch_callback_id", Uuid(as_uuid=False)),
+          Column("is_discrete", Boolean), Column("executions_count", Integer), Column("job_class", Text),
+          Column("error_event", SmallInteger), Column("labels", postgresql.ARRAY(Text)),
+          Column("locked_by_id", Uuid(as_uuid=False)), Column("locked_at", ts), Column("lock_type", SmallInteger),
+          Index("index_good_jobs_on_active_job_id_and_created_at", "active_job_id", "created_at"))
+    Table("good_job_executions", md,
+          Column("id", Uuid(as_uuid=False), primary_key=True),
+          Column("created_at", ts, nullable=False), Column("updated_at", ts, nullable=False),
+          Column("active_job_id", Uuid(as_uuid=False), nullable=False),
+          Column("job_class", Text), Column("queue_name", Text),
+          Column("serialized_params", postgresql.JSONB),
+          Column("scheduled_at", ts), Column("finished_at", ts), Column("error", Text),
+          Column("error_event", SmallInteger), Column("error_backtrace", postgresql.ARRAY(Text)),
+          Column("process_id", Uuid(as_uuid=False)), Column("duration", postgresql.INTERVAL),
+          Index("index_good_job_executions_on_active_job_id_and_created_at", "active_job_id", "created_at"))
+    return md
+
+
+def gj_id(i):
+    return f"5d3c9a10-0000-4000-8000-{i:012d}"
+
+
+def gj_job(i, cls, created, *, performed=None, finished=None, error=None, args=None, execs=None):
+    """A good_jobs row and its executions: ``execs`` = list of (start, finish, error) tuples."""
+    execs = execs if execs is not None else ([(performed, finished, error)] if performed else [])
+    job = {"id": gj_id(i), "queue_name": "default", "priority": 0,
+           "serialized_params": {"job_class": cls, "job_id": gj_id(i), "executions": len(execs),
+                                 "arguments": args if args is not None else [{"_aj_globalid": f"gid://shop/Order/{i}"}]},
+           "scheduled_at": naive(created), "performed_at": naive(performed), "finished_at": naive(finished),
+           "error": error, "created_at": naive(created), "updated_at": naive(finished or performed or created),
+           "active_job_id": gj_id(i), "is_discrete": True, "executions_count": len(execs), "job_class": cls,
+           "error_event": 5 if error and finished else None, "labels": None}
+    ex = [{"id": f"7e000000-0000-4000-8000-{i:06d}{n:06d}", "created_at": naive(s), "updated_at": naive(f or s),
+           "active_job_id": gj_id(i), "job_class": cls, "queue_name": "default", "scheduled_at": naive(s),
+           "finished_at": naive(f), "error": e, "error_event": (3 if e else None), "process_id": gj_id(999)}
+          for n, (s, f, e) in enumerate(execs, 1)]
+    return job, ex
+
+
+def gj_rows(specs):
+    jobs, execs = [], []
+    for j, ex in specs:
+        jobs.append(j)
+        execs += ex
+    return {"good_jobs": jobs, "good_job_executions": execs}
+
+
+def gj_clean():
+    return [gj_job(1, "ChargeJob", NOW - 30 * M, performed=NOW - 29 * M, finished=NOW - 28 * M),
+            gj_job(2, "ChargeJob", NOW - 6 * M, performed=NOW - 5 * M),
+            gj_job(3, "ChargeJob", NOW - 1 * M),
+            gj_job(4, "ChargeJob", NOW - 2 * H, performed=NOW - 2 * H + M, finished=NOW - 100 * M,
+                   execs=[(NOW - 2 * H + M, NOW - 2 * H + 2 * M, "Stripe::APIConnectionError: timeout"),
+                          (NOW - 101 * M, NOW - 100 * M, None)]),
+            # the same arguments a day apart: a daily job, not a duplicate
+            gj_job(5, "DigestJob", NOW - 25 * H, performed=NOW - 25 * H, finished=NOW - 25 * H + M, args=[7]),
+            gj_job(6, "DigestJob", NOW - 1 * H, performed=NOW - 1 * H, finished=NOW - 1 * H + M, args=[7])]
+
+
+def test_good_job_planted(db):
+    pg_only(db, "GoodJob")
+    writable, url = db
+    t = NOW - 4 * H
+    specs = gj_clean() + [
+        gj_job(10, "RefundJob", t, performed=t, finished=t + M, args=[{"_aj_globalid": "gid://shop/Refund/9"}]),
+        gj_job(11, "RefundJob", t + 5 * M, performed=t + 5 * M, finished=t + 6 * M,
+               args=[{"_aj_globalid": "gid://shop/Refund/9"}]),
+        gj_job(12, "ChargeJob", NOW - 3 * H, performed=NOW - 2 * H),
+        gj_job(13, "ChargeJob", NOW - 5 * H, performed=NOW - 5 * H, finished=NOW - 5 * H + M,
+               error="Stripe::CardError: Your card was declined."),
+        gj_job(14, "SyncJob", NOW - 9 * H, performed=NOW - 2 * H, finished=NOW - 2 * H + M,
+               execs=[(NOW - 9 * H + n * H, NOW - 9 * H + n * H + M, "Net::ReadTimeout") for n in range(6)]
+               + [(NOW - 2 * H, NOW - 2 * H + M, None)]),
+        # executed twice successfully (lost lock): two successful executions of one job
+        gj_job(15, "ChargeJob", NOW - 6 * H, performed=NOW - 6 * H, finished=NOW - 6 * H + 2 * M,
+               execs=[(NOW - 6 * H, NOW - 6 * H + M, None), (NOW - 6 * H + M, NOW - 6 * H + 2 * M, None)]),
+    ]
+    load(writable, good_job_md(), gj_rows(specs))
+    got, fs = scan(url, "good_job", NOW)
+    assert got == {("duplicate_intent", "RefundJob", gj_id(11)), ("stuck_in_progress", "ChargeJob", gj_id(12)),
+                   ("unresolved_failure", "ChargeJob", gj_id(13)), ("retry_storm", "SyncJob", gj_id(14)),
+                   ("duplicate_effect", "ChargeJob", gj_id(15))}
+    eng = open_engine(url)
+    led = Ledger(eng, detected(url, "good_job").layout)
+    tries = led.attempts("SyncJob", gj_id(14))
+    assert [a.outcome.value for a in tries] == ["failed"] * 6 + ["succeeded"]
+    assert tries[0].error == "Net::ReadTimeout" and tries[0].started_at == NOW - 9 * H
+    assert [o.status.value for o in led.records("ChargeJob", gj_id(3))] == ["new"]
+    eng.dispose()
+
+
+def test_good_job_clean(db):
+    pg_only(db, "GoodJob")
+    writable, url = db
+    load(writable, good_job_md(), gj_rows(gj_clean()))
+    assert scan(url, "good_job", NOW)[0] == set()
+
+
+# ---------------------------------------------------------------------------------------- que
+
+def que_md() -> MetaData:
+    """lib/que/migrations (schema version 7)."""
+    md = MetaData()
+    Table("que_jobs", md,
+          Column("id", BigInteger, primary_key=True, autoincrement=True),
+          Column("priority", SmallInteger, nullable=False, server_default="100"),
+          Column("run_at", DateTime(timezone=True), nullable=False),
+          Column("job_class", Text, nullable=False),
+          Column("error_count", Integer, nullable=False, server_default="0"),
+          Column("last_error_message", Text),
+          Column("queue", Text, nullable=False, server_default="default"),
+          Column("last_error_backtrace", Text),
+          Column("finished_at", DateTime(timezone=True)),
+          Column("expired_at", DateTime(timezone=True)),
+          Column("args", postgresql.JSONB, nullable=False),
+          Column("data", postgresql.JSONB, nullable=False),
+          Column("job_schema_version", Integer, nullable=False),
+          Column("kwargs", postgresql.JSONB, nullable=False),
+          Index("que_poll_idx", "job_schema_version", "queue", "priority", "run_at", "id",
+                postgresql_where=text("finished_at IS NULL AND expired_at IS NULL")))
+    return md
+
+
+def que_row(i, run_at, *, errors=0, finished=None, expired=None, cls="ChargeCard"):
+    return {"id": i, "priority": 100, "run_at": run_at, "job_class": cls, "error_count": errors,
+            "last_error_message": f"Faraday::TimeoutError: timeout #{errors}" if errors else None,
+            "queue": "default", "last_error_backtrace": "app/jobs/charge_card.rb:12" if errors else None,
+            "finished_at": finished, "expired_at": expired, "args": [{"order_id": 100 + i}],
+            "data": {"tags": []}, "job_schema_version": 2, "kwargs": {}}
+
+
+def que_clean():
+    return [que_row(1, NOW - 10 * M, finished=NOW - 9 * M),
+            que_row(2, NOW + 5 * M),                       # scheduled
+            que_row(3, NOW + 2 * M, errors=2),             # errored, retry pending
+            que_row(4, NOW - 1 * M)]                       # ready (perhaps running: advisory lock)
+
+
+def test_que_planted(db):
+    pg_only(db, "Que")
+    writable, url = db
+    rows = que_clean() + [que_row(10, NOW - 2 * H, errors=16, expired=NOW - 2 * H),
+                          que_row(11, NOW + 10 * M, errors=7, cls="SyncLedger")]
+    load(writable, que_md(), {"que_jobs": rows})
+    got, fs = scan(url, "que", NOW)
+    # expired_at = retries exhausted: a failure (and a retry storm), never an expired key
+    assert got == {("unresolved_failure", "", "10"), ("retry_storm", "", "10"), ("retry_storm", "", "11")}
+    storm = next(f for f in fs if f.kind.value == "retry_storm" and f.key == "11")
+    assert storm.evidence[0]["attempts"] == 7
+
+
+def test_que_clean(db):
+    pg_only(db, "Que")
+    writable, url = db
+    load(writable, que_md(), {"que_jobs": que_clean()})
+    assert scan(url, "que", NOW)[0] == set()
