@@ -720,3 +720,198 @@ def test_que_clean(db):
     writable, url = db
     load(writable, que_md(), {"que_jobs": que_clean()})
     assert scan(url, "que", NOW)[0] == set()
+
+
+# ----------------------------------------------------------------------------------- hangfire
+
+def hangfire_md(schema=None, lower=False) -> MetaData:
+    """Hangfire.SqlServer Install.sql (schema 9: PascalCase, datetime = naive UTC) or, with ``lower``,
+    Hangfire.PostgreSql Install.v23.sql (lower-case names, timestamptz, jsonb)."""
+    n = (lambda s: s.lower()) if lower else (lambda s: s)  # noqa: E731
+    ts = DateTime(timezone=True) if lower else NAIVE
+    payload = postgresql.JSONB if lower else Text
+    md = MetaData(schema=schema)
+    Table(n("Job"), md,
+          Column(n("Id"), BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+          Column(n("StateId"), BigInteger), Column(n("StateName"), String(20) if not lower else Text),
+          Column(n("InvocationData"), payload, nullable=False), Column(n("Arguments"), payload, nullable=False),
+          Column(n("CreatedAt"), ts, nullable=False), Column(n("ExpireAt"), ts),
+          *([Column("updatecount", Integer, nullable=False, server_default="0")] if lower else []),
+          Index(f"IX_HangFire_Job_StateName{'_pg' if lower else ''}", n("StateName")))
+    Table(n("State"), md,
+          Column(n("Id"), BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+          Column(n("JobId"), BigInteger, nullable=False), Column(n("Name"), String(20) if not lower else Text,
+                                                                 nullable=False),
+          Column(n("Reason"), String(100) if not lower else Text), Column(n("CreatedAt"), ts, nullable=False),
+          Column(n("Data"), payload),
+          *([Column("updatecount", Integer, nullable=False, server_default="0")] if lower else []))
+    Table(n("JobParameter"), md,
+          Column(n("JobId"), BigInteger, primary_key=True), Column(n("Name"), String(40), primary_key=True),
+          Column(n("Value"), Text))
+    return md
+
+
+def hf_rows(lower=False):
+    """Jobs and their state histories: (id, [(state, reason, minutes after creation)], created)."""
+    ok = [("Enqueued", None, 0), ("Processing", None, 1), ("Succeeded", None, 2)]
+
+    def retries(k, total):
+        out = [("Enqueued", None, 0)]
+        for i in range(1, k + 1):
+            out += [("Processing", None, 3 * i - 2),
+                    ("Scheduled", f"Retry attempt {i} of {total}: Timeout expired.", 3 * i - 1),
+                    ("Enqueued", "Triggered by DelayedJobScheduler", 3 * i)]
+        return out
+
+    clean = [(1, ok, NOW - 30 * M),
+             (2, [("Enqueued", None, 0), ("Processing", None, 1)], NOW - 3 * M),
+             (3, [("Scheduled", None, 0)], NOW - 10 * M),                     # BackgroundJob.Schedule
+             (4, retries(1, 10) + [("Processing", None, 4), ("Succeeded", None, 5)], NOW - 2 * H),
+             (5, [("Enqueued", None, 0)], NOW - 1 * M)]
+    planted = [(10, ok + [("Enqueued", "Triggered via Dashboard UI", 40), ("Processing", None, 41),
+                          ("Succeeded", None, 42)], NOW - 5 * H),             # ran (and succeeded) twice
+               (11, retries(3, 3) + [("Processing", None, 10), ("Failed", "An exception occurred during "
+                                                                            "performance of the job.", 11)],
+                NOW - 6 * H),
+               (12, retries(6, 10) + [("Processing", None, 19), ("Succeeded", None, 20)], NOW - 7 * H)]
+    return clean, planted
+
+
+def hf_load(writable, specs, schema=None, lower=False):
+    n = (lambda s: s.lower()) if lower else (lambda s: s)  # noqa: E731
+    jobs, states, params = [], [], []
+    sid = 0
+    for job_id, hist, created in specs:
+        for name, reason, minute in hist:
+            sid += 1
+            at = created + minute * M
+            states.append({n("Id"): sid, n("JobId"): job_id, n("Name"): name, n("Reason"): reason,
+                           n("CreatedAt"): at if lower else naive(at), n("Data"): None})
+        retry_count = sum(1 for s in hist if (s[1] or "").startswith("Retry attempt"))
+        jobs.append({n("Id"): job_id, n("StateId"): sid, n("StateName"): hist[-1][0],
+                     n("InvocationData"): '{"t":"Shop.Billing, Shop","m":"Charge","p":["System.Int64"]}',
+                     n("Arguments"): f'["{job_id * 100}"]', n("CreatedAt"): created if lower else naive(created),
+                     n("ExpireAt"): None})
+        if retry_count:
+            params.append({n("JobId"): job_id, n("Name"): "RetryCount", n("Value"): str(retry_count)})
+    if lower:
+        for r in jobs:
+            r["invocationdata"] = {"t": "Shop.Billing, Shop", "m": "Charge"}
+            r["arguments"] = [str(r["id"] * 100)]
+    load(writable, hangfire_md(schema, lower), {n("Job"): jobs, n("State"): states, n("JobParameter"): params})
+
+
+@pytest.fixture
+def hangfire_db(db):
+    """The SQL Server layout ([HangFire] schema, PascalCase) on each engine: in a "HangFire" schema on
+    PostgreSQL, in the connected database on SQLite and MariaDB (neither has SQL Server schemas)."""
+    writable, url = db
+    schema = "HangFire" if engine_of(db) == "postgresql" else None
+    if schema:
+        with writable.begin() as c:
+            c.execute(text('CREATE SCHEMA IF NOT EXISTS "HangFire"'))
+    yield writable, url, schema
+    if schema:
+        with writable.begin() as c:
+            c.execute(text('DROP SCHEMA "HangFire" CASCADE'))
+
+
+def test_hangfire_planted(hangfire_db):
+    writable, url, schema = hangfire_db
+    clean, planted = hf_rows()
+    hf_load(writable, clean + planted, schema)
+    match = detected(url, "hangfire")
+    assert match.layout.schema == schema and match.confidence == 1.0
+    got, fs = scan_detected(url, "hangfire")
+    assert got == {("duplicate_effect", "", "10"), ("unresolved_failure", "", "11"), ("retry_storm", "", "12")}
+    eng = open_engine(url)
+    led = Ledger(eng, match.layout)
+    tries = led.attempts("", "11")
+    assert [(a.outcome.value, a.error[:15] if a.error else None) for a in tries] == [
+        ("failed", "Retry attempt 1"), ("failed", "Retry attempt 2"), ("failed", "Retry attempt 3"),
+        ("failed", "An exception oc")]
+    assert tries[0].finished_at == NOW - 6 * H + 2 * M
+    storm = next(f for f in fs if f.kind.value == "retry_storm")
+    assert storm.evidence[0]["attempts"] == 7
+    eng.dispose()
+
+
+def test_hangfire_clean(hangfire_db):
+    writable, url, schema = hangfire_db
+    hf_load(writable, hf_rows()[0], schema)
+    assert scan_detected(url, "hangfire")[0] == set()
+
+
+@pytest.fixture
+def hangfire_pg_db(db):
+    only(db, "postgresql", why="Hangfire.PostgreSql is a PostgreSQL storage")
+    writable, url = db
+    with writable.begin() as c:
+        c.execute(text("CREATE SCHEMA IF NOT EXISTS hangfire"))
+    yield writable, url
+    with writable.begin() as c:
+        c.execute(text("DROP SCHEMA hangfire CASCADE"))
+
+
+def test_hangfire_postgresql_planted(hangfire_pg_db):
+    writable, url = hangfire_pg_db
+    clean, planted = hf_rows()
+    hf_load(writable, clean + planted, "hangfire", lower=True)
+    assert detected(url, "hangfire-postgresql").layout.schema == "hangfire"
+    got, _ = scan(url, "hangfire-postgresql", NOW)
+    assert got == {("duplicate_effect", "", "10"), ("unresolved_failure", "", "11"), ("retry_storm", "", "12")}
+
+
+def test_hangfire_postgresql_clean(hangfire_pg_db):
+    writable, url = hangfire_pg_db
+    hf_load(writable, hf_rows()[0], "hangfire", lower=True)
+    assert scan(url, "hangfire-postgresql", NOW)[0] == set()
+
+
+# ---------------------------------------------------------------------------------- detection
+
+DETECT = [(dcr_md, "django-celery-results", None), (airflow_md, "airflow", None),
+          (masstransit_md, "masstransit-inbox", None), (nsb_md, "nservicebus-outbox", ("postgresql", "mysql")),
+          (oban_md, "oban", None), (river_md, "river", ("sqlite", "postgresql")),
+          (good_job_md, "good_job", ("postgresql",)), (que_md, "que", ("postgresql",))]
+
+
+@pytest.mark.parametrize("md,preset,engines", DETECT, ids=[d[1] for d in DETECT])
+def test_detect_picks_the_preset(db, md, preset, engines):
+    if engines:
+        only(db, *engines, why=f"{preset}: the system does not support this engine")
+    writable, url = db
+    load(writable, md(), {})
+    m = detected(url, preset)
+    assert m.confidence == 1.0
+
+
+def test_detect_hangfire_variants(db):
+    """Same table names, different case: the exact spelling decides."""
+    only(db, "postgresql", why="both Hangfire storages side by side need PostgreSQL schemas")
+    writable, url = db
+    with writable.begin() as c:
+        c.execute(text("CREATE SCHEMA hangfire"))
+    try:
+        hf_load(writable, [], "hangfire", lower=True)
+        assert detected(url, "hangfire-postgresql").layout.schema == "hangfire"
+        eng = open_engine(url)
+        names = [m.layout.name for m in detect(eng)]
+        eng.dispose()
+        assert names[:2] == ["hangfire-postgresql", "hangfire"]
+    finally:
+        with writable.begin() as c:
+            c.execute(text("DROP SCHEMA hangfire CASCADE"))
+
+
+def test_detect_nothing_for_an_unrelated_schema(db):
+    writable, url = db
+    md = MetaData()
+    Table("customers", md, Column("id", Integer, primary_key=True), Column("email", String(200)),
+          Column("created_at", DateTime))
+    Table("invoices", md, Column("id", Integer, primary_key=True), Column("customer_id", Integer),
+          Column("state", String(20)), Column("total_cents", BigInteger))
+    load(writable, md, {})
+    eng = open_engine(url)
+    assert detect(eng) == []
+    eng.dispose()
