@@ -38,6 +38,7 @@ Format (every key not marked required is optional)::
     attempt_count = "attempts"           # or {column = "arguments", json_path = "$.executions"}
     fingerprint = "request_hash"
     intent_ref = {column = "request_params", json_path = "$.order_id"}
+    # a binary reference (River unique_key): {column = "unique_key", encoding = "hex"}
     effect_ref = "charge_id"
     request = {column = "request_params", encoding = "json"}    # json, text, binary, pickle
 
@@ -50,6 +51,7 @@ Format (every key not marked required is optional)::
     started_at = "started_at"; finished_at = "finished_at"
     error = "error"; effect_ref = "charge_id"; worker = "worker"
     where = [{column = "Name", in = ["Succeeded", "Failed"]}]   # a state-history table: rows that are attempts
+    # predicates: is_null, eq, ne, in, not_in, gt, ge, lt, le, like; {any = [pred, ...]} is an OR group
     # source = "json_array": column = "errors"; element = {at = "at", number = "attempt",
     #   error = "error"}; outcome = "failed" (every element is one ended attempt)
 
@@ -82,7 +84,7 @@ TIME_FIELDS = ("created_at", "updated_at", "completed_at", "locked_at", "lock_ex
                "expires_at", "last_attempt_at")
 VALUE_FIELDS = ("attempt_count", "fingerprint", "intent_ref", "effect_ref")
 PAYLOAD_FIELDS = ("request", "response", "error")
-PREDICATE_OPS = ("is_null", "eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "like", "in_table")
+PREDICATE_OPS = ("is_null", "eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "like", "in_table", "any")
 ATTEMPT_SOURCES = ("table", "json_array", "counter", "none")
 
 
@@ -125,6 +127,12 @@ class Predicate:
     column: str
     op: str
     value: Any
+
+    def columns(self) -> set[str]:
+        """The columns this predicate reads (an ``any`` group reads its members' columns)."""
+        if self.op == "any":
+            return {c for p in self.value for c in p.columns()}
+        return {self.column}
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +273,7 @@ class Layout:
                 cols.add(t.column)
         if a.outcome:
             cols |= _status_columns(a.outcome)
-        cols |= {p.column for p in a.where}
+        cols |= {c for p in a.where for c in p.columns()}
         return cols
 
 
@@ -276,7 +284,7 @@ def _status_columns(s: StatusSource) -> set[str]:
     if s.raw:
         cols.add(s.raw)
     for r in s.rules:
-        cols |= {p.column for p in r.when}
+        cols |= {c for p in r.when for c in p.columns()}
     return cols
 
 
@@ -315,6 +323,9 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
         if jp is not None and not (isinstance(jp, str) and jp.startswith("$")):
             raise _err(where, f"{name}: json_path must look like $.a.b")
         enc = v.get("encoding")
+        if not payload and enc not in (None, "hex"):
+            raise _err(where, f"{name}: encoding {enc!r}: a reference takes only encoding = \"hex\" "
+                              f"(binary column shown as lowercase hex)")
         if payload:
             enc = enc or "text"
             if enc not in PAYLOAD_ENCODINGS:
@@ -324,6 +335,11 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
 
 
 def _predicate(where: str, d: Any) -> Predicate:
+    if isinstance(d, dict) and set(d) == {"any"}:
+        # {any = [pred, pred, ...]}: holds when at least one member holds (an OR group)
+        if not isinstance(d["any"], list) or not d["any"]:
+            raise _err(where, f"any takes a non-empty list of predicates: {d!r}")
+        return Predicate("", "any", tuple(_predicate(where, p) for p in d["any"]))
     if not isinstance(d, dict) or not isinstance(d.get("column"), str):
         raise _err(where, f"a predicate needs a column: {d!r}")
     ops = [k for k in d if k != "column"]

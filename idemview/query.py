@@ -25,7 +25,7 @@ from sqlalchemy.sql.expression import ColumnElement, Select
 from .filters import Filter
 from .layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
 from .model import Attempt, Operation, Outcome, Payload, Status
-from .sqlx import as_text, epoch_seconds, json_text, time_after, time_before
+from .sqlx import as_text, epoch_seconds, hex_text, json_text, time_after, time_before
 from .times import decode_time, from_epoch
 
 UTC = timezone.utc
@@ -126,6 +126,14 @@ class Ledger:
         if lay.attempts.outcome:
             preds += [p for r in lay.attempts.outcome.rules for p in r.when]
         preds += list(lay.attempts.where)
+
+        def flat(ps):
+            for p in ps:
+                if p.op == "any":
+                    yield from flat(p.value)
+                else:
+                    yield p
+        preds = list(flat(preds))
         insp = inspect(self.engine)
         for p in preds:
             if p.op != "in_table":
@@ -188,6 +196,8 @@ class Ledger:
         return out
 
     def _pred(self, t: Table, p: Predicate) -> ColumnElement:
+        if p.op == "any":
+            return or_(*[self._pred(t, q) for q in p.value])
         c = t.c[p.column]
         v = p.value
         if p.op == "is_null":
@@ -243,6 +253,8 @@ class Ledger:
         if vs.literal is not None:
             return literal(str(vs.literal), String())
         col = t.c[vs.column]
+        if vs.encoding == "hex":
+            return hex_text(col)
         if vs.json_path:
             return json_text(col, vs.json_path)
         return self._text(col)
