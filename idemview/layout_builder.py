@@ -418,7 +418,7 @@ def model_from_layout(layout: Layout) -> dict:
 
 # Empty lists that mean "nothing" and may be left out; elsewhere (a rule's ``when = []``, the catch-all
 # rule) an empty list is meaningful and kept.
-_DROPPABLE_EMPTY_LISTS = {"scope", "optional", "where"}
+_DROPPABLE_EMPTY_LISTS = {"key", "scope", "optional", "where"}
 
 
 def _clean(v: Any, key: str | None = None) -> Any:
