@@ -376,13 +376,17 @@ class CheckList(QListWidget):
     def set_columns(self, cols: list[ColumnInfo], checked: list[str]) -> None:
         self.blockSignals(True)
         self.clear()
+        self._order = list(dict.fromkeys(checked))
         names = {c.name for c in cols}
-        self._order = [c for c in checked if c in names]
-        for c in cols:
-            it = QListWidgetItem(f"{c.name}  ({c.type})")
-            it.setData(Qt.UserRole, c.name)
+        # A chosen name the table lacks (from a preset) stays listed, marked, so the preview can name
+        # the missing column rather than the mapping silently losing its key.
+        items = [(c.name, f"{c.name}  ({c.type})") for c in cols]
+        items += [(n, f"{n}  (not in table)") for n in self._order if n not in names]
+        for name, label in items:
+            it = QListWidgetItem(label)
+            it.setData(Qt.UserRole, name)
             it.setFlags(Qt.ItemIsEnabled | Qt.ItemIsUserCheckable | Qt.ItemIsSelectable)
-            it.setCheckState(Qt.Checked if c.name in self._order else Qt.Unchecked)
+            it.setCheckState(Qt.Checked if name in self._order else Qt.Unchecked)
             self.addItem(it)
         self.blockSignals(False)
 
@@ -1045,8 +1049,8 @@ class LayoutEditor(QDialog):
         self.name_edit.setText(meta.get("name", ""))
         self._select_table(self.table_combo, ops.get("table"), ops.get("schema"))
         self._fill_columns()
-        self.key_list.set_checked(list(ops.get("key") or []))
-        self.scope_list.set_checked(list(ops.get("scope") or []))
+        self.key_list.set_columns(self._cols(), list(ops.get("key") or []))
+        self.scope_list.set_columns(self._cols(), list(ops.get("scope") or []))
         kind = ops.get("kind")
         self.kind_combo.set_value(kind if isinstance(kind, str) else (kind or {}).get("column"), emit=False)
         self.row_id_combo.set_value(ops.get("row_id"), emit=False)
@@ -1381,6 +1385,18 @@ class LayoutEditor(QDialog):
     def _refresh(self):
         """Validate the mapping (on the GUI thread: parsing only) and preview it off the GUI thread."""
         if self._closing or not self.tables:
+            return
+        t = _tsplit(self.table_combo.currentData())
+        if t is not None and self._table_info(self.table_combo) is None:
+            where = f"{t[0]}.{t[1]}" if t[0] else t[1]
+            self._last_text = None
+            self.save_button.setEnabled(False)
+            self._bump("preview")
+            self.preview_model.set_rows([])
+            self.findings_label.setText("—")
+            self._show_error(f"the operations table {where} is not in this database: choose one of its "
+                             f"tables, or start from another preset")
+            self.previewFailed.emit(self.last_error)
             return
         try:
             text_ = self.layout_text()
