@@ -558,6 +558,7 @@ _IBAN_RE = re.compile(r"(?:(?<![A-Za-z0-9])|" + _ESC + r")[A-Z]{2}\d{2}(?: ?[A-Z
 # Runs of >= 13 digits with single space/dash separators; card windows are searched inside a run.
 _CARD_RUN_RE = re.compile(r"(?<!\d)\d(?:[ \-]?\d){12,}(?!\d)")
 _DIGITS_RE = re.compile(r"\d+")
+_CARD_TEXT_RE = re.compile(r"\s*\d[\d \-]*\d\s*")
 
 # E.164-ish phone numbers need a leading + (ITU-T E.164: at most 15 digits); NANP needs its
 # formatted shape. Plain digit runs are not phones: they are ids, order numbers, epochs.
@@ -648,16 +649,16 @@ class Masker:
         self._name_cache[column] = k
         return k
 
-    def mask_text(self, text: str) -> str:
+    def mask_text(self, text: str, *, count: bool = True) -> str:
         """Mask every detected secret inside free text (JSON text, URLs, error messages, headers).
 
         Only the secret part is replaced: ``postgres://app:[password#1a2b3c]@db/x``,
         ``Authorization: Bearer [bearer#…]``. Returns ``text`` itself when nothing was found.
-        Idempotent: tags are never re-masked.
+        Idempotent: tags are never re-masked. ``count=False`` leaves :attr:`counts` alone.
         """
-        return self._mask_text(text, self._counts)
+        return self._mask_text(text, self._counts if count else {})
 
-    def mask_value(self, value: Any, column: str | None = None) -> Any:
+    def mask_value(self, value: Any, column: str | None = None, *, count: bool = True) -> Any:
         """Mask one cell. ``column`` is its column or field name, if known.
 
         - sensitive column (by name): any non-``None``, non-bool value becomes one tag string;
@@ -668,8 +669,10 @@ class Masker:
           header objects (HAR) are masked by their name;
         - ``bytes`` pass through (the caller decodes them first if they are text);
         - :class:`idemview.model.Payload` → a new Payload with its value masked.
+
+        ``count=False`` leaves :attr:`counts` alone (e.g. for a manifest's own fields).
         """
-        return self._mask_value(value, column, self._counts)
+        return self._mask_value(value, column, self._counts if count else {})
 
     def for_column(self, column: str | None) -> Callable[[Any], Any]:
         """A function equivalent to ``lambda v: self.mask_value(v, column)``, with the column's
@@ -741,7 +744,9 @@ class Masker:
         if kind == "card":
             digits = "".join(ch for ch in raw if ch.isdigit())
             norm = digits
-            if self.rules.keep_card_last4 and 13 <= len(digits) <= 19:
+            # Last four only for a value that is itself a card number (not JSON holding one).
+            if self.rules.keep_card_last4 and 13 <= len(digits) <= 19 \
+                    and _CARD_TEXT_RE.fullmatch(raw) is not None:
                 last4 = digits[-4:]
         elif kind == "iban":
             norm = raw.replace(" ", "").upper()

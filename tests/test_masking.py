@@ -351,6 +351,9 @@ def test_counts_and_reset(m):
     assert m.counts == {}
     m.mask_text("a@b.co")                                  # cached result still counts
     assert m.counts == {"email": 1}
+    assert m.mask_text("x@y.co", count=False) == m.mask_text("x@y.co", count=False)
+    assert m.mask_value({"password": "p"}, count=False)["password"].startswith("[password#")
+    assert m.counts == {"email": 1}
 
 
 def test_key_is_never_exposed():
