@@ -1,0 +1,1086 @@
+"""The masking engine (DESIGN.md §6): one code path for grid, detail views, clipboard, CSV, manifest, logs.
+
+A value leaving the database is masked by two kinds of rule, both plain data in :class:`MaskRules`:
+
+* **field names** — a column or JSON field whose name says it holds a secret or personal datum
+  (``password``, ``X-Api-Key``, ``customerEmail``, ``card_number`` ...) is masked whole, whatever it holds;
+* **value detectors** — secrets recognised by their shape wherever they appear, free text included: JWTs,
+  ``Bearer``/``Basic`` credentials, provider API keys, passwords and token parameters in URLs/DSNs,
+  ``name=value`` / ``"name": value`` pairs with a sensitive name, card numbers passing Luhn, IBANs
+  passing mod-97, e-mail addresses and phone numbers.
+
+A masked value becomes a tag ``[kind#xxxxxx]``: the kind, and the first 6 hex digits of
+HMAC-SHA256(value) under a key that is random per :class:`Masker` and never stored. Equal values give
+equal tags within one Masker (an investigator can see that two rows carry the same card), different
+Maskers give unrelated tags. Card numbers keep their last four digits: ``[card#3f9a1c …4242]``.
+
+Credentials (passwords, tokens, API keys, JWTs, bearer/basic, DSN passwords, session ids, CVV, PIN) are
+never revealable; personal data (e-mail, phone, card, IBAN, SSN) may be revealed one cell at a time by
+the GUI on an explicit action (see :meth:`Masker.is_credential`).
+
+Choices about names (deliberate, tested):
+
+* ``session_id`` / ``sessionid`` **are** masked (kind ``session``, a credential): a web session id is a
+  bearer credential (OWASP Session Management Cheat Sheet). ``*_id`` otherwise neutralises a name
+  (``email_id``, ``card_id``, ``authorization_id`` are references to objects, not the datum itself).
+* ``tokens`` (plural) is **not** a sensitive word: ``tokens_used``, ``prompt_tokens``, ``max_tokens``
+  are LLM usage counters. Qualifier words neutralise a sensitive word too (``token_count``,
+  ``token_type``, ``password_changed_at``, ``card_brand``, ``card_last4``, ``next_page_token``).
+  Value detectors still run on such fields, so a real JWT under ``tokens`` is still masked.
+* a bare ``key`` is not sensitive (it is the idempotency key); ``api_key``, ``private_key`` ... are.
+  As a URL query parameter ``key=`` **is** masked (Google-style API keys), as are ``sig=``/``signature=``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+import secrets
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+from uuid import UUID
+
+from .model import Payload
+
+__all__ = [
+    "CREDENTIAL_KINDS",
+    "MaskRules",
+    "Masker",
+    "MaskingLogFilter",
+    "PatternRule",
+    "TAG_RE",
+    "luhn_valid",
+    "iban_valid",
+]
+
+# --------------------------------------------------------------------------------------------------
+# Kinds
+
+#: Kinds that are credentials: never revealable, whatever the GUI asks.
+CREDENTIAL_KINDS: frozenset[str] = frozenset({
+    "password", "secret", "token", "api_key", "private_key", "authorization", "cookie", "session",
+    "credential", "pin", "cvv", "signature", "jwt", "bearer", "basic", "aws_key", "github_token",
+    "stripe_key", "slack_token", "google_api_key",
+})
+
+#: Built-in detectors. Only the personal-data ones may be switched off by configuration;
+#: credential detectors are always on (credentials are never revealed, DESIGN §6).
+DETECTORS: tuple[str, ...] = (
+    "private_key", "url_password", "url_param", "jwt", "provider_key", "auth_header",
+    "email", "iban", "card", "phone", "named_value",
+)
+OPTIONAL_DETECTORS: frozenset[str] = frozenset({"email", "iban", "card", "phone"})
+
+#: A tag as written by a Masker: ``[kind#xxxxxx]`` or, for cards, ``[card#xxxxxx …1234]``.
+TAG_RE = re.compile(r"\[[a-z][a-z0-9_]{0,31}#[0-9a-f]{6}(?: …\d{4})?\]")
+_KIND_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+# --------------------------------------------------------------------------------------------------
+# Field-name rules (data)
+
+# Normalised word or phrase (words joined by "_") -> kind. Longest phrase wins.
+_FIELD_WORDS: dict[str, str] = {
+    # credentials
+    "password": "password", "passwd": "password", "pwd": "password", "pass": "password",
+    "passphrase": "password", "pass_phrase": "password", "passwords": "password",
+    "secret": "secret", "secrets": "secret",
+    "token": "token", "otp": "token", "totp": "token", "verification_code": "token",
+    "mfa_code": "token",
+    "api_key": "api_key", "apikey": "api_key", "api_token": "api_key", "access_key": "api_key",
+    "private_key": "private_key", "secret_key": "private_key", "signing_key": "private_key",
+    "encryption_key": "private_key", "master_key": "private_key", "ssh_key": "private_key",
+    "hmac_key": "private_key", "privatekey": "private_key",
+    "authorization": "authorization", "auth": "authorization",
+    "cookie": "cookie", "cookies": "cookie",
+    "session": "session", "sessionid": "session", "jsessionid": "session", "phpsessid": "session",
+    "credential": "credential", "credentials": "credential", "creds": "credential",
+    "signature": "signature",
+    "pin": "pin",
+    "cvv": "cvv", "cvc": "cvv", "cvv2": "cvv", "cvc2": "cvv", "csc": "cvv",
+    "security_code": "cvv", "card_verification": "cvv",
+    # personal data (revealable one cell at a time)
+    "card": "card", "card_number": "card", "cardnumber": "card", "credit_card": "card",
+    "creditcard": "card", "cc_number": "card", "ccnumber": "card", "pan": "card",
+    "primary_account_number": "card",
+    "ssn": "ssn", "social_security_number": "ssn",
+    "iban": "iban",
+    "email": "email", "e_mail": "email", "email_address": "email", "emailaddress": "email",
+    "phone": "phone", "phone_number": "phone", "phonenumber": "phone", "telephone": "phone",
+    "mobile": "phone", "msisdn": "phone",
+}
+
+# Substrings of the glued lower-case name (``userpassword``, ``xapikey``) -> kind. Only long,
+# unambiguous stems: short ones (pan, pin, auth) would hit "company", "spinner", "author".
+_GLUED_NAMES: dict[str, str] = {
+    "password": "password", "passwd": "password", "passphrase": "password", "secret": "secret",
+    "apikey": "api_key", "accesskey": "api_key", "secretkey": "private_key",
+    "privatekey": "private_key", "accesstoken": "token", "refreshtoken": "token",
+    "authtoken": "token", "bearertoken": "token", "idtoken": "token", "sessionid": "session",
+    "sessiontoken": "session", "credential": "credential", "creditcard": "card",
+    "cardnumber": "card", "emailaddress": "email", "phonenumber": "phone",
+    "authorization": "authorization",
+}
+
+# Words that turn a sensitive word into metadata about it (counts, types, times, display parts).
+_QUALIFIERS: frozenset[str] = frozenset({
+    "count", "counts", "used", "usage", "total", "max", "min", "limit", "limits", "remaining",
+    "length", "len", "size", "type", "types", "kind", "scheme", "method", "methods", "provider",
+    "mode", "expires", "expiry", "expiration", "exp", "ttl", "timeout", "verified", "enabled",
+    "required", "present", "version", "status", "state", "policy", "rotated", "changed", "updated",
+    "created", "issued", "revoked", "refreshed", "last4", "last", "first6", "bin", "brand",
+    "country", "funding", "network", "fingerprint", "month", "year", "name", "domain", "path",
+    "page", "pagination", "cursor", "continuation", "template", "subject", "format", "amount",
+    "currency", "is", "has", "strength", "algorithm", "alg",
+})
+# "*_id" names reference an object, except for session ids, which are the credential itself.
+_ID_WORDS: frozenset[str] = frozenset({"id", "ids", "uuid"})
+_ID_SENSITIVE_KINDS: frozenset[str] = frozenset({"session"})
+
+# Extra names sensitive only as URL query/fragment parameters (?key=AIza..., ?sig=..., X-Amz-*).
+_URL_PARAM_NAMES: dict[str, str] = {
+    "key": "api_key", "sig": "signature", "signature": "signature",
+    "x_amz_signature": "signature", "x_amz_credential": "credential",
+    "x_amz_security_token": "token", "x_goog_signature": "signature",
+    "x_goog_credential": "credential", "code": "token", "client_secret": "secret",
+}
+
+
+def normalize_name(name: str) -> tuple[str, ...]:
+    """Split a field name into lower-case words: ``X-Api-Key`` → ``("x", "api", "key")``,
+    ``customerEmail`` → ``("customer", "email")``, ``APIKey`` → ``("api", "key")``."""
+    s = _CAMEL1.sub(r"\1_\2", name)
+    s = _CAMEL2.sub(r"\1_\2", s)
+    return tuple(w for w in _NONALNUM.split(s.lower()) if w)
+
+
+_CAMEL1 = re.compile(r"([a-z0-9])([A-Z])")
+_CAMEL2 = re.compile(r"([A-Z]+)([A-Z][a-z])")
+_NONALNUM = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class PatternRule:
+    """A user-supplied value detector (from the config file, as data).
+
+    ``regex`` is a Python regular expression; if it has a named group ``secret`` only that group is
+    masked, otherwise the whole match. ``credential`` says whether the kind may ever be revealed.
+    Raises ``ValueError`` on a malformed kind or regex.
+    """
+
+    kind: str
+    regex: str
+    credential: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, str) or not _KIND_RE.fullmatch(self.kind):
+            raise ValueError(f"masking pattern kind {self.kind!r}: use lower-case letters, digits, _")
+        try:
+            object.__setattr__(self, "_compiled", re.compile(self.regex))
+        except (re.error, TypeError) as e:
+            raise ValueError(f"masking pattern {self.kind!r}: invalid regex {self.regex!r}: {e}") from None
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        return self._compiled  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class MaskRules:
+    """What is masked: field-name rules, enabled detectors and user patterns. Plain data.
+
+    - ``field_words``: normalised word or ``_``-joined phrase → kind (e.g. ``"api_key": "api_key"``);
+    - ``glued_names``: substrings of the glued name (``xapikey``) → kind;
+    - ``qualifiers``: words that neutralise a sensitive word (``token_count``, ``card_brand``);
+    - ``extra_fields``: exact normalised names → kind, checked first and never neutralised;
+    - ``not_sensitive``: exact normalised names never masked by name (value detectors still apply);
+    - ``url_param_names``: names sensitive only as URL parameters (``key``, ``sig``);
+    - ``credential_kinds``: kinds never revealable;
+    - ``detectors``: enabled built-in detectors (:data:`DETECTORS`);
+    - ``patterns``: user :class:`PatternRule` s, run before the built-in detectors;
+    - ``keep_card_last4``: card tags keep the last four digits.
+
+    Use :meth:`default` or :meth:`from_config`.
+    """
+
+    field_words: Mapping[str, str]
+    glued_names: Mapping[str, str]
+    qualifiers: frozenset[str]
+    extra_fields: Mapping[str, str]
+    not_sensitive: frozenset[str]
+    url_param_names: Mapping[str, str]
+    credential_kinds: frozenset[str]
+    detectors: frozenset[str]
+    patterns: tuple[PatternRule, ...] = ()
+    keep_card_last4: bool = True
+
+    @classmethod
+    def default(cls) -> "MaskRules":
+        """The shipped rules: every detector on, the field names of DESIGN §6."""
+        return cls(
+            field_words=MappingProxyType(dict(_FIELD_WORDS)),
+            glued_names=MappingProxyType(dict(_GLUED_NAMES)),
+            qualifiers=_QUALIFIERS,
+            extra_fields=MappingProxyType({}),
+            not_sensitive=frozenset(),
+            url_param_names=MappingProxyType(dict(_URL_PARAM_NAMES)),
+            credential_kinds=CREDENTIAL_KINDS,
+            detectors=frozenset(DETECTORS),
+        )
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None) -> "MaskRules":
+        """The default rules extended by a ``[masking]`` table of the config file::
+
+            fields = ["member_no", {name = "tax_ref", kind = "tax_id", credential = false}]
+            not_sensitive = ["session_id"]        # names never masked by name
+            patterns = [{kind = "acme_key", regex = "acme_[a-z0-9]{32}"}]   # credential by default
+            disable = ["phone"]                   # only email, iban, card, phone may be disabled
+            keep_card_last4 = true
+
+        A field given as a bare string gets kind ``sensitive`` (revealable). A field's kind is a
+        credential if ``credential = true`` or the kind is a built-in credential kind.
+        Raises ``ValueError`` on an unknown key, a bad regex, or an attempt to disable a
+        credential detector.
+        """
+        base = cls.default()
+        if not config:
+            return base
+        if not isinstance(config, Mapping):
+            raise ValueError("masking config must be a table")
+        known = {"fields", "not_sensitive", "patterns", "disable", "keep_card_last4"}
+        unknown = set(config) - known
+        if unknown:
+            raise ValueError(f"unknown masking config keys: {sorted(unknown)}")
+        extra: dict[str, str] = {}
+        cred = set(base.credential_kinds)
+        for item in config.get("fields") or []:
+            if isinstance(item, str):
+                name, kind, is_cred = item, "sensitive", None
+            elif isinstance(item, Mapping) and isinstance(item.get("name"), str):
+                name, kind, is_cred = item["name"], item.get("kind", "sensitive"), item.get("credential")
+            else:
+                raise ValueError(f"masking field {item!r}: expected a name or {{name, kind}}")
+            if not isinstance(kind, str) or not _KIND_RE.fullmatch(kind):
+                raise ValueError(f"masking field {name!r}: bad kind {kind!r}")
+            key = "_".join(normalize_name(name))
+            if not key:
+                raise ValueError(f"masking field {name!r}: empty name")
+            extra[key] = kind
+            if is_cred:
+                cred.add(kind)
+        not_sensitive = frozenset("_".join(normalize_name(n)) for n in config.get("not_sensitive") or [])
+        patterns = []
+        for p in config.get("patterns") or []:
+            if not isinstance(p, Mapping) or "kind" not in p or "regex" not in p:
+                raise ValueError(f"masking pattern {p!r}: expected {{kind, regex}}")
+            rule = PatternRule(p["kind"], p["regex"], bool(p.get("credential", True)))
+            patterns.append(rule)
+            if rule.credential:
+                cred.add(rule.kind)
+        detectors = set(base.detectors)
+        for d in config.get("disable") or []:
+            if d not in DETECTORS:
+                raise ValueError(f"unknown masking detector {d!r}")
+            if d not in OPTIONAL_DETECTORS:
+                raise ValueError(f"masking detector {d!r} guards credentials and cannot be disabled")
+            detectors.discard(d)
+        return cls(
+            field_words=base.field_words, glued_names=base.glued_names, qualifiers=base.qualifiers,
+            extra_fields=MappingProxyType(extra), not_sensitive=not_sensitive,
+            url_param_names=base.url_param_names, credential_kinds=frozenset(cred),
+            detectors=frozenset(detectors), patterns=tuple(patterns),
+            keep_card_last4=bool(config.get("keep_card_last4", True)),
+        )
+
+    def classify_name(self, name: str) -> str | None:
+        """Kind of a column/field name, or ``None`` when the name says nothing sensitive."""
+        words = normalize_name(name)
+        if not words:
+            return None
+        joined = "_".join(words)
+        kind = self.extra_fields.get(joined)
+        if kind is not None:
+            return kind
+        if joined in self.not_sensitive:
+            return None
+        kind = None
+        n = len(words)
+        fw = self.field_words
+        for size in (3, 2, 1):
+            for i in range(n - size + 1):
+                kind = fw.get("_".join(words[i:i + size]))
+                if kind is not None:
+                    break
+            if kind is not None:
+                break
+        if kind is None:
+            glued = "".join(words)
+            for stem, k in self.glued_names.items():
+                if stem in glued:
+                    kind = k
+                    break
+        if kind is None:
+            return None
+        for w in words:
+            if w in self.qualifiers:
+                return None
+            if w in _ID_WORDS and kind not in _ID_SENSITIVE_KINDS:
+                return None
+        return kind
+
+    def classify_url_param(self, name: str) -> str | None:
+        """Kind of a URL query/fragment parameter name (``key``, ``sig`` count here), or ``None``."""
+        k = self.url_param_names.get("_".join(normalize_name(name)))
+        return k if k is not None else self.classify_name(name)
+
+    def is_credential_kind(self, kind: str) -> bool:
+        return kind in self.credential_kinds
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able summary for the evidence manifest (no key, no value)."""
+        d = {
+            "detectors": [x for x in DETECTORS if x in self.detectors],
+            "field_words": sorted(self.field_words),
+            "glued_names": sorted(self.glued_names),
+            "qualifiers": sorted(self.qualifiers),
+            "extra_fields": dict(sorted(self.extra_fields.items())),
+            "not_sensitive": sorted(self.not_sensitive),
+            "url_param_names": sorted(self.url_param_names),
+            "credential_kinds": sorted(self.credential_kinds),
+            "patterns": [{"kind": p.kind, "regex": p.regex, "credential": p.credential}
+                         for p in self.patterns],
+            "keep_card_last4": self.keep_card_last4,
+            "tag": "[kind#first 6 hex of HMAC-SHA256(value) under a per-export random key]",
+        }
+        d["rules_sha256"] = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+        return d
+
+
+# --------------------------------------------------------------------------------------------------
+# Value checks
+
+
+def luhn_valid(digits: str) -> bool:
+    """ISO/IEC 7812-1 Luhn check over a string of ASCII digits."""
+    total = 0
+    dbl = False
+    for ch in reversed(digits):
+        x = ord(ch) - 48
+        if dbl:
+            x = _LUHN_DBL[x]
+        total += x
+        dbl = not dbl
+    return total % 10 == 0
+
+
+_LUHN_DBL = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)
+
+
+def _iin_plausible(d: str) -> bool:
+    """Issuer prefix and length of the major card networks (ISO/IEC 7812 IIN ranges): cuts false
+    positives such as 13-digit epoch milliseconds (leading 1) and random 16-digit ids."""
+    n = len(d)
+    a = d[0]
+    if a == "4":                                      # Visa
+        return n in (13, 16, 19)
+    if a == "5":                                      # Mastercard 51-55, Maestro 50/56-59
+        return 16 <= n <= 19
+    if a == "2":                                      # Mastercard 2-series 2221-2720
+        return n == 16 and 2221 <= int(d[:4]) <= 2720
+    if a == "6":                                      # Discover, UnionPay, Maestro
+        return 16 <= n <= 19
+    if a == "3":
+        ab = d[:2]
+        if ab in ("34", "37"):                        # Amex
+            return n == 15
+        if ab in ("30", "36", "38", "39"):            # Diners
+            return n in (14, 16, 19)
+        if ab == "35":                                # JCB
+            return 16 <= n <= 19
+    return False
+
+
+# ISO 13616 IBAN lengths by country (SWIFT IBAN registry).
+_IBAN_LENGTHS: dict[str, int] = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BI": 27, "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27,
+    "DK": 18, "DO": 28, "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27,
+    "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22,
+    "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32,
+    "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25, "MC": 27, "MD": 24, "ME": 22, "MK": 19,
+    "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18, "NO": 15, "OM": 23, "PK": 24,
+    "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33, "SA": 24, "SC": 31,
+    "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28, "TL": 23,
+    "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}
+
+
+def iban_valid(iban: str) -> bool:
+    """ISO 13616 IBAN check: known country, its length, and ISO 7064 mod 97-10 == 1.
+    Spaces are ignored; letters must be upper case."""
+    s = iban.replace(" ", "")
+    if _IBAN_LENGTHS.get(s[:2]) != len(s) or not s[2:4].isdigit() or not s.isalnum():
+        return False
+    r = s[4:] + s[:4]
+    try:
+        return int("".join(str(int(c, 36)) for c in r)) % 97 == 1
+    except ValueError:
+        return False
+
+
+def _looks_random(s: str) -> bool:
+    """Heuristic for a credential after ``Bearer``/``Basic``: prose words are all letters with at
+    most a leading capital; tokens carry digits, symbols, inner capitals or are long."""
+    if len(s) >= 20:
+        return True
+    upper = lower = 0
+    for ch in s:
+        if ch.isdigit() or ch in "._~+/=-":
+            return True
+        if ch.isupper():
+            upper += 1
+        elif ch.islower():
+            lower += 1
+    return upper >= 2 and lower >= 1 or (upper >= 1 and not s[0].isupper())
+
+
+# --------------------------------------------------------------------------------------------------
+# Detector regexes (compiled once; each detector below documents its source)
+
+# Cheap combined pre-filter: one scan tells which detector families can possibly match; a string
+# that matches none of them is returned untouched (the common case: ids, statuses, kinds).
+_TRIGGER_RE = re.compile(
+    r"(?P<url>://)|(?P<at>@)|(?P<jwt>eyJ)|(?P<pem>-----BEGIN)"
+    r"|(?P<card>\d(?:[ \-]?\d){12})|(?P<phone>\+[1-9]|\d{3}[\-.]\d{4}|\(\d{3}\))|(?P<iban>[A-Z]{2}\d\d)"
+    r"|(?P<prov>AKIA|ASIA|gh[pousr]_|github_pat_|_live_|_test_|whsec_|xox|xapp-|AIza|ya29\.|sk-"
+    r"|glpat-|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack)"
+    r"|(?P<stem>(?i:bearer|basic|token|pass|pwd|secret|key|auth|cookie|sess|cred|card|pan|cvv|cvc"
+    r"|csc|ssn|iban|mail|phone|mobile|msisdn|pin|sig|otp|code))"
+)
+_F_URL, _F_AT, _F_JWT, _F_PEM, _F_CARD, _F_PHONE, _F_IBAN, _F_PROV, _F_STEM = (1 << i for i in range(9))
+_FAMILY_BITS = {"url": _F_URL, "at": _F_AT, "jwt": _F_JWT, "pem": _F_PEM, "card": _F_CARD,
+                "phone": _F_PHONE, "iban": _F_IBAN, "prov": _F_PROV, "stem": _F_STEM}
+
+# RFC 7468 PEM private key blocks (also PGP "PRIVATE KEY BLOCK"); an unterminated block to the end.
+_PEM_RE = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
+    r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S)
+
+# RFC 3986 userinfo "user:password@" in any scheme://  (postgres://, redis://, https://, amqp://...)
+_URL_USERINFO_RE = re.compile(
+    r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/?#@\"'<>\[\]]*:([^\s/\"'<>]*)@")
+
+# Query / fragment / matrix parameters: ?token=..., &sig=..., #access_token=..., ;jsessionid=...
+_URL_PARAM_RE = re.compile(r"[?&#;]([A-Za-z][\w.\-]{0,63})=([^&#\s\"'<>]+)")
+
+# RFC 7519 JWT / RFC 7515 JWS compact form: base64url(JSON header) starts with "eyJ" ({").
+_JWT_RE = re.compile(
+    r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{2,}\.(?:eyJ[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*){0,3}"
+    r"|[A-Za-z0-9_\-]{2,}(?:\.[A-Za-z0-9_\-]*){1,3})")
+
+# Provider key formats, as documented by each provider (prefix + charset + length).
+_PROVIDER_RE = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:"
+    r"(?P<aws_key>(?:AKIA|ASIA)[A-Z0-9]{16})(?![A-Za-z0-9])"
+    r"|(?P<github_token>(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"
+    r"|(?P<stripe_key>(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9+/=]{16,})"
+    r"|(?P<slack_token>xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-[A-Za-z0-9\-]{10,})"
+    r"|(?P<google_api_key>AIza[0-9A-Za-z_\-]{35}|ya29\.[0-9A-Za-z_\-]{20,})"
+    r"|(?P<api_key>sk-[A-Za-z0-9_\-]{20,}|glpat-[A-Za-z0-9_\-]{20,}|npm_[A-Za-z0-9]{36}"
+    r"|pypi-AgE[A-Za-z0-9_\-]{20,}|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}|key-[0-9a-f]{32}"
+    r"|shpat_[0-9a-fA-F]{32}|hf_[A-Za-z0-9]{30,})"
+    r")"
+    r"|(?<=hooks\.slack\.com/services/)(?P<slack_webhook>[A-Za-z0-9/]{20,})"
+)
+
+# RFC 7235 / 6750 / 7617 credentials after an auth scheme.
+_AUTH_RE = re.compile(r"(?<![A-Za-z0-9])(?i:(bearer|basic|token))(\s+)([A-Za-z0-9._~+/\-]+=*)")
+_AUTH_CONTEXT_RE = re.compile(r"(?i)authori[sz]ation|auth\b|x-auth")
+
+# E-mail addresses (RFC 5322 dot-atom, minus quote characters and separators that occur in URLs).
+_EMAIL_RE = re.compile(
+    r"(?<![A-Za-z0-9!#$%*+^_{|}~.\-])[A-Za-z0-9!#$%*+^_{|}~\-](?:[A-Za-z0-9!#$%*+^_{|}~.\-]{0,63})"
+    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9\-])")
+
+# Candidate IBAN (ISO 13616): country, 2 check digits, BBAN, optionally in groups separated by spaces.
+_IBAN_RE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
+
+# Runs of >= 13 digits with single space/dash separators; card windows are searched inside a run.
+_CARD_RUN_RE = re.compile(r"(?<!\d)\d(?:[ \-]?\d){12,}(?!\d)")
+_DIGITS_RE = re.compile(r"\d+")
+
+# E.164-ish phone numbers need a leading + (ITU-T E.164: at most 15 digits); NANP needs its
+# formatted shape. Plain digit runs are not phones: they are ids, order numbers, epochs.
+_PHONE_RE = re.compile(r"(?<![\w+/.])\+[1-9][\d ()\-]{6,24}\d(?!\d)")
+_NANP_RE = re.compile(r"(?<![\w\-.])(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[\-.])[2-9]\d{2}[\-.]\d{4}(?!\d|[\-.]\d)")
+
+# name=value, name: value, "name": "value", \"name\": \"value\" (JSON in JSON), name => value.
+_KV_RE = re.compile(
+    r"(?<![\w.\-])(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\?[\"'])?[ \t]*(?:=>|[:=])[ \t]*"
+    r"(?:(?P<q1>\\\"(?:[^\"\\]|\\[^\"])*?\\\")|(?P<q2>\"(?:[^\"\\\n]|\\.)*\")|(?P<q3>'[^'\n]*')"
+    r"|(?P<bare>(?:(?i:bearer|basic|token)[ \t]+)?[^\s&,;\"'<>(){}\[\]]+))")
+_KV_SKIP_VALUES = frozenset({"null", "none", "true", "false", "undefined", "nil", "", "***"})
+
+_PHONE_SPLIT_RE = re.compile(r"\d+")
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+class Masker:
+    """Masks values with one set of :class:`MaskRules` and one HMAC key.
+
+    ``key`` (bytes) defaults to 32 random bytes, per instance; it is never stored, logged, pickled
+    or shown. Make one Masker per GUI session and one per export. Not thread-safe for ``counts``
+    (use one per thread/worker).
+    """
+
+    _TEXT_CACHE_MAX = 65536
+    _TEXT_CACHE_LEN = 160
+
+    def __init__(self, rules: MaskRules | None = None, key: bytes | None = None) -> None:
+        self.rules = rules if rules is not None else MaskRules.default()
+        if key is not None and not isinstance(key, (bytes, bytearray)):
+            raise TypeError("Masker key must be bytes")
+        self.__key = bytes(key) if key is not None else secrets.token_bytes(32)
+        self._counts: dict[str, int] = {}
+        self._name_cache: dict[str, str | None] = {}
+        self._url_name_cache: dict[str, str | None] = {}
+        self._text_cache: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._tag_cache: dict[tuple[str, str], str] = {}
+        det = self.rules.detectors
+        # (detector, families that must have triggered, function), in the order they must run.
+        self._steps = [(bits, fn) for name, bits, fn in (
+            ("private_key", _F_PEM, self._d_pem),
+            ("url_password", _F_URL, self._d_url_password),
+            ("url_param", _F_STEM, self._d_url_param),
+            ("jwt", _F_JWT, self._d_jwt),
+            ("provider_key", _F_PROV, self._d_provider),
+            ("auth_header", _F_STEM, self._d_auth),
+            ("email", _F_AT, self._d_email),
+            ("iban", _F_IBAN, self._d_iban),
+            ("card", _F_CARD, self._d_card),
+            ("phone", _F_PHONE, self._d_phone),
+            ("named_value", _F_STEM, self._d_kv),
+        ) if name in det]
+
+    def __repr__(self) -> str:
+        return f"<Masker rules={self.rules.describe()['rules_sha256'][:12]} key=<hidden>>"
+
+    def __getstate__(self):
+        raise TypeError("a Masker holds a session key and cannot be pickled")
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Kind → number of values masked since creation or :meth:`reset_counts` (a copy)."""
+        return dict(self._counts)
+
+    def reset_counts(self) -> None:
+        self._counts.clear()
+
+    def column_kind(self, column: str | None) -> str | None:
+        """Kind of a column / field name under these rules, or ``None`` if not sensitive by name."""
+        if column is None:
+            return None
+        try:
+            return self._name_cache[column]
+        except KeyError:
+            pass
+        k = self.rules.classify_name(column) if isinstance(column, str) else None
+        if len(self._name_cache) > 8192:
+            self._name_cache.clear()
+        self._name_cache[column] = k
+        return k
+
+    def mask_text(self, text: str) -> str:
+        """Mask every detected secret inside free text (JSON text, URLs, error messages, headers).
+
+        Only the secret part is replaced: ``postgres://app:[password#1a2b3c]@db/x``,
+        ``Authorization: Bearer [bearer#…]``. Returns ``text`` itself when nothing was found.
+        Idempotent: tags are never re-masked.
+        """
+        found: list[str] = []
+        out = self._mask_text(text, found)
+        if found:
+            c = self._counts
+            for k in found:
+                c[k] = c.get(k, 0) + 1
+        return out
+
+    def mask_value(self, value: Any, column: str | None = None) -> Any:
+        """Mask one cell. ``column`` is its column or field name, if known.
+
+        - sensitive column (by name): any non-``None``, non-bool value becomes one tag string;
+        - ``None``, ``bool``, ``int``, ``float``, ``Decimal``, date/time values, ``UUID`` pass through;
+        - ``str`` → :meth:`mask_text`;
+        - ``dict`` / ``list`` / ``tuple`` (parsed JSON) → a new structure, recursively, using field
+          names; keys are masked as text too; ``[name, value]`` pairs and ``{"name":..,"value":..}``
+          header objects (HAR) are masked by their name;
+        - ``bytes`` pass through (the caller decodes them first if they are text);
+        - :class:`idemview.model.Payload` → a new Payload with its value masked.
+        """
+        found: list[str] = []
+        out = self._mask_value(value, column, found)
+        if found:
+            c = self._counts
+            for k in found:
+                c[k] = c.get(k, 0) + 1
+        return out
+
+    def mask_row(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """``{column: mask_value(value, column)}`` for a row given as a mapping."""
+        return {k: self.mask_value(v, k) for k, v in row.items()}
+
+    def is_credential(self, column: str | None, value: Any) -> bool:
+        """True if the cell holds (or its column names) a credential: it may then never be revealed,
+        not even one cell at a time. Does not change :attr:`counts`."""
+        kind = self.column_kind(column)
+        if kind is not None and value is not None and kind in self.rules.credential_kinds:
+            return True
+        found: list[str] = []
+        self._mask_value(value, None, found)
+        cred = self.rules.credential_kinds
+        return any(k in cred for k in found)
+
+    def tag(self, kind: str, value: Any) -> str:
+        """The tag this Masker gives ``value`` as ``kind`` (also counted)."""
+        found: list[str] = []
+        t = self._tag_whole(kind, value, found)
+        for k in found:
+            self._counts[k] = self._counts.get(k, 0) + 1
+        return t
+
+    # ------------------------------------------------------------------ tags
+
+    def _hex(self, norm: str) -> str:
+        return hmac.digest(self.__key, norm.encode("utf-8", "surrogatepass"), "sha256").hex()[:6]
+
+    def _tag(self, kind: str, raw: str) -> str:
+        """Tag for a detected/whole string value. Normalisation makes formatting variants equal."""
+        ck = (kind, raw)
+        t = self._tag_cache.get(ck)
+        if t is not None:
+            return t
+        last4 = None
+        if kind == "card":
+            digits = "".join(ch for ch in raw if ch.isdigit())
+            norm = digits
+            if self.rules.keep_card_last4 and 13 <= len(digits) <= 19:
+                last4 = digits[-4:]
+        elif kind == "iban":
+            norm = raw.replace(" ", "").upper()
+        elif kind == "email":
+            norm = raw.strip().lower()
+        elif kind == "phone":
+            norm = "".join(ch for ch in raw if ch.isdigit())
+        else:
+            norm = raw
+        t = f"[{kind}#{self._hex(norm)} …{last4}]" if last4 else f"[{kind}#{self._hex(norm)}]"
+        if len(self._tag_cache) > 65536:
+            self._tag_cache.clear()
+        self._tag_cache[ck] = t
+        return t
+
+    def _tag_whole(self, kind: str, value: Any, found: list[str]) -> str:
+        """Whole-value tag for a value under a sensitive name (any type)."""
+        if isinstance(value, str):
+            raw = value
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            raw = "b:" + bytes(value).hex()
+        elif isinstance(value, (dict, list, tuple)):
+            raw = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+        elif isinstance(value, datetime):
+            raw = value.isoformat()
+        else:
+            raw = str(value)
+        found.append(kind)
+        return self._tag(kind, raw)
+
+    # ------------------------------------------------------------------ values
+
+    def _mask_value(self, value: Any, column: str | None, found: list[str]) -> Any:
+        if value is None or value is True or value is False:
+            return value
+        if column is not None:
+            kind = self.column_kind(column)
+            if kind is not None:
+                return self._tag_whole(kind, value, found)
+        t = type(value)
+        if t is str:
+            return self._mask_text(value, found)
+        if t is int or t is float or t is Decimal:
+            return value
+        if t is dict:
+            return self._mask_dict(value, found)
+        if t is list or t is tuple:
+            return self._mask_list(value, found)
+        if isinstance(value, str):           # str subclasses (enums): keep the object if unchanged
+            out = self._mask_text(str(value), found)
+            return value if out == value else out
+        if isinstance(value, (int, float, Decimal, datetime, date, time, timedelta, UUID,
+                              bytes, bytearray, memoryview)):
+            return value
+        if isinstance(value, Mapping):
+            return self._mask_dict(value, found)
+        if isinstance(value, (list, tuple)):
+            return self._mask_list(value, found)
+        if isinstance(value, Payload):
+            return Payload(value.encoding, self._mask_value(value.value, None, found),
+                           value.size, None if value.problem is None
+                           else self._mask_text(value.problem, found))
+        # Unknown object: what leaves is its text, so mask that.
+        return self._mask_text(str(value), found)
+
+    def _mask_dict(self, d: Mapping[Any, Any], found: list[str]) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        # HAR-style header object {"name": "Cookie", "value": "..."}: the name governs the value.
+        hdr_kind = None
+        if len(d) <= 4 and "value" in d:
+            nm = d.get("name", d.get("key"))
+            if isinstance(nm, str):
+                hdr_kind = self.column_kind(nm)
+        for k, v in d.items():
+            if isinstance(k, str):
+                mk = self._mask_text(k, found)
+                if mk != k and mk in out:    # two keys masked alike: keep both
+                    mk = f"{mk}~{len(out)}"
+                if hdr_kind is not None and k == "value" and v is not None:
+                    out[mk] = self._tag_whole(hdr_kind, v, found)
+                else:
+                    out[mk] = self._mask_value(v, k, found)
+            else:
+                out[k] = self._mask_value(v, None, found)
+        return out
+
+    def _mask_list(self, seq, found: list[str]) -> list[Any]:
+        # [name, value] header pairs: [["Authorization", "Bearer ..."], ["Cookie", "sid=..."]]
+        if len(seq) == 2 and isinstance(seq[0], str) and seq[1] is not None:
+            kind = self.column_kind(seq[0])
+            if kind is not None:
+                return [self._mask_text(seq[0], found), self._tag_whole(kind, seq[1], found)]
+        return [self._mask_value(v, None, found) for v in seq]
+
+    # ------------------------------------------------------------------ text
+
+    def _mask_text(self, text: str, found: list[str]) -> str:
+        short = len(text) <= self._TEXT_CACHE_LEN
+        if short:
+            hit = self._text_cache.get(text)
+            if hit is not None:
+                if hit[1]:
+                    found.extend(hit[1])
+                return hit[0]
+        local: list[str] = []
+        out = text
+        if self.rules.patterns:
+            out = self._d_patterns(out, local)
+        if len(out) >= 6:                       # nothing we detect by shape is shorter
+            fams = 0
+            for m in _TRIGGER_RE.finditer(out):
+                fams |= _FAMILY_BITS[m.lastgroup]  # type: ignore[index]
+            if fams:
+                for bits, step in self._steps:
+                    if fams & bits:
+                        out = step(out, local)
+        if short:
+            if len(self._text_cache) >= self._TEXT_CACHE_MAX:
+                self._text_cache.clear()
+            self._text_cache[text] = (out, tuple(local))
+        if local:
+            found.extend(local)
+        return out
+
+    # Each detector: (text, found) -> text. Detectors run in a fixed order so that specific shapes
+    # (URLs, JWTs, provider keys, cards) are tagged before the generic name=value rule sees them.
+
+    def _d_patterns(self, text: str, found: list[str]) -> str:
+        for p in self.rules.patterns:
+            rx = p.compiled
+            if rx.search(text) is None:
+                continue
+            has_group = "secret" in rx.groupindex
+
+            def repl(m: re.Match[str], kind=p.kind, has_group=has_group) -> str:
+                if has_group and m.group("secret") is None:
+                    return m.group()
+                s, e = m.span("secret") if has_group else m.span()
+                if s == e or _at_tag(m.string, s):
+                    return m.group()
+                found.append(kind)
+                base = m.start()
+                g = m.group()
+                return g[:s - base] + self._tag(kind, m.string[s:e]) + g[e - base:]
+            text = rx.sub(repl, text)
+        return text
+
+    def _d_pem(self, text: str, found: list[str]) -> str:
+        if "-----BEGIN" not in text:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            found.append("private_key")
+            return self._tag("private_key", m.group())
+        return _PEM_RE.sub(repl, text)
+
+    def _d_url_password(self, text: str, found: list[str]) -> str:
+        if "://" not in text:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            pw = m.group(1)
+            if not pw or _at_tag(m.string, m.start(1)):
+                return m.group()
+            found.append("password")
+            s = m.start(1) - m.start()
+            return m.group()[:s] + self._tag("password", pw) + "@"
+        return _URL_USERINFO_RE.sub(repl, text)
+
+    def _d_url_param(self, text: str, found: list[str]) -> str:
+        if "=" not in text:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            name = m.group(1)
+            kind = self._url_name_cache.get(name, _MISSING)
+            if kind is _MISSING:
+                kind = self.rules.classify_url_param(name)
+                if len(self._url_name_cache) > 4096:
+                    self._url_name_cache.clear()
+                self._url_name_cache[name] = kind
+            if kind is None or _at_tag(m.string, m.start(2)):
+                return m.group()
+            found.append(kind)
+            return m.group()[:m.start(2) - m.start()] + self._tag(kind, m.group(2))
+        return _URL_PARAM_RE.sub(repl, text)
+
+    def _d_jwt(self, text: str, found: list[str]) -> str:
+        if "eyJ" not in text:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            found.append("jwt")
+            return self._tag("jwt", m.group())
+        return _JWT_RE.sub(repl, text)
+
+    def _d_provider(self, text: str, found: list[str]) -> str:
+        def repl(m: re.Match[str]) -> str:
+            kind = m.lastgroup or "api_key"
+            if kind == "slack_webhook":
+                kind = "slack_token"
+            found.append(kind)
+            return self._tag(kind, m.group())
+        return _PROVIDER_RE.sub(repl, text)
+
+    def _d_auth(self, text: str, found: list[str]) -> str:
+        def repl(m: re.Match[str]) -> str:
+            cred = m.group(3)
+            if len(cred) < 6 or _at_tag(m.string, m.start(3)):
+                return m.group()
+            if not _looks_random(cred):
+                before = m.string[max(0, m.start() - 40):m.start()]
+                if _AUTH_CONTEXT_RE.search(before) is None:
+                    return m.group()
+            scheme = m.group(1).lower()
+            kind = "token" if scheme == "token" else scheme
+            found.append(kind)
+            return m.group(1) + m.group(2) + self._tag(kind, cred)
+        return _AUTH_RE.sub(repl, text)
+
+    def _d_email(self, text: str, found: list[str]) -> str:
+        if "@" not in text:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            found.append("email")
+            return self._tag("email", m.group())
+        return _EMAIL_RE.sub(repl, text)
+
+    def _d_iban(self, text: str, found: list[str]) -> str:
+        m = _IBAN_RE.search(text)
+        if m is None:
+            return text
+        parts: list[str] = []
+        pos = 0
+        while m is not None:
+            s = m.group()
+            length = _IBAN_LENGTHS.get(s[:2])
+            end = -1
+            if length:
+                cnt = k = 0
+                while k < len(s) and cnt < length:
+                    if s[k] != " ":
+                        cnt += 1
+                    k += 1
+                if cnt == length and (k == len(s) or s[k] == " ") and iban_valid(s[:k]):
+                    end = k
+            if end > 0:
+                parts.append(text[pos:m.start()])
+                parts.append(self._tag("iban", s[:end]))
+                found.append("iban")
+                pos = m.start() + end
+                m = _IBAN_RE.search(text, pos)
+            else:
+                m = _IBAN_RE.search(text, m.start() + 1)
+        parts.append(text[pos:])
+        return "".join(parts)
+
+    def _d_card(self, text: str, found: list[str]) -> str:
+        m = _CARD_RUN_RE.search(text)
+        if m is None:
+            return text
+        parts: list[str] = []
+        pos = 0
+        while m is not None:
+            base = m.start()
+            for s, e in _card_spans(m.group()):
+                parts.append(text[pos:base + s])
+                parts.append(self._tag("card", text[base + s:base + e]))
+                found.append("card")
+                pos = base + e
+            m = _CARD_RUN_RE.search(text, m.end())
+        parts.append(text[pos:])
+        return "".join(parts)
+
+    def _d_phone(self, text: str, found: list[str]) -> str:
+        if "+" in text:
+            text = _PHONE_RE.sub(lambda m: self._phone_repl(m, found), text)
+        if "-" in text or "." in text or "(" in text:
+            def nanp(m: re.Match[str]) -> str:
+                found.append("phone")
+                return self._tag("phone", m.group())
+            text = _NANP_RE.sub(nanp, text)
+        return text
+
+    def _phone_repl(self, m: re.Match[str], found: list[str]) -> str:
+        s = m.group()
+        after = m.string[m.end():m.end() + 2]
+        if len(after) == 2 and after[0] in ".," and after[1].isdigit():
+            return s                                  # "+12345678.90" is an amount, not a phone
+        # Take whole digit groups while the total stays within E.164's 15 digits.
+        total = 0
+        end = 0
+        for g in _PHONE_SPLIT_RE.finditer(s):
+            n = len(g.group())
+            if total + n > 15:
+                break
+            total += n
+            end = g.end()
+        if total < 8:
+            return s
+        found.append("phone")
+        return self._tag("phone", s[:end]) + s[end:]
+
+    def _d_kv(self, text: str, found: list[str]) -> str:
+        if "=" not in text and ":" not in text:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            name = m.group("name")
+            kind = self.column_kind(name)
+            if kind is None:
+                return m.group()
+            g = m.lastgroup
+            vs, ve = m.span(g)
+            if g == "q1":
+                vs, ve = vs + 2, ve - 2
+            elif g in ("q2", "q3"):
+                vs, ve = vs + 1, ve - 1
+            else:
+                bare = m.group("bare")
+                sp = bare.find(" ") if " " in bare else bare.find("\t")
+                if sp > 0:                                  # "Bearer xyz": keep the scheme
+                    while bare[sp] in " \t":
+                        sp += 1
+                    vs += sp
+            val = m.string[vs:ve]
+            low = val.lower()
+            if g == "bare" and low in ("bearer", "basic", "token"):
+                return m.group()                    # a scheme word before an already masked value
+            if low in _KV_SKIP_VALUES or _at_tag(m.string, vs):
+                return m.group()
+            found.append(kind)
+            base = m.start()
+            g0 = m.group()
+            return g0[:vs - base] + self._tag(kind, val) + g0[ve - base:]
+        return _KV_RE.sub(repl, text)
+
+
+_MISSING = object()
+
+
+def _at_tag(s: str, i: int) -> bool:
+    return s.startswith("[", i) and TAG_RE.match(s, i) is not None
+
+
+def _card_spans(run: str) -> Iterable[tuple[int, int]]:
+    """Spans inside a digit run that are card numbers: 13-19 digits, plausible issuer prefix, Luhn
+    valid, and either unseparated or grouped like a printed card (4-4-4-4[-3], 4-6-5, 4-6-4)."""
+    groups = [(g.group(), g.start(), g.end()) for g in _DIGITS_RE.finditer(run)]
+    if len(groups) == 1:
+        d = groups[0][0]
+        if 13 <= len(d) <= 19 and _iin_plausible(d) and luhn_valid(d):
+            yield (0, len(run))
+        return                                   # >19 unseparated digits: an id, not a card
+    i = 0
+    n = len(groups)
+    while i < n:
+        hit = None
+        digits = ""
+        for j in range(i, n):
+            digits += groups[j][0]
+            if len(digits) > 19:
+                break
+            if len(digits) >= 13 and _card_shape([len(g[0]) for g in groups[i:j + 1]]) \
+                    and _iin_plausible(digits) and luhn_valid(digits):
+                hit = j
+                break
+        if hit is None:
+            i += 1
+        else:
+            yield (groups[i][1], groups[hit][2])
+            i = hit + 1
+
+
+def _card_shape(lens: list[int]) -> bool:
+    if len(lens) == 1:
+        return 13 <= lens[0] <= 19
+    if lens == [4, 6, 5] or lens == [4, 6, 4]:
+        return True
+    return len(lens) >= 4 and all(x == 4 for x in lens[:-1]) and 1 <= lens[-1] <= 4
+
+
+class MaskingLogFilter(logging.Filter):
+    """A ``logging.Filter`` that masks each record's message (after ``%`` formatting with its args),
+    its formatted exception and its stack info, so no handler ever sees a secret.
+
+    Attach it to **handlers** (``handler.addFilter(MaskingLogFilter(masker))``): a filter on a logger
+    does not see records propagated from child loggers. Always returns True (never drops a record).
+    """
+
+    def __init__(self, masker: Masker | None = None, name: str = "") -> None:
+        super().__init__(name)
+        self.masker = masker if masker is not None else Masker()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        mask = self.masker.mask_text
+        try:
+            msg = record.getMessage()
+        except Exception:          # bad format args: mask what we have rather than drop the record
+            msg = f"{record.msg} {record.args!r}"
+        record.msg = mask(msg)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = mask(record.exc_text)
+        if record.stack_info:
+            record.stack_info = mask(record.stack_info)
+        return True
