@@ -88,8 +88,8 @@ class IncidentOverview(QWidget):
         self.fit_btn = QToolButton(text="Fit all")
         self.fit_btn.setToolTip("Show the ledger's whole activity span")
         self.fit_btn.clicked.connect(self.fit_all)
-        self.day_btn = QToolButton(text="Last 24 h")
-        self.day_btn.setToolTip("Show the last 24 hours of activity")
+        self.day_btn = QToolButton(text="Last 6 h")
+        self.day_btn.setToolTip("Show the last 6 hours of the ledger's activity")
         self.day_btn.clicked.connect(self.fit_recent)
         self.clear_btn = QToolButton(text="Clear window")
         self.clear_btn.setToolTip("Remove the selected time window from the filter")
@@ -169,7 +169,8 @@ class IncidentOverview(QWidget):
     # --------------------------------------------------------------------------------- data
 
     def set_span(self, lo: datetime | None, hi: datetime | None):
-        """The ledger's activity span; the first view shows its last 24 hours."""
+        """The ledger's activity span; the first view shows its last 6 hours (an incident is usually
+        recent, and a wider first view squeezes its spike into a few bars)."""
         self._span = (lo, hi)
         self.fit_recent()
 
@@ -183,7 +184,7 @@ class IncidentOverview(QWidget):
         lo, hi = self._span
         if hi is None:
             return
-        start = max(lo, hi - timedelta(hours=24)) if lo else hi - timedelta(hours=24)
+        start = max(lo, hi - timedelta(hours=6)) if lo else hi - timedelta(hours=6)
         self._set_x(start - timedelta(minutes=10), hi + timedelta(minutes=10))
 
     def fit_all(self):
