@@ -80,7 +80,7 @@ def demo_db(tmp_path_factory):
 
 def open_and_wait(qtbot, window, spec):
     tab = window.open_spec(spec)
-    qtbot.waitUntil(lambda: tab.findings is not None and tab.model.rowCount() > 0
+    qtbot.waitUntil(lambda: tab.scan_complete() and tab.model.rowCount() > 0
                     and not tab.model.is_loading(), timeout=30000)
     return tab
 

@@ -169,7 +169,8 @@ class FilterBar(QWidget):
             b.setText(f"{theme.SEVERITY_GLYPHS[sev]} {theme.KIND_SHORT[k]}" + (f"  {n}" if n is not None and not why else ""))
             col = theme.colour(theme.SEVERITY_COLOURS, sev).name()
             b.setEnabled(why is None)
-            b.setToolTip(f"Not checkable with this layout: {why}" if why else
+            b.setToolTip((why if why.startswith(("still", "the check")) else
+                          f"Not checkable with this layout: {why}") if why else
                          f"{sev.value} — show only operations with a {theme.KIND_WORDS[k]}")
             b.setStyleSheet(
                 "QToolButton { border: 1px solid %s; border-radius: 9px; padding: 1px 8px; }"

@@ -117,6 +117,7 @@ class LedgerTab(QWidget):
         self._finding_pos = -1
         self._ordered: list[Finding] = []
         self._ready_sent = False
+        self._scan: dict = {"pending": set()}
         self._build()
         self.runner.busy_changed.connect(self._busy)
 
@@ -290,8 +291,18 @@ class LedgerTab(QWidget):
             return
         self.now = datetime.now(UTC).replace(microsecond=0)
         ledger, masker, now = self.ledger, self.masker, self.now
-        self.runner.submit("findings", lambda tok: scan(ledger, masker, now, tok), self._on_findings,
-                           self.show_error)
+        # One job per finding kind, in parallel: the quick kinds show up at once and a kind whose SQL is
+        # slow on this ledger (or times out) holds nothing else back.
+        from ..findings import FindingEngine
+        unsupported = FindingEngine(ledger, now).unsupported()  # pure Python: no query
+        self._scan = {"now": now, "parts": {}, "expl": {}, "unsupported": unsupported, "failed": {},
+                      "pending": {k for k in FindingKind if k not in unsupported}}
+        for k in list(self._scan["pending"]):
+            self.runner.submit(f"findings:{k.value}", lambda tok, k=k: scan(ledger, masker, now, tok, [k]),
+                               lambda res, k=k, st=self._scan: self._on_kind(st, k, res),
+                               lambda err, k=k, st=self._scan: self._on_kind_error(st, k, err))
+        if not self._scan["pending"]:
+            self._merge_scan(self._scan)
         self.flt = self.filterbar.filter()
         if not live or self.model.rowCount() <= self.model.page_size:
             self._requery()
@@ -315,6 +326,36 @@ class LedgerTab(QWidget):
         self._count = n
         self._update_footer()
 
+    def _on_kind(self, st: dict, kind: FindingKind, res: FindingsResult):
+        if st is not self._scan:
+            return
+        st["pending"].discard(kind)
+        st["parts"][kind] = res.findings
+        st["expl"].update(res.explanations)
+        self._merge_scan(st)
+
+    def _on_kind_error(self, st: dict, kind: FindingKind, err: JobError):
+        if st is not self._scan:
+            return
+        st["pending"].discard(kind)
+        if not err.cancelled:
+            st["failed"][kind] = err.message
+            self.show_error(JobError(f"{theme.KIND_WORDS[kind]} could not be checked: {err.message}"))
+        self._merge_scan(st)
+
+    def scan_complete(self) -> bool:
+        return self.findings is not None and not self._scan["pending"]
+
+    def _merge_scan(self, st: dict):
+        from .session import merge_findings
+        fs = [f for k in FindingKind for f in st["parts"].get(k, [])]
+        unsupported = dict(st["unsupported"])
+        for k in st["pending"]:
+            unsupported[k] = "still scanning…"
+        for k, msg in st["failed"].items():
+            unsupported[k] = f"the check failed: {msg}"
+        self._on_findings(merge_findings(st["now"], fs, unsupported, dict(st["expl"])))
+
     def _on_findings(self, res: FindingsResult):
         self.findings = res
         self.filterbar.set_counts(res.counts, res.unsupported)
@@ -328,6 +369,9 @@ class LedgerTab(QWidget):
         self._ordered = sorted(res.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.kind.value,
                                                             f.at.timestamp() if f.at else 0))
         self._finding_pos = -1
+        if self._scan["pending"]:
+            self.findings_title.setText(self.findings_title.text() + " · scanning…")
+            return
         if not self._ready_sent:
             self._ready_sent = True
             self.ready.emit()

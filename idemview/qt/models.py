@@ -337,6 +337,10 @@ class FindingsModel(QAbstractTableModel):
             if c == 1:
                 return theme.KIND_WORDS[kind]
             if c == 2:
+                if why and why.startswith("still scanning"):
+                    return "…"
+                if why and why.startswith("the check failed"):
+                    return "failed"
                 return "n/a" if why else str(n)
         elif role == Qt.ItemDataRole.ForegroundRole:
             if why or n == 0:
@@ -344,6 +348,8 @@ class FindingsModel(QAbstractTableModel):
             if c == 0:
                 return QBrush(theme.colour(theme.SEVERITY_COLOURS, sev))
         elif role == Qt.ItemDataRole.ToolTipRole:
+            if why and (why.startswith("still") or why.startswith("the check")):
+                return why
             if why:
                 return f"Not checkable with this layout: {why}"
             return f"Click to show only operations with a {theme.KIND_WORDS[kind]}"

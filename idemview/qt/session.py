@@ -152,10 +152,17 @@ class FindingsResult:
     explanations: dict[int, str]  # id(finding) -> masked explanation
 
 
-def scan(ledger: Ledger, masker: SharedMasker, now: datetime, token: CancelToken) -> FindingsResult:
+def scan(ledger: Ledger, masker: SharedMasker, now: datetime, token: CancelToken,
+         kinds: list[FindingKind] | None = None) -> FindingsResult:
+    """Findings of ``kinds`` (default all) for ``now``; explanations masked."""
     fe = FindingEngine(ledger, now)
-    fs = fe.run()
+    fs = fe.run(kinds)
     token.check()
+    return merge_findings(fe.now, fs, fe.unsupported(), {id(f): masker.free_text(f.explanation) for f in fs})
+
+
+def merge_findings(now: datetime, fs: list[Finding], unsupported: dict[FindingKind, str],
+                   explanations: dict[int, str]) -> FindingsResult:
     by_ref: dict[tuple[str, str], list[Finding]] = {}
     counts: dict[FindingKind, int] = {k: 0 for k in FindingKind}
     for f in fs:
@@ -163,8 +170,7 @@ def scan(ledger: Ledger, masker: SharedMasker, now: datetime, token: CancelToken
         counts[f.kind] += 1
     for lst in by_ref.values():
         lst.sort(key=lambda f: SEVERITY_ORDER[f.severity])
-    expl = {id(f): masker.free_text(f.explanation) for f in fs}
-    return FindingsResult(fe.now, fs, by_ref, counts, fe.unsupported(), expl)
+    return FindingsResult(now, fs, by_ref, counts, unsupported, explanations)
 
 
 def to_rows(ops: list[Operation], masker: SharedMasker,
