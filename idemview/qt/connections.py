@@ -128,6 +128,7 @@ class ConnectionDialog(QDialog):
         self.file_row.setLayout(fileh)
         fileh.setContentsMargins(0, 0, 0, 0)
         form.addRow("File", self.file_row)
+        self.form = form
         self.server = QGroupBox("Server")
         sf = QFormLayout(self.server)
         self.host = QLineEdit()
@@ -163,7 +164,7 @@ class ConnectionDialog(QDialog):
         self.result = QLabel("Every connection is opened read-only, enforced by the database session.")
         self.result.setWordWrap(True)
         self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        form.addRow("", self.result)
+        form.addRow(self.result)
         split.addWidget(right)
         split.setSizes([220, 560])
         outer.addWidget(split, 1)
@@ -233,8 +234,9 @@ class ConnectionDialog(QDialog):
 
     def _type_changed(self, *_):
         sqlite = self.type.currentData() == "sqlite"
-        self.file_row.setVisible(sqlite)
-        self.server.setVisible(not sqlite)
+        # hide whole form rows (label included), not just the field
+        self.form.setRowVisible(self.file_row, sqlite)
+        self.form.setRowVisible(self.server, not sqlite)
         if not self._loading and not sqlite and self.port.value() == 0:
             self.port.setValue(DEFAULT_PORTS.get(self.type.currentData(), 0))
 

@@ -20,6 +20,68 @@ from .workers import JobError, Runner
 
 Index = QModelIndex | QPersistentModelIndex
 
+
+def _probe_none_leak() -> bool:
+    """True when this PySide6 drops a reference to ``None`` each time C++ calls a Python ``data()``
+    override that returns ``None`` (seen with PySide6 6.12 on Python 3.11, where ``None`` is not yet
+    immortal: after enough calls the interpreter aborts with "deallocating None")."""
+    import sys
+
+    class _M(QAbstractTableModel):
+        def rowCount(self, parent=QModelIndex()):
+            return 1
+
+        def columnCount(self, parent=QModelIndex()):
+            return 1
+
+        def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+            return None
+    m = _M()
+    before = sys.getrefcount(None)
+    for _ in range(64):
+        m.index(0, 0).data(Qt.ItemDataRole.ToolTipRole)
+    return sys.getrefcount(None) < before - 32
+
+
+_NONE_LEAKS = _probe_none_leak()
+if _NONE_LEAKS:
+    import ctypes
+    import sys as _sys
+    _incref = ctypes.pythonapi.Py_IncRef
+    _incref.argtypes = [ctypes.py_object]
+    # Other Python overrides called from C++ (in pyqtgraph too) may lose references to None the same
+    # way; a reserve of references keeps None alive for the life of the process. Extra references to
+    # None cost nothing (on Python 3.12+ None is immortal and the probe above finds no leak).
+    for _ in range(1_000_000):
+        _incref(None)
+    _NONE_FLOOR = _sys.getrefcount(None) - 500_000
+
+    def top_up_none() -> None:
+        """Called by a timer: refill the reserve if leaks ate half of it."""
+        n = _sys.getrefcount(None)
+        if n < _NONE_FLOOR:
+            for _ in range(_NONE_FLOOR + 500_000 - n):
+                _incref(None)
+else:
+    def top_up_none() -> None:
+        pass
+
+
+def none_safe(fn):
+    """Wrap a ``data``/``headerData`` override so that returning ``None`` gives back the reference the
+    binding will wrongly take away (an extra reference to ``None`` is harmless; a missing one aborts)."""
+    if not _NONE_LEAKS:
+        return fn
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        r = fn(*a, **kw)
+        if r is None:
+            _incref(None)
+        return r
+    return wrapper
+
 # (header, sort key in Ledger.SORTABLE or None)
 OP_COLUMNS = [
     ("Idempotency key", "key"), ("Scope", "scope"), ("Kind", "kind"), ("Status", "status"),
@@ -145,6 +207,7 @@ class OperationsModel(QAbstractTableModel):
     def columnCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(OP_COLUMNS)
 
+    @none_safe
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):
         if orientation != Qt.Orientation.Horizontal or not (0 <= section < len(OP_COLUMNS)):
             return None
@@ -165,6 +228,7 @@ class OperationsModel(QAbstractTableModel):
     def rows(self) -> list[OpRow]:
         return list(self._rows)
 
+    @none_safe
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or index.row() >= len(self._rows):
             return None
@@ -247,6 +311,7 @@ class AttemptsModel(QAbstractTableModel):
     def columnCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.HEADERS)
 
+    @none_safe
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
                 and 0 <= section < len(self.HEADERS):
@@ -254,6 +319,7 @@ class AttemptsModel(QAbstractTableModel):
             return f"{h} ({theme.TIME.zone()})" if h in ("Started", "Finished") else h
         return None
 
+    @none_safe
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid() or index.row() >= len(self._rows):
             return None
@@ -321,11 +387,13 @@ class FindingsModel(QAbstractTableModel):
     def columnCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else 3
 
+    @none_safe
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < 3:
             return self.HEADERS[section]
         return None
 
+    @none_safe
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid() or index.row() >= len(self._rows):
             return None
@@ -396,6 +464,7 @@ class SearchModel(QAbstractTableModel):
     def columnCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.HEADERS)
 
+    @none_safe
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
                 and 0 <= section < len(self.HEADERS):
@@ -403,6 +472,7 @@ class SearchModel(QAbstractTableModel):
             return f"{h} ({theme.TIME.zone()})" if h == "Created" else h
         return None
 
+    @none_safe
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid() or index.row() >= len(self._hits):
             return None

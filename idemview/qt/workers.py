@@ -172,8 +172,13 @@ class _Job(QRunnable):
 def pool() -> QThreadPool:
     """The shared pool (bounded, so a dozen tabs never open a hundred connections)."""
     p = QThreadPool.globalInstance()
-    if p.maxThreadCount() < 4:
-        p.setMaxThreadCount(4)
+    if p.maxThreadCount() != 3:
+        p.setMaxThreadCount(3)
+        # Workers decode and mask rows in Python, holding the GIL; with the default 5 ms switch
+        # interval several of them can keep the GUI thread waiting for the GIL for hundreds of ms.
+        # A 1 ms interval hands the GIL back to the event loop far more often, at ~no cost.
+        import sys
+        sys.setswitchinterval(0.001)
     return p
 
 
