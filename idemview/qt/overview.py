@@ -155,9 +155,10 @@ class IncidentOverview(QWidget):
         parts = []
         for o in reversed(_STACK):
             c = theme.colour(theme.OUTCOME_COLOURS, o).name()
-            parts.append(f'<span style="color:{c}">■ {theme.outcome_glyph(o)} {theme.OUTCOME_WORDS[o]}</span>')
-        parts.append('<span>· findings: ★ critical ▲ high ◆ medium ● low</span>')
-        self.legend.setText(" ".join(p.replace(" ", "&nbsp;") for p in parts))
+            words = f"■ {theme.outcome_glyph(o)} {theme.OUTCOME_WORDS[o]}".replace(" ", "&nbsp;")
+            parts.append(f'<span style="color:{c}">{words}</span>')
+        parts.append("·&nbsp;findings:&nbsp;★&nbsp;critical ▲&nbsp;high ◆&nbsp;medium ●&nbsp;low")
+        self.legend.setText(" ".join(parts))
         self._draw()
 
     def _zone_changed(self):
