@@ -347,6 +347,21 @@ class LedgerTab(QWidget):
         return self.findings is not None and not self._scan["pending"]
 
     def _merge_scan(self, st: dict):
+        # Kinds finish one by one; merging (and redrawing badges, chips, markers) once per burst rather
+        # than once per kind keeps the GUI thread's share of a big scan small.
+        if getattr(self, "_merge_timer", None) is None:
+            from PySide6.QtCore import QTimer
+            self._merge_timer = QTimer(self, singleShot=True, interval=80)
+            self._merge_timer.timeout.connect(lambda: self._do_merge(self._scan))
+        if not st["pending"]:
+            self._merge_timer.stop()
+            self._do_merge(st)
+        elif not self._merge_timer.isActive():
+            self._merge_timer.start()
+
+    def _do_merge(self, st: dict):
+        if st is not self._scan:
+            return
         from .session import merge_findings
         fs = [f for k in FindingKind for f in st["parts"].get(k, [])]
         unsupported = dict(st["unsupported"])

@@ -127,10 +127,6 @@ class MainWindow(QMainWindow):
         self._toolbar()
         self._search_dock()
         self._shortcuts()
-        from .models import top_up_none
-        self._none_guard = QTimer(self, interval=1000)
-        self._none_guard.timeout.connect(top_up_none)
-        self._none_guard.start()
         self.live_timer = QTimer(self)
         self.live_timer.timeout.connect(self._live_tick)
         self.keyring_notice = QLabel()
