@@ -416,8 +416,9 @@ class Ledger:
 
     # --------------------------------------------------------------------------- reading rows
 
-    def _op_columns(self):
-        """Columns of the operations page select: normalized expressions plus raw time columns."""
+    def _op_columns(self, payloads: bool = True):
+        """Columns of the operations page select: normalized expressions plus raw time columns (and the
+        payload columns unless ``payloads`` is False: a grid page does not show them)."""
         lay, t = self.layout, self.ops
         cols = [self.scope_expr.label("scope"), self.key_expr.label("key"), self.kind_expr.label("kind"),
                 self.status_expr.label("status"), self.raw_status_expr.label("raw_status"),
@@ -429,7 +430,7 @@ class Ledger:
             cols.append(c.label(f"t_{k}"))
         if "expires_at" not in self.time_cols and "expires_at" in self.epoch:
             cols.append(self.epoch["expires_at"].label("e_expires_at"))
-        for k in ("request", "response", "error"):
+        for k in ("request", "response", "error") if payloads else ():
             vs = lay.fields.get(k)
             if vs and vs.column:
                 cols.append(t.c[vs.column].label(f"p_{k}"))
@@ -479,14 +480,15 @@ class Ledger:
         return self.key_expr
 
     def page(self, flt: Filter | None = None, *, sort: str = "created_at", descending: bool = False,
-             after: tuple | None = None, limit: int = 200, now: datetime | None = None) -> Page:
+             after: tuple | None = None, limit: int = 200, now: datetime | None = None,
+             payloads: bool = True) -> Page:
         """One page of normalized operations, filtered and sorted by the database (keyset paging).
 
         ``after`` is the previous page's ``cursor``. The sort is made total with the row identity (or
         the key) as a tie-breaker. NULL sort values come last."""
         sort_e = self._sort_expr(sort)
         tie = self.rid if self.rid is not None else self.key_expr
-        cols = self._op_columns() + [sort_e.label("_s"), tie.label("_t")]
+        cols = self._op_columns(payloads) + [sort_e.label("_s"), tie.label("_t")]
         q = select(*cols).select_from(self.ops).where(self.filter_clause(flt, now))
         isnull = case((sort_e.is_(None), 1), else_=0)
         if after is not None:

@@ -369,7 +369,12 @@ class LedgerTab(QWidget):
             unsupported[k] = "still scanning…"
         for k, msg in st["failed"].items():
             unsupported[k] = f"the check failed: {msg}"
-        self._on_findings(merge_findings(st["now"], fs, unsupported, dict(st["expl"])))
+        expl, now = dict(st["expl"]), st["now"]
+        # Grouping and sorting tens of thousands of findings runs on a worker; the GUI only swaps in
+        # the result (stale merges are dropped by the runner's per-channel generation).
+        self.runner.submit("merge", lambda tok: merge_findings(now, fs, unsupported, expl),
+                           lambda res, st=st: self._on_findings(res) if st is self._scan else None,
+                           lambda err: self.show_error(err))
 
     def _on_findings(self, res: FindingsResult):
         self.findings = res
@@ -379,10 +384,9 @@ class LedgerTab(QWidget):
         self.findings_title.setText(f"<b>Findings</b> — {len(res.findings)} on {n_ops:,} operations")
         self.findings_title.setToolTip(f"Computed for now = {theme.TIME.fmt(res.now)} {theme.TIME.zone()}; "
                                        "click a row to show only those operations")
-        self.overview.set_findings(res.findings, res.explanations)
+        self.overview.set_findings(res.markers, res.explanations)
         self.model.refresh_findings(res)
-        self._ordered = sorted(res.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.kind.value,
-                                                            f.at.timestamp() if f.at else 0))
+        self._ordered = res.ordered
         self._finding_pos = -1
         if self._scan["pending"]:
             self.findings_title.setText(self.findings_title.text() + " · scanning…")

@@ -112,11 +112,16 @@ class OperationsModel(QAbstractTableModel):
         if self.ledger is not None:
             self._request(None)
 
+    def _fs(self, r: OpRow) -> list:
+        if self.by_ref is not None:
+            return self.by_ref.get((r.scope_raw, r.key_raw), [])
+        return r.findings
+
     def refresh_findings(self, findings: FindingsResult) -> None:
         """New findings for the rows already shown (badge column only; no re-query)."""
+        # Badges are looked up at paint time (_fs), so new findings cost O(1) here however many rows
+        # are loaded: no loop over tens of thousands of rows on the GUI thread.
         self.by_ref = findings.by_ref
-        for r in self._rows:
-            r.findings = list(findings.by_ref.get((r.scope_raw, r.key_raw), []))
         if self._rows:
             self.dataChanged.emit(self.index(0, COL_FINDINGS), self.index(len(self._rows) - 1, COL_FINDINGS))
 
@@ -219,12 +224,12 @@ class OperationsModel(QAbstractTableModel):
             if c == COL_FINDINGS:
                 # plain-text form (the delegate paints badges; this is for copy and accessibility)
                 return ", ".join(f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_WORDS[f.kind]}"
-                                 for f in r.findings)
+                                 for f in self._fs(r))
         elif role == Qt.ItemDataRole.ToolTipRole:
             if c == COL_STATUS:
                 return f"{theme.STATUS_WORDS[r.status]} (ledger says: {r.raw_status})"
-            if c == COL_FINDINGS and r.findings:
-                return "\n".join(f"{f.severity.value}: {theme.KIND_WORDS[f.kind]}" for f in r.findings)
+            if c == COL_FINDINGS and self._fs(r):
+                return "\n".join(f"{f.severity.value}: {theme.KIND_WORDS[f.kind]}" for f in self._fs(r))
             if c == COL_KEY:
                 return r.key + (f"\nintent: {r.intent}" if r.intent else "")
         elif role == Qt.ItemDataRole.ForegroundRole:
@@ -241,7 +246,7 @@ class OperationsModel(QAbstractTableModel):
                 f.setStyleHint(QFont.StyleHint.Monospace)
                 return f
         elif role == FindingsRole:
-            return r.findings
+            return self._fs(r)
         elif role == RowRole:
             return r
         return None
