@@ -18,6 +18,7 @@ from sqlalchemy import (
     null, or_, select, true, false,
 )
 from sqlalchemy import column as sa_column, table as sa_table
+from sqlalchemy.sql import sqltypes
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.sql.expression import ColumnElement, Select
@@ -25,7 +26,7 @@ from sqlalchemy.sql.expression import ColumnElement, Select
 from .filters import Filter
 from .layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
 from .model import Attempt, Operation, Outcome, Payload, Status
-from .sqlx import as_text, epoch_seconds, hex_text, json_text, time_after, time_before
+from .sqlx import as_text, epoch_seconds, exact_text, hex_text, json_text, time_after, time_before
 from .times import decode_time, from_epoch
 
 UTC = timezone.utc
@@ -179,10 +180,17 @@ class Ledger:
             real_cols = {c["name"] for c in insp.get_columns(real, schema=schema)}
             fold = {c.lower(): c for c in (columns | set(optional)) if c not in real_cols}
 
+            sqlite = self.dialect == "sqlite"
+
             def _rekey(_insp, _table, info):
                 k = fold.get(info["name"].lower())
                 if k is not None:
                     info["key"] = k
+                # SQLite keeps times as text; SQLAlchemy's DATETIME processing raises on a malformed
+                # value ('not a date', '0000-00-00'), which would abort a whole page or export. Read
+                # the text as it is: decode_time turns what it cannot parse into "missing".
+                if sqlite and isinstance(info["type"], (sqltypes.DateTime, sqltypes.Date, sqltypes.Time)):
+                    info["type"] = sqltypes.Text()
 
             t = Table(real, self.md, schema=schema, autoload_with=self.engine,
                       listeners=[("column_reflect", _rekey)])
@@ -202,6 +210,12 @@ class Ledger:
     def _text(self, col) -> ColumnElement:
         return col if _is_text(col) else as_text(col)
 
+    def _exact(self, expr) -> ColumnElement:
+        """Identity values (keys, scopes, references, fingerprints) compared byte for byte: MySQL and
+        MariaDB's default collations would merge 'Order-1' with 'order-1', 'café' with 'cafe' and
+        'a ' with 'a', reporting false duplicates."""
+        return exact_text(expr) if self.dialect == "mysql" else expr
+
     def _joined(self, cols) -> ColumnElement:
         """Several columns as one text value, joined with '/' (composite keys and scopes)."""
         if not cols:
@@ -212,7 +226,7 @@ class Ledger:
         for p in parts[1:]:
             out = out.op("||")(literal_column("'/'")).op("||")(p) if self.dialect != "mysql" else \
                 func.concat(out, literal_column("'/'"), p)
-        return out
+        return self._exact(out)
 
     def _pred(self, t: Table, p: Predicate) -> ColumnElement:
         if p.op == "any":
@@ -275,8 +289,8 @@ class Ledger:
         if vs.encoding == "hex":
             return hex_text(col)
         if vs.json_path:
-            return json_text(col, vs.json_path)
-        return self._text(col)
+            return self._exact(json_text(col, vs.json_path))
+        return self._exact(self._text(col))
 
     def _build(self):
         lay, t = self.layout, self.ops
@@ -328,8 +342,8 @@ class Ledger:
             if tc:
                 self.att_time[k] = (t.c[tc.column], tc)
         self.att_epoch = {k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.att_time.items()}
-        self.att_effect = self._text(t.c[a.effect_ref]) if a.effect_ref else null()
-        self.att_fingerprint = self._text(t.c[a.fingerprint]) if a.fingerprint else null()
+        self.att_effect = self._exact(self._text(t.c[a.effect_ref])) if a.effect_ref else null()
+        self.att_fingerprint = self._exact(self._text(t.c[a.fingerprint])) if a.fingerprint else null()
         self.att_error = t.c[a.error] if a.error else null()
         self.att_worker = self._text(t.c[a.worker]) if a.worker else null()
         # When attempts join on all key and scope columns, scope/key can be read from the attempts
