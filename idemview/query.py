@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy import column as sa_column, table as sa_table
 from sqlalchemy.sql import sqltypes
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import NoSuchTableError
+from sqlalchemy.exc import DBAPIError, NoSuchTableError
 from sqlalchemy.sql.expression import ColumnElement, Select
 
 from .filters import Filter
@@ -167,7 +167,12 @@ class Ledger:
 
     def _reflect(self, schema, table, columns: set[str], role: str, optional: set[str] = frozenset()) -> Table:
         insp = inspect(self.engine)
-        names = {n.lower(): n for n in insp.get_table_names(schema=schema)}
+        try:
+            names = {n.lower(): n for n in insp.get_table_names(schema=schema)}
+        except DBAPIError:
+            # an unknown schema errors on some engines (and is merely empty on others)
+            raise LayoutError(f"layout {self.layout.name!r}: the schema {schema!r} is not in the database",
+                              [f"schema {schema}"]) from None
         real = names.get(table.lower())
         if real is None:
             where = f"{schema}.{table}" if schema else table
