@@ -570,6 +570,14 @@ _KV_RE = re.compile(
     r"(?:(?<![\w.\-])|" + _ESC + r")(?<!\\)(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\?[\"'])?[ \t]*(?:=>|[:=])[ \t]*"
     r"(?P<val>(?P<q1>\\\"(?:[^\"\\]|\\[^\"])*?\\\")|(?P<q2>\"(?:[^\"\\\n]|\\.)*\")|(?P<q3>'[^'\n]*')"
     r"|(?P<bare>(?:(?i:bearer|basic|token)[ \t]+)?[^\s&,;\"'<>(){}\[\]]+))")
+# Continuation of an unquoted credential value (see Masker._kv_value_end): characters of a word,
+# then more words after a space/","/"&" unless that word starts another name=value pair.
+_KV_WORD = r"""(?:[^\s;,&"'\\]|'(?=\w)|\\\\|\\(?![nrtbfu"'\\]))"""
+_KV_PAIR = r"""[A-Za-z_][\w.\-]{0,63}(?:\\?["'])?[ \t]*(?:=>|[:=])"""
+_KV_CRED_REST_RE = re.compile(rf"{_KV_WORD}*(?:(?:[ \t]+|[,&][ \t]*)(?!{_KV_PAIR}){_KV_WORD}+)*")
+# Further digit groups after a phone/ssn/card/iban name: "phone: 020 7946 0958".
+_KV_DIGIT_REST_RE = re.compile(r"(?:[ \t]+[()+\-./]*\d[\d()+\-./]*(?![^\s,;\"'&]))*")
+_NUMBERISH_KINDS = frozenset({"phone", "ssn", "card", "iban"})
 # Placeholders left visible after a sensitive name ("password=None" tells an investigator that no
 # password was set). Exact spellings only: a password that *is* one of these stays visible.
 _KV_SKIP_VALUES = frozenset({"null", "NULL", "None", "none", "true", "false", "True", "False",
@@ -1108,19 +1116,63 @@ class Masker:
                         sp += 1
                     vs += sp
             val = text[vs:ve]
-            if (kind is None or val in _KV_SKIP_VALUES or _at_tag(text, vs)
-                    or (m.group("bare") is not None and val.lower() in ("bearer", "basic", "token"))):
+            if kind is None or _at_tag(text, vs) or (
+                    m.group("bare") is not None and val.lower() in ("bearer", "basic", "token")):
+                m = _KV_RE.search(text, m.start("val"))
+                continue
+            if m.group("bare") is not None:
+                ve = self._kv_value_end(text, ve, kind)
+                val = text[vs:ve]
+            if val in _KV_SKIP_VALUES:
                 m = _KV_RE.search(text, m.start("val"))
                 continue
             found.append(kind)
             parts.append(text[last:vs])
             parts.append(self._tag(kind, val))
             last = ve
-            m = _KV_RE.search(text, m.end())
+            m = _KV_RE.search(text, ve)
         if not parts:
             return text
         parts.append(text[last:])
         return "".join(parts)
+
+
+    def _kv_value_end(self, text: str, ve: int, kind: str) -> int:
+        """Where an unquoted value after a sensitive name ends (its first word ends at ``ve``).
+
+        After a **credential** name (``password: correct horse battery staple``) the value runs on
+        over further words up to the end of the line, a ``;``, a quote or JSON escape that closes an
+        enclosing string (``"``, ``\\"``, ``\\n``, a ``'`` not followed by a letter), or a
+        separator (space, ``,``, ``&``) followed by another ``name=`` / ``name:`` pair
+        (``password=s3cret dbname=x`` keeps ``dbname=x`` visible). Unbalanced closing brackets at
+        its end are left out (``(password: a b)``). Tags already in the text are never swallowed.
+        After a **number-ish personal** name (phone, ssn, card, iban) it runs on over further
+        space-separated groups made of digits and ``()+-./`` (``phone: 020 7946 0958``).
+        """
+        if kind in self.rules.credential_kinds:
+            end = _KV_CRED_REST_RE.match(text, ve).end()
+        elif kind in _NUMBERISH_KINDS:
+            end = _KV_DIGIT_REST_RE.match(text, ve).end()
+        else:
+            return ve
+        if end == ve:
+            return ve
+        i = text.find("[", ve, end)
+        while i >= 0:
+            if TAG_RE.match(text, i) is not None:
+                end = i
+                while end > ve and text[end - 1] in " \t,&":
+                    end -= 1
+                break
+            i = text.find("[", i + 1, end)
+        while end > ve and text[end - 1] in ")]}>":
+            closer = text[end - 1]
+            opener = "([{<"[")]}>".index(closer)]
+            seg = text[ve - 1:end]
+            if seg.count(opener) >= seg.count(closer):
+                break
+            end -= 1
+        return end
 
 
 _MISSING = object()

@@ -674,3 +674,42 @@ def test_property_tags_equal_iff_values_equal(a, b):
         assert ta == tb
     elif _normalized(a[1]) != _normalized(b[1]):
         assert ta != tb
+
+
+# ---------------------------------------------------------------------------------------------
+# QA leaks (multi-word credentials, spaced/lower-case IBANs, AWS secrets, dotted cards, 00-phones,
+# SSNs): each secret is gone whole, no 6-character piece of it survives.
+
+
+def _masked_whole(m: Masker, text: str, secret: str, kind: str) -> str:
+    out = m.mask_text(text)
+    assert_no_leak(secret, out, text.replace(secret, " "))
+    assert kind in kinds_in(out), out
+    return out
+
+
+@pytest.mark.parametrize("text,secret,rest", [
+    ("password: correct horse battery staple", "correct horse battery staple", ""),
+    ("passphrase = correct horse battery staple\nnext line", "correct horse battery staple", "\nnext line"),
+    ("secret: two words here; retry=3", "two words here", "; retry=3"),
+    ("pwd=lemon tree sunset, user=jane", "lemon tree sunset", ", user=jane"),
+    ("login password: violet rabbit engine user: jane", "violet rabbit engine", " user: jane"),
+    ('{"note": "password: orange kettle window"}', "orange kettle window", '"}'),
+    ('{\\"note\\": \\"password: orange kettle window\\"}', "orange kettle window", '\\"}'),
+    ("error='password: purple zebra dancing' at x", "purple zebra dancing", "' at x"),
+    ("password=p&ssw0rd-long&user=jane", "p&ssw0rd-long", "&user=jane"),
+    ("token: alpha beta, gamma delta", "alpha beta, gamma delta", ""),
+])
+def test_credential_label_masks_the_whole_value(m, text, secret, rest):
+    out = m.mask_text(text)
+    assert_no_leak(secret, out, text.replace(secret, " "))
+    assert out.endswith(rest), out
+    assert len(kinds_in(out)) == 1 and kinds_in(out)[0] in CREDENTIAL_KINDS
+    assert m.mask_text(out) == out
+
+
+def test_multi_word_value_keeps_logfmt_and_personal_pairs(m):
+    assert re.fullmatch(rf"host=db user=app password={tag('password')} dbname=x",
+                        m.mask_text("host=db user=app password=s3cret dbname=x"))
+    out = m.mask_text("phone: 020 7946 0958 (mobile) status: ok")
+    assert re.fullmatch(rf"phone: {tag('phone')} \(mobile\) status: ok", out), out
