@@ -423,8 +423,8 @@ _IBAN_LENGTHS: dict[str, int] = {
 
 def iban_valid(iban: str) -> bool:
     """ISO 13616 IBAN check: known country, its length, and ISO 7064 mod 97-10 == 1.
-    Spaces are ignored; letters must be upper case."""
-    s = iban.replace(" ", "")
+    Spaces are ignored; letters may be of either case."""
+    s = iban.replace(" ", "").upper()
     if _IBAN_LENGTHS.get(s[:2]) != len(s) or not s[2:4].isdigit() or not s.isalnum():
         return False
     r = s[4:] + s[:4]
@@ -457,10 +457,10 @@ def _looks_random(s: str) -> bool:
 # literals and slow on case-insensitive or named-group alternations or a \d start, so gates are
 # literal alternations (on lower-cased text for names) and byte shapes; a string that passes none
 # (ids, statuses, kinds: the common case) is returned untouched in well under a microsecond.
-# Byte "shape" of a text for digit-based detectors: digit -> 0, A-Z -> 2, '-' '.' -> 3, else 1.
-# bytes.translate / in / count run in C, far faster than a regex with a \d start.
-_SHAPE = bytes((0 if 48 <= i <= 57 else 2 if 65 <= i <= 90 else 3 if i in (45, 46) else 1)
-               for i in range(256))
+# Byte "shape" of a text for digit-based detectors: digit -> 0, A-Z -> 2, '-' '.' -> 3, a-z -> 4,
+# else 1. bytes.translate / in / count run in C, far faster than a regex with a \d start.
+_SHAPE = bytes((0 if 48 <= i <= 57 else 2 if 65 <= i <= 90 else 3 if i in (45, 46)
+                else 4 if 97 <= i <= 122 else 1) for i in range(256))
 _PROVIDER_GATE_RE = re.compile(
     r"AKIA|ASIA|gh[pousr]_|github_pat_|_live_|_test_|whsec_|xox|xapp-|AIza|ya29\.|sk-|glpat-"
     r"|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack")
@@ -501,7 +501,7 @@ def _families(text: str) -> int:
                 f |= _F_CARD
             if sh.find(b"\0\0\0\3\0\0\0\0") >= 0:          # NANP ends "ddd-dddd" / "ddd.dddd"
                 f |= _F_PHONE
-        if sh.find(b"\2\2\0\0") >= 0:                    # IBAN starts with country + check digits
+        if sh.find(b"\2\2\0\0") >= 0 or sh.find(b"\4\4\0\0") >= 0:   # IBAN: country + check digits
             f |= _F_IBAN
     return f
 
@@ -552,8 +552,21 @@ _EMAIL_RE = re.compile(
     r"(?:(?<![A-Za-z0-9!#$%*+^_{|}~.\-])|" + _ESC + r")(?<!\\)[A-Za-z0-9!#$%*+^_{|}~\-](?:[A-Za-z0-9!#$%*+^_{|}~.\-]{0,63})"
     r"@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9\-])")
 
-# Candidate IBAN (ISO 13616): country, 2 check digits, BBAN, optionally in groups separated by spaces.
-_IBAN_RE = re.compile(r"(?:(?<![A-Za-z0-9])|" + _ESC + r")[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
+# Candidate IBAN (ISO 13616): country, 2 check digits, BBAN, optionally in groups separated by
+# spaces; upper or lower case (validated upper-cased, see _iban_case_ok).
+_IBAN_RE = re.compile(r"(?:(?<![A-Za-z0-9])|" + _ESC + r")[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]){11,30}(?![A-Za-z0-9])")
+_HEX_CHARS = frozenset("0123456789abcdef")
+
+
+def _iban_case_ok(s: str) -> bool:
+    """An IBAN is written all upper or all lower case (random mixed-case ids are not IBANs). An
+    unspaced lower-case candidate made only of hex digits, with a hex letter in its BBAN, is a hex
+    id (span ids, digests) that happens to pass mod-97 (1 in 97), not an IBAN."""
+    if s.isupper():
+        return True
+    if not s.islower():
+        return False
+    return " " in s or not (_HEX_CHARS.issuperset(s) and not s[4:].isdigit())
 
 # Runs of >= 13 digits with single space/dash separators; card windows are searched inside a run.
 _CARD_RUN_RE = re.compile(r"(?<!\d)\d(?:[ \-]?\d){12,}(?!\d)")
@@ -1026,7 +1039,7 @@ class Masker:
         pos = 0
         while m is not None:
             s = m.group()
-            length = _IBAN_LENGTHS.get(s[:2])
+            length = _IBAN_LENGTHS.get(s[:2].upper())
             end = -1
             if length:
                 cnt = k = 0
@@ -1034,7 +1047,8 @@ class Masker:
                     if s[k] != " ":
                         cnt += 1
                     k += 1
-                if cnt == length and (k == len(s) or s[k] == " ") and iban_valid(s[:k]):
+                if cnt == length and (k == len(s) or s[k] == " ") and iban_valid(s[:k]) \
+                        and _iban_case_ok(s[:k]):
                     end = k
             if end > 0:
                 parts.append(text[pos:m.start()])

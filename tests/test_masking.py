@@ -510,7 +510,8 @@ def ibans(draw):
     iban = f"{country}{check:02d}{bban}"
     assert iban_valid(iban)
     if draw(st.booleans()):
-        return " ".join(iban[i:i + 4] for i in range(0, len(iban), 4))
+        spaced = " ".join(iban[i:i + 4] for i in range(0, len(iban), 4))
+        return spaced.lower() if draw(st.booleans()) else spaced
     return iban
 
 
@@ -713,3 +714,27 @@ def test_multi_word_value_keeps_logfmt_and_personal_pairs(m):
                         m.mask_text("host=db user=app password=s3cret dbname=x"))
     out = m.mask_text("phone: 020 7946 0958 (mobile) status: ok")
     assert re.fullmatch(rf"phone: {tag('phone')} \(mobile\) status: ok", out), out
+
+
+@pytest.mark.parametrize("text,secret", [
+    ("iban: de89 3704 0044 0532 0130 00", "de89 3704 0044 0532 0130 00"),
+    ("wire to de89 3704 0044 0532 0130 00 today", "de89 3704 0044 0532 0130 00"),
+    ("pay to de89370400440532013000 now", "de89370400440532013000"),
+    ("to gb82 west 1234 5698 7654 32.", "gb82 west 1234 5698 7654 32"),
+    ("IBAN DE89 3704 0044 0532 0130 00, ref 7", "DE89 3704 0044 0532 0130 00"),
+])
+def test_spaced_and_lower_case_ibans_are_masked_whole(m, text, secret):
+    out = m.mask_text(text)
+    assert_no_leak(secret, out, text.replace(secret, " "))
+    assert kinds_in(out) == ["iban"], out
+    assert out == text.replace(secret, m.tag("iban", "DE89370400440532013000")) or "gb82" in text
+    assert iban_valid(secret)
+
+
+@pytest.mark.parametrize("text", [
+    "span be742c2c9c8bf1f0 closed",       # a hex id that happens to pass mod-97 as a BE IBAN
+    "ref xde89370400440532013000",         # not delimited
+    "ref dE89370400440532013000",          # mixed case: not an IBAN as written
+])
+def test_iban_look_alikes_stay_visible(m, text):
+    assert m.mask_text(text) == text
