@@ -66,16 +66,16 @@ __all__ = [
 CREDENTIAL_KINDS: frozenset[str] = frozenset({
     "password", "secret", "token", "api_key", "private_key", "authorization", "cookie", "session",
     "credential", "pin", "cvv", "signature", "jwt", "bearer", "basic", "aws_key", "github_token",
-    "stripe_key", "slack_token", "google_api_key",
+    "stripe_key", "slack_token", "google_api_key", "aws_secret",
 })
 
 #: Built-in detectors. Only the personal-data ones may be switched off by configuration;
 #: credential detectors are always on (credentials are never revealed, DESIGN §6).
 DETECTORS: tuple[str, ...] = (
     "private_key", "url_password", "url_param", "jwt", "provider_key", "auth_header",
-    "email", "iban", "phone", "card", "named_value",
+    "email", "iban", "phone", "ssn", "card", "named_value",
 )
-OPTIONAL_DETECTORS: frozenset[str] = frozenset({"email", "iban", "card", "phone"})
+OPTIONAL_DETECTORS: frozenset[str] = frozenset({"email", "iban", "card", "phone", "ssn"})
 
 #: A tag as written by a Masker: ``[kind#xxxxxx]`` or, for cards, ``[card#xxxxxx …1234]``.
 TAG_RE = re.compile(r"\[[a-z][a-z0-9_]{0,31}#[0-9a-f]{6}(?: …\d{4})?\]")
@@ -96,6 +96,7 @@ _FIELD_WORDS: dict[str, str] = {
     "private_key": "private_key", "secret_key": "private_key", "signing_key": "private_key",
     "encryption_key": "private_key", "master_key": "private_key", "ssh_key": "private_key",
     "hmac_key": "private_key", "privatekey": "private_key",
+    "secret_access_key": "aws_secret", "aws_secret_key": "aws_secret",
     "authorization": "authorization", "auth": "authorization",
     "cookie": "cookie", "cookies": "cookie",
     "session": "session", "sessionid": "session", "jsessionid": "session", "phpsessid": "session",
@@ -119,6 +120,7 @@ _FIELD_WORDS: dict[str, str] = {
 # unambiguous stems: short ones (pan, pin, auth) would hit "company", "spinner", "author".
 _GLUED_NAMES: dict[str, str] = {
     "password": "password", "passwd": "password", "passphrase": "password", "secret": "secret",
+    "secretaccesskey": "aws_secret",
     "apikey": "api_key", "accesskey": "api_key", "secretkey": "private_key",
     "privatekey": "private_key", "accesstoken": "token", "refreshtoken": "token",
     "authtoken": "token", "bearertoken": "token", "idtoken": "token", "sessionid": "session",
@@ -467,7 +469,12 @@ _PROVIDER_GATE_RE = re.compile(
 _STEM_GATE_RE = re.compile(
     r"b(?:earer|asic)|token|p(?:ass|wd|an|in|hone)|s(?:ecret|ess|sn|ig)|key|auth"
     r"|c(?:ookie|red|ard|vv|vc|sc|ode)|iban|m(?:ail|obile|sisdn)|otp")
-_F_URL, _F_AT, _F_JWT, _F_PEM, _F_CARD, _F_PHONE, _F_IBAN, _F_PROV, _F_STEM = (1 << i for i in range(9))
+_F_URL, _F_AT, _F_JWT, _F_PEM, _F_CARD, _F_PHONE, _F_IBAN, _F_PROV, _F_STEM, _F_AWS, _F_PHONE00, \
+    _F_SSN, _F_LABEL = (1 << i for i in range(13))
+# Lower-case gates: AWS secret keys (40 base64 characters) need an AWS or "secret" context;
+# phone/SSN numbers without ":" / "=" need a label word just before them.
+_AWS_GATE_RE = re.compile(r"akia|asia|aws|secret")
+_LABEL_GATE_RE = re.compile(r"ssn|social|phone|tel|mobile|cell|msisdn")
 
 
 def _families(text: str) -> int:
@@ -490,11 +497,25 @@ def _families(text: str) -> int:
         f |= _F_PEM
     if len(text) >= 15 and _PROVIDER_GATE_RE.search(text) is not None:
         f |= _F_PROV
-    if ("=" in text or ":" in text or " " in text or not text.isprintable()) \
-            and _STEM_GATE_RE.search(text.lower()) is not None:
-        f |= _F_STEM
+    low = None
+    if "=" in text or ":" in text or " " in text or not text.isprintable():
+        low = text.lower()
+        if _STEM_GATE_RE.search(low) is not None:
+            f |= _F_STEM
+    if len(text) >= 40:
+        if low is None:
+            low = text.lower()
+        if _AWS_GATE_RE.search(low) is not None:
+            f |= _F_AWS
     sh = text.encode("utf-8", "surrogatepass").translate(_SHAPE)
     nd = sh.count(0)
+    if nd >= 6 and low is not None and _LABEL_GATE_RE.search(low) is not None:
+        f |= _F_LABEL
+    if nd >= 9:
+        if nd >= 10 and "00" in text and " " in text:
+            f |= _F_PHONE00
+        if sh.find(b"\0\0\0\3\0\0\3\0\0\0\0") >= 0:   # SSN "ddd-dd-dddd"
+            f |= _F_SSN
     if nd >= 4:
         if nd >= 10 and sh.find(b"\0\0\0\0") >= 0:       # cards and NANP phones have a 4-digit group
             if nd >= 13:
@@ -568,10 +589,26 @@ def _iban_case_ok(s: str) -> bool:
         return False
     return " " in s or not (_HEX_CHARS.issuperset(s) and not s[4:].isdigit())
 
-# Runs of >= 13 digits with single space/dash separators; card windows are searched inside a run.
-_CARD_RUN_RE = re.compile(r"(?<!\d)\d(?:[ \-]?\d){12,}(?!\d)")
+# Runs of >= 13 digits with single space/dash/dot separators; card windows are searched inside a run.
+_CARD_RUN_RE = re.compile(r"(?<!\d)\d(?:[ .\-]?\d){12,}(?!\d)")
 _DIGITS_RE = re.compile(r"\d+")
-_CARD_TEXT_RE = re.compile(r"\s*\d[\d \-]*\d\s*")
+_CARD_TEXT_RE = re.compile(r"\s*\d[\d .\-]*\d\s*")
+
+# AWS secret access key: 40 base64 characters (mixed case, with a digit, "/" or "+"), looked for only
+# in text that mentions AWS, an access key id (AKIA/ASIA) or a secret (see _F_AWS).
+_AWS_SECRET_RE = re.compile(r"(?:(?<![A-Za-z0-9/+=])|" + _ESC + r")[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+
+# US SSN "ddd-dd-dddd" (SSA: area not 000/666/9xx, group not 00, serial not 0000); dates are 4-2-2.
+_SSN_RE = re.compile(r"(?:(?<![\w\-./:])|" + _ESC + r")(?!000|666|9)\d{3}-(?!00)\d{2}-(?!0000)\d{4}"
+                     r"(?![\w\-]|[.:/]\d)")
+# International numbers written with the "00" prefix and spaces (ITU-T E.123): "0044 20 7946 0958".
+_PHONE00_RE = re.compile(r"(?:(?<![\w+\-./:])|" + _ESC + r")00[1-9]\d{0,3}(?: \d{1,4}){2,5}(?![\w\-./:]| \d)")
+# A phone or SSN right after its label word, no ":" needed: "tel 020 7946 0958", "ssn 078 05 1120".
+_LABEL_NUM_RE = re.compile(
+    r"(?<![A-Za-z0-9_])(?i:(?P<ssn>ssn|social[ \-]security(?:[ \-](?:number|no\.?|nr\.?))?)"
+    r"|phone|tel|telephone|mobile|cell(?:phone)?|msisdn)\.?"
+    r"(?i:[ \t]*(?:number|no\.?|nr\.?|#))?[ \t]*[:=#]?[ \t]*"
+    r"(?P<num>\(?\+?\d[\d ().\-/]{4,22}\d)(?!\d)")
 
 # E.164-ish phone numbers need a leading + (ITU-T E.164: at most 15 digits); NANP needs its
 # formatted shape. Plain digit runs are not phones: they are ids, order numbers, epochs.
@@ -632,10 +669,14 @@ class Masker:
             ("url_param", _F_STEM, self._d_url_param),
             ("jwt", _F_JWT, self._d_jwt),
             ("provider_key", _F_PROV, self._d_provider),
+            ("provider_key", _F_AWS, self._d_aws_secret),
             ("auth_header", _F_STEM, self._d_auth),
             ("email", _F_AT, self._d_email),
             ("iban", _F_IBAN, self._d_iban),
             ("phone", _F_PHONE, self._d_phone),    # before cards: "+4915123456789" is a phone
+            ("phone", _F_PHONE00, self._d_phone00),
+            ("ssn", _F_SSN, self._d_ssn),
+            ("named_value", _F_LABEL, self._d_labelled_number),
             ("card", _F_CARD, self._d_card),
             ("named_value", _F_STEM, self._d_kv),
         ) if name in det]
@@ -773,8 +814,10 @@ class Masker:
             norm = raw.replace(" ", "").upper()
         elif kind == "email":
             norm = raw.strip().lower()
-        elif kind == "phone":
+        elif kind in ("phone", "ssn"):
             norm = "".join(ch for ch in raw if ch.isdigit())
+            if kind == "phone" and norm.startswith("00"):
+                norm = norm[2:]                      # "0044 20 ..." is "+44 20 ..."
         else:
             norm = raw
         t = f"[{kind}#{self._hex(norm)} …{last4}]" if last4 else f"[{kind}#{self._hex(norm)}]"
@@ -1022,6 +1065,15 @@ class Masker:
             return m.group(1) + m.group(2) + self._tag(kind, cred)
         return _AUTH_RE.sub(repl, text)
 
+    def _d_aws_secret(self, text: str, found: list[str]) -> str:
+        def repl(m: re.Match[str]) -> str:
+            s = m.group()
+            if not (_has_upper(s) and _has_lower(s) and (_has_digit(s) or "/" in s or "+" in s)):
+                return s                  # hex digests, words: not a base64 secret
+            found.append("aws_secret")
+            return self._tag("aws_secret", s)
+        return _AWS_SECRET_RE.sub(repl, text)
+
     def _d_email(self, text: str, found: list[str]) -> str:
         if "@" not in text:
             return text
@@ -1087,6 +1139,34 @@ class Masker:
                 return self._tag("phone", m.group())
             text = _NANP_RE.sub(nanp, text)
         return text
+
+    def _d_phone00(self, text: str, found: list[str]) -> str:
+        def repl(m: re.Match[str]) -> str:
+            n = sum(ch.isdigit() for ch in m.group()) - 2
+            if not 8 <= n <= 15:
+                return m.group()
+            found.append("phone")
+            return self._tag("phone", m.group())
+        return _PHONE00_RE.sub(repl, text)
+
+    def _d_ssn(self, text: str, found: list[str]) -> str:
+        def repl(m: re.Match[str]) -> str:
+            found.append("ssn")
+            return self._tag("ssn", m.group())
+        return _SSN_RE.sub(repl, text)
+
+    def _d_labelled_number(self, text: str, found: list[str]) -> str:
+        det = self.rules.detectors
+
+        def repl(m: re.Match[str]) -> str:
+            kind = "ssn" if m.group("ssn") else "phone"
+            num = m.group("num")
+            n = sum(ch.isdigit() for ch in num)
+            if kind not in det or not (n == 9 if kind == "ssn" else 7 <= n <= 15):
+                return m.group()
+            found.append(kind)
+            return m.group()[:m.start("num") - m.start()] + self._tag(kind, num)
+        return _LABEL_NUM_RE.sub(repl, text)
 
     def _phone_repl(self, m: re.Match[str], found: list[str]) -> str:
         s = m.group()
@@ -1193,6 +1273,11 @@ _MISSING = object()
 # Exact types that never carry text, passed through unless their column is sensitive by name.
 _PASSTHROUGH_TYPES = frozenset({int, float, Decimal, datetime, date, time, timedelta, UUID,
                                 bool, type(None)})
+
+
+_has_upper = re.compile(r"[A-Z]").search
+_has_lower = re.compile(r"[a-z]").search
+_has_digit = re.compile(r"[0-9]").search
 
 
 def _at_tag(s: str, i: int) -> bool:

@@ -738,3 +738,49 @@ def test_spaced_and_lower_case_ibans_are_masked_whole(m, text, secret):
 ])
 def test_iban_look_alikes_stay_visible(m, text):
     assert m.mask_text(text) == text
+
+
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize("text,secret,kind", [
+    (f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET, "aws_secret"),
+    (f"aws_secret_access_key {AWS_SECRET}", AWS_SECRET, "aws_secret"),
+    (f"secret {AWS_SECRET} rotated", AWS_SECRET, "aws_secret"),
+    (f"creds AKIAIOSFODNN7EXAMPLE {AWS_SECRET}", AWS_SECRET, "aws_secret"),
+    (f'{{"AccessKeyId": "ASIAIOSFODNN7EXAMPLE", "SecretAccessKey": "{AWS_SECRET}"}}', AWS_SECRET,
+     "aws_secret"),
+    ("card 4111.1111.1111.1111 declined", "4111.1111.1111.1111", "card"),
+    ("call 0044 20 7946 0958 now", "0044 20 7946 0958", "phone"),
+    ("tel 020 7946 0958", "020 7946 0958", "phone"),
+    ("mobile no. 07700 900123", "07700 900123", "phone"),
+    ("phone: 0044 20 7946 0958", "0044 20 7946 0958", "phone"),
+    ("ssn 078-05-1120 on file", "078-05-1120", "ssn"),
+    ("social security number 078 05 1120", "078 05 1120", "ssn"),
+    ("SSN#: 078051120", "078051120", "ssn"),
+    ("applicant 078-05-1120 rejected", "078-05-1120", "ssn"),
+])
+def test_more_secrets_in_free_text(m, text, secret, kind):
+    out = m.mask_text(text)
+    assert_no_leak(secret, out, text.replace(secret, " "))
+    assert kind in kinds_in(out), out
+    assert m.mask_text(out) == out
+
+
+def test_aws_secret_is_a_credential_and_tags_like_its_column(m):
+    assert m.is_credential("note", f"aws_secret_access_key {AWS_SECRET}")
+    assert m.mask_value(AWS_SECRET, "aws_secret_access_key") == m.mask_text(AWS_SECRET + " secret").split()[0]
+
+
+@pytest.mark.parametrize("text", [
+    "due 2026-11-30", "window 2026-11-30T08:00:00Z..2026-12-01", "ORD-078-05-1120", "078-05-11200",
+    "v078-05-1120", "000-12-3456 placeholder", "666-12-3456", "900-12-3456", "123-00-4567",
+    "git 9fceb02d0ae598e95dc970b74767f19372d61af8 secret rotated",     # SHA-1: hex, not base64-ish
+    "secret path /var/lib/app/data/Archive2024/ReportsFinal/x.csv",
+    "order 0044 20 7946 0958 1234 5678",                               # > 15 digits: not a phone
+    "amount 4111.11", "ip 10.20.30.40", "oid 1.3.6.1.4.1.2021.10.1.3.1",
+    "batch 00123 45 67", "at 2024-05-01 00:12:34", "offset 0012 secs",
+])
+def test_more_look_alikes_stay_visible(m, text):
+    assert m.mask_text(text) == text
+    assert m.counts == {}
