@@ -399,3 +399,83 @@ def _tick_gaps(qtbot, interval_ms=10):
     t.timeout.connect(tick)
     t.start()
     return _Gaps(t, gaps)
+
+
+# ------------------------------------------------------------------------------------ export / reveal
+
+def _planted_secrets(path) -> list[str]:
+    """Secrets the demo plants in its payloads and errors (a bearer token, a DSN password, e-mails)."""
+    import re
+    import sqlite3
+    with sqlite3.connect(path) as c:
+        text = "\n".join(str(v) for row in c.execute("SELECT request_body, response_body, error FROM operations")
+                         for v in row if v) + "\n".join(r[0] for r in c.execute(
+                             "SELECT error FROM attempts WHERE error IS NOT NULL"))
+    found = set(re.findall(r"sk_live_[0-9a-f]+", text)) | set(re.findall(r"tok_[0-9a-f]+", text))
+    found |= set(re.findall(r"[\w.]+@example\.com", text))
+    if "hunter2" in text:
+        found.add("hunter2")
+    assert found, "the demo no longer plants secrets: this check would be empty"
+    return sorted(found)
+
+
+def test_export_duplicate_effect_through_the_dialog(qtbot, window, demo_db, tmp_path, monkeypatch, query_threads):
+    import csv
+    import json
+    import sqlite3
+    from PySide6.QtGui import QDesktopServices
+    from PySide6.QtWidgets import QMessageBox
+    path, _ = demo_db
+    opened: list = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(lambda url: opened.append(url) or True))
+    monkeypatch.setattr(QMessageBox, "exec", lambda self: pytest.fail("a blocking message box was shown"))
+    tab = open_and_wait(qtbot, window, spec_for(path))
+    tab.filter_by_finding(FindingKind.DUPLICATE_EFFECT)
+    qtbot.waitUntil(lambda: tab.flt.findings == [FindingKind.DUPLICATE_EFFECT], timeout=5000)
+
+    out = tmp_path / "evidence.csv"
+    out.write_text("old")  # exists: the dialog must ask before replacing it
+    window.export_current()
+    dlg = window.export_dialog
+    assert dlg.isVisible()
+    dlg.path.setText(str(out))
+    dlg.null_literal.setText("NULL")
+    asked: list[str] = []
+    dlg.ask_replace = lambda p: asked.append(p) or False
+    dlg.export_btn.click()
+    assert asked == [str(out)] and dlg.isVisible() and "already exists" in dlg.problem.text()
+    # the ledger file itself is refused with check_target's reason, in the dialog
+    dlg.path.setText(str(path))
+    dlg.export_btn.click()
+    assert dlg.isVisible() and "is the ledger being read" in dlg.problem.text()
+    # a missing folder too
+    dlg.path.setText(str(tmp_path / "nope" / "x.csv"))
+    dlg.export_btn.click()
+    assert "does not exist" in dlg.problem.text()
+    dlg.path.setText(str(out))
+    dlg.ask_replace = lambda p: True
+    dialog_texts = [dlg.sentence.text(), dlg.problem.text()]
+    dlg.export_btn.click()
+    assert not dlg.isVisible()
+    qtbot.waitUntil(lambda: getattr(window, "export_done_box", None) is not None, timeout=30000)
+    box = window.export_done_box
+    assert box.isVisible()
+    with sqlite3.connect(path) as c:
+        planted = {(s, k) for s, k in c.execute(
+            "SELECT scope, idempotency_key FROM idemview_demo_planted WHERE kind = 'duplicate_effect'")}
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["scope"], r["idempotency_key"]) for r in rows} == planted
+    assert f"Exported {len(rows):,} operations rows" in box.text()
+    assert str(out) in box.text() and str(out) + ".manifest.json" in box.text()
+    assert any(r[k] == "NULL" for r in rows for k in r)  # the NULL literal reached the core
+    manifest = json.loads((tmp_path / "evidence.csv.manifest.json").read_text())
+    assert manifest["filter"]["sentence"] == tab.filterbar.sentence_text()
+    # Open folder opens the CSV's folder
+    btn = next(b for b in box.buttons() if b.text() == "Open folder")
+    btn.click()
+    assert [u.toLocalFile() for u in opened] == [str(tmp_path)]
+    dialog_texts += [box.text(), window.statusBar().currentMessage()]
+    for secret in _planted_secrets(path):
+        assert not any(secret in t for t in dialog_texts), secret
+    assert_off_gui_thread(query_threads)
