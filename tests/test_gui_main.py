@@ -262,6 +262,9 @@ def test_models_pass_qtmodeltester(qtbot, qtmodeltester, window, demo_db):
     # the tester called fetchMore: let that page land while the tester still watches this model
     qtbot.waitUntil(lambda: not tab.model.is_loading(), timeout=10000)
     assert tab.model.rowCount() > tab.model.page_size
+    # every page once: fetchMore called from inside rowsAboutToBeInserted must not re-ask the same page
+    ids = [r.row_id for r in tab.model.rows()]
+    assert len(ids) == len(set(ids)) and len(ids) <= planted.operations
     qtmodeltester.check(tab.findings_model, force_py=True)
     scope, key = sorted(planted.incidents["retry_storm"])[0]
     tab.open_operation(scope, key)

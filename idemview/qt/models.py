@@ -136,16 +136,18 @@ class OperationsModel(QAbstractTableModel):
 
     def _on_page(self, result):
         rows, cursor = result
-        self._set_loading(False)
+        # The cursor moves before any signal is emitted and "loading" ends only after the rows are in:
+        # a view or model tester reacting to rowsAboutToBeInserted / loading_changed by calling
+        # fetchMore must see either "still loading" or the new cursor. (It used to see loading=False
+        # with the old cursor, asked for the same page again, and the grid showed every page twice.)
+        self._cursor = cursor if rows else None
+        self._exhausted = self._cursor is None
         if rows:
             first = len(self._rows)
             self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
             self._rows.extend(rows)
-            self._cursor = cursor
-            self._exhausted = cursor is None
             self.endInsertRows()
-        else:
-            self._cursor, self._exhausted = None, True
+        self._set_loading(False)
         self.page_loaded.emit(len(self._rows))
 
     def _on_error(self, err: JobError):
