@@ -482,3 +482,33 @@ def test_export_duplicate_effect_through_the_dialog(qtbot, window, demo_db, tmp_
     for secret in _planted_secrets(path):
         assert not any(secret in t for t in dialog_texts), secret
     assert_off_gui_thread(query_threads)
+
+
+def test_connection_list_follows_the_form_and_naive_zone_reaches_the_ledger(qtbot, demo_db, tmp_path):
+    from idemview.config import ConnectionStore, CredentialStore
+    from idemview.qt.connections import ConnectionDialog
+    from idemview.qt.session import SharedMasker, open_ledger
+    from idemview.qt.workers import CancelToken
+    creds = CredentialStore()
+    creds.available, creds.notice = False, "no keyring"
+    dlg = ConnectionDialog(creds, SharedMasker(), store=ConnectionStore(tmp_path / "c.toml"))
+    qtbot.addWidget(dlg)
+    dlg.name.setText("payments (prod replica)")
+    dlg.url.setText("postgresql+psycopg://ledger_reader@db.internal:5432/payments")
+    dlg.split_btn.click()
+    assert dlg.list.currentItem().text().startswith("payments (prod replica)\n  postgresql · db.internal/payments")
+    dlg.new()
+    dlg.type.setCurrentIndex(0)
+    dlg.file.setText(str(demo_db[0]))
+    dlg.name.setText("demo in Berlin")
+    dlg.zone.setText("Europe/Berlin")
+    assert dlg.list.currentItem().text().startswith("demo in Berlin\n  sqlite")
+    dlg.layout_box.setCurrentIndex(dlg.layout_box.findData("idemview"))
+    dlg.connect_()
+    assert dlg.spec.naive_zone == "Europe/Berlin"
+    opened = open_ledger(dlg.spec, CancelToken())
+    try:
+        assert all(tc.zone == "Europe/Berlin" for tc in opened.ledger.layout.times.values()
+                   if tc.encoding == "naive")
+    finally:
+        opened.engine.dispose()

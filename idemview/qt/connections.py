@@ -101,6 +101,7 @@ class ConnectionDialog(QDialog):
         form = QFormLayout(right)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         self.name = QLineEdit()
+        self.name.textChanged.connect(self._live_list_text)
         form.addRow("Name", self.name)
         paste = QHBoxLayout()
         self.url = QLineEdit()
@@ -186,6 +187,9 @@ class ConnectionDialog(QDialog):
         bottom.addWidget(close)
         outer.addLayout(bottom)
         self.resize(880, 600)
+        for sig in (self.type.currentIndexChanged, self.file.textChanged, self.host.textChanged,
+                    self.dbname.textChanged):
+            sig.connect(self._live_list_text)
         self._reload_list()
         if self.conns:
             self.list.setCurrentRow(0)
@@ -199,8 +203,7 @@ class ConnectionDialog(QDialog):
         self.list.clear()
         row = 0
         for i, c in enumerate(self.conns):
-            where = c.database if c.dialect == "sqlite" else f"{c.host}/{c.database}"
-            it = QListWidgetItem(f"{c.name}\n  {c.dialect} · {where}")
+            it = QListWidgetItem(self._list_text(c))
             self.list.addItem(it)
             if c.id == select_id:
                 row = i
@@ -208,7 +211,22 @@ class ConnectionDialog(QDialog):
         if self.conns:
             self.list.setCurrentRow(row)
 
+    @staticmethod
+    def _list_text(c: Connection) -> str:
+        where = c.database if c.dialect == "sqlite" else f"{c.host}/{c.database}"
+        return f"{c.name}\n  {c.dialect} · {where}"
+
+    def _live_list_text(self, *_):
+        """The list entry of the connection being edited follows the form as it is typed."""
+        if self._loading or self._current is None:
+            return
+        row = next((i for i, c in enumerate(self.conns) if c.id == self._current.id), -1)
+        if 0 <= row < self.list.count():
+            self.list.item(row).setText(self._list_text(self.form_connection()))
+
     def _select(self, row: int):
+        for i, c in enumerate(self.conns[:self.list.count()]):  # unsaved edits of the one left behind
+            self.list.item(i).setText(self._list_text(c))
         if 0 <= row < len(self.conns):
             self._show(self.conns[row])
 
@@ -231,6 +249,7 @@ class ConnectionDialog(QDialog):
         self.zone.setText(c.naive_zone or "UTC")
         self._loading = False
         self._type_changed()
+        self._live_list_text()
 
     def _type_changed(self, *_):
         sqlite = self.type.currentData() == "sqlite"
@@ -349,7 +368,7 @@ class ConnectionDialog(QDialog):
         c = self.save()
         pw = self.password.text() or self.credentials.get(c.id)
         self.spec = OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
-                             colour=c.colour, connection_id=c.id)
+                             colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None)
         self.accept()
 
     def done(self, r):  # noqa: D401 - Qt override

@@ -94,6 +94,7 @@ class OpenSpec:
     password: str | None = None
     colour: str = ""
     connection_id: str | None = None
+    naive_zone: str | None = None  # IANA zone of the ledger's naive timestamps (a saved connection's)
 
 
 @dataclass
@@ -131,7 +132,7 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
             m = matches[0]
             layout = m.layout
             detection = f"detected {m.layout.name} ({m.confidence:.0%}): {m.reason}"
-        ledger = Ledger(engine, layout, name=spec.name)
+        ledger = Ledger(engine, layout, name=spec.name, naive_zone=spec.naive_zone)
         token.check()
         ro = session_is_read_only(engine)
         n_ops, n_att = ledger.counts()
