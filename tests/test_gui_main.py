@@ -512,3 +512,69 @@ def test_connection_list_follows_the_form_and_naive_zone_reaches_the_ledger(qtbo
                    if tc.encoding == "naive")
     finally:
         opened.engine.dispose()
+
+
+def test_reveal_one_cell_but_never_a_credential(qtbot, window, demo_db, tmp_path, query_threads):
+    import json
+    import shutil
+    import sqlite3
+    from idemview.qt.models import COL_KEY
+    path = tmp_path / "reveal.db"
+    shutil.copy(demo_db[0], path)
+    with sqlite3.connect(path) as c:
+        (a_id,), (b_id,) = c.execute("SELECT id FROM operations ORDER BY created_at DESC LIMIT 2").fetchall()
+        c.execute("UPDATE operations SET idempotency_key = 'signup-ann.lee@example.com' WHERE id = ?", (a_id,))
+        c.execute("UPDATE operations SET idempotency_key = 'Bearer sk_live_0123456789abcdef01234567' "
+                  "WHERE id = ?", (b_id,))
+        scope, key, body = c.execute(
+            "SELECT o.scope, o.idempotency_key, o.request_body FROM operations o WHERE EXISTS (SELECT 1 FROM "
+            "attempts a WHERE a.scope = o.scope AND a.idempotency_key = o.idempotency_key AND a.error LIKE "
+            "'%hunter2%') AND o.request_body LIKE '%Bearer%' ORDER BY o.id LIMIT 1").fetchone()
+    email = json.loads(body)["customer"]["email"]
+    tab = open_and_wait(qtbot, window, spec_for(path, "reveal"))
+    rows = tab.model.rows()
+    ia = next(i for i, r in enumerate(rows) if r.row_id == a_id)
+    ib = next(i for i, r in enumerate(rows) if r.row_id == b_id)
+    # grid: the e-mail key shows masked; "Reveal this value" re-reads it on a worker
+    cell = tab.model.index(ia, COL_KEY)
+    assert "ann.lee" not in cell.data() and "[email#" in cell.data()
+    act = tab.grid_reveal_action(cell)
+    assert act.isEnabled()
+    act.trigger()
+    qtbot.waitUntil(lambda: tab.model.index(ia, COL_KEY).data() == "signup-ann.lee@example.com", timeout=10000)
+    # a bearer token: the action is there, disabled, and says why
+    act = tab.grid_reveal_action(tab.model.index(ib, COL_KEY))
+    assert not act.isEnabled() and act.toolTip() == "credentials are never revealed"
+    assert "sk_live_0123" not in tab.model.index(ib, COL_KEY).data()
+    # even if asked directly, the worker refuses (Masker.is_credential on the raw value)
+    tab.last_reveal_refusal = None
+    tab.reveal(rows[ib].scope_raw, rows[ib].key_raw, ("op", "key"), b_id, lambda v: pytest.fail("revealed"))
+    qtbot.waitUntil(lambda: tab.last_reveal_refusal is not None, timeout=10000)
+    assert tab.last_reveal_refusal == "credentials are never revealed"
+
+    # detail pane: the customer's e-mail in the request can be revealed, the Authorization header not
+    tab.open_operation(scope, key)
+    qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == key, timeout=10000)
+    req = tab.detail.viewers["Request"]
+    text = req.toPlainText()
+    assert email not in text
+    pos = text.index('"email": "[email#') + len('"email": "') + 2
+    act = tab.detail.payload_reveal_action("Request", pos)
+    assert act.isEnabled()
+    act.trigger()
+    qtbot.waitUntil(lambda: email in req.toPlainText(), timeout=10000)
+    assert "sk_live_" not in req.toPlainText()
+    text = req.toPlainText()
+    pos = text.index('"Authorization": "') + len('"Authorization": "') + 2
+    act = tab.detail.payload_reveal_action("Request", pos)
+    assert not act.isEnabled() and act.toolTip() == "credentials are never revealed"
+    # the attempts table: an error carrying a DSN password is never revealed
+    am = tab.detail.attempts_model
+    row = next(i for i in range(am.rowCount()) if "postgres://" in (am.index(i, 7).data() or ""))
+    assert "hunter2" not in am.index(row, 7).data()
+    act = tab.detail.attempt_reveal_action(row, 7)
+    assert not act.isEnabled() and act.toolTip() == "credentials are never revealed"
+    # the header: a field without a masked value offers nothing; a credential key would be disabled
+    assert all(a.text().startswith("Reveal this value") for a in tab.detail.header_reveal_actions())
+    assert "hunter2" not in window.statusBar().currentMessage()
+    assert_off_gui_thread(query_threads)

@@ -26,7 +26,8 @@ from .filterbar import FilterBar
 from .models import COL_FINDINGS, COL_KEY, FindingsModel, FindingsRole, OperationsModel, RowRole, OP_COLUMNS
 from .overview import IncidentOverview
 from .session import (
-    FindingsResult, Opened, OpenSpec, SharedMasker, load_detail, open_ledger, overview, scan,
+    FindingsResult, Opened, OpenSpec, SharedMasker, load_detail, open_ledger, overview, reveal_state,
+    reveal_value, scan,
 )
 from .workers import JobError, Runner
 
@@ -214,7 +215,9 @@ class LedgerTab(QWidget):
         copy.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
         copy.triggered.connect(self.copy_selection)
         self.grid.addAction(copy)
-        self.grid.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.copy_action = copy
+        self.grid.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.grid.customContextMenuRequested.connect(self._grid_menu)
         gl.addWidget(self.grid, 1)
         foot = QHBoxLayout()
         foot.setContentsMargins(4, 0, 4, 0)
@@ -233,6 +236,7 @@ class LedgerTab(QWidget):
         main.addWidget(left)
         self.detail = OperationDetail()
         self.detail.setMinimumWidth(430)
+        self.detail.reveal_requested.connect(self._detail_reveal)
         main.addWidget(self.detail)
         main.setStretchFactor(0, 3)
         main.setStretchFactor(1, 2)
@@ -517,6 +521,59 @@ class LedgerTab(QWidget):
             return
         vals = [str(self.model.data(self.model.index(idx.row(), c)) or "") for c in range(len(OP_COLUMNS))]
         QGuiApplication.clipboard().setText("\t".join(vals))
+
+    # -------------------------------------------------------------------------- reveal one cell
+
+    def grid_reveal_action(self, index: QModelIndex, parent=None) -> QAction | None:
+        """"Reveal this value" for a grid cell: enabled for a masked non-credential value, disabled with
+        "credentials are never revealed" otherwise. The value is re-read on a worker (never kept)."""
+        field = OperationsModel.REVEALABLE.get(index.column()) if index.isValid() else None
+        if field is None:
+            return None
+        a = QAction("Reveal this value", parent or self.grid)
+        if self.model.is_revealed(index.row(), index.column()):
+            a.setEnabled(False)
+            a.setToolTip("already revealed")
+            return a
+        ok, tip = reveal_state(str(index.data() or ""))
+        a.setEnabled(ok)
+        a.setToolTip(tip)
+        r, row, col = self.model.row(index.row()), index.row(), index.column()
+
+        def go():
+            self.reveal(r.scope_raw, r.key_raw, ("op", field), r.row_id,
+                        lambda v: self.model.set_revealed(row, col, v) if self.model.rowCount() > row
+                        and self.model.row(row) is r else None)
+        a.triggered.connect(go)
+        return a
+
+    def _grid_menu(self, pos):
+        from PySide6.QtWidgets import QMenu
+        menu = QMenu(self.grid)
+        menu.setToolTipsVisible(True)
+        menu.addAction(self.copy_action)
+        a = self.grid_reveal_action(self.grid.indexAt(pos), menu)
+        if a is not None:
+            menu.addAction(a)
+        menu.popup(self.grid.viewport().mapToGlobal(pos))
+
+    def _detail_reveal(self, req):
+        scope, key, where = req
+        self.reveal(scope, key, where, None, lambda v: self.detail.show_revealed(scope, key, where, v))
+
+    def reveal(self, scope, key, where, row_id, on_value):
+        """Re-read one value unmasked on a worker; a refusal (credential) goes to the status bar."""
+        if self.ledger is None:
+            return
+        ledger, masker = self.ledger, self.masker
+
+        def refused(err: JobError):
+            msg = err.message.split(": ", 1)[1] if err.message.startswith("RevealRefused: ") else \
+                self.masker.free_text(err.message)
+            self.last_reveal_refusal = msg
+            self.message.emit(f"Not revealed: {msg}")
+        self.runner.submit("reveal", lambda tok: reveal_value(ledger, masker, scope, key, where, row_id),
+                           on_value, refused)
 
     def close_tab(self):
         self.runner.cancel()
