@@ -578,3 +578,46 @@ def test_reveal_one_cell_but_never_a_credential(qtbot, window, demo_db, tmp_path
     assert all(a.text().startswith("Reveal this value") for a in tab.detail.header_reveal_actions())
     assert "hunter2" not in window.statusBar().currentMessage()
     assert_off_gui_thread(query_threads)
+
+
+def test_edit_layout_from_the_connection_dialog_and_from_a_tab(qtbot, window, demo_db, tmp_path, query_threads):
+    from idemview.config import ConnectionStore, CredentialStore
+    from idemview.layout import load_layout
+    from idemview.qt.connections import ConnectionDialog
+    from idemview.qt.session import SharedMasker
+    path, _ = demo_db
+    creds = CredentialStore()
+    creds.available, creds.notice = False, "no keyring"
+    dlg = ConnectionDialog(creds, SharedMasker(), store=ConnectionStore(tmp_path / "c.toml"))
+    qtbot.addWidget(dlg)
+    dlg.show()
+    dlg.name.setText("demo")
+    dlg.type.setCurrentIndex(0)
+    dlg.file.setText(str(path))
+    dlg.layout_box.setCurrentIndex(dlg.layout_box.findData("idemview"))
+    dlg.edit_layout_btn.click()
+    qtbot.waitUntil(lambda: dlg.layout_editor is not None, timeout=10000)
+    ed = dlg.layout_editor
+    qtbot.waitUntil(lambda: ed.tabs.isEnabled() and ed.key_list.checked() == ["idempotency_key"], timeout=15000)
+    ed.name_edit.setText("demo-mine")
+    saved = ed.save()
+    assert saved is not None and str(saved).endswith(f"{dlg._current.id}.toml")
+    assert dlg.layout_box.currentData() == str(saved) and "demo-mine" in dlg.layout_box.currentText()
+    assert dlg.form_connection().layout == str(saved)
+    ed.close()
+    # connect with it: the tab opens with the edited layout
+    dlg.connect_()
+    tab = open_and_wait(qtbot, window, dlg.spec)
+    assert tab.ledger.layout.name == "demo-mine"
+    # and from the open tab: edit, save, the tab reopens with the new layout
+    window.edit_layout_current()
+    ed = window.layout_editor
+    qtbot.waitUntil(lambda: ed.tabs.isEnabled() and ed.key_list.checked() == ["idempotency_key"], timeout=15000)
+    ed.name_edit.setText("demo-tab")
+    out = ed.save(tmp_path / "tab.toml")
+    assert load_layout(str(out)).name == "demo-tab"
+    qtbot.waitUntil(lambda: window.current_tab() is not tab and window.current_tab().ledger is not None,
+                    timeout=15000)
+    assert window.current_tab().ledger.layout.name == "demo-tab" and len(window.ledger_tabs()) == 1
+    ed.close()
+    assert_off_gui_thread(query_threads)

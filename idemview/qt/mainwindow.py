@@ -235,6 +235,9 @@ class MainWindow(QMainWindow):
         self.act_refresh.triggered.connect(self.refresh_current)
         self.act_export = QAction("Export evidence…", self, shortcut=QKeySequence("Ctrl+E"))
         self.act_export.triggered.connect(self.export_current)
+        self.act_layout = QAction("Edit layout…", self)
+        self.act_layout.setToolTip("Adjust this ledger's layout in the layout editor; the tab reopens with it")
+        self.act_layout.triggered.connect(self.edit_layout_current)
         for a in (self.act_connect, self.act_refresh):
             tb.addAction(a)
         tb.addSeparator()
@@ -250,6 +253,7 @@ class MainWindow(QMainWindow):
         tb.addWidget(self.live_secs)
         tb.addSeparator()
         tb.addAction(self.act_export)
+        tb.addAction(self.act_layout)
         tb.addSeparator()
         self.zone_btn = QToolButton()
         self.zone_btn.setCheckable(True)
@@ -305,6 +309,7 @@ class MainWindow(QMainWindow):
     def _sync_actions(self):
         has = self.current_tab() is not None
         self.act_refresh.setEnabled(has)
+        self.act_layout.setEnabled(has)
         if export_evidence is None:
             self.act_export.setEnabled(False)
             self.act_export.setToolTip("Evidence export is not available in this build "
@@ -445,6 +450,39 @@ class MainWindow(QMainWindow):
     def restyle(self):
         for t in self.ledger_tabs():
             t.restyle()
+
+    # -------------------------------------------------------------------------------- layout
+
+    def edit_layout_current(self):
+        """The layout editor on this tab's (read-only) engine and current layout; on Save the tab
+        reopens with the saved layout (and a saved connection keeps it)."""
+        t = self.current_tab()
+        if t is None or t.opened is None:
+            return
+        from .layout_editor import LayoutEditor
+        ed = LayoutEditor(t.opened.engine, t.ledger.layout, t.spec.connection_id, now=t.now, parent=self)
+        ed.saved.connect(lambda path, t=t: self._layout_saved(t, path))
+        ed.finished.connect(ed.deleteLater)
+        self.layout_editor = ed
+        ed.open()
+
+    def _layout_saved(self, tab: LedgerTab, path: str):
+        from dataclasses import replace
+        i = self.tabs.indexOf(tab)
+        if i < 0:
+            return
+        if tab.spec.connection_id:
+            from ..config import ConnectionStore
+            store = ConnectionStore()
+            for c in store.load():
+                if c.id == tab.spec.connection_id:
+                    store.upsert(replace(c, layout=path))
+        spec = replace(tab.spec, layout=path)
+        self.close_tab(i)
+        new = self.open_spec(spec)
+        self.tabs.tabBar().moveTab(self.tabs.indexOf(new), min(i, self.tabs.count() - 1))
+        self.tabs.setCurrentWidget(new)
+        self.statusBar().showMessage(f"Reopened {spec.name} with the layout saved to {path}", 10000)
 
     # -------------------------------------------------------------------------------- export
 
