@@ -119,6 +119,7 @@ class LedgerTab(QWidget):
         self._ordered: list[Finding] = []
         self._ready_sent = False
         self._scan: dict = {"pending": set()}
+        self._merged_scan: dict | None = None  # the scan whose complete merge is shown
         self._build()
         self.runner.busy_changed.connect(self._busy)
 
@@ -348,7 +349,9 @@ class LedgerTab(QWidget):
         self._merge_scan(st)
 
     def scan_complete(self) -> bool:
-        return self.findings is not None and not self._scan["pending"]
+        # the findings shown must come from a merge made after the last kind arrived: an earlier
+        # partial merge can land after the pending set emptied (the full merge still on its worker)
+        return self.findings is not None and not self._scan["pending"] and self._merged_scan is self._scan
 
     def _merge_scan(self, st: dict):
         # Kinds finish one by one; merging (and redrawing badges, chips, markers) once per burst rather
@@ -376,12 +379,15 @@ class LedgerTab(QWidget):
         expl, now = dict(st["expl"]), st["now"]
         # Grouping and sorting tens of thousands of findings runs on a worker; the GUI only swaps in
         # the result (stale merges are dropped by the runner's per-channel generation).
+        complete = not st["pending"]
         self.runner.submit("merge", lambda tok: merge_findings(now, fs, unsupported, expl),
-                           lambda res, st=st: self._on_findings(res) if st is self._scan else None,
+                           lambda res, st=st: self._on_findings(res, st if complete else None)
+                           if st is self._scan else None,
                            lambda err: self.show_error(err))
 
-    def _on_findings(self, res: FindingsResult):
+    def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None):
         self.findings = res
+        self._merged_scan = complete_scan
         self.filterbar.set_counts(res.counts, res.unsupported)
         self.findings_model.set_result(res)
         n_ops = len(res.by_ref)
@@ -392,7 +398,7 @@ class LedgerTab(QWidget):
         self.model.refresh_findings(res)
         self._ordered = res.ordered
         self._finding_pos = -1
-        if self._scan["pending"]:
+        if self._scan["pending"] or complete_scan is None:
             self.findings_title.setText(self.findings_title.text() + " · scanning…")
             return
         if not self._ready_sent:
