@@ -1,5 +1,5 @@
 """Regenerate the screenshots in docs/ (light and dark): main window on the demo ledger, the detail of
-a duplicate_effect operation, and the connection dialog.
+a duplicate_effect operation, the connection dialog and the evidence export dialog.
 
     QT_QPA_PLATFORM=offscreen python packaging/screenshots.py
 """
@@ -65,6 +65,14 @@ def main() -> int:
         pump()
         dlg.grab().save(str(docs / f"connection-dialog{suffix}.png"))
         dlg.close()
+        w.export_current()
+        ex = w.export_dialog
+        ex.path.setText(str(Path.home() / "evidence" / "duplicate-effects.csv"))
+        ex.null_literal.setText("NULL")
+        ex._set_problem(f"the folder {Path.home() / 'evidence'} does not exist")
+        pump()
+        ex.grab().save(str(docs / f"export-dialog{suffix}.png"))
+        ex.reject()
         for t in w.ledger_tabs():
             t.close_tab()
         w.close()

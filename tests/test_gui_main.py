@@ -262,6 +262,9 @@ def test_models_pass_qtmodeltester(qtbot, qtmodeltester, window, demo_db):
     # the tester called fetchMore: let that page land while the tester still watches this model
     qtbot.waitUntil(lambda: not tab.model.is_loading(), timeout=10000)
     assert tab.model.rowCount() > tab.model.page_size
+    # every page once: fetchMore called from inside rowsAboutToBeInserted must not re-ask the same page
+    ids = [r.row_id for r in tab.model.rows()]
+    assert len(ids) == len(set(ids)) and len(ids) <= planted.operations
     qtmodeltester.check(tab.findings_model, force_py=True)
     scope, key = sorted(planted.incidents["retry_storm"])[0]
     tab.open_operation(scope, key)
@@ -399,3 +402,222 @@ def _tick_gaps(qtbot, interval_ms=10):
     t.timeout.connect(tick)
     t.start()
     return _Gaps(t, gaps)
+
+
+# ------------------------------------------------------------------------------------ export / reveal
+
+def _planted_secrets(path) -> list[str]:
+    """Secrets the demo plants in its payloads and errors (a bearer token, a DSN password, e-mails)."""
+    import re
+    import sqlite3
+    with sqlite3.connect(path) as c:
+        text = "\n".join(str(v) for row in c.execute("SELECT request_body, response_body, error FROM operations")
+                         for v in row if v) + "\n".join(r[0] for r in c.execute(
+                             "SELECT error FROM attempts WHERE error IS NOT NULL"))
+    found = set(re.findall(r"sk_live_[0-9a-f]+", text)) | set(re.findall(r"tok_[0-9a-f]+", text))
+    found |= set(re.findall(r"[\w.]+@example\.com", text))
+    if "hunter2" in text:
+        found.add("hunter2")
+    assert found, "the demo no longer plants secrets: this check would be empty"
+    return sorted(found)
+
+
+def test_export_duplicate_effect_through_the_dialog(qtbot, window, demo_db, tmp_path, monkeypatch, query_threads):
+    import csv
+    import json
+    import sqlite3
+    from PySide6.QtGui import QDesktopServices
+    from PySide6.QtWidgets import QMessageBox
+    path, _ = demo_db
+    opened: list = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(lambda url: opened.append(url) or True))
+    monkeypatch.setattr(QMessageBox, "exec", lambda self: pytest.fail("a blocking message box was shown"))
+    tab = open_and_wait(qtbot, window, spec_for(path))
+    tab.filter_by_finding(FindingKind.DUPLICATE_EFFECT)
+    qtbot.waitUntil(lambda: tab.flt.findings == [FindingKind.DUPLICATE_EFFECT], timeout=5000)
+
+    out = tmp_path / "evidence.csv"
+    out.write_text("old")  # exists: the dialog must ask before replacing it
+    window.export_current()
+    dlg = window.export_dialog
+    assert dlg.isVisible()
+    dlg.path.setText(str(out))
+    dlg.null_literal.setText("NULL")
+    asked: list[str] = []
+    dlg.ask_replace = lambda p: asked.append(p) or False
+    dlg.export_btn.click()
+    assert asked == [str(out)] and dlg.isVisible() and "already exists" in dlg.problem.text()
+    # the ledger file itself is refused with check_target's reason, in the dialog
+    dlg.path.setText(str(path))
+    dlg.export_btn.click()
+    assert dlg.isVisible() and "is the ledger being read" in dlg.problem.text()
+    # a missing folder too
+    dlg.path.setText(str(tmp_path / "nope" / "x.csv"))
+    dlg.export_btn.click()
+    assert "does not exist" in dlg.problem.text()
+    dlg.path.setText(str(out))
+    dlg.ask_replace = lambda p: True
+    dialog_texts = [dlg.sentence.text(), dlg.problem.text()]
+    dlg.export_btn.click()
+    assert not dlg.isVisible()
+    qtbot.waitUntil(lambda: getattr(window, "export_done_box", None) is not None, timeout=30000)
+    box = window.export_done_box
+    assert box.isVisible()
+    with sqlite3.connect(path) as c:
+        planted = {(s, k) for s, k in c.execute(
+            "SELECT scope, idempotency_key FROM idemview_demo_planted WHERE kind = 'duplicate_effect'")}
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["scope"], r["idempotency_key"]) for r in rows} == planted
+    assert f"Exported {len(rows):,} operations rows" in box.text()
+    assert str(out) in box.text() and str(out) + ".manifest.json" in box.text()
+    assert any(r[k] == "NULL" for r in rows for k in r)  # the NULL literal reached the core
+    manifest = json.loads((tmp_path / "evidence.csv.manifest.json").read_text())
+    assert manifest["filter"]["sentence"] == tab.filterbar.sentence_text()
+    # Open folder opens the CSV's folder
+    btn = next(b for b in box.buttons() if b.text() == "Open folder")
+    btn.click()
+    assert [u.toLocalFile() for u in opened] == [str(tmp_path)]
+    dialog_texts += [box.text(), window.statusBar().currentMessage()]
+    for secret in _planted_secrets(path):
+        assert not any(secret in t for t in dialog_texts), secret
+    assert_off_gui_thread(query_threads)
+
+
+def test_connection_list_follows_the_form_and_naive_zone_reaches_the_ledger(qtbot, demo_db, tmp_path):
+    from idemview.config import ConnectionStore, CredentialStore
+    from idemview.qt.connections import ConnectionDialog
+    from idemview.qt.session import SharedMasker, open_ledger
+    from idemview.qt.workers import CancelToken
+    creds = CredentialStore()
+    creds.available, creds.notice = False, "no keyring"
+    dlg = ConnectionDialog(creds, SharedMasker(), store=ConnectionStore(tmp_path / "c.toml"))
+    qtbot.addWidget(dlg)
+    dlg.name.setText("payments (prod replica)")
+    dlg.url.setText("postgresql+psycopg://ledger_reader@db.internal:5432/payments")
+    dlg.split_btn.click()
+    assert dlg.list.currentItem().text().startswith("payments (prod replica)\n  postgresql · db.internal/payments")
+    dlg.new()
+    dlg.type.setCurrentIndex(0)
+    dlg.file.setText(str(demo_db[0]))
+    dlg.name.setText("demo in Berlin")
+    dlg.zone.setText("Europe/Berlin")
+    assert dlg.list.currentItem().text().startswith("demo in Berlin\n  sqlite")
+    dlg.layout_box.setCurrentIndex(dlg.layout_box.findData("idemview"))
+    dlg.connect_()
+    assert dlg.spec.naive_zone == "Europe/Berlin"
+    opened = open_ledger(dlg.spec, CancelToken())
+    try:
+        assert all(tc.zone == "Europe/Berlin" for tc in opened.ledger.layout.times.values()
+                   if tc.encoding == "naive")
+    finally:
+        opened.engine.dispose()
+
+
+def test_reveal_one_cell_but_never_a_credential(qtbot, window, demo_db, tmp_path, query_threads):
+    import json
+    import shutil
+    import sqlite3
+    from idemview.qt.models import COL_KEY
+    path = tmp_path / "reveal.db"
+    shutil.copy(demo_db[0], path)
+    with sqlite3.connect(path) as c:
+        (a_id,), (b_id,) = c.execute("SELECT id FROM operations ORDER BY created_at DESC LIMIT 2").fetchall()
+        c.execute("UPDATE operations SET idempotency_key = 'signup-ann.lee@example.com' WHERE id = ?", (a_id,))
+        c.execute("UPDATE operations SET idempotency_key = 'Bearer sk_live_0123456789abcdef01234567' "
+                  "WHERE id = ?", (b_id,))
+        scope, key, body = c.execute(
+            "SELECT o.scope, o.idempotency_key, o.request_body FROM operations o WHERE EXISTS (SELECT 1 FROM "
+            "attempts a WHERE a.scope = o.scope AND a.idempotency_key = o.idempotency_key AND a.error LIKE "
+            "'%hunter2%') AND o.request_body LIKE '%Bearer%' ORDER BY o.id LIMIT 1").fetchone()
+    email = json.loads(body)["customer"]["email"]
+    tab = open_and_wait(qtbot, window, spec_for(path, "reveal"))
+    rows = tab.model.rows()
+    ia = next(i for i, r in enumerate(rows) if r.row_id == a_id)
+    ib = next(i for i, r in enumerate(rows) if r.row_id == b_id)
+    # grid: the e-mail key shows masked; "Reveal this value" re-reads it on a worker
+    cell = tab.model.index(ia, COL_KEY)
+    assert "ann.lee" not in cell.data() and "[email#" in cell.data()
+    act = tab.grid_reveal_action(cell)
+    assert act.isEnabled()
+    act.trigger()
+    qtbot.waitUntil(lambda: tab.model.index(ia, COL_KEY).data() == "signup-ann.lee@example.com", timeout=10000)
+    # a bearer token: the action is there, disabled, and says why
+    act = tab.grid_reveal_action(tab.model.index(ib, COL_KEY))
+    assert not act.isEnabled() and act.toolTip() == "credentials are never revealed"
+    assert "sk_live_0123" not in tab.model.index(ib, COL_KEY).data()
+    # even if asked directly, the worker refuses (Masker.is_credential on the raw value)
+    tab.last_reveal_refusal = None
+    tab.reveal(rows[ib].scope_raw, rows[ib].key_raw, ("op", "key"), b_id, lambda v: pytest.fail("revealed"))
+    qtbot.waitUntil(lambda: tab.last_reveal_refusal is not None, timeout=10000)
+    assert tab.last_reveal_refusal == "credentials are never revealed"
+
+    # detail pane: the customer's e-mail in the request can be revealed, the Authorization header not
+    tab.open_operation(scope, key)
+    qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == key, timeout=10000)
+    req = tab.detail.viewers["Request"]
+    text = req.toPlainText()
+    assert email not in text
+    pos = text.index('"email": "[email#') + len('"email": "') + 2
+    act = tab.detail.payload_reveal_action("Request", pos)
+    assert act.isEnabled()
+    act.trigger()
+    qtbot.waitUntil(lambda: email in req.toPlainText(), timeout=10000)
+    assert "sk_live_" not in req.toPlainText()
+    text = req.toPlainText()
+    pos = text.index('"Authorization": "') + len('"Authorization": "') + 2
+    act = tab.detail.payload_reveal_action("Request", pos)
+    assert not act.isEnabled() and act.toolTip() == "credentials are never revealed"
+    # the attempts table: an error carrying a DSN password is never revealed
+    am = tab.detail.attempts_model
+    row = next(i for i in range(am.rowCount()) if "postgres://" in (am.index(i, 7).data() or ""))
+    assert "hunter2" not in am.index(row, 7).data()
+    act = tab.detail.attempt_reveal_action(row, 7)
+    assert not act.isEnabled() and act.toolTip() == "credentials are never revealed"
+    # the header: a field without a masked value offers nothing; a credential key would be disabled
+    assert all(a.text().startswith("Reveal this value") for a in tab.detail.header_reveal_actions())
+    assert "hunter2" not in window.statusBar().currentMessage()
+    assert_off_gui_thread(query_threads)
+
+
+def test_edit_layout_from_the_connection_dialog_and_from_a_tab(qtbot, window, demo_db, tmp_path, query_threads):
+    from idemview.config import ConnectionStore, CredentialStore
+    from idemview.layout import load_layout
+    from idemview.qt.connections import ConnectionDialog
+    from idemview.qt.session import SharedMasker
+    path, _ = demo_db
+    creds = CredentialStore()
+    creds.available, creds.notice = False, "no keyring"
+    dlg = ConnectionDialog(creds, SharedMasker(), store=ConnectionStore(tmp_path / "c.toml"))
+    qtbot.addWidget(dlg)
+    dlg.show()
+    dlg.name.setText("demo")
+    dlg.type.setCurrentIndex(0)
+    dlg.file.setText(str(path))
+    dlg.layout_box.setCurrentIndex(dlg.layout_box.findData("idemview"))
+    dlg.edit_layout_btn.click()
+    qtbot.waitUntil(lambda: dlg.layout_editor is not None, timeout=10000)
+    ed = dlg.layout_editor
+    qtbot.waitUntil(lambda: ed.tabs.isEnabled() and ed.key_list.checked() == ["idempotency_key"], timeout=15000)
+    ed.name_edit.setText("demo-mine")
+    saved = ed.save()
+    assert saved is not None and str(saved).endswith(f"{dlg._current.id}.toml")
+    assert dlg.layout_box.currentData() == str(saved) and "demo-mine" in dlg.layout_box.currentText()
+    assert dlg.form_connection().layout == str(saved)
+    ed.close()
+    # connect with it: the tab opens with the edited layout
+    dlg.connect_()
+    tab = open_and_wait(qtbot, window, dlg.spec)
+    assert tab.ledger.layout.name == "demo-mine"
+    # and from the open tab: edit, save, the tab reopens with the new layout
+    window.edit_layout_current()
+    ed = window.layout_editor
+    qtbot.waitUntil(lambda: ed.tabs.isEnabled() and ed.key_list.checked() == ["idempotency_key"], timeout=15000)
+    ed.name_edit.setText("demo-tab")
+    out = ed.save(tmp_path / "tab.toml")
+    assert load_layout(str(out)).name == "demo-tab"
+    qtbot.waitUntil(lambda: window.current_tab() is not tab and window.current_tab().ledger is not None,
+                    timeout=15000)
+    assert window.current_tab().ledger.layout.name == "demo-tab" and len(window.ledger_tabs()) == 1
+    ed.close()
+    assert_off_gui_thread(query_threads)

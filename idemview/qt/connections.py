@@ -101,6 +101,7 @@ class ConnectionDialog(QDialog):
         form = QFormLayout(right)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         self.name = QLineEdit()
+        self.name.textChanged.connect(self._live_list_text)
         form.addRow("Name", self.name)
         paste = QHBoxLayout()
         self.url = QLineEdit()
@@ -157,7 +158,16 @@ class ConnectionDialog(QDialog):
         self.layout_box.addItem("Detect automatically", "")
         for lay in all_presets():
             self.layout_box.addItem(f"{lay.name} — {lay.title}", lay.name)
-        form.addRow("Layout", self.layout_box)
+        self.edit_layout_btn = QPushButton("Edit layout…")
+        self.edit_layout_btn.setToolTip("Map or adjust the layout against this database (opened read-only), "
+                                        "starting from the chosen preset")
+        self.edit_layout_btn.clicked.connect(self.edit_layout)
+        lay_row = QHBoxLayout()
+        lay_row.addWidget(self.layout_box, 1)
+        lay_row.addWidget(self.edit_layout_btn)
+        form.addRow("Layout", lay_row)
+        self.layout_editor = None
+        self._file_items = 0  # layout files added after the presets
         self.zone = QLineEdit("UTC")
         self.zone.setToolTip("IANA zone in which the ledger wrote naive timestamps")
         form.addRow("Naive times in", self.zone)
@@ -186,6 +196,9 @@ class ConnectionDialog(QDialog):
         bottom.addWidget(close)
         outer.addLayout(bottom)
         self.resize(880, 600)
+        for sig in (self.type.currentIndexChanged, self.file.textChanged, self.host.textChanged,
+                    self.dbname.textChanged):
+            sig.connect(self._live_list_text)
         self._reload_list()
         if self.conns:
             self.list.setCurrentRow(0)
@@ -199,8 +212,7 @@ class ConnectionDialog(QDialog):
         self.list.clear()
         row = 0
         for i, c in enumerate(self.conns):
-            where = c.database if c.dialect == "sqlite" else f"{c.host}/{c.database}"
-            it = QListWidgetItem(f"{c.name}\n  {c.dialect} · {where}")
+            it = QListWidgetItem(self._list_text(c))
             self.list.addItem(it)
             if c.id == select_id:
                 row = i
@@ -208,7 +220,22 @@ class ConnectionDialog(QDialog):
         if self.conns:
             self.list.setCurrentRow(row)
 
+    @staticmethod
+    def _list_text(c: Connection) -> str:
+        where = c.database if c.dialect == "sqlite" else f"{c.host}/{c.database}"
+        return f"{c.name}\n  {c.dialect} · {where}"
+
+    def _live_list_text(self, *_):
+        """The list entry of the connection being edited follows the form as it is typed."""
+        if self._loading or self._current is None:
+            return
+        row = next((i for i, c in enumerate(self.conns) if c.id == self._current.id), -1)
+        if 0 <= row < self.list.count():
+            self.list.item(row).setText(self._list_text(self.form_connection()))
+
     def _select(self, row: int):
+        for i, c in enumerate(self.conns[:self.list.count()]):  # unsaved edits of the one left behind
+            self.list.item(i).setText(self._list_text(c))
         if 0 <= row < len(self.conns):
             self._show(self.conns[row])
 
@@ -226,11 +253,28 @@ class ConnectionDialog(QDialog):
         self.user.setText(c.user)
         self.password.setText(self.credentials.get(c.id) or "")
         self.sslmode.setCurrentText(str(c.tls.get("sslmode", "")))
-        j = self.layout_box.findData(c.layout)
-        self.layout_box.setCurrentIndex(j if j >= 0 else 0)
+        self._set_layout(c.layout)
         self.zone.setText(c.naive_zone or "UTC")
         self._loading = False
         self._type_changed()
+        self._live_list_text()
+
+    def _set_layout(self, layout: str):
+        """Select ``layout`` (a preset name or a layout file) in the combo, adding a file if needed."""
+        j = self.layout_box.findData(layout or "")
+        if layout and (j < 0 or j >= self.layout_box.count() - self._file_items):
+            from pathlib import Path
+            from ..layout import LayoutError, load_layout
+            try:  # a small local file: reading its name here does not touch the database
+                name = load_layout(layout).name
+            except (LayoutError, OSError, ValueError):
+                name = Path(layout).stem + " (unreadable)"
+            if j < 0:
+                self.layout_box.addItem("", layout)
+                self._file_items += 1
+                j = self.layout_box.count() - 1
+            self.layout_box.setItemText(j, f"{name} — file {layout}")
+        self.layout_box.setCurrentIndex(max(j, 0))
 
     def _type_changed(self, *_):
         sqlite = self.type.currentData() == "sqlite"
@@ -345,11 +389,54 @@ class ConnectionDialog(QDialog):
             self.result.setText("⚠ " + self.masker.free_text(err.message))
         self.runner.submit("test", lambda tok: test_connection(c, pw, lay, tok), done, fail)
 
+    def edit_layout(self):
+        """Open the layout editor on a read-only engine of this connection (opened on a worker)."""
+        c = self.form_connection()
+        pw = self.password.text() or self.credentials.get(c.id) or None
+        start = self.layout_box.currentData() or None
+        self.edit_layout_btn.setEnabled(False)
+        self.result.setText("Opening the database read-only for the layout editor…")
+
+        def job(tok):
+            from ..connect import open_engine
+            from ..layout import load_layout, preset_names
+            engine = open_engine(c.url(pw), statement_timeout_s=20)
+            try:
+                lay = start if start is None or start in preset_names() else load_layout(start)
+            except BaseException:
+                engine.dispose()
+                raise
+            return engine, lay
+
+        def opened(res):
+            from .layout_editor import LayoutEditor
+            engine, lay = res
+            self.edit_layout_btn.setEnabled(True)
+            self.result.setText("Layout editor open: Save there sets this connection's layout.")
+            ed = LayoutEditor(engine, lay, c.id, parent=self)
+            ed.saved.connect(self._layout_saved)
+            ed.finished.connect(lambda _r: engine.dispose())
+            ed.finished.connect(ed.deleteLater)
+            self.layout_editor = ed
+            ed.open()
+
+        def fail(err: JobError):
+            self.edit_layout_btn.setEnabled(True)
+            self.result.setText("⚠ " + self.masker.free_text(err.message))
+        self.runner.submit("layout", job, opened, fail)
+
+    def _layout_saved(self, path: str):
+        self._set_layout(path)
+        if self._current is not None:
+            self._current = replace(self.form_connection(), layout=path)
+            self.conns = [self._current if x.id == self._current.id else x for x in self.conns]
+        self.result.setText(f"Layout saved to {path}; Save or Connect keeps it for this connection.")
+
     def connect_(self):
         c = self.save()
         pw = self.password.text() or self.credentials.get(c.id)
         self.spec = OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
-                             colour=c.colour, connection_id=c.id)
+                             colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None)
         self.accept()
 
     def done(self, r):  # noqa: D401 - Qt override

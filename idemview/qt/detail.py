@@ -9,17 +9,17 @@ import html
 import json
 from datetime import datetime
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFont, QGuiApplication, QPalette
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtGui import QAction, QFont, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
-    QAbstractItemView, QFrame, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit,
+    QAbstractItemView, QFrame, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QMenu, QPlainTextEdit,
     QScrollArea, QSplitter, QTableView, QTabWidget, QToolButton, QVBoxLayout, QWidget,
 )
 
 from ..model import Finding, Operation, Payload
 from . import theme
 from .models import AttemptsModel
-from .session import Detail
+from .session import ATT_REVEAL, OP_REVEAL, Detail, reveal_state, tag_at
 from .timeline import TimelineWidget
 
 
@@ -65,6 +65,13 @@ class OperationDetail(QWidget):
     """Detail of one operation (see the module docstring). ``set_detail(detail, now)`` shows it."""
 
     closed = Signal()
+    #: "Reveal this value" was chosen: ``(scope_raw, key_raw, where)`` (see :func:`session.reveal_value`)
+    reveal_requested = Signal(object)
+
+    HEADER_FIELDS = [("key", "Idempotency key"), ("scope", "Scope"), ("kind", "Kind"),
+                     ("raw_status", "Status (ledger)"), ("fingerprint", "Fingerprint"), ("intent_ref", "Intent"),
+                     ("effect_ref", "Effect")]
+    ATT_COLUMNS = {5: "worker", 6: "effect_ref", 7: "error"}
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -99,6 +106,9 @@ class OperationDetail(QWidget):
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.header.setWordWrap(True)
+        for w in (self.title, self.header):
+            w.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+            w.customContextMenuRequested.connect(lambda pos, w=w: self._header_menu(w, pos))
         v.addWidget(self.header)
         self.findings_box = QLabel()
         self.findings_box.setTextFormat(Qt.TextFormat.RichText)
@@ -125,6 +135,8 @@ class OperationDetail(QWidget):
         self.attempts.horizontalHeader().setStretchLastSection(True)
         self.attempts.setAlternatingRowColors(True)
         self.attempts.verticalHeader().setDefaultSectionSize(22)
+        self.attempts.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.attempts.customContextMenuRequested.connect(self._attempts_menu)
         split.addWidget(self.attempts)
         self.payloads = QTabWidget()
         self.viewers: dict[str, QPlainTextEdit] = {}
@@ -133,6 +145,9 @@ class OperationDetail(QWidget):
             ed.setReadOnly(True)
             ed.setFont(mono())
             ed.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+            if name != "Records":
+                ed.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+                ed.customContextMenuRequested.connect(lambda pos, n=name: self._payload_menu(n, pos))
             self.viewers[name] = ed
             self.payloads.addTab(ed, name)
         split.addWidget(self.payloads)
@@ -141,16 +156,20 @@ class OperationDetail(QWidget):
         v.addWidget(split, 1)
         self.detail: Detail | None = None
         self._now: datetime | None = None
+        self._revealed: dict[tuple, str] = {}  # where -> value revealed on request (this operation only)
         theme.TIME.changed.connect(self._rerender)
 
     # -------------------------------------------------------------------------------- content
 
     def clear(self):
         self.detail = None
+        self._revealed = {}
         self.body.hide()
         self.placeholder.show()
 
     def set_detail(self, d: Detail, now: datetime | None):
+        if self.detail is None or (d.scope_raw, d.key_raw) != (self.detail.scope_raw, self.detail.key_raw):
+            self._revealed = {}
         self.detail, self._now = d, now
         self.placeholder.hide()
         self.body.show()
@@ -162,6 +181,9 @@ class OperationDetail(QWidget):
             return
         rec: Operation | None = d.records[0] if d.records else None
         z = theme.TIME.zone()
+        if rec is not None and self._revealed:
+            from dataclasses import replace
+            rec = replace(rec, **{w[1]: v for w, v in self._revealed.items() if w[0] == "op"})
         self.title.setText(rec.key if rec else "(operation not found)")
         if rec is None:
             self.header.setText("This operation is no longer in the ledger (it may have been purged).")
@@ -193,11 +215,17 @@ class OperationDetail(QWidget):
         self.timeline_scroll.setFixedHeight(min(self.timeline.sizeHint().height(), 260) + 2)
         self.timeline_title.setText(f"<b>Timeline</b> — {len(d.attempts)} attempt"
                                     f"{'s' if len(d.attempts) != 1 else ''} ({z})")
-        self.attempts_model.set_attempts(d.attempts, self.timeline.after_expiry_rows())
+        self.attempts_model.set_attempts(d.attempts, self.timeline.after_expiry_rows(),
+                                         {(w[1], w[2]): v for w, v in self._revealed.items() if w[0] == "att"})
         self.attempts.resizeColumnsToContents()
-        self.viewers["Request"].setPlainText(render_payload(rec.request if rec else None))
-        self.viewers["Response"].setPlainText(render_payload(rec.response if rec else None))
-        self.viewers["Error"].setPlainText(render_payload(rec.error if rec else None))
+        for name in ("Request", "Response", "Error"):
+            p = getattr(rec, name.lower()) if rec else None
+            text = render_payload(p)
+            for w, v in self._revealed.items():
+                if w[0] == "payload" and w[1] == name.lower():
+                    shown = json.dumps(v, ensure_ascii=False)[1:-1] if p is not None and p.encoding == "json" else v
+                    text = text.replace(w[2], shown)
+            self.viewers[name].setPlainText(text)
         self.viewers["Records"].setPlainText(self._records_text(d.records))
 
     def _expired_note(self, rec: Operation) -> str:
@@ -230,3 +258,75 @@ class OperationDetail(QWidget):
     def _copy_key(self):
         if self.detail and self.detail.records:
             QGuiApplication.clipboard().setText(self.detail.records[0].key)
+
+    # ----------------------------------------------------------------------------- reveal one cell
+
+    def _reveal_action(self, label: str, shown: str, where: tuple, parent) -> QAction:
+        ok, tip = reveal_state(shown)
+        a = QAction(label, parent)
+        a.setEnabled(ok and where not in self._revealed)
+        a.setToolTip(tip if where not in self._revealed else "already revealed")
+        d = self.detail
+        a.triggered.connect(lambda: self.reveal_requested.emit((d.scope_raw, d.key_raw, where)))
+        return a
+
+    def header_reveal_actions(self, parent=None) -> list[QAction]:
+        """One "Reveal …" action per masked field of the header (credentials disabled)."""
+        d = self.detail
+        if d is None or not d.records:
+            return []
+        rec = d.records[0]
+        out = []
+        for attr, label in self.HEADER_FIELDS:
+            shown = str(getattr(rec, attr) or "")
+            if reveal_state(shown)[1] != "nothing is masked here":
+                out.append(self._reveal_action(f"Reveal this value: {label}", shown, ("op", attr), parent or self))
+        return out
+
+    def attempt_reveal_action(self, row: int, col: int, parent=None) -> QAction | None:
+        d = self.detail
+        attr = self.ATT_COLUMNS.get(col)
+        if d is None or attr is None or not 0 <= row < len(d.attempts):
+            return None
+        return self._reveal_action("Reveal this value", str(getattr(d.attempts[row], attr) or ""),
+                                   ("att", row, attr), parent or self)
+
+    def payload_reveal_action(self, viewer: str, pos: int, parent=None) -> QAction | None:
+        """The action for the masked value under text position ``pos`` of a payload viewer."""
+        if self.detail is None or viewer not in ("Request", "Response", "Error"):
+            return None
+        tag = tag_at(self.viewers[viewer].toPlainText(), pos)
+        if tag is None:
+            return None
+        return self._reveal_action("Reveal this value", tag, ("payload", viewer.lower(), tag), parent or self)
+
+    def show_revealed(self, scope: str, key: str, where: tuple, value: str):
+        d = self.detail
+        if d is None or (d.scope_raw, d.key_raw) != (scope, key):
+            return  # another operation is shown now
+        self._revealed[where] = value
+        self._rerender()
+
+    def _popup(self, widget, pos: QPoint, actions, base: QMenu | None = None):
+        menu = base or QMenu(widget)
+        menu.setToolTipsVisible(True)
+        if actions and base is not None:
+            menu.addSeparator()
+        for a in actions:
+            a.setParent(menu)
+            menu.addAction(a)
+        if menu.actions():
+            menu.popup(widget.mapToGlobal(pos))
+
+    def _header_menu(self, w, pos: QPoint):
+        self._popup(w, pos, self.header_reveal_actions())
+
+    def _attempts_menu(self, pos: QPoint):
+        idx = self.attempts.indexAt(pos)
+        a = self.attempt_reveal_action(idx.row(), idx.column()) if idx.isValid() else None
+        self._popup(self.attempts.viewport(), pos, [a] if a else [])
+
+    def _payload_menu(self, name: str, pos: QPoint):
+        ed = self.viewers[name]
+        a = self.payload_reveal_action(name, ed.cursorForPosition(pos).position())
+        self._popup(ed.viewport(), pos, [a] if a else [], ed.createStandardContextMenu(pos))

@@ -26,7 +26,8 @@ from .filterbar import FilterBar
 from .models import COL_FINDINGS, COL_KEY, FindingsModel, FindingsRole, OperationsModel, RowRole, OP_COLUMNS
 from .overview import IncidentOverview
 from .session import (
-    FindingsResult, Opened, OpenSpec, SharedMasker, load_detail, open_ledger, overview, scan,
+    FindingsResult, Opened, OpenSpec, SharedMasker, load_detail, open_ledger, overview, reveal_state,
+    reveal_value, scan,
 )
 from .workers import JobError, Runner
 
@@ -118,6 +119,7 @@ class LedgerTab(QWidget):
         self._ordered: list[Finding] = []
         self._ready_sent = False
         self._scan: dict = {"pending": set()}
+        self._merged_scan: dict | None = None  # the scan whose complete merge is shown
         self._build()
         self.runner.busy_changed.connect(self._busy)
 
@@ -214,7 +216,9 @@ class LedgerTab(QWidget):
         copy.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
         copy.triggered.connect(self.copy_selection)
         self.grid.addAction(copy)
-        self.grid.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.copy_action = copy
+        self.grid.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.grid.customContextMenuRequested.connect(self._grid_menu)
         gl.addWidget(self.grid, 1)
         foot = QHBoxLayout()
         foot.setContentsMargins(4, 0, 4, 0)
@@ -233,6 +237,7 @@ class LedgerTab(QWidget):
         main.addWidget(left)
         self.detail = OperationDetail()
         self.detail.setMinimumWidth(430)
+        self.detail.reveal_requested.connect(self._detail_reveal)
         main.addWidget(self.detail)
         main.setStretchFactor(0, 3)
         main.setStretchFactor(1, 2)
@@ -344,7 +349,9 @@ class LedgerTab(QWidget):
         self._merge_scan(st)
 
     def scan_complete(self) -> bool:
-        return self.findings is not None and not self._scan["pending"]
+        # the findings shown must come from a merge made after the last kind arrived: an earlier
+        # partial merge can land after the pending set emptied (the full merge still on its worker)
+        return self.findings is not None and not self._scan["pending"] and self._merged_scan is self._scan
 
     def _merge_scan(self, st: dict):
         # Kinds finish one by one; merging (and redrawing badges, chips, markers) once per burst rather
@@ -372,12 +379,15 @@ class LedgerTab(QWidget):
         expl, now = dict(st["expl"]), st["now"]
         # Grouping and sorting tens of thousands of findings runs on a worker; the GUI only swaps in
         # the result (stale merges are dropped by the runner's per-channel generation).
+        complete = not st["pending"]
         self.runner.submit("merge", lambda tok: merge_findings(now, fs, unsupported, expl),
-                           lambda res, st=st: self._on_findings(res) if st is self._scan else None,
+                           lambda res, st=st: self._on_findings(res, st if complete else None)
+                           if st is self._scan else None,
                            lambda err: self.show_error(err))
 
-    def _on_findings(self, res: FindingsResult):
+    def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None):
         self.findings = res
+        self._merged_scan = complete_scan
         self.filterbar.set_counts(res.counts, res.unsupported)
         self.findings_model.set_result(res)
         n_ops = len(res.by_ref)
@@ -388,7 +398,7 @@ class LedgerTab(QWidget):
         self.model.refresh_findings(res)
         self._ordered = res.ordered
         self._finding_pos = -1
-        if self._scan["pending"]:
+        if self._scan["pending"] or complete_scan is None:
             self.findings_title.setText(self.findings_title.text() + " · scanning…")
             return
         if not self._ready_sent:
@@ -517,6 +527,59 @@ class LedgerTab(QWidget):
             return
         vals = [str(self.model.data(self.model.index(idx.row(), c)) or "") for c in range(len(OP_COLUMNS))]
         QGuiApplication.clipboard().setText("\t".join(vals))
+
+    # -------------------------------------------------------------------------- reveal one cell
+
+    def grid_reveal_action(self, index: QModelIndex, parent=None) -> QAction | None:
+        """"Reveal this value" for a grid cell: enabled for a masked non-credential value, disabled with
+        "credentials are never revealed" otherwise. The value is re-read on a worker (never kept)."""
+        field = OperationsModel.REVEALABLE.get(index.column()) if index.isValid() else None
+        if field is None:
+            return None
+        a = QAction("Reveal this value", parent or self.grid)
+        if self.model.is_revealed(index.row(), index.column()):
+            a.setEnabled(False)
+            a.setToolTip("already revealed")
+            return a
+        ok, tip = reveal_state(str(index.data() or ""))
+        a.setEnabled(ok)
+        a.setToolTip(tip)
+        r, row, col = self.model.row(index.row()), index.row(), index.column()
+
+        def go():
+            self.reveal(r.scope_raw, r.key_raw, ("op", field), r.row_id,
+                        lambda v: self.model.set_revealed(row, col, v) if self.model.rowCount() > row
+                        and self.model.row(row) is r else None)
+        a.triggered.connect(go)
+        return a
+
+    def _grid_menu(self, pos):
+        from PySide6.QtWidgets import QMenu
+        menu = QMenu(self.grid)
+        menu.setToolTipsVisible(True)
+        menu.addAction(self.copy_action)
+        a = self.grid_reveal_action(self.grid.indexAt(pos), menu)
+        if a is not None:
+            menu.addAction(a)
+        menu.popup(self.grid.viewport().mapToGlobal(pos))
+
+    def _detail_reveal(self, req):
+        scope, key, where = req
+        self.reveal(scope, key, where, None, lambda v: self.detail.show_revealed(scope, key, where, v))
+
+    def reveal(self, scope, key, where, row_id, on_value):
+        """Re-read one value unmasked on a worker; a refusal (credential) goes to the status bar."""
+        if self.ledger is None:
+            return
+        ledger, masker = self.ledger, self.masker
+
+        def refused(err: JobError):
+            msg = err.message.split(": ", 1)[1] if err.message.startswith("RevealRefused: ") else \
+                self.masker.free_text(err.message)
+            self.last_reveal_refusal = msg
+            self.message.emit(f"Not revealed: {msg}")
+        self.runner.submit("reveal", lambda tok: reveal_value(ledger, masker, scope, key, where, row_id),
+                           on_value, refused)
 
     def close_tab(self):
         self.runner.cancel()

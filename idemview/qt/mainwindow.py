@@ -15,14 +15,14 @@ Ctrl+W                close the tab
 
 from __future__ import annotations
 
+import html
 import sys
-
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QAction, QDesktopServices, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView, QApplication, QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDockWidget,
     QFileDialog, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMainWindow, QMessageBox,
@@ -40,9 +40,9 @@ from .workers import JobError, Runner
 UTC = timezone.utc
 
 try:  # the evidence export core arrives separately; the action is disabled until it does
-    from ..export import export_evidence  # type: ignore[attr-defined]
+    from ..export import check_target, export_evidence  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the branch
-    export_evidence = None
+    export_evidence = check_target = None
 
 
 class _CancelFlag:
@@ -69,38 +69,92 @@ class _Progress(QObject):
 
 
 class ExportDialog(QDialog):
-    """Where and what to export; shows the filter sentence that the manifest will record."""
+    """Where and what to export; shows the filter sentence that the manifest will record.
 
-    def __init__(self, sentence: str, default_path: str, parent=None):
+    Export checks the target first (:func:`idemview.export.check_target`): the reason a path is refused
+    is shown in the dialog, and an existing file is replaced only after the user says so (then
+    ``overwrite`` is True). ``ask_replace(path)`` asks; tests replace it."""
+
+    def __init__(self, sentence: str, default_path: str, ledger=None, parent=None):
         super().__init__(parent)
         self.setWindowTitle("Export evidence")
+        self.ledger = ledger
+        self.overwrite = False
         form = QFormLayout(self)
-        lbl = QLabel(f"<b>{sentence}</b><br>masked, with a manifest (FILE.csv.manifest.json)")
-        lbl.setWordWrap(True)
-        form.addRow("Exports", lbl)
+        self.sentence = QLabel(f"<b>{html.escape(sentence)}</b><br>masked, with a manifest "
+                               "(FILE.csv.manifest.json)")
+        self.sentence.setWordWrap(True)
+        form.addRow("Exports", self.sentence)
         self.rows = QComboBox()
         self.rows.addItems(["operations", "attempts", "findings"])
         form.addRow("Rows", self.rows)
         self.excel = QCheckBox("UTF-8 with BOM, for spreadsheets")
         form.addRow("Excel", self.excel)
+        self.null_literal = QLineEdit()
+        self.null_literal.setPlaceholderText("empty field")
+        self.null_literal.setToolTip("What a NULL is written as (e.g. NULL or \\N); empty: an empty field")
+        self.null_literal.setMaximumWidth(160)
+        form.addRow("NULL as", self.null_literal)
         h = QHBoxLayout()
         self.path = QLineEdit(default_path)
+        self.path.textChanged.connect(lambda _t: self._set_problem(""))
         b = QPushButton("Browse…")
         b.clicked.connect(self._browse)
         h.addWidget(self.path, 1)
         h.addWidget(b)
         form.addRow("File", h)
+        self.problem = QLabel()
+        self.problem.setWordWrap(True)
+        self.problem.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.problem.hide()
+        form.addRow(self.problem)
         bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        bb.button(QDialogButtonBox.StandardButton.Ok).setText("Export")
-        bb.accepted.connect(self.accept)
+        self.export_btn = bb.button(QDialogButtonBox.StandardButton.Ok)
+        self.export_btn.setText("Export")
+        bb.accepted.connect(self.try_accept)
         bb.rejected.connect(self.reject)
         form.addRow(bb)
-        self.resize(560, 200)
+        self.resize(600, 240)
 
     def _browse(self):
-        p, _ = QFileDialog.getSaveFileName(self, "Export evidence", self.path.text(), "CSV (*.csv)")
+        # the native dialog asks about replacing an existing file itself; we still check it on Export
+        p, _ = QFileDialog.getSaveFileName(self, "Export evidence", self.path.text(), "CSV (*.csv)",
+                                           options=QFileDialog.Option.DontConfirmOverwrite)
         if p:
             self.path.setText(p if p.endswith(".csv") else p + ".csv")
+
+    def _set_problem(self, text: str):
+        self.problem.setText(f"⚠ {text}" if text else "")
+        self.problem.setVisible(bool(text))
+
+    def ask_replace(self, path: str) -> bool:
+        box = QMessageBox(QMessageBox.Icon.Question, "Replace the file?",
+                          f"{path} already exists (or its manifest does).\nReplace it?",
+                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self)
+        box.setDefaultButton(QMessageBox.StandardButton.No)
+        return box.exec() == QMessageBox.StandardButton.Yes
+
+    def try_accept(self):
+        """Check the target (file-system only: no database query) and accept, or say why not."""
+        out = self.path.text().strip()
+        if not out:
+            self._set_problem("choose a file to export to")
+            return
+        self.overwrite = False
+        try:
+            check_target(out, self.ledger, overwrite=False)
+        except ValueError as e:
+            try:
+                check_target(out, self.ledger, overwrite=True)
+            except ValueError as e2:  # not just "exists": the ledger itself, a device, no folder
+                self._set_problem(str(e2))
+                return
+            if not self.ask_replace(out):
+                self._set_problem(str(e).replace(" (use --force to replace it)", ""))
+                return
+            self.overwrite = True
+        self._set_problem("")
+        self.accept()
 
 
 class MainWindow(QMainWindow):
@@ -181,6 +235,9 @@ class MainWindow(QMainWindow):
         self.act_refresh.triggered.connect(self.refresh_current)
         self.act_export = QAction("Export evidence…", self, shortcut=QKeySequence("Ctrl+E"))
         self.act_export.triggered.connect(self.export_current)
+        self.act_layout = QAction("Edit layout…", self)
+        self.act_layout.setToolTip("Adjust this ledger's layout in the layout editor; the tab reopens with it")
+        self.act_layout.triggered.connect(self.edit_layout_current)
         for a in (self.act_connect, self.act_refresh):
             tb.addAction(a)
         tb.addSeparator()
@@ -196,6 +253,7 @@ class MainWindow(QMainWindow):
         tb.addWidget(self.live_secs)
         tb.addSeparator()
         tb.addAction(self.act_export)
+        tb.addAction(self.act_layout)
         tb.addSeparator()
         self.zone_btn = QToolButton()
         self.zone_btn.setCheckable(True)
@@ -251,6 +309,7 @@ class MainWindow(QMainWindow):
     def _sync_actions(self):
         has = self.current_tab() is not None
         self.act_refresh.setEnabled(has)
+        self.act_layout.setEnabled(has)
         if export_evidence is None:
             self.act_export.setEnabled(False)
             self.act_export.setToolTip("Evidence export is not available in this build "
@@ -392,43 +451,104 @@ class MainWindow(QMainWindow):
         for t in self.ledger_tabs():
             t.restyle()
 
+    # -------------------------------------------------------------------------------- layout
+
+    def edit_layout_current(self):
+        """The layout editor on this tab's (read-only) engine and current layout; on Save the tab
+        reopens with the saved layout (and a saved connection keeps it)."""
+        t = self.current_tab()
+        if t is None or t.opened is None:
+            return
+        from .layout_editor import LayoutEditor
+        ed = LayoutEditor(t.opened.engine, t.ledger.layout, t.spec.connection_id, now=t.now, parent=self)
+        ed.saved.connect(lambda path, t=t: self._layout_saved(t, path))
+        ed.finished.connect(ed.deleteLater)
+        self.layout_editor = ed
+        ed.open()
+
+    def _layout_saved(self, tab: LedgerTab, path: str):
+        from dataclasses import replace
+        i = self.tabs.indexOf(tab)
+        if i < 0:
+            return
+        if tab.spec.connection_id:
+            from ..config import ConnectionStore
+            store = ConnectionStore()
+            for c in store.load():
+                if c.id == tab.spec.connection_id:
+                    store.upsert(replace(c, layout=path))
+        spec = replace(tab.spec, layout=path)
+        self.close_tab(i)
+        new = self.open_spec(spec)
+        self.tabs.tabBar().moveTab(self.tabs.indexOf(new), min(i, self.tabs.count() - 1))
+        self.tabs.setCurrentWidget(new)
+        self.statusBar().showMessage(f"Reopened {spec.name} with the layout saved to {path}", 10000)
+
     # -------------------------------------------------------------------------------- export
 
     def export_current(self):
+        """Ctrl+E: the export dialog (window-modal, not blocking), then the export on a worker with a
+        progress dialog and Cancel; on success a message with the row count, the paths and Open folder."""
         t = self.current_tab()
         if t is None or t.ledger is None or export_evidence is None:
             return
         flt, now = t.filterbar.filter(), t.now or datetime.now(UTC)
         default = str(Path.home() / f"idemview-evidence-{now.strftime('%Y%m%dT%H%M%SZ')}.csv")
-        dlg = ExportDialog(flt.sentence(), default, self)
-        if dlg.exec() != QDialog.DialogCode.Accepted:
-            return
-        out, rows, excel = dlg.path.text(), dlg.rows.currentText(), dlg.excel.isChecked()
+        dlg = ExportDialog(self.masker.free_text(flt.sentence()), default, t.ledger, self)
+        self.export_dialog = dlg
+        dlg.accepted.connect(lambda: self._start_export(t, flt, now, dlg))
+        dlg.finished.connect(dlg.deleteLater)
+        dlg.open()
+
+    def _start_export(self, t: LedgerTab, flt, now, dlg: ExportDialog):
+        out, rows, excel = dlg.path.text().strip(), dlg.rows.currentText(), dlg.excel.isChecked()
+        null, overwrite = dlg.null_literal.text(), dlg.overwrite
         flag, prog = _CancelFlag(), _Progress(self)
         pd = QProgressDialog("Exporting evidence…", "Cancel", 0, 0, self)
         pd.setWindowModality(Qt.WindowModality.WindowModal)
+        pd.setMinimumDuration(0)
         pd.canceled.connect(flag.set)
+        self.export_progress = pd
         prog.changed.connect(lambda n: pd.setLabelText(f"Exporting evidence… {n:,} rows" if isinstance(n, int)
                                                        else "Exporting evidence…"))
         ledger, name = t.ledger, t.title()
 
         def run(tok):
             # a fresh Masker per export (export's default): its manifest counts only this export's masks
-            return export_evidence(ledger, flt, out, rows=rows, now=now, excel=excel, connection_name=name,
-                                   masker=None, progress=lambda *a: prog.changed.emit(a[0] if a else None),
-                                   cancel=flag)
+            return export_evidence(ledger, flt, out, rows=rows, now=now, excel=excel, null_literal=null,
+                                   connection_name=name, masker=None,
+                                   progress=lambda *a: prog.changed.emit(a[0] if a else None),
+                                   cancel=flag, overwrite=overwrite)
 
         def ok(res):
             pd.close()
-            self.statusBar().showMessage(f"Exported {getattr(res, 'rows', '?')} rows to {res.path} "
-                                         f"(manifest {res.manifest_path})", 15000)
+            self.statusBar().showMessage(f"Exported {res.rows:,} rows to {res.path}", 15000)
+            self._export_done(res, rows)
 
         def fail(err: JobError):
             pd.close()
-            if not err.cancelled and not flag.is_set():
-                QMessageBox.warning(self, "Export failed", self.masker.free_text(err.message))
+            if err.cancelled or flag.is_set() or err.message.startswith("ExportCancelled"):
+                self.statusBar().showMessage("Export cancelled; no file written", 8000)
+                return
+            self._notify(QMessageBox.Icon.Warning, "Export failed", self.masker.free_text(err.message))
         self.runner.submit("export", run, ok, fail)
         pd.show()
+
+    def _notify(self, icon, title: str, text: str) -> QMessageBox:
+        box = QMessageBox(icon, title, text, QMessageBox.StandardButton.Close, self)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.open()  # window-modal but not blocking: the event loop (and the workers) keep running
+        return box
+
+    def _export_done(self, res, rows: str):
+        folder = str(Path(res.path).parent)
+        box = self._notify(QMessageBox.Icon.Information, "Evidence exported",
+                           f"Exported {res.rows:,} {rows} rows, masked.\n\nCSV: {res.path}\n"
+                           f"Manifest: {res.manifest_path}\nSHA-256: {res.sha256}")
+        b = box.addButton("Open folder", QMessageBox.ButtonRole.ActionRole)
+        b.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(folder)))
+        self.export_done_box = box
 
     def closeEvent(self, ev):
         for t in self.ledger_tabs():

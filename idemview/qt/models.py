@@ -89,6 +89,7 @@ class OperationsModel(QAbstractTableModel):
         self._started = False  # first page requested
         self._loading = False
         self._exhausted = True
+        self._revealed: dict[tuple[int, int], str] = {}  # (row, column) -> value revealed on request
 
     # ------------------------------------------------------------------------------ queries
 
@@ -106,6 +107,7 @@ class OperationsModel(QAbstractTableModel):
             self.by_ref = findings.by_ref
         self.beginResetModel()
         self._rows, self._cursor = [], None
+        self._revealed = {}
         self._exhausted = self.ledger is None
         self._started = False
         self.endResetModel()
@@ -136,16 +138,18 @@ class OperationsModel(QAbstractTableModel):
 
     def _on_page(self, result):
         rows, cursor = result
-        self._set_loading(False)
+        # The cursor moves before any signal is emitted and "loading" ends only after the rows are in:
+        # a view or model tester reacting to rowsAboutToBeInserted / loading_changed by calling
+        # fetchMore must see either "still loading" or the new cursor. (It used to see loading=False
+        # with the old cursor, asked for the same page again, and the grid showed every page twice.)
+        self._cursor = cursor if rows else None
+        self._exhausted = self._cursor is None
         if rows:
             first = len(self._rows)
             self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
             self._rows.extend(rows)
-            self._cursor = cursor
-            self._exhausted = cursor is None
             self.endInsertRows()
-        else:
-            self._cursor, self._exhausted = None, True
+        self._set_loading(False)
         self.page_loaded.emit(len(self._rows))
 
     def _on_error(self, err: JobError):
@@ -199,6 +203,19 @@ class OperationsModel(QAbstractTableModel):
     def row(self, i: int) -> OpRow:
         return self._rows[i]
 
+    #: grid column -> Operation field that "Reveal this value" re-reads
+    REVEALABLE = {COL_KEY: "key", COL_SCOPE: "scope", COL_KIND: "kind"}
+
+    def set_revealed(self, row: int, column: int, value: str) -> None:
+        """Show ``value`` (revealed on the user's explicit request) instead of the masked cell."""
+        if 0 <= row < len(self._rows):
+            self._revealed[(row, column)] = value
+            ix = self.index(row, column)
+            self.dataChanged.emit(ix, ix)
+
+    def is_revealed(self, row: int, column: int) -> bool:
+        return (row, column) in self._revealed
+
     def rows(self) -> list[OpRow]:
         return list(self._rows)
 
@@ -206,6 +223,10 @@ class OperationsModel(QAbstractTableModel):
         if not index.isValid() or index.row() >= len(self._rows):
             return None
         r, c = self._rows[index.row()], index.column()
+        if self._revealed and role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
+            rv = self._revealed.get((index.row(), c))
+            if rv is not None:
+                return rv if role == Qt.ItemDataRole.DisplayRole else "revealed on request"
         if role == Qt.ItemDataRole.DisplayRole:
             if c == COL_KEY:
                 return r.key
@@ -271,11 +292,15 @@ class AttemptsModel(QAbstractTableModel):
         super().__init__(parent)
         self._rows: list[Attempt] = []
         self._after_expiry: set[int] = set()
+        self._revealed: dict[tuple[int, str], str] = {}
 
-    def set_attempts(self, atts: list[Attempt], after_expiry: set[int] | None = None):
+    def set_attempts(self, atts: list[Attempt], after_expiry: set[int] | None = None,
+                     revealed: dict[tuple[int, str], str] | None = None):
+        """``revealed``: (row, field) -> a value the user chose to reveal (shown instead of the mask)."""
         self.beginResetModel()
         self._rows = list(atts)
         self._after_expiry = set(after_expiry or ())
+        self._revealed = dict(revealed or {})
         self.endResetModel()
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:
@@ -295,6 +320,10 @@ class AttemptsModel(QAbstractTableModel):
         if not index.isValid() or index.row() >= len(self._rows):
             return None
         a, c = self._rows[index.row()], index.column()
+        rv = self._revealed.get((index.row(), {5: "worker", 6: "effect_ref", 7: "error"}.get(c, "")))
+        if rv is not None and role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
+            return rv.splitlines()[0][:200] if role == Qt.ItemDataRole.DisplayRole and c == 7 and rv else \
+                (rv if role == Qt.ItemDataRole.DisplayRole else "revealed on request:\n" + rv)
         if role == Qt.ItemDataRole.DisplayRole:
             if c == 0:
                 return "—" if a.number is None else str(a.number)

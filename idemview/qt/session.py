@@ -94,6 +94,7 @@ class OpenSpec:
     password: str | None = None
     colour: str = ""
     connection_id: str | None = None
+    naive_zone: str | None = None  # IANA zone of the ledger's naive timestamps (a saved connection's)
 
 
 @dataclass
@@ -131,7 +132,7 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
             m = matches[0]
             layout = m.layout
             detection = f"detected {m.layout.name} ({m.confidence:.0%}): {m.reason}"
-        ledger = Ledger(engine, layout, name=spec.name)
+        ledger = Ledger(engine, layout, name=spec.name, naive_zone=spec.naive_zone)
         token.check()
         ro = session_is_read_only(engine)
         n_ops, n_att = ledger.counts()
@@ -286,3 +287,98 @@ def search(ledger: Ledger, masker: SharedMasker, text: str, tab_index: int, name
 
 def severity_of(fs: list[Finding]) -> Severity | None:
     return min((f.severity for f in fs), key=lambda s: SEVERITY_ORDER[s], default=None)
+
+
+# ------------------------------------------------------------------------------ reveal one cell
+
+class RevealRefused(Exception):
+    """A value that may not (or cannot) be revealed; the message is plain words, never the value."""
+
+
+#: Operation fields the GUI may reveal, with the column name masking knows them by.
+OP_REVEAL = {"key": "idempotency_key", "scope": "scope", "kind": "kind", "raw_status": "status",
+             "fingerprint": "fingerprint", "intent_ref": "intent_ref", "effect_ref": "effect_ref"}
+#: Attempt fields the GUI may reveal.
+ATT_REVEAL = {"worker": "worker", "effect_ref": "effect_ref", "error": "error", "raw_outcome": "outcome"}
+CREDENTIAL_TOOLTIP = "credentials are never revealed"
+
+
+def reveal_state(shown: str | None) -> tuple[bool, str]:
+    """Whether a cell shown as ``shown`` (masked text) offers "Reveal this value", and the tooltip.
+    Decided from the tags' kinds, so the menu needs no raw value; :func:`reveal_value` checks again
+    with :meth:`Masker.is_credential` on the raw value before anything is shown."""
+    from ..masking import CREDENTIAL_KINDS, TAG_RE
+    tags = TAG_RE.findall(shown or "")
+    if not tags:
+        return False, "nothing is masked here"
+    if any(t[1:t.index("#")] in CREDENTIAL_KINDS for t in tags):
+        return False, CREDENTIAL_TOOLTIP
+    return True, "Show this one value unmasked (read again from the database, never logged)"
+
+
+def tag_at(text: str, pos: int) -> str | None:
+    """The masking tag in ``text`` that spans position ``pos`` (a cursor), if any."""
+    from ..masking import TAG_RE
+    for m in TAG_RE.finditer(text):
+        if m.start() <= pos <= m.end():
+            return m.group(0)
+    return None
+
+
+def _leaf_for_tag(masker: SharedMasker, value: Any, tag: str, name: str | None) -> tuple[str | None, Any] | None:
+    """The smallest part of a parsed payload whose masked form carries ``tag``, with its field name."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            hit = _leaf_for_tag(masker, v, tag, k if isinstance(k, str) else None)
+            if hit is not None:
+                return hit
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            hit = _leaf_for_tag(masker, v, tag, name)
+            if hit is not None:
+                return hit
+    if value is None or isinstance(value, (bytes, bytearray)):
+        return None
+    return (name, value) if tag in str(masker.value(value, name)) else None
+
+
+def reveal_value(ledger: Ledger, masker: SharedMasker, scope: str, key: str, where: tuple,
+                 row_id: Any = None) -> str:
+    """Re-read one operation and return one of its values unmasked (runs on a worker).
+
+    ``where``: ``("op", field)`` (a field of :data:`OP_REVEAL`), ``("att", index, field)`` (an attempt
+    as :func:`load_detail` orders them, a field of :data:`ATT_REVEAL`) or ``("payload", field, tag)``
+    (the part of the request/response/error that carries ``tag``). ``row_id`` picks the record (else
+    the first, as the detail pane shows it). Raises :class:`RevealRefused` for a credential
+    (:meth:`Masker.is_credential`) or a value that is gone. The value is returned, never logged."""
+    recs = ledger.records(scope, key)
+    recs.sort(key=lambda o: (o.created_at is None, o.created_at or datetime.max.replace(tzinfo=UTC)))
+    rec = next((r for r in recs if r.row_id == row_id), None) if row_id is not None else None
+    rec = rec or (recs[0] if recs else None)
+    if rec is None:
+        raise RevealRefused("this operation is no longer in the ledger")
+    if where[0] == "op" and where[1] in OP_REVEAL:
+        column, raw = OP_REVEAL[where[1]], getattr(rec, where[1])
+    elif where[0] == "att" and where[2] in ATT_REVEAL:
+        atts = ledger.attempts(scope, key, recs)
+        if not 0 <= where[1] < len(atts):
+            raise RevealRefused("this attempt is no longer in the ledger")
+        column, raw = ATT_REVEAL[where[2]], getattr(atts[where[1]], where[2])
+    elif where[0] == "payload" and where[1] in ("request", "response", "error"):
+        pl = getattr(rec, where[1])
+        if pl is None or pl.encoding == "pickle":
+            raise RevealRefused("nothing to reveal here")
+        hit = _leaf_for_tag(masker, pl.value, where[2], where[1])
+        if hit is None:
+            raise RevealRefused("that value is no longer in this payload")
+        column, raw = hit
+    else:
+        raise RevealRefused("this value cannot be revealed")
+    if raw is None:
+        raise RevealRefused("the value is NULL")
+    if masker.is_credential(column, raw):
+        raise RevealRefused(CREDENTIAL_TOOLTIP)
+    if isinstance(raw, (dict, list)):
+        import json
+        return json.dumps(raw, ensure_ascii=False, default=str)
+    return raw if isinstance(raw, str) else str(raw)
