@@ -33,7 +33,7 @@ from typing import Iterable
 from sqlalchemy import (
     Integer, and_, case, distinct, func, literal_column, null, or_, select, true, union, union_all,
 )
-from sqlalchemy.sql.expression import Select
+from sqlalchemy.sql.expression import ColumnElement, Select
 
 from .model import DEFAULT_SEVERITY, Finding, FindingKind, Severity
 from .query import Ledger
@@ -48,6 +48,27 @@ DEFAULT_DEDUP_WINDOW_S = 86400.0
 
 def _nonempty(expr):
     return and_(expr.is_not(None), expr != "")
+
+
+def _two_distinct(expr):
+    """HAVING condition "at least two distinct non-NULL values of ``expr``": ``min <> max`` is one
+    hash-aggregatable pass, where ``count(DISTINCT ...)`` makes PostgreSQL and MySQL sort each group."""
+    return func.min(expr) != func.max(expr)
+
+
+#: Keys per evidence query (an OR of (scope, key) pairs, each served by the key index).
+EVIDENCE_BATCH = 200
+
+
+def _key_batches(keys) -> Iterable[list]:
+    keys = sorted(keys, key=lambda k: (k[0] is None, k[0] or "", k[1] is None, k[1] or ""))
+    for i in range(0, len(keys), EVIDENCE_BATCH):
+        yield keys[i:i + EVIDENCE_BATCH]
+
+
+def _in_keys(scope_col, key_col, keys) -> ColumnElement:
+    """``(scope, key)`` is one of ``keys`` (NULL scopes matched with IS NULL)."""
+    return or_(*[and_(scope_col.is_(None) if s is None else scope_col == s, key_col == k) for s, k in keys])
 
 
 def _dur(seconds: float | None) -> str:
@@ -121,7 +142,7 @@ class FindingEngine:
                        .where(_nonempty(a.c.effect_ref)))
         e = union_all(*eff).subquery("e") if len(eff) > 1 else eff[0].subquery("e")
         parts.append(select(e.c.scope, e.c.key).group_by(e.c.scope, e.c.key)
-                     .having(func.count(distinct(e.c.eff)) >= 2))
+                     .having(_two_distinct(e.c.eff)))
         return union(*parts)
 
     def q_key_conflict(self) -> Select | None:
@@ -138,8 +159,8 @@ class FindingEngine:
         if not srcs:
             return None
         f = (union_all(*srcs) if len(srcs) > 1 else srcs[0]).subquery("f")
-        return (select(f.c.scope, f.c.key, func.count(distinct(f.c.fp)).label("n"))
-                .group_by(f.c.scope, f.c.key).having(func.count(distinct(f.c.fp)) >= 2))
+        return (select(f.c.scope, f.c.key)
+                .group_by(f.c.scope, f.c.key).having(_two_distinct(f.c.fp)))
 
     def q_stuck(self) -> Select | None:
         l = self.l
@@ -309,22 +330,25 @@ class FindingEngine:
         keys = {(r.scope, r.key) for r in self._fetch(c, q)}
         if not keys:
             return []
-        ks = q.subquery("k")
+        # Evidence is read for the found keys only (through the key index), not by re-running q.
         ev: dict = defaultdict(list)
         o = self._ops()
-        rows = c.execute(select(o.c.scope, o.c.key, o.c.rid, o.c.status, o.c.raw_status, o.c.effect_ref,
-                                o.c.created_at_e)
-                         .join(ks, and_(ks.c.scope == o.c.scope, ks.c.key == o.c.key))
-                         .where(or_(o.c.status == "completed", _nonempty(o.c.effect_ref)))).fetchall()
-        for r in rows:
-            ev[(r.scope, r.key)].append({"record": _jsonable(r.rid), "status": r.status,
-                                         "effect_ref": r.effect_ref, "created_at": iso(from_epoch(r.created_at_e))})
         a = self._atts()
-        if a is not None:
+        for batch in _key_batches(keys):
+            rows = c.execute(select(o.c.scope, o.c.key, o.c.rid, o.c.status, o.c.raw_status, o.c.effect_ref,
+                                    o.c.created_at_e)
+                             .where(_in_keys(o.c.scope, o.c.key, batch),
+                                    or_(o.c.status == "completed", _nonempty(o.c.effect_ref)))).fetchall()
+            for r in rows:
+                ev[(r.scope, r.key)].append({"record": _jsonable(r.rid), "status": r.status,
+                                             "effect_ref": r.effect_ref,
+                                             "created_at": iso(from_epoch(r.created_at_e))})
+            if a is None:
+                continue
             rows = c.execute(select(a.c.scope, a.c.key, a.c.number, a.c.outcome, a.c.effect_ref,
                                     a.c.started_at_e)
-                             .join(ks, and_(ks.c.scope == a.c.scope, ks.c.key == a.c.key))
-                             .where(or_(a.c.outcome == "succeeded", _nonempty(a.c.effect_ref)))).fetchall()
+                             .where(_in_keys(a.c.scope, a.c.key, batch),
+                                    or_(a.c.outcome == "succeeded", _nonempty(a.c.effect_ref)))).fetchall()
             for r in rows:
                 ev[(r.scope, r.key)].append({"attempt": _int(r.number), "outcome": r.outcome,
                                              "effect_ref": r.effect_ref,
@@ -380,19 +404,18 @@ class FindingEngine:
         rows = self._fetch(c, q)
         if not rows:
             return []
-        ks = q.subquery("k")
         fps: dict = defaultdict(set)
         o = self._ops()
-        for r in c.execute(select(o.c.scope, o.c.key, o.c.fingerprint)
-                           .join(ks, and_(ks.c.scope == o.c.scope, ks.c.key == o.c.key))
-                           .where(_nonempty(o.c.fingerprint))):
-            fps[(r.scope, r.key)].add(r.fingerprint)
-        a = self._atts()
-        if a is not None and self.l.layout.attempts.fingerprint:
-            for r in c.execute(select(a.c.scope, a.c.key, a.c.fingerprint)
-                               .join(ks, and_(ks.c.scope == a.c.scope, ks.c.key == a.c.key))
-                               .where(_nonempty(a.c.fingerprint))):
-                fps[(r.scope, r.key)].add(r.fingerprint)
+        a = self._atts() if self.l.layout.attempts.fingerprint else None
+        for batch in _key_batches({(r.scope, r.key) for r in rows}):
+            if "fingerprint" in self.l.layout.fields:
+                for r in c.execute(select(o.c.scope, o.c.key, o.c.fingerprint)
+                                   .where(_in_keys(o.c.scope, o.c.key, batch), _nonempty(o.c.fingerprint))):
+                    fps[(r.scope, r.key)].add(r.fingerprint)
+            if a is not None:
+                for r in c.execute(select(a.c.scope, a.c.key, a.c.fingerprint)
+                                   .where(_in_keys(a.c.scope, a.c.key, batch), _nonempty(a.c.fingerprint))):
+                    fps[(r.scope, r.key)].add(r.fingerprint)
         out = []
         for r in rows:
             f = sorted(fps[(r.scope, r.key)])
