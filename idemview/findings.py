@@ -131,7 +131,7 @@ class FindingEngine:
         o = self._ops()
         parts = []
         # >= 2 completed records of one (scope, key)
-        parts.append(select(o.c.scope, o.c.key).where(o.c.status == "completed")
+        parts.append(select(o.c.scope, o.c.key).where(l.status_in(["completed"], o))
                      .group_by(o.c.scope, o.c.key).having(func.count() >= 2))
         eff = [select(o.c.scope, o.c.key, o.c.effect_ref.label("eff")).where(_nonempty(o.c.effect_ref))]
         a = self._atts()
@@ -177,7 +177,7 @@ class FindingEngine:
                        l.epoch.get("locked_at", null()).label("locked_e"),
                        l.epoch.get("lock_expires_at", null()).label("lock_exp_e"),
                        l.raw_status_expr.label("raw_status"))
-                .select_from(l.ops).where(l.status_expr == "in_progress", or_(*conds)))
+                .select_from(l.ops).where(l.status_in(["in_progress"]), or_(*conds)))
 
     def q_expired(self) -> Select | None:
         l, lay = self.l, self.l.layout
@@ -217,9 +217,9 @@ class FindingEngine:
             same.append(and_(_nonempty(o.c.intent_ref), o2.c.scope == o.c.scope,
                              o2.c.intent_ref == o.c.intent_ref))
         resolved = (select(literal_column("1")).select_from(o2)
-                    .where(o2.c.status == "completed", later, or_(*same)).exists())
+                    .where(l.status_in(["completed"], o2), later, or_(*same)).exists())
         return (select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status)
-                .where(o.c.status == "failed", ~resolved))
+                .where(l.status_in(["failed"], o), ~resolved))
 
     def q_replay(self) -> list[Select]:
         l, lay = self.l, self.l.layout
@@ -272,7 +272,7 @@ class FindingEngine:
                        o2.c.created_at_e, func.min(o1.c.created_at_e).label("first_e"))
                 .select_from(o2.join(o1, and_(o1.c.scope == o2.c.scope, o1.c.intent_ref == o2.c.intent_ref,
                                               o1.c.key != o2.c.key)))
-                .where(_nonempty(o2.c.intent_ref), o1.c.status == "completed", o2.c.status == "completed",
+                .where(_nonempty(o2.c.intent_ref), l.status_in(["completed"], o1), l.status_in(["completed"], o2),
                        earlier, o2.c.created_at_e - o1.c.created_at_e <= window)
                 .group_by(o2.c.scope, o2.c.key, o2.c.intent_ref, o2.c.created_at_e))
 
