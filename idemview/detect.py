@@ -29,6 +29,8 @@ class Match:
     reason: str
     matched: int
     missing: list[str]
+    exact: int = 0   # names found with the preset's exact spelling (tells Hangfire's SQL Server and
+                     # PostgreSQL storages apart: same names, different case)
 
 
 def _catalog(engine: Engine) -> dict[tuple[str | None, str], set[str]]:
@@ -52,7 +54,7 @@ def _catalog(engine: Engine) -> dict[tuple[str | None, str], set[str]]:
             continue
         for t in names:
             try:
-                out[(sch, t)] = {c["name"].lower() for c in insp.get_columns(t, schema=sch)}
+                out[(sch, t)] = {c["name"] for c in insp.get_columns(t, schema=sch)}
             except Exception:
                 continue
     return out
@@ -82,7 +84,8 @@ def detect(engine: Engine, presets: list[Layout] | None = None) -> list[Match]:
         found = _find_table(cat, lay.schema, lay.table) or _find_table(cat, None, lay.table)
         if not found:
             continue
-        cols = cat[found]
+        cols = {c.lower() for c in cat[found]}
+        exact = len(lay.operations_columns() & cat[found]) + (found[1] == lay.table)
         optional = {c.lower() for c in lay.optional}
         need = {c.lower() for c in lay.operations_columns()} - optional
         key_cols = {c.lower() for c in lay.key}
@@ -100,7 +103,8 @@ def detect(engine: Engine, presets: list[Layout] | None = None) -> list[Match]:
             need_a = {c.lower() for c in lay.attempts_columns()}
             total += len(need_a)
             if att_found:
-                have_a = need_a & cat[att_found]
+                have_a = need_a & {c.lower() for c in cat[att_found]}
+                exact += len(lay.attempts_columns() & cat[att_found]) + (att_found[1] == lay.attempts.table)
                 got += len(have_a)
                 missing += [f"{lay.attempts.table}.{c}" for c in sorted(need_a - have_a)]
             else:
@@ -115,6 +119,6 @@ def detect(engine: Engine, presets: list[Layout] | None = None) -> list[Match]:
         reason = (f"table {where} has {len(have)} of the {len(need)} columns {lay.name} reads"
                   + (f"; attempts table {att_found[1]} found" if att_found else "")
                   + (f"; missing: {', '.join(missing[:6])}" if missing else ""))
-        matches.append(Match(fitted, conf, reason, got, missing))
-    matches.sort(key=lambda m: (-(m.confidence >= 0.999), -m.confidence, -m.matched, m.layout.name))
+        matches.append(Match(fitted, conf, reason, got, missing, exact))
+    matches.sort(key=lambda m: (-(m.confidence >= 0.999), -m.confidence, -m.matched, -m.exact, m.layout.name))
     return matches

@@ -16,6 +16,7 @@ Format (every key not marked required is optional)::
     row_id = "id"                        # row identity: tells literal duplicate rows apart, pages
     key = ["idempotency_key"]            # required, one or more columns
     scope = ["user_id"]                  # zero or more columns ("" scope when none)
+    key_fallback = "id"                  # a record whose (single) key column is NULL is keyed "#<id>"
     optional = ["name", "worker"]        # columns that may be absent (fields using them are dropped)
     kind = "request_path"                # a column, or {value = "literal"}, or {column=..., json_path=...}
 
@@ -25,6 +26,8 @@ Format (every key not marked required is optional)::
     default = "unknown"
     # ... or ordered rules (first match wins) over columns, for ledgers that derive state:
     # rules = [{when = [{column = "finished_at", is_null = false}], status = "completed"}, ...]
+    # a predicate may test presence in another table (same schema unless given):
+    #   {column = "id", in_table = {table = "failed_executions", column = "job_id"}}
     # raw = "recovery_point"             # a column shown as the raw status with rules
 
     [operations.times]                   # each: "column" (encoding datetime) or a table
@@ -32,9 +35,10 @@ Format (every key not marked required is optional)::
     # encodings: datetime (aware), naive (zone = "UTC" by default), epoch_s, epoch_ms, iso_text
 
     [operations.fields]                  # each: "column" or {column=..., json_path="$.a.b"}
-    attempt_count = "attempts"
+    attempt_count = "attempts"           # or {column = "arguments", json_path = "$.executions"}
     fingerprint = "request_hash"
     intent_ref = {column = "request_params", json_path = "$.order_id"}
+    # a binary reference (River unique_key): {column = "unique_key", encoding = "hex"}
     effect_ref = "charge_id"
     request = {column = "request_params", encoding = "json"}    # json, text, binary, pickle
 
@@ -47,6 +51,7 @@ Format (every key not marked required is optional)::
     started_at = "started_at"; finished_at = "finished_at"
     error = "error"; effect_ref = "charge_id"; worker = "worker"
     where = [{column = "Name", in = ["Succeeded", "Failed"]}]   # a state-history table: rows that are attempts
+    # predicates: is_null, eq, ne, in, not_in, gt, ge, lt, le, like; {any = [pred, ...]} is an OR group
     # source = "json_array": column = "errors"; element = {at = "at", number = "attempt",
     #   error = "error"}; outcome = "failed" (every element is one ended attempt)
 
@@ -79,7 +84,7 @@ TIME_FIELDS = ("created_at", "updated_at", "completed_at", "locked_at", "lock_ex
                "expires_at", "last_attempt_at")
 VALUE_FIELDS = ("attempt_count", "fingerprint", "intent_ref", "effect_ref")
 PAYLOAD_FIELDS = ("request", "response", "error")
-PREDICATE_OPS = ("is_null", "eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "like")
+PREDICATE_OPS = ("is_null", "eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "like", "in_table", "any")
 ATTEMPT_SOURCES = ("table", "json_array", "counter", "none")
 
 
@@ -122,6 +127,12 @@ class Predicate:
     column: str
     op: str
     value: Any
+
+    def columns(self) -> set[str]:
+        """The columns this predicate reads (an ``any`` group reads its members' columns)."""
+        if self.op == "any":
+            return {c for p in self.value for c in p.columns()}
+        return {self.column}
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +208,7 @@ class Layout:
     detect: dict[str, Any] = field(default_factory=dict)
     text: str = ""
     origin: str = ""
+    key_fallback: str | None = None
 
     @property
     def hash(self) -> str:
@@ -235,6 +247,8 @@ class Layout:
     def operations_columns(self) -> set[str]:
         """Every operations-table column the layout names (to check against the database)."""
         cols = set(self.key) | set(self.scope)
+        if self.key_fallback:
+            cols.add(self.key_fallback)
         if self.row_id:
             cols.add(self.row_id)
         if self.kind and self.kind.column:
@@ -259,7 +273,7 @@ class Layout:
                 cols.add(t.column)
         if a.outcome:
             cols |= _status_columns(a.outcome)
-        cols |= {p.column for p in a.where}
+        cols |= {c for p in a.where for c in p.columns()}
         return cols
 
 
@@ -270,7 +284,7 @@ def _status_columns(s: StatusSource) -> set[str]:
     if s.raw:
         cols.add(s.raw)
     for r in s.rules:
-        cols |= {p.column for p in r.when}
+        cols |= {c for p in r.when for c in p.columns()}
     return cols
 
 
@@ -309,6 +323,9 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
         if jp is not None and not (isinstance(jp, str) and jp.startswith("$")):
             raise _err(where, f"{name}: json_path must look like $.a.b")
         enc = v.get("encoding")
+        if not payload and enc not in (None, "hex"):
+            raise _err(where, f"{name}: encoding {enc!r}: a reference takes only encoding = \"hex\" "
+                              f"(binary column shown as lowercase hex)")
         if payload:
             enc = enc or "text"
             if enc not in PAYLOAD_ENCODINGS:
@@ -318,6 +335,11 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
 
 
 def _predicate(where: str, d: Any) -> Predicate:
+    if isinstance(d, dict) and set(d) == {"any"}:
+        # {any = [pred, pred, ...]}: holds when at least one member holds (an OR group)
+        if not isinstance(d["any"], list) or not d["any"]:
+            raise _err(where, f"any takes a non-empty list of predicates: {d!r}")
+        return Predicate("", "any", tuple(_predicate(where, p) for p in d["any"]))
     if not isinstance(d, dict) or not isinstance(d.get("column"), str):
         raise _err(where, f"a predicate needs a column: {d!r}")
     ops = [k for k in d if k != "column"]
@@ -329,6 +351,10 @@ def _predicate(where: str, d: Any) -> Predicate:
         raise _err(where, f"{op} takes a list: {d!r}")
     if op == "is_null" and not isinstance(val, bool):
         raise _err(where, f"is_null takes true or false: {d!r}")
+    if op == "in_table" and not (isinstance(val, dict) and isinstance(val.get("table"), str)
+                                 and isinstance(val.get("column"), str)
+                                 and set(val) <= {"table", "column", "schema"}):
+        raise _err(where, f"in_table takes {{table = ..., column = ...}} (and optionally schema): {d!r}")
     return Predicate(d["column"], op, val)
 
 
@@ -386,7 +412,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
     if not isinstance(ops, dict) or not isinstance(ops.get("table"), str):
         raise _err(where, "[operations] table is required")
     unknown = set(ops) - {"table", "schema", "row_id", "key", "scope", "kind", "status", "times", "fields",
-                          "optional"}
+                          "optional", "key_fallback"}
     if unknown:
         raise _err(where, f"[operations] has unknown entries: {', '.join(sorted(unknown))}")
     times = {}
@@ -445,7 +471,10 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         retry_threshold=int(tun.get("retry_threshold", 5)),
         optional=_cols(where, "operations.optional", ops.get("optional"), False),
         detect=d.get("detect") or {}, text=text, origin=origin,
+        key_fallback=ops.get("key_fallback"),
     )
+    if lay.key_fallback is not None and (not isinstance(lay.key_fallback, str) or len(lay.key) != 1):
+        raise _err(where, "operations.key_fallback is a column name, for a single-column key")
     if lay.retention_seconds is not None and lay.retention_from not in times:
         raise _err(where, f"expiry.retention_from {lay.retention_from!r} is not in [operations.times]")
     return lay

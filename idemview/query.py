@@ -17,6 +17,7 @@ from sqlalchemy import (
     Integer, MetaData, String, Table, and_, case, cast, func, inspect, literal, literal_column, not_,
     null, or_, select, true, false,
 )
+from sqlalchemy import column as sa_column, table as sa_table
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.sql.expression import ColumnElement, Select
@@ -24,7 +25,7 @@ from sqlalchemy.sql.expression import ColumnElement, Select
 from .filters import Filter
 from .layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
 from .model import Attempt, Operation, Outcome, Payload, Status
-from .sqlx import as_text, epoch_seconds, json_text, time_after, time_before
+from .sqlx import as_text, epoch_seconds, hex_text, json_text, time_after, time_before
 from .times import decode_time, from_epoch
 
 UTC = timezone.utc
@@ -100,7 +101,7 @@ class Ledger:
         self.md = MetaData()
         self.ops = self._reflect(layout.schema, layout.table, layout.operations_columns(), "operations",
                                  optional=set(layout.optional))
-        absent = set(layout.optional) - {c.name for c in self.ops.c}
+        absent = set(layout.optional) - {c.key for c in self.ops.c}
         if absent:
             layout = layout.without_columns(absent)
             self.layout = layout
@@ -113,9 +114,36 @@ class Ledger:
             if missing:
                 raise LayoutError(f"layout {layout.name!r} joins attempts on a missing operations "
                                   f"column: {', '.join(missing)}", missing)
+        self._check_in_tables()
         self._build()
 
     # ------------------------------------------------------------------------------------- schema
+
+    def _check_in_tables(self):
+        """Tables named by ``in_table`` predicates must exist (else the layout does not fit)."""
+        lay = self.layout
+        preds = [p for r in lay.status.rules for p in r.when]
+        if lay.attempts.outcome:
+            preds += [p for r in lay.attempts.outcome.rules for p in r.when]
+        preds += list(lay.attempts.where)
+
+        def flat(ps):
+            for p in ps:
+                if p.op == "any":
+                    yield from flat(p.value)
+                else:
+                    yield p
+        preds = list(flat(preds))
+        insp = inspect(self.engine)
+        for p in preds:
+            if p.op != "in_table":
+                continue
+            schema = p.value.get("schema", lay.schema)
+            names = {n.lower() for n in insp.get_table_names(schema=schema)}
+            if p.value["table"].lower() not in names:
+                where = f"{schema}.{p.value['table']}" if schema else p.value["table"]
+                raise LayoutError(f"layout {lay.name!r}: the table {where} (in_table) is not in the "
+                                  f"database", [f"table {where}"])
 
     def _reflect(self, schema, table, columns: set[str], role: str, optional: set[str] = frozenset()) -> Table:
         insp = inspect(self.engine)
@@ -125,11 +153,23 @@ class Ledger:
             where = f"{schema}.{table}" if schema else table
             raise LayoutError(f"layout {self.layout.name!r}: the {role} table {where} is not in the "
                               f"database", [f"table {where}"])
+        # Column names match case-insensitively when there is no exact match (DDL run unquoted folds
+        # case: Camel's processorName is processorname on PostgreSQL); the column then keeps the
+        # layout's spelling as its key, while SQL uses the real, quoted name.
         try:
-            t = Table(real, self.md, schema=schema, autoload_with=self.engine)
+            real_cols = {c["name"] for c in insp.get_columns(real, schema=schema)}
+            fold = {c.lower(): c for c in (columns | set(optional)) if c not in real_cols}
+
+            def _rekey(_insp, _table, info):
+                k = fold.get(info["name"].lower())
+                if k is not None:
+                    info["key"] = k
+
+            t = Table(real, self.md, schema=schema, autoload_with=self.engine,
+                      listeners=[("column_reflect", _rekey)])
         except NoSuchTableError:
             raise LayoutError(f"layout {self.layout.name!r}: cannot read table {table}", [f"table {table}"]) from None
-        have = {c.name for c in t.c}
+        have = {c.key for c in t.c}
         missing = sorted(c for c in columns if c not in have and c not in optional)
         if missing:
             raise LayoutError(
@@ -156,6 +196,8 @@ class Ledger:
         return out
 
     def _pred(self, t: Table, p: Predicate) -> ColumnElement:
+        if p.op == "any":
+            return or_(*[self._pred(t, q) for q in p.value])
         c = t.c[p.column]
         v = p.value
         if p.op == "is_null":
@@ -178,6 +220,10 @@ class Ledger:
             return c <= v
         if p.op == "like":
             return c.like(v)
+        if p.op == "in_table":
+            # Presence in another table: c IN (SELECT column FROM table); names quoted by SQLAlchemy.
+            other = sa_table(v["table"], sa_column(v["column"]), schema=v.get("schema", t.schema))
+            return c.in_(select(other.c[v["column"]]).where(other.c[v["column"]].is_not(None)))
         raise LayoutError(f"unknown predicate {p.op}")
 
     def _status_expr(self, t: Table, s: StatusSource) -> tuple[ColumnElement, ColumnElement]:
@@ -225,6 +271,8 @@ class Ledger:
         if vs.literal is not None:
             return literal(str(vs.literal), String())
         col = t.c[vs.column]
+        if vs.encoding == "hex":
+            return hex_text(col)
         if vs.json_path:
             return json_text(col, vs.json_path)
         return self._text(col)
@@ -232,6 +280,12 @@ class Ledger:
     def _build(self):
         lay, t = self.layout, self.ops
         self.key_expr = self._joined([t.c[c] for c in lay.key])
+        if lay.key_fallback:
+            # A record without a key is its own operation, keyed "#<row id>".
+            fb = self._text(t.c[lay.key_fallback])
+            fb = (func.concat(literal_column("'#'"), fb) if self.dialect == "mysql"
+                  else literal_column("'#'").op("||")(fb))
+            self.key_expr = func.coalesce(self.key_expr, fb)
         self.scope_expr = self._joined([t.c[c] for c in lay.scope])
         self.kind_expr = self._value_expr(t, lay.kind) if lay.kind else null()
         self.status_expr, self.raw_status_expr = self._status_expr(t, lay.status)
@@ -252,7 +306,10 @@ class Ledger:
         self.intent_expr = self._value_expr(t, f.get("intent_ref"))
         self.effect_expr = self._value_expr(t, f.get("effect_ref"))
         ac = f.get("attempt_count")
-        self.attempt_count_expr = cast(t.c[ac.column], Integer) if ac and ac.column else None
+        self.attempt_count_expr = None
+        if ac and ac.column:
+            src = json_text(t.c[ac.column], ac.json_path) if ac.json_path else t.c[ac.column]
+            self.attempt_count_expr = cast(src, Integer)
         if self.att is not None:
             self._build_attempts()
 
@@ -277,7 +334,7 @@ class Ledger:
         # When attempts join on all key and scope columns, scope/key can be read from the attempts
         # table alone (no join needed): the common case, and much cheaper.
         inv = {oc: ac for ac, oc in a.join.items()}
-        if all(c in inv for c in self.layout.key + self.layout.scope):
+        if all(c in inv for c in self.layout.key + self.layout.scope) and not self.layout.key_fallback:
             self.att_key_expr = self._joined([t.c[inv[c]] for c in self.layout.key])
             self.att_scope_expr = self._joined([t.c[inv[c]] for c in self.layout.scope])
             self.att_needs_join = False

@@ -201,6 +201,29 @@ def json_text(col: ColumnElement, path: str) -> ColumnElement:
     return _JsonText(col, literal(path, String()))
 
 
+class _HexText(FunctionElement):
+    type = String()
+    inherit_cache = True
+    name = "hex_text"
+
+
+@compiles(_HexText)
+def _hex_generic(el, compiler, **kw):
+    (col,) = list(el.clauses)
+    return f"LOWER(HEX({compiler.process(col, **kw)}))"
+
+
+@compiles(_HexText, "postgresql")
+def _hex_pg(el, compiler, **kw):
+    (col,) = list(el.clauses)
+    return f"encode({compiler.process(col, **kw)}, 'hex')"
+
+
+def hex_text(col: ColumnElement) -> ColumnElement:
+    """A binary column as lowercase hex text (e.g. River's ``unique_key`` hash); NULL stays NULL."""
+    return _HexText(col)
+
+
 def as_text(col: ColumnElement) -> ColumnElement:
     """``col`` cast to text (for keys and references held in integer or UUID columns)."""
     return cast(col, String())
