@@ -77,8 +77,13 @@ def floor_queries(dialect: str, now: datetime) -> dict[str, str]:
              WHERE o.status = 'failed' AND NOT EXISTS (
                 SELECT 1 FROM operations o2
                  WHERE o2.status = 'succeeded' AND o2.scope = o.scope
-                   AND (o2.idempotency_key = o.idempotency_key
-                        OR (o.intent_ref <> '' AND o2.intent_ref = o.intent_ref))
+                   AND o2.idempotency_key = o.idempotency_key
+                   AND (o2.created_at >= o.created_at OR o2.created_at IS NULL
+                        OR o.created_at IS NULL))
+               AND NOT EXISTS (
+                SELECT 1 FROM operations o2
+                 WHERE o2.status = 'succeeded' AND o2.scope = o.scope
+                   AND o.intent_ref <> '' AND o2.intent_ref = o.intent_ref
                    AND (o2.created_at >= o.created_at OR o2.created_at IS NULL
                         OR o.created_at IS NULL))""",
         "retry_storm": f"SELECT scope, idempotency_key FROM operations WHERE attempt_count > {RETRY_THRESHOLD}",
