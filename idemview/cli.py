@@ -131,7 +131,9 @@ def resolve_ledger(args, engine, saved=None):
                                "(see `idemview presets`)", EXIT_LAYOUT)
             layout = matches[0].layout
         return Ledger(engine, layout, lock_timeout_s=args.lock_timeout,
-                      retry_threshold=args.retry_threshold, retention_s=args.retention)
+                      retry_threshold=args.retry_threshold, retention_s=args.retention,
+                      name=saved.name if saved is not None else None,
+                      naive_zone=saved.naive_zone if saved is not None else None)
     except LayoutError as e:
         code = EXIT_LAYOUT if e.missing or spec is None else EXIT_USAGE
         raise CliError(str(e), code) from None

@@ -507,7 +507,8 @@ def load_preset(name: str) -> Layout:
 def load_layout(spec: str) -> Layout:
     """A preset name, or a path to a layout TOML file. Raises :class:`LayoutError`."""
     p = Path(spec)
-    if spec.endswith(".toml") or p.exists():
+    # is_file, not exists: a preset name can also be a folder name (e.g. "idemview" in the repo root).
+    if spec.endswith(".toml") or p.is_file():
         try:
             text = p.read_text("utf-8")
         except OSError as e:

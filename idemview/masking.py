@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 from uuid import UUID
 
 from .model import Payload
@@ -73,7 +73,7 @@ CREDENTIAL_KINDS: frozenset[str] = frozenset({
 #: credential detectors are always on (credentials are never revealed, DESIGN §6).
 DETECTORS: tuple[str, ...] = (
     "private_key", "url_password", "url_param", "jwt", "provider_key", "auth_header",
-    "email", "iban", "card", "phone", "named_value",
+    "email", "iban", "phone", "card", "named_value",
 )
 OPTIONAL_DETECTORS: frozenset[str] = frozenset({"email", "iban", "card", "phone"})
 
@@ -453,19 +453,63 @@ def _looks_random(s: str) -> bool:
 # --------------------------------------------------------------------------------------------------
 # Detector regexes (compiled once; each detector below documents its source)
 
-# Cheap combined pre-filter: one scan tells which detector families can possibly match; a string
-# that matches none of them is returned untouched (the common case: ids, statuses, kinds).
-_TRIGGER_RE = re.compile(
-    r"(?P<url>://)|(?P<at>@)|(?P<jwt>eyJ)|(?P<pem>-----BEGIN)"
-    r"|(?P<card>\d(?:[ \-]?\d){12})|(?P<phone>\+[1-9]|\d{3}[\-.]\d{4}|\(\d{3}\))|(?P<iban>[A-Z]{2}\d\d)"
-    r"|(?P<prov>AKIA|ASIA|gh[pousr]_|github_pat_|_live_|_test_|whsec_|xox|xapp-|AIza|ya29\.|sk-"
-    r"|glpat-|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack)"
-    r"|(?P<stem>(?i:bearer|basic|token|pass|pwd|secret|key|auth|cookie|sess|cred|card|pan|cvv|cvc"
-    r"|csc|ssn|iban|mail|phone|mobile|msisdn|pin|sig|otp|code))"
-)
+# Cheap pre-filter (see _families). Python's regex engine is fast on an alternation of plain
+# literals and slow on case-insensitive or named-group alternations or a \d start, so gates are
+# literal alternations (on lower-cased text for names) and byte shapes; a string that passes none
+# (ids, statuses, kinds: the common case) is returned untouched in well under a microsecond.
+# Byte "shape" of a text for digit-based detectors: digit -> 0, A-Z -> 2, '-' '.' -> 3, else 1.
+# bytes.translate / in / count run in C, far faster than a regex with a \d start.
+_SHAPE = bytes((0 if 48 <= i <= 57 else 2 if 65 <= i <= 90 else 3 if i in (45, 46) else 1)
+               for i in range(256))
+_PROVIDER_GATE_RE = re.compile(
+    r"AKIA|ASIA|gh[pousr]_|github_pat_|_live_|_test_|whsec_|xox|xapp-|AIza|ya29\.|sk-|glpat-"
+    r"|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack")
+_STEM_GATE_RE = re.compile(
+    r"b(?:earer|asic)|token|p(?:ass|wd|an|in|hone)|s(?:ecret|ess|sn|ig)|key|auth"
+    r"|c(?:ookie|red|ard|vv|vc|sc|ode)|iban|m(?:ail|obile|sisdn)|otp")
 _F_URL, _F_AT, _F_JWT, _F_PEM, _F_CARD, _F_PHONE, _F_IBAN, _F_PROV, _F_STEM = (1 << i for i in range(9))
-_FAMILY_BITS = {"url": _F_URL, "at": _F_AT, "jwt": _F_JWT, "pem": _F_PEM, "card": _F_CARD,
-                "phone": _F_PHONE, "iban": _F_IBAN, "prov": _F_PROV, "stem": _F_STEM}
+
+
+def _families(text: str) -> int:
+    """Bit set of detector families that could match ``text`` (0: nothing to do).
+
+    Each family is gated by a necessary condition that is cheap to test: a character that must be
+    present (``://``, ``@``, ``+``, ``=``/``:``/whitespace for name=value and auth schemes), a
+    minimum length (provider keys are >= 15 characters), or a digit shape computed in C.
+    """
+    f = 0
+    if "://" in text:
+        f |= _F_URL
+    if "@" in text:
+        f |= _F_AT
+    if "eyJ" in text:
+        f |= _F_JWT
+    if "+" in text:
+        f |= _F_PHONE
+    if "-----BEGIN" in text:
+        f |= _F_PEM
+    if len(text) >= 15 and _PROVIDER_GATE_RE.search(text) is not None:
+        f |= _F_PROV
+    if ("=" in text or ":" in text or " " in text or not text.isprintable()) \
+            and _STEM_GATE_RE.search(text.lower()) is not None:
+        f |= _F_STEM
+    sh = text.encode("utf-8", "surrogatepass").translate(_SHAPE)
+    nd = sh.count(0)
+    if nd >= 4:
+        if nd >= 10 and sh.find(b"\0\0\0\0") >= 0:       # cards and NANP phones have a 4-digit group
+            if nd >= 13:
+                f |= _F_CARD
+            if sh.find(b"\0\0\0\3\0\0\0\0") >= 0:          # NANP ends "ddd-dddd" / "ddd.dddd"
+                f |= _F_PHONE
+        if sh.find(b"\2\2\0\0") >= 0:                    # IBAN starts with country + check digits
+            f |= _F_IBAN
+    return f
+
+
+# A JSON/C escape just before a token is a boundary too ("\nAKIA...", "\u00e9eyJ..."), so
+# JSON kept as text is masked like parsed JSON. Used as an alternative to each "not preceded by
+# a word character" lookbehind; the escape letter itself never starts a match ((?<!\\) guards).
+_ESC = r"(?<=\\[ntrbf])|(?<=\\u[0-9a-fA-F]{4})"
 
 # RFC 7468 PEM private key blocks (also PGP "PRIVATE KEY BLOCK"); an unterminated block to the end.
 _PEM_RE = re.compile(
@@ -474,19 +518,19 @@ _PEM_RE = re.compile(
 
 # RFC 3986 userinfo "user:password@" in any scheme://  (postgres://, redis://, https://, amqp://...)
 _URL_USERINFO_RE = re.compile(
-    r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/?#@\"'<>\[\]]*:([^\s/\"'<>]*)@")
+    r"(?:(?<![A-Za-z0-9+.\-])|" + _ESC + r")(?<!\\)[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/?#@\"'<>\[\]]*:([^\s/\"'<>]*)@")
 
 # Query / fragment / matrix parameters: ?token=..., &sig=..., #access_token=..., ;jsessionid=...
 _URL_PARAM_RE = re.compile(r"[?&#;]([A-Za-z][\w.\-]{0,63})=([^&#\s\"'<>]+)")
 
 # RFC 7519 JWT / RFC 7515 JWS compact form: base64url(JSON header) starts with "eyJ" ({").
 _JWT_RE = re.compile(
-    r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{2,}\.(?:eyJ[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*){0,3}"
+    r"(?:(?<![A-Za-z0-9_\-])|" + _ESC + r")eyJ[A-Za-z0-9_\-]{2,}\.(?:eyJ[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*){0,3}"
     r"|[A-Za-z0-9_\-]{2,}(?:\.[A-Za-z0-9_\-]*){1,3})")
 
 # Provider key formats, as documented by each provider (prefix + charset + length).
 _PROVIDER_RE = re.compile(
-    r"(?<![A-Za-z0-9_\-])(?:"
+    r"(?:(?<![A-Za-z0-9_\-])|" + _ESC + r")(?:"
     r"(?P<aws_key>(?:AKIA|ASIA)[A-Z0-9]{16})(?![A-Za-z0-9])"
     r"|(?P<github_token>(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"
     r"|(?P<stripe_key>(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9+/=]{16,})"
@@ -500,32 +544,36 @@ _PROVIDER_RE = re.compile(
 )
 
 # RFC 7235 / 6750 / 7617 credentials after an auth scheme.
-_AUTH_RE = re.compile(r"(?<![A-Za-z0-9])(?i:(bearer|basic|token))(\s+)([A-Za-z0-9._~+/\-]+=*)")
+_AUTH_RE = re.compile(r"(?:(?<![A-Za-z0-9])|" + _ESC + r")(?i:(bearer|basic|token))(\s+)([A-Za-z0-9._~+/\-]+=*)")
 _AUTH_CONTEXT_RE = re.compile(r"(?i)authori[sz]ation|auth\b|x-auth")
 
 # E-mail addresses (RFC 5322 dot-atom, minus quote characters and separators that occur in URLs).
 _EMAIL_RE = re.compile(
-    r"(?<![A-Za-z0-9!#$%*+^_{|}~.\-])[A-Za-z0-9!#$%*+^_{|}~\-](?:[A-Za-z0-9!#$%*+^_{|}~.\-]{0,63})"
+    r"(?:(?<![A-Za-z0-9!#$%*+^_{|}~.\-])|" + _ESC + r")(?<!\\)[A-Za-z0-9!#$%*+^_{|}~\-](?:[A-Za-z0-9!#$%*+^_{|}~.\-]{0,63})"
     r"@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9\-])")
 
 # Candidate IBAN (ISO 13616): country, 2 check digits, BBAN, optionally in groups separated by spaces.
-_IBAN_RE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
+_IBAN_RE = re.compile(r"(?:(?<![A-Za-z0-9])|" + _ESC + r")[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
 
 # Runs of >= 13 digits with single space/dash separators; card windows are searched inside a run.
 _CARD_RUN_RE = re.compile(r"(?<!\d)\d(?:[ \-]?\d){12,}(?!\d)")
 _DIGITS_RE = re.compile(r"\d+")
+_CARD_TEXT_RE = re.compile(r"\s*\d[\d \-]*\d\s*")
 
 # E.164-ish phone numbers need a leading + (ITU-T E.164: at most 15 digits); NANP needs its
 # formatted shape. Plain digit runs are not phones: they are ids, order numbers, epochs.
-_PHONE_RE = re.compile(r"(?<![\w+/.])\+[1-9][\d ()\-]{6,24}\d(?!\d)")
-_NANP_RE = re.compile(r"(?<![\w\-.])(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[\-.])[2-9]\d{2}[\-.]\d{4}(?!\d|[\-.]\d)")
+_PHONE_RE = re.compile(r"(?:(?<![\w+/.])|" + _ESC + r")\+[1-9][\d ()\-]{6,24}\d(?!\d)")
+_NANP_RE = re.compile(r"(?:(?<![\w\-.])|" + _ESC + r")(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[\-.])[2-9]\d{2}[\-.]\d{4}(?!\d|[\-.]\d)")
 
 # name=value, name: value, "name": "value", \"name\": \"value\" (JSON in JSON), name => value.
 _KV_RE = re.compile(
-    r"(?<![\w.\-])(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\?[\"'])?[ \t]*(?:=>|[:=])[ \t]*"
-    r"(?:(?P<q1>\\\"(?:[^\"\\]|\\[^\"])*?\\\")|(?P<q2>\"(?:[^\"\\\n]|\\.)*\")|(?P<q3>'[^'\n]*')"
+    r"(?:(?<![\w.\-])|" + _ESC + r")(?<!\\)(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\?[\"'])?[ \t]*(?:=>|[:=])[ \t]*"
+    r"(?P<val>(?P<q1>\\\"(?:[^\"\\]|\\[^\"])*?\\\")|(?P<q2>\"(?:[^\"\\\n]|\\.)*\")|(?P<q3>'[^'\n]*')"
     r"|(?P<bare>(?:(?i:bearer|basic|token)[ \t]+)?[^\s&,;\"'<>(){}\[\]]+))")
-_KV_SKIP_VALUES = frozenset({"null", "none", "true", "false", "undefined", "nil", "", "***"})
+# Placeholders left visible after a sensitive name ("password=None" tells an investigator that no
+# password was set). Exact spellings only: a password that *is* one of these stays visible.
+_KV_SKIP_VALUES = frozenset({"null", "NULL", "None", "none", "true", "false", "True", "False",
+                             "undefined", "nil", "", "***", "********"})
 
 _PHONE_SPLIT_RE = re.compile(r"\d+")
 
@@ -541,7 +589,7 @@ class Masker:
     (use one per thread/worker).
     """
 
-    _TEXT_CACHE_MAX = 65536
+    _TEXT_CACHE_MAX = 16384
     _TEXT_CACHE_LEN = 160
 
     def __init__(self, rules: MaskRules | None = None, key: bytes | None = None) -> None:
@@ -554,6 +602,7 @@ class Masker:
         self._url_name_cache: dict[str, str | None] = {}
         self._text_cache: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._tag_cache: dict[tuple[str, str], str] = {}
+        self._key_cache: dict[str, tuple[str, str | None, tuple[str, ...]]] = {}
         det = self.rules.detectors
         # (detector, families that must have triggered, function), in the order they must run.
         self._steps = [(bits, fn) for name, bits, fn in (
@@ -565,8 +614,8 @@ class Masker:
             ("auth_header", _F_STEM, self._d_auth),
             ("email", _F_AT, self._d_email),
             ("iban", _F_IBAN, self._d_iban),
+            ("phone", _F_PHONE, self._d_phone),    # before cards: "+4915123456789" is a phone
             ("card", _F_CARD, self._d_card),
-            ("phone", _F_PHONE, self._d_phone),
             ("named_value", _F_STEM, self._d_kv),
         ) if name in det]
 
@@ -600,22 +649,16 @@ class Masker:
         self._name_cache[column] = k
         return k
 
-    def mask_text(self, text: str) -> str:
+    def mask_text(self, text: str, *, count: bool = True) -> str:
         """Mask every detected secret inside free text (JSON text, URLs, error messages, headers).
 
         Only the secret part is replaced: ``postgres://app:[password#1a2b3c]@db/x``,
         ``Authorization: Bearer [bearer#…]``. Returns ``text`` itself when nothing was found.
-        Idempotent: tags are never re-masked.
+        Idempotent: tags are never re-masked. ``count=False`` leaves :attr:`counts` alone.
         """
-        found: list[str] = []
-        out = self._mask_text(text, found)
-        if found:
-            c = self._counts
-            for k in found:
-                c[k] = c.get(k, 0) + 1
-        return out
+        return self._mask_text(text, self._counts if count else {})
 
-    def mask_value(self, value: Any, column: str | None = None) -> Any:
+    def mask_value(self, value: Any, column: str | None = None, *, count: bool = True) -> Any:
         """Mask one cell. ``column`` is its column or field name, if known.
 
         - sensitive column (by name): any non-``None``, non-bool value becomes one tag string;
@@ -626,37 +669,65 @@ class Masker:
           header objects (HAR) are masked by their name;
         - ``bytes`` pass through (the caller decodes them first if they are text);
         - :class:`idemview.model.Payload` → a new Payload with its value masked.
+
+        ``count=False`` leaves :attr:`counts` alone (e.g. for a manifest's own fields).
         """
-        found: list[str] = []
-        out = self._mask_value(value, column, found)
-        if found:
-            c = self._counts
-            for k in found:
-                c[k] = c.get(k, 0) + 1
-        return out
+        return self._mask_value(value, column, self._counts if count else {})
+
+    def for_column(self, column: str | None) -> Callable[[Any], Any]:
+        """A function equivalent to ``lambda v: self.mask_value(v, column)``, with the column's
+        name rule resolved once (used by exports and grids for speed)."""
+        kind = self.column_kind(column)
+        cnt = self._counts
+        if kind is not None:
+            tag_whole = self._tag_whole
+
+            def masked_column(v: Any) -> Any:
+                if v is None or v is True or v is False:
+                    return v
+                return tag_whole(kind, v, cnt)
+            return masked_column
+        tc = self._text_cache
+        mask_text = self._mask_text
+        mask_value = self._mask_value
+        mask_dict = self._mask_dict
+        passthrough = _PASSTHROUGH_TYPES
+
+        def plain_column(v: Any) -> Any:
+            t = type(v)
+            if t is str:
+                hit = tc.get(v)
+                if hit is None:
+                    return mask_text(v, cnt)
+                if hit[1]:
+                    for k in hit[1]:
+                        cnt[k] = cnt.get(k, 0) + 1
+                return hit[0]
+            if t in passthrough:
+                return v
+            if t is dict:
+                return mask_dict(v, cnt)
+            return mask_value(v, None, cnt)
+        return plain_column
 
     def mask_row(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """``{column: mask_value(value, column)}`` for a row given as a mapping."""
-        return {k: self.mask_value(v, k) for k, v in row.items()}
+        return {k: self._mask_value(v, k, self._counts) for k, v in row.items()}
 
     def is_credential(self, column: str | None, value: Any) -> bool:
         """True if the cell holds (or its column names) a credential: it may then never be revealed,
         not even one cell at a time. Does not change :attr:`counts`."""
         kind = self.column_kind(column)
-        if kind is not None and value is not None and kind in self.rules.credential_kinds:
-            return True
-        found: list[str] = []
-        self._mask_value(value, None, found)
         cred = self.rules.credential_kinds
-        return any(k in cred for k in found)
+        if kind is not None and value is not None and kind in cred:
+            return True
+        scratch: dict[str, int] = {}
+        self._mask_value(value, None, scratch)
+        return any(k in cred for k in scratch)
 
     def tag(self, kind: str, value: Any) -> str:
-        """The tag this Masker gives ``value`` as ``kind`` (also counted)."""
-        found: list[str] = []
-        t = self._tag_whole(kind, value, found)
-        for k in found:
-            self._counts[k] = self._counts.get(k, 0) + 1
-        return t
+        """The tag this Masker gives ``value`` as ``kind`` (counted)."""
+        return self._tag_whole(kind, value, self._counts)
 
     # ------------------------------------------------------------------ tags
 
@@ -673,7 +744,9 @@ class Masker:
         if kind == "card":
             digits = "".join(ch for ch in raw if ch.isdigit())
             norm = digits
-            if self.rules.keep_card_last4 and 13 <= len(digits) <= 19:
+            # Last four only for a value that is itself a card number (not JSON holding one).
+            if self.rules.keep_card_last4 and 13 <= len(digits) <= 19 \
+                    and _CARD_TEXT_RE.fullmatch(raw) is not None:
                 last4 = digits[-4:]
         elif kind == "iban":
             norm = raw.replace(" ", "").upper()
@@ -689,8 +762,8 @@ class Masker:
         self._tag_cache[ck] = t
         return t
 
-    def _tag_whole(self, kind: str, value: Any, found: list[str]) -> str:
-        """Whole-value tag for a value under a sensitive name (any type)."""
+    def _tag_whole(self, kind: str, value: Any, cnt: dict[str, int]) -> str:
+        """Whole-value tag for a value under a sensitive name (any type); counted in ``cnt``."""
         if isinstance(value, str):
             raw = value
         elif isinstance(value, (bytes, bytearray, memoryview)):
@@ -701,46 +774,51 @@ class Masker:
             raw = value.isoformat()
         else:
             raw = str(value)
-        found.append(kind)
+        cnt[kind] = cnt.get(kind, 0) + 1
         return self._tag(kind, raw)
 
     # ------------------------------------------------------------------ values
+    # Internals count into ``cnt`` (the Masker's counts, or a scratch dict for is_credential).
 
-    def _mask_value(self, value: Any, column: str | None, found: list[str]) -> Any:
+    def _mask_value(self, value: Any, column: str | None, cnt: dict[str, int]) -> Any:
         if value is None or value is True or value is False:
             return value
         if column is not None:
-            kind = self.column_kind(column)
+            kind = self._name_cache.get(column, _MISSING)
+            if kind is _MISSING:
+                kind = self.column_kind(column)
             if kind is not None:
-                return self._tag_whole(kind, value, found)
+                return self._tag_whole(kind, value, cnt)  # type: ignore[arg-type]
         t = type(value)
         if t is str:
-            return self._mask_text(value, found)
+            return self._mask_text(value, cnt)
         if t is int or t is float or t is Decimal:
             return value
         if t is dict:
-            return self._mask_dict(value, found)
+            return self._mask_dict(value, cnt)
         if t is list or t is tuple:
-            return self._mask_list(value, found)
+            return self._mask_list(value, cnt)
         if isinstance(value, str):           # str subclasses (enums): keep the object if unchanged
-            out = self._mask_text(str(value), found)
+            out = self._mask_text(str(value), cnt)
             return value if out == value else out
         if isinstance(value, (int, float, Decimal, datetime, date, time, timedelta, UUID,
                               bytes, bytearray, memoryview)):
             return value
         if isinstance(value, Mapping):
-            return self._mask_dict(value, found)
+            return self._mask_dict(value, cnt)
         if isinstance(value, (list, tuple)):
-            return self._mask_list(value, found)
+            return self._mask_list(value, cnt)
         if isinstance(value, Payload):
-            return Payload(value.encoding, self._mask_value(value.value, None, found),
+            return Payload(value.encoding, self._mask_value(value.value, None, cnt),
                            value.size, None if value.problem is None
-                           else self._mask_text(value.problem, found))
+                           else self._mask_text(value.problem, cnt))
         # Unknown object: what leaves is its text, so mask that.
-        return self._mask_text(str(value), found)
+        return self._mask_text(str(value), cnt)
 
-    def _mask_dict(self, d: Mapping[Any, Any], found: list[str]) -> dict[Any, Any]:
+    def _mask_dict(self, d: Mapping[Any, Any], cnt: dict[str, int]) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
+        keys = self._key_cache
+        tc = self._text_cache
         # HAR-style header object {"name": "Cookie", "value": "..."}: the name governs the value.
         hdr_kind = None
         if len(d) <= 4 and "value" in d:
@@ -748,44 +826,72 @@ class Masker:
             if isinstance(nm, str):
                 hdr_kind = self.column_kind(nm)
         for k, v in d.items():
-            if isinstance(k, str):
-                mk = self._mask_text(k, found)
-                if mk != k and mk in out:    # two keys masked alike: keep both
+            if type(k) is not str:
+                out[k] = self._mask_value(v, None, cnt)
+                continue
+            ki = keys.get(k)
+            if ki is None:
+                # (masked key, kind of the name, kinds masked inside the key): keys repeat a lot.
+                scratch: dict[str, int] = {}
+                mk = self._mask_text(k, scratch)
+                ki = (mk, self.column_kind(k), tuple(x for x, n in scratch.items() for _ in range(n)))
+                if len(keys) > 8192:
+                    keys.clear()
+                keys[k] = ki
+            mk, kind, key_kinds = ki
+            if key_kinds:
+                for kk in key_kinds:
+                    cnt[kk] = cnt.get(kk, 0) + 1
+                if mk in out:                    # two keys masked alike: keep both
                     mk = f"{mk}~{len(out)}"
-                if hdr_kind is not None and k == "value" and v is not None:
-                    out[mk] = self._tag_whole(hdr_kind, v, found)
+            if v is None or v is True or v is False:
+                out[mk] = v
+            elif kind is not None:
+                out[mk] = self._tag_whole(kind, v, cnt)
+            elif hdr_kind is not None and k == "value":
+                out[mk] = self._tag_whole(hdr_kind, v, cnt)
+            elif type(v) is str:
+                hit = tc.get(v)
+                if hit is None:
+                    out[mk] = self._mask_text(v, cnt)
                 else:
-                    out[mk] = self._mask_value(v, k, found)
+                    if hit[1]:
+                        for kk in hit[1]:
+                            cnt[kk] = cnt.get(kk, 0) + 1
+                    out[mk] = hit[0]
+            elif type(v) is int or type(v) is float:
+                out[mk] = v
+            elif type(v) is dict:
+                out[mk] = self._mask_dict(v, cnt)
             else:
-                out[k] = self._mask_value(v, None, found)
+                out[mk] = self._mask_value(v, None, cnt)
         return out
 
-    def _mask_list(self, seq, found: list[str]) -> list[Any]:
+    def _mask_list(self, seq, cnt: dict[str, int]) -> list[Any]:
         # [name, value] header pairs: [["Authorization", "Bearer ..."], ["Cookie", "sid=..."]]
         if len(seq) == 2 and isinstance(seq[0], str) and seq[1] is not None:
             kind = self.column_kind(seq[0])
             if kind is not None:
-                return [self._mask_text(seq[0], found), self._tag_whole(kind, seq[1], found)]
-        return [self._mask_value(v, None, found) for v in seq]
+                return [self._mask_text(seq[0], cnt), self._tag_whole(kind, seq[1], cnt)]
+        return [self._mask_value(v, None, cnt) for v in seq]
 
     # ------------------------------------------------------------------ text
 
-    def _mask_text(self, text: str, found: list[str]) -> str:
+    def _mask_text(self, text: str, cnt: dict[str, int]) -> str:
         short = len(text) <= self._TEXT_CACHE_LEN
         if short:
             hit = self._text_cache.get(text)
             if hit is not None:
                 if hit[1]:
-                    found.extend(hit[1])
+                    for k in hit[1]:
+                        cnt[k] = cnt.get(k, 0) + 1
                 return hit[0]
-        local: list[str] = []
         out = text
+        local: list[str] = []
         if self.rules.patterns:
             out = self._d_patterns(out, local)
         if len(out) >= 6:                       # nothing we detect by shape is shorter
-            fams = 0
-            for m in _TRIGGER_RE.finditer(out):
-                fams |= _FAMILY_BITS[m.lastgroup]  # type: ignore[index]
+            fams = _families(out)
             if fams:
                 for bits, step in self._steps:
                     if fams & bits:
@@ -795,7 +901,8 @@ class Masker:
                 self._text_cache.clear()
             self._text_cache[text] = (out, tuple(local))
         if local:
-            found.extend(local)
+            for k in local:
+                cnt[k] = cnt.get(k, 0) + 1
         return out
 
     # Each detector: (text, found) -> text. Detectors run in a fixed order so that specific shapes
@@ -979,19 +1086,19 @@ class Masker:
         return self._tag("phone", s[:end]) + s[end:]
 
     def _d_kv(self, text: str, found: list[str]) -> str:
-        if "=" not in text and ":" not in text:
+        # A search loop, not re.sub: when a name is not sensitive ("status: password=x") scanning
+        # resumes at its value, so a sensitive pair inside that value is still seen.
+        m = _KV_RE.search(text)
+        if m is None:
             return text
-
-        def repl(m: re.Match[str]) -> str:
-            name = m.group("name")
-            kind = self.column_kind(name)
-            if kind is None:
-                return m.group()
-            g = m.lastgroup
-            vs, ve = m.span(g)
-            if g == "q1":
+        parts: list[str] = []
+        last = 0
+        while m is not None:
+            kind = self.column_kind(m.group("name"))
+            vs, ve = m.span("val")
+            if m.group("q1") is not None:
                 vs, ve = vs + 2, ve - 2
-            elif g in ("q2", "q3"):
+            elif m.group("bare") is None:
                 vs, ve = vs + 1, ve - 1
             else:
                 bare = m.group("bare")
@@ -1000,20 +1107,26 @@ class Masker:
                     while bare[sp] in " \t":
                         sp += 1
                     vs += sp
-            val = m.string[vs:ve]
-            low = val.lower()
-            if g == "bare" and low in ("bearer", "basic", "token"):
-                return m.group()                    # a scheme word before an already masked value
-            if low in _KV_SKIP_VALUES or _at_tag(m.string, vs):
-                return m.group()
+            val = text[vs:ve]
+            if (kind is None or val in _KV_SKIP_VALUES or _at_tag(text, vs)
+                    or (m.group("bare") is not None and val.lower() in ("bearer", "basic", "token"))):
+                m = _KV_RE.search(text, m.start("val"))
+                continue
             found.append(kind)
-            base = m.start()
-            g0 = m.group()
-            return g0[:vs - base] + self._tag(kind, val) + g0[ve - base:]
-        return _KV_RE.sub(repl, text)
+            parts.append(text[last:vs])
+            parts.append(self._tag(kind, val))
+            last = ve
+            m = _KV_RE.search(text, m.end())
+        if not parts:
+            return text
+        parts.append(text[last:])
+        return "".join(parts)
 
 
 _MISSING = object()
+# Exact types that never carry text, passed through unless their column is sensitive by name.
+_PASSTHROUGH_TYPES = frozenset({int, float, Decimal, datetime, date, time, timedelta, UUID,
+                                bool, type(None)})
 
 
 def _at_tag(s: str, i: int) -> bool:

@@ -82,16 +82,35 @@ class Page:
     cursor: tuple | None
 
 
+def with_naive_zone(layout: Layout, zone: str) -> Layout:
+    """A copy of ``layout`` whose ``naive`` time columns are read in ``zone`` (the connection's setting:
+    the zone the application wrote its naive timestamps in, e.g. Camel's JVM zone). Raises
+    :class:`LayoutError` for an unknown zone."""
+    from dataclasses import replace
+    from zoneinfo import ZoneInfo
+    try:
+        ZoneInfo(zone)
+    except Exception:
+        raise LayoutError(f"{zone!r} is not an IANA time zone (e.g. Europe/Berlin)") from None
+    fix = lambda tc: replace(tc, zone=zone) if tc is not None and tc.encoding == "naive" else tc  # noqa: E731
+    att = replace(layout.attempts, started_at=fix(layout.attempts.started_at),
+                  finished_at=fix(layout.attempts.finished_at))
+    return replace(layout, times={k: fix(v) for k, v in layout.times.items()}, attempts=att)
+
+
 class Ledger:
     """A layout bound to a read-only engine.
 
-    ``lock_timeout_s``, ``retry_threshold`` and ``retention_s`` override the layout's tunables.
+    ``lock_timeout_s``, ``retry_threshold`` and ``retention_s`` override the layout's tunables;
+    ``naive_zone`` (IANA) says which zone the ledger's naive timestamps were written in.
     Raises :class:`LayoutError` (``missing`` set) when a table or column the layout names is absent."""
 
     def __init__(self, engine: Engine, layout: Layout, *, name: str | None = None,
                  lock_timeout_s: float | None = None, retry_threshold: int | None = None,
-                 retention_s: float | None = None):
+                 retention_s: float | None = None, naive_zone: str | None = None):
         self.engine = engine
+        if naive_zone and naive_zone != "UTC":
+            layout = with_naive_zone(layout, naive_zone)
         self.layout = layout
         self.name = name or layout.name
         self.dialect = engine.dialect.name

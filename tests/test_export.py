@@ -103,7 +103,7 @@ SECRETS = {
     "card": "4111111111111111",
     "card_spaced": "5105 1051 0510 5100",
     "iban": "DE89370400440532013000",
-    "email": "marguerite.okafor@example.org",
+    "email": "marguerite.okafor@zyxwvut.org",
     "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTQyIiwicm9sZSI6ImFkbWluIn0.Qm9ndXNTaWduYXR1cmVWYWx1ZQ",
     "bearer": "Zm9vYmFyYmF6cXV4cXV1eGNvcmdl",
     "aws": "AKIAQWERTYUIOPASDFGH",
@@ -112,7 +112,7 @@ SECRETS = {
     "url_token": "tkn9f8e7d6c5b4a3",
 }
 LOOKALIKES = {
-    "order": "ORD-4111111111111112",          # fails Luhn
+    "order": "ORD-3141592653589793",          # 16 digits that fail Luhn
     "uuid": "123e4567-e89b-12d3-a456-426614174000",
     "ts": "2026-11-30T11:59:59Z",
     "ms": "1764503999000",

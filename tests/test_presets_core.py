@@ -221,3 +221,20 @@ def test_detect_picks_the_preset(db, md, preset):
     eng.dispose()
     assert matches and matches[0].layout.name == preset
     assert matches[0].confidence > 0.9
+
+
+def test_naive_zone_of_the_connection_shifts_naive_times(sqlite_db):
+    """Celery >= 5.5 writes date_done in the app's zone: the connection's zone corrects it."""
+    writable, url = sqlite_db
+    # 13:00 wall time in Berlin (UTC+1 in winter) is 12:00 UTC = NOW: the task is fresh, not stuck.
+    rows = [cel_row(1, "t-1", "STARTED", NOW + timedelta(hours=1))]
+    load(writable, celery_md(), {"celery_taskmeta": rows})
+    eng = open_engine(url)
+    utc = Ledger(eng, load_preset("celery"))
+    berlin = Ledger(eng, load_preset("celery"), naive_zone="Europe/Berlin")
+    assert utc.records("", "t-1")[0].updated_at == NOW + timedelta(hours=1)
+    assert berlin.records("", "t-1")[0].updated_at == NOW
+    later = NOW + timedelta(hours=1, minutes=30)
+    assert [f.key for f in FindingEngine(berlin, later).run()] == ["t-1"]   # locked 1.5 h: stuck
+    assert FindingEngine(utc, later).run() == []                             # read as UTC: 30 min only
+    eng.dispose()

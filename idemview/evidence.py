@@ -1,0 +1,611 @@
+"""Evidence export (DESIGN.md §7): ``FILE.csv`` plus ``FILE.csv.manifest.json``.
+
+No database code: the caller hands column specs and rows (any iterable of sequences or mappings,
+consumed once, streamed: memory stays flat in the number of rows). Every cell goes through
+``masker.mask_value(value, column_name)`` before it is formatted.
+
+CSV bytes (RFC 4180): UTF-8 (with a BOM when ``excel=True``), a header row, ``,`` delimiter, ``"``
+quoting only where needed with quotes doubled, CRLF line ends. NULL is an empty field unless a NULL
+literal is chosen. Instants are ISO-8601 with their offset (aware values in UTC); naive values are
+written without an offset (none is invented). Integers are written from Python ``int`` / ``Decimal``
+/ digit strings, never through ``float``, so a 19-digit BIGINT keeps every digit. Every text cell and
+every header cell starting with ``=``, ``+``, ``-``, ``@``, tab, CR or NUL is prefixed with ``'``
+(OWASP "CSV Injection"); numbers in numeric columns (``-5``) are left as they are.
+
+The CSV and its manifest are written under temporary names in the destination directory and renamed
+into place (``os.replace``) only when complete; on error or cancellation both temporaries are removed
+and nothing exists under the final names.
+"""
+
+from __future__ import annotations
+
+import csv
+import enum
+import hashlib
+import io
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timezone
+from decimal import Decimal
+from typing import Any, Callable, Iterable, Mapping, Sequence
+from urllib.parse import urlsplit, urlunsplit
+from uuid import UUID
+
+from . import __version__
+from .masking import Masker, normalize_name
+from .model import Payload
+
+__all__ = [
+    "COLUMN_KINDS",
+    "ColumnSpec",
+    "ExportCancelled",
+    "ExportResult",
+    "VerifyReport",
+    "manifest_path_for",
+    "verify_evidence",
+    "write_evidence",
+]
+
+COLUMN_KINDS = ("text", "integer", "number", "instant", "naive_instant", "boolean", "json")
+MANIFEST_FORMAT = "idemview-evidence-manifest/1"
+_RESERVED = frozenset({"format", "tool", "exported_at", "columns", "row_count", "masking", "csv"})
+# Connection fields that must never reach a manifest (DESIGN §7: never a user name or password).
+_LEDGER_FORBIDDEN = frozenset({
+    "user", "username", "user_name", "login", "uid", "role", "password", "passwd", "pwd", "pass",
+    "secret", "token", "credentials", "credential", "auth", "authorization", "api_key", "private_key",
+})
+
+_FORMULA_START = frozenset("=+-@\t\r\0")
+_NUMERIC_RE = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_INT_TEXT_RE = re.compile(r"[+-]?\d+")
+
+
+class ExportCancelled(Exception):
+    """The export was cancelled (``cancel()`` returned True); nothing was left under the final name."""
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One CSV column: its header ``name`` and how cells are written (``kind``):
+
+    ``text`` (masked text), ``integer`` (exact), ``number`` (int/Decimal exact, float shortest
+    round-trip repr), ``instant`` (aware datetime → ISO-8601 in UTC with ``+00:00``),
+    ``naive_instant`` (naive datetime → ISO-8601 without offset), ``boolean`` (``true``/``false``),
+    ``json`` (dict/list → compact JSON after masking; a bare JSON number such as ``-7`` is a
+    number, not a formula, and is not prefixed). Raises ``ValueError`` on an unknown kind.
+    """
+
+    name: str
+    kind: str = "text"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise ValueError(f"column name must be text, not {self.name!r}")
+        if self.kind not in COLUMN_KINDS:
+            raise ValueError(f"column {self.name!r}: unknown kind {self.kind!r} (one of {COLUMN_KINDS})")
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What :func:`write_evidence` wrote: final paths, row count, SHA-256 (hex) and size (bytes) of
+    the CSV, and the masking counts (kind → values masked) of this export."""
+
+    path: str
+    manifest_path: str
+    rows: int
+    sha256: str
+    size: int
+    masking: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class VerifyReport:
+    """Result of :func:`verify_evidence`; truthy when the CSV matches its manifest."""
+
+    ok: bool
+    csv_path: str
+    manifest_path: str
+    expected_sha256: str | None = None
+    actual_sha256: str | None = None
+    expected_size: int | None = None
+    actual_size: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def manifest_path_for(csv_path: str | os.PathLike[str]) -> str:
+    """``FILE.csv`` → ``FILE.csv.manifest.json``."""
+    return os.fspath(csv_path) + ".manifest.json"
+
+
+# --------------------------------------------------------------------------------------------------
+# Cell formatting
+
+
+def guard_formula(s: str) -> str:
+    """OWASP CSV-injection guard: prefix ``'`` to text starting with ``= + - @`` TAB CR or NUL."""
+    return "'" + s if s and s[0] in _FORMULA_START else s
+
+
+def _guard_nonnumeric(s: str) -> str:
+    if s and s[0] in _FORMULA_START and _NUMERIC_RE.fullmatch(s) is None:
+        return "'" + s
+    return s
+
+
+def _decode_bytes(b: bytes | bytearray | memoryview) -> str:
+    """Bytes in a text column: UTF-8 text if it decodes, else ``0x`` + hex (nothing is lost)."""
+    raw = bytes(b)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + raw.hex()
+
+
+def _iso(v: datetime | date | time) -> str:
+    """Aware datetime → ISO-8601 in UTC with ``+00:00``; naive or date/time → as is (no offset
+    invented)."""
+    tz = getattr(v, "tzinfo", None)
+    if tz is None or tz is timezone.utc or not isinstance(v, datetime):
+        return v.isoformat()
+    if v.utcoffset() is None:
+        return v.isoformat()
+    return v.astimezone(timezone.utc).isoformat()
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (datetime, date, time)):
+        return _iso(o)
+    if isinstance(o, (Decimal, UUID)):
+        return str(o)
+    if isinstance(o, (bytes, bytearray, memoryview)):
+        return _decode_bytes(o)
+    if isinstance(o, enum.Enum):
+        return o.value
+    if isinstance(o, (set, frozenset)):
+        return sorted(o, key=str)
+    if isinstance(o, Payload):
+        return _payload_plain(o)
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    return str(o)
+
+
+def _payload_plain(p: Payload) -> Any:
+    if p.encoding == "pickle" and p.value is None:
+        return f"pickled, not decoded ({p.size} bytes)" if p.size is not None else "pickled, not decoded"
+    return p.value
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default)
+_dumps = _ENCODER.encode
+
+
+def _as_text(v: Any) -> str:
+    """Text form of an (already masked) value."""
+    if type(v) is str:
+        return v
+    if isinstance(v, str):
+        return str(v.value) if isinstance(v, enum.Enum) else str(v)
+    if v is True or v is False:
+        return "true" if v else "false"
+    if isinstance(v, (datetime, date, time)):
+        return _iso(v)
+    if isinstance(v, (dict, list, tuple)):
+        return _dumps(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, enum.Enum):
+        return str(v.value)
+    return str(v)
+
+
+def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any], str]:
+    """One closure per column: mask, then format, then guard. Specialised per kind for speed.
+    Masking is ``masker.mask_value(v, name)`` (or its precomputed equivalent ``for_column``)."""
+    name = col.name
+    for_column = getattr(masker, "for_column", None)
+    mask = for_column(name) if for_column is not None else (lambda v: masker.mask_value(v, name))
+    kind = col.kind
+    bytes_types = (bytes, bytearray, memoryview)
+    # Columns not sensitive by name pass ints and datetimes through unchanged (mask_value's rule),
+    # so the formatter may skip the call for those exact types. Unknown maskers: always call.
+    column_kind = getattr(masker, "column_kind", None)
+    plain = column_kind is not None and column_kind(name) is None
+
+    def pre(v: Any) -> Any:
+        # Bytes and payloads become what a person would read before masking sees them.
+        if isinstance(v, bytes_types):
+            return _decode_bytes(v)
+        if isinstance(v, Payload):
+            return _payload_plain(v)
+        return v
+
+    if kind == "text":
+        def fmt(v: Any) -> str:
+            if v is None:
+                return null
+            if type(v) is str:
+                s = mask(v)
+            else:
+                v = pre(v)
+                if v is None:
+                    return null
+                s = mask(v)
+            if type(s) is not str:
+                s = _as_text(s)
+            return "'" + s if s and s[0] in _FORMULA_START else s
+        return fmt
+
+    if kind == "integer":
+        def fmt(v: Any) -> str:
+            if v is None:
+                return null
+            if type(v) is int:
+                if plain:
+                    return str(v)
+                m = mask(v)
+            else:
+                m = mask(pre(v))
+            t = type(m)
+            if t is int:
+                return str(m)
+            if m is True or m is False:
+                return "1" if m else "0"
+            if t is Decimal or isinstance(m, Decimal):
+                if m.is_finite() and m == m.to_integral_value():
+                    return str(int(m))
+                return _guard_nonnumeric(str(m))
+            if isinstance(m, int):
+                return str(int(m))
+            if isinstance(m, float):
+                # A float cannot hold a long id exactly; say so by writing its exact repr.
+                if m.is_integer() and abs(m) < 2 ** 53:
+                    return str(int(m))
+                return _guard_nonnumeric(repr(m))
+            s = _as_text(m)
+            if _INT_TEXT_RE.fullmatch(s.strip()):
+                return s.strip().lstrip("+")
+            return guard_formula(s)
+        return fmt
+
+    if kind == "number":
+        def fmt(v: Any) -> str:
+            if v is None:
+                return null
+            m = mask(pre(v))
+            if m is True or m is False:
+                return "1" if m else "0"
+            if isinstance(m, float):
+                return _guard_nonnumeric(repr(m))
+            if isinstance(m, (int, Decimal)):
+                return _guard_nonnumeric(str(m))
+            s = _as_text(m)
+            return s if _NUMERIC_RE.fullmatch(s) else guard_formula(s)
+        return fmt
+
+    if kind in ("instant", "naive_instant"):
+        def fmt(v: Any) -> str:
+            if v is None:
+                return null
+            if type(v) is datetime:
+                if plain:
+                    tz = v.tzinfo
+                    if tz is None:
+                        return v.isoformat()
+                    if tz is timezone.utc and kind == "instant":
+                        return v.isoformat()
+                m = mask(v)
+            else:
+                m = mask(pre(v))
+            if isinstance(m, (datetime, date, time)):
+                if kind == "naive_instant" and isinstance(m, datetime) and m.tzinfo is not None:
+                    return m.isoformat()          # keep the offset it has; do not convert
+                return _iso(m)
+            return guard_formula(_as_text(m))
+        return fmt
+
+    if kind == "boolean":
+        def fmt(v: Any) -> str:
+            if v is None:
+                return null
+            m = mask(pre(v))
+            if m is True or m is False:
+                return "true" if m else "false"
+            if type(m) is int and m in (0, 1):
+                return "true" if m else "false"
+            return guard_formula(_as_text(m))
+        return fmt
+
+    # json
+    def fmt(v: Any) -> str:
+        if v is None:
+            return null
+        if type(v) is not dict:
+            v = pre(v)
+            if v is None:
+                return null
+        m = mask(v)
+        if isinstance(m, str):
+            return guard_formula(m)
+        return _guard_nonnumeric(_dumps(m))
+    return fmt
+
+
+# --------------------------------------------------------------------------------------------------
+# Manifest helpers
+
+
+def _strip_userinfo(s: str) -> str:
+    """``postgresql://app:pw@db:5432/x?password=..`` → ``postgresql://db:5432/x`` (user, password
+    and query removed); text that is not such a URL is returned unchanged."""
+    if "://" not in s:
+        return s
+    try:
+        parts = urlsplit(s)
+    except ValueError:
+        return s
+    if not parts.scheme or not parts.netloc:
+        return s
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _sanitize_ledger(d: Any) -> Any:
+    """Drop user names and passwords from the ledger description (DESIGN §7)."""
+    if isinstance(d, Mapping):
+        out = {}
+        for k, v in d.items():
+            if isinstance(k, str) and "_".join(normalize_name(k)) in _LEDGER_FORBIDDEN:
+                continue
+            out[k] = _sanitize_ledger(v)
+        return out
+    if isinstance(d, (list, tuple)):
+        return [_sanitize_ledger(x) for x in d]
+    if isinstance(d, str):
+        return _strip_userinfo(d)
+    return d
+
+
+def _plain(o: Any) -> Any:
+    """JSON-able copy (datetimes ISO, enums by value, dataclasses via to_dict)."""
+    return json.loads(json.dumps(o, default=_json_default))
+
+
+def _strip_urls(o: Any) -> Any:
+    if isinstance(o, str):
+        return _strip_userinfo(o) if "@" in o else o
+    if isinstance(o, dict):
+        return {k: _strip_urls(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_strip_urls(x) for x in o]
+    return o
+
+
+def _mask_uncounted(masker: Masker, v: Any) -> Any:
+    """Mask a manifest field without adding to the export's counts (maskers without the
+    ``count`` keyword are called plainly)."""
+    try:
+        return masker.mask_value(v, None, count=False)
+    except TypeError:
+        return masker.mask_value(v, None)
+
+
+def _utc_now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _write_atomic_temp(directory: str, final_name: str, data: bytes) -> str:
+    fd, tmp = tempfile.mkstemp(prefix=f".{final_name}.", suffix=".part", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        _unlink_quiet(tmp)
+        raise
+    return tmp
+
+
+def _unlink_quiet(p: str | None) -> None:
+    if p:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def write_evidence(
+    path: str | os.PathLike[str],
+    columns: Sequence[ColumnSpec | tuple[str, str]],
+    rows: Iterable[Sequence[Any] | Mapping[str, Any]],
+    *,
+    masker: Masker,
+    manifest: Mapping[str, Any],
+    excel: bool = False,
+    null_literal: str = "",
+    progress: Callable[[int], Any] | None = None,
+    cancel: Callable[[], bool] | None = None,
+    check_every: int = 1000,
+) -> ExportResult:
+    """Write masked evidence to ``path`` (CSV) and ``path + ".manifest.json"``; see the module doc.
+
+    ``rows`` yields sequences in column order (or mappings by column name); it is consumed once.
+    ``manifest`` holds the caller's entries (``ledger``: connection name, dialect, host, database;
+    ``layout``: name + hash; ``filter``: structured + sentence; ``now``; ``rows``: what the rows are);
+    user names, passwords and URL credentials in ``ledger`` are dropped, and every entry is masked.
+    ``progress(rows_written)`` and ``cancel()`` are called every ``check_every`` rows (and at the
+    start/end). Files are created with mode 0600 (``mkstemp``).
+
+    Raises ``ExportCancelled`` when ``cancel()`` returns True, ``ValueError`` for a row of the wrong
+    length or a manifest entry that uses a reserved key; any exception from ``rows`` propagates. In
+    every failure case no file exists under the final names.
+    """
+    final = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(final)
+    base = os.path.basename(final)
+    mfinal = manifest_path_for(final)
+    cols = [c if isinstance(c, ColumnSpec) else ColumnSpec(*c) for c in columns]
+    if not cols:
+        raise ValueError("an export needs at least one column")
+    clash = _RESERVED & set(manifest)
+    if clash:
+        raise ValueError(f"manifest entries use reserved keys: {sorted(clash)}")
+    if check_every < 1:
+        raise ValueError("check_every must be >= 1")
+    if cancel is not None and cancel():
+        raise ExportCancelled("export cancelled before it started")
+
+    before = masker.counts
+    ncols = len(cols)
+    names = [c.name for c in cols]
+    fmts = [_make_formatter(c, masker, null_literal) for c in cols]
+    tmp: str | None = None
+    mtmp: str | None = None
+    replaced = False
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=directory)
+        h = hashlib.sha256()
+        size = 0
+        n = 0
+        with os.fdopen(fd, "wb") as f:
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\r\n")   # excel dialect: RFC 4180 minimal quoting
+
+            def flush() -> None:
+                nonlocal size
+                data = buf.getvalue().encode("utf-8", "backslashreplace")
+                buf.seek(0)
+                buf.truncate()
+                h.update(data)
+                f.write(data)
+                size += len(data)
+
+            if excel:
+                buf.write("\ufeff")
+            w.writerow([guard_formula(x) for x in names])
+            batch: list[list[str]] = []
+            pending = 0
+            for row in rows:
+                if isinstance(row, Mapping):
+                    row = [row.get(x) for x in names]
+                elif len(row) != ncols:
+                    raise ValueError(f"row {n + 1} has {len(row)} values for {ncols} columns")
+                batch.append([fmt(v) for fmt, v in zip(fmts, row)])
+                n += 1
+                pending += 1
+                if pending == check_every:
+                    w.writerows(batch)
+                    batch.clear()
+                    pending = 0
+                    flush()
+                    if progress is not None:
+                        progress(n)
+                    if cancel is not None and cancel():
+                        raise ExportCancelled(f"export cancelled after {n} rows")
+            w.writerows(batch)
+            flush()
+            f.flush()
+            os.fsync(f.fileno())
+        if cancel is not None and cancel():
+            raise ExportCancelled(f"export cancelled after {n} rows")
+        sha = h.hexdigest()
+        after = masker.counts
+        counts = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
+
+        doc = _build_manifest(manifest, cols, n, masker, counts, base, sha, size, excel, null_literal)
+        mtext = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+        mtmp = _write_atomic_temp(directory, os.path.basename(mfinal), mtext.encode("utf-8"))
+        os.replace(tmp, final)
+        tmp = None
+        replaced = True
+        os.replace(mtmp, mfinal)
+        mtmp = None
+    except BaseException:
+        _unlink_quiet(tmp)
+        _unlink_quiet(mtmp)
+        if replaced:          # the CSV went in but its manifest did not: take the CSV back out
+            _unlink_quiet(final)
+        raise
+    if progress is not None:
+        progress(n)
+    return ExportResult(final, mfinal, n, sha, size, counts)
+
+
+def _build_manifest(entries: Mapping[str, Any], cols: list[ColumnSpec], n: int, masker: Masker,
+                    counts: dict[str, int], base: str, sha: str, size: int, excel: bool,
+                    null_literal: str) -> dict[str, Any]:
+    caller: dict[str, Any] = {}
+    for k, v in entries.items():
+        v = _plain(v)
+        if k in ("ledger", "connection"):
+            v = _sanitize_ledger(v)
+        caller[k] = _mask_uncounted(masker, _strip_urls(v))
+    return {
+        "format": MANIFEST_FORMAT,
+        "tool": {"name": "idemview", "version": __version__},
+        "exported_at": _utc_now_iso(),
+        **caller,
+        "columns": [{"name": _mask_uncounted(masker, c.name), "kind": c.kind} for c in cols],
+        "row_count": n,
+        "masking": {"enabled": True, "rules": masker.rules.describe(), "counts": dict(sorted(counts.items()))},
+        "csv": {
+            "file": base,
+            "sha256": sha,
+            "bytes": size,
+            "encoding": "utf-8",
+            "bom": bool(excel),
+            "header": True,
+            "delimiter": ",",
+            "quoting": "RFC 4180 (minimal, quotes doubled)",
+            "line_terminator": "CRLF",
+            "null": null_literal,
+            "formula_guard": "text starting with = + - @ TAB CR NUL is prefixed with '",
+        },
+    }
+
+
+def verify_evidence(csv_path: str | os.PathLike[str]) -> VerifyReport:
+    """Recompute the CSV's SHA-256 and size and compare them with its manifest.
+
+    Returns a :class:`VerifyReport` (truthy when they match); a missing or unreadable manifest is
+    reported as a problem, not raised.
+    """
+    p = os.fspath(csv_path)
+    mp = manifest_path_for(p)
+    rep = VerifyReport(False, p, mp)
+    try:
+        with open(mp, encoding="utf-8") as f:
+            doc = json.load(f)
+        rep.expected_sha256 = doc["csv"]["sha256"]
+        rep.expected_size = doc["csv"]["bytes"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        rep.problems.append(f"manifest unreadable: {e}")
+        return rep
+    h = hashlib.sha256()
+    size = 0
+    try:
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+                size += len(chunk)
+    except OSError as e:
+        rep.problems.append(f"CSV unreadable: {e}")
+        return rep
+    rep.actual_sha256 = h.hexdigest()
+    rep.actual_size = size
+    if rep.actual_sha256 != rep.expected_sha256:
+        rep.problems.append("SHA-256 differs from the manifest")
+    if size != rep.expected_size:
+        rep.problems.append(f"size {size} bytes differs from the manifest's {rep.expected_size}")
+    rep.ok = not rep.problems
+    return rep
