@@ -335,9 +335,10 @@ class FindingEngine:
 
     # ------------------------------------------------------------------ key sets (for filters)
 
-    def keys_with(self, kinds: Iterable[FindingKind]) -> Select:
+    def keys_with(self, kinds: Iterable[FindingKind], distinct: bool = True) -> Select:
         """A select of distinct ``scope, key`` rows of operations carrying any of ``kinds`` (used as
-        the grid's and the export's finding filter)."""
+        the grid's and the export's finding filter). ``distinct=False`` allows repeated rows (enough
+        for ``IN``, and it spares the engine a de-duplication that can steer it to a whole-table scan)."""
         parts = []
         for k in kinds:
             if k == K.REPLAY_AFTER_EXPIRY:
@@ -351,7 +352,9 @@ class FindingEngine:
         if not parts:
             return select(literal_column("''").label("scope"), literal_column("''").label("key")).where(
                 literal_column("1") == literal_column("0"))
-        return union(*parts) if len(parts) > 1 else parts[0].distinct()
+        if len(parts) > 1:
+            return union(*parts) if distinct else union_all(*parts)
+        return parts[0].distinct() if distinct else parts[0]
 
     def _query(self, k: FindingKind):
         return {

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 
 from sqlalchemy import (
     Integer, MetaData, String, Table, and_, case, cast, func, inspect, literal, literal_column, not_,
-    null, or_, select, true, false,
+    null, or_, select, true, false, tuple_,
 )
 from sqlalchemy import column as sa_column, table as sa_table
 from sqlalchemy.engine import Engine
@@ -422,15 +422,17 @@ class Ledger:
         if flt.findings:
             from .findings import FindingEngine
             fe = FindingEngine(self, now or datetime.now(UTC))
-            keys = fe.keys_with(flt.findings)
+            keys = fe.keys_with(flt.findings, distinct=False)
             parts.append(self.ops_ref_in(keys))
         return and_(*parts)
 
     def ops_ref_in(self, keys: Select) -> ColumnElement:
         """Operations whose (scope, key) is in a select of ``scope, key`` rows."""
+        # (scope, key) IN (SELECT ...): the planner can run the key select once and look the few keys up
+        # through the key index; a correlated EXISTS made SQLite probe it for every operation in sort
+        # order. NULLs match in neither form.
         ks = keys.subquery()
-        return select(literal_column("1")).select_from(ks).where(
-            ks.c.scope == self.scope_expr, ks.c.key == self.key_expr).exists()
+        return tuple_(self.scope_expr, self.key_expr).in_(select(ks.c.scope, ks.c.key))
 
     # --------------------------------------------------------------------------- reading rows
 
