@@ -1,0 +1,357 @@
+"""The connection manager: add, edit, duplicate, delete and test saved connections (DESIGN §8).
+
+Connections are saved by :class:`idemview.config.ConnectionStore` (TOML, never a secret); the password
+goes to the OS keyring through :class:`idemview.config.CredentialStore`. When no keyring works the
+dialog says so (``CredentialStore.notice``) and keeps the password for this session only. A pasted
+SQLAlchemy URL is split into the fields (:meth:`Connection.from_url`), so nobody has to hand-escape a
+password. Test and layout detection run on a worker thread: a dead host never freezes the dialog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QCheckBox, QComboBox, QDialog, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
+    QListWidget, QListWidgetItem, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget,
+)
+
+from ..config import Connection, ConnectionStore, CredentialStore
+from ..layout import all_presets
+from . import theme
+from .session import OpenSpec, SharedMasker
+from .workers import JobError, Runner
+
+TYPES = [("SQLite file", "sqlite"), ("PostgreSQL", "postgresql"), ("MySQL", "mysql"), ("MariaDB", "mariadb")]
+DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
+
+
+def test_connection(conn: Connection, password: str | None, layout: str, token) -> str:
+    """Connect read-only, ask the session whether it is read-only, and detect or check the layout.
+    Returns one line of plain words (runs on a worker thread)."""
+    from ..connect import open_engine, session_is_read_only
+    from ..detect import detect
+    from ..layout import load_layout, load_preset, preset_names
+    from ..query import Ledger
+    engine = open_engine(conn.url(password), statement_timeout_s=20)
+    try:
+        ro = session_is_read_only(engine)
+        parts = ["✓ reachable", "read-only session confirmed" if ro else "⚠ session NOT confirmed read-only"]
+        if layout:
+            lay = load_preset(layout) if layout in preset_names() else load_layout(layout)
+            Ledger(engine, lay)
+            parts.append(f"layout {lay.name} fits")
+        else:
+            m = detect(engine)
+            if m:
+                parts.append(f"detected {m[0].layout.name} — confidence {m[0].confidence:.0%}: {m[0].reason}")
+            else:
+                parts.append("⚠ no preset fits: choose a layout")
+        return " · ".join(parts)
+    finally:
+        engine.dispose()
+
+
+class ConnectionDialog(QDialog):
+    """Saved connections on the left, the selected one's fields on the right. ``spec`` is set when
+    the user presses Connect."""
+
+    def __init__(self, credentials: CredentialStore, masker: SharedMasker, parent=None,
+                 store: ConnectionStore | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Connections")
+        self.credentials, self.masker = credentials, masker
+        self.store = store or ConnectionStore()
+        self.runner = Runner(self)
+        self.spec: OpenSpec | None = None
+        self.conns: list[Connection] = self.store.load()
+        self._current: Connection | None = None
+        self._loading = False
+        outer = QVBoxLayout(self)
+        self.notice = QLabel()
+        self.notice.setWordWrap(True)
+        if not credentials.available and credentials.notice:
+            self.notice.setText("⚠ " + credentials.notice)
+            self.notice.setStyleSheet("padding:4px; border-radius:3px; background:%s; color:%s" % (
+                theme.colour(theme.SEVERITY_COLOURS, theme.Severity.MEDIUM).name(),
+                "black"))
+        else:
+            self.notice.hide()
+        outer.addWidget(self.notice)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        self.list = QListWidget()
+        self.list.currentRowChanged.connect(self._select)
+        lv.addWidget(self.list, 1)
+        lb = QHBoxLayout()
+        self.new_btn = QPushButton("New")
+        self.dup_btn = QPushButton("Duplicate")
+        self.del_btn = QPushButton("Delete")
+        self.new_btn.clicked.connect(self.new)
+        self.dup_btn.clicked.connect(self.duplicate)
+        self.del_btn.clicked.connect(self.delete)
+        for b in (self.new_btn, self.dup_btn, self.del_btn):
+            lb.addWidget(b)
+        lv.addLayout(lb)
+        split.addWidget(left)
+        right = QWidget()
+        form = QFormLayout(right)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
+        self.name = QLineEdit()
+        form.addRow("Name", self.name)
+        paste = QHBoxLayout()
+        self.url = QLineEdit()
+        self.url.setPlaceholderText("Paste a SQLAlchemy URL, e.g. postgresql://app@db.internal:5432/payments")
+        self.url.setEchoMode(QLineEdit.EchoMode.Normal)
+        self.split_btn = QPushButton("Fill fields")
+        self.split_btn.setToolTip("Split the URL into the fields below (the password goes to the password field)")
+        self.split_btn.clicked.connect(self.split_url)
+        paste.addWidget(self.url, 1)
+        paste.addWidget(self.split_btn)
+        form.addRow("URL", paste)
+        self.type = QComboBox()
+        for label, d in TYPES:
+            self.type.addItem(label, d)
+        self.type.currentIndexChanged.connect(self._type_changed)
+        form.addRow("Database", self.type)
+        fileh = QHBoxLayout()
+        self.file = QLineEdit()
+        self.file.setPlaceholderText("/path/to/ledger.db")
+        self.browse = QPushButton("Browse…")
+        self.browse.clicked.connect(self._browse)
+        fileh.addWidget(self.file, 1)
+        fileh.addWidget(self.browse)
+        self.file_row = QWidget()
+        self.file_row.setLayout(fileh)
+        fileh.setContentsMargins(0, 0, 0, 0)
+        form.addRow("File", self.file_row)
+        self.form = form
+        self.server = QGroupBox("Server")
+        sf = QFormLayout(self.server)
+        self.host = QLineEdit()
+        self.port = QSpinBox()
+        self.port.setRange(0, 65535)
+        self.dbname = QLineEdit()
+        self.user = QLineEdit()
+        self.password = QLineEdit()
+        self.password.setEchoMode(QLineEdit.EchoMode.Password)
+        self.remember = QCheckBox("Remember in the OS keyring")
+        self.remember.setChecked(credentials.available)
+        self.remember.setEnabled(credentials.available)
+        if not credentials.available:
+            self.remember.setText("Kept for this session only (no keyring)")
+        self.sslmode = QComboBox()
+        self.sslmode.addItems(["", "disable", "prefer", "require", "verify-ca", "verify-full"])
+        sf.addRow("Host", self.host)
+        sf.addRow("Port", self.port)
+        sf.addRow("Database", self.dbname)
+        sf.addRow("User", self.user)
+        sf.addRow("Password", self.password)
+        sf.addRow("", self.remember)
+        sf.addRow("TLS (sslmode)", self.sslmode)
+        form.addRow(self.server)
+        self.layout_box = QComboBox()
+        self.layout_box.addItem("Detect automatically", "")
+        for lay in all_presets():
+            self.layout_box.addItem(f"{lay.name} — {lay.title}", lay.name)
+        form.addRow("Layout", self.layout_box)
+        self.zone = QLineEdit("UTC")
+        self.zone.setToolTip("IANA zone in which the ledger wrote naive timestamps")
+        form.addRow("Naive times in", self.zone)
+        self.result = QLabel("Every connection is opened read-only, enforced by the database session.")
+        self.result.setWordWrap(True)
+        self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        form.addRow(self.result)
+        split.addWidget(right)
+        split.setSizes([220, 560])
+        outer.addWidget(split, 1)
+        bottom = QHBoxLayout()
+        self.test_btn = QPushButton("Test")
+        self.test_btn.setToolTip("Connect read-only, confirm the session refuses writes, detect the layout")
+        self.test_btn.clicked.connect(self.test)
+        self.save_btn = QPushButton("Save")
+        self.save_btn.clicked.connect(self.save)
+        self.connect_btn = QPushButton("Connect")
+        self.connect_btn.setDefault(True)
+        self.connect_btn.clicked.connect(self.connect_)
+        close = QPushButton("Close")
+        close.clicked.connect(self.reject)
+        bottom.addWidget(self.test_btn)
+        bottom.addStretch(1)
+        bottom.addWidget(self.save_btn)
+        bottom.addWidget(self.connect_btn)
+        bottom.addWidget(close)
+        outer.addLayout(bottom)
+        self.resize(880, 600)
+        self._reload_list()
+        if self.conns:
+            self.list.setCurrentRow(0)
+        else:
+            self.new()
+
+    # --------------------------------------------------------------------------------- list
+
+    def _reload_list(self, select_id: str | None = None):
+        self.list.blockSignals(True)
+        self.list.clear()
+        row = 0
+        for i, c in enumerate(self.conns):
+            where = c.database if c.dialect == "sqlite" else f"{c.host}/{c.database}"
+            it = QListWidgetItem(f"{c.name}\n  {c.dialect} · {where}")
+            self.list.addItem(it)
+            if c.id == select_id:
+                row = i
+        self.list.blockSignals(False)
+        if self.conns:
+            self.list.setCurrentRow(row)
+
+    def _select(self, row: int):
+        if 0 <= row < len(self.conns):
+            self._show(self.conns[row])
+
+    def _show(self, c: Connection):
+        self._loading = True
+        self._current = c
+        self.name.setText(c.name)
+        self.url.clear()
+        i = self.type.findData(c.dialect)
+        self.type.setCurrentIndex(i if i >= 0 else 1)
+        self.file.setText(c.database if c.dialect == "sqlite" else "")
+        self.host.setText(c.host)
+        self.port.setValue(c.port or DEFAULT_PORTS.get(c.dialect, 0))
+        self.dbname.setText(c.database if c.dialect != "sqlite" else "")
+        self.user.setText(c.user)
+        self.password.setText(self.credentials.get(c.id) or "")
+        self.sslmode.setCurrentText(str(c.tls.get("sslmode", "")))
+        j = self.layout_box.findData(c.layout)
+        self.layout_box.setCurrentIndex(j if j >= 0 else 0)
+        self.zone.setText(c.naive_zone or "UTC")
+        self._loading = False
+        self._type_changed()
+
+    def _type_changed(self, *_):
+        sqlite = self.type.currentData() == "sqlite"
+        # hide whole form rows (label included), not just the field
+        self.form.setRowVisible(self.file_row, sqlite)
+        self.form.setRowVisible(self.server, not sqlite)
+        if not self._loading and not sqlite and self.port.value() == 0:
+            self.port.setValue(DEFAULT_PORTS.get(self.type.currentData(), 0))
+
+    def _browse(self):
+        p, _ = QFileDialog.getOpenFileName(self, "SQLite ledger", self.file.text(),
+                                           "SQLite (*.db *.sqlite *.sqlite3);;All files (*)")
+        if p:
+            self.file.setText(p)
+
+    # -------------------------------------------------------------------------------- editing
+
+    def form_connection(self) -> Connection:
+        """The connection as the fields describe it (id kept from the selected one)."""
+        base = self._current or Connection(name="")
+        d = self.type.currentData()
+        tls = {"sslmode": self.sslmode.currentText()} if self.sslmode.currentText() and d == "postgresql" else {}
+        return replace(base, name=self.name.text().strip() or "unnamed", dialect=d,
+                       driver=base.driver if base.dialect == d else "",
+                       host=self.host.text().strip() if d != "sqlite" else "",
+                       port=(self.port.value() or None) if d != "sqlite" else None,
+                       database=self.file.text().strip() if d == "sqlite" else self.dbname.text().strip(),
+                       user=self.user.text().strip() if d != "sqlite" else "", tls=tls,
+                       layout=self.layout_box.currentData() or "", naive_zone=self.zone.text().strip() or "UTC")
+
+    def new(self):
+        c = Connection(name="new connection", dialect="sqlite")
+        self.conns.append(c)
+        self._reload_list(c.id)
+        self._show(c)
+        self.name.setFocus()
+        self.name.selectAll()
+
+    def duplicate(self):
+        c = self.form_connection()
+        import uuid
+        d = replace(c, id=uuid.uuid4().hex, name=c.name + " (copy)")
+        pw = self.password.text()
+        self.conns.append(d)
+        self.store.upsert(d)
+        if pw:
+            self.credentials.set(d.id, pw)
+        self._reload_list(d.id)
+
+    def delete(self):
+        if self._current is None:
+            return
+        cid = self._current.id
+        self.conns = [c for c in self.conns if c.id != cid]
+        self.store.delete(cid)
+        self.credentials.delete(cid)
+        self._current = None
+        self._reload_list()
+        if not self.conns:
+            self.new()
+
+    def split_url(self):
+        """Fill the fields from the pasted URL (the URL field is cleared: it may hold a password)."""
+        text = self.url.text().strip()
+        if not text:
+            return
+        try:
+            c, pw = Connection.from_url(self.name.text() or "pasted", text)
+        except ValueError as e:
+            self.result.setText(f"⚠ {e}")
+            return
+        if self._current is not None:
+            c.id = self._current.id
+        self._current = replace(c, layout=self.layout_box.currentData() or "")
+        self._show(self._current)
+        if pw:
+            self.password.setText(pw)
+        self.result.setText("Fields filled from the URL. Press Test to check it.")
+
+    def save(self) -> Connection:
+        c = self.form_connection()
+        self._current = c
+        self.conns = [x for x in self.conns if x.id != c.id] + [c]
+        self.store.upsert(c)
+        pw = self.password.text()
+        where = ""
+        if pw and c.dialect != "sqlite":
+            if self.remember.isChecked():
+                stored = self.credentials.set(c.id, pw)
+                where = "; password saved in the OS keyring" if stored else \
+                    "; password kept for this session only (" + (self.credentials.notice or "no keyring") + ")"
+            else:
+                self.credentials._memory[c.id] = pw  # session only, by the user's choice
+                where = "; password kept for this session only"
+        self._reload_list(c.id)
+        self.result.setText(f"Saved {c.name}{where}.")
+        return c
+
+    # -------------------------------------------------------------------------------- actions
+
+    def test(self):
+        c, pw, lay = self.form_connection(), self.password.text() or None, self.layout_box.currentData() or ""
+        self.result.setText("Testing…")
+        self.test_btn.setEnabled(False)
+
+        def done(msg):
+            self.test_btn.setEnabled(True)
+            self.result.setText(self.masker.free_text(msg))
+
+        def fail(err: JobError):
+            self.test_btn.setEnabled(True)
+            self.result.setText("⚠ " + self.masker.free_text(err.message))
+        self.runner.submit("test", lambda tok: test_connection(c, pw, lay, tok), done, fail)
+
+    def connect_(self):
+        c = self.save()
+        pw = self.password.text() or self.credentials.get(c.id)
+        self.spec = OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
+                             colour=c.colour, connection_id=c.id)
+        self.accept()
+
+    def done(self, r):  # noqa: D401 - Qt override
+        self.runner.cancel()
+        super().done(r)

@@ -1,0 +1,232 @@
+"""The operation detail pane: header, findings in plain words, the attempts timeline, the attempts
+table, and the request / response / error viewers. Everything shown here was masked on the worker
+thread (:func:`idemview.qt.session.load_detail`) before it reached this widget.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from datetime import datetime
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QGuiApplication, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView, QFrame, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit,
+    QScrollArea, QSplitter, QTableView, QTabWidget, QToolButton, QVBoxLayout, QWidget,
+)
+
+from ..model import Finding, Operation, Payload
+from . import theme
+from .models import AttemptsModel
+from .session import Detail
+from .timeline import TimelineWidget
+
+
+def mono() -> QFont:
+    f = QFont("DejaVu Sans Mono")
+    f.setStyleHint(QFont.StyleHint.Monospace)
+    return f
+
+
+def render_payload(p: Payload | None) -> str:
+    """A payload as text: pretty JSON, plain text, a hex dump for bytes, and never an unpickled value."""
+    if p is None:
+        return "(empty)"
+    if p.encoding == "pickle":
+        size = f"{p.size} bytes" if p.size is not None else "size unknown"
+        return f"pickled, not decoded ({size}).\n\nidemview never unpickles: unpickling runs code chosen by " \
+               "whoever wrote the row."
+    head = f"⚠ {p.problem}\n\n" if p.problem else ""
+    v = p.value
+    if isinstance(v, (bytes, bytearray)):
+        return head + hexdump(bytes(v))
+    if p.encoding == "json" and not p.problem:
+        try:
+            return head + json.dumps(v, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+        except (TypeError, ValueError):
+            pass
+    return head + ("" if v is None else str(v))
+
+
+def hexdump(b: bytes, limit: int = 4096) -> str:
+    lines = [f"{len(b)} bytes, shown as hex"]
+    for i in range(0, min(len(b), limit), 16):
+        chunk = b[i:i + 16]
+        hx = " ".join(f"{c:02x}" for c in chunk)
+        asc = "".join(chr(c) if 32 <= c < 127 else "." for c in chunk)
+        lines.append(f"{i:08x}  {hx:<47}  {asc}")
+    if len(b) > limit:
+        lines.append(f"… {len(b) - limit} more bytes")
+    return "\n".join(lines)
+
+
+class OperationDetail(QWidget):
+    """Detail of one operation (see the module docstring). ``set_detail(detail, now)`` shows it."""
+
+    closed = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        self.placeholder = QLabel("Double-click an operation (or press Enter) to read its timeline.\n"
+                                  "F8 / Shift+F8 walk through the findings, most severe first.")
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setWordWrap(True)
+        outer.addWidget(self.placeholder)
+        self.body = QWidget()
+        outer.addWidget(self.body)
+        self.body.hide()
+        v = QVBoxLayout(self.body)
+        v.setContentsMargins(6, 4, 6, 4)
+        v.setSpacing(4)
+        top = QHBoxLayout()
+        self.title = QLabel()
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.title.setFont(mono())
+        f = self.title.font()
+        f.setBold(True)
+        f.setPointSizeF(f.pointSizeF() * 1.15)
+        self.title.setFont(f)
+        self.copy_btn = QToolButton(text="Copy key")
+        self.copy_btn.setToolTip("Copy the idempotency key as shown (masked values stay masked)")
+        self.copy_btn.clicked.connect(self._copy_key)
+        top.addWidget(self.title, 1)
+        top.addWidget(self.copy_btn)
+        v.addLayout(top)
+        self.header = QLabel()
+        self.header.setTextFormat(Qt.TextFormat.RichText)
+        self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.header.setWordWrap(True)
+        v.addWidget(self.header)
+        self.findings_box = QLabel()
+        self.findings_box.setTextFormat(Qt.TextFormat.RichText)
+        self.findings_box.setWordWrap(True)
+        self.findings_box.setFrameShape(QFrame.Shape.StyledPanel)
+        self.findings_box.setContentsMargins(6, 4, 6, 4)
+        self.findings_box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        v.addWidget(self.findings_box)
+        self.timeline_title = QLabel("<b>Timeline</b>")
+        v.addWidget(self.timeline_title)
+        self.timeline = TimelineWidget()
+        self.timeline_scroll = QScrollArea()
+        self.timeline_scroll.setWidget(self.timeline)
+        self.timeline_scroll.setWidgetResizable(True)
+        self.timeline_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.timeline_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        v.addWidget(self.timeline_scroll)
+        split = QSplitter(Qt.Orientation.Vertical)
+        self.attempts_model = AttemptsModel(self)
+        self.attempts = QTableView()
+        self.attempts.setModel(self.attempts_model)
+        self.attempts.verticalHeader().hide()
+        self.attempts.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.attempts.horizontalHeader().setStretchLastSection(True)
+        self.attempts.setAlternatingRowColors(True)
+        self.attempts.verticalHeader().setDefaultSectionSize(22)
+        split.addWidget(self.attempts)
+        self.payloads = QTabWidget()
+        self.viewers: dict[str, QPlainTextEdit] = {}
+        for name in ("Request", "Response", "Error", "Records"):
+            ed = QPlainTextEdit()
+            ed.setReadOnly(True)
+            ed.setFont(mono())
+            ed.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+            self.viewers[name] = ed
+            self.payloads.addTab(ed, name)
+        split.addWidget(self.payloads)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 1)
+        v.addWidget(split, 1)
+        self.detail: Detail | None = None
+        self._now: datetime | None = None
+        theme.TIME.changed.connect(self._rerender)
+
+    # -------------------------------------------------------------------------------- content
+
+    def clear(self):
+        self.detail = None
+        self.body.hide()
+        self.placeholder.show()
+
+    def set_detail(self, d: Detail, now: datetime | None):
+        self.detail, self._now = d, now
+        self.placeholder.hide()
+        self.body.show()
+        self._rerender()
+
+    def _rerender(self):
+        d = self.detail
+        if d is None:
+            return
+        rec: Operation | None = d.records[0] if d.records else None
+        z = theme.TIME.zone()
+        self.title.setText(rec.key if rec else "(operation not found)")
+        if rec is None:
+            self.header.setText("This operation is no longer in the ledger (it may have been purged).")
+        else:
+            sc = theme.colour(theme.STATUS_COLOURS, rec.status).name()
+            rows = [
+                ("Scope", html.escape(rec.scope or "(none)")),
+                ("Kind", html.escape(str(rec.kind or "—"))),
+                ("Status", f'<span style="color:{sc}"><b>{theme.STATUS_GLYPHS[rec.status]} '
+                           f'{theme.STATUS_WORDS[rec.status]}</b></span> (ledger: {html.escape(str(rec.raw_status))})'),
+                ("Created", f"{theme.TIME.fmt(rec.created_at)} {z}"),
+                ("Expires", f"{theme.TIME.fmt(rec.expires_at)} {z}" + self._expired_note(rec)),
+                ("Fingerprint", f"<code>{html.escape(str(rec.fingerprint or '—'))}</code>"),
+                ("Intent", f"<code>{html.escape(str(rec.intent_ref or '—'))}</code>"),
+                ("Effect", f"<code>{html.escape(str(rec.effect_ref or '—'))}</code>"),
+                ("Attempts", str(rec.attempt_count if rec.attempt_count is not None else len(d.attempts))
+                 + (f" · {len(d.records)} records for this key" if len(d.records) > 1 else "")),
+            ]
+            muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
+            cells = "".join(
+                f'<tr><td style="padding-right:10px; color:{muted}">{k}</td><td>{v}</td></tr>'
+                for k, v in rows)
+            self.header.setText(f"<table cellspacing=0 cellpadding=1>{cells}</table>")
+        self.findings_box.setText(self._findings_html(d.findings, d.explanations))
+        self.findings_box.setVisible(True)
+        created = rec.created_at if rec else None
+        expires = rec.expires_at if rec else None
+        self.timeline.set_operation(d.attempts, created, expires, self._now)
+        self.timeline_scroll.setFixedHeight(min(self.timeline.sizeHint().height(), 260) + 2)
+        self.timeline_title.setText(f"<b>Timeline</b> — {len(d.attempts)} attempt"
+                                    f"{'s' if len(d.attempts) != 1 else ''} ({z})")
+        self.attempts_model.set_attempts(d.attempts, self.timeline.after_expiry_rows())
+        self.attempts.resizeColumnsToContents()
+        self.viewers["Request"].setPlainText(render_payload(rec.request if rec else None))
+        self.viewers["Response"].setPlainText(render_payload(rec.response if rec else None))
+        self.viewers["Error"].setPlainText(render_payload(rec.error if rec else None))
+        self.viewers["Records"].setPlainText(self._records_text(d.records))
+
+    def _expired_note(self, rec: Operation) -> str:
+        if rec.expires_at and self._now and rec.expires_at <= self._now:
+            return " <i>(expired)</i>"
+        return ""
+
+    def _findings_html(self, fs: list[Finding], expl: dict[int, str]) -> str:
+        if not fs:
+            return "✓ No findings for this operation."
+        parts = []
+        for f in fs:
+            c = theme.colour(theme.SEVERITY_COLOURS, f.severity).name()
+            parts.append(f'<p style="margin:2px 0"><span style="color:{c}"><b>{theme.SEVERITY_GLYPHS[f.severity]} '
+                         f'{f.severity.value} · {theme.KIND_WORDS[f.kind]}</b></span> — '
+                         f'{html.escape(expl.get(id(f), f.kind.value))}</p>')
+        parts.append('<p style="margin:2px 0"><i>Evidence for a human decision, not a verdict.</i></p>')
+        return "".join(parts)
+
+    def _records_text(self, recs: list[Operation]) -> str:
+        out = []
+        z = theme.TIME.zone()
+        for i, r in enumerate(recs, 1):
+            out.append(f"record {i}: status {r.status.value} (ledger: {r.raw_status}), created "
+                       f"{theme.TIME.fmt(r.created_at)} {z}, updated {theme.TIME.fmt(r.updated_at)}, completed "
+                       f"{theme.TIME.fmt(r.completed_at)}, locked {theme.TIME.fmt(r.locked_at)}, lock expires "
+                       f"{theme.TIME.fmt(r.lock_expires_at)}, expires {theme.TIME.fmt(r.expires_at)}")
+        return "\n".join(out) or "(no record)"
+
+    def _copy_key(self):
+        if self.detail and self.detail.records:
+            QGuiApplication.clipboard().setText(self.detail.records[0].key)

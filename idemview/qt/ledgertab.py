@@ -1,0 +1,524 @@
+"""One tab per open ledger: filter bar, incident overview, findings panel, operations grid, detail.
+
+The tab owns a :class:`~idemview.qt.workers.Runner`; every question it asks the database goes through
+it on a named channel (``open``, ``findings``, ``page``, ``count``, ``overview``, ``detail``), so a newer
+question on a channel silently supersedes an older one. When the database fails, a banner says so in
+plain words (with Reconnect when the connection was lost) and what was already shown stays on screen.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from PySide6.QtCore import QModelIndex, QRect, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QColor, QFontMetrics, QGuiApplication, QKeySequence, QPainter, QPalette, QPen
+from PySide6.QtWidgets import (
+    QAbstractItemView, QFrame, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter,
+    QStyledItemDelegate, QStyle, QTableView, QToolButton, QVBoxLayout, QWidget,
+)
+from sqlalchemy import func, select
+
+from ..filters import Filter
+from ..model import SEVERITY_ORDER, Finding, FindingKind
+from . import theme
+from .detail import OperationDetail
+from .filterbar import FilterBar
+from .models import COL_FINDINGS, COL_KEY, FindingsModel, FindingsRole, OperationsModel, RowRole, OP_COLUMNS
+from .overview import IncidentOverview
+from .session import (
+    FindingsResult, Opened, OpenSpec, SharedMasker, load_detail, open_ledger, overview, scan,
+)
+from .workers import JobError, Runner
+
+UTC = timezone.utc
+
+
+class BadgeDelegate(QStyledItemDelegate):
+    """Paints findings as coloured pills with a severity glyph and a short word (never colour only)."""
+
+    def paint(self, painter: QPainter, option, index):
+        fs: list[Finding] = index.data(FindingsRole) or []
+        if option.state & QStyle.StateFlag.State_Selected:
+            painter.fillRect(option.rect, option.palette.highlight())
+        if not fs:
+            return
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        fm = QFontMetrics(option.font)
+        x = option.rect.left() + 3
+        seen = set()
+        for f in fs:
+            if f.kind in seen:
+                continue
+            seen.add(f.kind)
+            label = f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_SHORT[f.kind]}"
+            w = fm.horizontalAdvance(label) + 12
+            if x + w > option.rect.right() - 2:
+                painter.setPen(option.palette.color(QPalette.ColorRole.Text))
+                painter.drawText(QRect(x, option.rect.top(), 30, option.rect.height()),
+                                 Qt.AlignmentFlag.AlignVCenter, f"+{len(fs) - len(seen) + 1}")
+                break
+            r = QRectF(x, option.rect.top() + 3, w, option.rect.height() - 6)
+            c = theme.colour(theme.SEVERITY_COLOURS, f.severity)
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(c)
+            painter.drawRoundedRect(r, r.height() / 2, r.height() / 2)
+            painter.setPen(QColor("#000000") if theme.is_dark() else QColor("#ffffff"))
+            painter.drawText(r, Qt.AlignmentFlag.AlignCenter, label)
+            x += w + 4
+        painter.restore()
+
+
+class Banner(QFrame):
+    """An error message across the top of a tab; Reconnect appears when the connection was lost."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("banner")
+        h = QHBoxLayout(self)
+        h.setContentsMargins(8, 4, 8, 4)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.reconnect = QPushButton("Reconnect")
+        self.dismiss = QToolButton(text="✕")
+        self.dismiss.setToolTip("Hide this message")
+        self.dismiss.clicked.connect(self.hide)
+        h.addWidget(self.label, 1)
+        h.addWidget(self.reconnect)
+        h.addWidget(self.dismiss)
+        self.hide()
+
+    def show_error(self, text: str, reconnect: bool):
+        self.setStyleSheet("#banner { background: %s; border-radius: 4px; } #banner QLabel { color: white; }"
+                           % theme.colour(theme.SEVERITY_COLOURS, theme.Severity.CRITICAL).darker(115).name())
+        self.label.setText("⚠ " + text)
+        self.reconnect.setVisible(reconnect)
+        self.show()
+
+
+class LedgerTab(QWidget):
+    """Everything about one open ledger. ``ready`` fires once it is open and its first scan is in;
+    ``message(str)`` feeds the status bar; ``title_changed`` when the tab label should change."""
+
+    ready = Signal()
+    failed = Signal(str)
+    message = Signal(str)
+    title_changed = Signal()
+
+    def __init__(self, spec: OpenSpec, masker: SharedMasker, parent=None):
+        super().__init__(parent)
+        self.spec, self.masker = spec, masker
+        self.runner = Runner(self)
+        self.opened: Opened | None = None
+        self.findings: FindingsResult | None = None
+        self.now: datetime | None = None
+        self.flt = Filter()
+        self._finding_pos = -1
+        self._ordered: list[Finding] = []
+        self._ready_sent = False
+        self._scan: dict = {"pending": set()}
+        self._build()
+        self.runner.busy_changed.connect(self._busy)
+
+    # ---------------------------------------------------------------------------------- layout
+
+    def _build(self):
+        v = QVBoxLayout(self)
+        v.setContentsMargins(4, 4, 4, 2)
+        v.setSpacing(3)
+        self.banner = Banner()
+        self.banner.reconnect.clicked.connect(self.reconnect)
+        v.addWidget(self.banner)
+        info = QHBoxLayout()
+        info.setContentsMargins(6, 0, 6, 0)
+        self.badge = QLabel()
+        self.badge.setObjectName("roBadge")
+        self.where = QLabel(f"Connecting to {self.spec.name}…")
+        self.where.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.detection = QLabel()
+        self.detection.setWordWrap(False)
+        info.addWidget(self.badge)
+        info.addWidget(self.where)
+        info.addStretch(1)
+        info.addWidget(self.detection)
+        v.addLayout(info)
+        self.filterbar = FilterBar()
+        self.filterbar.changed.connect(self.set_filter)
+        v.addWidget(self.filterbar)
+        main = QSplitter(Qt.Orientation.Horizontal)
+        left = QSplitter(Qt.Orientation.Vertical)
+        top = QSplitter(Qt.Orientation.Horizontal)
+        self.overview = IncidentOverview()
+        self.overview.region_chosen.connect(self.filterbar.set_region)
+        self.overview.region_cleared.connect(self._region_cleared)
+        self.overview.range_wanted.connect(self._load_overview)
+        self.overview.finding_clicked.connect(lambda f: self.open_operation(f.scope, f.key))
+        top.addWidget(self.overview)
+        fp = QWidget()
+        fl = QVBoxLayout(fp)
+        fl.setContentsMargins(0, 0, 0, 0)
+        fl.setSpacing(2)
+        self.findings_title = QLabel("<b>Findings</b> — scanning…")
+        fl.addWidget(self.findings_title)
+        self.findings_model = FindingsModel(self)
+        self.findings_view = QTableView()
+        self.findings_view.setModel(self.findings_model)
+        self.findings_view.verticalHeader().hide()
+        self.findings_view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.findings_view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.findings_view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.findings_view.verticalHeader().setDefaultSectionSize(21)
+        hh = self.findings_view.horizontalHeader()
+        hh.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        hh.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        hh.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        self.findings_view.clicked.connect(self._finding_row_clicked)
+        fl.addWidget(self.findings_view)
+        fp.setMaximumWidth(360)
+        fp.setMinimumWidth(250)
+        top.addWidget(fp)
+        top.setStretchFactor(0, 3)
+        top.setStretchFactor(1, 1)
+        top.setSizes([640, 290])
+        left.addWidget(top)
+        gw = QWidget()
+        gl = QVBoxLayout(gw)
+        gl.setContentsMargins(0, 0, 0, 0)
+        gl.setSpacing(2)
+        self.model = OperationsModel(self.runner, self.masker, parent=self)
+        self.model.loading_changed.connect(lambda _b: self._update_footer())
+        self.model.page_loaded.connect(lambda _n: self._update_footer())
+        self.model.error.connect(self.show_error)
+        self.grid = QTableView()
+        self.grid.setModel(self.model)
+        self.grid.setObjectName("operationsGrid")
+        self.grid.verticalHeader().hide()
+        self.grid.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.grid.verticalHeader().setDefaultSectionSize(22)
+        self.grid.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.grid.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.grid.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.grid.setAlternatingRowColors(True)
+        self.grid.setWordWrap(False)
+        self.grid.horizontalHeader().setSortIndicator(4, Qt.SortOrder.DescendingOrder)
+        self.grid.setSortingEnabled(True)
+        self.grid.horizontalHeader().setStretchLastSection(True)
+        self.grid.setItemDelegateForColumn(COL_FINDINGS, BadgeDelegate(self.grid))
+        for i, w in enumerate((195, 70, 112, 104, 140, 140, 62)):
+            self.grid.setColumnWidth(i, w)
+        self.grid.doubleClicked.connect(self._grid_open)
+        self.grid.activated.connect(self._grid_open)
+        copy = QAction("Copy", self.grid)
+        copy.setShortcut(QKeySequence.StandardKey.Copy)
+        copy.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        copy.triggered.connect(self.copy_selection)
+        self.grid.addAction(copy)
+        self.grid.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        gl.addWidget(self.grid, 1)
+        foot = QHBoxLayout()
+        foot.setContentsMargins(4, 0, 4, 0)
+        self.footer = QLabel()
+        self.cancel_btn = QToolButton(text="Cancel")
+        self.cancel_btn.setToolTip("Stop the running queries (Esc)")
+        self.cancel_btn.clicked.connect(self.cancel_all)
+        self.cancel_btn.hide()
+        foot.addWidget(self.footer, 1)
+        foot.addWidget(self.cancel_btn)
+        gl.addLayout(foot)
+        left.addWidget(gw)
+        left.setStretchFactor(0, 0)
+        left.setStretchFactor(1, 1)
+        left.setSizes([250, 450])
+        main.addWidget(left)
+        self.detail = OperationDetail()
+        self.detail.setMinimumWidth(430)
+        main.addWidget(self.detail)
+        main.setStretchFactor(0, 3)
+        main.setStretchFactor(1, 2)
+        main.setSizes([960, 440])
+        v.addWidget(main, 1)
+        self._count: int | None = None
+        self._update_footer()
+
+    # ------------------------------------------------------------------------------- opening
+
+    def start(self):
+        spec = self.spec
+        self.runner.submit("open", lambda tok: open_ledger(spec, tok), self._on_open, self._on_open_error)
+
+    def _on_open(self, o: Opened):
+        self.opened = o
+        self.model.set_ledger(o.ledger)
+        if o.read_only:
+            self.badge.setText(" READ-ONLY ")
+            self.badge.setToolTip("The database session itself refuses writes (asked the live session)")
+        else:
+            self.badge.setText(" SESSION NOT READ-ONLY ")
+            self.badge.setToolTip("This session did not confirm it is read-only: idemview still only reads")
+        self._on_open_badge_only()
+        self.where.setText(f"<b>{self.masker.free_text(self.spec.name)}</b> · {o.where} · "
+                           f"{o.n_ops:,} operations · {o.n_att:,} attempts")
+        self.detection.setText(self.masker.free_text(o.detection))
+        self.detection.setToolTip(self.masker.free_text(o.detection))
+        self.overview.set_span(*o.span)
+        self.title_changed.emit()
+        self.refresh()
+
+    def _on_open_error(self, err: JobError):
+        msg = self.masker.free_text(err.message)
+        self.where.setText(f"Could not open {self.masker.free_text(self.spec.name)}")
+        self.show_error(JobError(msg, connection_lost=True))
+        self.failed.emit(msg)
+
+    @property
+    def ledger(self):
+        return self.opened.ledger if self.opened else None
+
+    def title(self) -> str:
+        return self.spec.name
+
+    # ------------------------------------------------------------------------------- refresh
+
+    def refresh(self, live: bool = False):
+        """Re-scan findings for the current time and reload what is shown (F5 / live refresh).
+
+        A live refresh keeps the grid when the user has scrolled past the first page, so it never
+        yanks rows away from under someone reading them."""
+        if self.ledger is None:
+            if not self.runner.is_pending("open"):
+                self.start()
+            return
+        self.now = datetime.now(UTC).replace(microsecond=0)
+        ledger, masker, now = self.ledger, self.masker, self.now
+        # One job per finding kind, in parallel: the quick kinds show up at once and a kind whose SQL is
+        # slow on this ledger (or times out) holds nothing else back.
+        from ..findings import FindingEngine
+        unsupported = FindingEngine(ledger, now).unsupported()  # pure Python: no query
+        self._scan = {"now": now, "parts": {}, "expl": {}, "unsupported": unsupported, "failed": {},
+                      "pending": {k for k in FindingKind if k not in unsupported}}
+        for k in list(self._scan["pending"]):
+            self.runner.submit(f"findings:{k.value}", lambda tok, k=k: scan(ledger, masker, now, tok, [k]),
+                               lambda res, k=k, st=self._scan: self._on_kind(st, k, res),
+                               lambda err, k=k, st=self._scan: self._on_kind_error(st, k, err))
+        if not self._scan["pending"]:
+            self._merge_scan(self._scan)
+        self.flt = self.filterbar.filter()
+        if not live or self.model.rowCount() <= self.model.page_size:
+            self._requery()
+        self._load_overview()
+
+    def _requery(self):
+        self.model.set_query(self.flt, self.now, None)
+        self._count = None
+        ledger, flt, now = self.ledger, self.flt, self.now
+        if ledger is None:
+            return
+
+        def count(tok):
+            q = select(func.count()).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
+            with ledger.engine.connect() as c:
+                return int(c.execute(q).scalar() or 0)
+        self.runner.submit("count", count, self._on_count, lambda e: None)
+        self._update_footer()
+
+    def _on_count(self, n: int):
+        self._count = n
+        self._update_footer()
+
+    def _on_kind(self, st: dict, kind: FindingKind, res: FindingsResult):
+        if st is not self._scan:
+            return
+        st["pending"].discard(kind)
+        st["parts"][kind] = res.findings
+        st["expl"].update(res.explanations)
+        self._merge_scan(st)
+
+    def _on_kind_error(self, st: dict, kind: FindingKind, err: JobError):
+        if st is not self._scan:
+            return
+        st["pending"].discard(kind)
+        if not err.cancelled:
+            st["failed"][kind] = err.message
+            self.show_error(JobError(f"{theme.KIND_WORDS[kind]} could not be checked: {err.message}"))
+        self._merge_scan(st)
+
+    def scan_complete(self) -> bool:
+        return self.findings is not None and not self._scan["pending"]
+
+    def _merge_scan(self, st: dict):
+        from .session import merge_findings
+        fs = [f for k in FindingKind for f in st["parts"].get(k, [])]
+        unsupported = dict(st["unsupported"])
+        for k in st["pending"]:
+            unsupported[k] = "still scanning…"
+        for k, msg in st["failed"].items():
+            unsupported[k] = f"the check failed: {msg}"
+        self._on_findings(merge_findings(st["now"], fs, unsupported, dict(st["expl"])))
+
+    def _on_findings(self, res: FindingsResult):
+        self.findings = res
+        self.filterbar.set_counts(res.counts, res.unsupported)
+        self.findings_model.set_result(res)
+        n_ops = len(res.by_ref)
+        self.findings_title.setText(f"<b>Findings</b> — {len(res.findings)} on {n_ops:,} operations")
+        self.findings_title.setToolTip(f"Computed for now = {theme.TIME.fmt(res.now)} {theme.TIME.zone()}; "
+                                       "click a row to show only those operations")
+        self.overview.set_findings(res.findings, res.explanations)
+        self.model.refresh_findings(res)
+        self._ordered = sorted(res.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.kind.value,
+                                                            f.at.timestamp() if f.at else 0))
+        self._finding_pos = -1
+        if self._scan["pending"]:
+            self.findings_title.setText(self.findings_title.text() + " · scanning…")
+            return
+        if not self._ready_sent:
+            self._ready_sent = True
+            self.ready.emit()
+        self.message.emit(f"{self.spec.name}: {len(res.findings)} findings")
+
+    def _load_overview(self, start=None, end=None):
+        if self.ledger is None:
+            return
+        r = (start, end) if start is not None else self.overview.view_range()
+        if not r or r[1] <= r[0]:
+            return
+        ledger, flt, now = self.ledger, self.flt, self.now or datetime.now(UTC)
+        self.runner.submit("overview", lambda tok: overview(ledger, r[0], r[1], flt, now),
+                           self.overview.set_histogram, self.show_error)
+
+    # -------------------------------------------------------------------------------- filter
+
+    def set_filter(self, flt: Filter):
+        self.flt = flt
+        if self.ledger is None:
+            return
+        self._requery()
+        self._load_overview()
+
+    def _region_cleared(self):
+        self.filterbar._flt.since = self.filterbar._flt.until = None
+        self.filterbar.range.setCurrentIndex(0)
+        self.filterbar._emit()
+
+    def _finding_row_clicked(self, idx: QModelIndex):
+        kind = self.findings_model.kind_at(idx.row())
+        if kind is not None and self.findings and kind not in self.findings.unsupported:
+            self.filterbar.set_findings([kind])
+
+    def filter_by_finding(self, kind: FindingKind):
+        self.filterbar.set_findings([kind])
+
+    # -------------------------------------------------------------------------------- detail
+
+    def _grid_open(self, idx: QModelIndex):
+        r = self.model.data(idx, RowRole)
+        if r is not None:
+            self.open_operation(r.scope_raw, r.key_raw)
+
+    def open_operation(self, scope: str, key: str):
+        if self.ledger is None:
+            return
+        ledger, masker = self.ledger, self.masker
+        fs = list(self.findings.by_ref.get((scope, key), [])) if self.findings else []
+        expl = self.findings.explanations if self.findings else {}
+        self.runner.submit("detail", lambda tok: load_detail(ledger, masker, scope, key, fs, expl),
+                           lambda d: self.detail.set_detail(d, self.now), self.show_error)
+        # select it in the grid if it is loaded (no query for that)
+        for i, row in enumerate(self.model.rows()):
+            if row.scope_raw == scope and row.key_raw == key:
+                self.grid.selectRow(i)
+                self.grid.scrollTo(self.model.index(i, 0))
+                break
+
+    def step_finding(self, step: int):
+        """F8 / Shift+F8: open the next / previous finding, most severe first."""
+        if not self._ordered:
+            self.message.emit("No findings to walk through")
+            return
+        self._finding_pos = (self._finding_pos + step) % len(self._ordered)
+        f = self._ordered[self._finding_pos]
+        self.open_operation(f.scope, f.key)
+        self.message.emit(f"Finding {self._finding_pos + 1} of {len(self._ordered)}: {f.severity.value} "
+                          f"{theme.KIND_WORDS[f.kind]}")
+
+    # --------------------------------------------------------------------------------- errors
+
+    def show_error(self, err: JobError):
+        if err.cancelled:
+            self.message.emit("Cancelled")
+            return
+        self.banner.show_error(self.masker.free_text(err.message), err.connection_lost)
+        self.message.emit(self.masker.free_text(err.message))
+
+    def reconnect(self):
+        self.banner.hide()
+        if self.opened is None:
+            self.start()
+            return
+        engine = self.opened.engine
+        engine.dispose()  # drop the dead pooled connections; new ones are opened read-only again
+
+        def ping(tok):
+            from ..connect import session_is_read_only
+            return session_is_read_only(engine)
+
+        self.runner.submit("open", ping, lambda _ro: self.refresh(), self.show_error)
+
+    def cancel_all(self):
+        self.runner.cancel()
+        self.model._set_loading(False)
+        self._update_footer()
+        self.message.emit("Cancelled the running queries; what was shown stays")
+
+    def _busy(self, busy: bool):
+        self.cancel_btn.setVisible(busy)
+        self._update_footer()
+
+    def _update_footer(self):
+        n = self.model.rowCount()
+        parts = []
+        if self._count is not None:
+            parts.append(f"{self._count:,} operations match · {n:,} loaded")
+        else:
+            parts.append(f"{n:,} loaded")
+        if self.model.is_loading():
+            parts.append("loading…")
+        elif not self.model.is_exhausted() and n:
+            parts.append("scroll for more")
+        busy = self.runner.pending()
+        if busy and not self.model.is_loading():
+            parts.append("working: " + ", ".join(busy))
+        self.footer.setText(" · ".join(parts))
+
+    def copy_selection(self):
+        """Copy the selected row as shown (masked values stay masked on the clipboard)."""
+        idx = self.grid.currentIndex()
+        if not idx.isValid():
+            return
+        vals = [str(self.model.data(self.model.index(idx.row(), c)) or "") for c in range(len(OP_COLUMNS))]
+        QGuiApplication.clipboard().setText("\t".join(vals))
+
+    def close_tab(self):
+        self.runner.cancel()
+        if self.opened is not None:
+            self.opened.engine.dispose()
+
+    def restyle(self):
+        self.overview.restyle()
+        if self.findings:
+            self.filterbar.set_counts(self.findings.counts, self.findings.unsupported)
+        else:
+            self.filterbar._render_chips()
+        if self.opened:
+            self._on_open_badge_only()
+        self.detail._rerender()
+        self.grid.viewport().update()
+
+    def _on_open_badge_only(self):
+        o = self.opened
+        col = theme.colour(theme.OUTCOME_COLOURS, theme.Outcome.SUCCEEDED).name() if o.read_only else \
+            theme.colour(theme.SEVERITY_COLOURS, theme.Severity.HIGH).name()
+        fg = "black" if theme.is_dark() else "white"
+        self.badge.setStyleSheet(f"#roBadge {{ background: {col}; color: {fg}; border-radius: 3px; "
+                                 f"font-weight: bold; padding: 1px 4px; }}")

@@ -1,0 +1,434 @@
+"""The main window: a tab per open ledger, the toolbar (connect, refresh, live refresh, export, UTC/local,
+search across every open ledger) and the keyboard conventions of database tools:
+
+====================  =====================================================
+Ctrl+O                connections
+Ctrl+F                filter by idempotency key (the filter bar's key field)
+Ctrl+K                search a key or intent across all open ledgers
+F5                    refresh (re-scan findings for the current time)
+Ctrl+E                export evidence
+F8 / Shift+F8         next / previous finding, most severe first
+Esc                   cancel the running queries of this tab
+Ctrl+W                close the tab
+====================  =====================================================
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QAbstractItemView, QApplication, QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDockWidget,
+    QFileDialog, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMainWindow, QMessageBox,
+    QProgressDialog, QPushButton, QSpinBox, QTableView, QTabWidget, QToolBar, QToolButton, QVBoxLayout,
+    QWidget,
+)
+
+from ..config import CredentialStore
+from . import theme
+from .ledgertab import LedgerTab
+from .models import SearchModel
+from .session import OpenSpec, SharedMasker, search
+from .workers import JobError, Runner
+
+UTC = timezone.utc
+
+try:  # the evidence export core arrives separately; the action is disabled until it does
+    from ..export import export_evidence  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the branch
+    export_evidence = None
+
+
+class _CancelFlag:
+    """Cancel signal for the export core: callable, truthy and ``is_set()``-able, so it fits whichever
+    convention ``export_evidence(cancel=...)`` uses."""
+
+    def __init__(self):
+        self._e = threading.Event()
+
+    def set(self):
+        self._e.set()
+
+    def is_set(self) -> bool:
+        return self._e.is_set()
+
+    __call__ = is_set
+
+    def __bool__(self):
+        return self._e.is_set()
+
+
+class _Progress(QObject):
+    changed = Signal(object)
+
+
+class ExportDialog(QDialog):
+    """Where and what to export; shows the filter sentence that the manifest will record."""
+
+    def __init__(self, sentence: str, default_path: str, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Export evidence")
+        form = QFormLayout(self)
+        lbl = QLabel(f"<b>{sentence}</b><br>masked, with a manifest (FILE.csv.manifest.json)")
+        lbl.setWordWrap(True)
+        form.addRow("Exports", lbl)
+        self.rows = QComboBox()
+        self.rows.addItems(["operations", "attempts", "findings"])
+        form.addRow("Rows", self.rows)
+        self.excel = QCheckBox("UTF-8 with BOM, for spreadsheets")
+        form.addRow("Excel", self.excel)
+        h = QHBoxLayout()
+        self.path = QLineEdit(default_path)
+        b = QPushButton("Browse…")
+        b.clicked.connect(self._browse)
+        h.addWidget(self.path, 1)
+        h.addWidget(b)
+        form.addRow("File", h)
+        bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        bb.button(QDialogButtonBox.StandardButton.Ok).setText("Export")
+        bb.accepted.connect(self.accept)
+        bb.rejected.connect(self.reject)
+        form.addRow(bb)
+        self.resize(560, 200)
+
+    def _browse(self):
+        p, _ = QFileDialog.getSaveFileName(self, "Export evidence", self.path.text(), "CSV (*.csv)")
+        if p:
+            self.path.setText(p if p.endswith(".csv") else p + ".csv")
+
+
+class MainWindow(QMainWindow):
+    """idemview's main window (see the module docstring for the shortcuts)."""
+
+    def __init__(self, credentials: CredentialStore | None = None):
+        super().__init__()
+        self.setWindowTitle("idemview — operation ledger inspector")
+        self.masker = SharedMasker()
+        self.credentials = credentials or CredentialStore()
+        self.runner = Runner(self)
+        self.tabs = QTabWidget()
+        self.tabs.setTabsClosable(True)
+        self.tabs.setMovable(True)
+        self.tabs.setDocumentMode(True)
+        self.tabs.tabCloseRequested.connect(self.close_tab)
+        self.tabs.currentChanged.connect(lambda _i: self._sync_actions())
+        self.welcome = self._welcome()
+        self.stack = QWidget()
+        sv = QVBoxLayout(self.stack)
+        sv.setContentsMargins(0, 0, 0, 0)
+        sv.addWidget(self.welcome)
+        sv.addWidget(self.tabs)
+        self.tabs.hide()
+        self.setCentralWidget(self.stack)
+        self._toolbar()
+        self._search_dock()
+        self._shortcuts()
+        from .models import top_up_none
+        self._none_guard = QTimer(self, interval=1000)
+        self._none_guard.timeout.connect(top_up_none)
+        self._none_guard.start()
+        self.live_timer = QTimer(self)
+        self.live_timer.timeout.connect(self._live_tick)
+        self.keyring_notice = QLabel()
+        if not self.credentials.available and self.credentials.notice:
+            self.keyring_notice.setText("⚠ " + self.credentials.notice)
+        self.statusBar().addPermanentWidget(self.keyring_notice)
+        self.resize(1400, 900)
+        self._sync_actions()
+        app = QApplication.instance()
+        if app is not None:
+            app.styleHints().colorSchemeChanged.connect(self._scheme_changed)
+
+    # ---------------------------------------------------------------------------------- chrome
+
+    def _welcome(self) -> QWidget:
+        w = QWidget()
+        v = QVBoxLayout(w)
+        v.addStretch(1)
+        t = QLabel("<h2>idemview</h2><p>Open an operation ledger to see its idempotency keys, attempts, "
+                   "outcomes and findings. Every connection is read-only.</p>")
+        t.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        v.addWidget(t)
+        h = QHBoxLayout()
+        h.addStretch(1)
+        b1 = QPushButton("Connections…  (Ctrl+O)")
+        b1.clicked.connect(self.show_connections)
+        b2 = QPushButton("Open the demo ledger")
+        b2.clicked.connect(self.open_demo)
+        h.addWidget(b1)
+        h.addWidget(b2)
+        h.addStretch(1)
+        v.addLayout(h)
+        v.addStretch(2)
+        return w
+
+    def _toolbar(self):
+        tb = QToolBar("Main")
+        tb.setObjectName("mainToolbar")
+        tb.setMovable(False)
+        tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.addToolBar(tb)
+        self.act_connect = QAction("Connections…", self, shortcut=QKeySequence("Ctrl+O"))
+        self.act_connect.triggered.connect(self.show_connections)
+        self.act_refresh = QAction("Refresh", self, shortcut=QKeySequence("F5"))
+        self.act_refresh.setToolTip("Re-scan findings for the current time and reload (F5)")
+        self.act_refresh.triggered.connect(self.refresh_current)
+        self.act_export = QAction("Export evidence…", self, shortcut=QKeySequence("Ctrl+E"))
+        self.act_export.triggered.connect(self.export_current)
+        for a in (self.act_connect, self.act_refresh):
+            tb.addAction(a)
+        tb.addSeparator()
+        self.live = QCheckBox("Live every")
+        self.live.setToolTip("Refresh findings, overview and the first page periodically (uncheck to pause)")
+        self.live.toggled.connect(self._live_changed)
+        self.live_secs = QSpinBox()
+        self.live_secs.setRange(5, 3600)
+        self.live_secs.setValue(30)
+        self.live_secs.setSuffix(" s")
+        self.live_secs.valueChanged.connect(lambda _v: self._live_changed(self.live.isChecked()))
+        tb.addWidget(self.live)
+        tb.addWidget(self.live_secs)
+        tb.addSeparator()
+        tb.addAction(self.act_export)
+        tb.addSeparator()
+        self.zone_btn = QToolButton()
+        self.zone_btn.setCheckable(True)
+        self.zone_btn.setText("Times: UTC")
+        self.zone_btn.setToolTip("Show times in UTC or in this computer's zone (the zone is named in every header)")
+        self.zone_btn.toggled.connect(self._zone_toggled)
+        tb.addWidget(self.zone_btn)
+        spacer = QWidget()
+        spacer.setSizePolicy(spacer.sizePolicy().horizontalPolicy().Expanding,
+                             spacer.sizePolicy().verticalPolicy().Preferred)
+        tb.addWidget(spacer)
+        self.search_box = QLineEdit()
+        self.search_box.setPlaceholderText("Search key or intent in all ledgers (Ctrl+K)")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.setMinimumWidth(330)
+        self.search_box.returnPressed.connect(lambda: self.search_all(self.search_box.text()))
+        tb.addWidget(self.search_box)
+
+    def _search_dock(self):
+        self.search_model = SearchModel(self)
+        self.search_view = QTableView()
+        self.search_view.setModel(self.search_model)
+        self.search_view.verticalHeader().hide()
+        self.search_view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.search_view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.search_view.horizontalHeader().setStretchLastSection(True)
+        self.search_view.doubleClicked.connect(self._open_hit)
+        self.search_view.activated.connect(self._open_hit)
+        w = QWidget()
+        v = QVBoxLayout(w)
+        v.setContentsMargins(4, 2, 4, 2)
+        self.search_status = QLabel()
+        v.addWidget(self.search_status)
+        v.addWidget(self.search_view)
+        self.search_dock = QDockWidget("Search across open ledgers", self)
+        self.search_dock.setObjectName("searchDock")
+        self.search_dock.setWidget(w)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.search_dock)
+        self.search_dock.hide()
+
+    def _shortcuts(self):
+        def sc(keys, fn):
+            s = QShortcut(QKeySequence(keys), self)
+            s.activated.connect(fn)
+            return s
+        sc("Ctrl+K", self.focus_search)
+        sc("Ctrl+F", self.focus_filter)
+        sc("F8", lambda: self._tab_call("step_finding", 1))
+        sc("Shift+F8", lambda: self._tab_call("step_finding", -1))
+        sc("Escape", lambda: self._tab_call("cancel_all"))
+        sc("Ctrl+W", lambda: self.close_tab(self.tabs.currentIndex()))
+
+    def _sync_actions(self):
+        has = self.current_tab() is not None
+        self.act_refresh.setEnabled(has)
+        if export_evidence is None:
+            self.act_export.setEnabled(False)
+            self.act_export.setToolTip("Evidence export is not available in this build "
+                                       "(the idemview.export module is missing)")
+        else:
+            self.act_export.setEnabled(has)
+            self.act_export.setToolTip("Export what the filter shows, masked, with a manifest (Ctrl+E)")
+
+    # ----------------------------------------------------------------------------------- tabs
+
+    def current_tab(self) -> LedgerTab | None:
+        w = self.tabs.currentWidget()
+        return w if isinstance(w, LedgerTab) else None
+
+    def ledger_tabs(self) -> list[LedgerTab]:
+        return [self.tabs.widget(i) for i in range(self.tabs.count())]
+
+    def _tab_call(self, name, *args):
+        t = self.current_tab()
+        if t is not None:
+            getattr(t, name)(*args)
+
+    def open_spec(self, spec: OpenSpec) -> LedgerTab:
+        """Open a ledger in a new tab (connection and reading happen on worker threads)."""
+        tab = LedgerTab(spec, self.masker, self)
+        tab.message.connect(lambda m: self.statusBar().showMessage(m, 8000))
+        i = self.tabs.addTab(tab, spec.name)
+        tab.title_changed.connect(lambda t=tab: self._retitle(t))
+        self.tabs.setCurrentIndex(i)
+        self.welcome.hide()
+        self.tabs.show()
+        tab.start()
+        self._sync_actions()
+        return tab
+
+    def _retitle(self, tab: LedgerTab):
+        i = self.tabs.indexOf(tab)
+        if i >= 0 and tab.opened:
+            self.tabs.setTabText(i, tab.title() + ("" if tab.opened.read_only else " (not read-only!)"))
+            self.tabs.setTabToolTip(i, f"{tab.opened.where} — {tab.opened.ledger.layout.name}")
+
+    def close_tab(self, i: int):
+        w = self.tabs.widget(i)
+        if isinstance(w, LedgerTab):
+            w.close_tab()
+            self.tabs.removeTab(i)
+            w.deleteLater()
+        if self.tabs.count() == 0:
+            self.tabs.hide()
+            self.welcome.show()
+        self._sync_actions()
+
+    def open_demo(self):
+        from .app import demo_spec
+        self.open_spec(demo_spec())
+
+    def show_connections(self):
+        from .connections import ConnectionDialog
+        dlg = ConnectionDialog(self.credentials, self.masker, self)
+        if dlg.exec() == QDialog.DialogCode.Accepted and dlg.spec is not None:
+            self.open_spec(dlg.spec)
+
+    # -------------------------------------------------------------------------------- actions
+
+    def refresh_current(self):
+        self._tab_call("refresh")
+
+    def focus_filter(self):
+        t = self.current_tab()
+        if t is not None:
+            t.filterbar.key_edit.setFocus()
+            t.filterbar.key_edit.selectAll()
+
+    def focus_search(self):
+        self.search_box.setFocus()
+        self.search_box.selectAll()
+
+    def search_all(self, text: str):
+        """Find an idempotency key or intent reference in every open ledger (each on its own worker)."""
+        text = text.strip()
+        self.search_model.clear()
+        if not text:
+            return
+        self.search_dock.show()
+        tabs = [t for t in self.ledger_tabs() if t.ledger is not None]
+        self._search_left = len(tabs)
+        self.search_status.setText(f"Searching {len(tabs)} ledgers…")
+        for i, t in enumerate(tabs):
+            ledger, masker, name = t.ledger, self.masker, t.title()
+            idx = self.tabs.indexOf(t)
+            t.runner.submit("search", lambda tok, l=ledger, n=name, ix=idx: search(l, masker, text, ix, n),
+                            self._search_hits, self._search_failed)
+
+    def _search_hits(self, hits):
+        self.search_model.add(hits)
+        self._search_done()
+
+    def _search_failed(self, err: JobError):
+        self.statusBar().showMessage("search failed in one ledger: " + self.masker.free_text(err.message), 8000)
+        self._search_done()
+
+    def _search_done(self):
+        self._search_left -= 1
+        n = self.search_model.rowCount()
+        ledgers = len({h.ledger_name for h in self.search_model.hits()})
+        state = "" if self._search_left <= 0 else " (still searching)"
+        self.search_status.setText(f"{n} operations in {ledgers} ledgers{state} — double-click to open")
+        self.search_view.resizeColumnsToContents()
+
+    def _open_hit(self, idx):
+        h = self.search_model.hit(idx.row())
+        if 0 <= h.tab_index < self.tabs.count():
+            self.tabs.setCurrentIndex(h.tab_index)
+            self.tabs.widget(h.tab_index).open_operation(h.scope_raw, h.key_raw)
+
+    def _zone_toggled(self, local: bool):
+        theme.TIME.set_utc(not local)
+        self.zone_btn.setText(f"Times: {theme.TIME.zone()}")
+        for t in self.ledger_tabs():
+            t.grid.viewport().update()
+            t.model.headerDataChanged.emit(Qt.Orientation.Horizontal, 0, t.model.columnCount() - 1)
+        self.search_model.headerDataChanged.emit(Qt.Orientation.Horizontal, 0, self.search_model.columnCount() - 1)
+
+    def _live_changed(self, on: bool):
+        if on:
+            self.live_timer.start(self.live_secs.value() * 1000)
+        else:
+            self.live_timer.stop()
+
+    def _live_tick(self):
+        for t in self.ledger_tabs():
+            t.refresh(live=True)
+
+    def _scheme_changed(self, scheme):
+        theme.apply_scheme(QApplication.instance(), scheme)
+        self.restyle()
+
+    def restyle(self):
+        for t in self.ledger_tabs():
+            t.restyle()
+
+    # -------------------------------------------------------------------------------- export
+
+    def export_current(self):
+        t = self.current_tab()
+        if t is None or t.ledger is None or export_evidence is None:
+            return
+        flt, now = t.filterbar.filter(), t.now or datetime.now(UTC)
+        default = str(Path.home() / f"idemview-evidence-{now.strftime('%Y%m%dT%H%M%SZ')}.csv")
+        dlg = ExportDialog(flt.sentence(), default, self)
+        if dlg.exec() != QDialog.DialogCode.Accepted:
+            return
+        out, rows, excel = dlg.path.text(), dlg.rows.currentText(), dlg.excel.isChecked()
+        flag, prog = _CancelFlag(), _Progress(self)
+        pd = QProgressDialog("Exporting evidence…", "Cancel", 0, 0, self)
+        pd.setWindowModality(Qt.WindowModality.WindowModal)
+        pd.canceled.connect(flag.set)
+        prog.changed.connect(lambda n: pd.setLabelText(f"Exporting evidence… {n:,} rows" if isinstance(n, int)
+                                                       else "Exporting evidence…"))
+        ledger, name = t.ledger, t.title()
+
+        def run(tok):
+            # a fresh Masker per export (export's default): its manifest counts only this export's masks
+            return export_evidence(ledger, flt, out, rows=rows, now=now, excel=excel, connection_name=name,
+                                   masker=None, progress=lambda *a: prog.changed.emit(a[0] if a else None),
+                                   cancel=flag)
+
+        def ok(res):
+            pd.close()
+            self.statusBar().showMessage(f"Exported {getattr(res, 'rows', '?')} rows to {res.path} "
+                                         f"(manifest {res.manifest_path})", 15000)
+
+        def fail(err: JobError):
+            pd.close()
+            if not err.cancelled and not flag.is_set():
+                QMessageBox.warning(self, "Export failed", self.masker.free_text(err.message))
+        self.runner.submit("export", run, ok, fail)
+        pd.show()
+
+    def closeEvent(self, ev):
+        for t in self.ledger_tabs():
+            t.close_tab()
+        super().closeEvent(ev)

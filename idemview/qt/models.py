@@ -1,0 +1,487 @@
+"""Qt item models. The operations model is lazy: it holds only the pages fetched so far and asks the
+database for the next page (keyset paging, :meth:`idemview.query.Ledger.page`) on ``fetchMore``, on a
+worker thread. Sorting is a new database query, never a proxy model over rows in memory — a 10-million
+row ledger sorts the same way a 10-row one does.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QBrush, QFont
+
+from ..filters import Filter
+from ..model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Severity
+from . import theme
+from .session import FindingsResult, OpRow, SearchHit, SharedMasker, fetch_page, severity_of
+from .workers import JobError, Runner
+
+Index = QModelIndex | QPersistentModelIndex
+
+
+def _probe_none_leak() -> bool:
+    """True when this PySide6 drops a reference to ``None`` each time C++ calls a Python ``data()``
+    override that returns ``None`` (seen with PySide6 6.12 on Python 3.11, where ``None`` is not yet
+    immortal: after enough calls the interpreter aborts with "deallocating None")."""
+    import sys
+
+    class _M(QAbstractTableModel):
+        def rowCount(self, parent=QModelIndex()):
+            return 1
+
+        def columnCount(self, parent=QModelIndex()):
+            return 1
+
+        def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+            return None
+    m = _M()
+    before = sys.getrefcount(None)
+    for _ in range(64):
+        m.index(0, 0).data(Qt.ItemDataRole.ToolTipRole)
+    return sys.getrefcount(None) < before - 32
+
+
+_NONE_LEAKS = _probe_none_leak()
+if _NONE_LEAKS:
+    import ctypes
+    import sys as _sys
+    _incref = ctypes.pythonapi.Py_IncRef
+    _incref.argtypes = [ctypes.py_object]
+    # Other Python overrides called from C++ (in pyqtgraph too) may lose references to None the same
+    # way; a reserve of references keeps None alive for the life of the process. Extra references to
+    # None cost nothing (on Python 3.12+ None is immortal and the probe above finds no leak).
+    for _ in range(1_000_000):
+        _incref(None)
+    _NONE_FLOOR = _sys.getrefcount(None) - 500_000
+
+    def top_up_none() -> None:
+        """Called by a timer: refill the reserve if leaks ate half of it."""
+        n = _sys.getrefcount(None)
+        if n < _NONE_FLOOR:
+            for _ in range(_NONE_FLOOR + 500_000 - n):
+                _incref(None)
+else:
+    def top_up_none() -> None:
+        pass
+
+
+def none_safe(fn):
+    """Wrap a ``data``/``headerData`` override so that returning ``None`` gives back the reference the
+    binding will wrongly take away (an extra reference to ``None`` is harmless; a missing one aborts)."""
+    if not _NONE_LEAKS:
+        return fn
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        r = fn(*a, **kw)
+        if r is None:
+            _incref(None)
+        return r
+    return wrapper
+
+# (header, sort key in Ledger.SORTABLE or None)
+OP_COLUMNS = [
+    ("Idempotency key", "key"), ("Scope", "scope"), ("Kind", "kind"), ("Status", "status"),
+    ("Created", "created_at"), ("Expires", "expires_at"), ("Attempts", "attempt_count"),
+    ("Findings", None),
+]
+COL_KEY, COL_SCOPE, COL_KIND, COL_STATUS, COL_CREATED, COL_EXPIRES, COL_ATTEMPTS, COL_FINDINGS = range(8)
+
+#: Role carrying the row's findings (list[Finding]) for the badge delegate.
+FindingsRole = Qt.ItemDataRole.UserRole + 1
+#: Role carrying the OpRow itself.
+RowRole = Qt.ItemDataRole.UserRole + 2
+
+
+class OperationsModel(QAbstractTableModel):
+    """Lazy model over ``Ledger.page()``; ``fetchMore`` loads the next page on a worker thread.
+
+    ``set_query(filter, now, findings)`` restarts from the first page. ``loading_changed`` tells the
+    view to show a "loading…" hint; ``error`` carries a :class:`JobError` (rows already shown stay)."""
+
+    loading_changed = Signal(bool)
+    error = Signal(object)
+    page_loaded = Signal(int)  # total rows now loaded
+
+    def __init__(self, runner: Runner, masker: SharedMasker, page_size: int = 500, parent=None):
+        super().__init__(parent)
+        self.runner, self.masker, self.page_size = runner, masker, page_size
+        self.ledger = None
+        self.flt = Filter()
+        self.now: datetime | None = None
+        self.by_ref: dict | None = None
+        self.sort_key, self.descending = "created_at", True
+        self._rows: list[OpRow] = []
+        self._cursor: tuple | None = None
+        self._started = False  # first page requested
+        self._loading = False
+        self._exhausted = True
+
+    # ------------------------------------------------------------------------------ queries
+
+    def set_ledger(self, ledger) -> None:
+        self.ledger = ledger
+
+    def set_query(self, flt: Filter | None = None, now: datetime | None = None,
+                  findings: FindingsResult | None = None) -> None:
+        """Restart from the first page with a new filter (the old answer is dropped even if late)."""
+        if flt is not None:
+            self.flt = flt
+        if now is not None:
+            self.now = now
+        if findings is not None:
+            self.by_ref = findings.by_ref
+        self.beginResetModel()
+        self._rows, self._cursor = [], None
+        self._exhausted = self.ledger is None
+        self._started = False
+        self.endResetModel()
+        if self.ledger is not None:
+            self._request(None)
+
+    def refresh_findings(self, findings: FindingsResult) -> None:
+        """New findings for the rows already shown (badge column only; no re-query)."""
+        self.by_ref = findings.by_ref
+        for r in self._rows:
+            r.findings = list(findings.by_ref.get((r.scope_raw, r.key_raw), []))
+        if self._rows:
+            self.dataChanged.emit(self.index(0, COL_FINDINGS), self.index(len(self._rows) - 1, COL_FINDINGS))
+
+    def _request(self, after):
+        ledger, masker, flt, sort, desc = self.ledger, self.masker, self.flt, self.sort_key, self.descending
+        now, by_ref, limit = self.now, self.by_ref, self.page_size
+        self._started = True
+        self._set_loading(True)
+        self.runner.submit("page", lambda tok: fetch_page(ledger, masker, flt, sort, desc, after, limit,
+                                                         now or datetime.now(theme.UTC), by_ref),
+                           self._on_page, self._on_error)
+
+    def _on_page(self, result):
+        rows, cursor = result
+        self._set_loading(False)
+        if rows:
+            first = len(self._rows)
+            self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
+            self._rows.extend(rows)
+            self._cursor = cursor
+            self._exhausted = cursor is None
+            self.endInsertRows()
+        else:
+            self._cursor, self._exhausted = None, True
+        self.page_loaded.emit(len(self._rows))
+
+    def _on_error(self, err: JobError):
+        self._set_loading(False)
+        if not err.cancelled:
+            self._exhausted = True  # stop asking until the user refreshes
+            self.error.emit(err)
+
+    def _set_loading(self, v: bool):
+        if v != self._loading:
+            self._loading = v
+            self.loading_changed.emit(v)
+
+    def is_loading(self) -> bool:
+        return self._loading
+
+    def is_exhausted(self) -> bool:
+        return self._exhausted and not self._loading
+
+    # ------------------------------------------------------------------------- Qt interface
+
+    def canFetchMore(self, parent: Index = QModelIndex()) -> bool:
+        if parent.isValid():
+            return False
+        return not self._exhausted and not self._loading and self._cursor is not None
+
+    def fetchMore(self, parent: Index = QModelIndex()) -> None:
+        if self.canFetchMore(parent):
+            self._request(self._cursor)
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(OP_COLUMNS)
+
+    @none_safe
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):
+        if orientation != Qt.Orientation.Horizontal or not (0 <= section < len(OP_COLUMNS)):
+            return None
+        if role == Qt.ItemDataRole.DisplayRole:
+            name = OP_COLUMNS[section][0]
+            if section in (COL_CREATED, COL_EXPIRES):
+                return f"{name} ({theme.TIME.zone()})"
+            return name
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if OP_COLUMNS[section][1] is None:
+                return "Findings of this operation, most severe first (not sortable: computed by the scan)"
+            return "Click to sort by this column (the database sorts; nothing is sorted in memory)"
+        return None
+
+    def row(self, i: int) -> OpRow:
+        return self._rows[i]
+
+    def rows(self) -> list[OpRow]:
+        return list(self._rows)
+
+    @none_safe
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or index.row() >= len(self._rows):
+            return None
+        r, c = self._rows[index.row()], index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if c == COL_KEY:
+                return r.key
+            if c == COL_SCOPE:
+                return r.scope
+            if c == COL_KIND:
+                return r.kind
+            if c == COL_STATUS:
+                return f"{theme.STATUS_GLYPHS[r.status]} {theme.STATUS_WORDS[r.status]}"
+            if c == COL_CREATED:
+                return theme.TIME.fmt(r.created_at)
+            if c == COL_EXPIRES:
+                return theme.TIME.fmt(r.expires_at)
+            if c == COL_ATTEMPTS:
+                return "—" if r.attempts is None else str(r.attempts)
+            if c == COL_FINDINGS:
+                # plain-text form (the delegate paints badges; this is for copy and accessibility)
+                return ", ".join(f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_WORDS[f.kind]}"
+                                 for f in r.findings)
+        elif role == Qt.ItemDataRole.ToolTipRole:
+            if c == COL_STATUS:
+                return f"{theme.STATUS_WORDS[r.status]} (ledger says: {r.raw_status})"
+            if c == COL_FINDINGS and r.findings:
+                return "\n".join(f"{f.severity.value}: {theme.KIND_WORDS[f.kind]}" for f in r.findings)
+            if c == COL_KEY:
+                return r.key + (f"\nintent: {r.intent}" if r.intent else "")
+        elif role == Qt.ItemDataRole.ForegroundRole:
+            if c == COL_STATUS:
+                return QBrush(theme.colour(theme.STATUS_COLOURS, r.status))
+            if c == COL_EXPIRES and r.expires_at is not None and self.now and r.expires_at <= self.now:
+                return QBrush(theme.colour(theme.SEVERITY_COLOURS, Severity.INFO))
+        elif role == Qt.ItemDataRole.TextAlignmentRole:
+            if c == COL_ATTEMPTS:
+                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        elif role == Qt.ItemDataRole.FontRole:
+            if c == COL_KEY:
+                f = QFont("DejaVu Sans Mono")
+                f.setStyleHint(QFont.StyleHint.Monospace)
+                return f
+        elif role == FindingsRole:
+            return r.findings
+        elif role == RowRole:
+            return r
+        return None
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        if not (0 <= column < len(OP_COLUMNS)):
+            return
+        key = OP_COLUMNS[column][1]
+        if key is None:
+            return
+        self.sort_key, self.descending = key, order == Qt.SortOrder.DescendingOrder
+        if self.ledger is not None:
+            self.set_query()
+
+
+class AttemptsModel(QAbstractTableModel):
+    """The attempts of the operation in the detail pane (already masked)."""
+
+    HEADERS = ["#", "Outcome", "Started", "Finished", "Took", "Worker", "Effect", "Error"]
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._rows: list[Attempt] = []
+        self._after_expiry: set[int] = set()
+
+    def set_attempts(self, atts: list[Attempt], after_expiry: set[int] | None = None):
+        self.beginResetModel()
+        self._rows = list(atts)
+        self._after_expiry = set(after_expiry or ())
+        self.endResetModel()
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self.HEADERS)
+
+    @none_safe
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
+                and 0 <= section < len(self.HEADERS):
+            h = self.HEADERS[section]
+            return f"{h} ({theme.TIME.zone()})" if h in ("Started", "Finished") else h
+        return None
+
+    @none_safe
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
+        if not index.isValid() or index.row() >= len(self._rows):
+            return None
+        a, c = self._rows[index.row()], index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if c == 0:
+                return "—" if a.number is None else str(a.number)
+            if c == 1:
+                s = f"{theme.outcome_glyph(a.outcome)} {theme.OUTCOME_WORDS[a.outcome]}"
+                return s + ("  ⚠ after expiry" if index.row() in self._after_expiry else "")
+            if c == 2:
+                return theme.TIME.fmt(a.started_at)
+            if c == 3:
+                return theme.TIME.fmt(a.finished_at)
+            if c == 4:
+                if a.started_at and a.finished_at:
+                    return theme.duration((a.finished_at - a.started_at).total_seconds())
+                return "—"
+            if c == 5:
+                return a.worker or "—"
+            if c == 6:
+                return a.effect_ref or "—"
+            if c == 7:
+                return (a.error or "").splitlines()[0][:200] if a.error else ""
+        elif role == Qt.ItemDataRole.ForegroundRole and c == 1:
+            return QBrush(theme.colour(theme.OUTCOME_COLOURS, a.outcome))
+        elif role == Qt.ItemDataRole.ToolTipRole and c == 7 and a.error:
+            return a.error
+        elif role == Qt.ItemDataRole.ToolTipRole and c == 1:
+            return f"ledger says: {a.raw_outcome}"
+        return None
+
+
+class FindingsModel(QAbstractTableModel):
+    """Counts per finding kind and severity; kinds the layout cannot check are listed with why."""
+
+    HEADERS = ["Severity", "Finding", "Operations"]
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._rows: list[tuple[FindingKind, Severity, int, str | None]] = []
+
+    def set_result(self, res: FindingsResult | None):
+        self.beginResetModel()
+        rows = []
+        if res is not None:
+            sev: dict[FindingKind, Severity] = {}
+            for f in res.findings:
+                if f.kind not in sev or SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[sev[f.kind]]:
+                    sev[f.kind] = f.severity
+            from ..model import DEFAULT_SEVERITY
+            for k in FindingKind:
+                n = len({(f.scope, f.key) for f in res.findings if f.kind == k})
+                rows.append((k, sev.get(k, DEFAULT_SEVERITY[k]), n, res.unsupported.get(k)))
+            rows.sort(key=lambda r: (r[3] is not None, r[2] == 0, SEVERITY_ORDER[r[1]]))
+        self._rows = rows
+        self.endResetModel()
+
+    def kind_at(self, row: int) -> FindingKind | None:
+        return self._rows[row][0] if 0 <= row < len(self._rows) else None
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else 3
+
+    @none_safe
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < 3:
+            return self.HEADERS[section]
+        return None
+
+    @none_safe
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
+        if not index.isValid() or index.row() >= len(self._rows):
+            return None
+        kind, sev, n, why = self._rows[index.row()]
+        c = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if c == 0:
+                return f"{theme.SEVERITY_GLYPHS[sev]} {sev.value}"
+            if c == 1:
+                return theme.KIND_WORDS[kind]
+            if c == 2:
+                if why and why.startswith("still scanning"):
+                    return "…"
+                if why and why.startswith("the check failed"):
+                    return "failed"
+                return "n/a" if why else str(n)
+        elif role == Qt.ItemDataRole.ForegroundRole:
+            if why or n == 0:
+                return QBrush(theme.colour(theme.SEVERITY_COLOURS, Severity.INFO))
+            if c == 0:
+                return QBrush(theme.colour(theme.SEVERITY_COLOURS, sev))
+        elif role == Qt.ItemDataRole.ToolTipRole:
+            if why and (why.startswith("still") or why.startswith("the check")):
+                return why
+            if why:
+                return f"Not checkable with this layout: {why}"
+            return f"Click to show only operations with a {theme.KIND_WORDS[kind]}"
+        elif role == Qt.ItemDataRole.TextAlignmentRole and c == 2:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        elif role == Qt.ItemDataRole.FontRole and n and not why:
+            f = QFont()
+            f.setBold(sev in (Severity.CRITICAL, Severity.HIGH))
+            return f
+        return None
+
+
+class SearchModel(QAbstractTableModel):
+    """Hits of the search across every open ledger: where an idempotency key or intent appears."""
+
+    HEADERS = ["Ledger", "Idempotency key", "Scope", "Status", "Kind", "Intent", "Created"]
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._hits: list[SearchHit] = []
+
+    def clear(self):
+        self.beginResetModel()
+        self._hits = []
+        self.endResetModel()
+
+    def add(self, hits: list[SearchHit]):
+        if not hits:
+            return
+        n = len(self._hits)
+        self.beginInsertRows(QModelIndex(), n, n + len(hits) - 1)
+        self._hits.extend(hits)
+        self.endInsertRows()
+
+    def hit(self, row: int) -> SearchHit:
+        return self._hits[row]
+
+    def hits(self) -> list[SearchHit]:
+        return list(self._hits)
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._hits)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self.HEADERS)
+
+    @none_safe
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
+                and 0 <= section < len(self.HEADERS):
+            h = self.HEADERS[section]
+            return f"{h} ({theme.TIME.zone()})" if h == "Created" else h
+        return None
+
+    @none_safe
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
+        if not index.isValid() or index.row() >= len(self._hits):
+            return None
+        h, c = self._hits[index.row()], index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return [h.ledger_name, h.key, h.scope, f"{theme.STATUS_GLYPHS[h.status]} {theme.STATUS_WORDS[h.status]}",
+                    h.kind, h.intent, theme.TIME.fmt(h.created_at)][c]
+        if role == Qt.ItemDataRole.ForegroundRole and c == 3:
+            return QBrush(theme.colour(theme.STATUS_COLOURS, h.status))
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return "Double-click to open this operation in its ledger's tab"
+        return None

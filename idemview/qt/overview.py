@@ -1,0 +1,298 @@
+"""The incident overview: attempts over time, stacked by outcome, with finding markers.
+
+Drawn with pyqtgraph rather than QtCharts because it stays fast with many bars and points (it draws
+through a scene graph of plain QGraphicsItems with numpy arrays, no per-point QObject), because
+``LinearRegionItem`` gives a draggable time-window selection for free, and because it needs neither the
+QtCharts module (absent from PySide6-Essentials) nor its GPL/commercial licence.
+
+Interaction (like Grafana): drag with the left button to select a time window — it becomes the filter's
+created range for the grid and everything else; drag the window's edges to adjust; the mouse wheel
+zooms the time axis and the histogram is re-queried for the visible range (computed in the database,
+buckets sized to the view).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+
+from ..model import Finding, Outcome, Severity, Status
+from ..query import Histogram
+from . import theme
+
+UTC = timezone.utc
+_STACK = [Outcome.SUCCEEDED, Outcome.REJECTED, Outcome.IN_PROGRESS, Outcome.UNKNOWN, Outcome.TIMED_OUT,
+          Outcome.FAILED]
+_STATUS_AS_OUTCOME = {Status.COMPLETED.value: Outcome.SUCCEEDED, Status.FAILED.value: Outcome.FAILED,
+                      Status.IN_PROGRESS.value: Outcome.IN_PROGRESS, Status.NEW.value: Outcome.UNKNOWN,
+                      Status.UNKNOWN.value: Outcome.UNKNOWN}
+_SEV_SYMBOL = {Severity.CRITICAL: "star", Severity.HIGH: "t", Severity.MEDIUM: "d", Severity.LOW: "o",
+               Severity.INFO: "s"}
+
+
+class _SelectViewBox(pg.ViewBox):
+    """Left-drag selects a time window instead of panning; the wheel zooms time only."""
+
+    def __init__(self, owner: "IncidentOverview"):
+        super().__init__(enableMenu=False)
+        self.owner = owner
+        self.setMouseEnabled(x=True, y=False)
+        self._drag_start: float | None = None
+
+    def mouseDragEvent(self, ev, axis=None):
+        if ev.button() != Qt.MouseButton.LeftButton:
+            return super().mouseDragEvent(ev, axis)
+        ev.accept()
+        x = self.mapSceneToView(ev.scenePos()).x()
+        if ev.isStart():
+            self._drag_start = self.mapSceneToView(ev.buttonDownScenePos()).x()
+        if self._drag_start is None:
+            return
+        lo, hi = sorted((self._drag_start, x))
+        self.owner._show_region(lo, hi)
+        if ev.isFinish():
+            self._drag_start = None
+            self.owner._region_done()
+
+
+class IncidentOverview(QWidget):
+    """Histogram of attempts by outcome over time with finding markers and a selectable window.
+
+    Signals: ``region_chosen(since, until)`` (aware UTC), ``region_cleared()``, ``range_wanted(start,
+    end)`` when the visible time range changes (the owner re-queries :func:`idemview.query.histogram`),
+    ``finding_clicked(Finding)``."""
+
+    region_chosen = Signal(object, object)
+    region_cleared = Signal()
+    range_wanted = Signal(object, object)
+    finding_clicked = Signal(object)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        v = QVBoxLayout(self)
+        v.setContentsMargins(0, 0, 0, 0)
+        v.setSpacing(2)
+        top = QHBoxLayout()
+        top.setContentsMargins(6, 0, 6, 0)
+        self.title = QLabel("Attempts over time")
+        f = self.title.font()
+        f.setBold(True)
+        self.title.setFont(f)
+        self.legend = QLabel()
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.fit_btn = QToolButton(text="Fit all")
+        self.fit_btn.setToolTip("Show the ledger's whole activity span")
+        self.fit_btn.clicked.connect(self.fit_all)
+        self.day_btn = QToolButton(text="Last 6 h")
+        self.day_btn.setToolTip("Show the last 6 hours of the ledger's activity")
+        self.day_btn.clicked.connect(self.fit_recent)
+        self.clear_btn = QToolButton(text="Clear window")
+        self.clear_btn.setToolTip("Remove the selected time window from the filter")
+        self.clear_btn.clicked.connect(self.clear_region)
+        self.clear_btn.setEnabled(False)
+        self.legend.setWordWrap(True)
+        self.legend.setContentsMargins(6, 0, 6, 0)
+        top.addWidget(self.title)
+        top.addStretch(1)
+        for b in (self.day_btn, self.fit_btn, self.clear_btn):
+            top.addWidget(b)
+        v.addLayout(top)
+        v.addWidget(self.legend)
+        self.axis = pg.DateAxisItem(orientation="bottom", utcOffset=0)
+        self.vb = _SelectViewBox(self)
+        self.plot = pg.PlotWidget(viewBox=self.vb, axisItems={"bottom": self.axis})
+        self.plot.setMinimumHeight(150)
+        self.plot.hideButtons()
+        self.plot.setMenuEnabled(False)
+        self.plot.getPlotItem().getAxis("left").setWidth(44)
+        v.addWidget(self.plot, 1)
+        self.hint = QLabel("Drag across the chart to filter by a time window · wheel zooms time")
+        self.hint.setContentsMargins(6, 0, 6, 0)
+        v.addWidget(self.hint)
+        self.region = pg.LinearRegionItem(movable=True, swapMode="sort")
+        self.region.setZValue(10)
+        self.region.hide()
+        self.region.sigRegionChangeFinished.connect(self._region_done)
+        self._bars: list[pg.BarGraphItem] = []
+        self._markers = pg.ScatterPlotItem(hoverable=True, tip=self._tip, size=13)
+        self._markers.setZValue(20)
+        self._markers.sigClicked.connect(self._marker_clicked)
+        self.plot.addItem(self.region)
+        self.plot.addItem(self._markers)
+        self._hist: Histogram | None = None
+        self._findings: list[Finding] = []
+        self._explanations: dict[int, str] = {}
+        self._span: tuple[datetime | None, datetime | None] = (None, None)
+        self._muted = False
+        self._range_timer = QTimer(self, singleShot=True, interval=250)
+        self._range_timer.timeout.connect(self._emit_range)
+        self.vb.sigXRangeChanged.connect(lambda *_: None if self._muted else self._range_timer.start())
+        theme.TIME.changed.connect(self._zone_changed)
+        self._zone_changed()
+        self.restyle()
+
+    # ---------------------------------------------------------------------------- appearance
+
+    def restyle(self):
+        pal = self.palette()
+        bg, fg = pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text)
+        self.plot.setBackground(bg)
+        for name in ("left", "bottom"):
+            ax = self.plot.getPlotItem().getAxis(name)
+            ax.setPen(pg.mkPen(fg))
+            ax.setTextPen(pg.mkPen(fg))
+        hl = pal.color(QPalette.ColorRole.Highlight)
+        fill = QColor(hl)
+        fill.setAlpha(60)
+        self.region.setBrush(fill)
+        for line in self.region.lines:
+            line.setPen(pg.mkPen(hl, width=2))
+        parts = []
+        for o in reversed(_STACK):
+            c = theme.colour(theme.OUTCOME_COLOURS, o).name()
+            words = f"■ {theme.outcome_glyph(o)} {theme.OUTCOME_WORDS[o]}".replace(" ", "&nbsp;")
+            parts.append(f'<span style="color:{c}">{words}</span>')
+        parts.append("·&nbsp;findings:&nbsp;★&nbsp;critical ▲&nbsp;high ◆&nbsp;medium ●&nbsp;low")
+        self.legend.setText(" ".join(parts))
+        self._draw()
+
+    def _zone_changed(self):
+        self.axis.utcOffset = 0 if theme.TIME.utc else None
+        self.axis.setLabel(f"time ({theme.TIME.zone()})")
+        self.axis.picture = None
+        self.axis.update()
+
+    # --------------------------------------------------------------------------------- data
+
+    def set_span(self, lo: datetime | None, hi: datetime | None):
+        """The ledger's activity span; the first view shows its last 6 hours (an incident is usually
+        recent, and a wider first view squeezes its spike into a few bars)."""
+        self._span = (lo, hi)
+        self.fit_recent()
+
+    def view_range(self) -> tuple[datetime, datetime] | None:
+        (x0, x1), _ = self.vb.viewRange()
+        if x1 <= x0:
+            return None
+        return datetime.fromtimestamp(x0, UTC), datetime.fromtimestamp(x1, UTC)
+
+    def fit_recent(self):
+        lo, hi = self._span
+        if hi is None:
+            return
+        start = max(lo, hi - timedelta(hours=6)) if lo else hi - timedelta(hours=6)
+        self._set_x(start - timedelta(minutes=10), hi + timedelta(minutes=10))
+
+    def fit_all(self):
+        lo, hi = self._span
+        if hi is None or lo is None:
+            return
+        pad = max((hi - lo) * 0.02, timedelta(minutes=5))
+        self._set_x(lo - pad, hi + pad)
+
+    def _set_x(self, a: datetime, b: datetime):
+        self._muted = True
+        self.vb.setXRange(a.timestamp(), b.timestamp(), padding=0)
+        self._muted = False
+        self._emit_range()
+
+    def _emit_range(self):
+        r = self.view_range()
+        if r:
+            self.range_wanted.emit(*r)
+
+    def set_histogram(self, h: Histogram):
+        self._hist = h
+        src = "Attempts" if h.source == "attempts" else "Operations created"
+        self.title.setText(f"{src} over time")
+        self._draw()
+
+    def set_findings(self, findings: list[Finding], explanations: dict[int, str]):
+        self._findings = [f for f in findings if f.at is not None]
+        self._explanations = explanations
+        self._draw()
+
+    def _draw(self):
+        for b in self._bars:
+            self.plot.removeItem(b)
+        self._bars = []
+        h = self._hist
+        ymax = 1.0
+        if h is not None and h.counts:
+            edges = np.array([e.timestamp() for e in h.edges])
+            centers = (edges[:-1] + edges[1:]) / 2
+            width = float(edges[1] - edges[0]) * 0.92 if len(edges) > 1 else 1.0
+            base = np.zeros(len(centers))
+            for o in _STACK:
+                vals = np.zeros(len(centers))
+                for raw, counts in h.counts.items():
+                    oo = _STATUS_AS_OUTCOME.get(raw) if h.source == "operations" else None
+                    if oo is None:
+                        try:
+                            oo = Outcome(raw)
+                        except ValueError:
+                            oo = Outcome.UNKNOWN
+                    if oo == o:
+                        vals += np.array(counts, dtype=float)
+                if not vals.any():
+                    continue
+                c = theme.colour(theme.OUTCOME_COLOURS, o)
+                bar = pg.BarGraphItem(x=centers, height=vals, width=width, y0=base.copy(), brush=c,
+                                      pen=pg.mkPen(None))
+                self.plot.addItem(bar)
+                self._bars.append(bar)
+                base += vals
+            ymax = max(1.0, float(base.max()))
+        self._muted = True
+        self.vb.setYRange(0, ymax * 1.18, padding=0)
+        self._muted = False
+        spots = []
+        for f in self._findings:
+            c = theme.colour(theme.SEVERITY_COLOURS, f.severity)
+            spots.append({"pos": (f.at.timestamp(), ymax * 1.08), "data": f,
+                          "symbol": _SEV_SYMBOL[f.severity], "brush": pg.mkBrush(c),
+                          "pen": pg.mkPen(self.palette().color(QPalette.ColorRole.Base), width=1)})
+        # info-level findings (expired keys) are many and old: they would bury the signal
+        spots = [s for s in spots if s["data"].severity != Severity.INFO]
+        self._markers.setData(spots)
+
+    def _tip(self, x, y, data):
+        f: Finding = data
+        return (f"{f.severity.value}: {theme.KIND_WORDS[f.kind]} at {theme.TIME.fmt(f.at)} "
+                f"{theme.TIME.zone()}\n{self._explanations.get(id(f), '')}\n(click to open the operation)")
+
+    def _marker_clicked(self, _item, points, _ev=None):
+        if len(points):
+            self.finding_clicked.emit(points[0].data())
+
+    # ------------------------------------------------------------------------------ region
+
+    def _show_region(self, lo: float, hi: float):
+        self.region.blockSignals(True)
+        self.region.setRegion((lo, hi))
+        self.region.blockSignals(False)
+        self.region.show()
+
+    def _region_done(self):
+        lo, hi = self.region.getRegion()
+        if hi - lo < 1:
+            return
+        self.clear_btn.setEnabled(True)
+        self.region_chosen.emit(datetime.fromtimestamp(lo, UTC).replace(microsecond=0),
+                                datetime.fromtimestamp(hi, UTC).replace(microsecond=0))
+
+    def select_window(self, since: datetime, until: datetime):
+        """Select a window programmatically (tests, keyboard users) and filter by it."""
+        self._show_region(since.timestamp(), until.timestamp())
+        self._region_done()
+
+    def clear_region(self, emit: bool = True):
+        self.region.hide()
+        self.clear_btn.setEnabled(False)
+        if emit:
+            self.region_cleared.emit()

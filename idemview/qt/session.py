@@ -1,0 +1,277 @@
+"""An open ledger as the GUI holds it, and the functions that open and read it (run on workers).
+
+Everything here that touches the database is called from a :class:`~idemview.qt.workers.Runner` job,
+never from the GUI thread. Values are masked *before* they reach a view: rows arrive as
+:class:`OpRow` objects whose display strings went through the session's one :class:`SharedMasker`,
+while the raw (scope, key) stays inside for the next query and is never painted.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy.engine import URL, Engine
+
+from ..connect import open_engine, safe_url, session_is_read_only
+from ..filters import Filter
+from ..findings import FindingEngine
+from ..layout import Layout, load_layout, load_preset, preset_names
+from ..model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Operation, Severity, Status
+from ..query import Histogram, Ledger, Page, find_operations, histogram, time_span
+from .workers import CancelToken, watch_engine
+
+UTC = timezone.utc
+
+try:  # the masking engine lands from its own branch; the GUI never shows a value without it
+    from ..masking import Masker
+except ImportError:  # pragma: no cover - only before the masking branch is merged
+    Masker = None  # type: ignore[assignment]
+
+
+class SharedMasker:
+    """The one :class:`idemview.masking.Masker` of a GUI session, shared by worker threads.
+
+    The Masker's own caches and counts are not thread-safe, and equal values must get equal tags
+    across every view (grid, detail, clipboard), so one instance is used behind a lock."""
+
+    def __init__(self):
+        if Masker is None:
+            raise RuntimeError("idemview.masking is missing: the GUI will not show unmasked values")
+        self._m = Masker()
+        self._lock = threading.Lock()
+
+    def value(self, v: Any, column: str | None = None) -> Any:
+        with self._lock:
+            return self._m.mask_value(v, column)
+
+    def text(self, v: Any, column: str | None = None) -> str:
+        """A cell as display text, masked (``—`` for NULL)."""
+        if v is None:
+            return "—"
+        with self._lock:
+            out = self._m.mask_value(v if isinstance(v, str) else str(v), column)
+        return out if isinstance(out, str) else str(out)
+
+    def free_text(self, s: str) -> str:
+        with self._lock:
+            return self._m.mask_text(s)
+
+    def is_credential(self, column: str | None, value: Any) -> bool:
+        with self._lock:
+            return self._m.is_credential(column, value)
+
+
+@dataclass
+class OpRow:
+    """One grid row: masked display strings plus the raw identity (used only to query)."""
+
+    scope_raw: str
+    key_raw: str
+    row_id: Any
+    key: str
+    scope: str
+    kind: str
+    status: Status
+    raw_status: str
+    created_at: datetime | None
+    expires_at: datetime | None
+    attempts: int | None
+    intent: str
+    findings: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class OpenSpec:
+    """What to open: a URL (with optional password), a display name and a layout (name/file/object,
+    empty: detect). ``colour`` tints the tab."""
+
+    url: str | URL
+    name: str
+    layout: str | Layout | None = None
+    password: str | None = None
+    colour: str = ""
+    connection_id: str | None = None
+
+
+@dataclass
+class Opened:
+    engine: Engine
+    ledger: Ledger
+    read_only: bool
+    n_ops: int
+    n_att: int
+    span: tuple[datetime | None, datetime | None]
+    detection: str  # how the layout was chosen, in words (confidence + reason when detected)
+    where: str  # safe URL (no user, no password)
+
+
+def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
+    """Connect read-only, choose the layout (given or detected), reflect it, and read the basics."""
+    engine = open_engine(spec.url, password=spec.password)
+    watch_engine(engine)
+    try:
+        token.check()
+        lay = spec.layout
+        if isinstance(lay, Layout):
+            layout, detection = lay, f"layout {lay.name} (chosen)"
+        elif lay:
+            # a preset name wins over a same-named path (load_layout tries the path first, and the
+            # working directory may well contain a folder called "idemview")
+            layout = load_preset(lay) if lay in preset_names() else load_layout(lay)
+            detection = f"layout {layout.name} (chosen)"
+        else:
+            from ..detect import detect
+            matches = detect(engine)
+            if not matches:
+                from ..layout import LayoutError
+                raise LayoutError("no preset fits this database: choose or build a layout")
+            m = matches[0]
+            layout = m.layout
+            detection = f"detected {m.layout.name} ({m.confidence:.0%}): {m.reason}"
+        ledger = Ledger(engine, layout, name=spec.name)
+        token.check()
+        ro = session_is_read_only(engine)
+        n_ops, n_att = ledger.counts()
+        span = time_span(ledger)
+        return Opened(engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url))
+    except BaseException:
+        engine.dispose()
+        raise
+
+
+@dataclass
+class FindingsResult:
+    now: datetime
+    findings: list[Finding]
+    by_ref: dict[tuple[str, str], list[Finding]]
+    counts: dict[FindingKind, int]
+    unsupported: dict[FindingKind, str]
+    explanations: dict[int, str]  # id(finding) -> masked explanation
+
+
+def scan(ledger: Ledger, masker: SharedMasker, now: datetime, token: CancelToken,
+         kinds: list[FindingKind] | None = None) -> FindingsResult:
+    """Findings of ``kinds`` (default all) for ``now``; explanations masked."""
+    fe = FindingEngine(ledger, now)
+    fs = fe.run(kinds)
+    token.check()
+    return merge_findings(fe.now, fs, fe.unsupported(), {id(f): masker.free_text(f.explanation) for f in fs})
+
+
+def merge_findings(now: datetime, fs: list[Finding], unsupported: dict[FindingKind, str],
+                   explanations: dict[int, str]) -> FindingsResult:
+    by_ref: dict[tuple[str, str], list[Finding]] = {}
+    counts: dict[FindingKind, int] = {k: 0 for k in FindingKind}
+    for f in fs:
+        by_ref.setdefault((f.scope, f.key), []).append(f)
+        counts[f.kind] += 1
+    for lst in by_ref.values():
+        lst.sort(key=lambda f: SEVERITY_ORDER[f.severity])
+    return FindingsResult(now, fs, by_ref, counts, unsupported, explanations)
+
+
+def to_rows(ops: list[Operation], masker: SharedMasker,
+            by_ref: dict[tuple[str, str], list[Finding]] | None) -> list[OpRow]:
+    out = []
+    for op in ops:
+        out.append(OpRow(
+            scope_raw=op.scope, key_raw=op.key, row_id=op.row_id,
+            key=masker.text(op.key, "idempotency_key"), scope=masker.text(op.scope, "scope") if op.scope else "",
+            kind=masker.text(op.kind, "kind") if op.kind else "",
+            status=op.status, raw_status=masker.text(op.raw_status, "status"),
+            created_at=op.created_at, expires_at=op.expires_at, attempts=op.attempt_count,
+            intent=masker.text(op.intent_ref, "intent_ref") if op.intent_ref else "",
+            findings=list((by_ref or {}).get((op.scope, op.key), []))))
+    return out
+
+
+def fetch_page(ledger: Ledger, masker: SharedMasker, flt: Filter, sort: str, descending: bool,
+               after: tuple | None, limit: int, now: datetime,
+               by_ref: dict | None) -> tuple[list[OpRow], tuple | None]:
+    page: Page = ledger.page(flt, sort=sort, descending=descending, after=after, limit=limit, now=now)
+    return to_rows(page.rows, masker, by_ref), page.cursor
+
+
+@dataclass
+class Detail:
+    """An operation opened in the detail pane: records, attempts, findings (all masked for display)."""
+
+    scope_raw: str
+    key_raw: str
+    records: list[Operation]  # masked copies
+    attempts: list[Attempt]  # masked copies
+    findings: list[Finding]
+    explanations: dict[int, str]
+    window_s: float | None
+    lock_timeout_s: float | None
+
+
+def _mask_op(op: Operation, m: SharedMasker) -> Operation:
+    from dataclasses import replace
+    return replace(
+        op, scope=m.text(op.scope, "scope") if op.scope else "", key=m.text(op.key, "idempotency_key"),
+        kind=m.value(op.kind, "kind"), raw_status=m.value(op.raw_status, "status"),
+        fingerprint=m.value(op.fingerprint, "fingerprint"), intent_ref=m.value(op.intent_ref, "intent_ref"),
+        effect_ref=m.value(op.effect_ref, "effect_ref"),
+        request=m.value(op.request, "request"), response=m.value(op.response, "response"),
+        error=m.value(op.error, "error"))
+
+
+def _mask_att(a: Attempt, m: SharedMasker) -> Attempt:
+    from dataclasses import replace
+    return replace(a, scope="", key="", raw_outcome=m.value(a.raw_outcome, "outcome"),
+                   error=m.value(a.error, "error"), effect_ref=m.value(a.effect_ref, "effect_ref"),
+                   worker=m.value(a.worker, "worker"))
+
+
+def load_detail(ledger: Ledger, masker: SharedMasker, scope: str, key: str,
+                findings: list[Finding], explanations: dict[int, str]) -> Detail:
+    recs = ledger.records(scope, key)
+    atts = ledger.attempts(scope, key, recs)
+    recs.sort(key=lambda o: (o.created_at is None, o.created_at or datetime.max.replace(tzinfo=UTC)))
+    return Detail(scope, key, [_mask_op(r, masker) for r in recs], [_mask_att(a, masker) for a in atts],
+                  findings, explanations, ledger.layout.window_seconds(), ledger.lock_timeout_s)
+
+
+def overview(ledger: Ledger, start: datetime, end: datetime, flt: Filter, now: datetime,
+             buckets: int = 120) -> Histogram:
+    # The overview ignores the filter's own time bounds: it is where those bounds are chosen.
+    f = Filter(findings=list(flt.findings), statuses=list(flt.statuses), kinds=list(flt.kinds),
+               key=flt.key, intent=flt.intent, scope=flt.scope)
+    return histogram(ledger, start, end, buckets=buckets, flt=f, now=now)
+
+
+@dataclass
+class SearchHit:
+    ledger_name: str
+    tab_index: int
+    scope_raw: str
+    key_raw: str
+    key: str
+    scope: str
+    status: Status
+    kind: str
+    intent: str
+    created_at: datetime | None
+
+
+def search(ledger: Ledger, masker: SharedMasker, text: str, tab_index: int, name: str) -> list[SearchHit]:
+    ops = find_operations(ledger, text, limit=50)
+    seen, out = set(), []
+    for op in ops:
+        if (op.scope, op.key) in seen:
+            continue
+        seen.add((op.scope, op.key))
+        out.append(SearchHit(name, tab_index, op.scope, op.key, masker.text(op.key, "idempotency_key"),
+                             masker.text(op.scope, "scope") if op.scope else "", op.status,
+                             masker.text(op.kind, "kind") if op.kind else "",
+                             masker.text(op.intent_ref, "intent_ref") if op.intent_ref else "",
+                             op.created_at))
+    return out
+
+
+def severity_of(fs: list[Finding]) -> Severity | None:
+    return min((f.severity for f in fs), key=lambda s: SEVERITY_ORDER[s], default=None)

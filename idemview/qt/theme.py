@@ -1,0 +1,186 @@
+"""Colours, glyphs, palettes and time formatting shared by every view.
+
+Outcome, status and severity are never shown by colour alone: each has a glyph and a word too, so the
+views stay readable for colour-blind people, on a monochrome printout and in a screenshot pasted into a
+ticket. The palette follows the system colour scheme (``QStyleHints.colorScheme``) and is rebuilt when
+it changes; the severity/outcome colours have a light and a dark variant chosen for contrast.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QColor, QFontMetrics, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication
+
+from ..model import FindingKind, Outcome, Severity, Status
+
+UTC = timezone.utc
+
+# (light, dark) colours: dark variants are lighter so they keep contrast on a dark background.
+OUTCOME_COLOURS = {
+    Outcome.SUCCEEDED: ("#2e7d32", "#66bb6a"),
+    Outcome.FAILED: ("#c62828", "#ef5350"),
+    Outcome.TIMED_OUT: ("#ef6c00", "#ffa726"),
+    Outcome.REJECTED: ("#6a1b9a", "#ba68c8"),
+    Outcome.IN_PROGRESS: ("#1565c0", "#42a5f5"),
+    Outcome.UNKNOWN: ("#616161", "#9e9e9e"),
+}
+STATUS_COLOURS = {
+    Status.COMPLETED: OUTCOME_COLOURS[Outcome.SUCCEEDED],
+    Status.FAILED: OUTCOME_COLOURS[Outcome.FAILED],
+    Status.IN_PROGRESS: OUTCOME_COLOURS[Outcome.IN_PROGRESS],
+    Status.NEW: ("#455a64", "#90a4ae"),
+    Status.UNKNOWN: OUTCOME_COLOURS[Outcome.UNKNOWN],
+}
+SEVERITY_COLOURS = {
+    Severity.CRITICAL: ("#b71c1c", "#ff5252"),
+    Severity.HIGH: ("#d84315", "#ff8a50"),
+    Severity.MEDIUM: ("#a66c00", "#ffca28"),
+    Severity.LOW: ("#1565c0", "#64b5f6"),
+    Severity.INFO: ("#546e7a", "#b0bec5"),
+}
+SEVERITY_GLYPHS = {Severity.CRITICAL: "‼", Severity.HIGH: "▲", Severity.MEDIUM: "◆",
+                   Severity.LOW: "●", Severity.INFO: "ℹ"}
+STATUS_GLYPHS = {Status.COMPLETED: "✓", Status.FAILED: "✗", Status.IN_PROGRESS: "⟳",
+                 Status.NEW: "○", Status.UNKNOWN: "?"}
+_OUTCOME_GLYPHS = {Outcome.SUCCEEDED: "✓", Outcome.FAILED: "✗", Outcome.TIMED_OUT: "⏱",
+                   Outcome.REJECTED: "⊘", Outcome.IN_PROGRESS: "⟳", Outcome.UNKNOWN: "?"}
+STATUS_WORDS = {Status.COMPLETED: "completed", Status.FAILED: "failed", Status.IN_PROGRESS: "in progress",
+                Status.NEW: "new", Status.UNKNOWN: "unknown"}
+OUTCOME_WORDS = {Outcome.SUCCEEDED: "succeeded", Outcome.FAILED: "failed", Outcome.TIMED_OUT: "timed out",
+                 Outcome.REJECTED: "rejected", Outcome.IN_PROGRESS: "in progress", Outcome.UNKNOWN: "unknown"}
+KIND_WORDS = {
+    FindingKind.DUPLICATE_EFFECT: "duplicate effect",
+    FindingKind.REPLAY_AFTER_EXPIRY: "replay after expiry",
+    FindingKind.KEY_CONFLICT: "key conflict",
+    FindingKind.DUPLICATE_INTENT: "duplicate intent",
+    FindingKind.STUCK_IN_PROGRESS: "stuck in progress",
+    FindingKind.UNRESOLVED_FAILURE: "unresolved failure",
+    FindingKind.RETRY_STORM: "retry storm",
+    FindingKind.EXPIRED_KEY: "expired key",
+}
+# Short badge labels for the grid (the full words are in the tooltip).
+KIND_SHORT = {
+    FindingKind.DUPLICATE_EFFECT: "dup effect", FindingKind.REPLAY_AFTER_EXPIRY: "replay",
+    FindingKind.KEY_CONFLICT: "conflict", FindingKind.DUPLICATE_INTENT: "dup intent",
+    FindingKind.STUCK_IN_PROGRESS: "stuck", FindingKind.UNRESOLVED_FAILURE: "unresolved",
+    FindingKind.RETRY_STORM: "storm", FindingKind.EXPIRED_KEY: "expired",
+}
+
+
+def outcome_glyph(o: Outcome) -> str:
+    """The outcome's glyph; ⏱ falls back to ◷ when the UI font cannot draw it (no tofu boxes)."""
+    g = _OUTCOME_GLYPHS.get(o, "?")
+    if g == "⏱" and QGuiApplication.instance() is not None:
+        if not QFontMetrics(QGuiApplication.font()).inFontUcs4(ord(g)):
+            return "◷"
+    return g
+
+
+def is_dark() -> bool:
+    """True when the application palette is dark (read from the palette, which we keep in sync with
+    the system scheme, so a user's own dark Qt theme also counts)."""
+    app = QGuiApplication.instance()
+    if app is None:
+        return False
+    return app.palette().color(QPalette.ColorRole.Window).lightness() < 128
+
+
+def colour(table: dict, key) -> QColor:
+    light, dark = table.get(key, ("#616161", "#9e9e9e"))
+    return QColor(dark if is_dark() else light)
+
+
+def dark_palette() -> QPalette:
+    p = QPalette()
+    base, window, text = QColor("#1e1f22"), QColor("#2b2d30"), QColor("#dfe1e5")
+    for group in (QPalette.ColorGroup.Active, QPalette.ColorGroup.Inactive):
+        p.setColor(group, QPalette.ColorRole.Window, window)
+        p.setColor(group, QPalette.ColorRole.WindowText, text)
+        p.setColor(group, QPalette.ColorRole.Base, base)
+        p.setColor(group, QPalette.ColorRole.AlternateBase, QColor("#25272a"))
+        p.setColor(group, QPalette.ColorRole.Text, text)
+        p.setColor(group, QPalette.ColorRole.Button, QColor("#393b40"))
+        p.setColor(group, QPalette.ColorRole.ButtonText, text)
+        p.setColor(group, QPalette.ColorRole.ToolTipBase, QColor("#393b40"))
+        p.setColor(group, QPalette.ColorRole.ToolTipText, text)
+        p.setColor(group, QPalette.ColorRole.Highlight, QColor("#2f65ca"))
+        p.setColor(group, QPalette.ColorRole.HighlightedText, QColor("#ffffff"))
+        p.setColor(group, QPalette.ColorRole.Link, QColor("#6ea8fe"))
+        p.setColor(group, QPalette.ColorRole.PlaceholderText, QColor("#8c8f94"))
+        p.setColor(group, QPalette.ColorRole.Mid, QColor("#4e5157"))
+        p.setColor(group, QPalette.ColorRole.Midlight, QColor("#43454a"))
+        p.setColor(group, QPalette.ColorRole.Dark, QColor("#151618"))
+        p.setColor(group, QPalette.ColorRole.Light, QColor("#55585e"))
+    p.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text, QColor("#6f737a"))
+    p.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText, QColor("#6f737a"))
+    p.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText, QColor("#6f737a"))
+    p.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Window, window)
+    p.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Base, base)
+    p.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Button, QColor("#393b40"))
+    return p
+
+
+def apply_scheme(app: QApplication, scheme: Qt.ColorScheme | None = None) -> bool:
+    """Apply the Fusion style with a palette for ``scheme`` (default: the system's). Returns True
+    when dark. Fusion is used because it honours the palette identically on every platform."""
+    if scheme is None:
+        scheme = app.styleHints().colorScheme()
+    app.setStyle("Fusion")
+    dark = scheme == Qt.ColorScheme.Dark
+    app.setPalette(dark_palette() if dark else app.style().standardPalette())
+    return dark
+
+
+class TimeFormat(QObject):
+    """Process-wide UTC/local switch. Every header that shows times names the zone (``UTC`` or the
+    local zone's abbreviation), so a screenshot never leaves the zone to guesswork."""
+
+    changed = Signal()
+
+    def __init__(self):
+        super().__init__()
+        self.utc = True
+
+    def set_utc(self, utc: bool) -> None:
+        if utc != self.utc:
+            self.utc = utc
+            self.changed.emit()
+
+    def zone(self) -> str:
+        if self.utc:
+            return "UTC"
+        return datetime.now().astimezone().tzname() or "local"
+
+    def convert(self, t: datetime) -> datetime:
+        return t.astimezone(UTC) if self.utc else t.astimezone()
+
+    def fmt(self, t: datetime | None, seconds: bool = True) -> str:
+        if t is None:
+            return "—"
+        return self.convert(t).strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+    def fmt_short(self, t: datetime | None) -> str:
+        if t is None:
+            return "—"
+        return self.convert(t).strftime("%H:%M:%S")
+
+
+TIME = TimeFormat()
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    s = abs(seconds)
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    if s < 172800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"

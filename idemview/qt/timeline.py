@@ -1,0 +1,233 @@
+"""The timeline of one operation: its attempts on a time axis.
+
+Painted with QPainter (not a chart widget) because it is a small, fixed visual grammar that must read at
+a glance: one lane per attempt, a bar from start to finish coloured by outcome *and* labelled with the
+outcome's glyph and the attempt number; the record's creation mark; the dedup window shaded from
+creation to expiry; the expiry as a dashed line; attempts that started after the key had expired drawn
+with a heavy outline and "⚠ after expiry", since those are the ones that may have charged twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette, QPen
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from ..model import Attempt, Outcome, Severity
+from . import theme
+
+UTC = timezone.utc
+
+
+@dataclass
+class Lane:
+    attempt: Attempt
+    after_expiry: bool
+
+
+class TimelineWidget(QWidget):
+    """Attempts of one operation on a time axis (see the module docstring for the grammar)."""
+
+    LANE_H = 22
+    TOP = 22
+    AXIS_H = 24
+    LEFT = 8
+    RIGHT = 12
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.lanes: list[Lane] = []
+        self.created: datetime | None = None
+        self.expires: datetime | None = None
+        self.now: datetime | None = None
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setMouseTracking(True)
+        self._rects: list[tuple[QRectF, Lane]] = []
+        theme.TIME.changed.connect(self.update)
+
+    def set_operation(self, attempts: list[Attempt], created: datetime | None, expires: datetime | None,
+                      now: datetime | None):
+        self.created, self.expires, self.now = created, expires, now
+        self.lanes = [Lane(a, bool(expires and a.started_at and a.started_at > expires)) for a in attempts]
+        self.setFixedHeight(self.sizeHint().height())
+        self.updateGeometry()
+        self.update()
+
+    def clear(self):
+        self.set_operation([], None, None, None)
+
+    def after_expiry_rows(self) -> set[int]:
+        return {i for i, l in enumerate(self.lanes) if l.after_expiry}
+
+    def sizeHint(self) -> QSize:
+        n = max(1, len(self.lanes))
+        return QSize(500, self.TOP + n * self.LANE_H + self.AXIS_H + 6)
+
+    # ------------------------------------------------------------------------------- geometry
+
+    def _span(self) -> tuple[float, float] | None:
+        ts = []
+        for l in self.lanes:
+            for t in (l.attempt.started_at, l.attempt.finished_at):
+                if t is not None:
+                    ts.append(t.timestamp())
+        if self.created:
+            ts.append(self.created.timestamp())
+        if not ts:
+            return None
+        lo, hi = min(ts), max(ts)
+        # The expiry is drawn when it falls inside the attempts' span (a replay) or close after it;
+        # a 24 h window after a 3 s operation is shown as an arrow instead of squashing the bars.
+        if self.expires is not None:
+            e = self.expires.timestamp()
+            if lo <= e <= hi or (e > hi and e - hi <= max(hi - lo, 60) * 0.5):
+                hi = max(hi, e)
+        if hi - lo < 2:
+            hi = lo + 2
+        pad = (hi - lo) * 0.06
+        return lo - pad, hi + pad
+
+    # ------------------------------------------------------------------------------ painting
+
+    def paintEvent(self, _ev):
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        pal = self.palette()
+        text = pal.color(QPalette.ColorRole.Text)
+        mid = pal.color(QPalette.ColorRole.Mid)
+        p.fillRect(self.rect(), pal.color(QPalette.ColorRole.Base))
+        fm = QFontMetrics(self.font())
+        self._rects = []
+        span = self._span()
+        if not self.lanes:
+            p.setPen(text)
+            msg = "No attempts recorded for this operation (the ledger keeps only a counter)." \
+                if self.created else "No operation open."
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, msg)
+            return
+        if span is None:
+            p.setPen(text)
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "These attempts carry no times.")
+            return
+        lo, hi = span
+        x0, x1 = self.LEFT, self.width() - self.RIGHT
+        bottom = self.TOP + len(self.lanes) * self.LANE_H
+
+        def X(t: float) -> float:
+            return x0 + (t - lo) / (hi - lo) * (x1 - x0)
+
+        # dedup window: creation -> expiry
+        if self.created and self.expires:
+            a, b = X(self.created.timestamp()), X(self.expires.timestamp())
+            b_clip = min(b, x1)
+            win = QColor(pal.color(QPalette.ColorRole.Highlight))
+            win.setAlpha(28)
+            p.fillRect(QRectF(a, self.TOP - 4, max(0.0, b_clip - a), bottom - self.TOP + 8), win)
+            p.setPen(pal.color(QPalette.ColorRole.Highlight))
+            lbl = "dedup window"
+            if b > x1:
+                left = self.expires - datetime.fromtimestamp(hi, UTC)
+                lbl += f" → key expires {theme.TIME.fmt(self.expires)} (+{theme.duration(left.total_seconds())})"
+            p.drawText(QPointF(a + 3, self.TOP - 8), fm.elidedText(lbl, Qt.TextElideMode.ElideRight, int(x1 - a - 4)))
+        # creation mark
+        if self.created:
+            cx = X(self.created.timestamp())
+            p.setPen(QPen(text, 1, Qt.PenStyle.DotLine))
+            p.drawLine(QPointF(cx, self.TOP - 4), QPointF(cx, bottom + 2))
+        # expiry line
+        if self.expires:
+            ex = X(self.expires.timestamp())
+            if x0 <= ex <= x1:
+                red = theme.colour(theme.SEVERITY_COLOURS, Severity.CRITICAL)
+                p.setPen(QPen(red, 2, Qt.PenStyle.DashLine))
+                p.drawLine(QPointF(ex, self.TOP - 6), QPointF(ex, bottom + 2))
+                lbl = "key expired"
+                w = fm.horizontalAdvance(lbl)
+                p.drawText(QPointF(min(ex + 3, x1 - w), self.TOP - 8), lbl)
+        # lanes
+        for i, lane in enumerate(self.lanes):
+            a = lane.attempt
+            y = self.TOP + i * self.LANE_H
+            if i % 2:
+                alt = QColor(pal.color(QPalette.ColorRole.AlternateBase))
+                p.fillRect(QRectF(x0, y, x1 - x0, self.LANE_H), alt)
+            if a.started_at is None:
+                continue
+            s = a.started_at.timestamp()
+            f = a.finished_at.timestamp() if a.finished_at else (self.now.timestamp() if self.now and
+                                                                 a.outcome == Outcome.IN_PROGRESS else s)
+            bx, bw = X(s), max(6.0, X(min(f, hi)) - X(s))
+            col = theme.colour(theme.OUTCOME_COLOURS, a.outcome)
+            r = QRectF(bx, y + 4, bw, self.LANE_H - 8)
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(col)
+            if a.outcome == Outcome.IN_PROGRESS and a.finished_at is None:
+                p.setBrush(Qt.BrushStyle.BDiagPattern)
+                p.setPen(QPen(col, 1))
+                p.setBrush(col.lighter(130))
+            p.drawRoundedRect(r, 3, 3)
+            if lane.after_expiry:
+                p.setBrush(Qt.BrushStyle.NoBrush)
+                p.setPen(QPen(theme.colour(theme.SEVERITY_COLOURS, Severity.CRITICAL), 2.5))
+                p.drawRoundedRect(r.adjusted(-2, -2, 2, 2), 4, 4)
+            label = f"#{a.number if a.number is not None else '?'} {theme.outcome_glyph(a.outcome)} " \
+                    f"{theme.OUTCOME_WORDS[a.outcome]}"
+            if a.started_at and a.finished_at:
+                label += f" · {theme.duration((a.finished_at - a.started_at).total_seconds())}"
+            if lane.after_expiry:
+                label += "  ⚠ after expiry"
+            w = fm.horizontalAdvance(label)
+            tx = r.right() + 5
+            fg = theme.colour(theme.SEVERITY_COLOURS, Severity.CRITICAL) if lane.after_expiry else text
+            if tx + w > x1:
+                tx = r.left() - 5 - w
+                if tx < x0:
+                    # no room on either side: write inside the bar, in a colour that reads on it
+                    tx = max(x0 + 2, r.left() + 4)
+                    fg = QColor("#000000") if col.lightness() > 140 else QColor("#ffffff")
+            p.setPen(fg)
+            p.drawText(QPointF(tx, y + self.LANE_H / 2 + fm.ascent() / 2 - 1), label)
+            self._rects.append((r, lane))
+        # axis
+        p.setPen(QPen(mid, 1))
+        p.drawLine(QPointF(x0, bottom + 3), QPointF(x1, bottom + 3))
+        long_span = hi - lo > 20 * 3600
+        ticks = max(2, int((x1 - x0) // (fm.horizontalAdvance("00-00 00:00") + 40)))
+        for k in range(ticks + 1):
+            t = lo + (hi - lo) * k / ticks
+            x = X(t)
+            p.setPen(QPen(mid, 1))
+            p.drawLine(QPointF(x, bottom + 3), QPointF(x, bottom + 7))
+            dt = datetime.fromtimestamp(t, UTC)
+            lbl = theme.TIME.convert(dt).strftime("%m-%d %H:%M" if long_span else "%H:%M:%S")
+            w = fm.horizontalAdvance(lbl)
+            p.setPen(text)
+            p.drawText(QPointF(min(max(x - w / 2, x0), x1 - w), bottom + 7 + fm.ascent()), lbl)
+        p.end()
+
+    def event(self, ev):
+        if ev.type() == ev.Type.ToolTip:
+            for r, lane in self._rects:
+                if r.adjusted(-3, -3, 3, 3).contains(ev.position() if hasattr(ev, "position") else QPointF(ev.pos())):
+                    a = lane.attempt
+                    z = theme.TIME.zone()
+                    tip = [f"attempt #{a.number}: {theme.OUTCOME_WORDS[a.outcome]} (ledger says {a.raw_outcome})",
+                           f"started {theme.TIME.fmt(a.started_at)} {z}", f"finished {theme.TIME.fmt(a.finished_at)} {z}"]
+                    if a.worker:
+                        tip.append(f"worker {a.worker}")
+                    if a.effect_ref:
+                        tip.append(f"effect {a.effect_ref}")
+                    if a.error:
+                        tip.append(f"error: {a.error[:300]}")
+                    if lane.after_expiry:
+                        tip.append("⚠ started after the key had expired: the dedup check could not stop it")
+                    from PySide6.QtWidgets import QToolTip
+                    QToolTip.showText(ev.globalPos(), "\n".join(tip), self)
+                    return True
+            from PySide6.QtWidgets import QToolTip
+            QToolTip.hideText()
+            return True
+        return super().event(ev)

@@ -1,0 +1,252 @@
+"""The threading foundation: every database call runs on a worker thread, never on the GUI thread.
+
+A :class:`Runner` (one per ledger tab, one for dialogs) submits callables to a shared
+:class:`QThreadPool`. Each submission belongs to a *channel* (``"page"``, ``"findings"``,
+``"detail"``...) and gets the channel's next generation number; when the result comes back (by a queued
+signal, so it is handled on the GUI thread) it is delivered only if no newer request was made on that
+channel meanwhile. A stale result is dropped silently: the investigator only ever sees the answer to
+the last question asked.
+
+Cancellation: each job carries a :class:`CancelToken`. An engine-level ``before_cursor_execute``
+listener (installed by :func:`watch_engine`) registers the DBAPI connection a job is executing on, so
+:meth:`CancelToken.cancel` can interrupt the running statement with :class:`idemview.connect.Interrupter`
+(``sqlite3.interrupt``, PostgreSQL cancel, MySQL ``KILL QUERY``) — the statement stops in the database,
+not just in our bookkeeping. A job started after cancellation raises :class:`Cancelled` before it runs
+anything.
+
+Why QThreadPool + QRunnable and not a QThread per ledger: several questions about one ledger are often
+in flight at once (a page, the overview histogram, the findings scan), and a pool lets them run in
+parallel while still bounding the number of connections opened against a production database.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import traceback
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from ..connect import Interrupter, short_error
+
+log = logging.getLogger(__name__)
+
+_local = threading.local()
+
+
+class Cancelled(Exception):
+    """Raised inside a job whose token was cancelled before a statement started."""
+
+
+@dataclass(eq=False)
+class CancelToken:
+    """Cancel flag of one job plus the DBAPI connections it is executing on right now."""
+
+    cancelled: bool = False
+    _active: dict = field(default_factory=dict)  # id(dbapi_conn) -> (engine, dbapi_conn)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        with self._lock:
+            active = list(self._active.values())
+        for engine, dbapi_conn in active:
+            Interrupter(engine).cancel(dbapi_conn)
+
+    def check(self) -> None:
+        """Raise :class:`Cancelled` if cancelled (long Python loops in jobs call this)."""
+        if self.cancelled:
+            raise Cancelled()
+
+
+def current_token() -> CancelToken | None:
+    """The token of the job running on this thread (``None`` outside jobs)."""
+    return getattr(_local, "token", None)
+
+
+_watched: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+
+def watch_engine(engine: Engine) -> None:
+    """Install the listeners that let a job's statements be cancelled (idempotent per engine)."""
+    if engine in _watched:
+        return
+    _watched.add(engine)
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _before(conn, cursor, statement, params, context, executemany):
+        tok = current_token()
+        if tok is None:
+            return
+        if tok.cancelled:
+            raise Cancelled()
+        raw = conn.connection.dbapi_connection
+        with tok._lock:
+            tok._active[id(raw)] = (engine, raw)
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _after(conn, cursor, statement, params, context, executemany):
+        tok = current_token()
+        if tok is None:
+            return
+        raw = conn.connection.dbapi_connection
+        with tok._lock:
+            tok._active.pop(id(raw), None)
+
+
+@dataclass
+class JobError:
+    """A failed job, already in words fit for the UI (no SQL, no password). ``connection_lost`` means
+    the database went away (show Reconnect); ``cancelled`` means the user stopped it."""
+
+    message: str
+    connection_lost: bool = False
+    cancelled: bool = False
+    detail: str = ""
+
+
+def describe_error(e: BaseException) -> JobError:
+    if isinstance(e, Cancelled):
+        return JobError("cancelled", cancelled=True)
+    if isinstance(e, DBAPIError):
+        msg = short_error(e)
+        lost = bool(getattr(e, "connection_invalidated", False))
+        low = msg.lower()
+        if "interrupted" in low or "canceling statement due to user request" in low or \
+                "query execution was interrupted" in low:
+            return JobError("the query was cancelled", cancelled=True)
+        if "statement timeout" in low or "max_execution_time" in low or "max_statement_time" in low:
+            return JobError(f"the query ran past its time limit: {msg}")
+        if isinstance(e, OperationalError) and any(w in low for w in (
+                "connection", "server closed", "terminat", "could not connect", "lost", "gone away",
+                "unable to open", "no such file", "broken pipe")):
+            lost = True
+        return JobError(("connection lost: " if lost else "the database refused a query: ") + msg,
+                        connection_lost=lost)
+    from ..connect import ConnectError
+    if isinstance(e, ConnectError):
+        return JobError(str(e), connection_lost=True)
+    from ..connect import redact
+    return JobError(f"{type(e).__name__}: {redact(str(e))[:300]}",
+                    detail="".join(traceback.format_exception(e))[-4000:])
+
+
+class _Relay(QObject):
+    """Carries a finished job back to the GUI thread (queued connection: the relay lives there)."""
+
+    finished = Signal(object)
+
+
+_job_ids = itertools.count(1)
+
+
+class _Job(QRunnable):
+    def __init__(self, relay: _Relay, channel: str, gen: int, fn: Callable, token: CancelToken):
+        super().__init__()
+        self.setAutoDelete(True)
+        self.relay, self.channel, self.gen, self.fn, self.token = relay, channel, gen, fn, token
+
+    def run(self):
+        _local.token = self.token
+        try:
+            if self.token.cancelled:
+                raise Cancelled()
+            out = (self.channel, self.gen, True, self.fn(self.token))
+        except BaseException as e:  # noqa: BLE001 - every failure is reported to the UI
+            out = (self.channel, self.gen, False, describe_error(e))
+        finally:
+            _local.token = None
+        try:
+            self.relay.finished.emit(out)
+        except RuntimeError:  # the tab was closed while we ran: nobody to tell
+            pass
+
+
+def pool() -> QThreadPool:
+    """The shared pool (bounded, so a dozen tabs never open a hundred connections)."""
+    p = QThreadPool.globalInstance()
+    if p.maxThreadCount() != 3:
+        p.setMaxThreadCount(3)
+        # Workers decode and mask rows in Python, holding the GIL; with the default 5 ms switch
+        # interval several of them can keep the GUI thread waiting for the GIL for hundreds of ms.
+        # A 1 ms interval hands the GIL back to the event loop far more often, at ~no cost.
+        import sys
+        sys.setswitchinterval(0.001)
+    return p
+
+
+class Runner(QObject):
+    """Submits jobs for one owner (a ledger tab) and delivers only the latest result per channel.
+
+    ``submit(channel, fn, on_ok, on_error)``: ``fn(token)`` runs on a worker thread; ``on_ok(result)``
+    or ``on_error(JobError)`` run on the GUI thread, unless a newer job was submitted on the same
+    channel or the channel was cancelled. ``busy_changed(bool)`` tells a spinner when work is pending.
+    """
+
+    busy_changed = Signal(bool)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._relay = _Relay(self)
+        self._relay.finished.connect(self._deliver)
+        self._gen: dict[str, int] = {}
+        self._pending: dict[str, tuple[CancelToken, Callable | None, Callable | None]] = {}
+
+    def submit(self, channel: str, fn: Callable[[CancelToken], Any], on_ok: Callable[[Any], None] | None = None,
+               on_error: Callable[[JobError], None] | None = None, *, cancel_previous: bool = True) -> int:
+        gen = self._gen.get(channel, 0) + 1
+        self._gen[channel] = gen
+        prev = self._pending.get(channel)
+        if prev is not None and cancel_previous:
+            prev[0].cancel()  # nobody will read its answer; stop it in the database too
+        token = CancelToken()
+        was_busy = bool(self._pending)
+        self._pending[channel] = (token, on_ok, on_error)
+        pool().start(_Job(self._relay, channel, gen, fn, token))
+        if not was_busy:
+            self.busy_changed.emit(True)
+        return gen
+
+    def cancel(self, channel: str | None = None) -> None:
+        """Cancel one channel (or all): the running statement is interrupted, its result dropped."""
+        chans = [channel] if channel is not None else list(self._pending)
+        for ch in chans:
+            p = self._pending.pop(ch, None)
+            self._gen[ch] = self._gen.get(ch, 0) + 1
+            if p is not None:
+                p[0].cancel()
+        if not self._pending:
+            self.busy_changed.emit(False)
+
+    def is_pending(self, channel: str) -> bool:
+        return channel in self._pending
+
+    def pending(self) -> list[str]:
+        return list(self._pending)
+
+    def _deliver(self, out):
+        channel, gen, ok, value = out
+        if self._gen.get(channel) != gen:
+            return  # stale: a newer question was asked on this channel
+        _tok, on_ok, on_error = self._pending.pop(channel, (None, None, None))
+        if not self._pending:
+            self.busy_changed.emit(False)
+        try:
+            if ok:
+                if on_ok is not None:
+                    on_ok(value)
+            elif on_error is not None:
+                on_error(value)
+            elif not value.cancelled:
+                log.warning("background job %s failed: %s", channel, value.message)
+        except RuntimeError as e:
+            # a widget the callback touches was deleted (tab closed mid-flight): nothing to update
+            if "already deleted" not in str(e):
+                raise
