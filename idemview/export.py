@@ -151,7 +151,7 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         with ledger.engine.connect() as c:
             res = c.execution_options(stream_results=True, yield_per=STREAM_BATCH).execute(q)
             # Positional access: this loop runs once per exported row.
-            for r in res.tuples():
+            for r in res:
                 st = decode_time(r[i_st], tc_st) if i_st is not None else None
                 fi = decode_time(r[i_fi], tc_fi) if i_fi is not None else None
                 if naive_st and st is not None:
