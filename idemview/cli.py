@@ -29,18 +29,40 @@ class CliError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # usage errors: one line, exit 2 (argparse's own code)
-        self.print_usage(sys.stderr)
-        print(f"idemview: error: {message}", file=sys.stderr)
+    def error(self, message):  # usage errors: one line on stderr (DESIGN §9), exit 2
+        print(f"idemview: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
 
 def _instant(text: str) -> datetime:
     from .times import parse_instant
     try:
-        return parse_instant(text)
+        t = parse_instant(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    if not 1971 <= t.year <= 9998:  # epoch arithmetic in every engine stays in range
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range (years 1971 to 9998)")
+    return t
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (v == v and v not in (float("inf"), float("-inf")) and v >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds must be a finite number >= 0")
+    return v
+
+
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return v
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="write a demo SQLite ledger with known incidents")
     d.add_argument("path")
-    d.add_argument("--operations", type=int, default=2000, help="ordinary operations (default 2000)")
+    d.add_argument("--operations", type=_count, default=2000, help="ordinary operations (default 2000)")
     d.add_argument("--seed", type=int, default=7)
+    d.add_argument("--force", action="store_true", help="replace PATH even if it is not a demo ledger")
     d.add_argument("--anchor", type=_instant, default=None,
                    help="instant the traffic leads up to (ISO-8601; default 2026-11-30T12:00:00Z)")
 
@@ -66,14 +89,17 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
         sp.add_argument("--layout", help="preset name or layout TOML file (default: detect)")
         sp.add_argument("--now", type=_instant, default=None, help="instant findings are computed for (ISO-8601)")
-        sp.add_argument("--lock-timeout", type=float, default=None, help="seconds (overrides the layout)")
-        sp.add_argument("--retry-threshold", type=int, default=None)
-        sp.add_argument("--retention", type=float, default=None, help="seconds (overrides the layout)")
+        sp.add_argument("--lock-timeout", type=_seconds, default=None, help="seconds (overrides the layout)")
+        sp.add_argument("--retry-threshold", type=_count, default=None,
+                        help="attempts above this are a retry storm (overrides the layout; default 5)")
+        sp.add_argument("--retention", type=_seconds, default=None,
+                        help="dedup window in seconds, added to the layout's retention time when the ledger "
+                             "has no expires_at column; also the duplicate_intent window")
 
     s = sub.add_parser("scan", help="compute findings")
     common(s)
     s.add_argument("--format", choices=("json", "text"), default="text")
-    s.add_argument("--limit", type=int, default=20, help="findings listed per kind in text output (0: all)")
+    s.add_argument("--limit", type=_count, default=20, help="findings listed per kind in text output (0: all)")
 
     e = sub.add_parser("export", help="export filtered evidence to CSV with a manifest")
     common(e)
@@ -89,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--rows", choices=("operations", "attempts", "findings"), default="operations")
     e.add_argument("--excel", action="store_true", help="UTF-8 with BOM, for spreadsheets")
     e.add_argument("--null", default="", help="literal written for NULL (default: empty field)")
+    e.add_argument("--force", action="store_true", help="replace FILE.csv if it exists")
     return p
 
 
@@ -116,6 +143,12 @@ def open_target(url: str):
         raise CliError(str(e), EXIT_CONNECT) from None
 
 
+def ledger_name(engine) -> str:
+    """A name for an unsaved ledger: the SQLite file's name, or the database name on a server."""
+    db = engine.url.database or ""
+    return Path(db).name if engine.dialect.name == "sqlite" else (db or engine.dialect.name)
+
+
 def resolve_ledger(args, engine, saved=None):
     from .detect import detect
     from .layout import LayoutError, load_layout
@@ -132,7 +165,7 @@ def resolve_ledger(args, engine, saved=None):
             layout = matches[0].layout
         return Ledger(engine, layout, lock_timeout_s=args.lock_timeout,
                       retry_threshold=args.retry_threshold, retention_s=args.retention,
-                      name=saved.name if saved is not None else None,
+                      name=saved.name if saved is not None else ledger_name(engine),
                       naive_zone=saved.naive_zone if saved is not None else None)
     except LayoutError as e:
         code = EXIT_LAYOUT if e.missing or spec is None else EXIT_USAGE
@@ -142,9 +175,15 @@ def resolve_ledger(args, engine, saved=None):
 # ------------------------------------------------------------------------------------ commands
 
 def cmd_demo(args) -> int:
-    from .demo import DEFAULT_ANCHOR, write_demo
-    if args.operations < 0:
-        raise CliError("--operations must be >= 0")
+    from .demo import DEFAULT_ANCHOR, is_demo_ledger, write_demo
+    if "://" in args.path:
+        raise CliError("demo PATH is a file for a new SQLite ledger, not a database URL")
+    p = Path(args.path)
+    if p.exists() and not args.force:
+        if not p.is_file() or not is_demo_ledger(p):
+            raise CliError(f"{p} exists and is not a demo ledger; refusing to replace it (--force replaces it)")
+    if not p.parent.is_dir():
+        raise CliError(f"the folder {p.parent} does not exist")
     planted = write_demo(args.path, operations=args.operations, seed=args.seed,
                          anchor=args.anchor or DEFAULT_ANCHOR)
     kinds = ", ".join(f"{k} {len(v)}" for k, v in sorted(planted.incidents.items()))
@@ -228,6 +267,8 @@ def cmd_scan(args) -> int:
 
 def cmd_export(args) -> int:
     from .export import export_cli
+    if args.since and args.until and args.since >= args.until:
+        raise CliError("--since must be before --until")
     engine, name, saved = open_target(args.url)
     ledger = resolve_ledger(args, engine, saved)
     return export_cli(args, ledger, connection_name=name)
@@ -268,7 +309,15 @@ def main(argv: list[str] | None = None) -> int:
         from .connect import short_error
         from sqlalchemy.exc import DBAPIError, OperationalError
         if isinstance(e, OperationalError):
-            print(f"idemview: the database failed: {short_error(e)}", file=sys.stderr)
+            from .connect import statement_timed_out
+            msg = short_error(e)
+            if msg == "interrupted" and statement_timed_out():
+                print("idemview: a query ran past the statement timeout and was stopped", file=sys.stderr)
+                return EXIT_CONNECT
+            if msg == "interrupted" or isinstance(e.__context__, KeyboardInterrupt):
+                print("idemview: interrupted", file=sys.stderr)
+                return 130
+            print(f"idemview: the database failed: {msg}", file=sys.stderr)
             return EXIT_CONNECT
         if isinstance(e, DBAPIError):
             print(f"idemview: the database refused a query: {short_error(e)}", file=sys.stderr)

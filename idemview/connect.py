@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 import time
+from urllib.parse import quote
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,17 @@ DEFAULT_STATEMENT_TIMEOUT_S = 60.0
 SQLITE_CACHE_KB = 262144            # 256 MiB page cache per connection (pages are read on demand)
 SQLITE_MMAP_BYTES = 1 << 30         # map up to 1 GiB of the file (address space, not memory)
 PG_WORK_MEM = "64MB"                # per sort/hash node of a findings query
+
+
+_TIMEOUTS = threading.local()
+
+
+def statement_timed_out() -> bool:
+    """True when this thread's last interrupted SQLite statement was stopped by the statement timeout
+    (rather than by a cancel or Ctrl-C); reading it clears it."""
+    v = getattr(_TIMEOUTS, "flag", False)
+    _TIMEOUTS.flag = False
+    return v
 
 
 class ConnectError(RuntimeError):
@@ -46,8 +59,10 @@ def parse_url(url: str) -> URL:
         if p.exists() or url.endswith((".db", ".sqlite", ".sqlite3")):
             return URL.create("sqlite", database=str(p))
     try:
-        return make_url(url)
-    except ArgumentError:
+        u = make_url(url)
+        u.port  # noqa: B018 - a non-numeric port raises here, not later
+        return u
+    except (ArgumentError, ValueError):
         raise ConnectError(f"not a database URL: {redact(url)!r} "
                            "(expected e.g. postgresql://host/db or sqlite:///path.db)") from None
 
@@ -110,7 +125,9 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
             path = Path(db)
             if not path.exists():
                 raise ConnectError(f"no SQLite file at {db}")
-            uri = f"file:{path.resolve().as_posix()}?mode=ro"
+            # Percent-encode the path: '#', '?' and '%' in a file name would otherwise cut the URI (and
+            # silently drop mode=ro, or open another file).
+            uri = f"file:{quote(path.resolve().as_posix())}?mode=ro"
             deadline_s = statement_timeout_s
 
             def creator():
@@ -126,7 +143,10 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
 
                 # Abort a statement that runs past the timeout (returns non-zero -> interrupted).
                 def progress():
-                    return 1 if time.monotonic() - start[0] > deadline_s else 0
+                    if time.monotonic() - start[0] > deadline_s:
+                        _TIMEOUTS.flag = True
+                        return 1
+                    return 0
                 conn.set_progress_handler(progress, 100_000)
                 conn._idem_start = start
                 return conn
@@ -177,9 +197,12 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
     if check:
         try:
             with engine.connect() as c:
-                c.execute(text("SELECT 1"))
+                # sqlite_master, not SELECT 1: a file that is not a database fails only on a real read
+                c.execute(text("SELECT count(*) FROM sqlite_master" if backend == "sqlite" else "SELECT 1"))
         except (DBAPIError, SQLAlchemyError, OSError) as e:
             engine.dispose()
+            if backend == "sqlite" and "not a database" in str(e):
+                raise ConnectError(f"{u.database} is not a SQLite database") from None
             raise ConnectError(f"cannot connect to {safe_url(u)}: {short_error(e)}") from None
     return engine
 

@@ -355,6 +355,19 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
     return g.planted
 
 
+def is_demo_ledger(path: str | Path) -> bool:
+    """True when ``path`` is a SQLite file holding a demo ledger (its ``idemview_demo_planted`` table):
+    ``idemview demo`` replaces only those without ``--force``."""
+    import sqlite3
+    from urllib.parse import quote
+    try:
+        with sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True) as c:
+            return c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                             "name = 'idemview_demo_planted'").fetchone() is not None
+    except sqlite3.Error:
+        return False
+
+
 def write_demo(path: str | Path, *, operations: int = 2000, seed: int = 7,
                anchor: datetime = DEFAULT_ANCHOR) -> Planted:
     """Write a demo SQLite ledger at ``path`` (replacing the file). Same arguments, same bytes."""

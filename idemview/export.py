@@ -217,18 +217,42 @@ def plan_export(ledger: Ledger, flt: Filter, rows: str, now: datetime) -> Export
     raise ValueError(f"rows must be one of {', '.join(ROW_KINDS)}, not {rows!r}")
 
 
+def check_target(out_path: str | Path, ledger: Ledger | None = None, *, overwrite: bool = False) -> Path:
+    """Refuse an export target that would lose something: the ledger file itself (a SQLite ledger is a
+    file too), a path that exists and is not a regular file (a device, FIFO, folder), an existing file
+    unless ``overwrite``, or a folder that does not exist. Returns the resolved path; raises
+    ``ValueError`` with a one-line reason."""
+    out = Path(out_path).expanduser()
+    manifest = Path(str(out) + ".manifest.json")
+    if not out.parent.is_dir():
+        raise ValueError(f"the folder {out.parent} does not exist")
+    if ledger is not None and ledger.dialect == "sqlite" and ledger.engine.url.database:
+        db = Path(ledger.engine.url.database).resolve()
+        for p in (out, manifest):
+            if p.resolve() == db:
+                raise ValueError(f"{p} is the ledger being read; choose another file")
+    for p in (out, manifest):
+        if p.is_symlink() or (p.exists() and not p.is_file()):
+            raise ValueError(f"{p} exists and is not a regular file; choose another name")
+        if p.exists() and not overwrite:
+            raise ValueError(f"{p} already exists (use --force to replace it)")
+    return out
+
+
 def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *, rows: str = "operations",
                     now: datetime | None = None, excel: bool = False, null_literal: str = "",
                     connection_name: str | None = None, masker: Masker | None = None,
                     progress: Callable[[int], Any] | None = None,
-                    cancel: Callable[[], bool] | None = None) -> ExportResult:
+                    cancel: Callable[[], bool] | None = None, overwrite: bool = False) -> ExportResult:
     """Export what ``flt`` shows of ``ledger`` to ``out_path`` (CSV) plus its manifest.
 
     ``now`` (aware; default the current time) is the instant findings are computed for and is
     recorded in the manifest. ``masker`` defaults to a fresh one (a new random key per export).
     ``progress(rows_written)`` and ``cancel()`` are polled while streaming. Raises
-    :class:`~idemview.evidence.ExportCancelled` on cancel; database errors propagate; in every failure
-    no file is left under the final name."""
+    :class:`~idemview.evidence.ExportCancelled` on cancel, ``ValueError`` for a target
+    :func:`check_target` refuses (an existing file needs ``overwrite``); database errors propagate; in
+    every failure no file is left under the final name."""
+    check_target(out_path, ledger, overwrite=overwrite)
     flt = flt or Filter()
     now = (now or datetime.now(UTC)).astimezone(UTC)
     masker = masker or Masker()
@@ -252,18 +276,25 @@ def export_cli(args, ledger: Ledger, connection_name: str | None = None) -> int:
         flt = Filter(findings=[FindingKind(k) for k in args.finding],
                      statuses=[Status(s) for s in args.status], kinds=list(args.kind),
                      key=args.key, intent=args.intent, scope=args.scope, since=args.since, until=args.until)
+    except ValueError:
+        bad_f = [k for k in args.finding if k not in {x.value for x in FindingKind}]
+        if bad_f:
+            raise CliError(f"unknown finding kind {bad_f[0]!r}; one of: "
+                           + ", ".join(k.value for k in FindingKind)) from None
+        bad_s = next(s for s in args.status if s not in {x.value for x in Status})
+        raise CliError(f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
+                       f"values): one of " + ", ".join(s.value for s in Status)) from None
+    try:
+        out = check_target(args.out, ledger, overwrite=args.force)
     except ValueError as e:
-        known_f = ", ".join(k.value for k in FindingKind)
-        known_s = ", ".join(s.value for s in Status)
-        raise CliError(f"{e}; finding kinds: {known_f}; statuses: {known_s}") from None
-    out = Path(args.out)
-    if not out.parent.exists():
-        raise CliError(f"the folder {out.parent} does not exist")
+        raise CliError(str(e)) from None
+    masker = Masker()
     try:
         res = export_evidence(ledger, flt, out, rows=args.rows, now=args.now, excel=args.excel,
-                              null_literal=args.null, connection_name=connection_name)
+                              null_literal=args.null, connection_name=connection_name, masker=masker,
+                              overwrite=args.force)
     except ExportCancelled:
         raise CliError("export cancelled; no file written") from None
     print(f"wrote {res.rows} {args.rows} rows to {res.path} (sha256 {res.sha256[:16]}…) and "
-          f"{res.manifest_path}; filter: {flt.sentence()}")
+          f"{res.manifest_path}; filter: {masker.mask_text(flt.sentence())}")
     return EXIT_OK

@@ -70,6 +70,7 @@ Errors: :class:`LayoutError` with a message naming the file and the offending en
 from __future__ import annotations
 
 import hashlib
+import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -86,6 +87,10 @@ VALUE_FIELDS = ("attempt_count", "fingerprint", "intent_ref", "effect_ref")
 PAYLOAD_FIELDS = ("request", "response", "error")
 PREDICATE_OPS = ("is_null", "eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "like", "in_table", "any")
 ATTEMPT_SOURCES = ("table", "json_array", "counter", "none")
+
+
+# A JSON path is compiled into each engine's own syntax: only plain member names are accepted.
+_JSON_PATH = re.compile(r"\$(\.[A-Za-z0-9_\-]+)+")
 
 
 class LayoutError(ValueError):
@@ -320,8 +325,8 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
         if not isinstance(v.get("column"), str):
             raise _err(where, f"{name}: needs a column")
         jp = v.get("json_path")
-        if jp is not None and not (isinstance(jp, str) and jp.startswith("$")):
-            raise _err(where, f"{name}: json_path must look like $.a.b")
+        if jp is not None and not (isinstance(jp, str) and _JSON_PATH.fullmatch(jp)):
+            raise _err(where, f"{name}: json_path must look like $.a.b (names of letters, digits, _ and -)")
         enc = v.get("encoding")
         if not payload and enc not in (None, "hex"):
             raise _err(where, f"{name}: encoding {enc!r}: a reference takes only encoding = \"hex\" "
@@ -407,6 +412,18 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise _err(origin, "[layout] name is required")
+    if not name.isprintable() or len(name) > 100:
+        raise _err(origin, "[layout] name must be printable text of at most 100 characters")
+    unknown = set(d) - {"layout", "operations", "attempts", "expiry", "tunables", "detect"}
+    if unknown:
+        raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))} (known: layout, operations, "
+                           "attempts, expiry, tunables)")
+    for sect, keys in (("expiry", {"retention_seconds", "retention_from", "lock_timeout_seconds",
+                                   "dedup_window_seconds"}),
+                       ("tunables", {"retry_threshold"})):
+        extra = set(d.get(sect) or {}) - keys
+        if extra:
+            raise _err(origin, f"[{sect}] has unknown entries: {', '.join(sorted(extra))}")
     where = f"{name!r} ({origin})"
     ops = d.get("operations")
     if not isinstance(ops, dict) or not isinstance(ops.get("table"), str):
@@ -468,7 +485,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         retention_from=exp.get("retention_from", "created_at"),
         lock_timeout_seconds=_num(where, "expiry.lock_timeout_seconds", exp.get("lock_timeout_seconds")),
         dedup_window_seconds=_num(where, "expiry.dedup_window_seconds", exp.get("dedup_window_seconds")),
-        retry_threshold=int(tun.get("retry_threshold", 5)),
+        retry_threshold=_threshold(where, tun.get("retry_threshold", 5)),
         optional=_cols(where, "operations.optional", ops.get("optional"), False),
         detect=d.get("detect") or {}, text=text, origin=origin,
         key_fallback=ops.get("key_fallback"),
@@ -483,9 +500,15 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
 def _num(where: str, name: str, v: Any) -> float | None:
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise _err(where, f"{name} must be a non-negative number of seconds")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v < float("inf")):
+        raise _err(where, f"{name} must be a finite, non-negative number of seconds")
     return float(v)
+
+
+def _threshold(where: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise _err(where, f"tunables.retry_threshold must be a whole number >= 0, not {v!r}")
+    return v
 
 
 # ---------------------------------------------------------------------------------------- presets

@@ -66,16 +66,16 @@ __all__ = [
 CREDENTIAL_KINDS: frozenset[str] = frozenset({
     "password", "secret", "token", "api_key", "private_key", "authorization", "cookie", "session",
     "credential", "pin", "cvv", "signature", "jwt", "bearer", "basic", "aws_key", "github_token",
-    "stripe_key", "slack_token", "google_api_key",
+    "stripe_key", "slack_token", "google_api_key", "aws_secret",
 })
 
 #: Built-in detectors. Only the personal-data ones may be switched off by configuration;
 #: credential detectors are always on (credentials are never revealed, DESIGN §6).
 DETECTORS: tuple[str, ...] = (
     "private_key", "url_password", "url_param", "jwt", "provider_key", "auth_header",
-    "email", "iban", "phone", "card", "named_value",
+    "email", "iban", "phone", "ssn", "card", "named_value",
 )
-OPTIONAL_DETECTORS: frozenset[str] = frozenset({"email", "iban", "card", "phone"})
+OPTIONAL_DETECTORS: frozenset[str] = frozenset({"email", "iban", "card", "phone", "ssn"})
 
 #: A tag as written by a Masker: ``[kind#xxxxxx]`` or, for cards, ``[card#xxxxxx …1234]``.
 TAG_RE = re.compile(r"\[[a-z][a-z0-9_]{0,31}#[0-9a-f]{6}(?: …\d{4})?\]")
@@ -96,6 +96,7 @@ _FIELD_WORDS: dict[str, str] = {
     "private_key": "private_key", "secret_key": "private_key", "signing_key": "private_key",
     "encryption_key": "private_key", "master_key": "private_key", "ssh_key": "private_key",
     "hmac_key": "private_key", "privatekey": "private_key",
+    "secret_access_key": "aws_secret", "aws_secret_key": "aws_secret",
     "authorization": "authorization", "auth": "authorization",
     "cookie": "cookie", "cookies": "cookie",
     "session": "session", "sessionid": "session", "jsessionid": "session", "phpsessid": "session",
@@ -119,6 +120,7 @@ _FIELD_WORDS: dict[str, str] = {
 # unambiguous stems: short ones (pan, pin, auth) would hit "company", "spinner", "author".
 _GLUED_NAMES: dict[str, str] = {
     "password": "password", "passwd": "password", "passphrase": "password", "secret": "secret",
+    "secretaccesskey": "aws_secret",
     "apikey": "api_key", "accesskey": "api_key", "secretkey": "private_key",
     "privatekey": "private_key", "accesstoken": "token", "refreshtoken": "token",
     "authtoken": "token", "bearertoken": "token", "idtoken": "token", "sessionid": "session",
@@ -423,8 +425,8 @@ _IBAN_LENGTHS: dict[str, int] = {
 
 def iban_valid(iban: str) -> bool:
     """ISO 13616 IBAN check: known country, its length, and ISO 7064 mod 97-10 == 1.
-    Spaces are ignored; letters must be upper case."""
-    s = iban.replace(" ", "")
+    Spaces are ignored; letters may be of either case."""
+    s = iban.replace(" ", "").upper()
     if _IBAN_LENGTHS.get(s[:2]) != len(s) or not s[2:4].isdigit() or not s.isalnum():
         return False
     r = s[4:] + s[:4]
@@ -457,17 +459,20 @@ def _looks_random(s: str) -> bool:
 # literals and slow on case-insensitive or named-group alternations or a \d start, so gates are
 # literal alternations (on lower-cased text for names) and byte shapes; a string that passes none
 # (ids, statuses, kinds: the common case) is returned untouched in well under a microsecond.
-# Byte "shape" of a text for digit-based detectors: digit -> 0, A-Z -> 2, '-' '.' -> 3, else 1.
-# bytes.translate / in / count run in C, far faster than a regex with a \d start.
-_SHAPE = bytes((0 if 48 <= i <= 57 else 2 if 65 <= i <= 90 else 3 if i in (45, 46) else 1)
-               for i in range(256))
+# Byte "shape" of a text for digit-based detectors: digit -> 0, A-Z -> 2, '-' '.' -> 3, a-z -> 4,
+# else 1. bytes.translate / in / count run in C, far faster than a regex with a \d start.
+_SHAPE = bytes((0 if 48 <= i <= 57 else 2 if 65 <= i <= 90 else 3 if i in (45, 46)
+                else 4 if 97 <= i <= 122 else 1) for i in range(256))
 _PROVIDER_GATE_RE = re.compile(
     r"AKIA|ASIA|gh[pousr]_|github_pat_|_live_|_test_|whsec_|xox|xapp-|AIza|ya29\.|sk-|glpat-"
     r"|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack")
 _STEM_GATE_RE = re.compile(
     r"b(?:earer|asic)|token|p(?:ass|wd|an|in|hone)|s(?:ecret|ess|sn|ig)|key|auth"
     r"|c(?:ookie|red|ard|vv|vc|sc|ode)|iban|m(?:ail|obile|sisdn)|otp")
-_F_URL, _F_AT, _F_JWT, _F_PEM, _F_CARD, _F_PHONE, _F_IBAN, _F_PROV, _F_STEM = (1 << i for i in range(9))
+_F_URL, _F_AT, _F_JWT, _F_PEM, _F_CARD, _F_PHONE, _F_IBAN, _F_PROV, _F_STEM, _F_AWS, _F_PHONE00, \
+    _F_SSN, _F_LABEL = (1 << i for i in range(13))
+# AWS secret keys (40 base64 characters) need an AWS or "secret" context (on lower-cased text).
+_AWS_GATE_RE = re.compile(r"akia|asia|aws|secret")
 
 
 def _families(text: str) -> int:
@@ -488,22 +493,68 @@ def _families(text: str) -> int:
         f |= _F_PHONE
     if "-----BEGIN" in text:
         f |= _F_PEM
+    low = None
+    if "=" in text or ":" in text or " " in text or not text.isprintable():
+        low = text.lower()
+        if _STEM_GATE_RE.search(low) is not None:
+            f |= _F_STEM
     if len(text) >= 15 and _PROVIDER_GATE_RE.search(text) is not None:
         f |= _F_PROV
-    if ("=" in text or ":" in text or " " in text or not text.isprintable()) \
-            and _STEM_GATE_RE.search(text.lower()) is not None:
-        f |= _F_STEM
+    if len(text) >= 40 and f & (_F_STEM | _F_PROV):     # "secret" / "AKIA" (more in the detector)
+        f |= _F_AWS
     sh = text.encode("utf-8", "surrogatepass").translate(_SHAPE)
     nd = sh.count(0)
+    if nd >= 6 and low is not None and (f & _F_STEM or "tel" in low or "social" in low
+                                        or "cell" in low):
+        f |= _F_LABEL
+    if nd >= 9:
+        if nd >= 10 and " " in text and _phone00_start(text):
+            f |= _F_PHONE00
+        if sh.find(b"\0\0\0\3\0\0\3\0\0\0\0") >= 0:   # SSN "ddd-dd-dddd"
+            f |= _F_SSN
     if nd >= 4:
         if nd >= 10 and sh.find(b"\0\0\0\0") >= 0:       # cards and NANP phones have a 4-digit group
             if nd >= 13:
                 f |= _F_CARD
             if sh.find(b"\0\0\0\3\0\0\0\0") >= 0:          # NANP ends "ddd-dddd" / "ddd.dddd"
                 f |= _F_PHONE
-        if sh.find(b"\2\2\0\0") >= 0:                    # IBAN starts with country + check digits
+        if sh.find(b"\2\2\0\0") >= 0:
             f |= _F_IBAN
+        else:
+            m = _CCDD_LOWER_RE.search(sh)                 # lower case: "ccdd" (literal search: fast)
+            if m is not None and _lower_iban_start(text, sh, m.start()):
+                f |= _F_IBAN
     return f
+
+
+def _phone00_start(text: str) -> bool:
+    """Gate for _PHONE00_RE: "00" + a non-zero digit at a word start (str.find beats a regex with a
+    look-behind by 10x here; ids like "ord_00000123" have "00" but not at a word start)."""
+    i = text.find("00")
+    n = len(text)
+    while i >= 0:
+        if i + 2 < n and "1" <= text[i + 2] <= "9" and (
+                i == 0 or not text[i - 1].isalnum() and text[i - 1] not in "_+-./:"):
+            return True
+        i = text.find("00", i + 2)      # a "00" at i+1 follows a "0": not a word start
+    return False
+
+
+_CCDD_LOWER_RE = re.compile(rb"\x04\x04\x00\x00")
+
+
+def _lower_iban_start(text: str, sh: bytes, p: int) -> bool:
+    """Gate for lower-case IBANs, after a shape pre-check in C: "ccdd" at a word start (or after a
+    JSON escape such as ``\\n``) with a known country ``cc``. Lower-case hex ids often have that
+    shape, so the country and boundary are checked here rather than by the IBAN regex."""
+    if len(sh) != len(text):
+        return True                              # non-ASCII: indices differ, let the regex decide
+    while p >= 0:
+        if (p == 0 or sh[p - 1] not in (0, 2, 4) or (p >= 2 and text[p - 2] == "\\")) \
+                and text[p:p + 2].upper() in _IBAN_LENGTHS:
+            return True
+        p = sh.find(b"\4\4\0\0", p + 1)
+    return False
 
 
 # A JSON/C escape just before a token is a boundary too ("\nAKIA...", "\u00e9eyJ..."), so
@@ -552,13 +603,42 @@ _EMAIL_RE = re.compile(
     r"(?:(?<![A-Za-z0-9!#$%*+^_{|}~.\-])|" + _ESC + r")(?<!\\)[A-Za-z0-9!#$%*+^_{|}~\-](?:[A-Za-z0-9!#$%*+^_{|}~.\-]{0,63})"
     r"@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9\-])")
 
-# Candidate IBAN (ISO 13616): country, 2 check digits, BBAN, optionally in groups separated by spaces.
-_IBAN_RE = re.compile(r"(?:(?<![A-Za-z0-9])|" + _ESC + r")[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
+# Candidate IBAN (ISO 13616): country, 2 check digits, BBAN, optionally in groups separated by
+# spaces; upper or lower case (validated upper-cased, see _iban_case_ok).
+_IBAN_RE = re.compile(r"(?:(?<![A-Za-z0-9])|" + _ESC + r")[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]){11,30}(?![A-Za-z0-9])")
+_HEX_CHARS = frozenset("0123456789abcdef")
 
-# Runs of >= 13 digits with single space/dash separators; card windows are searched inside a run.
-_CARD_RUN_RE = re.compile(r"(?<!\d)\d(?:[ \-]?\d){12,}(?!\d)")
+
+def _iban_case_ok(s: str) -> bool:
+    """An IBAN is written all upper or all lower case (random mixed-case ids are not IBANs). An
+    unspaced lower-case candidate made only of hex digits, with a hex letter in its BBAN, is a hex
+    id (span ids, digests) that happens to pass mod-97 (1 in 97), not an IBAN."""
+    if s.isupper():
+        return True
+    if not s.islower():
+        return False
+    return " " in s or not (_HEX_CHARS.issuperset(s) and not s[4:].isdigit())
+
+# Runs of >= 13 digits with single space/dash/dot separators; card windows are searched inside a run.
+_CARD_RUN_RE = re.compile(r"(?<!\d)\d(?:[ .\-]?\d){12,}(?!\d)")
 _DIGITS_RE = re.compile(r"\d+")
-_CARD_TEXT_RE = re.compile(r"\s*\d[\d \-]*\d\s*")
+_CARD_TEXT_RE = re.compile(r"\s*\d[\d .\-]*\d\s*")
+
+# AWS secret access key: 40 base64 characters (mixed case, with a digit, "/" or "+"), looked for only
+# in text that mentions AWS, an access key id (AKIA/ASIA) or a secret (see _F_AWS).
+_AWS_SECRET_RE = re.compile(r"(?:(?<![A-Za-z0-9/+=])|" + _ESC + r")[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+
+# US SSN "ddd-dd-dddd" (SSA: area not 000/666/9xx, group not 00, serial not 0000); dates are 4-2-2.
+_SSN_RE = re.compile(r"(?:(?<![\w\-./:])|" + _ESC + r")(?!000|666|9)\d{3}-(?!00)\d{2}-(?!0000)\d{4}"
+                     r"(?![\w\-]|[.:/]\d)")
+# International numbers written with the "00" prefix and spaces (ITU-T E.123): "0044 20 7946 0958".
+_PHONE00_RE = re.compile(r"(?:(?<![\w+\-./:])|" + _ESC + r")00[1-9]\d{0,3}(?: \d{1,4}){2,5}(?![\w\-./:]| \d)")
+# A phone or SSN right after its label word, no ":" needed: "tel 020 7946 0958", "ssn 078 05 1120".
+_LABEL_NUM_RE = re.compile(
+    r"(?<![A-Za-z0-9_])(?i:(?P<ssn>ssn|social[ \-]security(?:[ \-](?:number|no\.?|nr\.?))?)"
+    r"|phone|tel|telephone|mobile|cell(?:phone)?|msisdn)\.?"
+    r"(?i:[ \t]*(?:number|no\.?|nr\.?|#))?[ \t]*[:=#]?[ \t]*"
+    r"(?P<num>\(?\+?\d[\d ().\-/]{4,22}\d)(?!\d)")
 
 # E.164-ish phone numbers need a leading + (ITU-T E.164: at most 15 digits); NANP needs its
 # formatted shape. Plain digit runs are not phones: they are ids, order numbers, epochs.
@@ -570,6 +650,14 @@ _KV_RE = re.compile(
     r"(?:(?<![\w.\-])|" + _ESC + r")(?<!\\)(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\?[\"'])?[ \t]*(?:=>|[:=])[ \t]*"
     r"(?P<val>(?P<q1>\\\"(?:[^\"\\]|\\[^\"])*?\\\")|(?P<q2>\"(?:[^\"\\\n]|\\.)*\")|(?P<q3>'[^'\n]*')"
     r"|(?P<bare>(?:(?i:bearer|basic|token)[ \t]+)?[^\s&,;\"'<>(){}\[\]]+))")
+# Continuation of an unquoted credential value (see Masker._kv_value_end): characters of a word,
+# then more words after a space/","/"&" unless that word starts another name=value pair.
+_KV_WORD = r"""(?:[^\s;,&"'\\]|'(?=\w)|\\\\|\\(?![nrtbfu"'\\]))"""
+_KV_PAIR = r"""[A-Za-z_][\w.\-]{0,63}(?:\\?["'])?[ \t]*(?:=>|[:=])"""
+_KV_CRED_REST_RE = re.compile(rf"{_KV_WORD}*(?:(?:[ \t]+|[,&][ \t]*)(?!{_KV_PAIR}){_KV_WORD}+)*")
+# Further digit groups after a phone/ssn/card/iban name: "phone: 020 7946 0958".
+_KV_DIGIT_REST_RE = re.compile(r"(?:[ \t]+[()+\-./]*\d[\d()+\-./]*(?![^\s,;\"'&]))*")
+_NUMBERISH_KINDS = frozenset({"phone", "ssn", "card", "iban"})
 # Placeholders left visible after a sensitive name ("password=None" tells an investigator that no
 # password was set). Exact spellings only: a password that *is* one of these stays visible.
 _KV_SKIP_VALUES = frozenset({"null", "NULL", "None", "none", "true", "false", "True", "False",
@@ -611,10 +699,14 @@ class Masker:
             ("url_param", _F_STEM, self._d_url_param),
             ("jwt", _F_JWT, self._d_jwt),
             ("provider_key", _F_PROV, self._d_provider),
+            ("provider_key", _F_AWS, self._d_aws_secret),
             ("auth_header", _F_STEM, self._d_auth),
             ("email", _F_AT, self._d_email),
             ("iban", _F_IBAN, self._d_iban),
             ("phone", _F_PHONE, self._d_phone),    # before cards: "+4915123456789" is a phone
+            ("phone", _F_PHONE00, self._d_phone00),
+            ("ssn", _F_SSN, self._d_ssn),
+            ("named_value", _F_LABEL, self._d_labelled_number),
             ("card", _F_CARD, self._d_card),
             ("named_value", _F_STEM, self._d_kv),
         ) if name in det]
@@ -752,8 +844,10 @@ class Masker:
             norm = raw.replace(" ", "").upper()
         elif kind == "email":
             norm = raw.strip().lower()
-        elif kind == "phone":
+        elif kind in ("phone", "ssn"):
             norm = "".join(ch for ch in raw if ch.isdigit())
+            if kind == "phone" and norm.startswith("00"):
+                norm = norm[2:]                      # "0044 20 ..." is "+44 20 ..."
         else:
             norm = raw
         t = f"[{kind}#{self._hex(norm)} …{last4}]" if last4 else f"[{kind}#{self._hex(norm)}]"
@@ -1001,6 +1095,18 @@ class Masker:
             return m.group(1) + m.group(2) + self._tag(kind, cred)
         return _AUTH_RE.sub(repl, text)
 
+    def _d_aws_secret(self, text: str, found: list[str]) -> str:
+        if _AWS_GATE_RE.search(text.lower()) is None:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            s = m.group()
+            if not (_has_upper(s) and _has_lower(s) and (_has_digit(s) or "/" in s or "+" in s)):
+                return s                  # hex digests, words: not a base64 secret
+            found.append("aws_secret")
+            return self._tag("aws_secret", s)
+        return _AWS_SECRET_RE.sub(repl, text)
+
     def _d_email(self, text: str, found: list[str]) -> str:
         if "@" not in text:
             return text
@@ -1018,7 +1124,7 @@ class Masker:
         pos = 0
         while m is not None:
             s = m.group()
-            length = _IBAN_LENGTHS.get(s[:2])
+            length = _IBAN_LENGTHS.get(s[:2].upper())
             end = -1
             if length:
                 cnt = k = 0
@@ -1026,7 +1132,8 @@ class Masker:
                     if s[k] != " ":
                         cnt += 1
                     k += 1
-                if cnt == length and (k == len(s) or s[k] == " ") and iban_valid(s[:k]):
+                if cnt == length and (k == len(s) or s[k] == " ") and iban_valid(s[:k]) \
+                        and _iban_case_ok(s[:k]):
                     end = k
             if end > 0:
                 parts.append(text[pos:m.start()])
@@ -1065,6 +1172,34 @@ class Masker:
                 return self._tag("phone", m.group())
             text = _NANP_RE.sub(nanp, text)
         return text
+
+    def _d_phone00(self, text: str, found: list[str]) -> str:
+        def repl(m: re.Match[str]) -> str:
+            n = sum(ch.isdigit() for ch in m.group()) - 2
+            if not 8 <= n <= 15:
+                return m.group()
+            found.append("phone")
+            return self._tag("phone", m.group())
+        return _PHONE00_RE.sub(repl, text)
+
+    def _d_ssn(self, text: str, found: list[str]) -> str:
+        def repl(m: re.Match[str]) -> str:
+            found.append("ssn")
+            return self._tag("ssn", m.group())
+        return _SSN_RE.sub(repl, text)
+
+    def _d_labelled_number(self, text: str, found: list[str]) -> str:
+        det = self.rules.detectors
+
+        def repl(m: re.Match[str]) -> str:
+            kind = "ssn" if m.group("ssn") else "phone"
+            num = m.group("num")
+            n = sum(ch.isdigit() for ch in num)
+            if kind not in det or not (n == 9 if kind == "ssn" else 7 <= n <= 15):
+                return m.group()
+            found.append(kind)
+            return m.group()[:m.start("num") - m.start()] + self._tag(kind, num)
+        return _LABEL_NUM_RE.sub(repl, text)
 
     def _phone_repl(self, m: re.Match[str], found: list[str]) -> str:
         s = m.group()
@@ -1108,25 +1243,74 @@ class Masker:
                         sp += 1
                     vs += sp
             val = text[vs:ve]
-            if (kind is None or val in _KV_SKIP_VALUES or _at_tag(text, vs)
-                    or (m.group("bare") is not None and val.lower() in ("bearer", "basic", "token"))):
+            if kind is None or _at_tag(text, vs) or (
+                    m.group("bare") is not None and val.lower() in ("bearer", "basic", "token")):
+                m = _KV_RE.search(text, m.start("val"))
+                continue
+            if m.group("bare") is not None:
+                ve = self._kv_value_end(text, ve, kind)
+                val = text[vs:ve]
+            if val in _KV_SKIP_VALUES:
                 m = _KV_RE.search(text, m.start("val"))
                 continue
             found.append(kind)
             parts.append(text[last:vs])
             parts.append(self._tag(kind, val))
             last = ve
-            m = _KV_RE.search(text, m.end())
+            m = _KV_RE.search(text, ve)
         if not parts:
             return text
         parts.append(text[last:])
         return "".join(parts)
 
 
+    def _kv_value_end(self, text: str, ve: int, kind: str) -> int:
+        """Where an unquoted value after a sensitive name ends (its first word ends at ``ve``).
+
+        After a **credential** name (``password: correct horse battery staple``) the value runs on
+        over further words up to the end of the line, a ``;``, a quote or JSON escape that closes an
+        enclosing string (``"``, ``\\"``, ``\\n``, a ``'`` not followed by a letter), or a
+        separator (space, ``,``, ``&``) followed by another ``name=`` / ``name:`` pair
+        (``password=s3cret dbname=x`` keeps ``dbname=x`` visible). Unbalanced closing brackets at
+        its end are left out (``(password: a b)``). Tags already in the text are never swallowed.
+        After a **number-ish personal** name (phone, ssn, card, iban) it runs on over further
+        space-separated groups made of digits and ``()+-./`` (``phone: 020 7946 0958``).
+        """
+        if kind in self.rules.credential_kinds:
+            end = _KV_CRED_REST_RE.match(text, ve).end()
+        elif kind in _NUMBERISH_KINDS:
+            end = _KV_DIGIT_REST_RE.match(text, ve).end()
+        else:
+            return ve
+        if end == ve:
+            return ve
+        i = text.find("[", ve, end)
+        while i >= 0:
+            if TAG_RE.match(text, i) is not None:
+                end = i
+                while end > ve and text[end - 1] in " \t,&":
+                    end -= 1
+                break
+            i = text.find("[", i + 1, end)
+        while end > ve and text[end - 1] in ")]}>":
+            closer = text[end - 1]
+            opener = "([{<"[")]}>".index(closer)]
+            seg = text[ve - 1:end]
+            if seg.count(opener) >= seg.count(closer):
+                break
+            end -= 1
+        return end
+
+
 _MISSING = object()
 # Exact types that never carry text, passed through unless their column is sensitive by name.
 _PASSTHROUGH_TYPES = frozenset({int, float, Decimal, datetime, date, time, timedelta, UUID,
                                 bool, type(None)})
+
+
+_has_upper = re.compile(r"[A-Z]").search
+_has_lower = re.compile(r"[a-z]").search
+_has_digit = re.compile(r"[0-9]").search
 
 
 def _at_tag(s: str, i: int) -> bool:

@@ -18,14 +18,15 @@ from sqlalchemy import (
     null, or_, select, true, false, tuple_,
 )
 from sqlalchemy import column as sa_column, table as sa_table
+from sqlalchemy.sql import sqltypes
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import NoSuchTableError
+from sqlalchemy.exc import DBAPIError, NoSuchTableError
 from sqlalchemy.sql.expression import ColumnElement, Select
 
 from .filters import Filter
 from .layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
 from .model import Attempt, Operation, Outcome, Payload, Status
-from .sqlx import as_text, epoch_seconds, hex_text, json_text, time_after, time_before
+from .sqlx import as_text, epoch_seconds, exact_text, hex_text, json_text, time_after, time_before
 from .times import decode_time, from_epoch
 
 UTC = timezone.utc
@@ -166,7 +167,12 @@ class Ledger:
 
     def _reflect(self, schema, table, columns: set[str], role: str, optional: set[str] = frozenset()) -> Table:
         insp = inspect(self.engine)
-        names = {n.lower(): n for n in insp.get_table_names(schema=schema)}
+        try:
+            names = {n.lower(): n for n in insp.get_table_names(schema=schema)}
+        except DBAPIError:
+            # an unknown schema errors on some engines (and is merely empty on others)
+            raise LayoutError(f"layout {self.layout.name!r}: the schema {schema!r} is not in the database",
+                              [f"schema {schema}"]) from None
         real = names.get(table.lower())
         if real is None:
             where = f"{schema}.{table}" if schema else table
@@ -179,10 +185,17 @@ class Ledger:
             real_cols = {c["name"] for c in insp.get_columns(real, schema=schema)}
             fold = {c.lower(): c for c in (columns | set(optional)) if c not in real_cols}
 
+            sqlite = self.dialect == "sqlite"
+
             def _rekey(_insp, _table, info):
                 k = fold.get(info["name"].lower())
                 if k is not None:
                     info["key"] = k
+                # SQLite keeps times as text; SQLAlchemy's DATETIME processing raises on a malformed
+                # value ('not a date', '0000-00-00'), which would abort a whole page or export. Read
+                # the text as it is: decode_time turns what it cannot parse into "missing".
+                if sqlite and isinstance(info["type"], (sqltypes.DateTime, sqltypes.Date, sqltypes.Time)):
+                    info["type"] = sqltypes.Text()
 
             t = Table(real, self.md, schema=schema, autoload_with=self.engine,
                       listeners=[("column_reflect", _rekey)])
@@ -202,6 +215,12 @@ class Ledger:
     def _text(self, col) -> ColumnElement:
         return col if _is_text(col) else as_text(col)
 
+    def _exact(self, expr) -> ColumnElement:
+        """Identity values (keys, scopes, references, fingerprints) compared byte for byte: MySQL and
+        MariaDB's default collations would merge 'Order-1' with 'order-1', 'café' with 'cafe' and
+        'a ' with 'a', reporting false duplicates."""
+        return exact_text(expr) if self.dialect == "mysql" else expr
+
     def _joined(self, cols) -> ColumnElement:
         """Several columns as one text value, joined with '/' (composite keys and scopes)."""
         if not cols:
@@ -212,7 +231,7 @@ class Ledger:
         for p in parts[1:]:
             out = out.op("||")(literal_column("'/'")).op("||")(p) if self.dialect != "mysql" else \
                 func.concat(out, literal_column("'/'"), p)
-        return out
+        return self._exact(out)
 
     def _pred(self, t: Table, p: Predicate) -> ColumnElement:
         if p.op == "any":
@@ -293,8 +312,8 @@ class Ledger:
         if vs.encoding == "hex":
             return hex_text(col)
         if vs.json_path:
-            return json_text(col, vs.json_path)
-        return self._text(col)
+            return self._exact(json_text(col, vs.json_path))
+        return self._exact(self._text(col))
 
     def _build(self):
         lay, t = self.layout, self.ops
@@ -346,8 +365,8 @@ class Ledger:
             if tc:
                 self.att_time[k] = (t.c[tc.column], tc)
         self.att_epoch = {k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.att_time.items()}
-        self.att_effect = self._text(t.c[a.effect_ref]) if a.effect_ref else null()
-        self.att_fingerprint = self._text(t.c[a.fingerprint]) if a.fingerprint else null()
+        self.att_effect = self._exact(self._text(t.c[a.effect_ref])) if a.effect_ref else null()
+        self.att_fingerprint = self._exact(self._text(t.c[a.fingerprint])) if a.fingerprint else null()
         self.att_error = t.c[a.error] if a.error else null()
         self.att_worker = self._text(t.c[a.worker]) if a.worker else null()
         # When attempts join on all key and scope columns, scope/key can be read from the attempts
@@ -436,8 +455,9 @@ class Ledger:
 
     # --------------------------------------------------------------------------- reading rows
 
-    def _op_columns(self):
-        """Columns of the operations page select: normalized expressions plus raw time columns."""
+    def _op_columns(self, payloads: bool = True):
+        """Columns of the operations page select: normalized expressions plus raw time columns (and the
+        payload columns unless ``payloads`` is False: a grid page does not show them)."""
         lay, t = self.layout, self.ops
         cols = [self.scope_expr.label("scope"), self.key_expr.label("key"), self.kind_expr.label("kind"),
                 self.status_expr.label("status"), self.raw_status_expr.label("raw_status"),
@@ -449,7 +469,7 @@ class Ledger:
             cols.append(c.label(f"t_{k}"))
         if "expires_at" not in self.time_cols and "expires_at" in self.epoch:
             cols.append(self.epoch["expires_at"].label("e_expires_at"))
-        for k in ("request", "response", "error"):
+        for k in ("request", "response", "error") if payloads else ():
             vs = lay.fields.get(k)
             if vs and vs.column:
                 cols.append(t.c[vs.column].label(f"p_{k}"))
@@ -499,14 +519,15 @@ class Ledger:
         return self.key_expr
 
     def page(self, flt: Filter | None = None, *, sort: str = "created_at", descending: bool = False,
-             after: tuple | None = None, limit: int = 200, now: datetime | None = None) -> Page:
+             after: tuple | None = None, limit: int = 200, now: datetime | None = None,
+             payloads: bool = True) -> Page:
         """One page of normalized operations, filtered and sorted by the database (keyset paging).
 
         ``after`` is the previous page's ``cursor``. The sort is made total with the row identity (or
         the key) as a tie-breaker. NULL sort values come last."""
         sort_e = self._sort_expr(sort)
         tie = self.rid if self.rid is not None else self.key_expr
-        cols = self._op_columns() + [sort_e.label("_s"), tie.label("_t")]
+        cols = self._op_columns(payloads) + [sort_e.label("_s"), tie.label("_t")]
         where = self.filter_clause(flt, now)
         # Two range queries instead of ORDER BY (sort IS NULL), sort, tie: each is a plain ordered range
         # an index on the sort column can serve (top-N from the index, not a sort of the whole table).

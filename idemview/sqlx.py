@@ -16,7 +16,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import DateTime, Float, String, cast, literal, literal_column, type_coerce
+from sqlalchemy import DateTime, Float, LargeBinary, String, cast, literal, literal_column, type_coerce
+from sqlalchemy.types import TypeDecorator
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
@@ -237,3 +238,44 @@ def hex_text(col: ColumnElement) -> ColumnElement:
 def as_text(col: ColumnElement) -> ColumnElement:
     """``col`` cast to text (for keys and references held in integer or UUID columns)."""
     return cast(col, String())
+
+
+class _Utf8Bytes(TypeDecorator):
+    """Text carried as UTF-8 bytes (MySQL binary strings): str in, str out."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return value.encode("utf-8") if isinstance(value, str) else value
+
+    def process_result_value(self, value, dialect):
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value).decode("utf-8", "replace")
+        return value
+
+
+class _ExactText(FunctionElement):
+    type = _Utf8Bytes()
+    inherit_cache = True
+    name = "exact_text"
+
+
+@compiles(_ExactText)
+def _exact_default(el, compiler, **kw):
+    (arg,) = list(el.clauses)
+    return compiler.process(arg, **kw)
+
+
+@compiles(_ExactText, "mysql")
+def _exact_mysql(el, compiler, **kw):
+    # A binary string compares byte for byte, trailing spaces included (NO PAD), whatever the column's
+    # charset and collation; CONVERT first so every charset lands on the same UTF-8 bytes.
+    (arg,) = list(el.clauses)
+    return f"CAST(CONVERT({compiler.process(arg, **kw)} USING utf8mb4) AS BINARY)"
+
+
+def exact_text(expr: ColumnElement) -> ColumnElement:
+    """``expr`` compared exactly (byte for byte) on MySQL/MariaDB, whose default collations are case-,
+    accent- and trailing-space-insensitive; unchanged elsewhere. Values still arrive as ``str``."""
+    return _ExactText(expr)

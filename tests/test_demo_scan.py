@@ -83,3 +83,29 @@ def test_findings_depend_on_now(tmp_path):
     n_late = sum(1 for f in late if f.kind == FindingKind.EXPIRED_KEY)
     assert n_early == len(planted.incidents["expired_key"])
     assert n_late == planted.operations - 1  # all but the record whose expires_at is NULL
+
+
+def test_keys_differing_only_in_case_accent_or_trailing_space_stay_apart(db):
+    """MariaDB's default collation would merge these keys into false duplicate effects."""
+    from datetime import timedelta
+    from sqlalchemy import insert
+    from idemview.demo import reference_metadata
+    writable, url = db
+    md = reference_metadata()
+    md.drop_all(writable)
+    md.create_all(writable)
+    t0 = ANCHOR.replace(tzinfo=None) - timedelta(minutes=30)
+    keys = ["Order-ABC", "order-abc", "café", "cafe", "trail ", "trail"]
+    ops = [{"id": i + 1, "scope": "s", "idempotency_key": k, "kind": "payment.capture", "status": "succeeded",
+            "request_hash": f"h{i}", "intent_ref": f"ord-{i}", "effect_ref": f"ch_{i}", "attempt_count": 1,
+            "created_at": t0, "expires_at": t0 + timedelta(days=1)} for i, k in enumerate(keys)]
+    with writable.begin() as c:
+        c.execute(insert(md.tables["operations"]), ops)
+    fs, (n_ops, _n) = _scan(url)
+    assert n_ops == 6
+    assert fs == []
+    eng = open_engine(url)
+    led = Ledger(eng, load_preset("idemview"))
+    assert [op.key for op in led.records("s", "trail ")] == ["trail "]
+    assert [op.key for op in led.records("s", "Order-ABC")] == ["Order-ABC"]
+    eng.dispose()

@@ -175,3 +175,21 @@ def test_no_planted_secret_leaves_in_csv_manifest_or_log(tmp_path, rows, caplog)
             if rows == "attempts" and name != "order":
                 continue
             assert look in blob, f"look-alike {name} was masked"
+
+
+@pytest.mark.parametrize("bad", ["not a date", "2026-13-45 10:00:00", "", "0000-00-00 00:00:00"])
+def test_a_malformed_time_is_exported_empty_not_fatal(tmp_path, bad):
+    p = tmp_path / "d.db"
+    write_demo(p, operations=20, seed=1)
+    with sqlite3.connect(p) as c:
+        c.execute("UPDATE operations SET created_at = ?, locked_at = ? WHERE id = 1", (bad, bad))
+        c.execute("UPDATE attempts SET started_at = ? WHERE id = 1", (bad,))
+    eng = open_engine(str(p))
+    led = Ledger(eng, load_preset("idemview"))
+    for rows in ("operations", "attempts"):
+        res = export_evidence(led, Filter(), tmp_path / f"{rows}.csv", rows=rows, now=ANCHOR)
+        got = read_csv(res.path)
+        assert len(got) == res.rows > 20
+        first = got[0]
+        assert first["created_at" if rows == "operations" else "started_at"] == ""
+    eng.dispose()

@@ -510,7 +510,8 @@ def ibans(draw):
     iban = f"{country}{check:02d}{bban}"
     assert iban_valid(iban)
     if draw(st.booleans()):
-        return " ".join(iban[i:i + 4] for i in range(0, len(iban), 4))
+        spaced = " ".join(iban[i:i + 4] for i in range(0, len(iban), 4))
+        return spaced.lower() if draw(st.booleans()) else spaced
     return iban
 
 
@@ -674,3 +675,112 @@ def test_property_tags_equal_iff_values_equal(a, b):
         assert ta == tb
     elif _normalized(a[1]) != _normalized(b[1]):
         assert ta != tb
+
+
+# ---------------------------------------------------------------------------------------------
+# QA leaks (multi-word credentials, spaced/lower-case IBANs, AWS secrets, dotted cards, 00-phones,
+# SSNs): each secret is gone whole, no 6-character piece of it survives.
+
+
+def _masked_whole(m: Masker, text: str, secret: str, kind: str) -> str:
+    out = m.mask_text(text)
+    assert_no_leak(secret, out, text.replace(secret, " "))
+    assert kind in kinds_in(out), out
+    return out
+
+
+@pytest.mark.parametrize("text,secret,rest", [
+    ("password: correct horse battery staple", "correct horse battery staple", ""),
+    ("passphrase = correct horse battery staple\nnext line", "correct horse battery staple", "\nnext line"),
+    ("secret: two words here; retry=3", "two words here", "; retry=3"),
+    ("pwd=lemon tree sunset, user=jane", "lemon tree sunset", ", user=jane"),
+    ("login password: violet rabbit engine user: jane", "violet rabbit engine", " user: jane"),
+    ('{"note": "password: orange kettle window"}', "orange kettle window", '"}'),
+    ('{\\"note\\": \\"password: orange kettle window\\"}', "orange kettle window", '\\"}'),
+    ("error='password: purple zebra dancing' at x", "purple zebra dancing", "' at x"),
+    ("password=p&ssw0rd-long&user=jane", "p&ssw0rd-long", "&user=jane"),
+    ("token: alpha beta, gamma delta", "alpha beta, gamma delta", ""),
+])
+def test_credential_label_masks_the_whole_value(m, text, secret, rest):
+    out = m.mask_text(text)
+    assert_no_leak(secret, out, text.replace(secret, " "))
+    assert out.endswith(rest), out
+    assert len(kinds_in(out)) == 1 and kinds_in(out)[0] in CREDENTIAL_KINDS
+    assert m.mask_text(out) == out
+
+
+def test_multi_word_value_keeps_logfmt_and_personal_pairs(m):
+    assert re.fullmatch(rf"host=db user=app password={tag('password')} dbname=x",
+                        m.mask_text("host=db user=app password=s3cret dbname=x"))
+    out = m.mask_text("phone: 020 7946 0958 (mobile) status: ok")
+    assert re.fullmatch(rf"phone: {tag('phone')} \(mobile\) status: ok", out), out
+
+
+@pytest.mark.parametrize("text,secret", [
+    ("iban: de89 3704 0044 0532 0130 00", "de89 3704 0044 0532 0130 00"),
+    ("wire to de89 3704 0044 0532 0130 00 today", "de89 3704 0044 0532 0130 00"),
+    ("pay to de89370400440532013000 now", "de89370400440532013000"),
+    ("to gb82 west 1234 5698 7654 32.", "gb82 west 1234 5698 7654 32"),
+    ("IBAN DE89 3704 0044 0532 0130 00, ref 7", "DE89 3704 0044 0532 0130 00"),
+])
+def test_spaced_and_lower_case_ibans_are_masked_whole(m, text, secret):
+    out = m.mask_text(text)
+    assert_no_leak(secret, out, text.replace(secret, " "))
+    assert kinds_in(out) == ["iban"], out
+    assert out == text.replace(secret, m.tag("iban", "DE89370400440532013000")) or "gb82" in text
+    assert iban_valid(secret)
+
+
+@pytest.mark.parametrize("text", [
+    "span be742c2c9c8bf1f0 closed",       # a hex id that happens to pass mod-97 as a BE IBAN
+    "ref xde89370400440532013000",         # not delimited
+    "ref dE89370400440532013000",          # mixed case: not an IBAN as written
+])
+def test_iban_look_alikes_stay_visible(m, text):
+    assert m.mask_text(text) == text
+
+
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize("text,secret,kind", [
+    (f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET, "aws_secret"),
+    (f"aws_secret_access_key {AWS_SECRET}", AWS_SECRET, "aws_secret"),
+    (f"secret {AWS_SECRET} rotated", AWS_SECRET, "aws_secret"),
+    (f"creds AKIAIOSFODNN7EXAMPLE {AWS_SECRET}", AWS_SECRET, "aws_secret"),
+    (f'{{"AccessKeyId": "ASIAIOSFODNN7EXAMPLE", "SecretAccessKey": "{AWS_SECRET}"}}', AWS_SECRET,
+     "aws_secret"),
+    ("card 4111.1111.1111.1111 declined", "4111.1111.1111.1111", "card"),
+    ("call 0044 20 7946 0958 now", "0044 20 7946 0958", "phone"),
+    ("tel 020 7946 0958", "020 7946 0958", "phone"),
+    ("mobile no. 07700 900123", "07700 900123", "phone"),
+    ("phone: 0044 20 7946 0958", "0044 20 7946 0958", "phone"),
+    ("ssn 078-05-1120 on file", "078-05-1120", "ssn"),
+    ("social security number 078 05 1120", "078 05 1120", "ssn"),
+    ("SSN#: 078051120", "078051120", "ssn"),
+    ("applicant 078-05-1120 rejected", "078-05-1120", "ssn"),
+])
+def test_more_secrets_in_free_text(m, text, secret, kind):
+    out = m.mask_text(text)
+    assert_no_leak(secret, out, text.replace(secret, " "))
+    assert kind in kinds_in(out), out
+    assert m.mask_text(out) == out
+
+
+def test_aws_secret_is_a_credential_and_tags_like_its_column(m):
+    assert m.is_credential("note", f"aws_secret_access_key {AWS_SECRET}")
+    assert m.mask_value(AWS_SECRET, "aws_secret_access_key") == m.mask_text(AWS_SECRET + " secret").split()[0]
+
+
+@pytest.mark.parametrize("text", [
+    "due 2026-11-30", "window 2026-11-30T08:00:00Z..2026-12-01", "ORD-078-05-1120", "078-05-11200",
+    "v078-05-1120", "000-12-3456 placeholder", "666-12-3456", "900-12-3456", "123-00-4567",
+    "git 9fceb02d0ae598e95dc970b74767f19372d61af8 secret rotated",     # SHA-1: hex, not base64-ish
+    "secret path /var/lib/app/data/Archive2024/ReportsFinal/x.csv",
+    "order 0044 20 7946 0958 1234 5678",                               # > 15 digits: not a phone
+    "amount 4111.11", "ip 10.20.30.40", "oid 1.3.6.1.4.1.2021.10.1.3.1",
+    "batch 00123 45 67", "at 2024-05-01 00:12:34", "offset 0012 secs",
+])
+def test_more_look_alikes_stay_visible(m, text):
+    assert m.mask_text(text) == text
+    assert m.counts == {}

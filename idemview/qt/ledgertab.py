@@ -347,6 +347,21 @@ class LedgerTab(QWidget):
         return self.findings is not None and not self._scan["pending"]
 
     def _merge_scan(self, st: dict):
+        # Kinds finish one by one; merging (and redrawing badges, chips, markers) once per burst rather
+        # than once per kind keeps the GUI thread's share of a big scan small.
+        if getattr(self, "_merge_timer", None) is None:
+            from PySide6.QtCore import QTimer
+            self._merge_timer = QTimer(self, singleShot=True, interval=80)
+            self._merge_timer.timeout.connect(lambda: self._do_merge(self._scan))
+        if not st["pending"]:
+            self._merge_timer.stop()
+            self._do_merge(st)
+        elif not self._merge_timer.isActive():
+            self._merge_timer.start()
+
+    def _do_merge(self, st: dict):
+        if st is not self._scan:
+            return
         from .session import merge_findings
         fs = [f for k in FindingKind for f in st["parts"].get(k, [])]
         unsupported = dict(st["unsupported"])
@@ -354,7 +369,12 @@ class LedgerTab(QWidget):
             unsupported[k] = "still scanning…"
         for k, msg in st["failed"].items():
             unsupported[k] = f"the check failed: {msg}"
-        self._on_findings(merge_findings(st["now"], fs, unsupported, dict(st["expl"])))
+        expl, now = dict(st["expl"]), st["now"]
+        # Grouping and sorting tens of thousands of findings runs on a worker; the GUI only swaps in
+        # the result (stale merges are dropped by the runner's per-channel generation).
+        self.runner.submit("merge", lambda tok: merge_findings(now, fs, unsupported, expl),
+                           lambda res, st=st: self._on_findings(res) if st is self._scan else None,
+                           lambda err: self.show_error(err))
 
     def _on_findings(self, res: FindingsResult):
         self.findings = res
@@ -364,10 +384,9 @@ class LedgerTab(QWidget):
         self.findings_title.setText(f"<b>Findings</b> — {len(res.findings)} on {n_ops:,} operations")
         self.findings_title.setToolTip(f"Computed for now = {theme.TIME.fmt(res.now)} {theme.TIME.zone()}; "
                                        "click a row to show only those operations")
-        self.overview.set_findings(res.findings, res.explanations)
+        self.overview.set_findings(res.markers, res.explanations)
         self.model.refresh_findings(res)
-        self._ordered = sorted(res.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.kind.value,
-                                                            f.at.timestamp() if f.at else 0))
+        self._ordered = res.ordered
         self._finding_pos = -1
         if self._scan["pending"]:
             self.findings_title.setText(self.findings_title.text() + " · scanning…")

@@ -15,6 +15,8 @@ Ctrl+W                close the tab
 
 from __future__ import annotations
 
+import sys
+
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -105,6 +107,10 @@ class MainWindow(QMainWindow):
     """idemview's main window (see the module docstring for the shortcuts)."""
 
     def __init__(self, credentials: CredentialStore | None = None):
+        # Qt calls into Python once per cell and role while painting; each call must take the GIL from
+        # whichever worker holds it. A 1 ms switch interval (default 5 ms) bounds that wait, which is
+        # what keeps the event loop responsive while workers decode and mask pages.
+        sys.setswitchinterval(0.001)
         super().__init__()
         self.setWindowTitle("idemview — operation ledger inspector")
         self.masker = SharedMasker()
@@ -127,10 +133,6 @@ class MainWindow(QMainWindow):
         self._toolbar()
         self._search_dock()
         self._shortcuts()
-        from .models import top_up_none
-        self._none_guard = QTimer(self, interval=1000)
-        self._none_guard.timeout.connect(top_up_none)
-        self._none_guard.start()
         self.live_timer = QTimer(self)
         self.live_timer.timeout.connect(self._live_tick)
         self.keyring_notice = QLabel()

@@ -43,44 +43,14 @@ def _probe_none_leak() -> bool:
     return sys.getrefcount(None) < before - 32
 
 
-_NONE_LEAKS = _probe_none_leak()
-if _NONE_LEAKS:
-    import ctypes
-    import sys as _sys
-    _incref = ctypes.pythonapi.Py_IncRef
-    _incref.argtypes = [ctypes.py_object]
-    # Other Python overrides called from C++ (in pyqtgraph too) may lose references to None the same
-    # way; a reserve of references keeps None alive for the life of the process. Extra references to
-    # None cost nothing (on Python 3.12+ None is immortal and the probe above finds no leak).
-    for _ in range(1_000_000):
-        _incref(None)
-    _NONE_FLOOR = _sys.getrefcount(None) - 500_000
+if _probe_none_leak():
+    # PySide6 6.12.0 drops a reference to None each time C++ calls a data() override that returns None;
+    # the interpreter then aborts ("deallocating None"). pyproject.toml pins PySide6 below 6.12; this
+    # catches an environment that installed it anyway, with a clear message instead of a later abort.
+    import PySide6
+    raise ImportError(f"PySide6 {PySide6.__version__} loses references to None (a known binding bug); "
+                      "install PySide6-Essentials<6.12 (pip install -e . does)")
 
-    def top_up_none() -> None:
-        """Called by a timer: refill the reserve if leaks ate half of it."""
-        n = _sys.getrefcount(None)
-        if n < _NONE_FLOOR:
-            for _ in range(_NONE_FLOOR + 500_000 - n):
-                _incref(None)
-else:
-    def top_up_none() -> None:
-        pass
-
-
-def none_safe(fn):
-    """Wrap a ``data``/``headerData`` override so that returning ``None`` gives back the reference the
-    binding will wrongly take away (an extra reference to ``None`` is harmless; a missing one aborts)."""
-    if not _NONE_LEAKS:
-        return fn
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*a, **kw):
-        r = fn(*a, **kw)
-        if r is None:
-            _incref(None)
-        return r
-    return wrapper
 
 # (header, sort key in Ledger.SORTABLE or None)
 OP_COLUMNS = [
@@ -142,11 +112,16 @@ class OperationsModel(QAbstractTableModel):
         if self.ledger is not None:
             self._request(None)
 
+    def _fs(self, r: OpRow) -> list:
+        if self.by_ref is not None:
+            return self.by_ref.get((r.scope_raw, r.key_raw), [])
+        return r.findings
+
     def refresh_findings(self, findings: FindingsResult) -> None:
         """New findings for the rows already shown (badge column only; no re-query)."""
+        # Badges are looked up at paint time (_fs), so new findings cost O(1) here however many rows
+        # are loaded: no loop over tens of thousands of rows on the GUI thread.
         self.by_ref = findings.by_ref
-        for r in self._rows:
-            r.findings = list(findings.by_ref.get((r.scope_raw, r.key_raw), []))
         if self._rows:
             self.dataChanged.emit(self.index(0, COL_FINDINGS), self.index(len(self._rows) - 1, COL_FINDINGS))
 
@@ -207,7 +182,6 @@ class OperationsModel(QAbstractTableModel):
     def columnCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(OP_COLUMNS)
 
-    @none_safe
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):
         if orientation != Qt.Orientation.Horizontal or not (0 <= section < len(OP_COLUMNS)):
             return None
@@ -228,7 +202,6 @@ class OperationsModel(QAbstractTableModel):
     def rows(self) -> list[OpRow]:
         return list(self._rows)
 
-    @none_safe
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or index.row() >= len(self._rows):
             return None
@@ -251,12 +224,12 @@ class OperationsModel(QAbstractTableModel):
             if c == COL_FINDINGS:
                 # plain-text form (the delegate paints badges; this is for copy and accessibility)
                 return ", ".join(f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_WORDS[f.kind]}"
-                                 for f in r.findings)
+                                 for f in self._fs(r))
         elif role == Qt.ItemDataRole.ToolTipRole:
             if c == COL_STATUS:
                 return f"{theme.STATUS_WORDS[r.status]} (ledger says: {r.raw_status})"
-            if c == COL_FINDINGS and r.findings:
-                return "\n".join(f"{f.severity.value}: {theme.KIND_WORDS[f.kind]}" for f in r.findings)
+            if c == COL_FINDINGS and self._fs(r):
+                return "\n".join(f"{f.severity.value}: {theme.KIND_WORDS[f.kind]}" for f in self._fs(r))
             if c == COL_KEY:
                 return r.key + (f"\nintent: {r.intent}" if r.intent else "")
         elif role == Qt.ItemDataRole.ForegroundRole:
@@ -273,7 +246,7 @@ class OperationsModel(QAbstractTableModel):
                 f.setStyleHint(QFont.StyleHint.Monospace)
                 return f
         elif role == FindingsRole:
-            return r.findings
+            return self._fs(r)
         elif role == RowRole:
             return r
         return None
@@ -311,7 +284,6 @@ class AttemptsModel(QAbstractTableModel):
     def columnCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.HEADERS)
 
-    @none_safe
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
                 and 0 <= section < len(self.HEADERS):
@@ -319,7 +291,6 @@ class AttemptsModel(QAbstractTableModel):
             return f"{h} ({theme.TIME.zone()})" if h in ("Started", "Finished") else h
         return None
 
-    @none_safe
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid() or index.row() >= len(self._rows):
             return None
@@ -367,12 +338,14 @@ class FindingsModel(QAbstractTableModel):
         rows = []
         if res is not None:
             sev: dict[FindingKind, Severity] = {}
-            for f in res.findings:
+            refs: dict[FindingKind, set] = {k: set() for k in FindingKind}
+            for f in res.findings:  # one pass: a big ledger can carry tens of thousands of findings
+                refs[f.kind].add((f.scope, f.key))
                 if f.kind not in sev or SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[sev[f.kind]]:
                     sev[f.kind] = f.severity
             from ..model import DEFAULT_SEVERITY
             for k in FindingKind:
-                n = len({(f.scope, f.key) for f in res.findings if f.kind == k})
+                n = len(refs[k])
                 rows.append((k, sev.get(k, DEFAULT_SEVERITY[k]), n, res.unsupported.get(k)))
             rows.sort(key=lambda r: (r[3] is not None, r[2] == 0, SEVERITY_ORDER[r[1]]))
         self._rows = rows
@@ -387,13 +360,11 @@ class FindingsModel(QAbstractTableModel):
     def columnCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else 3
 
-    @none_safe
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < 3:
             return self.HEADERS[section]
         return None
 
-    @none_safe
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid() or index.row() >= len(self._rows):
             return None
@@ -464,7 +435,6 @@ class SearchModel(QAbstractTableModel):
     def columnCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.HEADERS)
 
-    @none_safe
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
                 and 0 <= section < len(self.HEADERS):
@@ -472,7 +442,6 @@ class SearchModel(QAbstractTableModel):
             return f"{h} ({theme.TIME.zone()})" if h == "Created" else h
         return None
 
-    @none_safe
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid() or index.row() >= len(self._hits):
             return None

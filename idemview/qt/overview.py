@@ -21,7 +21,7 @@ from PySide6.QtCore import QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from ..model import Finding, Outcome, Severity, Status
+from ..model import SEVERITY_ORDER, Finding, Outcome, Severity, Status
 from ..query import Histogram
 from . import theme
 
@@ -33,6 +33,9 @@ _STATUS_AS_OUTCOME = {Status.COMPLETED.value: Outcome.SUCCEEDED, Status.FAILED.v
                       Status.UNKNOWN.value: Outcome.UNKNOWN}
 _SEV_SYMBOL = {Severity.CRITICAL: "star", Severity.HIGH: "t", Severity.MEDIUM: "d", Severity.LOW: "o",
                Severity.INFO: "s"}
+
+
+MAX_MARKERS = 2000  # finding markers drawn on the overview at most
 
 
 class _SelectViewBox(pg.ViewBox):
@@ -251,14 +254,17 @@ class IncidentOverview(QWidget):
         self._muted = True
         self.vb.setYRange(0, ymax * 1.18, padding=0)
         self._muted = False
-        spots = []
-        for f in self._findings:
-            c = theme.colour(theme.SEVERITY_COLOURS, f.severity)
-            spots.append({"pos": (f.at.timestamp(), ymax * 1.08), "data": f,
-                          "symbol": _SEV_SYMBOL[f.severity], "brush": pg.mkBrush(c),
-                          "pen": pg.mkPen(self.palette().color(QPalette.ColorRole.Base), width=1)})
-        # info-level findings (expired keys) are many and old: they would bury the signal
-        spots = [s for s in spots if s["data"].severity != Severity.INFO]
+        # Info-level findings (expired keys) are many and old: they would bury the signal, so they are
+        # left out before any work is done; brushes are made once per severity, not once per marker,
+        # and at most MAX_MARKERS are drawn (most severe first) so a huge ledger cannot stall the loop.
+        shown = [f for f in self._findings if f.severity != Severity.INFO]
+        if len(shown) > MAX_MARKERS:
+            shown = sorted(shown, key=lambda f: SEVERITY_ORDER[f.severity])[:MAX_MARKERS]
+        edge = pg.mkPen(self.palette().color(QPalette.ColorRole.Base), width=1)
+        brushes = {sev: pg.mkBrush(theme.colour(theme.SEVERITY_COLOURS, sev)) for sev in Severity}
+        y = ymax * 1.08
+        spots = [{"pos": (f.at.timestamp(), y), "data": f, "symbol": _SEV_SYMBOL[f.severity],
+                  "brush": brushes[f.severity], "pen": edge} for f in shown]
         self._markers.setData(spots)
 
     def _tip(self, x, y, data):

@@ -150,6 +150,8 @@ class FindingsResult:
     counts: dict[FindingKind, int]
     unsupported: dict[FindingKind, str]
     explanations: dict[int, str]  # id(finding) -> masked explanation
+    ordered: list[Finding] = field(default_factory=list)   # most severe first (F8 order)
+    markers: list[Finding] = field(default_factory=list)   # what the overview draws (bounded)
 
 
 def scan(ledger: Ledger, masker: SharedMasker, now: datetime, token: CancelToken,
@@ -170,7 +172,15 @@ def merge_findings(now: datetime, fs: list[Finding], unsupported: dict[FindingKi
         counts[f.kind] += 1
     for lst in by_ref.values():
         lst.sort(key=lambda f: SEVERITY_ORDER[f.severity])
-    return FindingsResult(now, fs, by_ref, counts, unsupported, explanations)
+    ordered = sorted(fs, key=lambda f: (SEVERITY_ORDER[f.severity], f.kind.value,
+                                        f.at.timestamp() if f.at else 0))
+    # The overview shows at most MARKERS findings with a time, most severe first, never info (expired
+    # keys are many and old); chosen here, on the worker, so the GUI thread only draws.
+    markers = [f for f in ordered if f.at is not None and f.severity != Severity.INFO][:MARKERS]
+    return FindingsResult(now, fs, by_ref, counts, unsupported, explanations, ordered, markers)
+
+
+MARKERS = 2000
 
 
 def to_rows(ops: list[Operation], masker: SharedMasker,
@@ -191,7 +201,8 @@ def to_rows(ops: list[Operation], masker: SharedMasker,
 def fetch_page(ledger: Ledger, masker: SharedMasker, flt: Filter, sort: str, descending: bool,
                after: tuple | None, limit: int, now: datetime,
                by_ref: dict | None) -> tuple[list[OpRow], tuple | None]:
-    page: Page = ledger.page(flt, sort=sort, descending=descending, after=after, limit=limit, now=now)
+    page: Page = ledger.page(flt, sort=sort, descending=descending, after=after, limit=limit, now=now,
+                             payloads=False)
     return to_rows(page.rows, masker, by_ref), page.cursor
 
 
