@@ -19,7 +19,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROWS_TO_SCROLL = 20_000
 
 
-def measure(url: str, timeout_s: float = 300.0) -> dict:
+def measure(url: str, timeout_s: float = 90.0) -> dict:
     os.environ["IDEMVIEW_CONFIG_DIR"] = tempfile.mkdtemp(prefix="idemview-bench-gui-")
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
@@ -64,6 +64,7 @@ def measure(url: str, timeout_s: float = 300.0) -> dict:
     timer.timeout.connect(tick)
     timer.start()
     t0 = time.monotonic()
+    unfinished = None
     try:
         tab = w.open_spec(OpenSpec(url=url, name="bench", layout="idemview"))
         wait_until(lambda: tab.model.rowCount() > 0, "first rows")
@@ -84,8 +85,11 @@ def measure(url: str, timeout_s: float = 300.0) -> dict:
         phase[0] = "filter finding"
         tab.filterbar.clear()
         tab.filter_by_finding(FindingKind.STUCK_IN_PROGRESS)
-        wait_until(lambda: tab.flt.findings == [FindingKind.STUCK_IN_PROGRESS] and tab.model.rowCount() > 0
-                   and not tab.model.is_loading(), "finding filter")
+        try:
+            wait_until(lambda: tab.flt.findings == [FindingKind.STUCK_IN_PROGRESS] and tab.model.rowCount() > 0
+                       and not tab.model.is_loading(), "finding filter")
+        except TimeoutError as e:
+            unfinished = str(e) + f" after {timeout_s:.0f} s (stalls until then are counted)"
         spin(0.2)
     finally:
         timer.stop()
@@ -97,7 +101,7 @@ def measure(url: str, timeout_s: float = 300.0) -> dict:
     for g, p in gaps:
         by_phase[p] = max(by_phase.get(p, 0.0), g)
     return {"max_stall_s": worst[0], "worst_phase": worst[1], "by_phase": by_phase,
-            "rows_scrolled": ROWS_TO_SCROLL, "ticks": len(gaps), **phases,
+            "rows_scrolled": ROWS_TO_SCROLL, "ticks": len(gaps), "unfinished": unfinished, **phases,
             "total_s": time.monotonic() - t0}
 
 

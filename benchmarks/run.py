@@ -373,6 +373,8 @@ def render(results: list[dict], mach: dict, args, started: datetime, elapsed: fl
         g = r.get("gui")
         if g and "max_stall_s" in g:
             gui = f"{g['max_stall_s'] * 1000:.0f} ms ({g['worst_phase']}; first rows {g['first_rows_s']:.2f} s)"
+            if g.get("unfinished"):
+                gui += f"; {g['unfinished']}"
         elif g:
             gui = f"error: {g.get('error', '')}"
         else:
@@ -402,7 +404,8 @@ def render(results: list[dict], mach: dict, args, started: datetime, elapsed: fl
         tc_txt = (f"{_f(tc['s'])} ({_f(tc['read_s'])} + {_f(tc['write_s'])}) | {tc['rate']:,.0f}"
                   if tc else "– | –")
         ratio = ex["s"] / tc["s"] if ex and tc else None
-        L.append(f"| {r['engine']} | {r['attempts']:,} | {ex_txt}| {tc_txt} | "
+        nrows = ex["rows"] if ex else (tc["rows"] if tc else 0)
+        L.append(f"| {r['engine']} | {nrows:,} | {ex_txt}| {tc_txt} | "
                  f"{(_f(ratio) + '×' + _ok(ratio <= TARGET_EXPORT_VS_CSV)) if ratio else '–'} | "
                  f"{(str(mb(ex['peak'])) + ' (' + str(mb(ex['delta'])) + ')') if ex else '–'} | "
                  f"{(str(mb(tc['peak'])) + ' (' + str(mb(tc['delta'])) + ')') if tc else '–'} |")

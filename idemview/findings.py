@@ -375,7 +375,8 @@ class FindingEngine:
             # SQLite groups one table through its (scope, key) index without sorting, which a UNION
             # cannot: there the per-kind queries are as fast as the profile (measured at 1M operations).
             use = self.use_profile if self.use_profile is not None else self.l.dialect != "sqlite"
-            if use and {K.DUPLICATE_EFFECT, K.KEY_CONFLICT, K.REPLAY_AFTER_EXPIRY} & set(kinds):
+            # Worth it when it replaces at least two kinds' passes (the GUI runs kinds one by one).
+            if use and len({K.DUPLICATE_EFFECT, K.KEY_CONFLICT, K.REPLAY_AFTER_EXPIRY} & set(kinds)) >= 2:
                 q = self.q_key_profile()
                 if q is not None:
                     prof = {"de": set(), "kc": set(), "rp": set()}
