@@ -22,7 +22,7 @@ test: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	bash packaging/start-services.sh
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py --sizes 100k,1m,3m --reuse
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

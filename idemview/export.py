@@ -140,21 +140,28 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         else:
             q = q.select_from(ledger.att)
         tdefs = list(ledger.att_time.items())
+        tcs = [tc for _k, (_c, tc) in tdefs]
+        pos = {k: 8 + i for i, (k, _v) in enumerate(tdefs)}
+        i_st, i_fi = pos.get("started_at"), pos.get("finished_at")
+        tc_st = tcs[i_st - 8] if i_st is not None else None
+        tc_fi = tcs[i_fi - 8] if i_fi is not None else None
+        naive_st, naive_fi = cols[4].kind == "naive_instant", cols[5].kind == "naive_instant"
+        name = ledger.name
+        bytes_types = (bytes, bytearray, memoryview)
         with ledger.engine.connect() as c:
             res = c.execution_options(stream_results=True, yield_per=STREAM_BATCH).execute(q)
+            # Positional access: this loop runs once per exported row.
             for r in res:
-                m = r._mapping
-                tv = {k: decode_time(m[f"t_{k}"], tc) for k, (_c, tc) in tdefs}
-                st, fi = tv.get("started_at"), tv.get("finished_at")
-                if cols[4].kind == "naive_instant" and st is not None:
+                st = decode_time(r[i_st], tc_st) if i_st is not None else None
+                fi = decode_time(r[i_fi], tc_fi) if i_fi is not None else None
+                if naive_st and st is not None:
                     st = st.astimezone(ZoneInfo(a.started_at.zone)).replace(tzinfo=None)
-                if cols[5].kind == "naive_instant" and fi is not None:
+                if naive_fi and fi is not None:
                     fi = fi.astimezone(ZoneInfo(a.finished_at.zone)).replace(tzinfo=None)
-                err = m["error"]
-                if isinstance(err, (bytes, bytearray, memoryview)):
+                err = r[7]
+                if isinstance(err, bytes_types):
                     err = bytes(err).decode("utf-8", "replace")
-                yield (ledger.name, m["scope"], m["key"], m["number"], st, fi, m["outcome"], m["raw_outcome"],
-                       m["effect_ref"], m["worker"], err)
+                yield (name, r[0], r[1], r[2], st, fi, r[3], r[4], r[5], r[6], err)
 
     def json_rows():
         col = ledger.ops.c[a.column]

@@ -31,9 +31,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
 from sqlalchemy import (
-    Integer, and_, case, distinct, func, literal_column, null, or_, select, true, union, union_all,
+    Integer, and_, case, distinct, false, func, literal_column, null, or_, select, true, union, union_all,
 )
-from sqlalchemy.sql.expression import Select
+from sqlalchemy.sql.expression import ColumnElement, Select
 
 from .model import DEFAULT_SEVERITY, Finding, FindingKind, Severity
 from .query import Ledger
@@ -50,6 +50,27 @@ def _nonempty(expr):
     return and_(expr.is_not(None), expr != "")
 
 
+def _two_distinct(expr):
+    """HAVING condition "at least two distinct non-NULL values of ``expr``": ``min <> max`` is one
+    hash-aggregatable pass, where ``count(DISTINCT ...)`` makes PostgreSQL and MySQL sort each group."""
+    return func.min(expr) != func.max(expr)
+
+
+#: Keys per evidence query (an OR of (scope, key) pairs, each served by the key index).
+EVIDENCE_BATCH = 200
+
+
+def _key_batches(keys) -> Iterable[list]:
+    keys = sorted(keys, key=lambda k: (k[0] is None, k[0] or "", k[1] is None, k[1] or ""))
+    for i in range(0, len(keys), EVIDENCE_BATCH):
+        yield keys[i:i + EVIDENCE_BATCH]
+
+
+def _in_keys(scope_col, key_col, keys) -> ColumnElement:
+    """``(scope, key)`` is one of ``keys`` (NULL scopes matched with IS NULL)."""
+    return or_(*[and_(scope_col.is_(None) if s is None else scope_col == s, key_col == k) for s, k in keys])
+
+
 def _dur(seconds: float | None) -> str:
     if seconds is None:
         return "an unknown time"
@@ -64,14 +85,21 @@ def _dur(seconds: float | None) -> str:
 
 
 class FindingEngine:
-    """Computes findings of one :class:`Ledger` for ``now`` (aware; UTC after normalisation)."""
+    """Computes findings of one :class:`Ledger` for ``now`` (aware; UTC after normalisation).
 
-    def __init__(self, ledger: Ledger, now: datetime):
+    ``use_profile`` forces (True) or disables (False) the one-pass key profile; the findings are the
+    same either way, only the time differs."""
+
+    def __init__(self, ledger: Ledger, now: datetime, *, use_profile: bool | None = None):
         if now.tzinfo is None:
             raise ValueError("now must be timezone-aware")
         self.l = ledger
         self.now = now.astimezone(UTC)
         self.now_e = self.now.timestamp()
+        self._profile: dict | None = None
+        #: Read duplicate_effect / key_conflict / replay candidates from one grouped pass
+        #: (:meth:`q_key_profile`); ``None``: where it is faster (not on SQLite).
+        self.use_profile = use_profile
 
     # ------------------------------------------------------------------------- availability
 
@@ -110,7 +138,7 @@ class FindingEngine:
         o = self._ops()
         parts = []
         # >= 2 completed records of one (scope, key)
-        parts.append(select(o.c.scope, o.c.key).where(o.c.status == "completed")
+        parts.append(select(o.c.scope, o.c.key).where(l.status_in(["completed"], o))
                      .group_by(o.c.scope, o.c.key).having(func.count() >= 2))
         eff = [select(o.c.scope, o.c.key, o.c.effect_ref.label("eff")).where(_nonempty(o.c.effect_ref))]
         a = self._atts()
@@ -121,7 +149,7 @@ class FindingEngine:
                        .where(_nonempty(a.c.effect_ref)))
         e = union_all(*eff).subquery("e") if len(eff) > 1 else eff[0].subquery("e")
         parts.append(select(e.c.scope, e.c.key).group_by(e.c.scope, e.c.key)
-                     .having(func.count(distinct(e.c.eff)) >= 2))
+                     .having(_two_distinct(e.c.eff)))
         return union(*parts)
 
     def q_key_conflict(self) -> Select | None:
@@ -138,8 +166,8 @@ class FindingEngine:
         if not srcs:
             return None
         f = (union_all(*srcs) if len(srcs) > 1 else srcs[0]).subquery("f")
-        return (select(f.c.scope, f.c.key, func.count(distinct(f.c.fp)).label("n"))
-                .group_by(f.c.scope, f.c.key).having(func.count(distinct(f.c.fp)) >= 2))
+        return (select(f.c.scope, f.c.key)
+                .group_by(f.c.scope, f.c.key).having(_two_distinct(f.c.fp)))
 
     def q_stuck(self) -> Select | None:
         l = self.l
@@ -156,7 +184,7 @@ class FindingEngine:
                        l.epoch.get("locked_at", null()).label("locked_e"),
                        l.epoch.get("lock_expires_at", null()).label("lock_exp_e"),
                        l.raw_status_expr.label("raw_status"))
-                .select_from(l.ops).where(l.status_expr == "in_progress", or_(*conds)))
+                .select_from(l.ops).where(l.status_in(["in_progress"]), or_(*conds)))
 
     def q_expired(self) -> Select | None:
         l, lay = self.l, self.l.layout
@@ -195,12 +223,16 @@ class FindingEngine:
         if "intent_ref" in lay.fields:
             same.append(and_(_nonempty(o.c.intent_ref), o2.c.scope == o.c.scope,
                              o2.c.intent_ref == o.c.intent_ref))
-        resolved = (select(literal_column("1")).select_from(o2)
-                    .where(o2.c.status == "completed", later, or_(*same)).exists())
+        # NOT EXISTS (same key) AND NOT EXISTS (same intent), not NOT EXISTS (key OR intent): each is
+        # then an anti-join the key or intent index serves (PostgreSQL cannot turn an OR into one and
+        # re-scans the table for every failed record).
+        unresolved = [~select(literal_column("1")).select_from(o2)
+                      .where(l.status_in(["completed"], o2), later, cond).exists() for cond in same]
         return (select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status)
-                .where(o.c.status == "failed", ~resolved))
+                .where(l.status_in(["failed"], o), *unresolved))
 
-    def q_replay(self) -> list[Select]:
+    def q_replay(self, keys=None) -> list[Select]:
+        """The replay selects; with ``keys`` (a list of (scope, key)) restricted to those operations."""
         l, lay = self.l, self.l.layout
         if "expires_at" not in l.epoch:
             return []
@@ -213,7 +245,8 @@ class FindingEngine:
                               a.c.started_at_e.label("at_e"), func.min(o.c.expires_at_e).label("expires_e"),
                               literal_column("'attempt'").label("what"))
                        .select_from(a.join(o, and_(a.c.scope == o.c.scope, a.c.key == o.c.key)))
-                       .where(a.c.started_at_e > o.c.expires_at_e)
+                       .where(a.c.started_at_e > o.c.expires_at_e,
+                              _in_keys(a.c.scope, a.c.key, keys) if keys is not None else true())
                        .group_by(a.c.scope, a.c.key, a.c.number, a.c.outcome, a.c.started_at_e))
         if lay.row_id is not None and "created_at" in l.epoch:
             # A newer record of the same key created after an older one had expired.
@@ -225,7 +258,8 @@ class FindingEngine:
                               literal_column("'record'").label("what"))
                        .select_from(o2.join(o, and_(o2.c.scope == o.c.scope, o2.c.key == o.c.key,
                                                     o2.c.rid != o.c.rid)))
-                       .where(o2.c.created_at_e > o.c.expires_at_e)
+                       .where(o2.c.created_at_e > o.c.expires_at_e,
+                              _in_keys(o2.c.scope, o2.c.key, keys) if keys is not None else true())
                        .group_by(o2.c.scope, o2.c.key, o2.c.status, o2.c.created_at_e))
         if a is None and "last_attempt_at" in l.epoch:
             out.append(select(o.c.scope, o.c.key, o.c.attempt_count.label("number"),
@@ -233,8 +267,52 @@ class FindingEngine:
                                    else_=literal_column("'unknown'")).label("outcome"),
                               o.c.last_attempt_at_e.label("at_e"), o.c.expires_at_e.label("expires_e"),
                               literal_column("'last_run'").label("what"))
-                       .where(o.c.last_attempt_at_e > o.c.expires_at_e))
+                       .where(o.c.last_attempt_at_e > o.c.expires_at_e,
+                              _in_keys(o.c.scope, o.c.key, keys) if keys is not None else true()))
         return out
+
+    def q_key_profile(self) -> Select | None:
+        """One pass over operations and attempts grouped by (scope, key), flagging the keys with a
+        ``duplicate_effect`` (``is_de``), a ``key_conflict`` (``is_kc``) and the candidates for a
+        ``replay_after_expiry`` (``is_rp``: some attempt started after some record expired, or a key
+        with several records of which one was created after another expired; the exact replay query
+        then runs on these keys only). It replaces about six whole-table passes (three groupings for
+        duplicate_effect, one for key_conflict, two joins for the replays) by one. ``None`` without an
+        attempts table (the per-kind queries are as cheap there)."""
+        l, lay = self.l, self.l.layout
+        a = self._atts()
+        if a is None:
+            return None
+        o = self._ops()
+        fp_o, fp_a = "fingerprint" in lay.fields, bool(lay.attempts.fingerprint)
+        exp = "expires_at" in l.epoch
+        rec = exp and lay.row_id is not None and "created_at" in l.epoch
+
+        def nz(x):
+            return case((_nonempty(x), x), else_=null())
+
+        one, zero = literal_column("1"), literal_column("0")
+        ops_part = select(
+            o.c.scope, o.c.key, case((l.status_in(["completed"], o), one), else_=zero).label("comp"),
+            zero.label("succ"), nz(o.c.effect_ref).label("eff"),
+            (nz(o.c.fingerprint) if fp_o else null()).label("fp"), null().label("st"),
+            (o.c.expires_at_e if exp else null()).label("ex"), (o.c.created_at_e if rec else null()).label("cr"),
+            one.label("rec"))
+        att_part = select(
+            a.c.scope, a.c.key, zero, case((a.c.outcome == "succeeded", one), else_=zero),
+            nz(a.c.effect_ref), nz(a.c.fingerprint) if fp_a else null(),
+            a.c.started_at_e if exp else null(), null(), null(), zero)
+        p = union_all(ops_part, att_part).subquery("p")
+        de = or_(func.sum(p.c.comp) >= 2, func.sum(p.c.succ) >= 2, _two_distinct(p.c.eff))
+        kc = _two_distinct(p.c.fp) if (fp_o or fp_a) else false()
+        rp = [func.max(p.c.st) > func.min(p.c.ex)] if exp else []
+        if rec:
+            rp.append(and_(func.sum(p.c.rec) >= 2, func.max(p.c.cr) > func.min(p.c.ex)))
+        rp = or_(*rp) if rp else false()
+        flag = lambda c: case((c, one), else_=zero)  # noqa: E731
+        return (select(p.c.scope, p.c.key, flag(de).label("is_de"), flag(kc).label("is_kc"),
+                       flag(rp).label("is_rp"))
+                .group_by(p.c.scope, p.c.key).having(or_(de, kc, rp)))
 
     def q_duplicate_intent(self) -> Select | None:
         l, lay = self.l, self.l.layout
@@ -251,15 +329,16 @@ class FindingEngine:
                        o2.c.created_at_e, func.min(o1.c.created_at_e).label("first_e"))
                 .select_from(o2.join(o1, and_(o1.c.scope == o2.c.scope, o1.c.intent_ref == o2.c.intent_ref,
                                               o1.c.key != o2.c.key)))
-                .where(_nonempty(o2.c.intent_ref), o1.c.status == "completed", o2.c.status == "completed",
+                .where(_nonempty(o2.c.intent_ref), l.status_in(["completed"], o1), l.status_in(["completed"], o2),
                        earlier, o2.c.created_at_e - o1.c.created_at_e <= window)
                 .group_by(o2.c.scope, o2.c.key, o2.c.intent_ref, o2.c.created_at_e))
 
     # ------------------------------------------------------------------ key sets (for filters)
 
-    def keys_with(self, kinds: Iterable[FindingKind]) -> Select:
+    def keys_with(self, kinds: Iterable[FindingKind], distinct: bool = True) -> Select:
         """A select of distinct ``scope, key`` rows of operations carrying any of ``kinds`` (used as
-        the grid's and the export's finding filter)."""
+        the grid's and the export's finding filter). ``distinct=False`` allows repeated rows (enough
+        for ``IN``, and it spares the engine a de-duplication that can steer it to a whole-table scan)."""
         parts = []
         for k in kinds:
             if k == K.REPLAY_AFTER_EXPIRY:
@@ -273,7 +352,9 @@ class FindingEngine:
         if not parts:
             return select(literal_column("''").label("scope"), literal_column("''").label("key")).where(
                 literal_column("1") == literal_column("0"))
-        return union(*parts) if len(parts) > 1 else parts[0].distinct()
+        if len(parts) > 1:
+            return union(*parts) if distinct else union_all(*parts)
+        return parts[0].distinct() if distinct else parts[0]
 
     def _query(self, k: FindingKind):
         return {
@@ -289,7 +370,21 @@ class FindingEngine:
         """All findings of ``kinds`` (default: every kind), ordered by kind, then scope and key."""
         kinds = list(kinds) if kinds is not None else list(K)
         out: list[Finding] = []
+        self._profile = None
         with self.l.engine.connect() as c:
+            # SQLite groups one table through its (scope, key) index without sorting, which a UNION
+            # cannot: there the per-kind queries are as fast as the profile (measured at 1M operations).
+            use = self.use_profile if self.use_profile is not None else self.l.dialect != "sqlite"
+            # Worth it when it replaces at least two kinds' passes (the GUI runs kinds one by one).
+            if use and len({K.DUPLICATE_EFFECT, K.KEY_CONFLICT, K.REPLAY_AFTER_EXPIRY} & set(kinds)) >= 2:
+                q = self.q_key_profile()
+                if q is not None:
+                    prof = {"de": set(), "kc": set(), "rp": set()}
+                    for r in c.execute(q):
+                        for f in ("de", "kc", "rp"):
+                            if int(getattr(r, "is_" + f)):
+                                prof[f].add((r.scope, r.key))
+                    self._profile = prof
             for k in K:
                 if k not in kinds:
                     continue
@@ -305,26 +400,31 @@ class FindingEngine:
         return f"key {key!r}" + (f" in scope {scope!r}" if scope else "")
 
     def _run_duplicate_effect(self, c) -> list[Finding]:
-        q = self.q_duplicate_effect()
-        keys = {(r.scope, r.key) for r in self._fetch(c, q)}
+        if self._profile is not None:
+            keys = self._profile["de"]
+        else:
+            keys = {(r.scope, r.key) for r in self._fetch(c, self.q_duplicate_effect())}
         if not keys:
             return []
-        ks = q.subquery("k")
+        # Evidence is read for the found keys only (through the key index), not by re-running q.
         ev: dict = defaultdict(list)
         o = self._ops()
-        rows = c.execute(select(o.c.scope, o.c.key, o.c.rid, o.c.status, o.c.raw_status, o.c.effect_ref,
-                                o.c.created_at_e)
-                         .join(ks, and_(ks.c.scope == o.c.scope, ks.c.key == o.c.key))
-                         .where(or_(o.c.status == "completed", _nonempty(o.c.effect_ref)))).fetchall()
-        for r in rows:
-            ev[(r.scope, r.key)].append({"record": _jsonable(r.rid), "status": r.status,
-                                         "effect_ref": r.effect_ref, "created_at": iso(from_epoch(r.created_at_e))})
         a = self._atts()
-        if a is not None:
+        for batch in _key_batches(keys):
+            rows = c.execute(select(o.c.scope, o.c.key, o.c.rid, o.c.status, o.c.raw_status, o.c.effect_ref,
+                                    o.c.created_at_e)
+                             .where(_in_keys(o.c.scope, o.c.key, batch),
+                                    or_(o.c.status == "completed", _nonempty(o.c.effect_ref)))).fetchall()
+            for r in rows:
+                ev[(r.scope, r.key)].append({"record": _jsonable(r.rid), "status": r.status,
+                                             "effect_ref": r.effect_ref,
+                                             "created_at": iso(from_epoch(r.created_at_e))})
+            if a is None:
+                continue
             rows = c.execute(select(a.c.scope, a.c.key, a.c.number, a.c.outcome, a.c.effect_ref,
                                     a.c.started_at_e)
-                             .join(ks, and_(ks.c.scope == a.c.scope, ks.c.key == a.c.key))
-                             .where(or_(a.c.outcome == "succeeded", _nonempty(a.c.effect_ref)))).fetchall()
+                             .where(_in_keys(a.c.scope, a.c.key, batch),
+                                    or_(a.c.outcome == "succeeded", _nonempty(a.c.effect_ref)))).fetchall()
             for r in rows:
                 ev[(r.scope, r.key)].append({"attempt": _int(r.number), "outcome": r.outcome,
                                              "effect_ref": r.effect_ref,
@@ -352,7 +452,11 @@ class FindingEngine:
 
     def _run_replay_after_expiry(self, c) -> list[Finding]:
         by: dict = defaultdict(list)
-        for q in self.q_replay():
+        if self._profile is not None:
+            qs = [q for batch in _key_batches(self._profile["rp"]) for q in self.q_replay(batch)]
+        else:
+            qs = self.q_replay()
+        for q in qs:
             for r in c.execute(q):
                 by[(r.scope, r.key)].append(r)
         out = []
@@ -374,25 +478,24 @@ class FindingEngine:
         return out
 
     def _run_key_conflict(self, c) -> list[Finding]:
-        q = self.q_key_conflict()
-        if q is None:
-            return []
-        rows = self._fetch(c, q)
+        if self._profile is not None:
+            rows = [_Key(s_, k_) for s_, k_ in self._profile["kc"]]
+        else:
+            rows = self._fetch(c, self.q_key_conflict())
         if not rows:
             return []
-        ks = q.subquery("k")
         fps: dict = defaultdict(set)
         o = self._ops()
-        for r in c.execute(select(o.c.scope, o.c.key, o.c.fingerprint)
-                           .join(ks, and_(ks.c.scope == o.c.scope, ks.c.key == o.c.key))
-                           .where(_nonempty(o.c.fingerprint))):
-            fps[(r.scope, r.key)].add(r.fingerprint)
-        a = self._atts()
-        if a is not None and self.l.layout.attempts.fingerprint:
-            for r in c.execute(select(a.c.scope, a.c.key, a.c.fingerprint)
-                               .join(ks, and_(ks.c.scope == a.c.scope, ks.c.key == a.c.key))
-                               .where(_nonempty(a.c.fingerprint))):
-                fps[(r.scope, r.key)].add(r.fingerprint)
+        a = self._atts() if self.l.layout.attempts.fingerprint else None
+        for batch in _key_batches({(r.scope, r.key) for r in rows}):
+            if "fingerprint" in self.l.layout.fields:
+                for r in c.execute(select(o.c.scope, o.c.key, o.c.fingerprint)
+                                   .where(_in_keys(o.c.scope, o.c.key, batch), _nonempty(o.c.fingerprint))):
+                    fps[(r.scope, r.key)].add(r.fingerprint)
+            if a is not None:
+                for r in c.execute(select(a.c.scope, a.c.key, a.c.fingerprint)
+                                   .where(_in_keys(a.c.scope, a.c.key, batch), _nonempty(a.c.fingerprint))):
+                    fps[(r.scope, r.key)].add(r.fingerprint)
         out = []
         for r in rows:
             f = sorted(fps[(r.scope, r.key)])
@@ -484,6 +587,13 @@ class FindingEngine:
                                [{"expires_at": iso(from_epoch(r.expires_e)), "status": r.status}],
                                at=from_epoch(r.expires_e)))
         return _dedupe(out)
+
+
+class _Key:
+    __slots__ = ("scope", "key")
+
+    def __init__(self, scope, key):
+        self.scope, self.key = scope, key
 
 
 def _dedupe(fs: list[Finding]) -> list[Finding]:

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 
 from sqlalchemy import (
     Integer, MetaData, String, Table, and_, case, cast, func, inspect, literal, literal_column, not_,
-    null, or_, select, true, false,
+    null, or_, select, true, false, tuple_,
 )
 from sqlalchemy import column as sa_column, table as sa_table
 from sqlalchemy.sql import sqltypes
@@ -285,6 +285,24 @@ class Ledger:
             norm = literal_column(f"'{s.default}'")
         return norm, raw
 
+    def status_in(self, statuses: Sequence[str], sub=None) -> ColumnElement:
+        """"Normalized status is one of ``statuses``", sargable where the layout maps a status column:
+        compiled to the raw values that map there (``raw IN (...)``, which the column's index serves)
+        instead of a CASE over every row. ``sub``: a subquery of :meth:`operations_select` to test
+        (its ``raw_status`` / ``status`` columns) instead of the operations table."""
+        wanted = set(statuses)
+        s = self.layout.status
+        if s.literal is not None or s.rules or not s.column:
+            return (self.status_expr if sub is None else sub.c.status).in_(sorted(wanted))
+        raw = self.raw_status_expr if sub is None else sub.c.raw_status
+        keys = list(s.map or {})
+        hit = [k for k in keys if s.map[k] in wanted]
+        conds = [raw.in_(hit)] if hit else []
+        if s.default in wanted:
+            conds.append(raw.is_(None))
+            conds.append(raw.not_in(keys) if keys else true())
+        return or_(*conds) if conds else false()
+
     def _value_expr(self, t: Table, vs) -> ColumnElement:
         if vs is None:
             return null()
@@ -403,7 +421,7 @@ class Ledger:
             return true()
         parts = []
         if flt.statuses:
-            parts.append(self.status_expr.in_([s.value for s in flt.statuses]))
+            parts.append(self.status_in([s.value for s in flt.statuses]))
         if flt.kinds:
             parts.append(self.kind_expr.in_(list(flt.kinds)))
         if flt.key:
@@ -423,15 +441,17 @@ class Ledger:
         if flt.findings:
             from .findings import FindingEngine
             fe = FindingEngine(self, now or datetime.now(UTC))
-            keys = fe.keys_with(flt.findings)
+            keys = fe.keys_with(flt.findings, distinct=False)
             parts.append(self.ops_ref_in(keys))
         return and_(*parts)
 
     def ops_ref_in(self, keys: Select) -> ColumnElement:
         """Operations whose (scope, key) is in a select of ``scope, key`` rows."""
+        # (scope, key) IN (SELECT ...): the planner can run the key select once and look the few keys up
+        # through the key index; a correlated EXISTS made SQLite probe it for every operation in sort
+        # order. NULLs match in neither form.
         ks = keys.subquery()
-        return select(literal_column("1")).select_from(ks).where(
-            ks.c.scope == self.scope_expr, ks.c.key == self.key_expr).exists()
+        return tuple_(self.scope_expr, self.key_expr).in_(select(ks.c.scope, ks.c.key))
 
     # --------------------------------------------------------------------------- reading rows
 
@@ -508,30 +528,31 @@ class Ledger:
         sort_e = self._sort_expr(sort)
         tie = self.rid if self.rid is not None else self.key_expr
         cols = self._op_columns(payloads) + [sort_e.label("_s"), tie.label("_t")]
-        q = select(*cols).select_from(self.ops).where(self.filter_clause(flt, now))
-        isnull = case((sort_e.is_(None), 1), else_=0)
-        if after is not None:
-            s_null, s_val, t_val = after
-            if descending:
-                if s_null:
-                    cond = and_(sort_e.is_(None), tie < t_val)
-                else:
-                    cond = or_(sort_e < s_val, and_(sort_e == s_val, tie < t_val), sort_e.is_(None))
-            else:
-                if s_null:
-                    cond = and_(sort_e.is_(None), tie > t_val)
-                else:
-                    cond = or_(sort_e > s_val, and_(sort_e == s_val, tie > t_val), sort_e.is_(None))
-            q = q.where(cond)
-        if descending:
-            q = q.order_by(isnull, sort_e.desc(), tie.desc())
-        else:
-            q = q.order_by(isnull, sort_e.asc(), tie.asc())
-        q = q.limit(limit + 1)
+        where = self.filter_clause(flt, now)
+        # Two range queries instead of ORDER BY (sort IS NULL), sort, tie: each is a plain ordered range
+        # an index on the sort column can serve (top-N from the index, not a sort of the whole table).
+        # First the rows with a sort value, then (when they run out) those without, by the tie-breaker.
+        fetched: list = []
+        s_null = after[0] if after is not None else False
         with self.engine.connect() as c:
-            rows = c.execute(q).fetchall()
-        more = len(rows) > limit
-        rows = rows[:limit]
+            if not s_null:
+                q = select(*cols).select_from(self.ops).where(where, sort_e.is_not(None))
+                if after is not None:
+                    _, s_val, t_val = after
+                    if descending:
+                        q = q.where(sort_e <= s_val, or_(sort_e < s_val, tie < t_val))
+                    else:
+                        q = q.where(sort_e >= s_val, or_(sort_e > s_val, tie > t_val))
+                order = (sort_e.desc(), tie.desc()) if descending else (sort_e.asc(), tie.asc())
+                fetched = c.execute(q.order_by(*order).limit(limit + 1)).fetchall()
+            if len(fetched) <= limit:
+                q = select(*cols).select_from(self.ops).where(where, sort_e.is_(None))
+                if s_null:
+                    q = q.where(tie < after[2] if descending else tie > after[2])
+                q = q.order_by(tie.desc() if descending else tie.asc()).limit(limit + 1 - len(fetched))
+                fetched += c.execute(q).fetchall()
+        more = len(fetched) > limit
+        rows = fetched[:limit]
         ops = [self.row_to_operation(r) for r in rows]
         cursor = None
         if more and rows:
@@ -767,4 +788,94 @@ def find_operations(ledger: "Ledger", text_: str, limit: int = 50) -> list[Opera
             q2 = (select(*ledger._op_columns()).select_from(ledger.ops)
                   .where(like, ~exact).limit(limit - len(out)))
             out += [ledger.row_to_operation(r) for r in c.execute(q2)]
+    return out
+
+
+# ------------------------------------------------------------------------------------- indexes
+
+@dataclass
+class IndexWarning:
+    """A missing index that makes a view or a finding scan a whole table (shown by the GUI).
+
+    ``ddl`` is a suggestion for the ledger's owner: idemview never runs it (connections are read-only)."""
+
+    table: str
+    columns: list[str]
+    purpose: str
+    ddl: str
+
+    @property
+    def message(self) -> str:
+        return (f"{self.table} has no index on ({', '.join(self.columns)}): {self.purpose} read the whole "
+                f"table. Suggested: {self.ddl}")
+
+    def __str__(self) -> str:  # pragma: no cover - convenience
+        return self.message
+
+
+def _leading_columns(insp, table: Table) -> list[list[str]]:
+    """Column lists of every index, primary key and unique constraint of ``table`` (lower-cased)."""
+    out: list[list[str]] = []
+    name, schema = table.name, table.schema
+    for getter in (insp.get_indexes, insp.get_unique_constraints):
+        try:
+            for ix in getter(name, schema=schema):
+                cols = ix.get("column_names") or []
+                out.append([str(c).lower() if c is not None else "" for c in cols])
+        except NotImplementedError:
+            pass
+    try:
+        pk = insp.get_pk_constraint(name, schema=schema).get("constrained_columns") or []
+        out.append([c.lower() for c in pk])
+    except NotImplementedError:
+        pass
+    return out
+
+
+def _has_index(indexes: list[list[str]], wanted: list[str]) -> bool:
+    """An index whose leading columns are ``wanted`` in any order (a prefix serves lookups and groups)."""
+    w = {c.lower() for c in wanted}
+    return any(len(cols) >= len(w) and set(cols[:len(w)]) == w for cols in indexes)
+
+
+def index_warnings(ledger: "Ledger") -> list[IndexWarning]:
+    """Indexes the layout's queries rely on that the database lacks, found by reflection.
+
+    Checked: the operations key (scope + key columns: findings group and look up by it), the time the
+    grid sorts and filters by (``created_at``), the expiry column, the intent reference column
+    (``duplicate_intent``, ``unresolved_failure``), and on an attempts table its join columns and its
+    start time (the overview histogram). Returns an empty list when all are there."""
+    lay = ledger.layout
+    insp = inspect(ledger.engine)
+    out: list[IndexWarning] = []
+
+    def check(t: Table, cols: list[str], purpose: str, also: list[str] | None = None):
+        cols = [c for c in cols if c]
+        if not cols:
+            return
+        if _has_index(idx[t.name], cols) or (also and _has_index(idx[t.name], also)):
+            return
+        q = ledger.engine.dialect.identifier_preparer.quote
+        qt = f"{t.schema}.{t.name}" if t.schema else t.name
+        qtq = f"{q(t.schema)}.{q(t.name)}" if t.schema else q(t.name)
+        ixname = ("ix_" + t.name + "_" + "_".join(cols))[:63]
+        out.append(IndexWarning(qt, cols, purpose,
+                                f"CREATE INDEX {q(ixname)} ON {qtq} ({', '.join(q(c) for c in cols)})"))
+
+    idx = {ledger.ops.name: _leading_columns(insp, ledger.ops)}
+    check(ledger.ops, lay.scope + lay.key, "findings and the operation view", also=lay.key)
+    if "created_at" in lay.times:
+        check(ledger.ops, [lay.times["created_at"].column], "the grid's default sort and time filters")
+    if "expires_at" in lay.times:
+        check(ledger.ops, [lay.times["expires_at"].column], "the expired-key finding and expiry sort")
+    intent = lay.fields.get("intent_ref")
+    if intent is not None and intent.column and not intent.json_path:
+        check(ledger.ops, [intent.column], "duplicate-intent and unresolved-failure findings")
+    if ledger.att is not None:
+        a = lay.attempts
+        idx[ledger.att.name] = _leading_columns(insp, ledger.att)
+        keys = [ac for ac, oc in a.join.items() if oc in lay.key]
+        check(ledger.att, list(a.join.keys()), "findings over attempts and the timeline", also=keys)
+        if a.started_at is not None:
+            check(ledger.att, [a.started_at.column], "the incident overview")
     return out

@@ -121,6 +121,16 @@ def _epoch_seconds(col: ColumnElement, tc: TimeColumn, dialect: str) -> ColumnEl
     return _EpochOf(col)
 
 
+def _instant_for(col: ColumnElement, inst: datetime, dialect: str) -> ColumnElement:
+    """The bound instant for comparing with a ``datetime`` column. A PostgreSQL ``timestamp without
+    time zone`` column holding UTC is compared with a naive UTC value: comparing it with a
+    ``timestamptz`` would cast the column on every row (the session zone is UTC, so the meaning is the
+    same) and no index on it could serve the comparison."""
+    if dialect == "postgresql" and getattr(getattr(col, "type", None), "timezone", None) is False:
+        return literal(inst.astimezone(UTC).replace(tzinfo=None), DateTime())
+    return literal(inst, DateTime(timezone=True))
+
+
 def time_before(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: str,
                 inclusive: bool = True) -> ColumnElement:
     """SQL predicate ``col <= instant`` (``<`` when not inclusive), compiled into the column's encoding
@@ -138,7 +148,7 @@ def time_before(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: 
     if enc == "naive":
         local = inst.astimezone(ZoneInfo(tc.zone)).replace(tzinfo=None)
         return cmp(col, literal(local, DateTime()))
-    return cmp(col, literal(inst, DateTime(timezone=True)))
+    return cmp(col, _instant_for(col, inst, dialect))
 
 
 def time_after(col, tc, instant, dialect, inclusive=True):
@@ -155,7 +165,7 @@ def time_after(col, tc, instant, dialect, inclusive=True):
     if enc == "naive":
         local = inst.astimezone(ZoneInfo(tc.zone)).replace(tzinfo=None)
         return cmp(col, literal(local, DateTime()))
-    return cmp(col, literal(inst, DateTime(timezone=True)))
+    return cmp(col, _instant_for(col, inst, dialect))
 
 
 class _JsonText(FunctionElement):
