@@ -8,6 +8,8 @@ plain words (with Reconnect when the connection was lost) and what was already s
 
 from __future__ import annotations
 
+import gc
+
 from datetime import datetime, timezone
 
 from PySide6.QtCore import QModelIndex, QRect, QRectF, QSize, Qt, QTimer, Signal
@@ -397,6 +399,7 @@ class LedgerTab(QWidget):
         self.overview.set_findings(res.markers, res.explanations)
         self.model.refresh_findings(res)
         self._ordered = res.ordered
+        gc.freeze()  # findings live until the next scan; keep full GC passes from walking them (GIL)
         self._finding_pos = -1
         if self._scan["pending"] or complete_scan is None:
             self.findings_title.setText(self.findings_title.text() + " · scanning…")

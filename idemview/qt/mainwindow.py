@@ -164,7 +164,7 @@ class MainWindow(QMainWindow):
         # Qt calls into Python once per cell and role while painting; each call must take the GIL from
         # whichever worker holds it. A 1 ms switch interval (default 5 ms) bounds that wait, which is
         # what keeps the event loop responsive while workers decode and mask pages.
-        sys.setswitchinterval(0.001)
+        sys.setswitchinterval(0.0005)
         super().__init__()
         self.setWindowTitle("idemview — operation ledger inspector")
         self.masker = SharedMasker()

@@ -169,16 +169,19 @@ class _Job(QRunnable):
             pass
 
 
+WORKERS = 2  # as many as this kind of machine has cores: more only compete for the GIL
+
+
 def pool() -> QThreadPool:
     """The shared pool (bounded, so a dozen tabs never open a hundred connections)."""
     p = QThreadPool.globalInstance()
-    if p.maxThreadCount() != 3:
-        p.setMaxThreadCount(3)
+    if p.maxThreadCount() != WORKERS:
+        p.setMaxThreadCount(WORKERS)
         # Workers decode and mask rows in Python, holding the GIL; with the default 5 ms switch
         # interval several of them can keep the GUI thread waiting for the GIL for hundreds of ms.
         # A 1 ms interval hands the GIL back to the event loop far more often, at ~no cost.
         import sys
-        sys.setswitchinterval(0.001)
+        sys.setswitchinterval(0.0005)
     return p
 
 
