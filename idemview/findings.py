@@ -320,8 +320,20 @@ class FindingEngine:
             return None
         window = l.retention_s if l.retention_s is not None else (
             lay.dedup_window_seconds if lay.dedup_window_seconds is not None else DEFAULT_DEDUP_WINDOW_S)
-        o1 = l.operations_select().subquery("o1")
-        o2 = l.operations_select().subquery("o2")
+        # Two steps so the pairwise part stays small: first the (scope, intent) groups holding more than
+        # one completed key (one grouped pass), then the pairs within those groups only. A direct
+        # self-join of the whole ledger is quadratic on engines that cannot index a derived table.
+        o = l.operations_select().subquery("o")
+        done = l.status_in(["completed"], o)
+        cand = (select(o.c.scope, o.c.intent_ref)
+                .where(_nonempty(o.c.intent_ref), done)
+                .group_by(o.c.scope, o.c.intent_ref)
+                .having(func.min(o.c.key) != func.max(o.c.key))).subquery("c")
+        ob = l.operations_select().subquery("ob")
+        base = (select(ob.c.scope, ob.c.key, ob.c.intent_ref, ob.c.created_at_e)
+                .join(cand, and_(cand.c.scope == ob.c.scope, cand.c.intent_ref == ob.c.intent_ref))
+                .where(l.status_in(["completed"], ob))).cte("intent_pairs")
+        o1, o2 = base.alias("o1"), base.alias("o2")
         earlier = or_(o1.c.created_at_e < o2.c.created_at_e,
                       and_(o1.c.created_at_e == o2.c.created_at_e, o1.c.key < o2.c.key))
         return (select(o2.c.scope, o2.c.key, o2.c.intent_ref, func.min(o1.c.key).label("first_key"),
@@ -329,8 +341,7 @@ class FindingEngine:
                        o2.c.created_at_e, func.min(o1.c.created_at_e).label("first_e"))
                 .select_from(o2.join(o1, and_(o1.c.scope == o2.c.scope, o1.c.intent_ref == o2.c.intent_ref,
                                               o1.c.key != o2.c.key)))
-                .where(_nonempty(o2.c.intent_ref), l.status_in(["completed"], o1), l.status_in(["completed"], o2),
-                       earlier, o2.c.created_at_e - o1.c.created_at_e <= window)
+                .where(earlier, o2.c.created_at_e - o1.c.created_at_e <= window)
                 .group_by(o2.c.scope, o2.c.key, o2.c.intent_ref, o2.c.created_at_e))
 
     # ------------------------------------------------------------------ key sets (for filters)

@@ -24,6 +24,16 @@ ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 ANCHOR = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 
+# On CI, property tests explore the same examples every run (a red CI must be reproducible); on a
+# developer's machine they keep searching new ones.
+try:
+    from hypothesis import settings as _hyp_settings
+    _hyp_settings.register_profile("ci", derandomize=True, print_blob=True)
+    if ON_CI:
+        _hyp_settings.load_profile("ci")
+except ImportError:  # pragma: no cover - hypothesis is a test dependency
+    pass
+
 
 def _unavailable(what: str, err: Exception):
     msg = f"{what} is not reachable: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"

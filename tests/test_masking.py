@@ -610,7 +610,9 @@ def test_property_no_secret_survives_in_text(data):
     out = m.mask_text(text)
     for s in secrets_:
         assert_no_leak(s, out, filler)
-    assert sum(m.counts.values()) >= len(secrets_)
+    # one masked span may cover several secrets (a credential value runs on to the end of its line),
+    # so the count proves only that masking happened; assert_no_leak above is the property that matters
+    assert sum(m.counts.values()) >= (1 if secrets_ else 0)
 
 
 json_leaf = st.one_of(st.integers(-10**18, 10**18), st.floats(allow_nan=False), st.booleans(),
