@@ -38,7 +38,7 @@ from sqlalchemy.sql.expression import ColumnElement, Select
 from .model import DEFAULT_SEVERITY, Finding, FindingKind, Severity
 from .query import Ledger
 from .sqlx import time_before
-from .times import from_epoch, iso
+from .times import from_epoch, human_duration, iso
 
 UTC = timezone.utc
 K = FindingKind
@@ -72,16 +72,7 @@ def _in_keys(scope_col, key_col, keys) -> ColumnElement:
 
 
 def _dur(seconds: float | None) -> str:
-    if seconds is None:
-        return "an unknown time"
-    s = abs(seconds)
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.0f} min"
-    if s < 172800:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} days"
+    return "an unknown time" if seconds is None else human_duration(seconds)
 
 
 class FindingEngine:

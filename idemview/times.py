@@ -97,3 +97,18 @@ def parse_instant(text: str) -> datetime:
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
     return t.astimezone(UTC)
+
+
+def human_duration(seconds: float, *, fine: bool = False) -> str:
+    """A duration for people: ``"42 s"``, ``"17 min"``, ``"3.5 h"``, ``"2.1 days"`` (sign ignored).
+    ``fine`` shows milliseconds below a second and a tenth of a second below two minutes (timelines)."""
+    s = abs(seconds)
+    if fine and s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 120:
+        return f"{s:.1f} s" if fine else f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    if s < 172800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"

@@ -172,15 +172,6 @@ TIME = TimeFormat()
 
 
 def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    s = abs(seconds)
-    if s < 1:
-        return f"{s * 1000:.0f} ms"
-    if s < 120:
-        return f"{s:.1f} s"
-    if s < 7200:
-        return f"{s / 60:.0f} min"
-    if s < 172800:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} days"
+    """A duration on a timeline or in a table (milliseconds and tenths shown); "—" when unknown."""
+    from ..times import human_duration
+    return "—" if seconds is None else human_duration(seconds, fine=True)
