@@ -212,7 +212,10 @@ class Runner(QObject):
         token = CancelToken()
         was_busy = bool(self._pending)
         self._pending[channel] = (token, on_ok, on_error)
-        pool().start(_Job(self._relay, channel, gen, fn, token))
+        # What a person waits for (grid pages, counts, the detail pane, search) goes ahead of the
+        # background findings scan in the pool's queue; a whole-ledger finding kind can take a while.
+        background = channel.startswith(("findings:", "merge"))
+        pool().start(_Job(self._relay, channel, gen, fn, token), 0 if background else 10)
         if not was_busy:
             self.busy_changed.emit(True)
         return gen
