@@ -16,7 +16,7 @@ from PySide6.QtGui import QBrush, QFont
 from ..filters import Filter
 from ..model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Severity
 from . import theme
-from .session import FindingsResult, OpRow, SearchHit, SharedMasker, fetch_page, severity_of
+from .session import FindingsResult, kind_summary, OpRow, SearchHit, SharedMasker, fetch_page, severity_of
 from .workers import JobError, Runner
 
 Index = QModelIndex | QPersistentModelIndex
@@ -371,16 +371,8 @@ class FindingsModel(QAbstractTableModel):
         self.beginResetModel()
         rows = []
         if res is not None:
-            sev: dict[FindingKind, Severity] = {}
-            refs: dict[FindingKind, set] = {k: set() for k in FindingKind}
-            for f in res.findings:  # one pass: a big ledger can carry tens of thousands of findings
-                refs[f.kind].add((f.scope, f.key))
-                if f.kind not in sev or SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[sev[f.kind]]:
-                    sev[f.kind] = f.severity
-            from ..model import DEFAULT_SEVERITY
-            for k in FindingKind:
-                n = len(refs[k])
-                rows.append((k, sev.get(k, DEFAULT_SEVERITY[k]), n, res.unsupported.get(k)))
+            for k, sev_k, n in res.kind_rows or kind_summary(res.findings):
+                rows.append((k, sev_k, n, res.unsupported.get(k)))
             rows.sort(key=lambda r: (r[3] is not None, r[2] == 0, SEVERITY_ORDER[r[1]]))
         self._rows = rows
         self.endResetModel()

@@ -153,6 +153,20 @@ class FindingsResult:
     explanations: dict[int, str]  # id(finding) -> masked explanation
     ordered: list[Finding] = field(default_factory=list)   # most severe first (F8 order)
     markers: list[Finding] = field(default_factory=list)   # what the overview draws (bounded)
+    kind_rows: list[tuple] = field(default_factory=list)   # (kind, worst severity, operations) per kind
+
+
+def kind_summary(findings: list[Finding]) -> list[tuple]:
+    """(kind, most severe severity, distinct operations) for every kind, in one pass (run on a worker:
+    a big ledger carries tens of thousands of findings)."""
+    from ..model import DEFAULT_SEVERITY
+    sev: dict[FindingKind, Severity] = {}
+    refs: dict[FindingKind, set] = {k: set() for k in FindingKind}
+    for f in findings:
+        refs[f.kind].add((f.scope, f.key))
+        if f.kind not in sev or SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[sev[f.kind]]:
+            sev[f.kind] = f.severity
+    return [(k, sev.get(k, DEFAULT_SEVERITY[k]), len(refs[k])) for k in FindingKind]
 
 
 def scan(ledger: Ledger, masker: SharedMasker, now: datetime, token: CancelToken,
@@ -178,7 +192,8 @@ def merge_findings(now: datetime, fs: list[Finding], unsupported: dict[FindingKi
     # The overview shows at most MARKERS findings with a time, most severe first, never info (expired
     # keys are many and old); chosen here, on the worker, so the GUI thread only draws.
     markers = [f for f in ordered if f.at is not None and f.severity != Severity.INFO][:MARKERS]
-    return FindingsResult(now, fs, by_ref, counts, unsupported, explanations, ordered, markers)
+    return FindingsResult(now, fs, by_ref, counts, unsupported, explanations, ordered, markers,
+                          kind_summary(fs))
 
 
 MARKERS = 2000
