@@ -13,6 +13,8 @@ Engines handled natively: SQLite, PostgreSQL, MySQL/MariaDB. Other dialects get 
 
 from __future__ import annotations
 
+import operator
+
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -131,12 +133,9 @@ def _instant_for(col: ColumnElement, inst: datetime, dialect: str) -> ColumnElem
     return literal(inst, DateTime(timezone=True))
 
 
-def time_before(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: str,
-                inclusive: bool = True) -> ColumnElement:
-    """SQL predicate ``col <= instant`` (``<`` when not inclusive), compiled into the column's encoding
-    so that an index on ``col`` can serve it. ``instant`` must be aware."""
+def _time_cmp(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: str, cmp) -> ColumnElement:
+    """``cmp(col, instant)`` with ``instant`` expressed in the column's own encoding."""
     inst = instant.astimezone(UTC)
-    cmp = (lambda a, b: a <= b) if inclusive else (lambda a, b: a < b)
     enc = tc.encoding
     if enc == "epoch_s":
         return cmp(col, inst.timestamp())
@@ -151,21 +150,17 @@ def time_before(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: 
     return cmp(col, _instant_for(col, inst, dialect))
 
 
-def time_after(col, tc, instant, dialect, inclusive=True):
+def time_before(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: str,
+                inclusive: bool = True) -> ColumnElement:
+    """SQL predicate ``col <= instant`` (``<`` when not inclusive), compiled into the column's encoding
+    so that an index on ``col`` can serve it. ``instant`` must be aware."""
+    return _time_cmp(col, tc, instant, dialect, operator.le if inclusive else operator.lt)
+
+
+def time_after(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: str,
+               inclusive: bool = True) -> ColumnElement:
     """SQL predicate ``col >= instant`` (``>`` when not inclusive), in the column's encoding."""
-    inst = instant.astimezone(UTC)
-    cmp = (lambda a, b: a >= b) if inclusive else (lambda a, b: a > b)
-    enc = tc.encoding
-    if enc == "epoch_s":
-        return cmp(col, inst.timestamp())
-    if enc == "epoch_ms":
-        return cmp(col, inst.timestamp() * 1000.0)
-    if enc == "iso_text" or dialect == "sqlite":
-        return cmp(epoch_seconds(col, tc, dialect), inst.timestamp())
-    if enc == "naive":
-        local = inst.astimezone(ZoneInfo(tc.zone)).replace(tzinfo=None)
-        return cmp(col, literal(local, DateTime()))
-    return cmp(col, _instant_for(col, inst, dialect))
+    return _time_cmp(col, tc, instant, dialect, operator.ge if inclusive else operator.gt)
 
 
 class _JsonText(FunctionElement):
