@@ -17,8 +17,8 @@ from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from idemview.evidence import ColumnSpec, write_evidence  # noqa: E402
-from idemview.masking import Masker  # noqa: E402
+from idemview.evidence.writer import ColumnSpec, write_evidence  # noqa: E402
+from idemview.masking.masker import Masker  # noqa: E402
 
 COLUMNS = [
     ColumnSpec("scope", "text"), ColumnSpec("key", "text"), ColumnSpec("kind", "text"),

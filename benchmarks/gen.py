@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy import create_engine, text
 
-from idemview.demo import reference_metadata
+from idemview.services.demo import reference_metadata
 
 UTC = timezone.utc
 ANCHOR = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

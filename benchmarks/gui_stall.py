@@ -24,10 +24,10 @@ def measure(url: str, timeout_s: float = 90.0) -> dict:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from idemview.model import FindingKind, Status
+    from idemview.domain.model import FindingKind, Status
     from idemview.qt import theme
     from idemview.qt.mainwindow import MainWindow
-    from idemview.qt.session import OpenSpec
+    from idemview.services.session import OpenSpec
     from idemview.qt.workers import pool
 
     app = QApplication.instance() or QApplication([])

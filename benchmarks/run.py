@@ -138,12 +138,12 @@ GRID_CHANGES = [
 
 
 def child(engine_name: str, size: str, opts: dict) -> dict:
-    from idemview.connect import open_engine
-    from idemview.filters import Filter
-    from idemview.findings import FindingEngine
-    from idemview.layout import load_preset
-    from idemview.model import FindingKind, Status
-    from idemview.query import Ledger
+    from idemview.ledger.connect import open_engine
+    from idemview.domain.filters import Filter
+    from idemview.findings.engine import FindingEngine
+    from idemview.layouts.layout import load_preset
+    from idemview.domain.model import FindingKind, Status
+    from idemview.ledger.reader import Ledger
     import floor
 
     url = ledger_url(engine_name, size)
@@ -172,7 +172,7 @@ def child(engine_name: str, size: str, opts: dict) -> dict:
         grid.append({"change": label, "s": time.perf_counter() - t0, "rows": len(p.rows)})
     res["grid"] = grid
     try:
-        from idemview.query import index_warnings
+        from idemview.ledger.reader import index_warnings
         res["index_warnings"] = index_warnings(ledger)
     except ImportError:
         res["index_warnings"] = None
@@ -185,7 +185,7 @@ def child(engine_name: str, size: str, opts: dict) -> dict:
     flt = Filter(since=window[0], until=window[1]) if window else Filter()
     res["export_filter"] = flt.sentence()
     try:
-        from idemview.export import export_evidence
+        from idemview.evidence.plan import export_evidence
     except ImportError as e:
         res["export_error"] = f"export not available on this branch ({e})"
     else:

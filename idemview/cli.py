@@ -14,7 +14,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__
+from idemview import __version__
 
 UTC = timezone.utc
 EXIT_OK, EXIT_USAGE, EXIT_CONNECT, EXIT_LAYOUT = 0, 2, 3, 4
@@ -35,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _instant(text: str) -> datetime:
-    from .times import parse_instant
+    from idemview.ledger.times import parse_instant
     try:
         t = parse_instant(text)
     except ValueError as e:
@@ -123,8 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def open_target(url: str):
     """(engine, connection name, saved Connection or None) for a URL, file or saved connection name."""
-    from .config import ConnectionStore, CredentialStore
-    from .connect import ConnectError, open_engine, parse_url
+    from idemview.config import ConnectionStore, CredentialStore
+    from idemview.ledger.connect import ConnectError, open_engine, parse_url
     saved = None
     if "://" not in url and not Path(url).exists():
         saved = ConnectionStore().find(url)
@@ -150,9 +150,9 @@ def ledger_name(engine) -> str:
 
 
 def resolve_ledger(args, engine, saved=None):
-    from .detect import detect
-    from .layout import LayoutError, load_layout
-    from .query import Ledger
+    from idemview.ledger.detect import detect
+    from idemview.layouts.layout import LayoutError, load_layout
+    from idemview.ledger.reader import Ledger
     spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
     try:
         if spec:
@@ -175,7 +175,7 @@ def resolve_ledger(args, engine, saved=None):
 # ------------------------------------------------------------------------------------ commands
 
 def cmd_demo(args) -> int:
-    from .demo import DEFAULT_ANCHOR, is_demo_ledger, write_demo
+    from idemview.services.demo import DEFAULT_ANCHOR, is_demo_ledger, write_demo
     if "://" in args.path:
         raise CliError("demo PATH is a file for a new SQLite ledger, not a database URL")
     p = Path(args.path)
@@ -193,7 +193,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_presets(args) -> int:
-    from .layout import all_presets
+    from idemview.layouts.layout import all_presets
     rows = [(l.name, l.title, l.table + (f" + {l.attempts.table}" if l.attempts.source == "table" else ""))
             for l in all_presets()]
     w = max(len(r[0]) for r in rows)
@@ -204,7 +204,7 @@ def cmd_presets(args) -> int:
 
 
 def cmd_detect(args) -> int:
-    from .detect import detect
+    from idemview.ledger.detect import detect
     engine, _name, _saved = open_target(args.url)
     matches = detect(engine)
     if not matches:
@@ -219,9 +219,9 @@ def cmd_detect(args) -> int:
 
 
 def cmd_scan(args) -> int:
-    from .findings import FindingEngine
-    from .masking import Masker
-    from .times import iso
+    from idemview.findings.engine import FindingEngine
+    from idemview.masking.masker import Masker
+    from idemview.ledger.times import iso
     engine, _name, saved = open_target(args.url)
     ledger = resolve_ledger(args, engine, saved)
     now = args.now or datetime.now(UTC)
@@ -239,7 +239,7 @@ def cmd_scan(args) -> int:
         json.dump(out, sys.stdout, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
         return EXIT_OK
-    from .model import FindingKind
+    from idemview.domain.model import FindingKind
     print(f"ledger   {ledger.name} ({engine.dialect.name}) with layout {ledger.layout.name}")
     print(f"now      {iso(fe.now)}")
     print(f"size     {n_ops} operations, {n_att} attempts")
@@ -266,7 +266,6 @@ def cmd_scan(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .export import export_cli
     if args.since and args.until and args.since >= args.until:
         raise CliError("--since must be before --until")
     engine, name, saved = open_target(args.url)
@@ -276,7 +275,7 @@ def cmd_export(args) -> int:
 
 def cmd_gui(args) -> int:
     try:
-        from .qt.app import run_gui
+        from idemview.qt.app import run_gui
     except ImportError as e:
         raise CliError(f"the GUI cannot start: {e}", EXIT_USAGE) from None
     return run_gui(demo=args.demo)
@@ -284,7 +283,7 @@ def cmd_gui(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="idemview: %(levelname)s: %(message)s")
-    from .connect import redact
+    from idemview.ledger.connect import redact
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"demo": cmd_demo, "presets": cmd_presets, "detect": cmd_detect, "scan": cmd_scan,
@@ -306,10 +305,10 @@ def main(argv: list[str] | None = None) -> int:
         print("idemview: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # last resort: one line, no traceback, no password
-        from .connect import short_error
+        from idemview.ledger.connect import short_error
         from sqlalchemy.exc import DBAPIError, OperationalError
         if isinstance(e, OperationalError):
-            from .connect import statement_timed_out
+            from idemview.ledger.connect import statement_timed_out
             msg = short_error(e)
             if msg == "interrupted" and statement_timed_out():
                 print("idemview: a query ran past the statement timeout and was stopped", file=sys.stderr)
@@ -328,3 +327,39 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def export_cli(args, ledger, connection_name: str | None = None) -> int:
+    from idemview.domain.filters import Filter
+    from idemview.domain.model import FindingKind, Status
+    from idemview.evidence.plan import check_target, export_evidence
+    from idemview.evidence.writer import ExportCancelled
+    from idemview.masking.masker import Masker
+
+    """``idemview export``: build the filter from the arguments, export, print one summary line."""
+    try:
+        flt = Filter(findings=[FindingKind(k) for k in args.finding],
+                     statuses=[Status(s) for s in args.status], kinds=list(args.kind),
+                     key=args.key, intent=args.intent, scope=args.scope, since=args.since, until=args.until)
+    except ValueError:
+        bad_f = [k for k in args.finding if k not in {x.value for x in FindingKind}]
+        if bad_f:
+            raise CliError(f"unknown finding kind {bad_f[0]!r}; one of: "
+                           + ", ".join(k.value for k in FindingKind)) from None
+        bad_s = next(s for s in args.status if s not in {x.value for x in Status})
+        raise CliError(f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
+                       f"values): one of " + ", ".join(s.value for s in Status)) from None
+    try:
+        out = check_target(args.out, ledger, overwrite=args.force)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    masker = Masker()
+    try:
+        res = export_evidence(ledger, flt, out, rows=args.rows, now=args.now, excel=args.excel,
+                              null_literal=args.null, connection_name=connection_name, masker=masker,
+                              overwrite=args.force)
+    except ExportCancelled:
+        raise CliError("export cancelled; no file written") from None
+    print(f"wrote {res.rows} {args.rows} rows to {res.path} (sha256 {res.sha256[:16]}…) and "
+          f"{res.manifest_path}; filter: {masker.mask_text(flt.sentence())}")
+    return EXIT_OK

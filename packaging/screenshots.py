@@ -20,11 +20,11 @@ os.environ.setdefault("IDEMVIEW_CONFIG_DIR", tempfile.mkdtemp())
 
 def main() -> int:
     from PySide6.QtCore import Qt
-    from idemview.demo import write_demo
-    from idemview.model import FindingKind
+    from idemview.services.demo import write_demo
+    from idemview.domain.model import FindingKind
     from idemview.qt import theme
     from idemview.qt.app import make_app
-    from idemview.qt.session import OpenSpec
+    from idemview.services.session import OpenSpec
     app = make_app()
     docs = ROOT / "docs"
     db = Path(tempfile.mkdtemp()) / "demo.db"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sqlalchemy import MetaData, insert
 
-from idemview.connect import open_engine
-from idemview.findings import FindingEngine
-from idemview.layout import load_preset
-from idemview.query import Ledger
+from idemview.ledger.connect import open_engine
+from idemview.findings.engine import FindingEngine
+from idemview.layouts.layout import load_preset
+from idemview.ledger.reader import Ledger
 
 
 def load(writable, md: MetaData, rows: dict[str, list[dict]]) -> None:

@@ -93,7 +93,7 @@ def test_layout_that_does_not_fit_exit_4(capsys, demo):
 
 def test_layout_file_with_missing_column_exit_4(capsys, demo, tmp_path):
     from importlib import resources
-    text = (resources.files("idemview.presets") / "idemview.toml").read_text()
+    text = (resources.files("idemview.layouts.presets") / "idemview.toml").read_text()
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace('fingerprint = "request_hash"', 'fingerprint = "req_digest"'))
     code, out, err = run(capsys, "scan", str(demo), "--layout", str(bad))

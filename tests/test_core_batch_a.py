@@ -6,13 +6,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Column, DateTime, Integer, LargeBinary, MetaData, String, Table
 
-from idemview.connect import open_engine
-from idemview.findings import FindingEngine
-from idemview.layout import LayoutError, parse_layout
-from idemview.query import Ledger
+from idemview.ledger.connect import open_engine
+from idemview.findings.engine import FindingEngine
+from idemview.layouts.layout import LayoutError, parse_layout
+from idemview.ledger.reader import Ledger
 
-from .conftest import ANCHOR
-from .ledgers import load
+from tests.conftest import ANCHOR
+from tests.ledgers import load
 
 LAYOUT = """
 [layout]

@@ -7,13 +7,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, text
 
-from idemview.connect import open_engine
-from idemview.findings import FindingEngine
-from idemview.layout import LayoutError, parse_layout
-from idemview.query import Ledger
+from idemview.ledger.connect import open_engine
+from idemview.findings.engine import FindingEngine
+from idemview.layouts.layout import LayoutError, parse_layout
+from idemview.ledger.reader import Ledger
 
-from .conftest import ANCHOR
-from .ledgers import load
+from tests.conftest import ANCHOR
+from tests.ledgers import load
 
 NOW = ANCHOR
 

@@ -6,14 +6,14 @@ from collections import Counter
 
 import pytest
 
-from idemview.connect import open_engine
-from idemview.demo import generate, write_demo
-from idemview.findings import FindingEngine
-from idemview.layout import load_preset
-from idemview.model import FindingKind
-from idemview.query import Ledger
+from idemview.ledger.connect import open_engine
+from idemview.services.demo import generate, write_demo
+from idemview.findings.engine import FindingEngine
+from idemview.layouts.layout import load_preset
+from idemview.domain.model import FindingKind
+from idemview.ledger.reader import Ledger
 
-from .conftest import ANCHOR
+from tests.conftest import ANCHOR
 
 
 def _scan(url, now=ANCHOR):
@@ -89,7 +89,7 @@ def test_keys_differing_only_in_case_accent_or_trailing_space_stay_apart(db):
     """MariaDB's default collation would merge these keys into false duplicate effects."""
     from datetime import timedelta
     from sqlalchemy import insert
-    from idemview.demo import reference_metadata
+    from idemview.services.demo import reference_metadata
     writable, url = db
     md = reference_metadata()
     md.drop_all(writable)

@@ -16,16 +16,16 @@ from decimal import Decimal
 import pytest
 
 from idemview import __version__
-from idemview.evidence import (
+from idemview.evidence.writer import (
     ColumnSpec,
     ExportCancelled,
     manifest_path_for,
     verify_evidence,
     write_evidence,
 )
-from idemview.filters import Filter
-from idemview.masking import Masker
-from idemview.model import FindingKind, Payload, Status
+from idemview.domain.filters import Filter
+from idemview.masking.masker import Masker
+from idemview.domain.model import FindingKind, Payload, Status
 
 KEY = b"e" * 32
 UTC = timezone.utc

@@ -13,17 +13,17 @@ import pytest
 from sqlalchemy import create_engine, insert
 
 from idemview.cli import main
-from idemview.connect import open_engine
-from idemview.demo import generate, reference_metadata, write_demo
-from idemview.evidence import verify_evidence
-from idemview.export import export_evidence
-from idemview.filters import Filter
-from idemview.layout import load_preset
-from idemview.masking import Masker
-from idemview.model import FindingKind, Status
-from idemview.query import Ledger
+from idemview.ledger.connect import open_engine
+from idemview.services.demo import generate, reference_metadata, write_demo
+from idemview.evidence.writer import verify_evidence
+from idemview.evidence.plan import export_evidence
+from idemview.domain.filters import Filter
+from idemview.layouts.layout import load_preset
+from idemview.masking.masker import Masker
+from idemview.domain.model import FindingKind, Status
+from idemview.ledger.reader import Ledger
 
-from .conftest import ANCHOR
+from tests.conftest import ANCHOR
 
 NOW = "2026-11-30T12:00:00Z"
 

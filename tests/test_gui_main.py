@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 
-from idemview.filters import Filter
-from idemview.model import FindingKind, Outcome
+from idemview.domain.filters import Filter
+from idemview.domain.model import FindingKind, Outcome
 
 pytestmark = [
     pytest.mark.gui,
@@ -72,7 +72,7 @@ def window(qtbot):
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory):
-    from idemview.demo import write_demo
+    from idemview.services.demo import write_demo
     p = tmp_path_factory.mktemp("demo") / "demo.db"
     planted = write_demo(p, anchor=HOUR)
     return p, planted
@@ -94,7 +94,7 @@ def load_all(qtbot, tab):
 
 
 def spec_for(path, name="demo ledger"):
-    from idemview.qt.session import OpenSpec
+    from idemview.services.session import OpenSpec
     return OpenSpec(url=str(path), name=name, layout="idemview")
 
 
@@ -278,7 +278,7 @@ def test_models_pass_qtmodeltester(qtbot, qtmodeltester, window, demo_db):
 def test_connection_dialog_paste_url_save_and_test(qtbot, demo_db, tmp_path):
     from idemview.config import ConnectionStore, CredentialStore
     from idemview.qt.connections import ConnectionDialog
-    from idemview.qt.session import SharedMasker
+    from idemview.services.session import SharedMasker
     store = ConnectionStore(tmp_path / "connections.toml")
     creds = CredentialStore()
     creds.available, creds.notice = False, "No OS keyring is available: passwords are kept for this session only."
@@ -312,7 +312,7 @@ def test_connection_dialog_paste_url_save_and_test(qtbot, demo_db, tmp_path):
 @pytest.fixture(scope="module")
 def pg_demo(request):
     url = request.getfixturevalue("pg_url")
-    from idemview.demo import generate
+    from idemview.services.demo import generate
     eng = create_engine(url)
     planted = generate(eng, anchor=HOUR)
     eng.dispose()
@@ -321,7 +321,7 @@ def pg_demo(request):
 
 @pytest.mark.postgres
 def test_postgres_ledger_filter_and_search_across_two_ledgers(qtbot, window, demo_db, pg_demo, query_threads):
-    from idemview.qt.session import OpenSpec
+    from idemview.services.session import OpenSpec
     url, planted = pg_demo
     pg = open_and_wait(qtbot, window, OpenSpec(url=url, name="payments-pg", layout=None))
     assert pg.badge.text().strip() == "READ-ONLY"
@@ -351,7 +351,7 @@ def test_postgres_ledger_filter_and_search_across_two_ledgers(qtbot, window, dem
 
 @pytest.mark.postgres
 def test_postgres_cancel_pg_sleep(qtbot, window, pg_demo):
-    from idemview.qt.session import OpenSpec
+    from idemview.services.session import OpenSpec
     url, _ = pg_demo
     tab = open_and_wait(qtbot, window, OpenSpec(url=url, name="pg", layout="idemview"))
     engine, rec, got = tab.ledger.engine, {}, []
@@ -487,8 +487,8 @@ def test_export_duplicate_effect_through_the_dialog(qtbot, window, demo_db, tmp_
 def test_connection_list_follows_the_form_and_naive_zone_reaches_the_ledger(qtbot, demo_db, tmp_path):
     from idemview.config import ConnectionStore, CredentialStore
     from idemview.qt.connections import ConnectionDialog
-    from idemview.qt.session import SharedMasker, open_ledger
-    from idemview.qt.workers import CancelToken
+    from idemview.services.session import SharedMasker, open_ledger
+    from idemview.services.cancel import CancelToken
     creds = CredentialStore()
     creds.available, creds.notice = False, "no keyring"
     dlg = ConnectionDialog(creds, SharedMasker(), store=ConnectionStore(tmp_path / "c.toml"))
@@ -582,9 +582,9 @@ def test_reveal_one_cell_but_never_a_credential(qtbot, window, demo_db, tmp_path
 
 def test_edit_layout_from_the_connection_dialog_and_from_a_tab(qtbot, window, demo_db, tmp_path, query_threads):
     from idemview.config import ConnectionStore, CredentialStore
-    from idemview.layout import load_layout
+    from idemview.layouts.layout import load_layout
     from idemview.qt.connections import ConnectionDialog
-    from idemview.qt.session import SharedMasker
+    from idemview.services.session import SharedMasker
     path, _ = demo_db
     creds = CredentialStore()
     creds.available, creds.notice = False, "no keyring"

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 
-from idemview.model import FindingKind, Status
+from idemview.domain.model import FindingKind, Status
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_level_fail("WARNING"),
               pytest.mark.qt_log_ignore("propagateSizeHints")]
@@ -26,7 +26,7 @@ ROWS_TO_SCROLL = 50_000
 
 @pytest.fixture(scope="module")
 def big_ledger(tmp_path_factory):
-    from idemview.demo import generate
+    from idemview.services.demo import generate
     p = tmp_path_factory.mktemp("big") / "big.db"
     eng = create_engine(f"sqlite:///{p}")
     generate(eng, operations=200_000, anchor=datetime.now(UTC).replace(minute=0, second=0, microsecond=0))
@@ -40,7 +40,7 @@ def test_200k_ledger_open_scroll_filter_without_stalls(qtbot, big_ledger, monkey
     from PySide6.QtWidgets import QApplication
     from idemview.qt import theme
     from idemview.qt.mainwindow import MainWindow
-    from idemview.qt.session import OpenSpec
+    from idemview.services.session import OpenSpec
     from idemview.qt.workers import pool
 
     threads: list[threading.Thread] = []

@@ -10,14 +10,14 @@ from sqlalchemy import (
     BigInteger, Column, DateTime, Integer, MetaData, String, Table, Text, insert, text,
 )
 
-from idemview.connect import open_engine
-from idemview.findings import FindingEngine
-from idemview.layout import LayoutError, all_presets, load_layout, load_preset, parse_layout
-from idemview.layout_builder import (
+from idemview.ledger.connect import open_engine
+from idemview.findings.engine import FindingEngine
+from idemview.layouts.layout import LayoutError, all_presets, load_layout, load_preset, parse_layout
+from idemview.ledger.builder import (
     ColumnInfo, blank_model, build_layout, find_table, guess_status, guess_time_encoding, layout_path_for,
     layout_text, model_from_layout, reflect_schema, sample_distinct, sample_values, save_layout,
 )
-from idemview.query import Ledger
+from idemview.ledger.reader import Ledger
 
 UTC = timezone.utc
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

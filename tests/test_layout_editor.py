@@ -8,10 +8,10 @@ import pytest
 from sqlalchemy import Column, Integer, MetaData, Table, Text, create_engine, insert
 from PySide6.QtCore import Qt
 
-from idemview.connect import open_engine
-from idemview.findings import FindingEngine
-from idemview.layout import load_layout, load_preset
-from idemview.query import Ledger
+from idemview.ledger.connect import open_engine
+from idemview.findings.engine import FindingEngine
+from idemview.layouts.layout import load_layout, load_preset
+from idemview.ledger.reader import Ledger
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -161,7 +161,7 @@ def test_map_an_unknown_schema_end_to_end_and_scan(qtbot, qtmodeltester, unknown
 
 
 def test_start_from_preset_then_edit(qtbot, tmp_path, config):
-    from idemview.demo import DEFAULT_ANCHOR, write_demo
+    from idemview.services.demo import DEFAULT_ANCHOR, write_demo
     write_demo(tmp_path / "demo.db", operations=300)
     eng = open_engine(str(tmp_path / "demo.db"))
     try:

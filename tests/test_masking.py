@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from idemview.masking import (
+from idemview.masking.masker import (
     _KV_SKIP_VALUES,
     CREDENTIAL_KINDS,
     TAG_RE,
@@ -31,7 +31,7 @@ from idemview.masking import (
     iban_valid,
     luhn_valid,
 )
-from idemview.model import Payload
+from idemview.domain.model import Payload
 
 KEY = b"k" * 32
 TAG = r"\[[a-z_]+#[0-9a-f]{6}(?: …\d{4})?\]"

@@ -12,13 +12,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql, postgresql
 
-from idemview.connect import open_engine
-from idemview.detect import detect
-from idemview.findings import FindingEngine
-from idemview.query import Ledger
+from idemview.ledger.connect import open_engine
+from idemview.ledger.detect import detect
+from idemview.findings.engine import FindingEngine
+from idemview.ledger.reader import Ledger
 
-from .conftest import ANCHOR
-from .ledgers import load, scan
+from tests.conftest import ANCHOR
+from tests.ledgers import load, scan
 
 NOW = ANCHOR
 M = timedelta(minutes=1)

@@ -21,14 +21,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import BYTEA, JSONB, UUID
 
-from idemview.connect import open_engine
-from idemview.detect import detect
-from idemview.findings import FindingEngine
-from idemview.layout import load_preset, parse_layout
-from idemview.query import Ledger
+from idemview.ledger.connect import open_engine
+from idemview.ledger.detect import detect
+from idemview.findings.engine import FindingEngine
+from idemview.layouts.layout import load_preset, parse_layout
+from idemview.ledger.reader import Ledger
 
-from .conftest import ANCHOR, _clear
-from .ledgers import load, scan
+from tests.conftest import ANCHOR, _clear
+from tests.ledgers import load, scan
 
 NOW = ANCHOR
 H = timedelta(hours=1)
@@ -778,7 +778,7 @@ def test_detect_picks_the_preset(request, tmp_path, engine, preset):
 
 
 def test_detect_tells_medusa_from_stripe_style(pg):
-    from .test_presets_core import stripe_md
+    from tests.test_presets_core import stripe_md
     writable, url = pg
     load(writable, stripe_md(), {})
     assert detected(url)[0].layout.name == "stripe-style"

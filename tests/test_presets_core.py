@@ -9,14 +9,14 @@ from sqlalchemy import (
     JSON, BigInteger, Column, DateTime, Index, Integer, LargeBinary, MetaData, String, Table, Text,
 )
 
-from idemview.connect import open_engine
-from idemview.detect import detect
-from idemview.findings import FindingEngine
-from idemview.layout import load_preset
-from idemview.query import Ledger
+from idemview.ledger.connect import open_engine
+from idemview.ledger.detect import detect
+from idemview.findings.engine import FindingEngine
+from idemview.layouts.layout import load_preset
+from idemview.ledger.reader import Ledger
 
-from .conftest import ANCHOR
-from .ledgers import load, scan
+from tests.conftest import ANCHOR
+from tests.ledgers import load, scan
 
 NOW = ANCHOR
 naive = lambda t: t.replace(tzinfo=None)  # noqa: E731 - the fixture writes naive UTC like the systems do

@@ -4,7 +4,7 @@ import pytest
 from sqlalchemy import Column, Integer, MetaData, Table, text
 from sqlalchemy.exc import DBAPIError
 
-from idemview.connect import ConnectError, open_engine, safe_url, session_is_read_only
+from idemview.ledger.connect import ConnectError, open_engine, safe_url, session_is_read_only
 
 
 def _make_table(eng):

@@ -13,15 +13,15 @@ from itertools import combinations
 import pytest
 from sqlalchemy import text
 
-from idemview.connect import open_engine
-from idemview.demo import generate
-from idemview.filters import Filter
-from idemview.findings import FindingEngine
-from idemview.layout import load_preset
-from idemview.model import Status
-from idemview.query import Ledger, index_warnings
+from idemview.ledger.connect import open_engine
+from idemview.services.demo import generate
+from idemview.domain.filters import Filter
+from idemview.findings.engine import FindingEngine
+from idemview.layouts.layout import load_preset
+from idemview.domain.model import Status
+from idemview.ledger.reader import Ledger, index_warnings
 
-from .conftest import ANCHOR
+from tests.conftest import ANCHOR
 
 
 def _ledger(db, ops=150):

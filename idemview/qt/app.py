@@ -1,6 +1,6 @@
 """Start the GUI: ``idemview`` (saved connections) and ``idemview --demo``.
 
-``--demo`` writes the demo ledger (:func:`idemview.demo.write_demo`) into the data directory, anchored
+``--demo`` writes the demo ledger (:func:`idemview.services.demo.write_demo`) into the data directory, anchored
 to the current hour so its planted incidents look recent, regenerating it when it is missing or older
 than a day, and opens it; findings are computed for the real current time, which the hour anchor keeps
 consistent with what was planted.
@@ -18,13 +18,13 @@ DEMO_MAX_AGE_S = 86400
 
 
 def demo_path() -> Path:
-    from ..config import data_dir
+    from idemview.config import data_dir
     return data_dir() / "demo.db"
 
 
 def ensure_demo(path: Path | None = None) -> Path:
     """The demo ledger's path, (re)written when missing or older than a day."""
-    from ..demo import write_demo
+    from idemview.services.demo import write_demo
     p = path or demo_path()
     if not p.exists() or time.time() - p.stat().st_mtime > DEMO_MAX_AGE_S:
         anchor = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
@@ -33,7 +33,7 @@ def ensure_demo(path: Path | None = None) -> Path:
 
 
 def demo_spec(path: Path | None = None):
-    from .session import OpenSpec
+    from idemview.services.session import OpenSpec
     p = ensure_demo(path)
     return OpenSpec(url=str(p), name="demo ledger", layout="idemview")
 
@@ -41,7 +41,7 @@ def demo_spec(path: Path | None = None):
 def make_app(argv: list[str] | None = None):
     """The QApplication, styled for the system colour scheme (created once)."""
     from PySide6.QtWidgets import QApplication
-    from . import theme
+    from idemview.qt import theme
     app = QApplication.instance()
     if app is None:
         app = QApplication(argv if argv is not None else sys.argv[:1])
@@ -54,7 +54,7 @@ def make_app(argv: list[str] | None = None):
 def run_gui(demo: bool = False) -> int:
     """Run the GUI until the window closes; returns the exit code."""
     app = make_app()
-    from .mainwindow import MainWindow
+    from idemview.qt.mainwindow import MainWindow
     w = MainWindow()
     w.show()
     if demo:

@@ -17,11 +17,11 @@ from PySide6.QtWidgets import (
     QListWidget, QListWidgetItem, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget,
 )
 
-from ..config import Connection, ConnectionStore, CredentialStore
-from ..layout import all_presets
-from . import theme
-from .session import OpenSpec, SharedMasker
-from .workers import JobError, Runner
+from idemview.config import Connection, ConnectionStore, CredentialStore
+from idemview.layouts.layout import all_presets
+from idemview.qt import theme
+from idemview.services.session import OpenSpec, SharedMasker
+from idemview.qt.workers import JobError, Runner
 
 TYPES = [("SQLite file", "sqlite"), ("PostgreSQL", "postgresql"), ("MySQL", "mysql"), ("MariaDB", "mariadb")]
 DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
@@ -30,10 +30,10 @@ DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
 def test_connection(conn: Connection, password: str | None, layout: str, token) -> str:
     """Connect read-only, ask the session whether it is read-only, and detect or check the layout.
     Returns one line of plain words (runs on a worker thread)."""
-    from ..connect import open_engine, session_is_read_only
-    from ..detect import detect
-    from ..layout import load_layout, load_preset, preset_names
-    from ..query import Ledger
+    from idemview.ledger.connect import open_engine, session_is_read_only
+    from idemview.ledger.detect import detect
+    from idemview.layouts.layout import load_layout, load_preset, preset_names
+    from idemview.ledger.reader import Ledger
     engine = open_engine(conn.url(password), statement_timeout_s=20)
     try:
         ro = session_is_read_only(engine)
@@ -264,7 +264,7 @@ class ConnectionDialog(QDialog):
         j = self.layout_box.findData(layout or "")
         if layout and (j < 0 or j >= self.layout_box.count() - self._file_items):
             from pathlib import Path
-            from ..layout import LayoutError, load_layout
+            from idemview.layouts.layout import LayoutError, load_layout
             try:  # a small local file: reading its name here does not touch the database
                 name = load_layout(layout).name
             except (LayoutError, OSError, ValueError):
@@ -398,8 +398,8 @@ class ConnectionDialog(QDialog):
         self.result.setText("Opening the database read-only for the layout editor…")
 
         def job(tok):
-            from ..connect import open_engine
-            from ..layout import load_layout, preset_names
+            from idemview.ledger.connect import open_engine
+            from idemview.layouts.layout import load_layout, preset_names
             engine = open_engine(c.url(pw), statement_timeout_s=20)
             try:
                 lay = start if start is None or start in preset_names() else load_layout(start)
@@ -409,7 +409,7 @@ class ConnectionDialog(QDialog):
             return engine, lay
 
         def opened(res):
-            from .layout_editor import LayoutEditor
+            from idemview.qt.layout_editor import LayoutEditor
             engine, lay = res
             self.edit_layout_btn.setEnabled(True)
             self.result.setText("Layout editor open: Save there sets this connection's layout.")

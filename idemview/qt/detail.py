@@ -1,6 +1,6 @@
 """The operation detail pane: header, findings in plain words, the attempts timeline, the attempts
 table, and the request / response / error viewers. Everything shown here was masked on the worker
-thread (:func:`idemview.qt.session.load_detail`) before it reached this widget.
+thread (:func:`idemview.services.session.load_detail`) before it reached this widget.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from PySide6.QtWidgets import (
     QScrollArea, QSplitter, QTableView, QTabWidget, QToolButton, QVBoxLayout, QWidget,
 )
 
-from ..model import Finding, Operation, Payload
-from . import theme
-from .models import AttemptsModel
-from .session import ATT_REVEAL, OP_REVEAL, Detail, reveal_state, tag_at
-from .timeline import TimelineWidget
+from idemview.domain.model import Finding, Operation, Payload
+from idemview.qt import theme
+from idemview.qt.models import AttemptsModel
+from idemview.services.session import ATT_REVEAL, OP_REVEAL, Detail, reveal_state, tag_at
+from idemview.qt.timeline import TimelineWidget
 
 
 def mono() -> QFont:

@@ -1,5 +1,5 @@
 """The filter bar: time range, status, finding-kind chips with counts, key / intent / scope search, and
-the filter read out as a sentence (:meth:`idemview.filters.Filter.sentence`) — the very sentence the
+the filter read out as a sentence (:meth:`idemview.domain.filters.Filter.sentence`) — the very sentence the
 evidence manifest records, so what the investigator saw is what the export says.
 """
 
@@ -14,9 +14,9 @@ from PySide6.QtWidgets import (
     QMenu, QSizePolicy, QToolButton, QVBoxLayout, QWidget,
 )
 
-from ..filters import Filter
-from ..model import DEFAULT_SEVERITY, FindingKind, Status
-from . import theme
+from idemview.domain.filters import Filter
+from idemview.domain.model import DEFAULT_SEVERITY, FindingKind, Status
+from idemview.qt import theme
 
 UTC = timezone.utc
 RANGES = [("All time", None), ("Last 1 h", 3600), ("Last 6 h", 6 * 3600), ("Last 24 h", 86400),

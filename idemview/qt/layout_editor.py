@@ -4,11 +4,11 @@ A person starts from a preset or from scratch, picks the operations table and it
 *reflected* schema (never typed SQL), maps the status values sampled from the database (each shown with
 its count), chooses time encodings (guessed from the column type and sample values), and watches a live
 preview of the first normalized rows and the finding counts. Save writes TOML through
-:mod:`idemview.layout_builder` (validated before it is written) beside the connection.
+:mod:`idemview.ledger.builder` (validated before it is written) beside the connection.
 
 Every database call (reflection, samples, preview, findings) runs on a :class:`QThreadPool`; results come
 back by queued signal and carry a per-topic generation number, so a result for a mapping that has since
-changed is dropped (DESIGN §10). Values shown go through :class:`idemview.masking.Masker`.
+changed is dropped (DESIGN §10). Values shown go through :class:`idemview.masking.masker.Masker`.
 """
 
 from __future__ import annotations
@@ -33,18 +33,18 @@ from PySide6.QtWidgets import (
 )
 from sqlalchemy.engine import Engine
 
-from ..connect import short_error
-from ..layout import (
+from idemview.ledger.connect import short_error
+from idemview.layouts.layout import (
     ATTEMPT_SOURCES, PAYLOAD_ENCODINGS, PAYLOAD_FIELDS, TIME_ENCODINGS, TIME_FIELDS, VALUE_FIELDS, Layout,
     LayoutError, TimeColumn, load_preset, preset_names,
 )
-from ..layout_builder import (
+from idemview.ledger.builder import (
     ColumnInfo, TableInfo, blank_model, find_table, guess_status, guess_time_encoding, layout_path_for,
     layout_text, model_from_layout, reflect_schema, sample_distinct, sample_values, save_layout,
 )
-from ..masking import Masker
-from ..model import FindingKind, Operation, Outcome, Payload, Status
-from ..times import decode_time
+from idemview.masking.masker import Masker
+from idemview.domain.model import FindingKind, Operation, Outcome, Payload, Status
+from idemview.ledger.times import decode_time
 
 UTC = timezone.utc
 PREVIEW_ROWS = 50
@@ -101,8 +101,8 @@ class PreviewResult:
 
 def _preview_job(engine: Engine, layout: Layout, now: datetime) -> PreviewResult:
     # Imported here: the findings engine is only needed on the worker.
-    from ..findings import FindingEngine
-    from ..query import Ledger
+    from idemview.findings.engine import FindingEngine
+    from idemview.ledger.reader import Ledger
     led = Ledger(engine, layout)
     # Newest first: incidents are usually recent, and that is what a person checks a mapping against.
     page = led.page(limit=PREVIEW_ROWS, now=now, sort="created_at", descending=True)
@@ -502,7 +502,7 @@ def _spin(maximum: int, suffix: str, special: str | None = None) -> QSpinBox:
 class LayoutEditor(QDialog):
     """Build or edit a layout against a live, read-only database.
 
-    ``engine`` must be read-only (:func:`idemview.connect.open_engine`). ``start`` is a preset name, a
+    ``engine`` must be read-only (:func:`idemview.ledger.connect.open_engine`). ``start`` is a preset name, a
     parsed :class:`Layout`, or ``None`` (from scratch); a preset is fitted to the database's real table
     names and schema by detection when it matches. ``connection_id`` names where Save writes
     (``config_dir()/layouts/<id>.toml``); ``save_path`` overrides it; with neither, Save asks for a
@@ -982,7 +982,7 @@ class LayoutEditor(QDialog):
         engine = self.engine
 
         def job():
-            from ..detect import detect
+            from idemview.ledger.detect import detect
             tables = reflect_schema(engine)
             lay = load_preset(start) if isinstance(start, str) else start
             if lay is not None:
@@ -1038,7 +1038,7 @@ class LayoutEditor(QDialog):
         combo.blockSignals(False)
 
     def set_model(self, model: dict, guess: bool = False) -> None:
-        """Show ``model`` (a TOML-shaped dict, see :mod:`idemview.layout_builder`) in the widgets.
+        """Show ``model`` (a TOML-shaped dict, see :mod:`idemview.ledger.builder`) in the widgets.
 
         Entries the widgets do not edit (status rules, JSON paths of the attempts, ``where``, detect
         hints) are kept and saved as they were. ``guess``: suggest statuses for sampled values that the
@@ -1163,7 +1163,7 @@ class LayoutEditor(QDialog):
             cb.set_columns(cols)
 
     def model(self) -> dict:
-        """The mapping shown, as a TOML-shaped dict (see :mod:`idemview.layout_builder`): the starting
+        """The mapping shown, as a TOML-shaped dict (see :mod:`idemview.ledger.builder`): the starting
         model with every entry the widgets edit replaced by the widgets' values."""
         m = copy.deepcopy(self._base)
         meta = m.setdefault("layout", {})
@@ -1400,7 +1400,7 @@ class LayoutEditor(QDialog):
             return
         try:
             text_ = self.layout_text()
-            from ..layout import parse_layout
+            from idemview.layouts.layout import parse_layout
             lay = parse_layout(text_, origin="<editor>")
         except LayoutError as e:
             self._last_text = None

@@ -20,18 +20,18 @@ from PySide6.QtWidgets import (
 )
 from sqlalchemy import func, select
 
-from ..filters import Filter
-from ..model import SEVERITY_ORDER, Finding, FindingKind
-from . import theme
-from .detail import OperationDetail
-from .filterbar import FilterBar
-from .models import COL_FINDINGS, COL_KEY, FindingsModel, FindingsRole, OperationsModel, RowRole, OP_COLUMNS
-from .overview import IncidentOverview
-from .session import (
+from idemview.domain.filters import Filter
+from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind
+from idemview.qt import theme
+from idemview.qt.detail import OperationDetail
+from idemview.qt.filterbar import FilterBar
+from idemview.qt.models import COL_FINDINGS, COL_KEY, FindingsModel, FindingsRole, OperationsModel, RowRole, OP_COLUMNS
+from idemview.qt.overview import IncidentOverview
+from idemview.services.session import (
     FindingsResult, Opened, OpenSpec, SharedMasker, load_detail, open_ledger, overview, reveal_state,
     reveal_value, scan,
 )
-from .workers import JobError, Runner
+from idemview.qt.workers import JobError, Runner
 
 UTC = timezone.utc
 
@@ -300,7 +300,7 @@ class LedgerTab(QWidget):
         ledger, masker, now = self.ledger, self.masker, self.now
         # One job per finding kind, in parallel: the quick kinds show up at once and a kind whose SQL is
         # slow on this ledger (or times out) holds nothing else back.
-        from ..findings import FindingEngine
+        from idemview.findings.engine import FindingEngine
         unsupported = FindingEngine(ledger, now).unsupported()  # pure Python: no query
         self._scan = {"now": now, "parts": {}, "expl": {}, "unsupported": unsupported, "failed": {},
                       "pending": {k for k in FindingKind if k not in unsupported}}
@@ -371,7 +371,7 @@ class LedgerTab(QWidget):
     def _do_merge(self, st: dict):
         if st is not self._scan:
             return
-        from .session import merge_findings
+        from idemview.services.session import merge_findings
         fs = [f for k in FindingKind for f in st["parts"].get(k, [])]
         unsupported = dict(st["unsupported"])
         for k in st["pending"]:
@@ -492,7 +492,7 @@ class LedgerTab(QWidget):
         engine.dispose()  # drop the dead pooled connections; new ones are opened read-only again
 
         def ping(tok):
-            from ..connect import session_is_read_only
+            from idemview.ledger.connect import session_is_read_only
             return session_is_read_only(engine)
 
         self.runner.submit("open", ping, lambda _ro: self.refresh(), self.show_error)

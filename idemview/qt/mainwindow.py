@@ -30,17 +30,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..config import CredentialStore
-from . import theme
-from .ledgertab import LedgerTab
-from .models import SearchModel
-from .session import OpenSpec, SharedMasker, search
-from .workers import JobError, Runner
+from idemview.config import CredentialStore
+from idemview.qt import theme
+from idemview.qt.ledgertab import LedgerTab
+from idemview.qt.models import SearchModel
+from idemview.services.session import OpenSpec, SharedMasker, search
+from idemview.qt.workers import JobError, Runner
 
 UTC = timezone.utc
 
 try:  # the evidence export core arrives separately; the action is disabled until it does
-    from ..export import check_target, export_evidence  # type: ignore[attr-defined]
+    from idemview.evidence.plan import check_target, export_evidence  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the branch
     export_evidence = check_target = None
 
@@ -71,7 +71,7 @@ class _Progress(QObject):
 class ExportDialog(QDialog):
     """Where and what to export; shows the filter sentence that the manifest will record.
 
-    Export checks the target first (:func:`idemview.export.check_target`): the reason a path is refused
+    Export checks the target first (:func:`idemview.evidence.plan.check_target`): the reason a path is refused
     is shown in the dialog, and an existing file is replaced only after the user says so (then
     ``overwrite`` is True). ``ask_replace(path)`` asks; tests replace it."""
 
@@ -313,7 +313,7 @@ class MainWindow(QMainWindow):
         if export_evidence is None:
             self.act_export.setEnabled(False)
             self.act_export.setToolTip("Evidence export is not available in this build "
-                                       "(the idemview.export module is missing)")
+                                       "(the idemview.evidence.plan module is missing)")
         else:
             self.act_export.setEnabled(has)
             self.act_export.setToolTip("Export what the filter shows, masked, with a manifest (Ctrl+E)")
@@ -363,11 +363,11 @@ class MainWindow(QMainWindow):
         self._sync_actions()
 
     def open_demo(self):
-        from .app import demo_spec
+        from idemview.qt.app import demo_spec
         self.open_spec(demo_spec())
 
     def show_connections(self):
-        from .connections import ConnectionDialog
+        from idemview.qt.connections import ConnectionDialog
         dlg = ConnectionDialog(self.credentials, self.masker, self)
         if dlg.exec() == QDialog.DialogCode.Accepted and dlg.spec is not None:
             self.open_spec(dlg.spec)
@@ -459,7 +459,7 @@ class MainWindow(QMainWindow):
         t = self.current_tab()
         if t is None or t.opened is None:
             return
-        from .layout_editor import LayoutEditor
+        from idemview.qt.layout_editor import LayoutEditor
         ed = LayoutEditor(t.opened.engine, t.ledger.layout, t.spec.connection_id, now=t.now, parent=self)
         ed.saved.connect(lambda path, t=t: self._layout_saved(t, path))
         ed.finished.connect(ed.deleteLater)
@@ -472,7 +472,7 @@ class MainWindow(QMainWindow):
         if i < 0:
             return
         if tab.spec.connection_id:
-            from ..config import ConnectionStore
+            from idemview.config import ConnectionStore
             store = ConnectionStore()
             for c in store.load():
                 if c.id == tab.spec.connection_id:

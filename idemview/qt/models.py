@@ -1,5 +1,5 @@
 """Qt item models. The operations model is lazy: it holds only the pages fetched so far and asks the
-database for the next page (keyset paging, :meth:`idemview.query.Ledger.page`) on ``fetchMore``, on a
+database for the next page (keyset paging, :meth:`idemview.ledger.reader.Ledger.page`) on ``fetchMore``, on a
 worker thread. Sorting is a new database query, never a proxy model over rows in memory — a 10-million
 row ledger sorts the same way a 10-row one does.
 """
@@ -13,11 +13,11 @@ from typing import Any, Callable
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QFont
 
-from ..filters import Filter
-from ..model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Severity
-from . import theme
-from .session import FindingsResult, kind_summary, OpRow, SearchHit, SharedMasker, fetch_page, severity_of
-from .workers import JobError, Runner
+from idemview.domain.filters import Filter
+from idemview.domain.model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Severity
+from idemview.qt import theme
+from idemview.services.session import FindingsResult, kind_summary, OpRow, SearchHit, SharedMasker, fetch_page, severity_of
+from idemview.qt.workers import JobError, Runner
 
 Index = QModelIndex | QPersistentModelIndex
 

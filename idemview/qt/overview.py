@@ -21,9 +21,9 @@ from PySide6.QtCore import QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from ..model import SEVERITY_ORDER, Finding, Outcome, Severity, Status
-from ..query import Histogram
-from . import theme
+from idemview.domain.model import SEVERITY_ORDER, Finding, Outcome, Severity, Status
+from idemview.ledger.reader import Histogram
+from idemview.qt import theme
 
 UTC = timezone.utc
 _STACK = [Outcome.SUCCEEDED, Outcome.REJECTED, Outcome.IN_PROGRESS, Outcome.UNKNOWN, Outcome.TIMED_OUT,
@@ -67,7 +67,7 @@ class IncidentOverview(QWidget):
     """Histogram of attempts by outcome over time with finding markers and a selectable window.
 
     Signals: ``region_chosen(since, until)`` (aware UTC), ``region_cleared()``, ``range_wanted(start,
-    end)`` when the visible time range changes (the owner re-queries :func:`idemview.query.histogram`),
+    end)`` when the visible time range changes (the owner re-queries :func:`idemview.ledger.reader.histogram`),
     ``finding_clicked(Finding)``."""
 
     region_chosen = Signal(object, object)

@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
-from ..model import FindingKind, Outcome, Severity, Status
+from idemview.domain.model import FindingKind, Outcome, Severity, Status
 
 UTC = timezone.utc
 
@@ -173,5 +173,5 @@ TIME = TimeFormat()
 
 def duration(seconds: float | None) -> str:
     """A duration on a timeline or in a table (milliseconds and tenths shown); "—" when unknown."""
-    from ..times import human_duration
+    from idemview.ledger.times import human_duration
     return "—" if seconds is None else human_duration(seconds, fine=True)

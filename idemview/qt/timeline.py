@@ -16,8 +16,8 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from ..model import Attempt, Outcome, Severity
-from . import theme
+from idemview.domain.model import Attempt, Outcome, Severity
+from idemview.qt import theme
 
 UTC = timezone.utc
 

@@ -9,7 +9,7 @@ the last question asked.
 
 Cancellation: each job carries a :class:`CancelToken`. An engine-level ``before_cursor_execute``
 listener (installed by :func:`watch_engine`) registers the DBAPI connection a job is executing on, so
-:meth:`CancelToken.cancel` can interrupt the running statement with :class:`idemview.connect.Interrupter`
+:meth:`CancelToken.cancel` can interrupt the running statement with :class:`idemview.ledger.connect.Interrupter`
 (``sqlite3.interrupt``, PostgreSQL cancel, MySQL ``KILL QUERY``) — the statement stops in the database,
 not just in our bookkeeping. A job started after cancellation raises :class:`Cancelled` before it runs
 anything.
@@ -25,81 +25,16 @@ import itertools
 import logging
 import threading
 import traceback
-import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from ..connect import Interrupter, short_error
+from idemview.ledger.connect import short_error
+from idemview.services.cancel import Cancelled, CancelToken, bind_token, current_token, watch_engine  # noqa: F401 - re-exported for the GUI
 
 log = logging.getLogger(__name__)
-
-_local = threading.local()
-
-
-class Cancelled(Exception):
-    """Raised inside a job whose token was cancelled before a statement started."""
-
-
-@dataclass(eq=False)
-class CancelToken:
-    """Cancel flag of one job plus the DBAPI connections it is executing on right now."""
-
-    cancelled: bool = False
-    _active: dict = field(default_factory=dict)  # id(dbapi_conn) -> (engine, dbapi_conn)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        with self._lock:
-            active = list(self._active.values())
-        for engine, dbapi_conn in active:
-            Interrupter(engine).cancel(dbapi_conn)
-
-    def check(self) -> None:
-        """Raise :class:`Cancelled` if cancelled (long Python loops in jobs call this)."""
-        if self.cancelled:
-            raise Cancelled()
-
-
-def current_token() -> CancelToken | None:
-    """The token of the job running on this thread (``None`` outside jobs)."""
-    return getattr(_local, "token", None)
-
-
-_watched: "weakref.WeakSet[Engine]" = weakref.WeakSet()
-
-
-def watch_engine(engine: Engine) -> None:
-    """Install the listeners that let a job's statements be cancelled (idempotent per engine)."""
-    if engine in _watched:
-        return
-    _watched.add(engine)
-
-    @event.listens_for(engine, "before_cursor_execute")
-    def _before(conn, cursor, statement, params, context, executemany):
-        tok = current_token()
-        if tok is None:
-            return
-        if tok.cancelled:
-            raise Cancelled()
-        raw = conn.connection.dbapi_connection
-        with tok._lock:
-            tok._active[id(raw)] = (engine, raw)
-
-    @event.listens_for(engine, "after_cursor_execute")
-    def _after(conn, cursor, statement, params, context, executemany):
-        tok = current_token()
-        if tok is None:
-            return
-        raw = conn.connection.dbapi_connection
-        with tok._lock:
-            tok._active.pop(id(raw), None)
-
 
 @dataclass
 class JobError:
@@ -130,10 +65,10 @@ def describe_error(e: BaseException) -> JobError:
             lost = True
         return JobError(("connection lost: " if lost else "the database refused a query: ") + msg,
                         connection_lost=lost)
-    from ..connect import ConnectError
+    from idemview.ledger.connect import ConnectError
     if isinstance(e, ConnectError):
         return JobError(str(e), connection_lost=True)
-    from ..connect import redact
+    from idemview.ledger.connect import redact
     return JobError(f"{type(e).__name__}: {redact(str(e))[:300]}",
                     detail="".join(traceback.format_exception(e))[-4000:])
 
@@ -154,7 +89,7 @@ class _Job(QRunnable):
         self.relay, self.channel, self.gen, self.fn, self.token = relay, channel, gen, fn, token
 
     def run(self):
-        _local.token = self.token
+        bind_token(self.token)
         try:
             if self.token.cancelled:
                 raise Cancelled()
@@ -162,7 +97,7 @@ class _Job(QRunnable):
         except BaseException as e:  # noqa: BLE001 - every failure is reported to the UI
             out = (self.channel, self.gen, False, describe_error(e))
         finally:
-            _local.token = None
+            bind_token(None)
         try:
             self.relay.finished.emit(out)
         except RuntimeError:  # the tab was closed while we ran: nobody to tell

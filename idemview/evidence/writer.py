@@ -34,9 +34,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
-from . import __version__
-from .masking import Masker, normalize_name
-from .model import Payload
+from idemview import __version__
+from idemview.masking.masker import Masker, normalize_name
+from idemview.domain.model import Payload
 
 __all__ = [
     "COLUMN_KINDS",

@@ -2,7 +2,7 @@
 
 A layout is declarative TOML — table and column names, value maps and structured predicates, never
 code or raw SQL. :func:`load_layout` parses and validates its *form*; :func:`check_against_database`
-(in :mod:`idemview.query`) validates it against a live database's reflected schema.
+(in :mod:`idemview.ledger.reader`) validates it against a live database's reflected schema.
 
 Format (every key not marked required is optional)::
 
@@ -77,7 +77,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .model import Outcome, Status
+from idemview.domain.model import Outcome, Status
 
 TIME_ENCODINGS = ("datetime", "naive", "epoch_s", "epoch_ms", "iso_text")
 PAYLOAD_ENCODINGS = ("json", "text", "binary", "pickle")
@@ -515,13 +515,13 @@ def _threshold(where: str, v: Any) -> int:
 
 def preset_names() -> list[str]:
     """Names of the shipped layouts (TOML data files in ``idemview/presets``), sorted."""
-    files = resources.files("idemview.presets")
+    files = resources.files("idemview.layouts.presets")
     return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
 
 
 def load_preset(name: str) -> Layout:
     """Load a shipped layout by name. Raises :class:`LayoutError` naming the known presets."""
-    res = resources.files("idemview.presets") / f"{name}.toml"
+    res = resources.files("idemview.layouts.presets") / f"{name}.toml"
     if not res.is_file():
         raise LayoutError(f"no preset named {name!r}; known presets: {', '.join(preset_names())}")
     return parse_layout(res.read_text("utf-8"), origin=f"preset {name}")

@@ -46,7 +46,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 from uuid import UUID
 
-from .model import Payload
+from idemview.domain.model import Payload
 
 __all__ = [
     "CREDENTIAL_KINDS",
@@ -760,7 +760,7 @@ class Masker:
           names; keys are masked as text too; ``[name, value]`` pairs and ``{"name":..,"value":..}``
           header objects (HAR) are masked by their name;
         - ``bytes`` pass through (the caller decodes them first if they are text);
-        - :class:`idemview.model.Payload` → a new Payload with its value masked.
+        - :class:`idemview.domain.model.Payload` → a new Payload with its value masked.
 
         ``count=False`` leaves :attr:`counts` alone (e.g. for a manifest's own fields).
         """

@@ -3,7 +3,7 @@ shows, streamed page by page from the database, masked, with a manifest.
 
 Three kinds of rows: the filtered ``operations``; all ``attempts`` of the filtered operations; the
 ``findings`` of the filtered operations. Rows are streamed from a server-side cursor (memory does not
-grow with the row count) into :func:`idemview.evidence.write_evidence`, which masks, formats, writes
+grow with the row count) into :func:`idemview.evidence.writer.write_evidence`, which masks, formats, writes
 under a temporary name and renames only when complete.
 """
 
@@ -18,14 +18,14 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import select
 
-from .connect import describe
-from .evidence import ColumnSpec, ExportCancelled, ExportResult, write_evidence
-from .filters import Filter
-from .findings import FindingEngine
-from .masking import Masker
-from .model import FindingKind, Status
-from .query import Ledger, _json_list, json_array_attempts
-from .times import decode_time, iso
+from idemview.ledger.connect import describe
+from idemview.evidence.writer import ColumnSpec, ExportCancelled, ExportResult, write_evidence
+from idemview.domain.filters import Filter
+from idemview.findings.engine import FindingEngine
+from idemview.masking.masker import Masker
+from idemview.domain.model import FindingKind, Status
+from idemview.ledger.reader import Ledger, _json_list, json_array_attempts
+from idemview.ledger.times import decode_time, iso
 
 UTC = timezone.utc
 ROW_KINDS = ("operations", "attempts", "findings")
@@ -249,7 +249,7 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
     ``now`` (aware; default the current time) is the instant findings are computed for and is
     recorded in the manifest. ``masker`` defaults to a fresh one (a new random key per export).
     ``progress(rows_written)`` and ``cancel()`` are polled while streaming. Raises
-    :class:`~idemview.evidence.ExportCancelled` on cancel, ``ValueError`` for a target
+    :class:`~idemview.evidence.writer.ExportCancelled` on cancel, ``ValueError`` for a target
     :func:`check_target` refuses (an existing file needs ``overwrite``); database errors propagate; in
     every failure no file is left under the final name."""
     check_target(out_path, ledger, overwrite=overwrite)
@@ -267,34 +267,3 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
     }
     return write_evidence(out_path, plan.columns, plan.rows, masker=masker, manifest=manifest, excel=excel,
                           null_literal=null_literal, progress=progress, cancel=cancel)
-
-
-def export_cli(args, ledger: Ledger, connection_name: str | None = None) -> int:
-    """``idemview export``: build the filter from the arguments, export, print one summary line."""
-    from .cli import EXIT_OK, CliError
-    try:
-        flt = Filter(findings=[FindingKind(k) for k in args.finding],
-                     statuses=[Status(s) for s in args.status], kinds=list(args.kind),
-                     key=args.key, intent=args.intent, scope=args.scope, since=args.since, until=args.until)
-    except ValueError:
-        bad_f = [k for k in args.finding if k not in {x.value for x in FindingKind}]
-        if bad_f:
-            raise CliError(f"unknown finding kind {bad_f[0]!r}; one of: "
-                           + ", ".join(k.value for k in FindingKind)) from None
-        bad_s = next(s for s in args.status if s not in {x.value for x in Status})
-        raise CliError(f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
-                       f"values): one of " + ", ".join(s.value for s in Status)) from None
-    try:
-        out = check_target(args.out, ledger, overwrite=args.force)
-    except ValueError as e:
-        raise CliError(str(e)) from None
-    masker = Masker()
-    try:
-        res = export_evidence(ledger, flt, out, rows=args.rows, now=args.now, excel=args.excel,
-                              null_literal=args.null, connection_name=connection_name, masker=masker,
-                              overwrite=args.force)
-    except ExportCancelled:
-        raise CliError("export cancelled; no file written") from None
-    print(f"wrote {res.rows} {args.rows} rows to {res.path} (sha256 {res.sha256[:16]}…) and "
-          f"{res.manifest_path}; filter: {masker.mask_text(flt.sentence())}")
-    return EXIT_OK

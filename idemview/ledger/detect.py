@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
-from .layout import Layout, all_presets
+from idemview.layouts.layout import Layout, all_presets
 
 SYSTEM_SCHEMAS = {"information_schema", "pg_catalog", "pg_toast", "mysql", "performance_schema", "sys"}
 

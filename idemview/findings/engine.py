@@ -2,7 +2,7 @@
 
 Each kind is one SQL statement over the layout's normalized expressions (grouping, joins and
 comparisons run in the database, so a ledger larger than memory is fine); Python only shapes the
-result rows into :class:`~idemview.model.Finding` objects with a plain-words explanation and evidence.
+result rows into :class:`~idemview.domain.model.Finding` objects with a plain-words explanation and evidence.
 A kind the layout cannot express (e.g. ``key_conflict`` without a fingerprint) is skipped and listed by
 :meth:`FindingEngine.unsupported`.
 
@@ -35,10 +35,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.expression import ColumnElement, Select
 
-from .model import DEFAULT_SEVERITY, Finding, FindingKind, Severity
-from .query import Ledger
-from .sqlx import time_before
-from .times import from_epoch, human_duration, iso
+from idemview.domain.model import DEFAULT_SEVERITY, Finding, FindingKind, Severity
+from idemview.ledger.reader import Ledger
+from idemview.ledger.sqlx import time_before
+from idemview.ledger.times import from_epoch, human_duration, iso
 
 UTC = timezone.utc
 K = FindingKind
@@ -562,7 +562,7 @@ class FindingEngine:
 
     def _json_array_storms(self) -> list[Finding]:
         # JSON arrays are counted in Python, streamed (engines disagree on JSON array functions).
-        from .query import _json_list
+        from idemview.ledger.reader import _json_list
         l, thr = self.l, self.l.retry_threshold
         col = l.ops.c[l.layout.attempts.column]
         out = []

@@ -1,6 +1,6 @@
 """The structured filter shared by the GUI, ``idemview export`` and the evidence manifest.
 
-A :class:`Filter` is plain data: it is compiled to SQL by :mod:`idemview.query`, written into the
+A :class:`Filter` is plain data: it is compiled to SQL by :mod:`idemview.ledger.reader`, written into the
 manifest by :meth:`Filter.to_dict`, and read out to a person by :meth:`Filter.sentence`. The GUI's
 filter bar and the manifest use the same sentence, so what an investigator saw is what the evidence says.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .model import FindingKind, Status
+from idemview.domain.model import FindingKind, Status
 
 _STATUS_WORDS = {
     Status.NEW: "new",

@@ -12,7 +12,7 @@ from decimal import Decimal
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-from .layout import TimeColumn
+from idemview.layouts.layout import TimeColumn
 
 UTC = timezone.utc
 

@@ -15,31 +15,31 @@ from typing import Any
 
 from sqlalchemy.engine import URL, Engine
 
-from ..connect import open_engine, safe_url, session_is_read_only
-from ..filters import Filter
-from ..findings import FindingEngine
-from ..layout import Layout, load_layout, load_preset, preset_names
-from ..model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Operation, Severity, Status
-from ..query import Histogram, Ledger, Page, find_operations, histogram, time_span
-from .workers import CancelToken, watch_engine
+from idemview.ledger.connect import open_engine, safe_url, session_is_read_only
+from idemview.domain.filters import Filter
+from idemview.findings.engine import FindingEngine
+from idemview.layouts.layout import Layout, load_layout, load_preset, preset_names
+from idemview.domain.model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Operation, Severity, Status
+from idemview.ledger.reader import Histogram, Ledger, Page, find_operations, histogram, time_span
+from idemview.services.cancel import CancelToken, watch_engine
 
 UTC = timezone.utc
 
 try:  # the masking engine lands from its own branch; the GUI never shows a value without it
-    from ..masking import Masker
+    from idemview.masking.masker import Masker
 except ImportError:  # pragma: no cover - only before the masking branch is merged
     Masker = None  # type: ignore[assignment]
 
 
 class SharedMasker:
-    """The one :class:`idemview.masking.Masker` of a GUI session, shared by worker threads.
+    """The one :class:`idemview.masking.masker.Masker` of a GUI session, shared by worker threads.
 
     The Masker's own caches and counts are not thread-safe, and equal values must get equal tags
     across every view (grid, detail, clipboard), so one instance is used behind a lock."""
 
     def __init__(self):
         if Masker is None:
-            raise RuntimeError("idemview.masking is missing: the GUI will not show unmasked values")
+            raise RuntimeError("idemview.masking.masker is missing: the GUI will not show unmasked values")
         self._m = Masker()
         self._lock = threading.Lock()
 
@@ -124,10 +124,10 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
             layout = load_preset(lay) if lay in preset_names() else load_layout(lay)
             detection = f"layout {layout.name} (chosen)"
         else:
-            from ..detect import detect
+            from idemview.ledger.detect import detect
             matches = detect(engine)
             if not matches:
-                from ..layout import LayoutError
+                from idemview.layouts.layout import LayoutError
                 raise LayoutError("no preset fits this database: choose or build a layout")
             m = matches[0]
             layout = m.layout
@@ -159,7 +159,7 @@ class FindingsResult:
 def kind_summary(findings: list[Finding]) -> list[tuple]:
     """(kind, most severe severity, distinct operations) for every kind, in one pass (run on a worker:
     a big ledger carries tens of thousands of findings)."""
-    from ..model import DEFAULT_SEVERITY
+    from idemview.domain.model import DEFAULT_SEVERITY
     sev: dict[FindingKind, Severity] = {}
     refs: dict[FindingKind, set] = {k: set() for k in FindingKind}
     for f in findings:
@@ -322,7 +322,7 @@ def reveal_state(shown: str | None) -> tuple[bool, str]:
     """Whether a cell shown as ``shown`` (masked text) offers "Reveal this value", and the tooltip.
     Decided from the tags' kinds, so the menu needs no raw value; :func:`reveal_value` checks again
     with :meth:`Masker.is_credential` on the raw value before anything is shown."""
-    from ..masking import CREDENTIAL_KINDS, TAG_RE
+    from idemview.masking.masker import CREDENTIAL_KINDS, TAG_RE
     tags = TAG_RE.findall(shown or "")
     if not tags:
         return False, "nothing is masked here"
@@ -333,7 +333,7 @@ def reveal_state(shown: str | None) -> tuple[bool, str]:
 
 def tag_at(text: str, pos: int) -> str | None:
     """The masking tag in ``text`` that spans position ``pos`` (a cursor), if any."""
-    from ..masking import TAG_RE
+    from idemview.masking.masker import TAG_RE
     for m in TAG_RE.finditer(text):
         if m.start() <= pos <= m.end():
             return m.group(0)

@@ -23,7 +23,7 @@ from sqlalchemy.types import TypeDecorator
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
-from .layout import TimeColumn
+from idemview.layouts.layout import TimeColumn
 
 UTC = timezone.utc
 

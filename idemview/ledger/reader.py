@@ -3,7 +3,7 @@
 :class:`Ledger` reflects the layout's tables (proving the layout fits), builds the normalized operations
 expression set, and answers the questions every view asks: pages of operations (keyset paging, sorted
 and filtered by the database), the records and attempts of one operation, counts, and the distinct
-values of a column. Findings are computed by :mod:`idemview.findings` on the same expressions.
+values of a column. Findings are computed by :mod:`idemview.findings.engine` on the same expressions.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, NoSuchTableError
 from sqlalchemy.sql.expression import ColumnElement, Select
 
-from .filters import Filter
-from .layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
-from .model import Attempt, Operation, Outcome, Payload, Status
-from .sqlx import as_text, epoch_seconds, exact_text, hex_text, json_text, time_after, time_before
-from .times import decode_time, from_epoch
+from idemview.domain.filters import Filter
+from idemview.layouts.layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
+from idemview.domain.model import Attempt, Operation, Outcome, Payload, Status
+from idemview.ledger.sqlx import as_text, epoch_seconds, exact_text, hex_text, json_text, time_after, time_before
+from idemview.ledger.times import decode_time, from_epoch
 
 UTC = timezone.utc
 
@@ -439,7 +439,7 @@ class Ledger:
             if flt.until:
                 parts.append(time_before(c, tc, flt.until, self.dialect, inclusive=False))
         if flt.findings:
-            from .findings import FindingEngine
+            from idemview.findings.engine import FindingEngine
             fe = FindingEngine(self, now or datetime.now(UTC))
             keys = fe.keys_with(flt.findings, distinct=False)
             parts.append(self.ops_ref_in(keys))

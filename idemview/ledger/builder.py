@@ -9,7 +9,7 @@ No Qt here: everything is plain data and SQLAlchemy, tested without a display.
 - :func:`guess_time_encoding` and :func:`guess_status` suggest what a person then confirms;
 - the **model** is a plain ``dict`` shaped exactly like the layout TOML (``{"layout": {...},
   "operations": {...}, "attempts": {...}, "expiry": {...}, "tunables": {...}}``, see
-  :mod:`idemview.layout`); :func:`model_from_layout` turns a parsed :class:`Layout` (a preset) into one,
+  :mod:`idemview.layouts.layout`); :func:`model_from_layout` turns a parsed :class:`Layout` (a preset) into one,
   :func:`layout_text` turns one into TOML text that is proven to parse (it is validated with
   :func:`parse_layout` before it is returned), and :func:`save_layout` writes it atomically, by default
   to :func:`layout_path_for` (``config_dir()/layouts/<connection id>.toml``, beside the connection).
@@ -37,12 +37,12 @@ from sqlalchemy import (
 from sqlalchemy import column as sa_column, table as sa_table
 from sqlalchemy.engine import Engine
 
-from .config import config_dir
-from .layout import (
+from idemview.config import config_dir
+from idemview.layouts.layout import (
     PAYLOAD_FIELDS, PREDICATE_OPS, AttemptsSpec, Layout, LayoutError, Predicate, StatusSource, TimeColumn, ValueSource,
     parse_layout,
 )
-from .model import Status
+from idemview.domain.model import Status
 
 #: Schemas that hold the engine's own catalog, never a ledger.
 SYSTEM_SCHEMAS = {"information_schema", "pg_catalog", "pg_toast", "mysql", "performance_schema", "sys"}
@@ -236,7 +236,7 @@ def _as_number(v: Any) -> float | None:
 
 
 def guess_time_encoding(column: ColumnInfo | None, samples: Iterable[Any] = ()) -> str | None:
-    """The time encoding (:data:`idemview.layout.TIME_ENCODINGS`) a column most likely uses, or ``None``
+    """The time encoding (:data:`idemview.layouts.layout.TIME_ENCODINGS`) a column most likely uses, or ``None``
     when it does not look like a time.
 
     - a datetime type → ``datetime`` (aware, or naive meaning UTC; choose ``naive`` + a zone by hand
