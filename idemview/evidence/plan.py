@@ -239,15 +239,28 @@ def check_target(out_path: str | Path, ledger: Ledger | None = None, *, overwrit
     return out
 
 
+#: What the manifest says about the key behind the masked tags (``export_evidence(masking_key=...)``).
+MASKING_KEYS = {
+    "export": {"scope": "export", "note": "a random key made for this export alone: its tags match no "
+                                          "other export and no screen"},
+    "session": {"scope": "session", "note": "the key of the idemview window this export was started "
+                                            "from: its tags match the tags on that screen"},
+}
+
+
 def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *, rows: str = "operations",
                     now: datetime | None = None, excel: bool = False, null_literal: str = "",
                     connection_name: str | None = None, masker: Masker | None = None,
                     progress: Callable[[int], Any] | None = None,
-                    cancel: Callable[[], bool] | None = None, overwrite: bool = False) -> ExportResult:
+                    cancel: Callable[[], bool] | None = None, overwrite: bool = False,
+                    masking_key: str = "export", sentence_shown: str | None = None) -> ExportResult:
     """Export what ``flt`` shows of ``ledger`` to ``out_path`` (CSV) plus its manifest.
 
     ``now`` (aware; default the current time) is the instant findings are computed for and is
     recorded in the manifest. ``masker`` defaults to a fresh one (a new random key per export).
+    ``masking_key`` says whose key the tags come from and is recorded: ``"export"`` (a key made for
+    this export, the CLI's) or ``"session"`` (the GUI window's, so tags match the screen).
+    ``sentence_shown``: the filter sentence in the zone the GUI showed (recorded beside the UTC one).
     ``progress(rows_written)`` and ``cancel()`` are polled while streaming. Raises
     :class:`~idemview.evidence.writer.ExportCancelled` on cancel, ``ValueError`` for a target
     :func:`check_target` refuses (an existing file needs ``overwrite``); database errors propagate; in
@@ -261,8 +274,10 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
     manifest = {
         "ledger": {"connection": connection_name or ledger.name, **ident},
         "layout": {"name": ledger.layout.name, "sha256": ledger.layout.hash},
-        "filter": {"structured": flt.to_dict(), "sentence": flt.sentence()},
+        "filter": {"structured": flt.to_dict(), "sentence": flt.sentence(),
+                   **({"sentence_shown": sentence_shown} if sentence_shown else {})},
         "now": iso(now),
+        "masking_key": MASKING_KEYS[masking_key],
         "rows": {"kind": rows, "description": plan.description},
     }
     return write_evidence(out_path, plan.columns, plan.rows, masker=masker, manifest=manifest, excel=excel,

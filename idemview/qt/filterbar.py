@@ -157,16 +157,31 @@ class FilterBar(QWidget):
                       intent=self.intent_edit.text() or None, scope=self.scope_edit.text() or None,
                       since=since, until=until)
 
-    def set_counts(self, counts: dict[FindingKind, int], unsupported: dict[FindingKind, str]):
+    def set_counts(self, counts: dict[FindingKind, int], unsupported: dict[FindingKind, str],
+                   totals: dict[FindingKind, int] | None = None,
+                   severities: dict | None = None):
+        """Chip counts: ``counts`` of the filtered set, ``totals`` of the whole ledger (given when the
+        filter narrows: the chip reads "7 of 63"); ``severities`` the worst severity found per kind
+        (the chip's glyph matches the findings panel: a critical replay shows the critical glyph)."""
         self._counts, self._unsupported = dict(counts), dict(unsupported)
+        self._totals = dict(totals) if totals is not None else None
+        self._severities = dict(severities or {})
         self._render_chips()
 
+    def chip_severity(self, k: FindingKind):
+        return self._severities.get(k, DEFAULT_SEVERITY[k]) if getattr(self, "_severities", None) \
+            else DEFAULT_SEVERITY[k]
+
     def _render_chips(self):
+        totals = getattr(self, "_totals", None)
         for k, b in self.chips.items():
-            sev = DEFAULT_SEVERITY[k]
+            sev = self.chip_severity(k)
             n = self._counts.get(k)
             why = self._unsupported.get(k)
-            b.setText(f"{theme.SEVERITY_GLYPHS[sev]} {theme.KIND_SHORT[k]}" + (f"  {n}" if n is not None and not why else ""))
+            shown = ""
+            if n is not None and not why:
+                shown = f"  {n} of {totals.get(k, 0)}" if totals is not None else f"  {n}"
+            b.setText(f"{theme.SEVERITY_GLYPHS[sev]} {theme.KIND_SHORT[k]}" + shown)
             col = theme.colour(theme.SEVERITY_COLOURS, sev).name()
             b.setEnabled(why is None)
             b.setToolTip((why if why.startswith(("still", "the check")) else
@@ -193,6 +208,17 @@ class FilterBar(QWidget):
         self._range_secs = None
         self._flt.since, self._flt.until = since, until
         self.range.setCurrentIndex(len(RANGES) - 1)
+        self._emit()
+
+    def range_is_region(self) -> bool:
+        """The time range came from the overview (or a custom range): the chart draws it as a band."""
+        return self._range_secs is None and (self._flt.since is not None or self._flt.until is not None)
+
+    def clear_time(self):
+        """Drop the time range only (the overview's "Clear window")."""
+        self._range_secs = None
+        self._flt.since = self._flt.until = None
+        self.range.setCurrentIndex(0)
         self._emit()
 
     def set_key(self, text: str):
@@ -248,8 +274,8 @@ class FilterBar(QWidget):
         self.changed.emit(self.filter())
 
     def _update_sentence(self):
-        # Exactly Filter.sentence(): the same words the evidence manifest records (instants in UTC).
-        self.sentence.setText(self.filter().sentence())
+        # Filter.sentence() in the zone shown: the manifest records this one beside the UTC sentence.
+        self.sentence.setText(self.filter().sentence(theme.TIME.zone(), theme.TIME.tz()))
 
     def sentence_text(self) -> str:
         return self.sentence.text()

@@ -24,12 +24,14 @@ from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind
 from idemview.qt import theme
 from idemview.qt.detail import OperationDetail
+from idemview.qt.elide import ElidedLabel
+from idemview.qt.theme import plural
 from idemview.qt.filterbar import FilterBar
 from idemview.qt.models import COL_FINDINGS, COL_KEY, FindingsModel, FindingsRole, OperationsModel, RowRole, OP_COLUMNS
 from idemview.qt.overview import IncidentOverview
 from idemview.services.session import (
-    FindingsResult, Opened, OpenSpec, SharedMasker, load_detail, open_ledger, overview, reveal_state,
-    reveal_value, scan,
+    FilteredFindings, FindingsResult, Opened, OpenSpec, SharedMasker, findings_in_filter, load_detail,
+    filtered_span, open_ledger, overview, reveal_state, reveal_value, scan,
 )
 from idemview.qt.workers import JobError, Runner
 
@@ -120,10 +122,14 @@ class LedgerTab(QWidget):
         self._finding_pos = -1
         self._ordered: list[Finding] = []
         self._ready_sent = False
+        self._scanning = False
+        self.filtered_findings: FilteredFindings | None = None
+        self._narrowed_res: FindingsResult | None = None
         self._scan: dict = {"pending": set()}
         self._merged_scan: dict | None = None  # the scan whose complete merge is shown
         self._build()
         self.runner.busy_changed.connect(self._busy)
+        theme.TIME.changed.connect(self._show_as_of)
 
     # ---------------------------------------------------------------------------------- layout
 
@@ -138,14 +144,13 @@ class LedgerTab(QWidget):
         info.setContentsMargins(6, 0, 6, 0)
         self.badge = QLabel()
         self.badge.setObjectName("roBadge")
-        self.where = QLabel(f"Connecting to {self.spec.name}…")
-        self.where.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.detection = QLabel()
-        self.detection.setWordWrap(False)
+        # elided labels: a long connection name or detection reason can never widen the window
+        self.where = ElidedLabel(f"Connecting to {self.spec.name}…", min_chars=12)
+        self.detection = ElidedLabel(min_chars=8, mode=Qt.TextElideMode.ElideMiddle)
+        self.detection.setAlignment(Qt.AlignmentFlag.AlignRight)
         info.addWidget(self.badge)
-        info.addWidget(self.where)
-        info.addStretch(1)
-        info.addWidget(self.detection)
+        info.addWidget(self.where, 3)
+        info.addWidget(self.detection, 2)
         v.addLayout(info)
         self.filterbar = FilterBar()
         self.filterbar.changed.connect(self.set_filter)
@@ -153,10 +158,15 @@ class LedgerTab(QWidget):
         main = QSplitter(Qt.Orientation.Horizontal)
         left = QSplitter(Qt.Orientation.Vertical)
         top = QSplitter(Qt.Orientation.Horizontal)
+        main.setObjectName("mainSplitter")
+        left.setObjectName("leftSplitter")
+        top.setObjectName("topSplitter")
+        self.splitters = {"main": main, "left": left, "top": top}
         self.overview = IncidentOverview()
         self.overview.region_chosen.connect(self.filterbar.set_region)
         self.overview.region_cleared.connect(self._region_cleared)
         self.overview.range_wanted.connect(self._load_overview)
+        self.overview.fit_filter_wanted.connect(self.fit_filter)
         self.overview.finding_clicked.connect(lambda f: self.open_operation(f.scope, f.key))
         top.addWidget(self.overview)
         fp = QWidget()
@@ -165,6 +175,12 @@ class LedgerTab(QWidget):
         fl.setSpacing(2)
         self.findings_title = QLabel("<b>Findings</b> — scanning…")
         fl.addWidget(self.findings_title)
+        # the instant every finding on screen was computed for (F5 / live refresh move it)
+        self.as_of = ElidedLabel("Findings as of —", min_chars=10)
+        self.as_of.setObjectName("findingsAsOf")
+        self.as_of.setToolTip("Findings (stuck, expired, …) are computed for this instant; F5 re-scans "
+                              "for the current time. An export from this window records the same instant.")
+        fl.addWidget(self.as_of)
         self.findings_model = FindingsModel(self)
         self.findings_view = QTableView()
         self.findings_view.setModel(self.findings_model)
@@ -211,6 +227,11 @@ class LedgerTab(QWidget):
         self.grid.setItemDelegateForColumn(COL_FINDINGS, BadgeDelegate(self.grid))
         for i, w in enumerate((195, 70, 112, 104, 140, 140, 62)):
             self.grid.setColumnWidth(i, w)
+        self._current_timer = QTimer(self, singleShot=True, interval=120)
+        self._current_timer.timeout.connect(self._open_current)
+        self.grid.selectionModel().currentRowChanged.connect(self._grid_current_changed)
+        self.model.modelReset.connect(self._select_shown)
+        self.model.page_loaded.connect(lambda _n: self._select_shown())
         self.grid.doubleClicked.connect(self._grid_open)
         self.grid.activated.connect(self._grid_open)
         copy = QAction("Copy", self.grid)
@@ -224,7 +245,7 @@ class LedgerTab(QWidget):
         gl.addWidget(self.grid, 1)
         foot = QHBoxLayout()
         foot.setContentsMargins(4, 0, 4, 0)
-        self.footer = QLabel()
+        self.footer = ElidedLabel(min_chars=10)
         self.cancel_btn = QToolButton(text="Cancel")
         self.cancel_btn.setToolTip("Stop the running queries (Esc)")
         self.cancel_btn.clicked.connect(self.cancel_all)
@@ -245,8 +266,22 @@ class LedgerTab(QWidget):
         main.setStretchFactor(1, 2)
         main.setSizes([960, 440])
         v.addWidget(main, 1)
+        self.restore_splitters()
         self._count: int | None = None
         self._update_footer()
+
+    def save_splitters(self, st):
+        """Write the splitter states into the QSettings ``st`` (shared by every tab)."""
+        for name, sp in self.splitters.items():
+            st.setValue(f"splitters/{name}", sp.saveState())
+
+    def restore_splitters(self):
+        from idemview.qt.settings import gui_settings
+        st = gui_settings()
+        for name, sp in self.splitters.items():
+            v = st.value(f"splitters/{name}")
+            if v is not None:
+                sp.restoreState(v)
 
     # ------------------------------------------------------------------------------- opening
 
@@ -264,8 +299,8 @@ class LedgerTab(QWidget):
             self.badge.setText(" SESSION NOT READ-ONLY ")
             self.badge.setToolTip("This session did not confirm it is read-only: idemview still only reads")
         self._on_open_badge_only()
-        self.where.setText(f"<b>{self.masker.free_text(self.spec.name)}</b> · {o.where} · "
-                           f"{o.n_ops:,} operations · {o.n_att:,} attempts")
+        self.where.setText(f"{self.masker.free_text(self.spec.name)} · {o.where} · "
+                           f"{plural(o.n_ops, 'operation')} · {plural(o.n_att, 'attempt')}")
         self.detection.setText(self.masker.free_text(o.detection))
         self.detection.setToolTip(self.masker.free_text(o.detection))
         self.overview.set_span(*o.span)
@@ -297,6 +332,8 @@ class LedgerTab(QWidget):
                 self.start()
             return
         self.now = datetime.now(UTC).replace(microsecond=0)
+        self._scanning = True
+        self._show_as_of()
         ledger, masker, now = self.ledger, self.masker, self.now
         # One job per finding kind, in parallel: the quick kinds show up at once and a kind whose SQL is
         # slow on this ledger (or times out) holds nothing else back.
@@ -353,7 +390,13 @@ class LedgerTab(QWidget):
     def scan_complete(self) -> bool:
         # the findings shown must come from a merge made after the last kind arrived: an earlier
         # partial merge can land after the pending set emptied (the full merge still on its worker)
-        return self.findings is not None and not self._scan["pending"] and self._merged_scan is self._scan
+        return (self.findings is not None and not self._scan["pending"] and self._merged_scan is self._scan
+                and self.findings_settled())
+
+    def findings_settled(self) -> bool:
+        """Chips, panel, markers and F8 show the current findings narrowed to the current filter."""
+        return (self.filtered_findings is not None and self._narrowed_res is self.findings
+                and not self.runner.is_pending("narrow"))
 
     def _merge_scan(self, st: dict):
         # Kinds finish one by one; merging (and redrawing badges, chips, markers) once per burst rather
@@ -390,24 +433,63 @@ class LedgerTab(QWidget):
     def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None):
         self.findings = res
         self._merged_scan = complete_scan
-        self.filterbar.set_counts(res.counts, res.unsupported)
-        self.findings_model.set_result(res)
-        n_ops = len(res.by_ref)
-        self.findings_title.setText(f"<b>Findings</b> — {len(res.findings)} on {n_ops:,} operations")
-        self.findings_title.setToolTip(f"Computed for now = {theme.TIME.fmt(res.now)} {theme.TIME.zone()}; "
-                                       "click a row to show only those operations")
-        self.overview.set_findings(res.markers, res.explanations)
         self.model.refresh_findings(res)
-        self._ordered = res.ordered
         gc.freeze()  # findings live until the next scan; keep full GC passes from walking them (GIL)
-        self._finding_pos = -1
-        if self._scan["pending"] or complete_scan is None:
-            self.findings_title.setText(self.findings_title.text() + " · scanning…")
+        self._scanning = bool(self._scan["pending"]) or complete_scan is None
+        self._show_as_of()
+        # chips, panel, markers and F8 show the findings of what the filter shows: narrowed on a worker
+        self._narrow()
+        if self._scanning:
             return
         if not self._ready_sent:
             self._ready_sent = True
             self.ready.emit()
-        self.message.emit(f"{self.spec.name}: {len(res.findings)} findings")
+        self.message.emit(f"{self.spec.name}: {plural(len(res.findings), 'finding')}")
+
+    def _show_as_of(self):
+        """"Findings as of 12:03:10 UTC": the `now` of the scan on screen (and of an export from here)."""
+        if self.now is None:
+            self.as_of.setText("Findings as of —")
+            return
+        shown = self.findings.now if self.findings is not None else self.now
+        text = f"Findings as of {theme.TIME.fmt_short(shown)} {theme.TIME.zone()}"
+        if self.findings is None or self.findings.now != self.now or self._scanning:
+            text = f"Findings as of {theme.TIME.fmt_short(self.now)} {theme.TIME.zone()} · scanning…"
+        self.as_of.setText(text)
+        self.as_of.setToolTip(f"Computed for now = {theme.TIME.fmt(self.now)} {theme.TIME.zone()}; F5 "
+                              "re-scans for the current time; an export from this window records it")
+
+    def _narrow(self):
+        """Findings of the filtered operations, computed on a worker (SQL look-ups of the keys that
+        carry findings); the result lands in :meth:`_on_narrowed`."""
+        res = self.findings
+        if res is None:
+            return
+        ledger, flt, now = self.ledger, self.flt, res.now
+        self.runner.submit("narrow", lambda tok: findings_in_filter(ledger, res, flt, now, tok),
+                           lambda ff, res=res: self._on_narrowed(res, ff) if res is self.findings else None,
+                           self.show_error)
+
+    def _on_narrowed(self, res: FindingsResult, ff: FilteredFindings):
+        self.filtered_findings = ff
+        self._narrowed_res = res
+        sev = {k: s for k, s, _n in res.kind_rows}
+        self.filterbar.set_counts(ff.counts, res.unsupported, ff.totals if ff.base_filtered else None, sev)
+        self.findings_model.set_result(res, ff)
+        n_ops = len(res.by_ref)
+        if ff.base_filtered:
+            head = (f"<b>Findings</b> — {ff.n_findings:,} of {plural(ff.n_total, 'finding')} in the filter "
+                    f"({n_ops:,} operations in all)")
+        else:
+            head = f"<b>Findings</b> — {plural(ff.n_total, 'finding')} on {plural(n_ops, 'operation')}"
+        if self._scanning:
+            head += " · scanning…"
+        self.findings_title.setText(head)
+        self.findings_title.setToolTip("Counts follow the filter and the time window; click a row to show "
+                                       "only those operations")
+        self.overview.set_findings(ff.markers, res.explanations)
+        self._ordered = ff.ordered
+        self._finding_pos = -1
 
     def _load_overview(self, start=None, end=None):
         if self.ledger is None:
@@ -423,15 +505,31 @@ class LedgerTab(QWidget):
 
     def set_filter(self, flt: Filter):
         self.flt = flt
+        # one source of truth: the chart's window band shows the filter's time window and nothing else
+        if flt.since is None and flt.until is None:
+            self.overview.clear_region(emit=False)
+        elif self.filterbar.range_is_region():
+            self.overview.show_window(flt.since, flt.until)
+        else:
+            self.overview.clear_region(emit=False)
         if self.ledger is None:
             return
         self._requery()
         self._load_overview()
+        self._narrow()
+
+    def fit_filter(self):
+        """Refit the chart to the span of the filtered operations (a query on a worker)."""
+        if self.ledger is None:
+            return
+        ledger, flt, now = self.ledger, self.flt, self.now or datetime.now(UTC)
+        self.runner.submit("fit", lambda tok: filtered_span(ledger, flt, now),
+                           lambda span: self.overview.fit_to(*span) if span[0] else
+                           self.message.emit("No operation matches the filter: nothing to fit"),
+                           self.show_error)
 
     def _region_cleared(self):
-        self.filterbar._flt.since = self.filterbar._flt.until = None
-        self.filterbar.range.setCurrentIndex(0)
-        self.filterbar._emit()
+        self.filterbar.clear_time()
 
     def _finding_row_clicked(self, idx: QModelIndex):
         kind = self.findings_model.kind_at(idx.row())
@@ -456,12 +554,42 @@ class LedgerTab(QWidget):
         expl = self.findings.explanations if self.findings else {}
         self.runner.submit("detail", lambda tok: load_detail(ledger, masker, scope, key, fs, expl),
                            lambda d: self.detail.set_detail(d, self.now), self.show_error)
-        # select it in the grid if it is loaded (no query for that)
-        for i, row in enumerate(self.model.rows()):
-            if row.scope_raw == scope and row.key_raw == key:
-                self.grid.selectRow(i)
-                self.grid.scrollTo(self.model.index(i, 0))
-                break
+        self._shown_ref = (scope, key)
+        self._select_shown(scroll=True)
+
+    def _select_shown(self, scroll: bool = False):
+        """Select the operation the detail shows in the grid when it is loaded there, else select
+        nothing: the grid never highlights one operation while the detail shows another."""
+        ref = getattr(self, "_shown_ref", None)
+        sm = self.grid.selectionModel()
+        self._syncing = True
+        try:
+            for i, row in enumerate(self.model.rows()):
+                if ref is not None and (row.scope_raw, row.key_raw) == ref:
+                    if self.grid.currentIndex().row() != i or not sm.isRowSelected(i):
+                        self.grid.selectRow(i)
+                    if scroll:
+                        self.grid.scrollTo(self.model.index(i, 0))
+                    return
+            sm.clearSelection()
+            sm.setCurrentIndex(QModelIndex(), sm.SelectionFlag.NoUpdate)
+        finally:
+            self._syncing = False
+
+    def _grid_current_changed(self, cur: QModelIndex, _prev: QModelIndex):
+        # a row selected by click or arrow keys opens in the detail (debounced: holding an arrow key
+        # asks once when it stops)
+        if getattr(self, "_syncing", False) or not cur.isValid():
+            return
+        self._pending_current = cur.row()
+        self._current_timer.start()
+
+    def _open_current(self):
+        i = getattr(self, "_pending_current", -1)
+        if 0 <= i < self.model.rowCount():
+            r = self.model.row(i)
+            if (r.scope_raw, r.key_raw) != getattr(self, "_shown_ref", None):
+                self.open_operation(r.scope_raw, r.key_raw)
 
     def step_finding(self, step: int):
         """F8 / Shift+F8: open the next / previous finding, most severe first."""
@@ -591,10 +719,7 @@ class LedgerTab(QWidget):
 
     def restyle(self):
         self.overview.restyle()
-        if self.findings:
-            self.filterbar.set_counts(self.findings.counts, self.findings.unsupported)
-        else:
-            self.filterbar._render_chips()
+        self.filterbar._render_chips()
         if self.opened:
             self._on_open_badge_only()
         self.detail._rerender()

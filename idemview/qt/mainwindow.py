@@ -32,7 +32,9 @@ from PySide6.QtWidgets import (
 
 from idemview.config import CredentialStore
 from idemview.qt import theme
+from idemview.qt.elide import ElidedLabel
 from idemview.qt.ledgertab import LedgerTab
+from idemview.qt.settings import gui_settings
 from idemview.qt.models import SearchModel
 from idemview.services.session import OpenSpec, SharedMasker, search
 from idemview.qt.workers import JobError, Runner
@@ -189,15 +191,69 @@ class MainWindow(QMainWindow):
         self._shortcuts()
         self.live_timer = QTimer(self)
         self.live_timer.timeout.connect(self._live_tick)
-        self.keyring_notice = QLabel()
+        self.keyring_notice = ElidedLabel(min_chars=4)
         if not self.credentials.available and self.credentials.notice:
             self.keyring_notice.setText("⚠ " + self.credentials.notice)
         self.statusBar().addPermanentWidget(self.keyring_notice)
-        self.resize(1400, 900)
+        self.restore_geometry()
         self._sync_actions()
         app = QApplication.instance()
         if app is not None:
             app.styleHints().colorSchemeChanged.connect(self._scheme_changed)
+
+    # ---------------------------------------------------------------------------------- geometry
+
+    def available(self):
+        """The available geometry (without panels and docks of the desktop) of this window's screen."""
+        scr = self.screen() or QApplication.primaryScreen()
+        return scr.availableGeometry()
+
+    def fit_to(self, avail=None):
+        """Size the window to ``avail`` (a QRect; default the screen's available geometry): 94 % of it,
+        at most 1800×1100, centred; never larger than it (issue #13: it opened 1400–2103 px wide)."""
+        avail = avail or self.available()
+        w = min(avail.width(), max(min(int(avail.width() * 0.94), 1800), 640))
+        h = min(avail.height(), max(min(int(avail.height() * 0.94), 1100), 480))
+        self.resize(w, h)
+        self.move(avail.x() + (avail.width() - w) // 2, avail.y() + (avail.height() - h) // 2)
+
+    def clamp_to(self, avail=None):
+        """Shrink (and move) the window back inside ``avail`` when it does not fit."""
+        avail = avail or self.available()
+        g = self.geometry()
+        if g.width() > avail.width() or g.height() > avail.height():
+            self.resize(min(g.width(), avail.width()), min(g.height(), avail.height()))
+        g = self.frameGeometry()
+        x = min(max(g.x(), avail.x()), avail.right() - g.width() + 1)
+        y = min(max(g.y(), avail.y()), avail.bottom() - g.height() + 1)
+        if (x, y) != (g.x(), g.y()):
+            self.move(x, y)
+
+    def restore_geometry(self):
+        """The geometry saved at the last close (QSettings), kept inside the screen; else fit it."""
+        geo = gui_settings().value("window/geometry")
+        if geo is not None and self.restoreGeometry(geo):
+            self.clamp_to()
+        else:
+            self.fit_to()
+
+    def save_state(self):
+        """Remember the window geometry and the current tab's splitter sizes."""
+        st = gui_settings()
+        st.setValue("window/geometry", self.saveGeometry())
+        t = self.current_tab()
+        if t is not None:
+            t.save_splitters(st)
+        st.sync()
+
+    def show_status(self, text: str, ms: int = 8000):
+        """A status-bar message, elided to the bar's width (the whole text in the tooltip): a message
+        can never make the window wider."""
+        sb = self.statusBar()
+        room = max(80, sb.width() - self.keyring_notice.width() - 40)
+        shown = sb.fontMetrics().elidedText(text, Qt.TextElideMode.ElideMiddle, room)
+        sb.setToolTip(text if shown != text else "")
+        sb.showMessage(shown, ms)
 
     # ---------------------------------------------------------------------------------- chrome
 
@@ -335,7 +391,7 @@ class MainWindow(QMainWindow):
     def open_spec(self, spec: OpenSpec) -> LedgerTab:
         """Open a ledger in a new tab (connection and reading happen on worker threads)."""
         tab = LedgerTab(spec, self.masker, self)
-        tab.message.connect(lambda m: self.statusBar().showMessage(m, 8000))
+        tab.message.connect(lambda m: self.show_status(m, 8000))
         i = self.tabs.addTab(tab, spec.name)
         tab.title_changed.connect(lambda t=tab: self._retitle(t))
         self.tabs.setCurrentIndex(i)
@@ -408,7 +464,7 @@ class MainWindow(QMainWindow):
         self._search_done()
 
     def _search_failed(self, err: JobError):
-        self.statusBar().showMessage("search failed in one ledger: " + self.masker.free_text(err.message), 8000)
+        self.show_status("search failed in one ledger: " + self.masker.free_text(err.message), 8000)
         self._search_done()
 
     def _search_done(self):
@@ -482,7 +538,7 @@ class MainWindow(QMainWindow):
         new = self.open_spec(spec)
         self.tabs.tabBar().moveTab(self.tabs.indexOf(new), min(i, self.tabs.count() - 1))
         self.tabs.setCurrentWidget(new)
-        self.statusBar().showMessage(f"Reopened {spec.name} with the layout saved to {path}", 10000)
+        self.show_status(f"Reopened {spec.name} with the layout saved to {path}", 10000)
 
     # -------------------------------------------------------------------------------- export
 
@@ -492,15 +548,18 @@ class MainWindow(QMainWindow):
         t = self.current_tab()
         if t is None or t.ledger is None or export_evidence is None:
             return
+        # `now` is the instant the findings on screen were computed for ("Findings as of …"): the
+        # manifest records that one, so the file and the screen agree.
         flt, now = t.filterbar.filter(), t.now or datetime.now(UTC)
         default = str(Path.home() / f"idemview-evidence-{now.strftime('%Y%m%dT%H%M%SZ')}.csv")
-        dlg = ExportDialog(self.masker.free_text(flt.sentence()), default, t.ledger, self)
+        shown = flt.sentence(theme.TIME.zone(), theme.TIME.tz())
+        dlg = ExportDialog(self.masker.free_text(shown), default, t.ledger, self)
         self.export_dialog = dlg
-        dlg.accepted.connect(lambda: self._start_export(t, flt, now, dlg))
+        dlg.accepted.connect(lambda: self._start_export(t, flt, now, dlg, shown))
         dlg.finished.connect(dlg.deleteLater)
         dlg.open()
 
-    def _start_export(self, t: LedgerTab, flt, now, dlg: ExportDialog):
+    def _start_export(self, t: LedgerTab, flt, now, dlg: ExportDialog, shown: str | None = None):
         out, rows, excel = dlg.path.text().strip(), dlg.rows.currentText(), dlg.excel.isChecked()
         null, overwrite = dlg.null_literal.text(), dlg.overwrite
         flag, prog = _CancelFlag(), _Progress(self)
@@ -512,23 +571,26 @@ class MainWindow(QMainWindow):
         prog.changed.connect(lambda n: pd.setLabelText(f"Exporting evidence… {n:,} rows" if isinstance(n, int)
                                                        else "Exporting evidence…"))
         ledger, name = t.ledger, t.title()
+        # The session's key with counts of its own: a tag in the file is the tag on screen, and the
+        # manifest counts only this export's masks (and says whose key it is).
+        masker = self.masker.export_masker()
 
         def run(tok):
-            # a fresh Masker per export (export's default): its manifest counts only this export's masks
             return export_evidence(ledger, flt, out, rows=rows, now=now, excel=excel, null_literal=null,
-                                   connection_name=name, masker=None,
+                                   connection_name=name, masker=masker,
                                    progress=lambda *a: prog.changed.emit(a[0] if a else None),
-                                   cancel=flag, overwrite=overwrite)
+                                   cancel=flag, overwrite=overwrite, masking_key="session",
+                                   sentence_shown=shown)
 
         def ok(res):
             pd.close()
-            self.statusBar().showMessage(f"Exported {res.rows:,} rows to {res.path}", 15000)
+            self.show_status(f"Exported {res.rows:,} rows to {res.path}", 15000)
             self._export_done(res, rows)
 
         def fail(err: JobError):
             pd.close()
             if err.cancelled or flag.is_set() or err.message.startswith("ExportCancelled"):
-                self.statusBar().showMessage("Export cancelled; no file written", 8000)
+                self.show_status("Export cancelled; no file written", 8000)
                 return
             self._notify(QMessageBox.Icon.Warning, "Export failed", self.masker.free_text(err.message))
         self.runner.submit("export", run, ok, fail)
@@ -551,6 +613,7 @@ class MainWindow(QMainWindow):
         self.export_done_box = box
 
     def closeEvent(self, ev):
+        self.save_state()
         for t in self.ledger_tabs():
             t.close_tab()
         super().closeEvent(ev)

@@ -366,16 +366,30 @@ class FindingsModel(QAbstractTableModel):
     def __init__(self, parent=None):
         super().__init__(parent)
         self._rows: list[tuple[FindingKind, Severity, int, str | None]] = []
+        self._totals: dict[FindingKind, int] | None = None
 
-    def set_result(self, res: FindingsResult | None):
+    def set_result(self, res: FindingsResult | None, narrowed=None):
+        """Rows per kind of ``res``; with ``narrowed`` (a :class:`FilteredFindings`) the operations of
+        the filtered set, shown as "7 of 63" when the filter narrows more than finding kinds."""
         self.beginResetModel()
         rows = []
+        self._totals = None
         if res is not None:
-            for k, sev_k, n in res.kind_rows or kind_summary(res.findings):
+            src = narrowed.kind_rows if narrowed is not None else (res.kind_rows or kind_summary(res.findings))
+            for k, sev_k, n in src:
                 rows.append((k, sev_k, n, res.unsupported.get(k)))
-            rows.sort(key=lambda r: (r[3] is not None, r[2] == 0, SEVERITY_ORDER[r[1]]))
+            if narrowed is not None and narrowed.base_filtered:
+                self._totals = dict(narrowed.total_ops)
+                rows.sort(key=lambda r: (r[3] is not None, self._totals.get(r[0], 0) == 0,
+                                         SEVERITY_ORDER[r[1]]))
+            else:
+                rows.sort(key=lambda r: (r[3] is not None, r[2] == 0, SEVERITY_ORDER[r[1]]))
         self._rows = rows
         self.endResetModel()
+
+    def count_text(self, row: int) -> str:
+        """What the Operations column shows for ``row`` ("7 of 63" when filtered)."""
+        return str(self.data(self.index(row, 2)))
 
     def kind_at(self, row: int) -> FindingKind | None:
         return self._rows[row][0] if 0 <= row < len(self._rows) else None
@@ -406,7 +420,9 @@ class FindingsModel(QAbstractTableModel):
                     return "…"
                 if why and why.startswith("the check failed"):
                     return "failed"
-                return "n/a" if why else str(n)
+                if why:
+                    return "n/a"
+                return f"{n} of {self._totals.get(kind, 0)}" if self._totals is not None else str(n)
         elif role == Qt.ItemDataRole.ForegroundRole:
             if why or n == 0:
                 return QBrush(theme.colour(theme.SEVERITY_COLOURS, Severity.INFO))

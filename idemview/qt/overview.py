@@ -74,6 +74,7 @@ class IncidentOverview(QWidget):
     region_cleared = Signal()
     range_wanted = Signal(object, object)
     finding_clicked = Signal(object)
+    fit_filter_wanted = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -91,6 +92,9 @@ class IncidentOverview(QWidget):
         self.fit_btn = QToolButton(text="Fit all")
         self.fit_btn.setToolTip("Show the ledger's whole activity span")
         self.fit_btn.clicked.connect(self.fit_all)
+        self.fit_filter_btn = QToolButton(text="Fit filter")
+        self.fit_filter_btn.setToolTip("Show the time span of the operations the filter shows")
+        self.fit_filter_btn.clicked.connect(lambda: self.fit_filter_wanted.emit())
         self.day_btn = QToolButton(text="Last 6 h")
         self.day_btn.setToolTip("Show the last 6 hours of the ledger's activity")
         self.day_btn.clicked.connect(self.fit_recent)
@@ -102,7 +106,7 @@ class IncidentOverview(QWidget):
         self.legend.setContentsMargins(6, 0, 6, 0)
         top.addWidget(self.title)
         top.addStretch(1)
-        for b in (self.day_btn, self.fit_btn, self.clear_btn):
+        for b in (self.day_btn, self.fit_btn, self.fit_filter_btn, self.clear_btn):
             top.addWidget(b)
         v.addLayout(top)
         v.addWidget(self.legend)
@@ -296,6 +300,27 @@ class IncidentOverview(QWidget):
         """Select a window programmatically (tests, keyboard users) and filter by it."""
         self._show_region(since.timestamp(), until.timestamp())
         self._region_done()
+
+    def show_window(self, since: datetime | None, until: datetime | None):
+        """Draw the filter's time window as the band (no signal: the filter already has it)."""
+        if since is None and until is None:
+            self.clear_region(emit=False)
+            return
+        lo = (since or (self._span[0] or until)).timestamp()
+        hi = (until or (self._span[1] or since)).timestamp()
+        self._show_region(lo, hi)
+        self.clear_btn.setEnabled(True)
+
+    def window_shown(self) -> tuple[float, float] | None:
+        """The band's (start, end) in epoch seconds, or None when no band is drawn."""
+        return tuple(self.region.getRegion()) if self.region.isVisible() else None
+
+    def fit_to(self, lo: datetime | None, hi: datetime | None):
+        """Show ``lo``…``hi`` (the filtered operations' span) with a little room on both sides."""
+        if lo is None or hi is None:
+            return
+        pad = max((hi - lo) * 0.05, timedelta(minutes=5))
+        self._set_x(lo - pad, hi + pad)
 
     def clear_region(self, emit: bool = True):
         self.region.hide()

@@ -40,8 +40,22 @@ class SharedMasker:
     def __init__(self):
         if Masker is None:
             raise RuntimeError("idemview.masking.masker is missing: the GUI will not show unmasked values")
-        self._m = Masker()
+        import secrets
+        # The session's tag key: random, kept in memory only (never stored, logged or pickled). It is
+        # shared with an export started from this window and with the findings process, so a tag on
+        # screen is the same tag in the file (DESIGN §6: "equal within one session or export").
+        self.__key = secrets.token_bytes(32)
+        self._m = Masker(key=self.__key)
         self._lock = threading.Lock()
+
+    def export_masker(self):
+        """A fresh :class:`Masker` with this session's key: same tags as the screen, counts of its own
+        (an export's manifest counts only what that export masked)."""
+        return Masker(key=self.__key)
+
+    def process_key(self) -> bytes:
+        """The session key, for a child process of this session (sent over its pipe, never stored)."""
+        return self.__key
 
     def value(self, v: Any, column: str | None = None) -> Any:
         with self._lock:
@@ -199,6 +213,90 @@ def merge_findings(now: datetime, fs: list[Finding], unsupported: dict[FindingKi
 MARKERS = 2000
 
 
+@dataclass
+class FilteredFindings:
+    """The findings of the operations a filter shows (issue #13: counts follow the filter everywhere).
+
+    ``counts[kind]`` / ``ops[kind]``: findings / distinct operations of each kind among the operations
+    the filter *without its finding chips* shows (so each chip says how many of its kind are in the time
+    window, status, key… chosen); ``totals`` the same over the whole ledger. ``ordered`` (F8) and
+    ``markers`` (the overview) are the findings of the rows shown: the filter's operations, and of the
+    chosen kinds when chips are checked. ``base_filtered``: the filter narrows more than finding kinds
+    (then counts are "7 of 63")."""
+
+    counts: dict[FindingKind, int]
+    ops: dict[FindingKind, int]
+    totals: dict[FindingKind, int]
+    total_ops: dict[FindingKind, int]
+    ordered: list[Finding]
+    markers: list[Finding]
+    kind_rows: list[tuple]
+    base_filtered: bool
+    n_findings: int
+    n_total: int
+
+
+def _base_filter(flt: Filter) -> Filter:
+    return Filter(statuses=list(flt.statuses), kinds=list(flt.kinds), key=flt.key, intent=flt.intent,
+                  scope=flt.scope, since=flt.since, until=flt.until)
+
+
+def refs_in_filter(ledger: Ledger, flt: Filter, now: datetime, refs, token: CancelToken | None = None,
+                   batch: int = 400) -> set[tuple[str, str]]:
+    """Which of ``refs`` ((scope, key) pairs) the filter ``flt`` shows, asked in SQL batches of
+    ``batch`` keys (indexed look-ups by (scope, key); runs on a worker). Raises what the database
+    raises."""
+    from sqlalchemy import and_, or_, select as _select
+    refs = list(refs)
+    out: set[tuple[str, str]] = set()
+    where = ledger.filter_clause(flt, now)
+    se, ke = ledger.scope_expr, ledger.key_expr
+    with ledger.engine.connect() as c:
+        for i in range(0, len(refs), batch):
+            if token is not None:
+                token.check()
+            part = refs[i:i + batch]
+            # keys by scope: one IN per scope keeps the statement short and index-friendly
+            by_scope: dict[Any, list] = {}
+            for sc, k in part:
+                by_scope.setdefault(sc, []).append(k)
+            cond = or_(*[and_(se.is_(None) if sc is None else se == sc, ke.in_(ks))
+                         for sc, ks in by_scope.items()])
+            q = _select(se, ke).select_from(ledger.ops).where(and_(where, cond))
+            for sc, k in c.execute(q):
+                out.add((sc, k))
+    return out
+
+
+def findings_in_filter(ledger: Ledger | None, res: FindingsResult, flt: Filter, now: datetime,
+                       token: CancelToken | None = None) -> FilteredFindings:
+    """Narrow a scan's findings to what ``flt`` shows (see :class:`FilteredFindings`). Without a
+    constraint other than finding kinds no query is made; otherwise only the operations that carry a
+    finding are looked up, in SQL (:func:`refs_in_filter`). Runs on a worker."""
+    base = _base_filter(flt)
+    if base.is_empty() or ledger is None:
+        inside = None
+    else:
+        inside = refs_in_filter(ledger, base, now, res.by_ref.keys(), token)
+    fs = res.findings if inside is None else [f for f in res.findings if (f.scope, f.key) in inside]
+    counts: dict[FindingKind, int] = {k: 0 for k in FindingKind}
+    for f in fs:
+        counts[f.kind] += 1
+    rows = kind_summary(fs)
+    ops = {k: n for k, _s, n in rows}
+    total_ops = {k: n for k, _s, n in (res.kind_rows or kind_summary(res.findings))}
+    chosen = set(flt.findings)
+    walk = [f for f in fs if not chosen or f.kind in chosen]
+    ordered = sorted(walk, key=lambda f: (SEVERITY_ORDER[f.severity], f.kind.value,
+                                          f.at.timestamp() if f.at else 0))
+    markers = [f for f in ordered if f.at is not None and f.severity != Severity.INFO][:MARKERS]
+    # the panel keeps the whole-ledger worst severity per kind, so a glyph never changes with a filter
+    sev = {k: s for k, s, _n in (res.kind_rows or kind_summary(res.findings))}
+    kind_rows = [(k, sev.get(k, s), n) for k, s, n in rows]
+    return FilteredFindings(counts, ops, dict(res.counts), total_ops, ordered, markers, kind_rows,
+                            not base.is_empty(), len(fs), len(res.findings))
+
+
 def to_rows(ops: list[Operation], masker: SharedMasker,
             by_ref: dict[tuple[str, str], list[Finding]] | None) -> list[OpRow]:
     out = []
@@ -269,6 +367,20 @@ def overview(ledger: Ledger, start: datetime, end: datetime, flt: Filter, now: d
     f = Filter(findings=list(flt.findings), statuses=list(flt.statuses), kinds=list(flt.kinds),
                key=flt.key, intent=flt.intent, scope=flt.scope)
     return histogram(ledger, start, end, buckets=buckets, flt=f, now=now)
+
+
+def filtered_span(ledger: Ledger, flt: Filter, now: datetime) -> tuple[datetime | None, datetime | None]:
+    """(earliest, latest) ``created_at`` of the operations ``flt`` shows (one min/max query, on a
+    worker); ``(None, None)`` when none match or the layout has no creation time."""
+    from sqlalchemy import func as _f, select as _select
+    from idemview.ledger.times import from_epoch
+    if "created_at" not in ledger.epoch:
+        return None, None
+    e = ledger.epoch["created_at"]
+    with ledger.engine.connect() as c:
+        lo, hi = c.execute(_select(_f.min(e), _f.max(e)).select_from(ledger.ops)
+                           .where(ledger.filter_clause(flt, now))).one()
+    return from_epoch(lo), from_epoch(hi)
 
 
 @dataclass
