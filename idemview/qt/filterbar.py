@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 from idemview.domain.filters import Filter
 from idemview.domain.model import DEFAULT_SEVERITY, FindingKind, Status
 from idemview.qt import theme
+from idemview.qt.flow import FlowLayout
 
 UTC = timezone.utc
 RANGES = [("All time", None), ("Last 1 h", 3600), ("Last 6 h", 6 * 3600), ("Last 24 h", 86400),
@@ -92,7 +93,7 @@ class FilterBar(QWidget):
         self.key_edit = self._search_edit("Idempotency key contains…")
         self.intent_edit = self._search_edit("Intent reference contains…")
         self.scope_edit = self._search_edit("Scope contains…")
-        self.key_edit.setMinimumWidth(200)
+        self.key_edit.setMinimumWidth(140)
         self.clear_btn = QToolButton()
         self.clear_btn.setText("Clear filter")
         self.clear_btn.clicked.connect(self.clear)
@@ -104,8 +105,8 @@ class FilterBar(QWidget):
         row1.addWidget(self.scope_edit, 1)
         row1.addWidget(self.clear_btn)
         v.addLayout(row1)
-        row2 = QHBoxLayout()
-        row2.setSpacing(4)
+        # chips wrap onto a second line on a narrow screen instead of widening the window
+        row2 = FlowLayout(spacing=4)
         self.chips: dict[FindingKind, QToolButton] = {}
         row2.addWidget(QLabel("Findings:"))
         for k in FindingKind:
@@ -115,7 +116,6 @@ class FilterBar(QWidget):
             b.toggled.connect(self._chips_changed)
             self.chips[k] = b
             row2.addWidget(b)
-        row2.addStretch(1)
         v.addLayout(row2)
         self.sentence = QLabel()
         self.sentence.setObjectName("filterSentence")

@@ -259,7 +259,7 @@ class LedgerTab(QWidget):
         left.setSizes([250, 450])
         main.addWidget(left)
         self.detail = OperationDetail()
-        self.detail.setMinimumWidth(430)
+        self.detail.setMinimumWidth(340)
         self.detail.reveal_requested.connect(self._detail_reveal)
         main.addWidget(self.detail)
         main.setStretchFactor(0, 3)
