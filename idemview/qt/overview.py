@@ -100,7 +100,7 @@ class IncidentOverview(QWidget):
         self.day_btn.clicked.connect(self.fit_recent)
         self.clear_btn = QToolButton(text="Clear window")
         self.clear_btn.setToolTip("Remove the selected time window from the filter")
-        self.clear_btn.clicked.connect(self.clear_region)
+        self.clear_btn.clicked.connect(lambda: self.clear_region(emit=True))  # not clicked(bool) as emit
         self.clear_btn.setEnabled(False)
         self.legend.setWordWrap(True)
         self.legend.setContentsMargins(6, 0, 6, 0)
