@@ -12,7 +12,7 @@ import gc
 
 from datetime import datetime, timezone
 
-from PySide6.QtCore import QModelIndex, QRect, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, QModelIndex, QRect, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QColor, QFontMetrics, QGuiApplication, QKeySequence, QPainter, QPalette, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView, QFrame, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter,
@@ -102,6 +102,18 @@ class Banner(QFrame):
         self.show()
 
 
+class _ScanRelay(QObject):
+    """Carries the findings process's messages from its reader thread to the GUI thread (queued)."""
+
+    message = Signal(object)
+
+    def emit(self, msg):
+        try:
+            self.message.emit(msg)
+        except RuntimeError:  # the tab was closed while the process ran
+            pass
+
+
 class LedgerTab(QWidget):
     """Everything about one open ledger. ``ready`` fires once it is open and its first scan is in;
     ``message(str)`` feeds the status bar; ``title_changed`` when the tab label should change."""
@@ -129,6 +141,8 @@ class LedgerTab(QWidget):
         self._merged_scan: dict | None = None  # the scan whose complete merge is shown
         self._build()
         self.runner.busy_changed.connect(self._busy)
+        self._scan_relay = _ScanRelay(self)
+        self._scan_relay.message.connect(self._on_scan_message)
         theme.TIME.changed.connect(self._show_as_of)
 
     # ---------------------------------------------------------------------------------- layout
@@ -335,22 +349,75 @@ class LedgerTab(QWidget):
         self._scanning = True
         self._show_as_of()
         ledger, masker, now = self.ledger, self.masker, self.now
-        # One job per finding kind, in parallel: the quick kinds show up at once and a kind whose SQL is
-        # slow on this ledger (or times out) holds nothing else back.
         from idemview.findings.engine import FindingEngine
         unsupported = FindingEngine(ledger, now).unsupported()  # pure Python: no query
+        old = self._scan
+        if old.get("proc") is not None:
+            old["proc"].cancel()
         self._scan = {"now": now, "parts": {}, "expl": {}, "unsupported": unsupported, "failed": {},
-                      "pending": {k for k in FindingKind if k not in unsupported}}
-        for k in list(self._scan["pending"]):
-            self.runner.submit(f"findings:{k.value}", lambda tok, k=k: scan(ledger, masker, now, tok, [k]),
-                               lambda res, k=k, st=self._scan: self._on_kind(st, k, res),
-                               lambda err, k=k, st=self._scan: self._on_kind_error(st, k, err))
+                      "pending": {k for k in FindingKind if k not in unsupported}, "proc": None}
+        if self._scan["pending"] and not self._scan_in_process(self._scan):
+            self._scan_in_threads(self._scan, list(self._scan["pending"]))
         if not self._scan["pending"]:
             self._merge_scan(self._scan)
         self.flt = self.filterbar.filter()
         if not live or self.model.rowCount() <= self.model.page_size:
             self._requery()
         self._load_overview()
+
+    #: run the findings scan in a child process (#11 §3); threads are the fallback
+    scan_process = True
+    #: a multiprocessing (spawn) Event holding the child's scan until set: tests only
+    scan_gate = None
+
+    def _scan_in_threads(self, st: dict, kinds: list):
+        # One job per finding kind, in parallel: the quick kinds show up at once and a kind whose SQL is
+        # slow on this ledger (or times out) holds nothing else back.
+        ledger, masker, now = self.ledger, self.masker, st["now"]
+        for k in kinds:
+            self.runner.submit(f"findings:{k.value}", lambda tok, k=k: scan(ledger, masker, now, tok, [k]),
+                               lambda res, k=k, st=st: self._on_kind(st, k, res),
+                               lambda err, k=k, st=st: self._on_kind_error(st, k, err))
+
+    def _scan_in_process(self, st: dict) -> bool:
+        """Start the scan of ``st``'s pending kinds in a child process (results come back in batches
+        through :attr:`_scan_relay`); False when this ledger cannot be scanned that way."""
+        url = self.spec.url
+        if not self.scan_process or ":memory:" in str(url) or str(url).startswith(("redis", "rediss")):
+            return False
+        from idemview.services.scanproc import ScanProcess
+        kinds = [k for k in FindingKind if k in st["pending"]]
+        relay = self._scan_relay
+        try:
+            st["proc"] = ScanProcess(
+                url, self.spec.password, self.ledger.layout, self.spec.name, st["now"], kinds,
+                self.masker.process_key(),
+                on_message=lambda what, kind, payload: relay.emit((st, what, kind, payload)),
+                on_exit=lambda err: relay.emit((st, "exit", None, err)), gate=self.scan_gate)
+        except Exception as e:  # noqa: BLE001 - e.g. a layout that cannot be pickled: use threads
+            import logging
+            logging.getLogger(__name__).info("findings scan in threads: %s", self.masker.free_text(str(e)))
+            return False
+        return True
+
+    def _on_scan_message(self, msg):
+        """GUI thread: file one batch (a list append) or one kind's end; merging happens on a worker."""
+        st, what, kind, payload = msg
+        if st is not self._scan:
+            return
+        if what == "batch":
+            fs, expl = payload
+            st["parts"].setdefault(kind, []).extend(fs)
+            st["expl"].update(expl)
+        elif what == "done":
+            st["pending"].discard(kind)
+            self._merge_scan(st)
+        elif what == "failed":
+            self._on_kind_error(st, kind, JobError(payload))
+        elif what in ("error", "exit") and payload and st["pending"]:
+            # the process could not open the ledger (or died): the remaining kinds run in threads
+            st["proc"] = None
+            self._scan_in_threads(st, list(st["pending"]))
 
     def _requery(self):
         self.model.set_query(self.flt, self.now, None)
@@ -627,6 +694,13 @@ class LedgerTab(QWidget):
 
     def cancel_all(self):
         self.runner.cancel()
+        if self._scan.get("proc") is not None and self._scan["pending"]:
+            # what the process had sent stays; the kinds it had not finished say "cancelled"
+            self._scan["proc"].cancel()
+            for k in list(self._scan["pending"]):
+                self._scan["failed"][k] = "cancelled"
+            self._scan["pending"].clear()
+            self._merge_scan(self._scan)
         self.model._set_loading(False)
         self._update_footer()
         self.message.emit("Cancelled the running queries; what was shown stays")
@@ -647,6 +721,8 @@ class LedgerTab(QWidget):
         elif not self.model.is_exhausted() and n:
             parts.append("scroll for more")
         busy = self.runner.pending()
+        if self._scan.get("proc") is not None and self._scan.get("pending"):
+            busy = busy + ["findings"]
         if busy and not self.model.is_loading():
             parts.append("working: " + ", ".join(busy))
         self.footer.setText(" · ".join(parts))
@@ -713,6 +789,8 @@ class LedgerTab(QWidget):
                            on_value, refused)
 
     def close_tab(self):
+        if self._scan.get("proc") is not None:
+            self._scan["proc"].cancel()
         self.runner.cancel()
         if self.opened is not None:
             self.opened.engine.dispose()
