@@ -469,7 +469,7 @@ def test_export_duplicate_effect_through_the_dialog(qtbot, window, demo_db, tmp_
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert {(r["scope"], r["idempotency_key"]) for r in rows} == planted
-    assert f"Exported {len(rows):,} operations rows" in box.text()
+    assert f"Exported {len(rows):,} operation rows" in box.text()
     assert str(out) in box.text() and str(out) + ".manifest.json" in box.text()
     assert any(r[k] == "NULL" for r in rows for k in r)  # the NULL literal reached the core
     manifest = json.loads((tmp_path / "evidence.csv.manifest.json").read_text())

@@ -47,7 +47,10 @@ class ConnectError(RuntimeError):
 def redact(text_: str) -> str:
     """Remove passwords from URLs and DSN fragments in an error message."""
     text_ = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text_)
-    return re.sub(r"(password\s*[=:]\s*)\S+", r"\1***", text_, flags=re.I)
+    # the value only: closing brackets and quotes after it stay, and MySQL's "(using password: YES)"
+    # (whether one was sent, not what it was) stays readable (issue #13 §9)
+    return re.sub(r"(password\s*[=:]\s*)(?!(?:YES|NO)\b)(\S+?)([)\]}'\",;.]*)(?=\s|$)", r"\1***\3", text_,
+                  flags=re.I)
 
 
 def parse_url(url: str) -> URL:

@@ -546,7 +546,7 @@ class LedgerTab(QWidget):
         n_ops = len(res.by_ref)
         if ff.base_filtered:
             head = (f"<b>Findings</b> — {ff.n_findings:,} of {plural(ff.n_total, 'finding')} in the filter "
-                    f"({n_ops:,} operations in all)")
+                    f"({plural(n_ops, 'operation')} in all)")
         else:
             head = f"<b>Findings</b> — {plural(ff.n_total, 'finding')} on {plural(n_ops, 'operation')}"
         if self._scanning:
@@ -713,7 +713,8 @@ class LedgerTab(QWidget):
         n = self.model.rowCount()
         parts = []
         if self._count is not None:
-            parts.append(f"{self._count:,} operations match · {n:,} loaded")
+            parts.append(f"{plural(self._count, 'operation')} match{'es' if self._count == 1 else ''} · "
+                         f"{n:,} loaded")
         else:
             parts.append(f"{n:,} loaded")
         if self.model.is_loading():

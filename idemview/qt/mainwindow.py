@@ -452,7 +452,7 @@ class MainWindow(QMainWindow):
         self.search_dock.show()
         tabs = [t for t in self.ledger_tabs() if t.ledger is not None]
         self._search_left = len(tabs)
-        self.search_status.setText(f"Searching {len(tabs)} ledgers…")
+        self.search_status.setText(f"Searching {theme.plural(len(tabs), 'ledger')}…")
         for i, t in enumerate(tabs):
             ledger, masker, name = t.ledger, self.masker, t.title()
             idx = self.tabs.indexOf(t)
@@ -472,7 +472,8 @@ class MainWindow(QMainWindow):
         n = self.search_model.rowCount()
         ledgers = len({h.ledger_name for h in self.search_model.hits()})
         state = "" if self._search_left <= 0 else " (still searching)"
-        self.search_status.setText(f"{n} operations in {ledgers} ledgers{state} — double-click to open")
+        self.search_status.setText(f"{theme.plural(n, 'operation')} in {theme.plural(ledgers, 'ledger')}{state}"
+                                   " — double-click to open")
         self.search_view.resizeColumnsToContents()
 
     def _open_hit(self, idx):
@@ -568,7 +569,7 @@ class MainWindow(QMainWindow):
         pd.setMinimumDuration(0)
         pd.canceled.connect(flag.set)
         self.export_progress = pd
-        prog.changed.connect(lambda n: pd.setLabelText(f"Exporting evidence… {n:,} rows" if isinstance(n, int)
+        prog.changed.connect(lambda n: pd.setLabelText(f"Exporting evidence… {theme.plural(n, 'row')}" if isinstance(n, int)
                                                        else "Exporting evidence…"))
         ledger, name = t.ledger, t.title()
         # The session's key with counts of its own: a tag in the file is the tag on screen, and the
@@ -584,7 +585,7 @@ class MainWindow(QMainWindow):
 
         def ok(res):
             pd.close()
-            self.show_status(f"Exported {res.rows:,} rows to {res.path}", 15000)
+            self.show_status(f"Exported {theme.plural(res.rows, 'row')} to {res.path}", 15000)
             self._export_done(res, rows)
 
         def fail(err: JobError):
@@ -606,7 +607,7 @@ class MainWindow(QMainWindow):
     def _export_done(self, res, rows: str):
         folder = str(Path(res.path).parent)
         box = self._notify(QMessageBox.Icon.Information, "Evidence exported",
-                           f"Exported {res.rows:,} {rows} rows, masked.\n\nCSV: {res.path}\n"
+                           f"Exported {theme.plural(res.rows, rows[:-1] + ' row')}, masked.\n\nCSV: {res.path}\n"
                            f"Manifest: {res.manifest_path}\nSHA-256: {res.sha256}")
         b = box.addButton("Open folder", QMessageBox.ButtonRole.ActionRole)
         b.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(folder)))

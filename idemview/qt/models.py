@@ -54,6 +54,8 @@ if _probe_none_leak():
 
 
 # (header, sort key in Ledger.SORTABLE or None)
+#: Columns whose first sort click sorts descending (Qt.InitialSortOrderRole).
+FIRST_DESCENDING = frozenset({"attempt_count", "created_at", "expires_at"})
 OP_COLUMNS = [
     ("Idempotency key", "key"), ("Scope", "scope"), ("Kind", "kind"), ("Status", "status"),
     ("Created", "created_at"), ("Expires", "expires_at"), ("Attempts", "attempt_count"),
@@ -203,6 +205,10 @@ class OperationsModel(QAbstractTableModel):
             if OP_COLUMNS[section][1] is None:
                 return "Findings of this operation, most severe first (not sortable: computed by the scan)"
             return "Click to sort by this column (the database sorts; nothing is sorted in memory)"
+        if role == Qt.ItemDataRole.InitialSortOrderRole:
+            # the first click shows what an incident needs first: most attempts, newest, latest expiry
+            return Qt.SortOrder.DescendingOrder if OP_COLUMNS[section][1] in FIRST_DESCENDING \
+                else Qt.SortOrder.AscendingOrder
         return None
 
     def row(self, i: int) -> OpRow:
