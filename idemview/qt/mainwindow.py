@@ -341,12 +341,15 @@ class MainWindow(QMainWindow):
         w = QWidget()
         v = QVBoxLayout(w)
         v.setContentsMargins(4, 2, 4, 2)
-        self.search_status = QLabel()
+        self.search_status = ElidedLabel(min_chars=10)
         v.addWidget(self.search_status)
         v.addWidget(self.search_view)
         self.search_dock = QDockWidget("Search across open ledgers", self)
         self.search_dock.setObjectName("searchDock")
         self.search_dock.setWidget(w)
+        from idemview.qt.ledgertab import BadgeDelegate
+        self.search_view.setItemDelegateForColumn(SearchModel.COL_FINDINGS, BadgeDelegate(self.search_view))
+        self.search_view.verticalHeader().setDefaultSectionSize(22)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.search_dock)
         self.search_dock.hide()
 
@@ -451,30 +454,48 @@ class MainWindow(QMainWindow):
             return
         self.search_dock.show()
         tabs = [t for t in self.ledger_tabs() if t.ledger is not None]
+        # a tab that failed to open (or is still opening) cannot be searched: say so, by name
+        self._not_searched = [self.masker.free_text(t.title()) for t in self.ledger_tabs() if t.ledger is None]
         self._search_left = len(tabs)
-        self.search_status.setText(f"Searching {theme.plural(len(tabs), 'ledger')}…")
+        self.search_status.setText(f"Searching {theme.plural(len(tabs), 'ledger')}…" + self._not_searched_text())
+        self._size_search_dock()
         for i, t in enumerate(tabs):
             ledger, masker, name = t.ledger, self.masker, t.title()
             idx = self.tabs.indexOf(t)
-            t.runner.submit("search", lambda tok, l=ledger, n=name, ix=idx: search(l, masker, text, ix, n),
-                            self._search_hits, self._search_failed)
+            by_ref = t.findings.by_ref if t.findings is not None else {}
+            t.runner.submit("search", lambda tok, l=ledger, n=name, ix=idx, br=by_ref:
+                            search(l, masker, text, ix, n, br),
+                            self._search_hits, lambda e, n=name: self._search_failed(e, n))
+        if not tabs:
+            self._search_done(count=False)
 
     def _search_hits(self, hits):
         self.search_model.add(hits)
         self._search_done()
 
-    def _search_failed(self, err: JobError):
-        self.show_status("search failed in one ledger: " + self.masker.free_text(err.message), 8000)
+    def _search_failed(self, err: JobError, name: str = "a ledger"):
+        self._not_searched.append(f"{self.masker.free_text(name)} ({self.masker.free_text(err.message)})")
         self._search_done()
 
-    def _search_done(self):
-        self._search_left -= 1
+    def _not_searched_text(self) -> str:
+        ns = getattr(self, "_not_searched", [])
+        return (" · not searched: " + ", ".join(ns)) if ns else ""
+
+    def _search_done(self, count: bool = True):
+        if count:
+            self._search_left -= 1
         n = self.search_model.rowCount()
         ledgers = len({h.ledger_name for h in self.search_model.hits()})
         state = "" if self._search_left <= 0 else " (still searching)"
         self.search_status.setText(f"{theme.plural(n, 'operation')} in {theme.plural(ledgers, 'ledger')}{state}"
-                                   " — double-click to open")
+                                   " — double-click to open" + self._not_searched_text())
         self.search_view.resizeColumnsToContents()
+
+    def _size_search_dock(self):
+        """The results dock takes at most a quarter of the window's height, so the detail pane (and
+        the grid) keep most of it."""
+        h = max(120, min(240, self.height() // 4))
+        self.resizeDocks([self.search_dock], [h], Qt.Orientation.Vertical)
 
     def _open_hit(self, idx):
         h = self.search_model.hit(idx.row())

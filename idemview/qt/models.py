@@ -452,7 +452,8 @@ class FindingsModel(QAbstractTableModel):
 class SearchModel(QAbstractTableModel):
     """Hits of the search across every open ledger: where an idempotency key or intent appears."""
 
-    HEADERS = ["Ledger", "Idempotency key", "Scope", "Status", "Kind", "Intent", "Created"]
+    HEADERS = ["Ledger", "Idempotency key", "Scope", "Status", "Findings", "Kind", "Intent", "Created"]
+    COL_FINDINGS = 4
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -470,6 +471,16 @@ class SearchModel(QAbstractTableModel):
         self.beginInsertRows(QModelIndex(), n, n + len(hits) - 1)
         self._hits.extend(hits)
         self.endInsertRows()
+
+    @staticmethod
+    def findings_text(h: SearchHit) -> str:
+        """The hit's finding kinds as glyph + short word, most severe first ("" when none)."""
+        seen, out = set(), []
+        for f in h.findings:
+            if f.kind not in seen:
+                seen.add(f.kind)
+                out.append(f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_SHORT[f.kind]}")
+        return ", ".join(out)
 
     def hit(self, row: int) -> SearchHit:
         return self._hits[row]
@@ -496,7 +507,9 @@ class SearchModel(QAbstractTableModel):
         h, c = self._hits[index.row()], index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             return [h.ledger_name, h.key, h.scope, f"{theme.STATUS_GLYPHS[h.status]} {theme.STATUS_WORDS[h.status]}",
-                    h.kind, h.intent, theme.TIME.fmt(h.created_at)][c]
+                    self.findings_text(h), h.kind, h.intent, theme.TIME.fmt(h.created_at)][c]
+        if role == FindingsRole and c == self.COL_FINDINGS:
+            return h.findings
         if role == Qt.ItemDataRole.ForegroundRole and c == 3:
             return QBrush(theme.colour(theme.STATUS_COLOURS, h.status))
         if role == Qt.ItemDataRole.ToolTipRole:

@@ -395,9 +395,13 @@ class SearchHit:
     kind: str
     intent: str
     created_at: datetime | None
+    findings: list[Finding] = field(default_factory=list)  # most severe first
 
 
-def search(ledger: Ledger, masker: SharedMasker, text: str, tab_index: int, name: str) -> list[SearchHit]:
+def search(ledger: Ledger, masker: SharedMasker, text: str, tab_index: int, name: str,
+           by_ref: dict[tuple[str, str], list[Finding]] | None = None) -> list[SearchHit]:
+    """Operations whose idempotency key or intent reference contains ``text`` (at most 50, masked),
+    each with its findings from ``by_ref`` (the tab's last scan). Runs on a worker."""
     ops = find_operations(ledger, text, limit=50)
     seen, out = set(), []
     for op in ops:
@@ -408,7 +412,7 @@ def search(ledger: Ledger, masker: SharedMasker, text: str, tab_index: int, name
                              masker.text(op.scope, "scope") if op.scope else "", op.status,
                              masker.text(op.kind, "kind") if op.kind else "",
                              masker.text(op.intent_ref, "intent_ref") if op.intent_ref else "",
-                             op.created_at))
+                             op.created_at, list((by_ref or {}).get((op.scope, op.key), []))))
     return out
 
 
