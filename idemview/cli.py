@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("presets", help="list layouts")
 
+    op = sub.add_parser("open", help="open the GUI at one operation (what the detail's Copy link gives)")
+    op.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
+    op.add_argument("--key", help="the operation's idempotency key")
+    op.add_argument("--scope", help="its scope (default: whichever holds the key)")
+
     de = sub.add_parser("detect", help="print the best-matching layout and its confidence")
     de.add_argument("url")
 
@@ -281,13 +286,24 @@ def cmd_gui(args) -> int:
     return run_gui(demo=args.demo)
 
 
+def cmd_open(args) -> int:
+    """``idemview open URL [--key KEY] [--scope S]``: the GUI, opened at that operation."""
+    if args.scope is not None and not args.key:
+        raise CliError("--scope needs --key", EXIT_USAGE)
+    try:
+        from idemview.qt.app import run_gui
+    except ImportError as e:
+        raise CliError(f"the GUI cannot start: {e}", EXIT_USAGE) from None
+    return run_gui(link=(args.url, args.key, args.scope))
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="idemview: %(levelname)s: %(message)s")
     from idemview.ledger.connect import redact
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"demo": cmd_demo, "presets": cmd_presets, "detect": cmd_detect, "scan": cmd_scan,
-                "export": cmd_export}
+                "export": cmd_export, "open": cmd_open}
     try:
         if args.command is None:
             return cmd_gui(args)

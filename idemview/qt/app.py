@@ -51,12 +51,17 @@ def make_app(argv: list[str] | None = None):
     return app
 
 
-def run_gui(demo: bool = False) -> int:
-    """Run the GUI until the window closes; returns the exit code."""
+def run_gui(demo: bool = False, link: tuple[str, str | None, str | None] | None = None) -> int:
+    """Run the GUI until the window closes; returns the exit code. ``link``: (target, key, scope) of
+    ``idemview open`` (a deep link to one operation)."""
     app = make_app()
+    from idemview.qt.applog import install_log
+    install_log()
     from idemview.qt.mainwindow import MainWindow
     w = MainWindow()
     w.show()
     if demo:
         w.open_demo()
+    if link is not None:
+        w.open_link(*link)
     return app.exec()

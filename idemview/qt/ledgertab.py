@@ -122,6 +122,7 @@ class LedgerTab(QWidget):
     failed = Signal(str)
     message = Signal(str)
     title_changed = Signal()
+    opened_signal = Signal()  # the ledger is open (before its first scan is in)
 
     def __init__(self, spec: OpenSpec, masker: SharedMasker, parent=None):
         super().__init__(parent)
@@ -275,6 +276,7 @@ class LedgerTab(QWidget):
         self.detail = OperationDetail()
         self.detail.setMinimumWidth(340)
         self.detail.reveal_requested.connect(self._detail_reveal)
+        self.detail.link_requested.connect(self.copy_link)
         main.addWidget(self.detail)
         main.setStretchFactor(0, 3)
         main.setStretchFactor(1, 2)
@@ -320,6 +322,7 @@ class LedgerTab(QWidget):
         self.overview.set_span(*o.span)
         self.title_changed.emit()
         self.refresh()
+        self.opened_signal.emit()
 
     def _on_open_error(self, err: JobError):
         msg = self.masker.free_text(err.message)
@@ -727,6 +730,41 @@ class LedgerTab(QWidget):
         if busy and not self.model.is_loading():
             parts.append("working: " + ", ".join(busy))
         self.footer.setText(" · ".join(parts))
+
+    def copy_link(self) -> str | None:
+        """"Copy link": the ``idemview open …`` command for the operation in the detail (no password;
+        the raw key, since a masked one would find nothing — refused when the key is a credential)."""
+        from idemview.services.session import deep_link
+        d = self.detail.detail
+        if d is None:
+            return None
+        if self.masker.is_credential("idempotency_key", d.key_raw):
+            self.message.emit("Not copied: this idempotency key looks like a credential")
+            return None
+        link = deep_link(self.spec, d.scope_raw, d.key_raw)
+        QGuiApplication.clipboard().setText(link)
+        self.message.emit("Copied a link to this operation: " + self.masker.free_text(link))
+        return link
+
+    def open_key(self, key: str, scope: str | None = None):
+        """Open the operation with exactly this idempotency key (a deep link): filter the grid to it and
+        open it in the detail; without ``scope`` the ledger is asked which scope holds it."""
+        self.filterbar.set_key(key)
+        if scope is not None:
+            self.open_operation(scope, key)
+            return
+        from idemview.ledger.reader import find_operations
+        ledger = self.ledger
+
+        def find(tok):
+            return [(o.scope, o.key) for o in find_operations(ledger, key, limit=50) if o.key == key]
+
+        def found(refs):
+            if refs:
+                self.open_operation(*refs[0])
+            else:
+                self.message.emit("No operation with that idempotency key in this ledger")
+        self.runner.submit("link", find, found, self.show_error)
 
     def copy_selection(self):
         """Copy the selected row as shown (masked values stay masked on the clipboard)."""

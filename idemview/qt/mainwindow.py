@@ -195,7 +195,9 @@ class MainWindow(QMainWindow):
         if not self.credentials.available and self.credentials.notice:
             self.keyring_notice.setText("⚠ " + self.credentials.notice)
         self.statusBar().addPermanentWidget(self.keyring_notice)
+        self._help_menu()
         self.restore_geometry()
+        self.refresh_start_page()
         self._sync_actions()
         app = QApplication.instance()
         if app is not None:
@@ -241,6 +243,14 @@ class MainWindow(QMainWindow):
         """Remember the window geometry and the current tab's splitter sizes."""
         st = gui_settings()
         st.setValue("window/geometry", self.saveGeometry())
+        from idemview.qt.app import demo_path
+        ids = []
+        for t in self.ledger_tabs():
+            if t.spec.connection_id:
+                ids.append(t.spec.connection_id)
+            elif str(t.spec.url) == str(demo_path()):
+                ids.append("demo")
+        st.setValue("session/tabs", ids)
         t = self.current_tab()
         if t is not None:
             t.save_splitters(st)
@@ -258,25 +268,118 @@ class MainWindow(QMainWindow):
     # ---------------------------------------------------------------------------------- chrome
 
     def _welcome(self) -> QWidget:
+        """The start page: saved connections (last opened first, one click opens), "Reopen last
+        session's tabs" when there were any, and the demo."""
         w = QWidget()
+        w.setObjectName("startPage")
         v = QVBoxLayout(w)
         v.addStretch(1)
         t = QLabel("<h2>idemview</h2><p>Open an operation ledger to see its idempotency keys, attempts, "
                    "outcomes and findings. Every connection is read-only.</p>")
         t.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        t.setWordWrap(True)
         v.addWidget(t)
+        self.start_list = QVBoxLayout()
+        self.start_list.setSpacing(2)
+        box = QWidget()
+        box.setLayout(self.start_list)
+        box.setMaximumWidth(720)
+        hb = QHBoxLayout()
+        hb.addStretch(1)
+        hb.addWidget(box, 4)
+        hb.addStretch(1)
+        v.addLayout(hb)
         h = QHBoxLayout()
         h.addStretch(1)
         b1 = QPushButton("Connections…  (Ctrl+O)")
         b1.clicked.connect(self.show_connections)
         b2 = QPushButton("Open the demo ledger")
         b2.clicked.connect(self.open_demo)
+        self.restore_btn = QPushButton("Reopen last session's tabs")
+        self.restore_btn.clicked.connect(self.restore_tabs)
         h.addWidget(b1)
         h.addWidget(b2)
+        h.addWidget(self.restore_btn)
         h.addStretch(1)
         v.addLayout(h)
         v.addStretch(2)
         return w
+
+    def recent_connections(self) -> list[tuple]:
+        """Saved connections as (Connection, last opened ISO string or ""), last opened first."""
+        from idemview.config import ConnectionStore
+        st = gui_settings()
+        try:
+            conns = ConnectionStore().load()
+        except Exception:  # noqa: BLE001 - a damaged file must not stop the start page
+            return []
+        rows = [(c, str(st.value(f"recent/{c.id}", "") or "")) for c in conns]
+        rows.sort(key=lambda r: r[1], reverse=True)
+        return rows
+
+    def refresh_start_page(self):
+        """List the saved connections on the start page (one button each) and offer to reopen tabs."""
+        while self.start_list.count():
+            it = self.start_list.takeAt(0)
+            if it.widget() is not None:
+                it.widget().deleteLater()
+        rows = self.recent_connections()
+        self.start_buttons: dict[str, QPushButton] = {}
+        if rows:
+            head = QLabel("<b>Saved connections</b> — click to open")
+            self.start_list.addWidget(head)
+        for c, last in rows:
+            where = c.database if c.dialect == "sqlite" else f"{c.host or 'localhost'}/{c.database}"
+            when = "never opened" if not last else "last opened " + theme.TIME.fmt(
+                datetime.fromisoformat(last), seconds=False) + " " + theme.TIME.zone()
+            b = QPushButton(f"{c.name}   ·   {c.dialect} {where}   ·   {when}")
+            b.setFlat(True)
+            b.setStyleSheet("text-align: left; padding: 4px 8px;")
+            b.setToolTip(f"Open {c.name} (read-only)")
+            b.clicked.connect(lambda _=False, cid=c.id: self.open_saved(cid))
+            self.start_list.addWidget(b)
+            self.start_buttons[c.id] = b
+        tabs = self.saved_tabs()
+        self.restore_btn.setVisible(bool(tabs))
+        self.restore_btn.setText(f"Reopen last session's tabs ({len(tabs)})")
+
+    def open_saved(self, conn_id: str) -> LedgerTab | None:
+        """Open a saved connection by id (its password from the keyring)."""
+        from idemview.config import ConnectionStore
+        c = next((c for c in ConnectionStore().load() if c.id == conn_id), None)
+        if c is None:
+            return None
+        pw = self.credentials.get(c.id)
+        return self.open_spec(OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
+                                       colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None))
+
+    def saved_tabs(self) -> list[str]:
+        """The tabs open at the last close: saved-connection ids, or "demo"."""
+        v = gui_settings().value("session/tabs", [])
+        if isinstance(v, str):
+            v = [v] if v else []
+        return [str(x) for x in (v or [])]
+
+    def restore_tabs(self):
+        """Reopen the last session's tabs (on request: a restart never reconnects by itself)."""
+        for t in self.saved_tabs():
+            if t == "demo":
+                self.open_demo()
+            else:
+                self.open_saved(t)
+
+    def _help_menu(self):
+        m = self.menuBar().addMenu("&Help")
+        self.act_log_folder = QAction("Open log folder", self)
+        self.act_log_folder.setToolTip("The rotating, masked log file (idemview.log)")
+        self.act_log_folder.triggered.connect(self.open_log_folder)
+        m.addAction(self.act_log_folder)
+
+    def open_log_folder(self) -> str:
+        from idemview.qt.applog import log_dir
+        d = str(log_dir())
+        QDesktopServices.openUrl(QUrl.fromLocalFile(d))
+        return d
 
     def _toolbar(self):
         tb = QToolBar("Main")
@@ -393,6 +496,9 @@ class MainWindow(QMainWindow):
 
     def open_spec(self, spec: OpenSpec) -> LedgerTab:
         """Open a ledger in a new tab (connection and reading happen on worker threads)."""
+        if spec.connection_id:
+            gui_settings().setValue(f"recent/{spec.connection_id}",
+                                    datetime.now(UTC).replace(microsecond=0).isoformat())
         tab = LedgerTab(spec, self.masker, self)
         tab.message.connect(lambda m: self.show_status(m, 8000))
         i = self.tabs.addTab(tab, spec.name)
@@ -418,8 +524,26 @@ class MainWindow(QMainWindow):
             w.deleteLater()
         if self.tabs.count() == 0:
             self.tabs.hide()
+            self.refresh_start_page()
             self.welcome.show()
         self._sync_actions()
+
+    def open_link(self, target: str, key: str | None = None, scope: str | None = None) -> LedgerTab | None:
+        """``idemview open TARGET [--key KEY] [--scope S]``: open the ledger (a saved connection's name,
+        a URL or a SQLite file) and, once it is open, the operation."""
+        from idemview.services.session import spec_for_target
+        try:
+            spec = spec_for_target(target, self.credentials)
+        except Exception as e:  # noqa: BLE001 - a bad link is a message, never a crash
+            self._notify(QMessageBox.Icon.Warning, "Cannot open the link", self.masker.free_text(str(e)))
+            return None
+        tab = self.open_spec(spec)
+        if key:
+            def go():
+                if tab.ledger is not None:
+                    tab.open_key(key, scope)
+            tab.opened_signal.connect(go)
+        return tab
 
     def open_demo(self):
         from idemview.qt.app import demo_spec
@@ -430,6 +554,7 @@ class MainWindow(QMainWindow):
         dlg = ConnectionDialog(self.credentials, self.masker, self)
         if dlg.exec() == QDialog.DialogCode.Accepted and dlg.spec is not None:
             self.open_spec(dlg.spec)
+        self.refresh_start_page()
 
     # -------------------------------------------------------------------------------- actions
 

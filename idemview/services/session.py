@@ -513,3 +513,47 @@ def reveal_value(ledger: Ledger, masker: SharedMasker, scope: str, key: str, whe
         import json
         return json.dumps(raw, ensure_ascii=False, default=str)
     return raw if isinstance(raw, str) else str(raw)
+
+
+# ------------------------------------------------------------------------------- deep links
+
+def deep_link(spec: OpenSpec, scope: str, key: str) -> str:
+    """The shell command that opens this operation: ``idemview open URL --key KEY [--scope S]``.
+
+    URL is the saved connection's name when the ledger came from one (its password then comes from
+    the colleague's own keyring), else the URL *without* its password (never ``***``: a link must
+    still work when the password is supplied another way). Quoted for a POSIX shell (shlex)."""
+    import shlex
+    from sqlalchemy.engine import make_url
+    if spec.connection_id:
+        target = spec.name
+    else:
+        u = spec.url
+        try:
+            u = make_url(u) if not isinstance(u, URL) else u
+            # URL.set(password=None) means "unchanged": _replace really drops it
+            target = u._replace(password=None).render_as_string(hide_password=False) if u.password \
+                else str(spec.url)
+            if u.get_backend_name() == "sqlite" and u.database:
+                target = u.database
+        except Exception:  # noqa: BLE001 - a bare path
+            target = str(spec.url)
+    parts = ["idemview", "open", target, "--key", key]
+    if scope:
+        parts += ["--scope", scope]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def spec_for_target(target: str, credentials=None) -> OpenSpec:
+    """An :class:`OpenSpec` for ``idemview open TARGET``: a saved connection's name (layout, zone and
+    the keyring password of that connection), else a URL or SQLite file (layout detected)."""
+    from idemview.config import ConnectionStore
+    c = ConnectionStore().find(target)
+    if c is not None:
+        pw = credentials.get(c.id) if credentials is not None else None
+        return OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
+                        colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None)
+    from idemview.ledger.connect import parse_url, safe_url
+    u = parse_url(target)
+    name = u.database.rsplit("/", 1)[-1] if u.get_backend_name() == "sqlite" and u.database else safe_url(u)
+    return OpenSpec(url=target, name=name)
