@@ -244,7 +244,8 @@ class LedgerTab(QWidget):
             self.grid.setColumnWidth(i, w)
         self._current_timer = QTimer(self, singleShot=True, interval=120)
         self._current_timer.timeout.connect(self._open_current)
-        self.grid.selectionModel().currentRowChanged.connect(self._grid_current_changed)
+        # a *selected* row opens (focus alone makes a row current without selecting it)
+        self.grid.selectionModel().selectionChanged.connect(self._grid_selection_changed)
         self.model.modelReset.connect(self._select_shown)
         self.model.page_loaded.connect(lambda _n: self._select_shown())
         self.grid.doubleClicked.connect(self._grid_open)
@@ -646,12 +647,15 @@ class LedgerTab(QWidget):
         finally:
             self._syncing = False
 
-    def _grid_current_changed(self, cur: QModelIndex, _prev: QModelIndex):
+    def _grid_selection_changed(self, *_):
         # a row selected by click or arrow keys opens in the detail (debounced: holding an arrow key
         # asks once when it stops)
-        if getattr(self, "_syncing", False) or not cur.isValid():
+        if getattr(self, "_syncing", False):
             return
-        self._pending_current = cur.row()
+        rows = self.grid.selectionModel().selectedRows()
+        if len(rows) != 1:
+            return
+        self._pending_current = rows[0].row()
         self._current_timer.start()
 
     def _open_current(self):

@@ -617,9 +617,9 @@ class MainWindow(QMainWindow):
         self.search_view.resizeColumnsToContents()
 
     def _size_search_dock(self):
-        """The results dock takes at most a quarter of the window's height, so the detail pane (and
+        """The results dock takes about a fifth of the window's height, so the detail pane (and
         the grid) keep most of it."""
-        h = max(120, min(240, self.height() // 4))
+        h = max(120, min(220, self.height() // 5))
         self.resizeDocks([self.search_dock], [h], Qt.Orientation.Vertical)
 
     def _open_hit(self, idx):
