@@ -158,8 +158,11 @@ class OperationDetail(QWidget):
             self.viewers[name] = ed
             self.payloads.addTab(ed, name)
         split.addWidget(self.payloads)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 1)
+        # the payloads get the larger share: on a 1280×800 screen they were down to three lines
+        self.attempts.setMinimumHeight(70)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        split.setSizes([200, 300])
         v.addWidget(split, 1)
         self.detail: Detail | None = None
         self._now: datetime | None = None

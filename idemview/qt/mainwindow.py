@@ -333,8 +333,8 @@ class MainWindow(QMainWindow):
             when = "never opened" if not last else "last opened " + theme.TIME.fmt(
                 datetime.fromisoformat(last), seconds=False) + " " + theme.TIME.zone()
             b = QPushButton(f"{c.name}   ·   {c.dialect} {where}   ·   {when}")
-            b.setFlat(True)
-            b.setStyleSheet("text-align: left; padding: 4px 8px;")
+            b.setStyleSheet("QPushButton { text-align: left; padding: 5px 10px; border: 1px solid palette(mid);"
+                            " border-radius: 4px; } QPushButton:hover { background: palette(midlight); }")
             b.setToolTip(f"Open {c.name} (read-only)")
             b.clicked.connect(lambda _=False, cid=c.id: self.open_saved(cid))
             self.start_list.addWidget(b)
