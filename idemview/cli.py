@@ -298,6 +298,8 @@ def cmd_open(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import multiprocessing
+    multiprocessing.freeze_support()  # a frozen bundle starts the GUI's findings process through main
     logging.basicConfig(level=logging.WARNING, format="idemview: %(levelname)s: %(message)s")
     from idemview.ledger.connect import redact
     parser = build_parser()

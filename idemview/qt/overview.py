@@ -33,6 +33,27 @@ _STATUS_AS_OUTCOME = {Status.COMPLETED.value: Outcome.SUCCEEDED, Status.FAILED.v
                       Status.UNKNOWN.value: Outcome.UNKNOWN}
 _SEV_SYMBOL = {Severity.CRITICAL: "star", Severity.HIGH: "t", Severity.MEDIUM: "d", Severity.LOW: "o",
                Severity.INFO: "s"}
+_GLYPH_SYMBOLS: dict = {}
+
+
+def _sev_symbol(sev: Severity):
+    """The marker shape of a severity: the chips' and panel's own glyph (‼ for critical, as a path made
+    from the text; ▲ ◆ ● are pyqtgraph's t, d, o), so a critical marker looks like a critical chip."""
+    if sev != Severity.CRITICAL:
+        return _SEV_SYMBOL[sev]
+    if sev not in _GLYPH_SYMBOLS:
+        from PySide6.QtGui import QFont, QPainterPath, QTransform
+        path = QPainterPath()
+        f = QFont()
+        f.setBold(True)
+        path.addText(0, 0, f, theme.SEVERITY_GLYPHS[sev])
+        br = path.boundingRect()
+        scale = 1.0 / max(br.width(), br.height(), 1e-6)
+        tr = QTransform()
+        tr.scale(scale, scale)
+        tr.translate(-br.x() - br.width() / 2.0, -br.y() - br.height() / 2.0)
+        _GLYPH_SYMBOLS[sev] = tr.map(path)
+    return _GLYPH_SYMBOLS[sev]
 
 
 MAX_MARKERS = 2000  # finding markers drawn on the overview at most
@@ -164,7 +185,9 @@ class IncidentOverview(QWidget):
             c = theme.colour(theme.OUTCOME_COLOURS, o).name()
             words = f"■ {theme.outcome_glyph(o)} {theme.OUTCOME_WORDS[o]}".replace(" ", "&nbsp;")
             parts.append(f'<span style="color:{c}">{words}</span>')
-        parts.append("·&nbsp;findings:&nbsp;★&nbsp;critical ▲&nbsp;high ◆&nbsp;medium ●&nbsp;low")
+        g = theme.SEVERITY_GLYPHS
+        parts.append(f"·&nbsp;findings:&nbsp;{g[Severity.CRITICAL]}&nbsp;critical {g[Severity.HIGH]}&nbsp;high "
+                     f"{g[Severity.MEDIUM]}&nbsp;medium {g[Severity.LOW]}&nbsp;low")
         self.legend.setText(" ".join(parts))
         self._draw()
 
@@ -267,7 +290,7 @@ class IncidentOverview(QWidget):
         edge = pg.mkPen(self.palette().color(QPalette.ColorRole.Base), width=1)
         brushes = {sev: pg.mkBrush(theme.colour(theme.SEVERITY_COLOURS, sev)) for sev in Severity}
         y = ymax * 1.08
-        spots = [{"pos": (f.at.timestamp(), y), "data": f, "symbol": _SEV_SYMBOL[f.severity],
+        spots = [{"pos": (f.at.timestamp(), y), "data": f, "symbol": _sev_symbol(f.severity),
                   "brush": brushes[f.severity], "pen": edge} for f in shown]
         self._markers.setData(spots)
 
