@@ -243,11 +243,16 @@ class IncidentOverview(QWidget):
         self._draw()
 
     def set_findings(self, findings: list[Finding], explanations: dict[int, str]):
+        """Replace the finding markers (the bars stay: a filter change redraws only what changed)."""
         self._findings = [f for f in findings if f.at is not None]
         self._explanations = explanations
-        self._draw()
+        self._draw_markers()
 
     def _draw(self):
+        self._draw_bars()
+        self._draw_markers()
+
+    def _draw_bars(self):
         for b in self._bars:
             self.plot.removeItem(b)
         self._bars = []
@@ -281,6 +286,10 @@ class IncidentOverview(QWidget):
         self._muted = True
         self.vb.setYRange(0, ymax * 1.18, padding=0)
         self._muted = False
+        self._ymax = ymax
+
+    def _draw_markers(self):
+        ymax = getattr(self, "_ymax", 1.0)
         # Info-level findings (expired keys) are many and old: they would bury the signal, so they are
         # left out before any work is done; brushes are made once per severity, not once per marker,
         # and at most MAX_MARKERS are drawn (most severe first) so a huge ledger cannot stall the loop.
@@ -289,10 +298,13 @@ class IncidentOverview(QWidget):
             shown = sorted(shown, key=lambda f: SEVERITY_ORDER[f.severity])[:MAX_MARKERS]
         edge = pg.mkPen(self.palette().color(QPalette.ColorRole.Base), width=1)
         brushes = {sev: pg.mkBrush(theme.colour(theme.SEVERITY_COLOURS, sev)) for sev in Severity}
-        y = ymax * 1.08
-        spots = [{"pos": (f.at.timestamp(), y), "data": f, "symbol": _sev_symbol(f.severity),
-                  "brush": brushes[f.severity], "pen": edge} for f in shown]
-        self._markers.setData(spots)
+        # arrays rather than one dict per spot: a third of the GUI-thread time for 2,000 markers
+        x = np.fromiter((f.at.timestamp() for f in shown), dtype=float, count=len(shown))
+        data = np.empty(len(shown), dtype=object)
+        data[:] = shown
+        self._markers.setData(x=x, y=np.full(len(shown), ymax * 1.08), data=data,
+                              symbol=[_sev_symbol(f.severity) for f in shown],
+                              brush=[brushes[f.severity] for f in shown], pen=edge)
 
     def _tip(self, x, y, data):
         f: Finding = data

@@ -18,11 +18,13 @@ Messages on the pipe, each a tuple ``(what, kind, payload)``:
 from __future__ import annotations
 
 import multiprocessing
+import sys
 import threading
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Callable
 
-BATCH = 500
+BATCH = 100  # one pickle.loads holds the GIL: ~100 findings keep it to a few ms in the parent
 
 
 def _short(e: BaseException) -> str:
@@ -75,6 +77,28 @@ def scan_process_main(conn, url: Any, password: str | None, layout, name: str, n
         conn.close()
 
 
+@contextmanager
+def _main_hidden():
+    """Start a child without re-running the parent's ``__main__``: its target is importable on its own,
+    and a script that opens the window without an ``if __name__ == "__main__"`` guard (a benchmark, a
+    notebook helper) would otherwise open a second window inside the findings process."""
+    main = sys.modules.get("__main__")
+    saved = {}
+    if main is not None:
+        for attr in ("__file__", "__spec__"):
+            if hasattr(main, attr):
+                saved[attr] = getattr(main, attr)
+        if "__file__" in saved:
+            del main.__file__
+        if "__spec__" in saved:
+            main.__spec__ = None
+    try:
+        yield
+    finally:
+        for attr, v in saved.items():
+            setattr(main, attr, v)
+
+
 class ScanProcess:
     """One scan in a child process (``spawn``: no inherited threads, locks or Qt state).
 
@@ -93,7 +117,8 @@ class ScanProcess:
                                 daemon=True)
         self._stop = threading.Event()
         self._on_message, self._on_exit = on_message, on_exit
-        self.proc.start()
+        with _main_hidden():
+            self.proc.start()
         send.close()  # the child holds the only writing end: EOF when it exits
         self._thread = threading.Thread(target=self._read, name="idemview-findings-reader", daemon=True)
         self._thread.start()
