@@ -247,7 +247,7 @@ class LedgerTab(QWidget):
         # a *selected* row opens (focus alone makes a row current without selecting it)
         self.grid.selectionModel().selectionChanged.connect(self._grid_selection_changed)
         self.model.modelReset.connect(self._select_shown)
-        self.model.page_loaded.connect(lambda _n: self._select_shown())
+        self.model.page_loaded.connect(self._page_loaded_select)
         self.grid.doubleClicked.connect(self._grid_open)
         self.grid.activated.connect(self._grid_open)
         copy = QAction("Copy", self.grid)
@@ -631,6 +631,7 @@ class LedgerTab(QWidget):
     def _select_shown(self, scroll: bool = False):
         """Select the operation the detail shows in the grid when it is loaded there, else select
         nothing: the grid never highlights one operation while the detail shows another."""
+        self._rows_seen = self.model.rowCount()
         ref = getattr(self, "_shown_ref", None)
         sm = self.grid.selectionModel()
         self._syncing = True
@@ -646,6 +647,24 @@ class LedgerTab(QWidget):
             sm.setCurrentIndex(QModelIndex(), sm.SelectionFlag.NoUpdate)
         finally:
             self._syncing = False
+
+    def _page_loaded_select(self, n: int):
+        # only the rows this page added are looked at (a loop over 20,000 loaded rows per page would
+        # be GUI-thread time for nothing): the shown operation may have just arrived
+        ref = getattr(self, "_shown_ref", None)
+        start = getattr(self, "_rows_seen", 0)
+        self._rows_seen = n
+        if ref is None or self.grid.selectionModel().hasSelection():
+            return
+        rows = self.model.rows()
+        for i in range(min(start, len(rows)), len(rows)):
+            if (rows[i].scope_raw, rows[i].key_raw) == ref:
+                self._syncing = True
+                try:
+                    self.grid.selectRow(i)
+                finally:
+                    self._syncing = False
+                return
 
     def _grid_selection_changed(self, *_):
         # a row selected by click or arrow keys opens in the detail (debounced: holding an arrow key
