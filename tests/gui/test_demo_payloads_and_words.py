@@ -100,3 +100,16 @@ def test_search_status_in_singular(qtbot, window, demo_db):
     window.search_all(key)
     qtbot.waitUntil(lambda: window._search_left <= 0, timeout=10000)
     assert window.search_status.text().startswith("1 operation in 1 ledger")
+
+
+@pytest.mark.parametrize("dialect", ["mysql+pymysql", "mariadb+pymysql"])
+def test_mysql_access_denied_is_readable_in_the_banner(qtbot, window, dialect):
+    """A real MariaDB refusing a wrong password: the banner keeps "(using password: YES)" whole and
+    never shows the password."""
+    from idemview.services.session import OpenSpec
+    tab = window.open_spec(OpenSpec(url=f"{dialect}://idemview_nobody:Wr0ngPassw0rd@127.0.0.1:3306/mysql",
+                                    name="wrong password", layout="idemview"))
+    qtbot.waitUntil(lambda: tab.banner.isVisible() or not tab.banner.isHidden(), timeout=30000)
+    text = tab.banner.label.text()
+    assert "Access denied for user" in text and MYSQL in text, text
+    assert "Wr0ngPassw0rd" not in text
