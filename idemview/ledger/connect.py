@@ -44,6 +44,13 @@ class ConnectError(RuntimeError):
     """The ledger cannot be reached or opened; the message is safe to show (no password)."""
 
 
+def dialect_family(name: str) -> str:
+    """``"mysql"`` for both MySQL-family dialect names (``mysql``, ``mariadb``: SQLAlchemy 2 names a
+    ``mariadb://`` engine ``mariadb``), else the name unchanged. Code decides by family, never by
+    ``dialect.name == "mysql"`` (a MariaDB URL would slip past it)."""
+    return "mysql" if name in ("mysql", "mariadb") else name
+
+
 def redact(text_: str) -> str:
     """Remove passwords from URLs and DSN fragments in an error message."""
     text_ = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text_)
@@ -80,7 +87,7 @@ class Interrupter:
     engine: Engine
 
     def cancel(self, dbapi_conn) -> None:
-        name = self.engine.dialect.name
+        name = dialect_family(self.engine.dialect.name)
         try:
             if name == "sqlite":
                 dbapi_conn.interrupt()
@@ -229,7 +236,7 @@ def short_error(e: BaseException) -> str:
 
 def session_is_read_only(engine: Engine) -> bool:
     """Ask the live session whether it refuses writes (the GUI's READ-ONLY badge reads this)."""
-    name = engine.dialect.name
+    name = dialect_family(engine.dialect.name)
     with engine.connect() as c:
         if name == "sqlite":
             return bool(c.exec_driver_sql("PRAGMA query_only").scalar())

@@ -38,7 +38,8 @@ def _catalog(engine: Engine) -> dict[tuple[str | None, str], set[str]]:
     default = None
     try:
         default = insp.default_schema_name
-        if engine.dialect.name == "mysql":
+        from idemview.ledger.connect import dialect_family
+        if dialect_family(engine.dialect.name) == "mysql":
             # A MySQL "schema" is another database: look only at the one connected to.
             schemas = [default]
         else:

@@ -114,7 +114,8 @@ class Ledger:
             layout = with_naive_zone(layout, naive_zone)
         self.layout = layout
         self.name = name or layout.name
-        self.dialect = engine.dialect.name
+        from idemview.ledger.connect import dialect_family
+        self.dialect = dialect_family(engine.dialect.name)  # "mysql" for MariaDB under either name
         self.lock_timeout_s = lock_timeout_s if lock_timeout_s is not None else layout.lock_timeout_seconds
         self.retry_threshold = retry_threshold if retry_threshold is not None else layout.retry_threshold
         self.retention_s = retention_s if retention_s is not None else layout.retention_seconds

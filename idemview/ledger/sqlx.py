@@ -74,6 +74,7 @@ def _epoch_pg_text(el, compiler, **kw):
 
 
 @compiles(_EpochOf, "mysql")
+@compiles(_EpochOf, "mariadb")
 def _epoch_mysql(el, compiler, **kw):
     # TIMESTAMPDIFF is independent of the session zone and of UNIX_TIMESTAMP's 2038 limit.
     (arg,) = list(el.clauses)
@@ -81,6 +82,7 @@ def _epoch_mysql(el, compiler, **kw):
 
 
 @compiles(_EpochOfText, "mysql")
+@compiles(_EpochOfText, "mariadb")
 def _epoch_mysql_text(el, compiler, **kw):
     # ISO text: drop the 'T' and a 'Z'; CAST gives NULL (a warning) for text it cannot parse. Explicit
     # numeric offsets are not applied on MySQL/MariaDB (documented limitation).
@@ -184,6 +186,7 @@ def _json_sqlite(el, compiler, **kw):
 
 
 @compiles(_JsonText, "mysql")
+@compiles(_JsonText, "mariadb")
 def _json_mysql(el, compiler, **kw):
     col, path = list(el.clauses)
     c, p = compiler.process(col, **kw), compiler.process(path, **kw)
@@ -263,6 +266,7 @@ def _exact_default(el, compiler, **kw):
 
 
 @compiles(_ExactText, "mysql")
+@compiles(_ExactText, "mariadb")
 def _exact_mysql(el, compiler, **kw):
     # A binary string compares byte for byte, trailing spaces included (NO PAD), whatever the column's
     # charset and collation; CONVERT first so every charset lands on the same UTF-8 bytes.
