@@ -15,17 +15,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from idemview import __version__
+from idemview.errors import EXIT_CONNECT, EXIT_LAYOUT, EXIT_OK, EXIT_USAGE, IdemviewError, InvalidLayout
 
 UTC = timezone.utc
-EXIT_OK, EXIT_USAGE, EXIT_CONNECT, EXIT_LAYOUT = 0, 2, 3, 4
+__all__ = ["EXIT_CONNECT", "EXIT_LAYOUT", "EXIT_OK", "EXIT_USAGE", "CliError", "main"]
 
 
-class CliError(Exception):
-    """An error for the user: ``code`` is the exit code, the message one clear line."""
+class CliError(IdemviewError):
+    """An error for the user: ``code`` is the exit code, the message one clear line. The typed errors of
+    :mod:`idemview.errors` carry their own exit code and need no wrapping."""
 
     def __init__(self, message: str, code: int = EXIT_USAGE):
         super().__init__(message)
-        self.code = code
+        self.code = self.exit_code = code
 
 
 class _Parser(argparse.ArgumentParser):
@@ -139,8 +141,8 @@ def open_target(url: str):
         except ConnectError as e:  # a malformed URL is an input error, not a connection failure
             raise CliError(str(e), EXIT_USAGE) from None
         return open_engine(parsed), None, None
-    except ConnectError as e:
-        raise CliError(str(e), EXIT_CONNECT) from None
+    except ConnectError as e:  # a CannotConnect: exit code 3; re-raised without the driver's traceback
+        raise CliError(str(e), e.exit_code) from None
 
 
 def ledger_name(engine) -> str:
@@ -151,7 +153,7 @@ def ledger_name(engine) -> str:
 
 def resolve_ledger(args, engine, saved=None):
     from idemview.ledger.detect import detect
-    from idemview.layouts.layout import LayoutError, load_layout
+    from idemview.layouts.layout import load_layout
     from idemview.ledger.reader import Ledger
     spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
     try:
@@ -167,9 +169,10 @@ def resolve_ledger(args, engine, saved=None):
                       retry_threshold=args.retry_threshold, retention_s=args.retention,
                       name=saved.name if saved is not None else ledger_name(engine),
                       naive_zone=saved.naive_zone if saved is not None else None)
-    except LayoutError as e:
-        code = EXIT_LAYOUT if e.missing or spec is None else EXIT_USAGE
-        raise CliError(str(e), code) from None
+    except InvalidLayout as e:
+        # A LayoutMismatch exits 4; so does a detected preset that turns out invalid here (the database
+        # chose it, not the user).
+        raise CliError(str(e), EXIT_LAYOUT if spec is None else e.exit_code) from None
 
 
 # ------------------------------------------------------------------------------------ commands
@@ -292,9 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             return cmd_gui(args)
         return handlers[args.command](args)
-    except CliError as e:
+    except IdemviewError as e:  # CliError and every typed error: the type says the exit code
         print(f"idemview: {redact(str(e))}", file=sys.stderr)
-        return e.code
+        return e.exit_code
     except BrokenPipeError:  # e.g. piped into `head`: not an error worth a message
         try:
             sys.stdout = open(os.devnull, "w")
@@ -349,10 +352,7 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
         bad_s = next(s for s in args.status if s not in {x.value for x in Status})
         raise CliError(f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
                        f"values): one of " + ", ".join(s.value for s in Status)) from None
-    try:
-        out = check_target(args.out, ledger, overwrite=args.force)
-    except ValueError as e:
-        raise CliError(str(e)) from None
+    out = check_target(args.out, ledger, overwrite=args.force)  # TargetExists / TargetRefused: exit 2
     masker = Masker()
     try:
         res = export_evidence(ledger, flt, out, rows=args.rows, now=args.now, excel=args.excel,

@@ -78,6 +78,7 @@ from pathlib import Path
 from typing import Any
 
 from idemview.domain.model import Outcome, Status
+from idemview.errors import InvalidLayout, LayoutMismatch
 
 TIME_ENCODINGS = ("datetime", "naive", "epoch_s", "epoch_ms", "iso_text")
 PAYLOAD_ENCODINGS = ("json", "text", "binary", "pickle")
@@ -93,16 +94,31 @@ ATTEMPT_SOURCES = ("table", "json_array", "counter", "none")
 _JSON_PATH = re.compile(r"\$(\.[A-Za-z0-9_\-]+)+")
 
 
-class LayoutError(ValueError):
+class LayoutError(InvalidLayout):
     """A layout that is malformed, or that does not fit the database it is used on.
 
     ``missing`` names what the database lacks (``"table oban_jobs"``, ``"column jobs.state"``) when
-    that is the reason; the CLI then exits with code 4.
+    that is the reason: the error is then a :class:`LayoutMismatchError` (an
+    :class:`idemview.errors.LayoutMismatch`, exit code 4); otherwise an
+    :class:`idemview.errors.InvalidLayout` (exit code 2).
     """
 
-    def __init__(self, message: str, missing: list[str] | None = None):
+    missing: list[str]
+
+    def __new__(cls, message: str = "", missing: list[str] | None = None):
+        # Raise sites say ``LayoutError(msg, missing)``; the type follows from ``missing`` so callers can
+        # catch ``LayoutMismatch`` without every raise site choosing a class.
+        if missing and cls is LayoutError:
+            cls = LayoutMismatchError
+        return super().__new__(cls, message)
+
+    def __init__(self, message: str = "", missing: list[str] | None = None):
         super().__init__(message)
-        self.missing = missing or []
+        self.missing = list(missing or [])
+
+
+class LayoutMismatchError(LayoutError, LayoutMismatch):
+    """A :class:`LayoutError` with ``missing``: the layout does not fit the database (exit code 4)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,8 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
+from idemview.errors import CannotConnect
+
 DEFAULT_STATEMENT_TIMEOUT_S = 60.0
 SQLITE_CACHE_KB = 262144            # 256 MiB page cache per connection (pages are read on demand)
 SQLITE_MMAP_BYTES = 1 << 30         # map up to 1 GiB of the file (address space, not memory)
@@ -40,8 +42,9 @@ def statement_timed_out() -> bool:
     return v
 
 
-class ConnectError(RuntimeError):
-    """The ledger cannot be reached or opened; the message is safe to show (no password)."""
+class ConnectError(CannotConnect):
+    """The ledger cannot be reached or opened; the message is safe to show (no password). An
+    :class:`idemview.errors.CannotConnect` (exit code 3)."""
 
 
 def redact(text_: str) -> str:
