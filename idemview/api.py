@@ -29,7 +29,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,8 +78,11 @@ def _plain(v: Any) -> Any:
     if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v).decode("utf-8", "replace")
     if isinstance(v, Payload):
-        return v.value if v.encoding != "binary" else (
-            v.value.hex() if isinstance(v.value, (bytes, bytearray)) else v.value)
+        return (
+            v.value
+            if v.encoding != "binary"
+            else (v.value.hex() if isinstance(v.value, (bytes, bytearray)) else v.value)
+        )
     return v
 
 
@@ -135,29 +138,33 @@ class LedgerFrames:
     def layout(self) -> Layout:
         return self.ledger.layout
 
-    def operations(self, filter: FilterLike = None, *, now: datetime | None = None,
-                   chunksize: int | None = None) -> pd.DataFrame | Iterator[pd.DataFrame]:
+    def operations(
+        self, filter: FilterLike = None, *, now: datetime | None = None, chunksize: int | None = None
+    ) -> pd.DataFrame | Iterator[pd.DataFrame]:
         """One row per operation record matching ``filter`` (a Filter, a mapping of its fields, or None
         for all), ordered by record id; ``findings`` lists the kinds found at ``now`` (default: the
         current time, UTC). With ``chunksize`` (rows), an iterator of DataFrames instead."""
         return self._frames("operations", filter, now, chunksize)
 
-    def attempts(self, filter: FilterLike = None, *, now: datetime | None = None,
-                 chunksize: int | None = None) -> pd.DataFrame | Iterator[pd.DataFrame]:
+    def attempts(
+        self, filter: FilterLike = None, *, now: datetime | None = None, chunksize: int | None = None
+    ) -> pd.DataFrame | Iterator[pd.DataFrame]:
         """Every recorded attempt of the operations matching ``filter`` (none for counter-only
         layouts). With ``chunksize`` (rows), an iterator of DataFrames instead."""
         return self._frames("attempts", filter, now, chunksize)
 
-    def findings(self, now: datetime | None = None, *, filter: FilterLike = None,
-                 chunksize: int | None = None) -> pd.DataFrame | Iterator[pd.DataFrame]:
+    def findings(
+        self, now: datetime | None = None, *, filter: FilterLike = None, chunksize: int | None = None
+    ) -> pd.DataFrame | Iterator[pd.DataFrame]:
         """The findings (DESIGN §5) at ``now`` (aware; default the current time), one row per finding:
         ledger, kind, severity, scope, idempotency_key, at (UTC), explanation, evidence."""
         return self._frames("findings", filter, now, chunksize)
 
-    def _frames(self, rows: str, flt: FilterLike, now: datetime | None,
-                chunksize: int | None) -> pd.DataFrame | Iterator[pd.DataFrame]:
+    def _frames(
+        self, rows: str, flt: FilterLike, now: datetime | None, chunksize: int | None
+    ) -> pd.DataFrame | Iterator[pd.DataFrame]:
         if now is None:
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
         elif now.tzinfo is None:
             raise ValueError("now must be an aware datetime (UTC recommended)")
         if chunksize is not None and (not isinstance(chunksize, int) or chunksize < 1):
@@ -191,8 +198,11 @@ class LedgerFrames:
         lay = self.ledger.layout
         if rows == "attempts":
             a = lay.attempts
-            return {k: tc.zone for k in ("started_at", "finished_at")
-                    if (tc := getattr(a, k, None)) is not None and tc.encoding == "naive"}
+            return {
+                k: tc.zone
+                for k in ("started_at", "finished_at")
+                if (tc := getattr(a, k, None)) is not None and tc.encoding == "naive"
+            }
         return {k: tc.zone for k, tc in lay.times.items() if tc.encoding == "naive"}
 
     def close(self) -> None:
@@ -206,8 +216,15 @@ class LedgerFrames:
         self.close()
 
 
-def open(url: str, layout: str | Layout | None = None, *, schema: str | None = None,  # noqa: A001
-         masked: bool = True, masker: Masker | None = None, naive_zone: str | None = None) -> LedgerFrames:
+def open(
+    url: str,
+    layout: str | Layout | None = None,
+    *,
+    schema: str | None = None,  # noqa: A001
+    masked: bool = True,
+    masker: Masker | None = None,
+    naive_zone: str | None = None,
+) -> LedgerFrames:
     """Open a ledger read-only for analysis.
 
     ``url``: a SQLAlchemy URL or a SQLite file. ``layout``: a preset name, a layout file, a
@@ -235,8 +252,11 @@ def open(url: str, layout: str | Layout | None = None, *, schema: str | None = N
         kw: dict[str, Any] = {"naive_zone": naive_zone}
         if schema:
             kw["schema"] = schema
-        name = Path(engine.url.database or "").name if engine.dialect.name == "sqlite" else (
-            engine.url.database or engine.dialect.name)
+        name = (
+            Path(engine.url.database or "").name
+            if engine.dialect.name == "sqlite"
+            else (engine.url.database or engine.dialect.name)
+        )
         ledger = Ledger(engine, lay, name=name, **kw)
     except BaseException:
         engine.dispose()
@@ -271,8 +291,9 @@ def read_evidence(path: str | os.PathLike[str]) -> pd.DataFrame:
     csv_meta = manifest.get("csv", {})
     cols = [ColumnSpec(c["name"], c["kind"]) for c in manifest.get("columns", [])]
     null = csv_meta.get("null", "")
-    df = pd.read_csv(p, dtype=str, keep_default_na=False, na_filter=False,
-                     encoding="utf-8-sig" if csv_meta.get("bom") else "utf-8")
+    df = pd.read_csv(
+        p, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8-sig" if csv_meta.get("bom") else "utf-8"
+    )
     if [c.name for c in cols] != list(df.columns):
         raise EvidenceMismatch(f"{p}: the header differs from the manifest's columns")
     if len(df) != manifest.get("row_count"):
@@ -307,8 +328,7 @@ def _restore(col: ColumnSpec, raw: list[str], null: str) -> pd.Series:
     elif kind == "boolean":
         return pd.Series([None if v is None else v == "true" for v in vals], dtype="boolean", name=col.name)
     elif kind == "instant":
-        return pd.Series(pd.to_datetime(pd.Series(vals, dtype=object), utc=True, format="ISO8601"),
-                         name=col.name)
+        return pd.Series(pd.to_datetime(pd.Series(vals, dtype=object), utc=True, format="ISO8601"), name=col.name)
     elif kind == "naive_instant":
         return pd.Series(pd.to_datetime(pd.Series(vals, dtype=object), format="ISO8601"), name=col.name)
     elif kind == "json":

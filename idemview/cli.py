@@ -232,7 +232,7 @@ def cmd_scan(args) -> int:
     findings = fe.run()
     n_ops, n_att = ledger.counts()
     masker = Masker()
-    counts = {}
+    counts: dict[str, int] = {}
     for f in findings:
         counts[f.kind.value] = counts.get(f.kind.value, 0) + 1
     if args.format == "json":

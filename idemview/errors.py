@@ -64,7 +64,17 @@ class EvidenceMismatch(IdemviewError, ValueError):
 
 
 __all__ = [
-    "EXIT_CONNECT", "EXIT_LAYOUT", "EXIT_OK", "EXIT_USAGE",
-    "Cancelled", "CannotConnect", "EvidenceMismatch", "IdemviewError", "InputError", "InvalidLayout",
-    "LayoutMismatch", "TargetExists", "TargetRefused",
+    "EXIT_CONNECT",
+    "EXIT_LAYOUT",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "Cancelled",
+    "CannotConnect",
+    "EvidenceMismatch",
+    "IdemviewError",
+    "InputError",
+    "InvalidLayout",
+    "LayoutMismatch",
+    "TargetExists",
+    "TargetRefused",
 ]

@@ -13,8 +13,9 @@ _BLOCKED = ("PySide6", "shiboken6", "pyqtgraph")
 class _NoQt(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         if fullname.split(".", 1)[0] in _BLOCKED:
-            raise ModuleNotFoundError(f"No module named {fullname!r} (blocked: core tests run without Qt)",
-                                      name=fullname)
+            raise ModuleNotFoundError(
+                f"No module named {fullname!r} (blocked: core tests run without Qt)", name=fullname
+            )
         return None
 
 

@@ -73,9 +73,10 @@ import hashlib
 import re
 import tomllib
 from dataclasses import dataclass, field
+from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from idemview.domain.model import Outcome, Status
 from idemview.errors import InvalidLayout, LayoutMismatch
@@ -379,7 +380,7 @@ def _predicate(where: str, d: Any) -> Predicate:
     return Predicate(d["column"], op, val)
 
 
-def _status(where: str, name: str, d: Any, target: type) -> StatusSource:
+def _status(where: str, name: str, d: Any, target: type[Enum]) -> StatusSource:
     allowed = {e.value for e in target}
     if isinstance(d, str):
         if d not in allowed:
@@ -398,7 +399,7 @@ def _status(where: str, name: str, d: Any, target: type) -> StatusSource:
         st = r.get("status") or r.get("outcome")
         if st not in allowed:
             raise _err(where, f"{name}.rules[{i}]: {st!r} is not one of {', '.join(sorted(allowed))}")
-        s.rules.append(StatusRule(tuple(_predicate(where, p) for p in r.get("when", [])), st))
+        s.rules.append(StatusRule(tuple(_predicate(where, p) for p in r.get("when", [])), cast(str, st)))
     if s.default not in allowed:
         raise _err(where, f"{name}.default: {s.default!r} is not one of {', '.join(sorted(allowed))}")
     if not s.column and not s.rules:

@@ -25,24 +25,45 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import tomli_w
 from sqlalchemy import (
-    JSON, Boolean, Date, DateTime, Float, Integer, LargeBinary, Numeric, String, func, inspect, select,
+    JSON,
+    Boolean,
+    Date,
+    DateTime,
+    Float,
+    Integer,
+    LargeBinary,
+    Numeric,
+    String,
+    func,
+    inspect,
+    select,
 )
-from sqlalchemy import column as sa_column, table as sa_table
+from sqlalchemy import column as sa_column
+from sqlalchemy import table as sa_table
 from sqlalchemy.engine import Engine
 
 from idemview.config import config_dir
+from idemview.domain.model import Status
 from idemview.layouts.layout import (
-    PAYLOAD_FIELDS, PREDICATE_OPS, AttemptsSpec, Layout, LayoutError, Predicate, StatusSource, TimeColumn, ValueSource,
+    PAYLOAD_FIELDS,
+    PREDICATE_OPS,
+    AttemptsSpec,
+    Layout,
+    LayoutError,
+    Predicate,
+    StatusSource,
+    TimeColumn,
+    ValueSource,
     parse_layout,
 )
-from idemview.domain.model import Status
 
 #: Schemas that hold the engine's own catalog, never a ledger.
 SYSTEM_SCHEMAS = {"information_schema", "pg_catalog", "pg_toast", "mysql", "performance_schema", "sys"}
@@ -55,6 +76,7 @@ _NUMERIC_RE = re.compile(r"^\s*[+-]?\d+(\.\d+)?\s*$")
 
 
 # ------------------------------------------------------------------------------------ reflection
+
 
 @dataclass(frozen=True, slots=True)
 class ColumnInfo:
@@ -120,8 +142,16 @@ def _family(t: Any) -> tuple[str, bool]:
         py = t.python_type
     except (NotImplementedError, AttributeError):
         return "other", False
-    return {str: "text", int: "integer", float: "number", bytes: "binary", datetime: "datetime",
-            date: "date", bool: "boolean", dict: "json"}.get(py, "other"), False
+    return {
+        str: "text",
+        int: "integer",
+        float: "number",
+        bytes: "binary",
+        datetime: "datetime",
+        date: "date",
+        bool: "boolean",
+        dict: "json",
+    }.get(py, "other"), False
 
 
 def _type_text(t: Any) -> str:
@@ -147,8 +177,11 @@ def reflect_schema(engine: Engine) -> list[TableInfo]:
         schemas: list[str | None] = [None]
     else:
         try:
-            schemas = [s for s in insp.get_schema_names() if s.lower() not in SYSTEM_SCHEMAS
-                       and not s.lower().startswith("pg_")]
+            schemas = [
+                s
+                for s in insp.get_schema_names()
+                if s.lower() not in SYSTEM_SCHEMAS and not s.lower().startswith("pg_")
+            ]
         except NotImplementedError:
             schemas = [None]
     out: list[TableInfo] = []
@@ -166,8 +199,7 @@ def reflect_schema(engine: Engine) -> list[TableInfo]:
             infos = []
             for c in cols:
                 fam, tz = _family(c["type"])
-                infos.append(ColumnInfo(c["name"], _type_text(c["type"]), fam,
-                                        bool(c.get("nullable", True)), tz))
+                infos.append(ColumnInfo(c["name"], _type_text(c["type"]), fam, bool(c.get("nullable", True)), tz))
             out.append(TableInfo(sch, name, infos))
     out.sort(key=lambda t: (t.schema or "", t.name))
     return out
@@ -186,14 +218,16 @@ def find_table(tables: Sequence[TableInfo], name: str, schema: str | None = None
 
 # --------------------------------------------------------------------------------------- samples
 
+
 def _lightweight(table: str, column: str, schema: str | None):
     # A lightweight table clause: the names are quoted by SQLAlchemy, no reflection round trip.
     t = sa_table(table, sa_column(column), schema=schema)
     return t, t.c[column]
 
 
-def sample_distinct(engine: Engine, table: str, column: str, schema: str | None = None,
-                    limit: int = 50) -> list[tuple[Any, int]]:
+def sample_distinct(
+    engine: Engine, table: str, column: str, schema: str | None = None, limit: int = 50
+) -> list[tuple[Any, int]]:
     """The ``limit`` most frequent values of ``table.column`` as ``[(value, count), ...]``, most
     frequent first (ties by value text), NULL included as ``None`` when present.
 
@@ -208,8 +242,7 @@ def sample_distinct(engine: Engine, table: str, column: str, schema: str | None 
     return rows
 
 
-def sample_values(engine: Engine, table: str, column: str, schema: str | None = None,
-                  limit: int = 20) -> list[Any]:
+def sample_values(engine: Engine, table: str, column: str, schema: str | None = None, limit: int = 20) -> list[Any]:
     """Up to ``limit`` non-NULL values of ``table.column`` (the first rows the database returns)."""
     _t, c = _lightweight(table, column, schema)
     q = select(c).where(c.is_not(None)).limit(limit)
@@ -219,6 +252,7 @@ def sample_values(engine: Engine, table: str, column: str, schema: str | None = 
 
 # ---------------------------------------------------------------------------------------- guesses
 
+
 def _as_number(v: Any) -> float | None:
     if isinstance(v, bool):
         return None
@@ -226,6 +260,7 @@ def _as_number(v: Any) -> float | None:
         return float(v)
     try:
         from decimal import Decimal
+
         if isinstance(v, Decimal):
             return float(v)
     except ImportError:  # pragma: no cover
@@ -257,7 +292,7 @@ def guess_time_encoding(column: ColumnInfo | None, samples: Iterable[Any] = ()) 
         return "datetime"
     nums = [_as_number(v) for v in vals]
     if all(n is not None for n in nums):
-        mags = [abs(n) for n in nums]
+        mags = [abs(n) for n in nums if n is not None]
         if all(_EPOCH_S[0] <= m < _EPOCH_S[1] for m in mags):
             return "epoch_s"
         if all(_EPOCH_MS[0] <= m < _EPOCH_MS[1] for m in mags):
@@ -271,14 +306,61 @@ def guess_time_encoding(column: ColumnInfo | None, samples: Iterable[Any] = ()) 
 
 
 _STATUS_WORDS = {
-    Status.COMPLETED: ("completed", "complete", "succeeded", "success", "successful", "done", "finished",
-                       "ok", "processed", "delivered", "sent", "committed", "consumed"),
-    Status.FAILED: ("failed", "failure", "fail", "error", "errored", "dead", "discarded", "cancelled",
-                    "canceled", "revoked", "rejected", "aborted", "expired"),
-    Status.IN_PROGRESS: ("in_progress", "inprogress", "running", "started", "processing", "executing",
-                         "active", "locked", "claimed", "retry", "retrying"),
-    Status.NEW: ("new", "pending", "queued", "scheduled", "available", "created", "received", "waiting",
-                 "enqueued", "ready"),
+    Status.COMPLETED: (
+        "completed",
+        "complete",
+        "succeeded",
+        "success",
+        "successful",
+        "done",
+        "finished",
+        "ok",
+        "processed",
+        "delivered",
+        "sent",
+        "committed",
+        "consumed",
+    ),
+    Status.FAILED: (
+        "failed",
+        "failure",
+        "fail",
+        "error",
+        "errored",
+        "dead",
+        "discarded",
+        "cancelled",
+        "canceled",
+        "revoked",
+        "rejected",
+        "aborted",
+        "expired",
+    ),
+    Status.IN_PROGRESS: (
+        "in_progress",
+        "inprogress",
+        "running",
+        "started",
+        "processing",
+        "executing",
+        "active",
+        "locked",
+        "claimed",
+        "retry",
+        "retrying",
+    ),
+    Status.NEW: (
+        "new",
+        "pending",
+        "queued",
+        "scheduled",
+        "available",
+        "created",
+        "received",
+        "waiting",
+        "enqueued",
+        "ready",
+    ),
 }
 
 
@@ -296,6 +378,7 @@ def guess_status(raw: Any) -> str:
 
 
 # ------------------------------------------------------------------------------------------ model
+
 
 def blank_model(name: str = "custom", table: str = "", schema: str | None = None) -> dict:
     """A minimal model to start from scratch: a name, the operations table, no mapping yet (it does
@@ -359,8 +442,16 @@ def _status_out(s: StatusSource) -> Any:
 def _attempts_out(a: AttemptsSpec) -> dict:
     d: dict[str, Any] = {"source": a.source}
     if a.source == "table":
-        d.update(table=a.table, schema=a.schema, join=dict(a.join), number=a.number,
-                 error=a.error, effect_ref=a.effect_ref, worker=a.worker, fingerprint=a.fingerprint)
+        d.update(
+            table=a.table,
+            schema=a.schema,
+            join=dict(a.join),
+            number=a.number,
+            error=a.error,
+            effect_ref=a.effect_ref,
+            worker=a.worker,
+            fingerprint=a.fingerprint,
+        )
         if a.outcome is not None:
             d["outcome"] = _status_out(a.outcome)
         for k in ("started_at", "finished_at"):
@@ -387,8 +478,12 @@ def model_from_layout(layout: Layout) -> dict:
     model_from_layout(x)))`` describes the same mapping as ``x``. The result is a fresh copy: edit
     freely."""
     ops: dict[str, Any] = {
-        "table": layout.table, "schema": layout.schema, "row_id": layout.row_id,
-        "key": list(layout.key), "scope": list(layout.scope), "key_fallback": layout.key_fallback,
+        "table": layout.table,
+        "schema": layout.schema,
+        "row_id": layout.row_id,
+        "key": list(layout.key),
+        "scope": list(layout.scope),
+        "key_fallback": layout.key_fallback,
         "optional": list(layout.optional),
     }
     if layout.kind is not None:
@@ -404,8 +499,12 @@ def model_from_layout(layout: Layout) -> dict:
     if layout.retention_seconds is not None or layout.retention_from != "created_at":
         exp["retention_from"] = layout.retention_from
     model = {
-        "layout": {"name": layout.name, "title": layout.title, "description": layout.description,
-                   "source": layout.source},
+        "layout": {
+            "name": layout.name,
+            "title": layout.title,
+            "description": layout.description,
+            "source": layout.source,
+        },
         "operations": ops,
         "attempts": _attempts_out(layout.attempts),
         "expiry": exp,
@@ -439,8 +538,12 @@ def _clean(v: Any, key: str | None = None) -> Any:
     # "" is "not chosen" for a name (a column, a schema); a predicate may compare with "" on purpose.
     if v is None or (isinstance(v, str) and v == "" and key is not None and key not in PREDICATE_OPS):
         return None
-    if isinstance(v, float) and math.isfinite(v) and v.is_integer() and key in (
-            "retention_seconds", "lock_timeout_seconds", "dedup_window_seconds"):
+    if (
+        isinstance(v, float)
+        and math.isfinite(v)
+        and v.is_integer()
+        and key in ("retention_seconds", "lock_timeout_seconds", "dedup_window_seconds")
+    ):
         return int(v)
     return v
 

@@ -23,6 +23,8 @@ def _no_leaked_jobs(qapp):
     yield
     for pool in {id(p): p for p in (QThreadPool.globalInstance(), workers.pool())}.values():
         if not pool.waitForDone(LEAK_WAIT_MS):
-            pytest.fail(f"{pool.activeThreadCount()} background job(s) still running after the test: "
-                        "a window closed without cancelling its work")
+            pytest.fail(
+                f"{pool.activeThreadCount()} background job(s) still running after the test: "
+                "a window closed without cancelling its work"
+            )
         assert pool.activeThreadCount() == 0

@@ -39,10 +39,12 @@ def demo(request, tmp_path):
 
 
 def test_import_idemview_stays_cheap():
-    code = ("import sys, idemview\n"
-            "print(sorted(m for m in ('pandas', 'sqlalchemy', 'PySide6') if m in sys.modules))\n"
-            "idemview.open\n"  # the lazy attribute loads the API on first use (pandas: on the first frame)
-            "print('idemview.api' in sys.modules)")
+    code = (
+        "import sys, idemview\n"
+        "print(sorted(m for m in ('pandas', 'sqlalchemy', 'PySide6') if m in sys.modules))\n"
+        "idemview.open\n"  # the lazy attribute loads the API on first use (pandas: on the first frame)
+        "print('idemview.api' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["[]", "True"]
 
@@ -71,8 +73,11 @@ def test_frames_are_masked_by_default(demo):
         masked = led.operations(now=ANCHOR)
     with idemview.open(url, layout="idemview", masked=False) as led:
         raw = led.operations(now=ANCHOR)
-    emails = [r["customer"]["email"] for r in raw["request"].dropna()
-              if isinstance(r, dict) and isinstance(r.get("customer"), dict) and "email" in r["customer"]]
+    emails = [
+        r["customer"]["email"]
+        for r in raw["request"].dropna()
+        if isinstance(r, dict) and isinstance(r.get("customer"), dict) and "email" in r["customer"]
+    ]
     assert emails and all("@" in e for e in emails)
     text = json.dumps(masked["request"].dropna().tolist())
     assert not any(e in text for e in emails)
