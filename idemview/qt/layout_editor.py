@@ -6,9 +6,10 @@ its count), chooses time encodings (guessed from the column type and sample valu
 preview of the first normalized rows and the finding counts. Save writes TOML through
 :mod:`idemview.ledger.builder` (validated before it is written) beside the connection.
 
-Every database call (reflection, samples, preview, findings) runs on a :class:`QThreadPool`; results come
-back by queued signal and carry a per-topic generation number, so a result for a mapping that has since
-changed is dropped (DESIGN §10). Values shown go through :class:`idemview.masking.masker.Masker`.
+Every database call (reflection, samples, preview, findings) runs through the GUI's one worker pattern,
+:class:`idemview.qt.workers.Runner` (shared bounded pool; results come back by queued signal with a
+per-topic generation, so a result for a mapping that has since changed is dropped; closing cancels the
+running statement in the database instead of waiting for it, DESIGN §10). Values shown go through :class:`idemview.masking.masker.Masker`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Callable
 from zoneinfo import available_timezones
 
 from PySide6.QtCore import (
-    QAbstractTableModel, QModelIndex, QObject, QRunnable, QThreadPool, Qt, QTimer, Signal,
+    QAbstractTableModel, QModelIndex, Qt, QTimer, Signal,
 )
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
@@ -33,7 +34,8 @@ from PySide6.QtWidgets import (
 )
 from sqlalchemy.engine import Engine
 
-from idemview.ledger.connect import short_error
+from idemview.qt.workers import JobError, Runner
+from idemview.services.cancel import watch_engine
 from idemview.layouts.layout import (
     ATTEMPT_SOURCES, PAYLOAD_ENCODINGS, PAYLOAD_FIELDS, TIME_ENCODINGS, TIME_FIELDS, VALUE_FIELDS, Layout,
     LayoutError, TimeColumn, load_preset, preset_names,
@@ -57,35 +59,21 @@ _SCRATCH = "(scratch)"
 
 # ------------------------------------------------------------------------------------ background work
 
-class _Relay(QObject):
-    """Carries a worker's result back to the GUI thread (queued: it lives on the GUI thread)."""
+@dataclass(frozen=True)
+class _Refused:
+    """A job's LayoutError, returned (not raised) so the editor shows its own words, not a class name."""
 
-    done = Signal(str, int, object)    # topic, generation, result
-    failed = Signal(str, int, str)     # topic, generation, message
+    message: str
 
 
-class _Task(QRunnable):
-    def __init__(self, relay: _Relay, topic: str, gen: int, fn: Callable[[], Any]):
-        super().__init__()
-        self.relay, self.topic, self.gen, self.fn = relay, topic, gen, fn
-
-    def run(self):
+def _job(fn: Callable[[], Any]) -> Callable[[Any], Any]:
+    """Wrap an editor job for :class:`~idemview.qt.workers.Runner` (which passes a cancel token)."""
+    def run(_token):
         try:
-            result = self.fn()
+            return fn()
         except LayoutError as e:
-            msg = str(e)
-        except Exception as e:  # noqa: BLE001 - any database error becomes a visible message
-            msg = short_error(e)
-        else:
-            try:
-                self.relay.done.emit(self.topic, self.gen, result)
-            except RuntimeError:  # the dialog is gone; nobody is waiting for this result
-                pass
-            return
-        try:
-            self.relay.failed.emit(self.topic, self.gen, msg)
-        except RuntimeError:
-            pass
+            return _Refused(str(e))
+    return run
 
 
 @dataclass
@@ -540,11 +528,10 @@ class LayoutEditor(QDialog):
         self._pending_guess: dict[str, bool] = {"status": False, "outcome": False}
         self.last_counts: dict[str, int] = {}
         self.last_error: str | None = None
-        self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(3)
-        self._relay = _Relay(self)
-        self._relay.done.connect(self._on_done)
-        self._relay.failed.connect(self._on_failed)
+        # The common worker pattern: the shared bounded pool, one generation per topic, and cancel that
+        # interrupts the running statement in the database, so closing never waits for a query.
+        watch_engine(engine)
+        self._runner = Runner(self)
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(250)
@@ -924,7 +911,17 @@ class LayoutEditor(QDialog):
     def _submit(self, topic: str, fn: Callable[[], Any]) -> int:
         gen = self._bump(topic)
         if not self._closing:
-            self._pool.start(_Task(self._relay, topic, gen, fn))
+            def ok(result, topic=topic, gen=gen):
+                if isinstance(result, _Refused):
+                    self._on_failed(topic, gen, result.message)
+                else:
+                    self._on_done(topic, gen, result)
+
+            def failed(err: JobError, topic=topic, gen=gen):
+                if not err.cancelled:
+                    self._on_failed(topic, gen, err.message)
+
+            self._runner.submit(topic, _job(fn), ok, failed)
         return gen
 
     def _current(self, topic: str, gen: int) -> bool:
@@ -1488,13 +1485,13 @@ class LayoutEditor(QDialog):
     # ---------------------------------------------------------------------------------- closing
 
     def shutdown(self):
-        """Stop taking results and wait for running database work (called on close)."""
+        """Stop taking results and cancel running database work (called on close). Never waits: a
+        cancelled statement is interrupted in the database and its late result is dropped."""
         if self._closing:
             return
         self._closing = True
         self._debounce.stop()
-        self._pool.clear()
-        self._pool.waitForDone(30_000)
+        self._runner.cancel()
 
     def done(self, r: int):
         self.shutdown()
