@@ -216,27 +216,37 @@ class LedgerFrames:
         self.close()
 
 
-def open(
+def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used explicitly in this module
     url: str,
     layout: str | Layout | None = None,
     *,
-    schema: str | None = None,  # noqa: A001
     masked: bool = True,
     masker: Masker | None = None,
     naive_zone: str | None = None,
 ) -> LedgerFrames:
     """Open a ledger read-only for analysis.
 
-    ``url``: a SQLAlchemy URL or a SQLite file. ``layout``: a preset name, a layout file, a
-    :class:`Layout`, or ``None`` to detect it as ``idemview detect`` does. ``schema``: where the
-    layout's tables are (server databases). ``masker``: a :class:`Masker` (e.g. with a fixed key for
-    reproducible tags); default a fresh one.
+    ``url``: a SQLAlchemy URL, a SQLite file, or the name of a saved connection (its password then
+    comes from the keyring, its layout and naive zone are used unless given). ``layout``: a preset
+    name, a layout file, a :class:`Layout`, or ``None`` to detect it as ``idemview detect`` does.
+    ``naive_zone``: the IANA zone the ledger's naive timestamps were written in. ``masker``: a
+    :class:`Masker` (e.g. with a fixed key for reproducible tags); default a fresh one.
 
     Raises :class:`~idemview.errors.CannotConnect` (unreachable, not a database),
     :class:`~idemview.errors.LayoutMismatch` (no preset fits / the layout's tables are missing),
     :class:`~idemview.errors.InvalidLayout` (a malformed layout file).
     """
-    engine = open_engine(url)
+    password, name = None, None
+    target: Any = url
+    if "://" not in url and not Path(url).exists():
+        from idemview.config import ConnectionStore, CredentialStore
+
+        saved = ConnectionStore().find(url)
+        if saved is not None:  # a saved connection, as on the command line; its password from the keyring
+            target, password, name = saved.url(), CredentialStore().get(saved.id), saved.name
+            layout = layout if layout is not None else (saved.layout or None)
+            naive_zone = naive_zone if naive_zone is not None else saved.naive_zone
+    engine = open_engine(target, password=password)
     try:
         if isinstance(layout, Layout):
             lay = layout
@@ -250,13 +260,12 @@ def open(
                 raise _NoPreset("no preset fits this database; pass layout=NAME|FILE (see `idemview presets`)")
             lay = matches[0].layout
         kw: dict[str, Any] = {"naive_zone": naive_zone}
-        if schema:
-            kw["schema"] = schema
-        name = (
-            Path(engine.url.database or "").name
-            if engine.dialect.name == "sqlite"
-            else (engine.url.database or engine.dialect.name)
-        )
+        if name is None:
+            name = (
+                Path(engine.url.database or "").name
+                if engine.dialect.name == "sqlite"
+                else (engine.url.database or engine.dialect.name)
+            )
         ledger = Ledger(engine, lay, name=name, **kw)
     except BaseException:
         engine.dispose()

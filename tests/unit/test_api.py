@@ -161,3 +161,28 @@ def test_open_errors_are_typed(tmp_path):
     with pytest.raises(LayoutMismatch) as ei:
         idemview.open(str(empty), layout="oban")
     assert ei.value.exit_code == 4
+
+
+def test_open_a_saved_connection_by_name(pg_url):
+    """A saved connection's name works as on the command line: its password comes from the keyring
+    (the tests' in-memory one), its layout is used."""
+    import keyring
+    from sqlalchemy.engine import make_url
+
+    from idemview.config import Connection, ConnectionStore, CredentialStore
+
+    w = create_engine(pg_url)
+    from tests.conftest import _clear
+
+    _clear(w)
+    generate(w, operations=50, seed=2)
+    w.dispose()
+    conn, _pw = Connection.from_url("payments-prod", pg_url)
+    conn.layout = "idemview"
+    ConnectionStore().upsert(conn)
+    assert CredentialStore().set(conn.id, make_url(pg_url).password or "unused")
+    assert keyring.get_password("idemview", conn.id) is not None  # stored in the in-memory keyring
+    with idemview.open("payments-prod") as led:
+        ops = led.operations(now=ANCHOR)
+        assert led.layout.name == "idemview"
+    assert len(ops) > 0 and set(ops["ledger"]) == {"payments-prod"}
