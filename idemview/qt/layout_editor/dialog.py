@@ -51,6 +51,7 @@ from PySide6.QtWidgets import (
 from sqlalchemy.engine import Engine
 
 from idemview.domain.model import FindingKind
+from idemview.layouts.draft import AttemptsDraft, ExpiryDraft, LayoutDraft, StatusDraft, TimeDraft, ValueDraft
 from idemview.layouts.layout import (
     ATTEMPT_SOURCES,
     PAYLOAD_ENCODINGS,
@@ -154,7 +155,7 @@ class LayoutEditor(QDialog):
         self.now = now
         self.masker = masker or Masker()
         self.tables: list[TableInfo] = []
-        self._base: dict = blank_model()
+        self._draft = LayoutDraft.from_model(blank_model())  # what the widgets do not show is kept here
         self._loading = False
         self._closing = False
         self._gens: dict[str, int] = {}
@@ -691,14 +692,15 @@ class LayoutEditor(QDialog):
             combo.setCurrentIndex(0)
         combo.blockSignals(False)
 
-    def set_model(self, model: dict, guess: bool = False) -> None:
-        """Show ``model`` (a TOML-shaped dict, see :mod:`idemview.ledger.builder`) in the widgets.
+    def set_model(self, model: dict | LayoutDraft, guess: bool = False) -> None:
+        """Show ``model`` (a :class:`LayoutDraft`, or its TOML-shaped dict) in the widgets.
 
         Entries the widgets do not edit (status rules, JSON paths of the attempts, ``where``, detect
         hints) are kept and saved as they were. ``guess``: suggest statuses for sampled values that the
         model does not map (used when starting from scratch)."""
         self._loading = True
-        self._base = copy.deepcopy(model)
+        self._draft = copy.deepcopy(model) if isinstance(model, LayoutDraft) else LayoutDraft.from_model(model)
+        model = self._draft.to_model()
         meta, ops = model.get("layout", {}), model.get("operations", {})
         self.name_edit.setText(meta.get("name", ""))
         self._select_table(self.table_combo, ops.get("table"), ops.get("schema"))
@@ -769,7 +771,7 @@ class LayoutEditor(QDialog):
         self._select_table(
             self.att_table,
             a.get("table") if src == "table" else None,
-            a.get("schema", self._base.get("operations", {}).get("schema")),
+            a.get("schema", self._draft.operations.schema),
         )
         self._fill_att_columns()
         join = list((a.get("join") or {}).items()) if src == "table" else []
@@ -834,64 +836,64 @@ class LayoutEditor(QDialog):
             cb.set_columns(cols)
 
     def model(self) -> dict:
-        """The mapping shown, as a TOML-shaped dict (see :mod:`idemview.ledger.builder`): the starting
-        model with every entry the widgets edit replaced by the widgets' values."""
-        m = copy.deepcopy(self._base)
-        meta = m.setdefault("layout", {})
-        meta["name"] = self.name_edit.text().strip()
-        ops = m.setdefault("operations", {})
-        t = _tsplit(self.table_combo.currentData())
-        ops["table"], ops["schema"] = (t[1], t[0]) if t else ("", None)
-        ops["key"] = self.key_list.checked()
-        ops["scope"] = self.scope_list.checked()
-        if ops.get("key_fallback") and len(ops["key"]) != 1:
-            ops.pop("key_fallback")
-        kind = self.kind_combo.value()
-        old_kind = ops.get("kind")
-        if kind is None:
-            if not (isinstance(old_kind, dict) and "value" in old_kind):
-                ops.pop("kind", None)  # a literal kind (no column) is kept
-        elif isinstance(old_kind, dict) and old_kind.get("column") == kind:
-            pass  # keeps its JSON path
-        else:
-            ops["kind"] = kind
-        ops["row_id"] = self.row_id_combo.value()
+        """The mapping shown, as a TOML-shaped dict (``self.draft().to_model()``)."""
+        return self.draft().to_model()
 
-        old_st = ops.get("status")
+    def draft(self) -> LayoutDraft:
+        """The mapping shown, as a typed :class:`LayoutDraft`: the starting draft with every entry the
+        widgets edit replaced by the widgets' values."""
+        d = copy.deepcopy(self._draft)
+        d.name = self.name_edit.text().strip()
+        o = d.operations
+        t = _tsplit(self.table_combo.currentData())
+        o.table, o.schema = (t[1], t[0]) if t else ("", None)
+        o.key = self.key_list.checked()
+        o.scope = self.scope_list.checked()
+        if o.key_fallback and len(o.key) != 1:
+            o.key_fallback = None
+        kind, old_kind = self.kind_combo.value(), o.kind
+        if kind is None:
+            if not (old_kind is not None and old_kind.literal is not None):
+                o.kind = None  # a literal kind (no column) is kept
+        elif old_kind is None or old_kind.column != kind or old_kind.literal is not None:
+            o.kind = ValueDraft(kind)  # the same column keeps its JSON path
+        o.row_id = self.row_id_combo.value()
+
         default = self.status_default.currentText()
         col = self.status_combo.value()
         if col:
-            ops["status"] = {"column": col, "map": self.status_model.mapping(default), "default": default}
-        elif isinstance(old_st, dict) and old_st.get("rules"):
-            ops["status"] = dict(old_st, default=default)
+            o.status = StatusDraft(column=col, map=self.status_model.mapping(default), default=default)
+        elif o.status.rules:
+            o.status.default = default
         else:
-            ops["status"] = default
+            o.status = StatusDraft(default=default, literal=default)
 
-        ops["times"] = {k: v for k, v in ((n, r.value()) for n, r in self.time_rows.items()) if v}
-        old_f = ops.get("fields") or {}
-        fields: dict[str, Any] = {}
+        o.times = {n: TimeDraft.from_model(v) for n, v in ((n, r.value()) for n, r in self.time_rows.items()) if v}
+        fields: dict[str, ValueDraft] = {}
         for name, (cb, path) in self.value_rows.items():
             c = cb.value()
             if not c:
                 continue
-            old = old_f.get(name)
-            d = dict(old) if isinstance(old, dict) and old.get("column") == c else {"column": c}
-            d["json_path"] = path.text().strip() or None
-            fields[name] = d if (d.get("json_path") or d.get("encoding")) else c
+            old = o.fields.get(name)
+            v = copy.copy(old) if old is not None and old.column == c and old.literal is None else ValueDraft(c)
+            v.json_path = path.text().strip() or None
+            fields[name] = v
         for name, (cb, enc) in self.payload_rows.items():
             c = cb.value()
             if c:
-                fields[name] = {"column": c, "encoding": enc.currentText()}
-        ops["fields"] = fields
+                fields[name] = ValueDraft(c, encoding=enc.currentText(), payload=True)
+        o.fields = fields
 
-        m["attempts"] = self._attempts_model(m.get("attempts") or {})
-        exp = m.setdefault("expiry", {})
-        exp["retention_seconds"] = self.retention_spin.value() or None
-        exp["retention_from"] = self.retention_from.currentText() if exp["retention_seconds"] else None
-        exp["lock_timeout_seconds"] = self.lock_spin.value() or None
-        exp["dedup_window_seconds"] = self.window_spin.value() or None
-        m.setdefault("tunables", {})["retry_threshold"] = self.retry_spin.value()
-        return m
+        d.attempts = AttemptsDraft.from_model(self._attempts_model(d.attempts.to_model()))
+        retention = self.retention_spin.value() or None
+        d.expiry = ExpiryDraft(
+            retention_seconds=retention,
+            retention_from=self.retention_from.currentText() if retention else "created_at",
+            lock_timeout_seconds=self.lock_spin.value() or None,
+            dedup_window_seconds=self.window_spin.value() or None,
+        )
+        d.retry_threshold = self.retry_spin.value()
+        return d
 
     def _attempts_model(self, old: dict) -> dict:
         src = self.att_source.currentText()
@@ -937,10 +939,11 @@ class LayoutEditor(QDialog):
         if self._loading:
             return
         # Another table: the previous column choices mean nothing there. Keep name, expiry, tunables.
-        keep = {k: self._base[k] for k in ("expiry", "tunables") if k in self._base}
         t = _tsplit(self.table_combo.currentData())
-        base = blank_model(self.name_edit.text().strip() or "custom", t[1] if t else "", t[0] if t else None)
-        base.update(copy.deepcopy(keep))
+        base = LayoutDraft.from_model(
+            blank_model(self.name_edit.text().strip() or "custom", t[1] if t else "", t[0] if t else None)
+        )
+        base.expiry, base.retry_threshold = copy.deepcopy(self._draft.expiry), self._draft.retry_threshold
         self._loading = True
         self.key_list.set_columns([], [])
         self.scope_list.set_columns([], [])
