@@ -23,7 +23,7 @@ PYTEST := QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
 
 test: $(BIN)/.installed
 	bash packaging/start-services.sh
-	$(MAKE) --no-print-directory test-core test-rest
+	$(MAKE) --no-print-directory -k test-core test-rest  # -k: both halves run even if one fails
 
 test-core: $(BIN)/.installed
 	PYTHONPATH=.ci/noqt $(PYTEST) -p no:pytest-qt -W ignore::pytest.PytestConfigWarning $(CORE_TESTS)
