@@ -45,21 +45,61 @@ class ConnectError(RuntimeError):
 
 
 def redact(text_: str) -> str:
-    """Remove passwords from URLs and DSN fragments in an error message."""
-    text_ = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text_)
-    return re.sub(r"(password\s*[=:]\s*)\S+", r"\1***", text_, flags=re.I)
+    """A message made safe to show: every secret this process knows, anything shaped like
+    ``user:password@host`` (URL or not), ``password=...`` pairs, and every value the masker detects
+    (e-mail, card, API key...; a driver's error can quote ledger data) are masked
+    (:func:`idemview.masking.masker.mask_message`, DESIGN §6)."""
+    # Imported here: the masker sits above the ledger layer; messages are the one place it reaches down.
+    from idemview.masking.masker import mask_message
+    text_ = re.sub(r"(password\s*[=:]\s*)(?!\[)\S+", r"\1***", str(text_), flags=re.I)
+    return mask_message(text_)
+
+
+_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]{1,30}):/")
+
+
+def looks_like_url(text_: str) -> bool:
+    """True for ``scheme:/...`` (one slash or more, scheme of 2+ letters: ``C:/`` is a drive)."""
+    return _SCHEME_RE.match(text_) is not None
+
+
+def split_url(url: str) -> URL:
+    """Parse a SQLAlchemy URL string with :func:`sqlalchemy.engine.make_url`, except that the user info
+    ends at the LAST ``@`` before the host, as libpq reads it: ``postgresql://ops:ab@PW@cd@db/x`` is
+    user ``ops``, password ``ab@PW@cd``, host ``db`` (``make_url`` alone would make ``PW@cd@db`` the
+    host, and a password fragment would then show up as a host name). Raises ``ArgumentError`` or
+    ``ValueError`` like ``make_url``."""
+    from urllib.parse import quote, unquote
+    u = make_url(url)
+    if u.host is None or "@" not in u.host:
+        return u
+    scheme, rest = url.split("://", 1)
+    at = rest.rfind("@")
+    userinfo, hostpart = rest[:at], rest[at + 1:]
+    user, sep, pw = userinfo.partition(":")
+    # Percent-encode the user info as typed, then let make_url decode it: '@', '/', '?', '#' in a
+    # password are data, not delimiters.
+    fixed = (f"{scheme}://{quote(unquote(user), safe='')}"
+             + (f":{quote(unquote(pw), safe='')}" if sep else "") + f"@{hostpart}")
+    return make_url(fixed)
 
 
 def parse_url(url: str) -> URL:
     """Parse a SQLAlchemy URL; a bare path to an existing file is taken as a SQLite ledger.
 
+    The user info ends at the last ``@`` (:func:`split_url`). A string shaped like a URL with one
+    slash (``postgresql:/ops@db/x``) is a malformed URL, not a SQLite file name.
     Raises :class:`ConnectError` on a malformed URL (message without the password)."""
     if "://" not in url:
         p = Path(url)
+        m = _SCHEME_RE.match(url)
+        if m and not p.exists():
+            raise ConnectError(f"not a database URL: {redact(url)!r} (a URL needs two slashes: "
+                               f"{m.group(1)}://...)")
         if p.exists() or url.endswith((".db", ".sqlite", ".sqlite3")):
             return URL.create("sqlite", database=str(p))
     try:
-        u = make_url(url)
+        u = split_url(url)
         u.port  # noqa: B018 - a non-numeric port raises here, not later
         return u
     except (ArgumentError, ValueError):
@@ -124,7 +164,7 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
                 raise ConnectError("a SQLite ledger must be a file (read-only :memory: has nothing to read)")
             path = Path(db)
             if not path.exists():
-                raise ConnectError(f"no SQLite file at {db}")
+                raise ConnectError(f"no SQLite file at {redact(db)}")
             # Percent-encode the path: '#', '?' and '%' in a file name would otherwise cut the URI (and
             # silently drop mode=ro, or open another file).
             uri = f"file:{quote(path.resolve().as_posix())}?mode=ro"
@@ -202,7 +242,7 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
         except (DBAPIError, SQLAlchemyError, OSError) as e:
             engine.dispose()
             if backend == "sqlite" and "not a database" in str(e):
-                raise ConnectError(f"{u.database} is not a SQLite database") from None
+                raise ConnectError(f"{redact(u.database)} is not a SQLite database") from None
             raise ConnectError(f"cannot connect to {safe_url(u)}: {short_error(e)}") from None
     return engine
 
@@ -211,10 +251,10 @@ def safe_url(u: URL | str) -> str:
     """The URL for messages and manifests: no user name, no password."""
     if isinstance(u, str):
         try:
-            u = make_url(u)
-        except ArgumentError:
+            u = split_url(u)
+        except (ArgumentError, ValueError):
             return redact(u)
-    return u._replace(username=None, password=None).render_as_string(hide_password=True)
+    return redact(u._replace(username=None, password=None).render_as_string(hide_password=True))
 
 
 def short_error(e: BaseException) -> str:

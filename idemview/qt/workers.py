@@ -48,6 +48,18 @@ class JobError:
 
 
 def describe_error(e: BaseException) -> JobError:
+    """The UI's words for a failed job. Every message and detail goes through the masker first
+    (:func:`idemview.masking.masker.mask_message`): a driver's error can quote ledger data (an e-mail,
+    a card number) or a connection string, and a banner is a message like any other (DESIGN §6)."""
+    from idemview.masking.masker import mask_message
+    err = _describe_error(e)
+    err.message = mask_message(err.message)
+    if err.detail:
+        err.detail = mask_message(err.detail)
+    return err
+
+
+def _describe_error(e: BaseException) -> JobError:
     if isinstance(e, Cancelled):
         return JobError("cancelled", cancelled=True)
     if isinstance(e, DBAPIError):
