@@ -70,9 +70,10 @@ def split_url(url: str) -> URL:
     host, and a password fragment would then show up as a host name). Raises ``ArgumentError`` or
     ``ValueError`` like ``make_url``."""
     from urllib.parse import quote, unquote
-    u = make_url(url)
-    if u.host is None or "@" not in u.host:
-        return u
+    if "://" not in url or url.split("://", 1)[1].count("@") < 2:
+        return make_url(url)
+    # Two '@' or more: the last one ends the user info. (An '@' in a query value then makes the URL
+    # fail to connect with its host inside the masked password: a clear error, never a leak.)
     scheme, rest = url.split("://", 1)
     at = rest.rfind("@")
     userinfo, hostpart = rest[:at], rest[at + 1:]
