@@ -83,8 +83,8 @@ class FinalNameTaken(FileExistsError):
 
     def __init__(self, path: str, kept: list[str]):
         self.path, self.kept = path, list(kept)
-        super().__init__(f"{path} was created by someone else while the export ran and was not replaced; "
-                         f"the finished export is kept as {' and '.join(self.kept)}")
+        super().__init__(f"{path} appeared while the export ran and was not replaced; the finished "
+                         f"export is kept as {' and '.join(self.kept)}")
 
 
 @dataclass(frozen=True)
