@@ -1450,19 +1450,17 @@ def url_password_candidates(url: str) -> list[str]:
     from urllib.parse import unquote
     if not isinstance(url, str) or "@" not in url:
         return []
-    rest = re.sub(r"^[A-Za-z][A-Za-z0-9+.\-]{0,30}:/*", "", url, count=1)
-    at = rest.rfind("@")
-    if at < 0:
-        return []
-    userinfo = rest[:at]
-    if ":" not in userinfo:
-        return []
-    pw = userinfo.split(":", 1)[1]
-    out = [pw]
-    dec = unquote(pw)
-    if dec != pw:
-        out.append(dec)
-    return [p for p in out if p]
+    out: list[str] = []
+    # "pg:/ops:pw@host" and "pg://ops:pw@host" have a scheme; "ops:pw@host" has none ("ops:" is the user).
+    for rest in (re.sub(r"^[A-Za-z][A-Za-z0-9+.\-]{0,30}:/+", "", url, count=1),):
+        userinfo = rest[:rest.rfind("@")]
+        if ":" not in userinfo:
+            continue
+        pw = userinfo.split(":", 1)[1]
+        for p in (pw, unquote(pw)):
+            if p and p not in out:
+                out.append(p)
+    return out
 
 
 def register_secret(secret: str | None) -> None:

@@ -15,6 +15,15 @@ import pytest
 from idemview.cli import main
 from idemview.ledger.connect import ConnectError, parse_url, redact, short_error
 
+
+@pytest.fixture(autouse=True)
+def _forget_known_secrets():
+    """Secrets registered by one test (the CLI registers what it is given) must not mask another's text."""
+    import idemview.masking.masker as m
+    yield
+    m._KNOWN_SECRETS.clear()
+
+
 PW = "Zx9PWsecret"
 
 
