@@ -91,6 +91,9 @@ def parse_url(url: str) -> URL:
     The user info ends at the last ``@`` (:func:`split_url`). A string shaped like a URL with one
     slash (``postgresql:/ops@db/x``) is a malformed URL, not a SQLite file name.
     Raises :class:`ConnectError` on a malformed URL (message without the password)."""
+    from idemview.masking.masker import register_secret, url_password_candidates
+    for pw in url_password_candidates(url):     # no message of this process will show it
+        register_secret(pw)
     if "://" not in url:
         p = Path(url)
         m = _SCHEME_RE.match(url)
@@ -155,6 +158,8 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
     u = parse_url(url) if isinstance(url, str) else url
     if password is not None:
         u = u.set(password=password)
+    from idemview.masking.masker import register_secret
+    register_secret(u.password)
     backend = u.get_backend_name()
     timeout_ms = int(statement_timeout_s * 1000)
     kw: dict = {"pool_pre_ping": True}
