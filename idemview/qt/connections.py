@@ -368,7 +368,7 @@ class ConnectionDialog(QDialog):
         try:
             c, pw = Connection.from_url(self.name.text() or "pasted", text)
         except ValueError as e:
-            self.result.setText(f"⚠ {e}")
+            self.result.setText("⚠ " + self.masker.free_text(str(e)))
             return
         if self._current is not None:
             c.id = self._current.id

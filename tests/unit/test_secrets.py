@@ -210,3 +210,11 @@ def test_xcb_check_only_for_the_xcb_platform():
     assert missing_libraries("wayland", find=lambda n: None) == []
     assert qt_platform({"QT_QPA_PLATFORM": "offscreen"}) == "offscreen"
     assert qt_platform({"QT_QPA_PLATFORM": "xcb:display=:1"}) == "xcb"
+
+
+def test_gui_free_text_masks_like_messages():
+    """Banners, status lines and dialog results go through SharedMasker.free_text (keeps session tags)."""
+    from idemview.services.session import SharedMasker
+    sm = SharedMasker()
+    out = sm.free_text(f"connect pg:/ops:{PW}@127.0.0.1 for {EMAIL}")
+    assert PW not in out and EMAIL not in out and "[password#" in out and "[email#" in out
