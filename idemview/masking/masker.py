@@ -1411,10 +1411,11 @@ class MaskingLogFilter(logging.Filter):
 # reads user info, so ``ops:ab@PW@cd@127.0.0.1`` masks ``ab@PW@cd`` whole. Two forms: with a scheme
 # (``pg:/u:p@h``, ``pg://u:p@h``) the password may be anything but whitespace; without one, a password
 # starting ``//`` is not taken (``postgresql://ops@host`` has no password, only a scheme colon).
+# Bounded repeats keep a long token (a log line with a blob) linear, not quadratic.
 _USERINFO_MSG_RE = re.compile(
     r"(?<![^\s\"'`<>(\[{=,;|])"
-    r"(?:(?P<pre1>[A-Za-z][A-Za-z0-9+.\-]{0,30}:/{1,3}[^\s:/@\"'<>\[\]]*):(?P<pw1>\S+)@"
-    r"|(?P<pre2>[^\s:/@\"'<>\[\]]*):(?P<pw2>(?!//)\S+)@)")
+    r"(?:(?P<pre1>[A-Za-z][A-Za-z0-9+.\-]{0,30}:/{1,3}[^\s:/@\"'<>\[\]]{0,256}):(?P<pw1>\S{1,1024})@"
+    r"|(?P<pre2>[^\s:/@\"'<>\[\]]{0,256}):(?P<pw2>(?!//)\S{1,1024})@)")
 
 #: Secrets shorter than this are not scrubbed as literal strings (a 3-letter password would eat
 #: ordinary words); shape detection still applies to them.
@@ -1439,7 +1440,20 @@ def mask_userinfo(text: str, tag: Callable[[str], str] | None = None) -> str:
         if _at_tag(m.string, s) or pw == "[password]":
             return m.group()
         return m.group("pre" + which) + ":" + tag(pw) + "@"
-    return _USERINFO_MSG_RE.sub(repl, text)
+
+    def token(m: re.Match[str]) -> str:
+        t = m.group()
+        c = t.find(":")
+        a = t.rfind("@")
+        if c < 0 or a < c:                      # most tokens: no "x:y@" possible, no regex run
+            return t
+        if len(t) > 2048:                       # a blob: mask from the first ':' to the last '@', in O(n)
+            return t[:c + 1] + tag(t[c + 1:a]) + t[a:]
+        return _USERINFO_MSG_RE.sub(repl, t)
+    return _TOKEN_RE.sub(token, text)
+
+
+_TOKEN_RE = re.compile(r"\S+")
 
 
 def url_password_candidates(url: str) -> list[str]:

@@ -218,3 +218,10 @@ def test_gui_free_text_masks_like_messages():
     sm = SharedMasker()
     out = sm.free_text(f"connect pg:/ops:{PW}@127.0.0.1 for {EMAIL}")
     assert PW not in out and EMAIL not in out and "[password#" in out and "[email#" in out
+
+
+def test_userinfo_in_a_long_token_is_masked_too():
+    """A blob-sized token (a log line quoting a payload) takes the linear path: still masked."""
+    blob = "k=v:" * 1000 + f"ops:{PW}@127.0.0.1"
+    out = redact(blob)
+    assert PW not in out and out.endswith("@127.0.0.1") and "[password#" in out
