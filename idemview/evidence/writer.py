@@ -10,7 +10,9 @@ literal is chosen. Instants are ISO-8601 with their offset (aware values in UTC)
 written without an offset (none is invented). Integers are written from Python ``int`` / ``Decimal``
 / digit strings, never through ``float``, so a 19-digit BIGINT keeps every digit. Every text cell and
 every header cell starting with ``=``, ``+``, ``-``, ``@``, tab, CR or NUL is prefixed with ``'``
-(OWASP "CSV Injection"); numbers in numeric columns (``-5``) are left as they are.
+(OWASP "CSV Injection"), the NULL literal included, unless the cell is a plain number (sign, digits,
+decimal point, exponent: ``-5``, ``+15``, ``-1250.5``, ``1e-5``), which no spreadsheet runs as a formula;
+``-1+2``, ``+A1``, ``=1`` stay guarded.
 
 The CSV and its manifest are written under temporary names in the destination directory and moved
 into place only when complete; on error or cancellation both temporaries are removed and nothing exists
