@@ -263,7 +263,7 @@ class CredentialStore:
         self.notice = (f"The OS keyring refused access ({self.backend}: {why}): passwords are kept for "
                        f"this session only. {_keyring_advice()}")
         if was:
-            log.warning("keyring unavailable: %s", type(e).__name__)
+            log.warning("%s", self.notice)     # the same words as the GUI's notice (no secret in them)
             for fn in list(self.listeners):
                 try:
                     fn()
