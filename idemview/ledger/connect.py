@@ -65,10 +65,10 @@ def looks_like_url(text_: str) -> bool:
 
 def split_url(url: str) -> URL:
     """Parse a SQLAlchemy URL string with :func:`sqlalchemy.engine.make_url`, except that the user info
-    ends at the LAST ``@`` before the host, as libpq reads it: ``postgresql://ops:ab@PW@cd@db/x`` is
-    user ``ops``, password ``ab@PW@cd``, host ``db`` (``make_url`` alone would make ``PW@cd@db`` the
-    host, and a password fragment would then show up as a host name). Raises ``ArgumentError`` or
-    ``ValueError`` like ``make_url``."""
+    ends at the LAST ``@`` before the host: ``postgresql://ops:ab@PW@cd@db/x`` is user ``ops``, password
+    ``ab@PW@cd``, host ``db``. (SQLAlchemy 2.0's ``make_url`` splits at the first ``@`` and makes
+    ``PW@cd@db`` the host; a password fragment would then show up as a host name, in messages and in
+    saved connections — issue #9.) Raises ``ArgumentError`` or ``ValueError`` like ``make_url``."""
     from urllib.parse import quote, unquote
     if "://" not in url or url.split("://", 1)[1].count("@") < 2:
         return make_url(url)
