@@ -1429,7 +1429,7 @@ def mask_userinfo(text: str, tag: Callable[[str], str] | None = None) -> str:
     """Replace the password of every ``user:password@host`` shape in ``text`` by ``tag(password)``
     (default: ``[password]``), whether or not the text parses as a URL. Tags already there are kept
     (idempotent). Used by every message path through :meth:`Masker.mask_message`."""
-    if "@" not in text or ":" not in text:
+    if _USERINFO_QUICK_RE.search(text) is None:     # C-speed: no "x:...@" in any token, nothing to do
         return text
     tag = tag or (lambda _pw: "[password]")
 
@@ -1454,6 +1454,7 @@ def mask_userinfo(text: str, tag: Callable[[str], str] | None = None) -> str:
 
 
 _TOKEN_RE = re.compile(r"\S+")
+_USERINFO_QUICK_RE = re.compile(r":\S*@")
 
 
 def url_password_candidates(url: str) -> list[str]:
