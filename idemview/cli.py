@@ -295,11 +295,11 @@ def cmd_gui(args) -> int:
         raise CliError(str(e), EXIT_USAGE) from None
 
 
-def _os_error_text(e: OSError) -> str:
+def _os_error_text(e: OSError, doing: str = "cannot write") -> str:
     """One line for an OS error: what failed, on which file, in words (``[Errno 28]`` is not words)."""
     what = e.strerror or type(e).__name__
     where = f" {e.filename}" if e.filename else ""
-    return f"cannot write{where}: {what[:1].lower() + what[1:] if what[1:2].islower() else what}"
+    return f"{doing}{where}: {what[:1].lower() + what[1:] if what[1:2].islower() else what}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -349,8 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, DBAPIError):
             print(f"idemview: the database refused a query: {short_error(e)}", file=sys.stderr)
             return EXIT_USAGE
-        if isinstance(e, OSError):  # a file that cannot be written (disk full, permissions)
-            print(f"idemview: {redact(_os_error_text(e))}", file=sys.stderr)
+        if isinstance(e, OSError):  # a file that cannot be read or written (disk full, permissions)
+            print(f"idemview: {redact(_os_error_text(e, 'file error'))}", file=sys.stderr)
             return EXIT_USAGE
         print(f"idemview: unexpected error: {type(e).__name__}: {redact(str(e))[:300]}", file=sys.stderr)
         return EXIT_USAGE
