@@ -32,7 +32,8 @@ class CliError(IdemviewError):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # usage errors: one line on stderr (DESIGN §9), exit 2
-        print(f"idemview: {message} (see {self.prog} --help)", file=sys.stderr)
+        from idemview.masking.masker import mask_message
+        print(f"idemview: {mask_message(message)} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
 
@@ -126,15 +127,21 @@ def build_parser() -> argparse.ArgumentParser:
 def open_target(url: str):
     """(engine, connection name, saved Connection or None) for a URL, file or saved connection name."""
     from idemview.config import ConnectionStore, CredentialStore
-    from idemview.ledger.connect import ConnectError, open_engine, parse_url
+    from idemview.ledger.connect import ConnectError, looks_like_url, open_engine, parse_url
+    from idemview.masking.masker import register_secret, url_password_candidates
+    # Whatever could be a password in the argument is known before any parser or message sees it,
+    # so no message can echo it, however malformed the URL (issue #9).
+    for pw in url_password_candidates(url):
+        register_secret(pw)
     saved = None
     if "://" not in url and not Path(url).exists():
         saved = ConnectionStore().find(url)
-        if saved is None and not url.endswith((".db", ".sqlite", ".sqlite3")):
+        if saved is None and not url.endswith((".db", ".sqlite", ".sqlite3")) and not looks_like_url(url):
             raise CliError(f"{url!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE)
     try:
         if saved is not None:
             pw = CredentialStore().get(saved.id)
+            register_secret(pw)
             return open_engine(saved.url(pw)), saved.name, saved
         try:
             parsed = parse_url(url)
@@ -277,16 +284,37 @@ def cmd_export(args) -> int:
 
 
 def cmd_gui(args) -> int:
+    from idemview.qt.syslibs import GuiUnavailable, check_gui_libraries
     try:
+        check_gui_libraries()           # before PySide6 is imported: Qt aborts without xcb-cursor
         from idemview.qt.app import run_gui
     except ImportError as e:
         raise CliError(f"the GUI cannot start: {e}", EXIT_USAGE) from None
-    return run_gui(demo=args.demo)
+    except GuiUnavailable as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    try:
+        return run_gui(demo=args.demo)
+    except GuiUnavailable as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+
+
+def _os_error_text(e: OSError, doing: str = "cannot write") -> str:
+    """One line for an OS error: what failed, on which file, in words (``[Errno 28]`` is not words)."""
+    what = e.strerror or type(e).__name__
+    where = f" {e.filename}" if e.filename else ""
+    return f"{doing}{where}: {what[:1].lower() + what[1:] if what[1:2].islower() else what}"
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="idemview: %(levelname)s: %(message)s")
     from idemview.ledger.connect import redact
+    from idemview.masking.masker import install_log_masking, register_secret, url_password_candidates
+    install_log_masking()           # every log record of the process is masked (DESIGN §6)
+    raw = sys.argv[1:] if argv is None else argv
+    for a in raw:                   # a password anywhere on the command line is never echoed
+        if isinstance(a, str) and "@" in a:
+            for pw in url_password_candidates(a):
+                register_secret(pw)
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"demo": cmd_demo, "presets": cmd_presets, "detect": cmd_detect, "scan": cmd_scan,
@@ -324,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, DBAPIError):
             print(f"idemview: the database refused a query: {short_error(e)}", file=sys.stderr)
             return EXIT_USAGE
+        if isinstance(e, OSError):  # a file that cannot be read or written (disk full, permissions)
+            print(f"idemview: {redact(_os_error_text(e, 'file error'))}", file=sys.stderr)
+            return EXIT_USAGE
         print(f"idemview: unexpected error: {type(e).__name__}: {redact(str(e))[:300]}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -336,7 +367,7 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
     from idemview.domain.filters import Filter
     from idemview.domain.model import FindingKind, Status
     from idemview.evidence.plan import check_target, export_evidence
-    from idemview.evidence.writer import ExportCancelled
+    from idemview.evidence.writer import ExportCancelled, FinalNameTaken
     from idemview.masking.masker import Masker
 
     """``idemview export``: build the filter from the arguments, export, print one summary line."""
@@ -360,6 +391,10 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
                               overwrite=args.force)
     except ExportCancelled:
         raise CliError("export cancelled; no file written") from None
+    except FinalNameTaken as e:
+        raise CliError(str(e)) from None
+    except OSError as e:  # disk full, permissions: the writer has removed its temporary files
+        raise CliError(f"{_os_error_text(e)}; nothing was written under {out}") from None
     print(f"wrote {res.rows} {args.rows} rows to {res.path} (sha256 {res.sha256[:16]}…) and "
           f"{res.manifest_path}; filter: {masker.mask_text(flt.sentence())}")
     return EXIT_OK

@@ -16,6 +16,9 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Tests never touch the developer's OS keyring: keyring's fail backend unless a test sets its own
+# (keyring.set_keyring, e.g. tests/gui/test_keyring_notice.py).
+os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
 
 PG_ADMIN = os.environ.get("IDEMVIEW_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MY_ADMIN = os.environ.get("IDEMVIEW_MYSQL_ADMIN_URL", "mysql+pymysql://root@127.0.0.1:3306/")

@@ -268,4 +268,4 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
         "rows": {"kind": rows, "description": plan.description},
     }
     return write_evidence(out_path, plan.columns, plan.rows, masker=masker, manifest=manifest, excel=excel,
-                          null_literal=null_literal, progress=progress, cancel=cancel)
+                          null_literal=null_literal, progress=progress, cancel=cancel, overwrite=overwrite)

@@ -618,7 +618,10 @@ class LayoutEditor(QDialog):
             self.previewFailed.emit(self.last_error or message)
 
     def _show_error(self, message: str | None):
-        self.last_error = self.masker.mask_text(message) if message else None
+        from idemview.masking.masker import mask_message
+        # session tags first (equal to the grid's), then what only messages need: known secrets and
+        # user:password@host shapes (issue #9)
+        self.last_error = mask_message(self.masker.mask_text(message)) if message else None
         self.error_label.setText(self.last_error or "")
         self.error_label.setVisible(bool(message))
 
