@@ -323,13 +323,15 @@ def _time_out(tc: TimeColumn) -> dict:
 def _value_out(vs: ValueSource, payload: bool = False) -> Any:
     if vs.literal is not None:
         return {"value": vs.literal}
-    if not payload and not vs.json_path and not vs.encoding:
+    if not payload and not vs.json_path and not vs.encoding and not vs.unless:
         return vs.column
     d: dict[str, Any] = {"column": vs.column}
     if vs.json_path:
         d["json_path"] = vs.json_path
     if vs.encoding:
         d["encoding"] = vs.encoding
+    if vs.unless:
+        d["unless"] = [_pred_out(p) for p in vs.unless]
     return d
 
 
@@ -352,6 +354,8 @@ def _status_out(s: StatusSource) -> Any:
         d["rules"] = [{"when": [_pred_out(p) for p in r.when], "status": r.status} for r in s.rules]
     if s.raw:
         d["raw"] = s.raw
+    if s.null is not None:
+        d["null"] = s.null
     d["default"] = s.default
     return d
 
@@ -389,7 +393,7 @@ def model_from_layout(layout: Layout) -> dict:
     ops: dict[str, Any] = {
         "table": layout.table, "schema": layout.schema, "row_id": layout.row_id,
         "key": list(layout.key), "scope": list(layout.scope), "key_fallback": layout.key_fallback,
-        "optional": list(layout.optional),
+        "key_required": list(layout.key_required), "optional": list(layout.optional),
     }
     if layout.kind is not None:
         ops["kind"] = _value_out(layout.kind)
@@ -418,7 +422,7 @@ def model_from_layout(layout: Layout) -> dict:
 
 # Empty lists that mean "nothing" and may be left out; elsewhere (a rule's ``when = []``, the catch-all
 # rule) an empty list is meaningful and kept.
-_DROPPABLE_EMPTY_LISTS = {"key", "scope", "optional", "where"}
+_DROPPABLE_EMPTY_LISTS = {"key", "scope", "optional", "where", "key_required"}
 
 
 def _clean(v: Any, key: str | None = None) -> Any:
