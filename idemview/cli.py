@@ -275,11 +275,13 @@ def cmd_scan(args) -> int:
         print("findings none")
     else:
         print("findings " + ", ".join(f"{k} {n}" for k, n in counts.items()))
-    for what, flag in (("status", "--map-status"), ("outcome", "--map-outcome")):
+    lay = ledger.layout
+    for what, flag, src in (("status", "--map-status", lay.status),
+                            ("outcome", "--map-outcome", lay.attempts.outcome)):
         if unmapped[what]:
             vals = sorted(unmapped[what].items(), key=lambda kv: (-kv[1], kv[0]))
-            print(f"unmapped {what} values (shown as unknown; map them with {flag} RAW=VALUE or the "
-                  f"connection's {what}_map): "
+            print(f"unmapped {what} values (read as {src.default if src else 'unknown'}; map them with "
+                  f"{flag} RAW={what.upper()} or the connection's {what}_map): "
                   + ", ".join(f"{masker.mask_text(r)!r} {n}" for r, n in vals[:20])
                   + (f" … and {len(vals) - 20} more" if len(vals) > 20 else ""))
     unsupported = fe.unsupported()

@@ -110,6 +110,8 @@ class Opened:
     span: tuple[datetime | None, datetime | None]
     detection: str  # how the layout was chosen, in words (confidence + reason when detected)
     where: str  # safe URL (no user, no password)
+    # raw status / outcome values the layout does not map, with counts (Ledger.unmapped_counts)
+    unmapped: dict[str, dict[str, int]] = field(default_factory=lambda: {"status": {}, "outcome": {}})
 
 
 def fit_layout(engine: Engine, layout: Layout, *, schema: str | None = None,
@@ -161,7 +163,9 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
         ro = session_is_read_only(engine)
         n_ops, n_att = ledger.counts()
         span = time_span(ledger)
-        return Opened(engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url))
+        token.check()
+        return Opened(engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url),
+                      unmapped=ledger.unmapped_counts())
     except BaseException:
         engine.dispose()
         raise
