@@ -1173,8 +1173,8 @@ class LayoutEditor(QDialog):
         ops["table"], ops["schema"] = (t[1], t[0]) if t else ("", None)
         ops["key"] = self.key_list.checked()
         ops["scope"] = self.scope_list.checked()
-        if ops.get("key_fallback") and len(ops["key"]) != 1:
-            ops.pop("key_fallback")
+        # key_required names key columns (pg-boss: the throttle slot); unchosen ones go
+        ops["key_required"] = [c for c in ops.get("key_required") or [] if c in ops["key"]]
         kind = self.kind_combo.value()
         old_kind = ops.get("kind")
         if kind is None:

@@ -174,4 +174,21 @@ def fitted(layout, engine):
     return locate(engine, layout)
 
 
-__all__ = ["SYSTEMS", "holds_other_values", "fitted", "replace"]
+#: schemas the fixtures create on PostgreSQL (the systems' own, and one "elsewhere")
+SYSTEM_SCHEMAS = ("pgboss", "convoy", "dbos", "HangFire", "hangfire", "elsewhere")
+
+
+def drop_system_schemas(request) -> None:
+    """Drop the systems' schemas on the test's PostgreSQL database, so that neither a leftover table nor
+    its enum type reaches another test (detection looks at every schema)."""
+    if "db" not in request.fixturenames:
+        return
+    writable, url = request.getfixturevalue("db")
+    if writable.dialect.name != "postgresql":
+        return
+    with writable.begin() as c:
+        for s in SYSTEM_SCHEMAS:
+            c.execute(text(f'DROP SCHEMA IF EXISTS "{s}" CASCADE'))
+
+
+__all__ = ["SYSTEMS", "holds_other_values", "fitted", "replace", "drop_system_schemas"]

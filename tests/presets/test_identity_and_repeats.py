@@ -13,12 +13,20 @@ from sqlalchemy import text
 from idemview.cli import main
 from tests.conftest import ANCHOR
 from tests.ledgers import load, scan
-from tests.presets.systems import CORE, FLOWS, QUEUES
+from tests.presets.systems import drop_system_schemas, CORE, FLOWS, QUEUES
 
 NOW = ANCHOR
 M = timedelta(minutes=1)
 H = timedelta(hours=1)
 NOW_ISO = "2026-11-30T12:00:00Z"
+
+@pytest.fixture(autouse=True)
+def _system_schemas(request):
+    """Each test starts and ends without the systems' PostgreSQL schemas (see drop_system_schemas)."""
+    drop_system_schemas(request)
+    yield
+    drop_system_schemas(request)
+
 
 
 def engine_of(url: str) -> str:

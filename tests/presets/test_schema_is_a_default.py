@@ -15,11 +15,19 @@ from idemview.config import Connection, ConnectionStore
 from idemview.layouts.layout import all_presets
 from tests.conftest import ANCHOR
 from tests.ledgers import load
-from tests.presets.systems import FLOWS, QUEUES
+from tests.presets.systems import drop_system_schemas, FLOWS, QUEUES
 
 M = timedelta(minutes=1)
 NOW_ISO = "2026-11-30T12:00:00Z"
 WITH_SCHEMA = sorted(l.name for l in all_presets() if l.schema)
+
+@pytest.fixture(autouse=True)
+def _system_schemas(request):
+    """Each test starts and ends without the systems' PostgreSQL schemas (see drop_system_schemas)."""
+    drop_system_schemas(request)
+    yield
+    drop_system_schemas(request)
+
 
 
 @pytest.fixture(autouse=True)
