@@ -163,7 +163,8 @@ def resolve_ledger(args, engine, saved=None):
     connection's ``status_map`` / ``outcome_map``, then ``--map-status`` / ``--map-outcome``).
     Raises :class:`CliError` (exit 4 when the layout does not fit, 2 on a malformed map)."""
     from idemview.ledger.detect import detect, locate
-    from idemview.layouts.layout import LayoutError, Outcome, load_layout, parse_value_map, with_value_maps
+    from idemview.domain.model import Outcome
+    from idemview.layouts.layout import LayoutError, load_layout, parse_value_map, with_value_maps
     from idemview.ledger.reader import Ledger
     spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
     schema = getattr(args, "schema", None) or (saved.schema if saved is not None and saved.schema else None)

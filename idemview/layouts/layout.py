@@ -36,6 +36,8 @@ Format (every key not marked required is optional)::
     [operations.times]                   # each: "column" (encoding datetime) or a table
     created_at = {column = "created_at", encoding = "datetime"}
     # encodings: datetime (aware), naive (zone = "UTC" by default), epoch_s, epoch_ms, iso_text
+    # unless = [pred, ...]: the time is missing on records where any predicate holds (a deadline that
+    # belongs to one state: Airflow's trigger_timeout only bounds a deferred task)
 
     [operations.fields]                  # each: "column" or {column=..., json_path="$.a.b"}
     attempt_count = "attempts"           # or {column = "arguments", json_path = "$.executions"}
@@ -118,6 +120,7 @@ class TimeColumn:
     column: str
     encoding: str = "datetime"
     zone: str = "UTC"
+    unless: tuple["Predicate", ...] = ()  # the time is missing on records where any of these holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +277,7 @@ class Layout:
             cols.add(self.kind.column)
         cols |= _status_columns(self.status)
         cols |= {t.column for t in self.times.values()}
+        cols |= {c for t in self.times.values() for p in t.unless for c in p.columns()}
         cols |= {v.column for v in self.fields.values() if v.column}
         cols |= {c for v in self.fields.values() for p in v.unless for c in p.columns()}
         if self.attempts.source == "json_array" and self.attempts.column:
@@ -291,6 +295,7 @@ class Layout:
         for t in (a.started_at, a.finished_at):
             if t:
                 cols.add(t.column)
+                cols |= {c for p in t.unless for c in p.columns()}
         if a.outcome:
             cols |= _status_columns(a.outcome)
         cols |= {c for p in a.where for c in p.columns()}
@@ -327,7 +332,13 @@ def _time(where: str, name: str, v: Any) -> TimeColumn:
             ZoneInfo(zone)
         except Exception:
             raise _err(where, f"{name}: zone {zone!r} is not an IANA time zone") from None
-        return TimeColumn(v["column"], enc, zone)
+        unless = v.get("unless") or []
+        if not isinstance(unless, list):
+            raise _err(where, f"{name}: unless takes a list of predicates")
+        extra = set(v) - {"column", "encoding", "zone", "unless"}
+        if extra:
+            raise _err(where, f"{name}: unknown entries {', '.join(sorted(extra))}")
+        return TimeColumn(v["column"], enc, zone, tuple(_predicate(where, p) for p in unless))
     raise _err(where, f"{name}: expected a column name or {{column = ..., encoding = ...}}")
 
 

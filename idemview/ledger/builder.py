@@ -317,6 +317,8 @@ def _time_out(tc: TimeColumn) -> dict:
     d: dict[str, Any] = {"column": tc.column, "encoding": tc.encoding}
     if tc.encoding == "naive" or tc.zone != "UTC":
         d["zone"] = tc.zone
+    if tc.unless:
+        d["unless"] = [_pred_out(p) for p in tc.unless]
     return d
 
 

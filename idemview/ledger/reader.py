@@ -308,6 +308,13 @@ class Ledger:
             conds.append(raw.not_in(keys) if keys else raw.is_not(None))
         return or_(*conds) if conds else false()
 
+    def _guarded(self, t: Table, expr, unless) -> ColumnElement:
+        """``expr``, or NULL on records where one of the ``unless`` predicates holds (a value or a time
+        that belongs to some records only: a cron run's intent, a deferred task's deadline)."""
+        if not unless:
+            return expr
+        return case((or_(*[self._pred(t, p) for p in unless]), null()), else_=expr)
+
     def _value_expr(self, t: Table, vs) -> ColumnElement:
         if vs is None:
             return null()
@@ -320,10 +327,8 @@ class Ledger:
             out = self._exact(json_text(col, vs.json_path))
         else:
             out = self._exact(self._text(col))
-        if vs.unless:
-            # e.g. a cron run carries no intent: intended repeats are never a duplicate intent
-            out = case((or_(*[self._pred(t, p) for p in vs.unless]), null()), else_=out)
-        return out
+        # e.g. a cron run carries no intent: intended repeats are never a duplicate intent
+        return self._guarded(t, out, vs.unless)
 
     def _build(self):
         lay, t = self.layout, self.ops
@@ -346,7 +351,7 @@ class Ledger:
         self.status_expr, self.raw_status_expr = self._status_expr(t, lay.status)
         self.rid = t.c[lay.row_id] if lay.row_id else None
         self.time_cols: dict[str, tuple[ColumnElement, TimeColumn]] = {
-            k: (t.c[tc.column], tc) for k, tc in lay.times.items()}
+            k: (self._guarded(t, t.c[tc.column], tc.unless), tc) for k, tc in lay.times.items()}
         self.epoch: dict[str, ColumnElement] = {
             k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.time_cols.items()}
         mode = lay.expiry_mode()
@@ -380,7 +385,7 @@ class Ledger:
         for k in ("started_at", "finished_at"):
             tc = getattr(a, k)
             if tc:
-                self.att_time[k] = (t.c[tc.column], tc)
+                self.att_time[k] = (self._guarded(t, t.c[tc.column], tc.unless), tc)
         self.att_epoch = {k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.att_time.items()}
         self.att_effect = self._exact(self._text(t.c[a.effect_ref])) if a.effect_ref else null()
         self.att_fingerprint = self._exact(self._text(t.c[a.fingerprint])) if a.fingerprint else null()

@@ -120,7 +120,8 @@ def fit_layout(engine: Engine, layout: Layout, *, schema: str | None = None,
     """The layout as it applies to this database and connection: its tables looked up where they are
     (``schema``, else the preset's schema, else found as detection finds them: DESIGN §9) and the
     connection's extra raw-value maps merged in. Raises :class:`LayoutError` on a malformed map."""
-    from idemview.layouts.layout import Outcome, parse_value_map, with_value_maps
+    from idemview.domain.model import Outcome
+    from idemview.layouts.layout import parse_value_map, with_value_maps
     from idemview.ledger.detect import locate
     layout = locate(engine, layout, schema=schema or None)
     return with_value_maps(layout, parse_value_map(status_map or {}),

@@ -8,7 +8,6 @@ the layout as idemview would pick it for that engine, and which operation carrie
 from __future__ import annotations
 
 import importlib
-from dataclasses import replace
 from datetime import timedelta
 
 from sqlalchemy import MetaData, text
@@ -168,8 +167,8 @@ def holds_other_values(preset: str, engine: str) -> bool:
 
 
 def fitted(layout, engine):
-    """Layouts whose schema the test fixture leaves out on engines without schemas stay as written:
-    the CLI and GUI find the tables (``locate``); these tests open the Ledger directly."""
+    """``layout`` with its tables looked up where this database keeps them, as the CLI and the GUI do
+    (a preset's schema is a default: DBOS on SQLite has none)."""
     from idemview.ledger.detect import locate
     return locate(engine, layout)
 
@@ -191,4 +190,4 @@ def drop_system_schemas(request) -> None:
             c.execute(text(f'DROP SCHEMA IF EXISTS "{s}" CASCADE'))
 
 
-__all__ = ["SYSTEMS", "holds_other_values", "fitted", "replace", "drop_system_schemas"]
+__all__ = ["SYSTEMS", "holds_other_values", "fitted", "drop_system_schemas"]

@@ -190,3 +190,24 @@ def test_solid_queue_recurring_runs_are_clean(db):
         s.job(i, "finished", NOW - i * H, klass="NightlyDigestJob")
     s.load(writable)
     assert scan(url, "solid-queue", NOW)[0] == set()
+
+
+# ----------------------------------------------------------- waiting states with a deadline
+
+def test_airflow_deferred_task_is_stuck_only_past_its_trigger_timeout(db):
+    """A deferred task waits on the triggerer with its own deadline (trigger_timeout): past it, the
+    scheduler should have failed it — stuck. Its heartbeat is stale by design while deferred."""
+    writable, url = db
+    a = QUEUES()
+    rows = []
+    for task, timeout in (("wait_late", NOW - 5 * M), ("wait_ok", NOW + 30 * M)):
+        r = a.af_row("payouts", task, "deferred", 1, start=NOW - 2 * H, heartbeat=NOW - 2 * H)
+        r["trigger_timeout"] = timeout
+        rows.append(r)
+    r = a.af_row("payouts", "run", "running", 1, start=NOW - 2 * H, heartbeat=NOW - H)   # its lease lapsed
+    r["trigger_timeout"] = None
+    rows.append(r)
+    load(writable, a.airflow_md(), {"task_instance": rows, "task_instance_history": []})
+    got, _ = scan(url, "airflow", NOW)
+    assert got == {("stuck_in_progress", "", a.af_key("payouts", "wait_late")),
+                   ("stuck_in_progress", "", a.af_key("payouts", "run"))}
