@@ -151,6 +151,8 @@ key = ["k", "slot"]
     ('status = { column = "s", null = "bogus" }\n', "null"),
     ('status = { column = "s", otherwise = "new" }\n', "unknown entries"),
     ('[operations.fields]\nrequest = { column = "r", unless = [{ column = "c", is_null = true }] }\n', "unless"),
+    ('[operations.times]\nlocked_at = { column = "hb", unless = { column = "s", eq = "x" } }\n', "unless"),
+    ('[operations.times]\nlocked_at = { column = "hb", until = "x" }\n', "unknown entries"),
 ])
 def test_layout_additions_are_validated(extra, msg):
     with pytest.raises(LayoutError, match=msg):
@@ -165,3 +167,6 @@ def test_layout_additions_parse():
     assert lay.key_required == ["slot"] and lay.status.null == "new" and lay.status.default == "failed"
     assert lay.fields["intent_ref"].unless[0].column == "cron"
     assert {"slot", "id", "cron"} <= lay.operations_columns()
+    lay = parse_layout(BASE + '[operations.times]\nlock_expires_at = { column = "deadline", unless = '
+                       '[{ column = "state", ne = "deferred" }] }\n')
+    assert lay.times["lock_expires_at"].unless[0].op == "ne" and "state" in lay.operations_columns()
