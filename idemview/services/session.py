@@ -116,14 +116,16 @@ class Opened:
 
 def fit_layout(engine: Engine, layout: Layout, *, schema: str | None = None,
                status_map: dict[str, str] | None = None,
-               outcome_map: dict[str, str] | None = None) -> Layout:
+               outcome_map: dict[str, str] | None = None, located: bool = False) -> Layout:
     """The layout as it applies to this database and connection: its tables looked up where they are
-    (``schema``, else the preset's schema, else found as detection finds them: DESIGN §9) and the
-    connection's extra raw-value maps merged in. Raises :class:`LayoutError` on a malformed map."""
+    (``schema``, else the preset's schema, else found as detection finds them: DESIGN §9; skipped when
+    ``located``, i.e. detection already placed it) and the connection's extra raw-value maps merged in.
+    Raises :class:`LayoutError` on a malformed map."""
     from idemview.domain.model import Outcome
     from idemview.layouts.layout import parse_value_map, with_value_maps
     from idemview.ledger.detect import locate
-    layout = locate(engine, layout, schema=schema or None)
+    if schema or not located:
+        layout = locate(engine, layout, schema=schema or None)
     return with_value_maps(layout, parse_value_map(status_map or {}),
                            parse_value_map(outcome_map or {}, Outcome, "outcome"))
 
@@ -158,7 +160,7 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
             layout = m.layout
             detection = f"detected {m.layout.name} ({m.confidence:.0%}): {m.reason}"
         layout = fit_layout(engine, layout, schema=spec.schema, status_map=spec.status_map,
-                            outcome_map=spec.outcome_map)
+                            outcome_map=spec.outcome_map, located=detection.startswith("detected"))
         ledger = Ledger(engine, layout, name=spec.name, naive_zone=spec.naive_zone)
         token.check()
         ro = session_is_read_only(engine)
