@@ -22,6 +22,7 @@ from sqlalchemy import func, select
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind
+from idemview.qt.unmapped import UnmappedNotice
 from idemview.qt import theme
 from idemview.qt.detail import OperationDetail
 from idemview.qt.elide import ElidedLabel
@@ -165,6 +166,9 @@ class LedgerTab(QWidget):
         self.detection.setAlignment(Qt.AlignmentFlag.AlignRight)
         info.addWidget(self.badge)
         info.addWidget(self.where, 3)
+        self.unmapped = UnmappedNotice()   # raw values the layout does not map (issue 12)
+        self.unmapped.toggled.connect(self._only_unmapped)
+        info.addWidget(self.unmapped)
         info.addWidget(self.detection, 2)
         v.addLayout(info)
         self.filterbar = FilterBar()
@@ -321,6 +325,7 @@ class LedgerTab(QWidget):
         self.detection.setText(self.masker.free_text(o.detection))
         self.detection.setToolTip(self.masker.free_text(o.detection))
         self.overview.set_span(*o.span)
+        self.unmapped.show_counts(o.unmapped, self.masker)
         self.title_changed.emit()
         self.refresh()
         self.opened_signal.emit()
@@ -598,6 +603,10 @@ class LedgerTab(QWidget):
                            lambda span: self.overview.fit_to(*span) if span[0] else
                            self.message.emit("No operation matches the filter: nothing to fit"),
                            self.show_error)
+
+    def _only_unmapped(self, on: bool):
+        self.filterbar._flt.unmapped_status = on
+        self.filterbar._emit()
 
     def _region_cleared(self):
         self.filterbar.clear_time()

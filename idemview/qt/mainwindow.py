@@ -162,6 +162,8 @@ class ExportDialog(QDialog):
 class MainWindow(QMainWindow):
     """idemview's main window (see the module docstring for the shortcuts)."""
 
+    keyring_changed = Signal()      # the credential store found the keyring unusable (any thread)
+
     def __init__(self, credentials: CredentialStore | None = None):
         # Qt calls into Python once per cell and role while painting; each call must take the GIL from
         # whichever worker holds it. A 1 ms switch interval (default 5 ms) bounds that wait, which is
@@ -191,12 +193,16 @@ class MainWindow(QMainWindow):
         self._shortcuts()
         self.live_timer = QTimer(self)
         self.live_timer.timeout.connect(self._live_tick)
-        self.keyring_notice = ElidedLabel(min_chars=4)
-        if not self.credentials.available and self.credentials.notice:
-            self.keyring_notice.setText("⚠ " + self.credentials.notice)
-        self.statusBar().addPermanentWidget(self.keyring_notice)
+        # The keyring notice: the same text as the connection dialog's, shown whenever no keyring can
+        # be used — including one found locked later (a listener on the credential store).
+        self.keyring_notice = QLabel()
+        self.statusBar().addPermanentWidget(self.keyring_notice, 1)
+        self.keyring_changed.connect(self._sync_keyring_notice)
+        self._keyring_listener = self.keyring_changed.emit
+        self.credentials.listeners.append(self._keyring_listener)
+        self._sync_keyring_notice()
         self._help_menu()
-        self.restore_geometry()
+        self.restore_geometry()   # fits the screen (issue #13), or the remembered geometry
         self.refresh_start_page()
         self._sync_actions()
         app = QApplication.instance()
@@ -528,6 +534,10 @@ class MainWindow(QMainWindow):
             self.welcome.show()
         self._sync_actions()
 
+    def _sync_keyring_notice(self):
+        from idemview.qt.connections import show_keyring_notice
+        show_keyring_notice(self.keyring_notice, self.credentials)
+
     def open_link(self, target: str, key: str | None = None, scope: str | None = None) -> LedgerTab | None:
         """``idemview open TARGET [--key KEY] [--scope S]``: open the ledger (a saved connection's name,
         a URL or a SQLite file) and, once it is open, the operation."""
@@ -763,4 +773,8 @@ class MainWindow(QMainWindow):
         self.save_state()
         for t in self.ledger_tabs():
             t.close_tab()
+        try:
+            self.credentials.listeners.remove(self._keyring_listener)
+        except ValueError:
+            pass
         super().closeEvent(ev)
