@@ -25,6 +25,7 @@ def log_dir() -> Path:
         p = Path(d)
     else:
         import platformdirs
+
         p = Path(platformdirs.user_log_dir("idemview", appauthor=False))
     p.mkdir(parents=True, exist_ok=True)
     return p
@@ -37,6 +38,7 @@ class MaskingFormatter(logging.Formatter):
         super().__init__(fmt)
         if masker is None:
             from idemview.masking.masker import Masker
+
             masker = Masker()
         self._m = masker
 

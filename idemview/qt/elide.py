@@ -66,5 +66,12 @@ class ElidedLabel(QLabel):
         opt = QStyleOption()
         opt.initFrom(self)
         r = self.contentsRect()
-        self.style().drawItemText(p, r, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), opt.palette,
-                                  self.isEnabled(), self.shown_text(), self.foregroundRole())
+        self.style().drawItemText(
+            p,
+            r,
+            int(self.alignment() | Qt.AlignmentFlag.AlignVCenter),
+            opt.palette,
+            self.isEnabled(),
+            self.shown_text(),
+            self.foregroundRole(),
+        )

@@ -357,7 +357,7 @@ class LedgerTab(QWidget):
         self.now = datetime.now(UTC).replace(microsecond=0)
         self._scanning = True
         self._show_as_of()
-        ledger, masker, now = self.ledger, self.masker, self.now
+        ledger, now = self.ledger, self.now
         from idemview.findings.engine import FindingEngine
         unsupported = FindingEngine(ledger, now).unsupported()  # pure Python: no query
         old = self._scan

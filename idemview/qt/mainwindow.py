@@ -725,8 +725,8 @@ class MainWindow(QMainWindow):
         pd.setMinimumDuration(0)
         pd.canceled.connect(flag.set)
         self.export_progress = pd
-        prog.changed.connect(lambda n: pd.setLabelText(f"Exporting evidence… {theme.plural(n, 'row')}" if isinstance(n, int)
-                                                       else "Exporting evidence…"))
+        prog.changed.connect(lambda n: pd.setLabelText(
+            f"Exporting evidence… {theme.plural(n, 'row')}" if isinstance(n, int) else "Exporting evidence…"))
         ledger, name = t.ledger, t.title()
         # The session's key with counts of its own: a tag in the file is the tag on screen, and the
         # manifest counts only this export's masks (and says whose key it is).

@@ -12,4 +12,5 @@ from PySide6.QtCore import QSettings
 def gui_settings() -> QSettings:
     """``<config dir>/gui.ini`` (created on first write)."""
     from idemview.config import config_dir
+
     return QSettings(str(config_dir() / "gui.ini"), QSettings.Format.IniFormat)

@@ -20,9 +20,10 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 BATCH = 100  # one pickle.loads holds the GIL: ~100 findings keep it to a few ms in the parent
 
@@ -30,19 +31,31 @@ BATCH = 100  # one pickle.loads holds the GIL: ~100 findings keep it to a few ms
 def _short(e: BaseException) -> str:
     try:
         from idemview.ledger.connect import short_error
+
         return short_error(e)
     except Exception:  # noqa: BLE001 - a message is all we need
         return f"{type(e).__name__}: {e}"
 
 
-def scan_process_main(conn, url: Any, password: str | None, layout, name: str, now: datetime,
-                      kinds: list, key: bytes, batch: int = BATCH, gate=None) -> None:
+def scan_process_main(
+    conn,
+    url: Any,
+    password: str | None,
+    layout,
+    name: str,
+    now: datetime,
+    kinds: list,
+    key: bytes,
+    batch: int = BATCH,
+    gate=None,
+) -> None:
     """Child-process entry point: findings of ``kinds`` for ``now`` on the ledger at ``url`` with
     ``layout`` (the layout as the parent's :class:`Ledger` resolved it), sent over ``conn`` in batches
     of ``batch`` with explanations masked by a :class:`Masker` on ``key``. Never raises: every failure
     is sent as a masked message. ``gate`` (a multiprocessing Event, tests only) holds the scan until set.
     """
     from idemview.masking.masker import Masker
+
     if gate is not None:
         gate.wait()
     masker = Masker(key=key)
@@ -50,6 +63,7 @@ def scan_process_main(conn, url: Any, password: str | None, layout, name: str, n
         from idemview.findings.engine import FindingEngine
         from idemview.ledger.connect import open_engine
         from idemview.ledger.reader import Ledger
+
         engine = open_engine(url, password=password)
         ledger = Ledger(engine, layout, name=name)
         fe = FindingEngine(ledger, now)
@@ -69,7 +83,7 @@ def scan_process_main(conn, url: Any, password: str | None, layout, name: str, n
                 conn.send(("failed", k, masker.mask_text(_short(e))))
                 continue
             for i in range(0, len(fs), batch):
-                conn.send(("batch", k, [(f, masker.mask_text(f.explanation)) for f in fs[i:i + batch]]))
+                conn.send(("batch", k, [(f, masker.mask_text(f.explanation)) for f in fs[i : i + batch]]))
             conn.send(("done", k, None))
         conn.send(("end", None, None))
     finally:
@@ -107,14 +121,28 @@ class ScanProcess:
     the end (an error when the process died without saying "end"). :meth:`cancel` terminates it.
     ``gate``: an Event of the same multiprocessing context that holds the child until set (tests)."""
 
-    def __init__(self, url, password, layout, name, now, kinds, key: bytes,
-                 on_message: Callable[[str, Any, Any], None], on_exit: Callable[[str | None], None],
-                 method: str = "spawn", gate=None):
-        ctx = multiprocessing.get_context(method)
+    def __init__(
+        self,
+        url,
+        password,
+        layout,
+        name,
+        now,
+        kinds,
+        key: bytes,
+        on_message: Callable[[str, Any, Any], None],
+        on_exit: Callable[[str | None], None],
+        method: str = "spawn",
+        gate=None,
+    ):
+        ctx: Any = multiprocessing.get_context(method)  # stubs type it BaseContext, without Process
         self._recv, send = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=scan_process_main, name="idemview-findings",
-                                args=(send, url, password, layout, name, now, list(kinds), key, BATCH, gate),
-                                daemon=True)
+        self.proc = ctx.Process(
+            target=scan_process_main,
+            name="idemview-findings",
+            args=(send, url, password, layout, name, now, list(kinds), key, BATCH, gate),
+            daemon=True,
+        )
         self._stop = threading.Event()
         self._on_message, self._on_exit = on_message, on_exit
         with _main_hidden():

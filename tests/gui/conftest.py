@@ -13,13 +13,13 @@ and the record of which thread ran each statement.
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-UTC = timezone.utc
+UTC = UTC
 LEAK_WAIT_MS = 15_000  # a cancelled job ends within one interrupted statement; this is far above it
 HOUR = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 
@@ -30,6 +30,7 @@ def _isolated(monkeypatch, tmp_path):
     monkeypatch.setenv("IDEMVIEW_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("IDEMVIEW_LOG_DIR", str(tmp_path / "logs"))
     from idemview.qt import theme
+
     theme.TIME.set_utc(True)
     yield
     theme.TIME.set_utc(True)
@@ -42,6 +43,7 @@ def query_threads():
 
     def rec(conn, cursor, statement, params, context, executemany):
         seen.append((statement, threading.current_thread()))
+
     event.listen(Engine, "before_cursor_execute", rec)
     yield seen
     event.remove(Engine, "before_cursor_execute", rec)
@@ -54,9 +56,11 @@ def assert_off_gui_thread(seen):
 
 
 def make_window(qtbot):
+    from PySide6.QtWidgets import QApplication
+
     from idemview.qt import theme
     from idemview.qt.mainwindow import MainWindow
-    from PySide6.QtWidgets import QApplication
+
     theme.apply_scheme(QApplication.instance())
     w = MainWindow()
     qtbot.addWidget(w)
@@ -67,6 +71,7 @@ def close_window(w):
     for t in w.ledger_tabs():
         t.close_tab()
     from idemview.qt.workers import pool
+
     pool().waitForDone(10000)
 
 
@@ -81,6 +86,7 @@ def window(qtbot):
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory):
     from idemview.services.demo import write_demo
+
     p = tmp_path_factory.mktemp("demo") / "demo.db"
     planted = write_demo(p, anchor=HOUR)
     return p, planted
@@ -88,20 +94,24 @@ def demo_db(tmp_path_factory):
 
 def spec_for(path, name="demo ledger"):
     from idemview.services.session import OpenSpec
+
     return OpenSpec(url=str(path), name=name, layout="idemview")
 
 
 def open_and_wait(qtbot, window, spec):
     tab = window.open_spec(spec)
-    qtbot.waitUntil(lambda: tab.scan_complete() and tab.model.rowCount() > 0
-                    and not tab.model.is_loading(), timeout=60000)
+    qtbot.waitUntil(
+        lambda: tab.scan_complete() and tab.model.rowCount() > 0 and not tab.model.is_loading(), timeout=60000
+    )
     return tab
 
 
 def settle(qtbot, tab):
     """Wait until the grid and the narrowed findings follow the tab's current filter."""
-    qtbot.waitUntil(lambda: tab.findings_settled() and not tab.model.is_loading()
-                    and not tab.runner.is_pending("page"), timeout=60000)
+    qtbot.waitUntil(
+        lambda: tab.findings_settled() and not tab.model.is_loading() and not tab.runner.is_pending("page"),
+        timeout=60000,
+    )
 
 
 def load_all(qtbot, tab):
@@ -109,6 +119,7 @@ def load_all(qtbot, tab):
         if tab.model.canFetchMore():
             tab.model.fetchMore()
         return tab.model.is_exhausted() and not tab.runner.is_pending("page")
+
     qtbot.waitUntil(done, timeout=60000)
 
 

@@ -8,20 +8,23 @@ import json
 from datetime import timedelta
 
 import pytest
-from PySide6.QtCore import Qt
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import FindingKind
 from tests.gui.conftest import HOUR, assert_off_gui_thread, load_all, open_and_wait, settle, spec_for
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_level_fail("WARNING"),
-              pytest.mark.qt_log_ignore("propagateSizeHints")]
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
 
 
 def _refs(tab, flt: Filter) -> set:
     """(scope, key) of the operations ``flt`` shows, read by the test on a thread of its own (so the
     "no statement on the GUI thread" check keeps watching the GUI alone)."""
     from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(1) as ex:
         return ex.submit(lambda: {(o.scope, o.key) for o in tab.ledger.iter_operations(flt, now=tab.now)}).result()
 
@@ -87,8 +90,7 @@ def test_f8_opens_only_rows_shown_and_grid_matches_detail(qtbot, window, demo_db
     for _ in range(len(tab._ordered) + 2):  # past the end it wraps round
         tab.step_finding(1)
         f = tab._ordered[tab._finding_pos]
-        qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == f.key,
-                        timeout=10000)
+        qtbot.waitUntil(lambda f=f: tab.detail.detail is not None and tab.detail.detail.key_raw == f.key, timeout=10000)
         assert (f.scope, f.key) in shown and f.kind == FindingKind.DUPLICATE_EFFECT
         sel = tab.grid.selectionModel().selectedRows()
         assert len(sel) == 1
@@ -103,8 +105,9 @@ def test_a_detail_outside_the_loaded_rows_leaves_no_other_row_selected(qtbot, wi
     tab = open_and_wait(qtbot, window, spec_for(path))
     tab.grid.selectRow(0)
     first = tab.model.row(0)
-    qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == first.key_raw,
-                    timeout=10000)  # a selected row opens in the detail
+    qtbot.waitUntil(
+        lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == first.key_raw, timeout=10000
+    )  # a selected row opens in the detail
     loaded = {(r.scope_raw, r.key_raw) for r in tab.model.rows()}
     scope, key = next(ref for refs in planted.incidents.values() for ref in refs if ref not in loaded)
     tab.open_operation(scope, key)
@@ -114,20 +117,23 @@ def test_a_detail_outside_the_loaded_rows_leaves_no_other_row_selected(qtbot, wi
 
 def test_findings_as_of_is_shown_refreshed_and_exported(qtbot, window, demo_db, tmp_path, monkeypatch):
     from idemview.qt import theme
+
     path, _ = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
     first = tab.now
     assert tab.as_of.full_text() == f"Findings as of {first.strftime('%H:%M:%S')} UTC"
     assert tab.findings.now == first
-    qtbot.waitUntil(lambda: __import__("datetime").datetime.now(first.tzinfo).replace(microsecond=0) > first,
-                    timeout=5000)
+    qtbot.waitUntil(
+        lambda: __import__("datetime").datetime.now(first.tzinfo).replace(microsecond=0) > first, timeout=5000
+    )
     window.act_refresh.trigger()  # F5
     qtbot.waitUntil(lambda: tab.scan_complete() and tab.findings.now > first, timeout=30000)
     second = tab.now
     assert tab.as_of.full_text() == f"Findings as of {second.strftime('%H:%M:%S')} UTC"
     # live refresh moves it too
-    qtbot.waitUntil(lambda: __import__("datetime").datetime.now(first.tzinfo).replace(microsecond=0) > second,
-                    timeout=5000)
+    qtbot.waitUntil(
+        lambda: __import__("datetime").datetime.now(first.tzinfo).replace(microsecond=0) > second, timeout=5000
+    )
     window._live_tick()
     qtbot.waitUntil(lambda: tab.scan_complete() and tab.findings.now > second, timeout=30000)
     third = tab.now
@@ -178,9 +184,14 @@ def test_clear_filter_clears_the_window_band_and_the_chart_fits_the_filter(qtbot
     created = [o.created_at for o in tab.ledger.iter_operations(Filter(key=f.key), now=tab.now)]
     tab.overview.fit_filter_btn.click()
     lo, hi = min(created), max(created)
-    qtbot.waitUntil(lambda: tab.overview.view_range()[0] <= lo and tab.overview.view_range()[1] >= hi
-                    and (tab.overview.view_range()[1] - tab.overview.view_range()[0]) < timedelta(hours=1),
-                    timeout=10000)
+    qtbot.waitUntil(
+        lambda: (
+            tab.overview.view_range()[0] <= lo
+            and tab.overview.view_range()[1] >= hi
+            and (tab.overview.view_range()[1] - tab.overview.view_range()[0]) < timedelta(hours=1)
+        ),
+        timeout=10000,
+    )
 
 
 @pytest.mark.parametrize("dialect", ["postgresql", "mysql", "mariadb"])
@@ -189,8 +200,10 @@ def test_counts_follow_the_window_on_server_engines(qtbot, window, request, dial
     and the ``mariadb`` dialect names): chips read "n of N" with n computed independently."""
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
+
     from idemview.services.demo import generate
     from idemview.services.session import OpenSpec
+
     base = request.getfixturevalue("pg_url" if dialect == "postgresql" else "mysql_url")
     url = make_url(base)
     if dialect != "postgresql":
@@ -200,8 +213,9 @@ def test_counts_follow_the_window_on_server_engines(qtbot, window, request, dial
         generate(eng, operations=300, anchor=HOUR)
     finally:
         eng.dispose()
-    tab = open_and_wait(qtbot, window, OpenSpec(url=url.render_as_string(hide_password=False),
-                                                name=dialect, layout="idemview"))
+    tab = open_and_wait(
+        qtbot, window, OpenSpec(url=url.render_as_string(hide_password=False), name=dialect, layout="idemview")
+    )
     assert tab._scan["proc"] is not None  # scanned in the child process
     # the live session confirms read-only under the `mariadb` name too (it was "NOT READ-ONLY")
     assert tab.badge.text().strip() == "READ-ONLY"

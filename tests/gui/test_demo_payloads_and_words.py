@@ -9,11 +9,13 @@ import sqlite3
 import pytest
 from PySide6.QtCore import Qt
 
-from idemview.domain.model import FindingKind
 from tests.gui.conftest import open_and_wait, spec_for
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_level_fail("WARNING"),
-              pytest.mark.qt_log_ignore("propagateSizeHints")]
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
 
 MYSQL = "(using password: YES)"
 
@@ -23,16 +25,27 @@ def _raw(path, kind):
         return c.execute(
             "SELECT o.scope, o.idempotency_key, o.request_body, o.response_body, o.error FROM operations o "
             "JOIN idemview_demo_planted p ON p.scope = o.scope AND p.idempotency_key = o.idempotency_key "
-            "WHERE p.kind = ? ORDER BY o.id", (kind,)).fetchall()
+            "WHERE p.kind = ? ORDER BY o.id",
+            (kind,),
+        ).fetchall()
 
 
-@pytest.mark.parametrize("kind", ["duplicate_effect", "key_conflict", "unresolved_failure", "retry_storm",
-                                  "stuck_in_progress", "replay_after_expiry"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "duplicate_effect",
+        "key_conflict",
+        "unresolved_failure",
+        "retry_storm",
+        "stuck_in_progress",
+        "replay_after_expiry",
+    ],
+)
 def test_planted_incidents_have_bodies(demo_db, kind):
     path, _ = demo_db
     rows = _raw(path, kind)
     assert rows
-    for scope, key, req, resp, err in rows:
+    for _scope, key, req, resp, err in rows:
         assert req, (kind, key)
         assert resp or err, (kind, key)
 
@@ -46,6 +59,7 @@ def test_detail_shows_payloads_masked(qtbot, window, demo_db):
     shown = tab.detail.viewers["Response"].toPlainText()
     assert '"object": "charge"' in shown and '"card": "[card#' in shown and '"amount"' in shown
     import json
+
     raw = json.loads(resp)
     # the planted secrets are not on screen; their masked tags are
     for secret in (raw["receipt_email"], raw["billing_details"]["phone"], raw["receipt_url"].split("token=")[1]):
@@ -66,6 +80,7 @@ def test_detail_shows_payloads_masked(qtbot, window, demo_db):
 
 def test_redact_keeps_mysql_words_and_masks_the_value():
     from idemview.ledger.connect import redact
+
     msg = "(1045, \"Access denied for user 'app'@'10.0.3.7' (using password: YES)\")"
     assert redact(msg) == msg
     assert redact("connect: password=hunter2)") == "connect: password=***)"
@@ -75,12 +90,18 @@ def test_first_sort_click_on_attempts_is_descending(qtbot, window, demo_db):
     path, _ = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
     from idemview.qt.models import OP_COLUMNS
+
     col = next(i for i, c in enumerate(OP_COLUMNS) if c[1] == "attempt_count")
     header = tab.grid.horizontalHeader()
-    qtbot.mouseClick(header.viewport(), Qt.MouseButton.LeftButton,
-                     pos=header.rect().center().__class__(header.sectionViewportPosition(col) + 5, 5))
-    qtbot.waitUntil(lambda: tab.model.sort_key == "attempt_count" and not tab.model.is_loading()
-                    and tab.model.rowCount() > 0, timeout=10000)
+    qtbot.mouseClick(
+        header.viewport(),
+        Qt.MouseButton.LeftButton,
+        pos=header.rect().center().__class__(header.sectionViewportPosition(col) + 5, 5),
+    )
+    qtbot.waitUntil(
+        lambda: tab.model.sort_key == "attempt_count" and not tab.model.is_loading() and tab.model.rowCount() > 0,
+        timeout=10000,
+    )
     assert header.sortIndicatorOrder() == Qt.SortOrder.DescendingOrder
     counts = [r.attempts for r in tab.model.rows()]
     assert counts[0] == max(counts) and counts == sorted(counts, reverse=True)
@@ -88,6 +109,7 @@ def test_first_sort_click_on_attempts_is_descending(qtbot, window, demo_db):
 
 def test_plural_forms():
     from idemview.qt.theme import plural
+
     assert plural(1, "operation") == "1 operation"
     assert plural(2, "ledger") == "2 ledgers"
     assert plural(1204, "operation") == "1,204 operations"
@@ -107,8 +129,14 @@ def test_mysql_access_denied_is_readable_in_the_banner(qtbot, window, dialect):
     """A real MariaDB refusing a wrong password: the banner keeps "(using password: YES)" whole and
     never shows the password."""
     from idemview.services.session import OpenSpec
-    tab = window.open_spec(OpenSpec(url=f"{dialect}://idemview_nobody:Wr0ngPassw0rd@127.0.0.1:3306/mysql",
-                                    name="wrong password", layout="idemview"))
+
+    tab = window.open_spec(
+        OpenSpec(
+            url=f"{dialect}://idemview_nobody:Wr0ngPassw0rd@127.0.0.1:3306/mysql",
+            name="wrong password",
+            layout="idemview",
+        )
+    )
     qtbot.waitUntil(lambda: tab.banner.isVisible() or not tab.banner.isHidden(), timeout=30000)
     text = tab.banner.label.text()
     assert "Access denied for user" in text and MYSQL in text, text

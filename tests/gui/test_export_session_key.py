@@ -14,8 +14,11 @@ import pytest
 from idemview.masking.masker import TAG_RE
 from tests.gui.conftest import load_all, open_and_wait, spec_for
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_level_fail("WARNING"),
-              pytest.mark.qt_log_ignore("propagateSizeHints")]
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
 
 
 def _export(qtbot, window, out):
@@ -50,7 +53,9 @@ def test_gui_export_tags_match_the_screen(qtbot, window, demo_db, tmp_path):
 
 def test_gui_export_sentence_shown_in_local_time(qtbot, window, demo_db, tmp_path):
     from datetime import timedelta
+
     from tests.gui.conftest import HOUR
+
     path, _ = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
     since, until = HOUR - timedelta(hours=2), HOUR - timedelta(hours=1)
@@ -73,8 +78,22 @@ def test_cli_export_keeps_a_key_per_export(demo_db, tmp_path):
     tags = []
     for name in ("a.csv", "b.csv"):
         out = tmp_path / name
-        r = subprocess.run([sys.executable, "-c", "import sys; from idemview.cli import main; sys.exit(main())", "export", str(path), "--layout", "idemview",
-                            "--out", str(out)], capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from idemview.cli import main; sys.exit(main())",
+                "export",
+                str(path),
+                "--layout",
+                "idemview",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr
         m = json.loads((tmp_path / (name + ".manifest.json")).read_text())
         assert m["masking_key"]["scope"] == "export"

@@ -11,12 +11,16 @@ import pytest
 from idemview.domain.model import FindingKind
 from tests.gui.conftest import assert_off_gui_thread, open_and_wait, spec_for
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_level_fail("WARNING"),
-              pytest.mark.qt_log_ignore("propagateSizeHints")]
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
 
 
 def test_scan_runs_in_a_child_process_with_the_session_key(qtbot, window, demo_db):
     from idemview.findings.engine import FindingEngine
+
     path, planted = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
     proc = tab._scan["proc"]
@@ -25,8 +29,9 @@ def test_scan_runs_in_a_child_process_with_the_session_key(qtbot, window, demo_d
     assert proc.proc.exitcode == 0
     # the same findings as the engine computes here for the same `now`
     mine = FindingEngine(tab.ledger, tab.findings.now).run()
-    assert sorted((f.kind.value, f.scope, f.key) for f in tab.findings.findings) == \
-        sorted((f.kind.value, f.scope, f.key) for f in mine)
+    assert sorted((f.kind.value, f.scope, f.key) for f in tab.findings.findings) == sorted(
+        (f.kind.value, f.scope, f.key) for f in mine
+    )
     for kind, refs in planted.incidents.items():
         got = {(f.scope, f.key) for f in tab.findings.findings if f.kind.value == kind}
         assert set(refs) <= got, kind
@@ -36,17 +41,24 @@ def test_scan_runs_in_a_child_process_with_the_session_key(qtbot, window, demo_d
         assert shown == tab.masker.free_text(f.explanation)
 
 
-def test_a_finding_filter_shows_rows_while_the_scan_is_held(qtbot, window, demo_db, monkeypatch,
-                                                            query_threads):
+def test_a_finding_filter_shows_rows_while_the_scan_is_held(qtbot, window, demo_db, monkeypatch, query_threads):
     from idemview.qt.ledgertab import LedgerTab
+
     path, planted = demo_db
     gate = multiprocessing.get_context("spawn").Event()
     monkeypatch.setattr(LedgerTab, "scan_gate", gate)
     tab = window.open_spec(spec_for(path))
     qtbot.waitUntil(lambda: tab.ledger is not None and tab._scan.get("proc") is not None, timeout=30000)
     tab.filter_by_finding(FindingKind.DUPLICATE_EFFECT)
-    qtbot.waitUntil(lambda: tab.flt.findings == [FindingKind.DUPLICATE_EFFECT] and tab.model.rowCount() > 0
-                    and not tab.model.is_loading() and tab.model.is_exhausted(), timeout=30000)
+    qtbot.waitUntil(
+        lambda: (
+            tab.flt.findings == [FindingKind.DUPLICATE_EFFECT]
+            and tab.model.rowCount() > 0
+            and not tab.model.is_loading()
+            and tab.model.is_exhausted()
+        ),
+        timeout=30000,
+    )
     assert tab._scan["pending"], "the scan was held: its results cannot have arrived"
     assert tab.findings is None
     assert {(r.scope_raw, r.key_raw) for r in tab.model.rows()} == set(planted.incidents["duplicate_effect"])
@@ -58,6 +70,7 @@ def test_a_finding_filter_shows_rows_while_the_scan_is_held(qtbot, window, demo_
 
 def test_cancel_stops_the_findings_process(qtbot, window, demo_db, monkeypatch):
     from idemview.qt.ledgertab import LedgerTab
+
     path, _ = demo_db
     gate = multiprocessing.get_context("spawn").Event()
     monkeypatch.setattr(LedgerTab, "scan_gate", gate)

@@ -9,18 +9,23 @@ import pytest
 from idemview.domain.model import FindingKind, Severity
 from tests.gui.conftest import open_and_wait, spec_for
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_level_fail("WARNING"),
-              pytest.mark.qt_log_ignore("propagateSizeHints")]
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
 
 
 def test_search_results_badges_not_searched_and_room_for_the_detail(qtbot, window, demo_db, tmp_path):
     from idemview.qt import theme
     from idemview.services.session import OpenSpec
+
     path, planted = demo_db
     window.resize(1280, 800)
     tab = open_and_wait(qtbot, window, spec_for(path))
-    broken = window.open_spec(OpenSpec(url=str(tmp_path / "missing" / "nope.db"), name="broken ledger",
-                                       layout="idemview"))
+    broken = window.open_spec(
+        OpenSpec(url=str(tmp_path / "missing" / "nope.db"), name="broken ledger", layout="idemview")
+    )
     qtbot.waitUntil(lambda: not broken.runner.is_pending("open"), timeout=30000)
     assert broken.ledger is None
     window.tabs.setCurrentWidget(tab)
@@ -47,6 +52,7 @@ def test_search_results_badges_not_searched_and_room_for_the_detail(qtbot, windo
 
 def test_replay_chip_uses_the_panel_glyph_and_zone_toggle_says_local(qtbot, window, demo_db):
     from idemview.qt import theme
+
     path, _ = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
     k = FindingKind.REPLAY_AFTER_EXPIRY

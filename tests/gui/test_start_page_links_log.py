@@ -10,14 +10,18 @@ import shlex
 import pytest
 from PySide6.QtGui import QGuiApplication
 
-from tests.gui.conftest import close_window, make_window, open_and_wait, spec_for
+from tests.gui.conftest import close_window, make_window
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_level_fail("WARNING"),
-              pytest.mark.qt_log_ignore("propagateSizeHints")]
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
 
 
 def _save(name, path):
     from idemview.config import Connection, ConnectionStore
+
     c = Connection(name=name, dialect="sqlite", database=str(path), layout="idemview")
     ConnectionStore().upsert(c)
     return c
@@ -30,7 +34,7 @@ def test_start_page_lists_saved_connections_last_opened_first(qtbot, demo_db):
     win.show()
     assert set(win.start_buttons) == {a.id, b.id}
     assert all("never opened" in btn.text() for btn in win.start_buttons.values())
-    tab = win.open_saved(b.id)   # what one click does
+    tab = win.open_saved(b.id)  # what one click does
     qtbot.waitUntil(lambda: tab.ledger is not None, timeout=30000)
     win.close_tab(win.tabs.indexOf(tab))
     rows = win.recent_connections()
@@ -48,22 +52,24 @@ def test_start_page_lists_saved_connections_last_opened_first(qtbot, demo_db):
     assert again.tabs.count() == 0 and again.saved_tabs() == [a.id]
     assert not again.restore_btn.isHidden() and "(1)" in again.restore_btn.text()
     again.restore_btn.click()
-    qtbot.waitUntil(lambda: again.current_tab() is not None and again.current_tab().ledger is not None,
-                    timeout=30000)
+    qtbot.waitUntil(lambda: again.current_tab() is not None and again.current_tab().ledger is not None, timeout=30000)
     assert again.current_tab().spec.connection_id == a.id
     close_window(again)
 
 
 def test_log_file_is_masked_and_help_opens_its_folder(qtbot, window, tmp_path, monkeypatch):
     from PySide6.QtGui import QDesktopServices
+
     from idemview.qt.applog import LOG_NAME, install_log, uninstall_log
+
     opened = []
     monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(lambda u: opened.append(u) or True))
     path = install_log()
     try:
         assert path == tmp_path / "logs" / LOG_NAME
-        logging.getLogger("idemview.test").warning("cannot connect to postgresql://app:hunter2@db/x as "
-                                                   "alice@example.com")
+        logging.getLogger("idemview.test").warning(
+            "cannot connect to postgresql://app:hunter2@db/x as alice@example.com"
+        )
         for h in logging.getLogger().handlers:
             h.flush()
         text = path.read_text(encoding="utf-8")
@@ -91,11 +97,19 @@ def test_deep_link_opens_the_operation_and_copy_link_gives_the_command(qtbot, wi
 
 def test_copy_link_never_carries_a_password():
     from idemview.services.session import OpenSpec, deep_link
+
     spec = OpenSpec(url="postgresql+psycopg://app:s3cr3t@db.internal:5432/payments", name="payments")
     link = deep_link(spec, "acme", "k-1")
     assert "s3cr3t" not in link and "***" not in link
-    assert shlex.split(link) == ["idemview", "open", "postgresql+psycopg://app@db.internal:5432/payments",
-                                 "--key", "k-1", "--scope", "acme"]
+    assert shlex.split(link) == [
+        "idemview",
+        "open",
+        "postgresql+psycopg://app@db.internal:5432/payments",
+        "--key",
+        "k-1",
+        "--scope",
+        "acme",
+    ]
     saved = OpenSpec(url="postgresql+psycopg://app:s3cr3t@db/x", name="prod ledger", connection_id="abc")
     assert shlex.split(deep_link(saved, "", "k 2")) == ["idemview", "open", "prod ledger", "--key", "k 2"]
 
@@ -103,6 +117,7 @@ def test_copy_link_never_carries_a_password():
 def test_cli_open_passes_the_link_to_the_gui(monkeypatch):
     import idemview.qt.app as app
     from idemview.cli import main
+
     seen = []
     monkeypatch.setattr(app, "run_gui", lambda **kw: seen.append(kw) or 0)
     assert main(["open", "ledger.db", "--key", "k1", "--scope", "acme"]) == 0

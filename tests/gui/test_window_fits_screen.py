@@ -8,8 +8,11 @@ from PySide6.QtCore import QRect
 
 from tests.gui.conftest import close_window, make_window, open_and_wait, spec_for
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_level_fail("WARNING"),
-              pytest.mark.qt_log_ignore("propagateSizeHints")]
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
 
 
 @pytest.mark.parametrize("w,h", [(1280, 800), (1600, 1000)])
