@@ -196,6 +196,10 @@ class MainWindow(QMainWindow):
         # The keyring notice: the same text as the connection dialog's, shown whenever no keyring can
         # be used — including one found locked later (a listener on the credential store).
         self.keyring_notice = QLabel()
+        # two lines at most: a word-wrapped label asks for its height at a narrow width, and the status
+        # bar grew to a tenth of a 1280×800 window (the whole text stays in the tooltip of the bar)
+        fm = self.keyring_notice.fontMetrics()
+        self.keyring_notice.setMaximumHeight(2 * fm.lineSpacing() + 10)
         self.statusBar().addPermanentWidget(self.keyring_notice, 1)
         self.keyring_changed.connect(self._sync_keyring_notice)
         self._keyring_listener = self.keyring_changed.emit
