@@ -145,8 +145,9 @@ def open_target(url: str):
 
 def ledger_name(engine) -> str:
     """A name for an unsaved ledger: the SQLite file's name, or the database name on a server."""
+    from idemview.ledger.dialects import SQLITE, family
     db = engine.url.database or ""
-    return Path(db).name if engine.dialect.name == "sqlite" else (db or engine.dialect.name)
+    return Path(db).name if family(engine) == SQLITE else (db or engine.dialect.name)
 
 
 def resolve_ledger(args, engine, saved=None):

@@ -128,7 +128,7 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         q = ledger.attempts_select()
         tcols = [c.label(f"t_{k}") for k, (c, _tc) in ledger.att_time.items()]
         q = (select(ledger.att_scope_expr.label("scope"), ledger.att_key_expr.label("key"),
-                    ledger.att_number.label("number"), ledger.att_outcome.label("outcome"),
+                    ledger.att_number_raw.label("number"), ledger.att_outcome.label("outcome"),
                     ledger.att_raw_outcome.label("raw_outcome"), ledger.att_effect.label("effect_ref"),
                     ledger.att_worker.label("worker"), ledger.att_error.label("error"), *tcols)
              .where(ledger.att_where))

@@ -43,6 +43,7 @@ from idemview.layouts.layout import (
     parse_layout,
 )
 from idemview.domain.model import Status
+from idemview.ledger.dialects import POSTGRESQL, family
 
 #: Schemas that hold the engine's own catalog, never a ledger.
 SYSTEM_SCHEMAS = {"information_schema", "pg_catalog", "pg_toast", "mysql", "performance_schema", "sys"}
@@ -142,8 +143,9 @@ def reflect_schema(engine: Engine) -> list[TableInfo]:
         default = insp.default_schema_name
     except NotImplementedError:
         default = None
-    if engine.dialect.name in ("mysql", "mariadb", "sqlite"):
-        # SQLite's attached databases are not allowed on a read-only engine; MySQL: see above.
+    if family(engine) != POSTGRESQL:
+        # SQLite's attached databases are not allowed on a read-only engine; MySQL: see above; an
+        # unknown dialect's schemas may be other databases (issue #9, item 1).
         schemas: list[str | None] = [None]
     else:
         try:
