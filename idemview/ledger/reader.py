@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import column as sa_column, table as sa_table
 from sqlalchemy.sql import sqltypes
+from sqlalchemy.types import TypeDecorator
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, NoSuchTableError
 from sqlalchemy.sql.expression import ColumnElement, Select
@@ -43,8 +44,11 @@ SORTABLE = ("created_at", "key", "scope", "kind", "status", "expires_at", "attem
 
 
 def _is_text(col) -> bool:
+    t = col.type
+    if isinstance(t, TypeDecorator):   # LedgerText (SQLite text columns) and the like
+        t = t.impl_instance
     try:
-        return isinstance(col.type, String) or col.type.python_type is str
+        return isinstance(t, String) or t.python_type is str
     except NotImplementedError:
         return False
 
@@ -106,6 +110,26 @@ def with_naive_zone(layout: Layout, zone: str) -> Layout:
     return replace(layout, times={k: fix(v) for k, v in layout.times.items()}, attempts=att)
 
 
+def _stay_in_database(layout: Layout) -> Layout:
+    """On MySQL/MariaDB a schema is another database on the server: a shipped preset's schema
+    (``HangFire``, ``pgboss``: a SQL Server or PostgreSQL schema) is dropped, so the tables are read
+    from the database the URL names, never from a same-named neighbour (issue #9, item 1). A schema
+    the user wrote into their own layout is kept: they named it."""
+    from dataclasses import replace
+    from idemview.layouts.layout import load_preset, preset_names
+    if layout.schema is None and layout.attempts.schema is None:
+        return layout
+    if layout.name not in preset_names():
+        return layout
+    shipped = load_preset(layout.name)
+    out = layout
+    if layout.schema is not None and layout.schema == shipped.schema:
+        out = replace(out, schema=None)
+    if layout.attempts.schema is not None and layout.attempts.schema == shipped.attempts.schema:
+        out = replace(out, attempts=replace(layout.attempts, schema=None))
+    return out
+
+
 class Ledger:
     """A layout bound to a read-only engine.
 
@@ -119,6 +143,8 @@ class Ledger:
         self.engine = engine
         if naive_zone and naive_zone != "UTC":
             layout = with_naive_zone(layout, naive_zone)
+        if family(engine) == MYSQL:
+            layout = _stay_in_database(layout)
         self.layout = layout
         self.name = name or layout.name
         #: The dialect *family* (``sqlite``, ``postgresql``, ``mysql`` for MySQL and MariaDB, ``other``):

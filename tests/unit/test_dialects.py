@@ -159,3 +159,41 @@ def test_scan_and_read_only_check_under_both_names(maria_with_decoy, drivername,
             assert c.execute(select(literal_column("DATABASE()"))).scalar() == make_url(url).database
     finally:
         eng.dispose()
+
+
+@pytest.mark.parametrize("drivername", DIALECT_NAMES)
+def test_preset_schema_is_not_another_database(maria_with_decoy, drivername):
+    """pg-boss's preset names the PostgreSQL schema ``pgboss``; on MySQL/MariaDB that would be another
+    database on the server. The tables are read from the database the URL names."""
+    from sqlalchemy import JSON, BigInteger, Column, DateTime, Integer, MetaData, String, Table
+    url, _decoy = maria_with_decoy
+    md = MetaData()
+    Table("job", md, Column("id", String(36), primary_key=True), Column("name", String(64)),
+          Column("singleton_key", String(64)), Column("state", String(16)), Column("created_on", DateTime),
+          Column("started_on", DateTime), Column("completed_on", DateTime), Column("retry_count", Integer),
+          Column("data", JSON), Column("output", JSON))
+    w = create_engine(url)
+    n = NOW.replace(tzinfo=None)
+    load(w, md, {"job": [
+        {"id": "j1", "name": "mail", "singleton_key": "Order-1", "state": "completed", "created_on": n,
+         "retry_count": 0},
+        {"id": "j2", "name": "mail", "singleton_key": "order-1", "state": "completed", "created_on": n,
+         "retry_count": 0},
+        {"id": "j3", "name": "mail", "singleton_key": None, "state": "active", "created_on": n,
+         "started_on": n - timedelta(hours=1), "retry_count": 0}]})
+    w.dispose()
+    eng = open_engine(_as(url, drivername))
+    try:
+        led = Ledger(eng, load_preset("pg-boss"))
+        assert led.layout.schema is None
+        assert sorted(o.key for o in led.page(limit=10).rows) == ["#j3", "Order-1", "order-1"]
+        from idemview.findings.engine import FindingEngine
+        got = {(f.kind.value, f.key) for f in FindingEngine(led, NOW).run()}
+        assert not any(k == "duplicate_effect" for k, _ in got)   # keys differing in case: two operations
+        # a schema the user wrote into their own layout is theirs to name
+        from dataclasses import replace
+        from idemview.ledger.reader import _stay_in_database
+        mine = replace(load_preset("pg-boss"), name="my-boss")
+        assert _stay_in_database(mine).schema == "pgboss"
+    finally:
+        eng.dispose()
