@@ -33,7 +33,7 @@ from idemview.domain.model import Attempt, Operation, Outcome, Payload, Status
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
 from idemview.ledger.rawtext import LedgerText
 from idemview.ledger.sqlx import (
-    as_text, epoch_seconds, exact_text, hex_text, json_text, stored_int, time_after, time_before,
+    as_text, epoch_seconds, exact_text, hex_text, is_binary, json_text, stored_int, time_after, time_before,
 )
 from idemview.ledger.times import decode_time, from_epoch
 
@@ -255,6 +255,14 @@ class Ledger:
     def _text(self, col) -> ColumnElement:
         return col if _is_text(col) else as_text(col)
 
+    def _ident(self, col) -> ColumnElement:
+        """An identity column (key, scope, reference) as text compared exactly. MySQL/MariaDB bytes
+        (a VARBINARY key) are compared as bytes: CAST(... AS CHAR) would turn bytes that are not UTF-8
+        into '?', and no lookup could find them again."""
+        if self.dialect == MYSQL and is_binary(col):
+            return self._exact(col)
+        return self._exact(self._text(col))
+
     def _exact(self, expr) -> ColumnElement:
         """Identity values (keys, scopes, references, fingerprints) compared byte for byte: MySQL and
         MariaDB's default collations would merge 'Order-1' with 'order-1', 'café' with 'cafe' and
@@ -284,6 +292,8 @@ class Ledger:
             return literal_column("''")
         parts = [func.coalesce(self._text(c), literal_column("''")) if len(cols) > 1 else self._text(c)
                  for c in cols]
+        if len(cols) == 1 and self.dialect == MYSQL and is_binary(cols[0]):
+            return self._ident(cols[0])
         out = parts[0]
         for p in parts[1:]:
             out = out.op("||")(literal_column("'/'")).op("||")(p) if self.dialect != MYSQL else \
@@ -370,7 +380,7 @@ class Ledger:
             return hex_text(col)
         if vs.json_path:
             return self._exact(json_text(col, vs.json_path))
-        return self._exact(self._text(col))
+        return self._ident(col)
 
     def _build(self):
         lay, t = self.layout, self.ops
@@ -431,8 +441,8 @@ class Ledger:
             if tc:
                 self.att_time[k] = (t.c[tc.column], tc)
         self.att_epoch = {k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.att_time.items()}
-        self.att_effect = self._exact(self._text(t.c[a.effect_ref])) if a.effect_ref else null()
-        self.att_fingerprint = self._exact(self._text(t.c[a.fingerprint])) if a.fingerprint else null()
+        self.att_effect = self._ident(t.c[a.effect_ref]) if a.effect_ref else null()
+        self.att_fingerprint = self._ident(t.c[a.fingerprint]) if a.fingerprint else null()
         self.att_error = t.c[a.error] if a.error else null()
         self.att_worker = self._text(t.c[a.worker]) if a.worker else null()
         # When attempts join on all key and scope columns, scope/key can be read from the attempts

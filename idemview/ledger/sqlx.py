@@ -25,6 +25,7 @@ from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
 from idemview.layouts.layout import TimeColumn
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family, not_supported
+from idemview.ledger.rawtext import RawText, decode_text
 
 UTC = timezone.utc
 
@@ -249,11 +250,14 @@ class _Utf8Bytes(TypeDecorator):
     cache_ok = True
 
     def process_bind_param(self, value, dialect):
+        if isinstance(value, RawText):
+            return value.raw
         return value.encode("utf-8") if isinstance(value, str) else value
 
     def process_result_value(self, value, dialect):
+        # Bytes that are not UTF-8 (a VARBINARY key) stay exact: RawText, bound back as those bytes.
         if isinstance(value, (bytes, bytearray, memoryview)):
-            return bytes(value).decode("utf-8", "replace")
+            return decode_text(bytes(value))
         return value
 
 
@@ -274,10 +278,37 @@ def _exact_text(el, compiler, **kw):
     return a
 
 
+class _ExactBinary(_ExactText):
+    inherit_cache = True
+    name = "exact_binary"
+
+
+@compiles(_ExactBinary)
+def _exact_binary(el, compiler, **kw):
+    (arg,) = list(el.clauses)
+    a = compiler.process(arg, **kw)
+    # Already bytes (VARBINARY, BLOB): no CONVERT, which would turn bytes that are not UTF-8 into '?'.
+    return f"CAST({a} AS BINARY)" if family(compiler.dialect) == MYSQL else a
+
+
+def is_binary(expr: ColumnElement) -> bool:
+    """``expr`` is typed as bytes (BINARY, VARBINARY, BLOB, bytea)."""
+    t = getattr(expr, "type", None)
+    if isinstance(t, TypeDecorator):
+        t = t.impl_instance
+    if isinstance(t, LargeBinary):
+        return True
+    try:
+        return t is not None and t.python_type is bytes
+    except NotImplementedError:
+        return False
+
+
 def exact_text(expr: ColumnElement) -> ColumnElement:
     """``expr`` compared exactly (byte for byte) on MySQL/MariaDB, whose default collations are case-,
-    accent- and trailing-space-insensitive; unchanged elsewhere. Values still arrive as ``str``."""
-    return _ExactText(expr)
+    accent- and trailing-space-insensitive; unchanged elsewhere. Values still arrive as ``str`` (a
+    :class:`~idemview.ledger.rawtext.RawText` for bytes that are not UTF-8)."""
+    return _ExactBinary(expr) if is_binary(expr) else _ExactText(expr)
 
 
 class _StoredInt(FunctionElement):

@@ -221,3 +221,31 @@ def test_zero_dates_are_unknown_times(mysql_url, drivername, capsys):
         assert len(led.page(limit=10, sort="updated_at").rows) == 5
     finally:
         eng.dispose()
+
+
+@pytest.mark.parametrize("drivername", ["mysql+pymysql", "mariadb+pymysql"])
+def test_binary_key_that_is_not_utf8_on_mysql(mysql_url, drivername):
+    """A VARBINARY key holding bytes that are not UTF-8 is shown escaped and found again exactly (it
+    used to be decoded with U+FFFD replacement characters, so no lookup could match it)."""
+    from sqlalchemy.engine import make_url
+    w = create_engine(mysql_url)
+    _clear(w)
+    reference_metadata().create_all(w)
+    with w.begin() as c:
+        for t in ("operations", "attempts"):
+            c.execute(text(f"ALTER TABLE {t} MODIFY idempotency_key VARBINARY(128) NOT NULL"))
+        c.execute(text(_op_sql(1, BAD)))
+        c.execute(text(_op_sql(2, "X'FFFE42'")))
+        c.execute(text(_att_sql(1, BAD, 1, effect="'ch_1'")))
+        c.execute(text(_att_sql(2, "X'FFFE42'", 1, effect="'ch_2'")))
+    w.dispose()
+    eng = open_engine(make_url(mysql_url).set(drivername=drivername))
+    try:
+        led = Ledger(eng, load_preset("idemview"))
+        rows = led.page(limit=10, sort="key").rows
+        assert [str(o.key) for o in rows] == [SHOWN, "\\xff\\xfeB"]
+        assert [r.row_id for r in led.records("shop", rows[0].key)] == [1]
+        assert [a.effect_ref for a in led.attempts("shop", rows[1].key)] == ["ch_2"]
+        assert not [f for f in FindingEngine(led, NOW).run() if f.kind.value == "duplicate_effect"]
+    finally:
+        eng.dispose()
