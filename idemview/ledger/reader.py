@@ -274,7 +274,10 @@ class Ledger:
         if self.dialect == POSTGRESQL and type(getattr(expr, "type", None)).__name__.upper() == "CITEXT":
             return cast(expr, sqltypes.Text())
         if self.dialect == SQLITE:
-            return type_coerce(expr, LedgerText())
+            # COLLATE BINARY: a column declared NOCASE or RTRIM would otherwise compare loosely; on the
+            # usual BINARY columns it changes nothing and their indexes still serve (query plans
+            # checked: lookups, joins and the (scope, key) grouping).
+            return type_coerce(expr.collate("BINARY"), LedgerText())
         return expr
 
     def _same(self, a, b) -> ColumnElement:
@@ -284,6 +287,8 @@ class Ledger:
             return and_(plain, exact_text(a) == exact_text(b))
         if self.dialect == POSTGRESQL and "CITEXT" in (type(a.type).__name__.upper(), type(b.type).__name__.upper()):
             return and_(plain, cast(a, sqltypes.Text()) == cast(b, sqltypes.Text()))
+        if self.dialect == SQLITE:
+            return a.collate("BINARY") == b
         return plain
 
     def _joined(self, cols) -> ColumnElement:

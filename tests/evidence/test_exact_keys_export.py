@@ -95,3 +95,40 @@ def test_no_finding_and_one_timeline_per_key(ledger_url):
         assert led.counts() == (4, 4)
     finally:
         eng.dispose()
+
+
+def test_sqlite_nocase_and_rtrim_columns_compare_exactly(tmp_path, capsys):
+    """SQLite columns declared COLLATE NOCASE / RTRIM behave like MariaDB's default collation: keys are
+    still compared byte for byte in the attempts join, the filters and the findings."""
+    from sqlalchemy import text
+    path = tmp_path / "nocase.db"
+    w = create_engine(f"sqlite:///{path}")
+    reference_metadata().create_all(w)
+    with w.begin() as c:
+        for t in ("operations", "attempts"):
+            # same table, keys now declared case- and trailing-space-insensitive
+            cols = [r[1] for r in c.execute(text(f"PRAGMA table_info({t})"))]
+            c.execute(text(f"ALTER TABLE {t} RENAME TO {t}_old"))
+            ddl = ", ".join(f"{n} TEXT COLLATE NOCASE" if n == "idempotency_key" else
+                            f"{n} TEXT COLLATE RTRIM" if n == "scope" else n for n in cols)
+            c.execute(text(f"CREATE TABLE {t} ({ddl})"))
+            c.execute(text(f"DROP TABLE {t}_old"))
+        ops, atts = _rows()
+        md = reference_metadata()
+        c.execute(insert(md.tables["operations"]), ops)
+        c.execute(insert(md.tables["attempts"]), atts)
+    w.dispose()
+    out = tmp_path / "att.csv"
+    assert main(["export", str(path), "--layout", "idemview", "--rows", "attempts", "--scope", "shop",
+                 "--now", "2026-11-30T12:00:00Z", "--out", str(out)]) == 0
+    capsys.readouterr()
+    with open(out, newline="", encoding="utf-8") as f:
+        assert sorted(r["idempotency_key"] for r in csv.DictReader(f)) == sorted(KEYS)
+    eng = open_engine(str(path))
+    try:
+        led = Ledger(eng, load_preset("idemview"))
+        assert [f for f in FindingEngine(led, NOW).run() if f.kind.value == "duplicate_effect"] == []
+        for i, k in enumerate(KEYS, 1):
+            assert [r.row_id for r in led.records("shop", k)] == [i], k
+    finally:
+        eng.dispose()
