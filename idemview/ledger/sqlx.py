@@ -7,8 +7,11 @@
 - :func:`json_text` extracts a scalar at a JSON path as text, NULL when the cell is not valid JSON
   (where the engine can tell: SQLite ``json_valid``, MySQL/MariaDB ``JSON_VALID``).
 
-Engines handled natively: SQLite, PostgreSQL, MySQL/MariaDB. Other dialects get a generic form (ANSI
-``EXTRACT(EPOCH ...)``) that most engines accept.
+Engines handled natively: SQLite, PostgreSQL, MySQL/MariaDB. Each construct has one compile handler that
+dispatches by dialect *family* (:mod:`idemview.ledger.dialects`), so the ``mariadb`` dialect name gets
+MySQL's SQL; an unknown dialect gets the portable (ANSI / SQL:2016) form where there is one and
+:class:`~idemview.ledger.dialects.DialectNotSupported` where there is none (turning a timestamp into
+seconds), never another engine's SQL.
 """
 
 from __future__ import annotations
