@@ -322,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, DBAPIError):
             print(f"idemview: the database refused a query: {short_error(e)}", file=sys.stderr)
             return EXIT_USAGE
+        from idemview.ledger.dialects import DialectNotSupported
+        if isinstance(e, DialectNotSupported):  # an engine idemview has no SQL for: say so plainly
+            print(f"idemview: {redact(str(e))}", file=sys.stderr)
+            return EXIT_USAGE
         print(f"idemview: unexpected error: {type(e).__name__}: {redact(str(e))[:300]}", file=sys.stderr)
         return EXIT_USAGE
 

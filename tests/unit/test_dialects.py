@@ -197,3 +197,17 @@ def test_preset_schema_is_not_another_database(maria_with_decoy, drivername):
         assert _stay_in_database(mine).schema == "pgboss"
     finally:
         eng.dispose()
+
+
+def test_cli_says_not_supported_in_one_line(monkeypatch, capsys):
+    import idemview.cli as cli
+    from idemview.ledger.dialects import not_supported
+
+    def boom(args):
+        raise not_supported(mssql.dialect(), "computing times in SQL")
+
+    monkeypatch.setattr(cli, "cmd_scan", boom)
+    assert main(["scan", "whatever.db"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("idemview: computing times in SQL is not supported on the 'mssql' dialect "
+                   "(idemview speaks SQLite, PostgreSQL and MySQL/MariaDB)\n")
