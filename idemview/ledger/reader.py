@@ -677,7 +677,7 @@ class Ledger:
             out = []
             for r in rows:
                 m = r._mapping
-                at = Attempt(scope=scope, key=key, number=m["number"], raw_outcome=m["raw_outcome"],
+                at = Attempt(scope=scope, key=key, number=stored_number(m["number"]), raw_outcome=m["raw_outcome"],
                              effect_ref=m["effect_ref"], worker=m["worker"],
                              error=_short_text(m["error"]))
                 try:

@@ -21,7 +21,9 @@ import operator
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import and_, BigInteger, DateTime, Float, Integer, LargeBinary, String, cast, literal, literal_column, type_coerce
+from sqlalchemy import (
+    BigInteger, DateTime, Float, Integer, LargeBinary, String, and_, cast, literal, literal_column, type_coerce,
+)
 from sqlalchemy.types import TypeDecorator
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
