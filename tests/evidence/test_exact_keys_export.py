@@ -132,3 +132,36 @@ def test_sqlite_nocase_and_rtrim_columns_compare_exactly(tmp_path, capsys):
             assert [r.row_id for r in led.records("shop", k)] == [i], k
     finally:
         eng.dispose()
+
+
+def test_postgresql_citext_keys_compare_exactly(pg_url, tmp_path, capsys):
+    """PostgreSQL's ``citext`` is case-insensitive by design: keys in citext columns are compared as
+    ``text`` (exactly) in the attempts join, filters and findings."""
+    from sqlalchemy import text
+    w = create_engine(pg_url)
+    _clear(w)
+    md = reference_metadata()
+    md.create_all(w)
+    with w.begin() as c:
+        c.execute(text("CREATE EXTENSION IF NOT EXISTS citext"))
+        for t in ("operations", "attempts"):
+            c.execute(text(f"ALTER TABLE {t} ALTER COLUMN idempotency_key TYPE citext"))
+        ops, atts = _rows()
+        c.execute(insert(md.tables["operations"]), ops)
+        c.execute(insert(md.tables["attempts"]), atts)
+    w.dispose()
+    out = tmp_path / "att.csv"
+    assert main(["export", pg_url, "--layout", "idemview", "--rows", "attempts", "--key", "rder",
+                 "--now", "2026-11-30T12:00:00Z", "--out", str(out)]) == 0
+    capsys.readouterr()
+    with open(out, newline="", encoding="utf-8") as f:
+        assert sorted(r["idempotency_key"] for r in csv.DictReader(f)) == sorted(KEYS[:2])
+    eng = open_engine(pg_url)
+    try:
+        led = Ledger(eng, load_preset("idemview"))
+        assert [f for f in FindingEngine(led, NOW).run() if f.kind.value == "duplicate_effect"] == []
+        for i, k in enumerate(KEYS, 1):
+            assert [r.row_id for r in led.records("shop", k)] == [i], k
+            assert [a.effect_ref for a in led.attempts("shop", k)] == [f"ch_{i}"], k
+    finally:
+        eng.dispose()
