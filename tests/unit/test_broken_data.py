@@ -186,7 +186,7 @@ def test_zero_dates_are_unknown_times(mysql_url, drivername, capsys):
     """``0000-00-00 00:00:00`` in Celery's date_done (sql_mode=''): no stuck or expired finding, no
     "(None)" in any explanation, and Python reads no value, exactly as for NULL."""
     from sqlalchemy.engine import make_url
-    from tests.test_presets_core import cel_row, celery_md
+    from tests.presets.test_planted_stripe_powertools_celery import cel_row, celery_md
     w = create_engine(mysql_url)
     _clear(w)
     celery_md().create_all(w)
