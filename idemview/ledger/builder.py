@@ -50,8 +50,8 @@ from sqlalchemy.engine import Engine
 
 from idemview.config import config_dir
 from idemview.domain.model import Status
-from idemview.ledger.dialects import POSTGRESQL, family
 from idemview.layouts.draft import LayoutDraft, build_layout, layout_text, model_from_layout
+from idemview.ledger.dialects import POSTGRESQL, family
 
 __all__ = [
     "ColumnInfo",

@@ -34,8 +34,7 @@ from sqlalchemy.exc import CompileError
 SQLITE, POSTGRESQL, MYSQL, OTHER = "sqlite", "postgresql", "mysql", "other"
 
 #: Backend names SQLAlchemy gives each family (``URL.get_backend_name()``, ``dialect.name``).
-_BY_NAME = {"sqlite": SQLITE, "postgresql": POSTGRESQL, "postgres": POSTGRESQL, "mysql": MYSQL,
-            "mariadb": MYSQL}
+_BY_NAME = {"sqlite": SQLITE, "postgresql": POSTGRESQL, "postgres": POSTGRESQL, "mysql": MYSQL, "mariadb": MYSQL}
 
 #: Human names for messages.
 TITLES = {SQLITE: "SQLite", POSTGRESQL: "PostgreSQL", MYSQL: "MySQL/MariaDB"}
@@ -114,4 +113,5 @@ def not_supported(x: Any, what: str) -> DialectNotSupported:
     """The error for a construct (``what``, plain words) idemview cannot express on ``x``'s dialect."""
     return DialectNotSupported(
         f"{what} is not supported on the {dialect_name(x)!r} dialect "
-        f"(idemview speaks SQLite, PostgreSQL and MySQL/MariaDB)")
+        f"(idemview speaks SQLite, PostgreSQL and MySQL/MariaDB)"
+    )

@@ -31,7 +31,7 @@ class RawText(str):
     __slots__ = ("raw",)
     raw: bytes
 
-    def __new__(cls, raw: bytes) -> "RawText":
+    def __new__(cls, raw: bytes) -> RawText:
         raw = bytes(raw)
         self = super().__new__(cls, raw.decode("utf-8", "backslashreplace"))
         self.raw = raw
@@ -54,10 +54,10 @@ class RawText(str):
     def __reduce__(self):
         return (RawText, (self.raw,))
 
-    def __copy__(self) -> "RawText":
+    def __copy__(self) -> RawText:
         return self
 
-    def __deepcopy__(self, memo) -> "RawText":
+    def __deepcopy__(self, memo) -> RawText:
         return self
 
     def __repr__(self) -> str:

@@ -24,29 +24,31 @@ from idemview.layouts.layout import load_preset
 from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
 from idemview.services.demo import reference_metadata
-
 from tests.conftest import ANCHOR, _clear
 
 NOW = ANCHOR
-BAD = "X'FFFE41'"              # b'\xff\xfeA': not UTF-8
-SHOWN = "\\xff\\xfeA"          # how it is shown: the bytes escaped
+BAD = "X'FFFE41'"  # b'\xff\xfeA': not UTF-8
+SHOWN = "\\xff\\xfeA"  # how it is shown: the bytes escaped
 
 
 def _ts(t: datetime) -> str:
     return t.replace(tzinfo=None).isoformat(sep=" ")
 
 
-def _op_sql(i, key, *, scope="'shop'", status="'succeeded'", count="1", created=None, kind="'charge'",
-            effect="NULL"):
+def _op_sql(i, key, *, scope="'shop'", status="'succeeded'", count="1", created=None, kind="'charge'", effect="NULL"):
     created = created or NOW - timedelta(hours=1)
-    return (f"INSERT INTO operations (id, scope, idempotency_key, kind, status, attempt_count, created_at, "
-            f"effect_ref) VALUES ({i}, {scope}, {key}, {kind}, {status}, {count}, '{_ts(created)}', {effect})")
+    return (
+        f"INSERT INTO operations (id, scope, idempotency_key, kind, status, attempt_count, created_at, "
+        f"effect_ref) VALUES ({i}, {scope}, {key}, {kind}, {status}, {count}, '{_ts(created)}', {effect})"
+    )
 
 
 def _att_sql(i, key, n, *, scope="'shop'", outcome="'succeeded'", effect="NULL"):
     started = _ts(NOW - timedelta(minutes=50 - i))
-    return (f"INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, outcome, effect_ref) "
-            f"VALUES ({i}, {scope}, {key}, {n}, '{started}', {outcome}, {effect})")
+    return (
+        f"INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, outcome, effect_ref) "
+        f"VALUES ({i}, {scope}, {key}, {n}, '{started}', {outcome}, {effect})"
+    )
 
 
 @pytest.fixture
@@ -59,12 +61,12 @@ def bad_utf8(sqlite_db):
     with w.begin() as c:
         for sql in [
             _op_sql(1, "'ok-1'"),
-            _op_sql(2, bad),                                    # undecodable key
-            _op_sql(3, "'text-key'", scope=bad),                # undecodable scope
-            _op_sql(4, "'odd-status'", status=bad),             # undecodable status
-            _op_sql(5, "'" + SHOWN + "'"),                      # the escapes as plain text
+            _op_sql(2, bad),  # undecodable key
+            _op_sql(3, "'text-key'", scope=bad),  # undecodable scope
+            _op_sql(4, "'odd-status'", status=bad),  # undecodable status
+            _op_sql(5, "'" + SHOWN + "'"),  # the escapes as plain text
             _att_sql(1, bad, 1, effect="'ch_1'"),
-            _att_sql(2, bad, 2, effect="'ch_2'"),               # two successes: duplicate_effect
+            _att_sql(2, bad, 2, effect="'ch_2'"),  # two successes: duplicate_effect
             _att_sql(3, "'text-key'", 1, scope=bad),
             _att_sql(4, "'odd-status'", 1, outcome=bad),
             _att_sql(5, "'" + SHOWN + "'", 1),
@@ -78,12 +80,12 @@ def test_undecodable_text_is_read_shown_escaped_and_looked_up(bad_utf8):
     try:
         led = Ledger(eng, load_preset("idemview"))
         page = led.page(limit=50, sort="key")
-        assert len(page.rows) == 5                               # used to be 0: the whole page failed
+        assert len(page.rows) == 5  # used to be 0: the whole page failed
         keys = {str(o.key) for o in page.rows}
         assert keys == {"ok-1", SHOWN, "text-key", "odd-status"}  # two keys show the same text...
         raw = next(o for o in page.rows if o.row_id == 2)
         plain = next(o for o in page.rows if o.row_id == 5)
-        assert raw.key != plain.key and len({raw.key, plain.key}) == 2   # ...and are different keys
+        assert raw.key != plain.key and len({raw.key, plain.key}) == 2  # ...and are different keys
         assert str(next(o for o in page.rows if o.row_id == 3).scope) == SHOWN
         odd = next(o for o in page.rows if o.row_id == 4)
         assert str(odd.raw_status) == SHOWN and odd.status.value == "unknown"
@@ -114,34 +116,49 @@ def test_undecodable_text_is_read_shown_escaped_and_looked_up(bad_utf8):
 
 
 def test_undecodable_text_scan_and_export(bad_utf8, tmp_path, capsys):
-    assert main(["scan", bad_utf8, "--layout", "idemview", "--now", "2026-11-30T12:00:00Z",
-                 "--format", "json"]) == 0
+    assert main(["scan", bad_utf8, "--layout", "idemview", "--now", "2026-11-30T12:00:00Z", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["operations"] == 5 and doc["attempts"] == 5
     assert [f["key"] for f in doc["findings"] if f["kind"] == "duplicate_effect"] == [SHOWN]
     for rows, n in (("operations", 5), ("attempts", 5), ("findings", None)):
         out = tmp_path / f"{rows}.csv"
-        assert main(["export", bad_utf8, "--layout", "idemview", "--now", "2026-11-30T12:00:00Z",
-                     "--rows", rows, "--out", str(out)]) == 0, capsys.readouterr().err
+        assert (
+            main(
+                [
+                    "export",
+                    bad_utf8,
+                    "--layout",
+                    "idemview",
+                    "--now",
+                    "2026-11-30T12:00:00Z",
+                    "--rows",
+                    rows,
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        ), capsys.readouterr().err
         capsys.readouterr()
         with open(out, newline="", encoding="utf-8") as f:
             got = list(csv.DictReader(f))
         if n is not None:
             assert len(got) == n
-        assert any(SHOWN in (r.get("idempotency_key") or "") or SHOWN in (r.get("scope") or "")
-                   for r in got)
+        assert any(SHOWN in (r.get("idempotency_key") or "") or SHOWN in (r.get("scope") or "") for r in got)
         manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
         assert manifest["row_count"] == len(got)
     # a filtered attempts export (the join of attempts to operations) keeps undecodable keys exact
     out = tmp_path / "one.csv"
-    assert main(["export", bad_utf8, "--layout", "idemview", "--rows", "attempts", "--key", "-",
-                 "--out", str(out)]) == 0
+    assert (
+        main(["export", bad_utf8, "--layout", "idemview", "--rows", "attempts", "--key", "-", "--out", str(out)]) == 0
+    )
     capsys.readouterr()
     with open(out, newline="", encoding="utf-8") as f:
         assert sorted(r["idempotency_key"] for r in csv.DictReader(f)) == ["odd-status", "text-key"]
 
 
 # ------------------------------------------------------------------------- values of a wrong type
+
 
 def test_attempt_count_is_shown_as_stored(sqlite_db, tmp_path, capsys):
     """SQLite keeps 'many' and 1e20 in an INTEGER column; CAST made them 0 and 9223372036854775807."""
@@ -161,13 +178,12 @@ def test_attempt_count_is_shown_as_stored(sqlite_db, tmp_path, capsys):
         assert by["k-seven"].attempt_count == 7
         assert [a.number for a in led.attempts("shop", "k-many")] == ["first"]
         storms = {f.key for f in FindingEngine(led, NOW).run() if f.kind.value == "retry_storm"}
-        assert storms == {"k-seven"}             # an unknown count is no storm; 7 > 5 is
+        assert storms == {"k-seven"}  # an unknown count is no storm; 7 > 5 is
         assert led.page(limit=10, sort="attempt_count").rows  # sorting by a mixed column works
     finally:
         eng.dispose()
     out = tmp_path / "ops.csv"
-    assert main(["export", path, "--layout", "idemview", "--out", str(out), "--now",
-                 "2026-11-30T12:00:00Z"]) == 0
+    assert main(["export", path, "--layout", "idemview", "--out", str(out), "--now", "2026-11-30T12:00:00Z"]) == 0
     with open(out, newline="", encoding="utf-8") as f:
         cells = {r["idempotency_key"]: r["attempt_count"] for r in csv.DictReader(f)}
     assert cells["k-many"] == "many"
@@ -181,21 +197,29 @@ def test_attempt_count_is_shown_as_stored(sqlite_db, tmp_path, capsys):
 
 # ------------------------------------------------------------------------------- MariaDB zero dates
 
+
 @pytest.mark.parametrize("drivername", ["mysql+pymysql", "mariadb+pymysql"])
 def test_zero_dates_are_unknown_times(mysql_url, drivername, capsys):
     """``0000-00-00 00:00:00`` in Celery's date_done (sql_mode=''): no stuck or expired finding, no
     "(None)" in any explanation, and Python reads no value, exactly as for NULL."""
     from sqlalchemy.engine import make_url
+
     from tests.presets.test_planted_stripe_powertools_celery import cel_row, celery_md
+
     w = create_engine(mysql_url)
     _clear(w)
     celery_md().create_all(w)
-    rows = [cel_row(1, "zero-date-started", "STARTED", NOW), cel_row(2, "zero-date-success", "SUCCESS", NOW),
-            cel_row(3, "zero-month", "STARTED", NOW), cel_row(4, "real-stuck", "STARTED", NOW - timedelta(hours=3)),
-            cel_row(5, "null-date", "STARTED", NOW)]
+    rows = [
+        cel_row(1, "zero-date-started", "STARTED", NOW),
+        cel_row(2, "zero-date-success", "SUCCESS", NOW),
+        cel_row(3, "zero-month", "STARTED", NOW),
+        cel_row(4, "real-stuck", "STARTED", NOW - timedelta(hours=3)),
+        cel_row(5, "null-date", "STARTED", NOW),
+    ]
     with w.connect() as c:
         c.execute(text("SET SESSION sql_mode = ''"))
         from sqlalchemy import insert
+
         c.execute(insert(celery_md().tables["celery_taskmeta"]), rows)
         c.execute(text("UPDATE celery_taskmeta SET date_done = '0000-00-00 00:00:00' WHERE id IN (1, 2)"))
         c.execute(text("UPDATE celery_taskmeta SET date_done = '2026-00-00 00:00:00' WHERE id = 3"))
@@ -228,6 +252,7 @@ def test_binary_key_that_is_not_utf8_on_mysql(mysql_url, drivername):
     """A VARBINARY key holding bytes that are not UTF-8 is shown escaped and found again exactly (it
     used to be decoded with U+FFFD replacement characters, so no lookup could match it)."""
     from sqlalchemy.engine import make_url
+
     w = create_engine(mysql_url)
     _clear(w)
     reference_metadata().create_all(w)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import csv
 import tempfile
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
 from idemview.domain.filters import Filter
@@ -21,21 +22,67 @@ from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
 from idemview.services.demo import reference_metadata
 from idemview.services.session import SharedMasker, fetch_page, load_detail
-
 from tests.conftest import ANCHOR
 
-OP_TEXT = ("scope", "idempotency_key", "kind", "status", "request_hash", "intent_ref", "effect_ref",
-           "created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at", "expires_at",
-           "request_body", "response_body", "error", "attempt_count")
-ATT_TEXT = ("scope", "idempotency_key", "started_at", "finished_at", "outcome", "request_hash", "effect_ref",
-            "worker", "error", "attempt_no")
+OP_TEXT = (
+    "scope",
+    "idempotency_key",
+    "kind",
+    "status",
+    "request_hash",
+    "intent_ref",
+    "effect_ref",
+    "created_at",
+    "updated_at",
+    "completed_at",
+    "locked_at",
+    "lock_expires_at",
+    "expires_at",
+    "request_body",
+    "response_body",
+    "error",
+    "attempt_count",
+)
+ATT_TEXT = (
+    "scope",
+    "idempotency_key",
+    "started_at",
+    "finished_at",
+    "outcome",
+    "request_hash",
+    "effect_ref",
+    "worker",
+    "error",
+    "attempt_no",
+)
 NOT_NULL = {"scope", "idempotency_key", "status", "outcome", "attempt_count", "attempt_no"}
 
 # Bytes worth trying: arbitrary ones, plus fragments that look like real values (valid and broken
 # UTF-8, ISO times, JSON, numbers, the escaped spelling of bytes) so that keys collide and times parse.
-_SEEDS = [b"", b"k", b"K", b"k ", b"\xff\xfeA", b"\\xff\\xfeA", b"succeeded", b"running", b"failed",
-          b"2026-11-30 11:00:00", b"2026-11-30T10:00:00Z", b"0000-00-00 00:00:00", b"{\"a\": 1}", b"[1,",
-          b"7", b"many", b"1e20", b"-1", b"caf\xc3\xa9", b"caf\xe9", b"\x00", b"\xed\xa0\x80"]
+_SEEDS = [
+    b"",
+    b"k",
+    b"K",
+    b"k ",
+    b"\xff\xfeA",
+    b"\\xff\\xfeA",
+    b"succeeded",
+    b"running",
+    b"failed",
+    b"2026-11-30 11:00:00",
+    b"2026-11-30T10:00:00Z",
+    b"0000-00-00 00:00:00",
+    b'{"a": 1}',
+    b"[1,",
+    b"7",
+    b"many",
+    b"1e20",
+    b"-1",
+    b"caf\xc3\xa9",
+    b"caf\xe9",
+    b"\x00",
+    b"\xed\xa0\x80",
+]
 cell = st.one_of(st.none(), st.sampled_from(_SEEDS), st.binary(max_size=10))
 op_row = st.fixed_dictionaries({c: cell for c in OP_TEXT})
 att_row = st.fixed_dictionaries({c: cell for c in ATT_TEXT})
@@ -57,8 +104,7 @@ def _write(path: Path, ops: list[dict], atts: list[dict]) -> None:
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(op_row, min_size=1, max_size=4), atts=st.lists(att_row, max_size=4),
-       link=st.booleans())
+@given(ops=st.lists(op_row, min_size=1, max_size=4), atts=st.lists(att_row, max_size=4), link=st.booleans())
 def test_arbitrary_bytes_never_abort(ops, atts, link):
     if link:  # attempts of the first operation, so joins and per-key findings see the odd bytes
         for a in atts:
@@ -69,7 +115,7 @@ def test_arbitrary_bytes_never_abort(ops, atts, link):
         eng = open_engine(str(path))
         try:
             led = Ledger(eng, load_preset("idemview"))
-            now = ANCHOR.astimezone(timezone.utc)
+            now = ANCHOR.astimezone(UTC)
             findings = FindingEngine(led, now).run()
             assert led.counts() == (len(ops), len(atts))
             masker = SharedMasker()

@@ -23,7 +23,6 @@ from idemview.ledger.dialects import POSTGRESQL, family
 from idemview.services.cancel import CancelToken
 from idemview.services.demo import generate
 from idemview.services.session import OpenSpec, SharedMasker, fetch_page, open_ledger
-
 from tests.conftest import ANCHOR, _clear
 
 NOW_ARG = "2026-11-30T12:00:00Z"
@@ -57,7 +56,7 @@ class Killer:
             else:
                 cur.execute(f"KILL CONNECTION {int(ident)}")
                 gone = f"SELECT count(*) FROM information_schema.processlist WHERE id = {int(ident)}"
-            for _ in range(100):   # until the server has dropped it (bounded: 10 s)
+            for _ in range(100):  # until the server has dropped it (bounded: 10 s)
                 cur.execute(gone)
                 if cur.fetchone()[0] == 0:
                     break
@@ -96,8 +95,7 @@ def test_session_ended_mid_page(server_ledger):
     opened = open_ledger(OpenSpec(url, "t", layout="idemview"), CancelToken())
     masker = SharedMasker()
     try:
-        rows, cursor = fetch_page(opened.ledger, masker, Filter(), "created_at", False, None, 50,
-                                  ANCHOR, None)
+        rows, cursor = fetch_page(opened.ledger, masker, Filter(), "created_at", False, None, 50, ANCHOR, None)
         assert len(rows) == 50
         killer.armed = True
         with pytest.raises(DBAPIError) as ei:
@@ -120,10 +118,11 @@ def test_session_ended_mid_page(server_ledger):
 def test_session_ended_mid_scan(server_ledger, monkeypatch, capsys):
     url, killer = server_ledger
     from idemview.findings.engine import FindingEngine
+
     run = FindingEngine.run
 
     def armed_run(self, *a, **kw):
-        killer.nth, killer.seen, killer.armed = 3, 0, True   # the third findings statement
+        killer.nth, killer.seen, killer.armed = 3, 0, True  # the third findings statement
         return run(self, *a, **kw)
 
     monkeypatch.setattr(FindingEngine, "run", armed_run)
@@ -140,6 +139,7 @@ def test_session_ended_mid_scan(server_ledger, monkeypatch, capsys):
 def test_session_ended_mid_export(server_ledger, rows, tmp_path, monkeypatch, capsys):
     url, killer = server_ledger
     import idemview.evidence.plan as plan
+
     write = plan.write_evidence
 
     def armed_write(*a, **kw):
@@ -149,14 +149,12 @@ def test_session_ended_mid_export(server_ledger, rows, tmp_path, monkeypatch, ca
 
     monkeypatch.setattr(plan, "write_evidence", armed_write)
     out = tmp_path / "out.csv"
-    assert main(["export", url, "--layout", "idemview", "--now", NOW_ARG, "--rows", rows,
-                 "--out", str(out)]) == 3
+    assert main(["export", url, "--layout", "idemview", "--now", NOW_ARG, "--rows", rows, "--out", str(out)]) == 3
     cap = capsys.readouterr()
     assert killer.killed == 1
     _one_line_no_traceback(cap.err)
     assert not out.exists() and not (tmp_path / "out.csv.manifest.json").exists()
     monkeypatch.setattr(plan, "write_evidence", write)
-    assert main(["export", url, "--layout", "idemview", "--now", NOW_ARG, "--rows", rows,
-                 "--out", str(out)]) == 0
+    assert main(["export", url, "--layout", "idemview", "--now", NOW_ARG, "--rows", rows, "--out", str(out)]) == 0
     capsys.readouterr()
     assert out.exists() and out.stat().st_size > 0
