@@ -1,0 +1,677 @@
+"""Redis ledgers (issue #15): a read-only snapshot of a keyspace, loaded into in-memory SQLite.
+
+Why a snapshot in SQLite, not findings written for Redis
+    Redis cannot group, join or compare across keys, so every finding would need its own client-side
+    pass. Instead the keys a key-value layout (:mod:`idemview.layouts.kv`) selects are read once and
+    loaded into an in-memory SQLite database in idemview's reference layout (``operations`` +
+    ``attempts``, preset ``idemview``). The normal :class:`~idemview.ledger.reader.Ledger` then serves
+    the grid, detail, search, findings and export unchanged: the same SQL, the same eight definitions.
+    The database is a named shared-cache memory database (``file:…?mode=memory&cache=shared``), so the
+    values (customer data) never touch the disk and the GUI's worker threads each get their own
+    read-only connection (``PRAGMA query_only`` + an authorizer denying ATTACH); it lives as long as
+    the engine holds its keeper connection.
+
+A consistent snapshot, bounded
+    ``SCAN`` with ``MATCH`` in batches (``COUNT``; never ``KEYS``, which blocks the server), and for each
+    batch one pipeline of ``GET``/``HGETALL`` + ``PTTL`` per key. SCAN guarantees every key present for
+    the whole scan is returned (possibly twice: duplicates are dropped by a unique index); a key that
+    expires between SCAN and GET is counted as gone. Progress is reported per batch and a
+    :class:`~idemview.services.cancel.CancelToken` stops it between batches. The server's own clock
+    (``TIME``) is read before and after; ``expires_at`` = server time at the read + PTTL, so the TTL is
+    exact whatever the local clock says, and the server time is shown beside ``now``.
+
+Read-only by construction
+    Every command idemview sends goes through one allowlist (:data:`ALLOWED`), enforced in the command
+    packer of idemview's own connection classes (:class:`_ReadOnlyPacker`): single commands, pipelines
+    and the connection handshake all pass through it, and anything else raises
+    :class:`RedisWriteRefused` before a byte is sent. ``CLIENT SETINFO`` is switched off. On top, the
+    server is asked whether the connection's user could write (``ACL WHOAMI`` + ``ACL DRYRUN <user>
+    SET …``, Redis >= 7) and a warning is kept in :attr:`SnapshotInfo.write_warning`. (Reads still
+    refresh the keys' LRU/LFU access clocks; Redis offers no read that does not.)
+
+What a key-value store cannot show
+    An expired Redis key is gone: ``expired_key`` and ``replay_after_expiry`` cannot be seen; a key
+    holds one value, so ``duplicate_effect`` and ``key_conflict`` (two records or fingerprints under one
+    key) cannot either. Those kinds, and those the layout maps no field for, are listed in
+    ``ledger.not_checkable`` with the reason; the findings engine skips and reports them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect as _inspect
+import json
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Callable
+from urllib.parse import quote, unquote, urlsplit
+
+from idemview.domain.model import FindingKind, Status
+from idemview.layouts.kv import NOT_CHECKABLE, KvLayout, all_kv_presets, load_kv_layout
+from idemview.layouts.layout import AttemptsSpec, Layout, LayoutError, StatusSource, load_preset
+from idemview.ledger.connect import ConnectError, redact
+
+UTC = timezone.utc
+SCAN_COUNT = 1000          # keys per SCAN call (a hint to the server) and per pipeline
+DETECT_SAMPLE = 500        # keys sampled by detection
+DETECT_SCANS = 50          # at most this many SCAN calls while sampling
+
+#: The only commands idemview sends to Redis (upper case; "ACL" only with the listed subcommands).
+ALLOWED = frozenset({"GET", "HGETALL", "PTTL", "TYPE", "SCAN", "TIME", "PING", "INFO", "DBSIZE", "AUTH", "HELLO",
+                     "SELECT", "ECHO"})
+ALLOWED_SUB = {"ACL": frozenset({"WHOAMI", "DRYRUN"})}
+
+
+class RedisWriteRefused(RuntimeError):
+    """A command outside :data:`ALLOWED` was about to be sent; nothing was sent."""
+
+
+def _word(x) -> str:
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x).decode("latin-1")
+    return str(x)
+
+
+def check_command(args: tuple) -> None:
+    """Raise :class:`RedisWriteRefused` unless ``args`` (a command as the client packs it) is allowed.
+
+    The first argument may carry the subcommand after a space (``"ACL WHOAMI"``), as redis-py splits it."""
+    if not args:
+        raise RedisWriteRefused("empty command")
+    words = _word(args[0]).split() + [_word(a) for a in args[1:2]]
+    name = words[0].upper() if words else ""
+    if name in ALLOWED:
+        return
+    if name in ALLOWED_SUB and len(words) > 1 and words[1].upper() in ALLOWED_SUB[name]:
+        return
+    raise RedisWriteRefused(f"idemview refuses to send {name or '?'!r} to Redis: only read commands "
+                            f"({', '.join(sorted(ALLOWED))}, ACL WHOAMI/DRYRUN) are allowed")
+
+
+class _ReadOnlyPacker:
+    """Wraps a connection's command packer: every command (single, pipelined, handshake) is checked
+    against the allowlist before it is encoded. The one place the read-only rule is enforced."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def pack(self, *args):
+        check_command(args)
+        return self._inner.pack(*args)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def _connection_classes():
+    import redis
+    from redis.connection import Connection, SSLConnection
+
+    class ReadOnlyConnection(Connection):
+        def _construct_command_packer(self, packer):
+            return _ReadOnlyPacker(super()._construct_command_packer(packer))
+
+    class ReadOnlySSLConnection(SSLConnection):
+        def _construct_command_packer(self, packer):
+            return _ReadOnlyPacker(super()._construct_command_packer(packer))
+
+    return redis, ReadOnlyConnection, ReadOnlySSLConnection
+
+
+def is_redis_url(url) -> bool:
+    """True for ``redis://`` and ``rediss://`` URLs (strings or SQLAlchemy URL objects)."""
+    s = url if isinstance(url, str) else getattr(url, "drivername", "") + "://"
+    return s.split("://", 1)[0].lower() in ("redis", "rediss") if "://" in s else False
+
+
+def safe_redis_url(url: str) -> str:
+    """``redis[s]://host:port/db`` without user name and password (for messages and manifests)."""
+    try:
+        p = urlsplit(url)
+        host = p.hostname or "localhost"
+        host = f"[{host}]" if ":" in host else host
+        return f"{p.scheme}://{host}:{p.port or 6379}/{_db(p)}"
+    except ValueError:
+        return redact(url)
+
+
+def _db(p) -> int:
+    path = (p.path or "/").strip("/")
+    if path:
+        return int(path)
+    m = re.search(r"(?:^|&)db=(\d+)", p.query or "")
+    return int(m.group(1)) if m else 0
+
+
+def redis_url_from_sqlalchemy(u) -> str:
+    """A ``redis[s]://`` URL string from a SQLAlchemy :class:`URL` (saved connections build those),
+    password included (for connecting only; never shown)."""
+    scheme = "rediss" if u.drivername.startswith("rediss") or str(u.query.get("ssl", "")).lower() in (
+        "1", "true", "yes") else "redis"
+    auth = ""
+    if u.username or u.password:
+        auth = quote(u.username or "", safe="") + (":" + quote(u.password, safe="") if u.password else "") + "@"
+    host = u.host or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    q = "&".join(f"{k}={quote(str(v))}" for k, v in u.query.items() if k != "ssl")
+    return f"{scheme}://{auth}{host}:{u.port or 6379}/{u.database or 0}" + (f"?{q}" if q else "")
+
+
+def connect_redis(url: str, password: str | None = None, *, timeout_s: float = 10.0):
+    """A read-only :class:`redis.Redis` client for ``url`` (``redis://[user[:pw]@]host[:port][/db]``,
+    ``rediss://`` for TLS, with redis-py's ``ssl_*`` query options). ``password`` (e.g. from the
+    keyring) replaces the URL's. Raises :class:`ConnectError` (bad URL, unreachable, auth refused)."""
+    redis, RO, ROS = _connection_classes()
+    from redis.connection import parse_url
+    try:
+        p = urlsplit(url)
+        if p.scheme.lower() not in ("redis", "rediss"):
+            raise ValueError("scheme")
+        _db(p), p.port  # noqa: B018 - malformed db or port raise here
+        opts = parse_url(url)
+    except (ValueError, TypeError):
+        raise ConnectError(f"not a Redis URL: {redact(url)!r} (expected redis://host:6379/0 or "
+                           "rediss://host:6380/0)") from None
+    opts["connection_class"] = ROS if p.scheme.lower() == "rediss" else RO
+    if password is not None:
+        opts["password"] = password
+    opts.setdefault("db", 0)
+    # RESP2: no HELLO handshake and no maintenance-notification subscription (CLIENT ...), which are
+    # not reads; idemview needs nothing RESP3 adds.
+    kw = dict(socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=False, protocol=2)
+    # CLIENT SETINFO (sent on connect by redis-py >= 5) is not a read: switch it off.
+    sig = _inspect.signature(redis.connection.AbstractConnection.__init__).parameters
+    if "driver_info" in sig:
+        kw["driver_info"] = None
+    else:
+        kw.update(lib_name=None, lib_version=None)
+    pool = redis.ConnectionPool(**opts, **kw)
+    client = redis.Redis(connection_pool=pool)
+    try:
+        client.ping()
+    except redis.exceptions.AuthenticationError as e:
+        pool.disconnect()
+        raise ConnectError(f"cannot connect to {safe_redis_url(url)}: authentication refused "
+                           f"({redact(str(e))[:120]})") from None
+    except (redis.exceptions.RedisError, OSError) as e:
+        pool.disconnect()
+        raise ConnectError(f"cannot connect to {safe_redis_url(url)}: {redact(str(e)).splitlines()[0][:200]}") from None
+    return client
+
+
+def server_time(client) -> datetime:
+    """The server's clock (``TIME``), aware UTC."""
+    s, us = client.time()
+    return datetime.fromtimestamp(int(s) + int(us) / 1e6, UTC)
+
+
+def write_rights(client) -> str | None:
+    """A warning when this connection's Redis user could write, else ``None``.
+
+    Asks ``ACL WHOAMI`` and ``ACL DRYRUN <user> SET`` / ``DEL`` (Redis >= 7). When the server cannot
+    answer (Redis < 7, or the user may not run ACL: a sign it is restricted) the warning says the rights
+    could not be checked."""
+    import redis
+    try:
+        user = _word(client.execute_command("ACL WHOAMI"))
+    except redis.exceptions.RedisError as e:
+        return f"could not check whether this Redis user can write (ACL WHOAMI: {str(e)[:80]})"
+    can = []
+    for cmd in (("SET", "idemview:probe", "x"), ("DEL", "idemview:probe")):
+        try:
+            r = client.execute_command("ACL DRYRUN", user, *cmd)
+        except redis.exceptions.ResponseError as e:
+            if "unknown subcommand" in str(e).lower():
+                return "could not check whether this Redis user can write (ACL DRYRUN needs Redis 7)"
+            if "noperm" in str(e).lower() or "permission" in str(e).lower():
+                return None if can == [] and cmd[0] == "DEL" else (
+                    f"could not check whether Redis user {user!r} can write (ACL DRYRUN is not allowed "
+                    "for it; a restricted user, probably)")
+            continue
+        except redis.exceptions.RedisError:
+            continue
+        if _word(r).upper() == "OK":
+            can.append(cmd[0])
+    if can:
+        return (f"Redis user {user!r} can write ({', '.join(can)} allowed): idemview sends only read "
+                "commands, but a read-only ACL user is safer (see README, Redis ledgers)")
+    return None
+
+
+# ------------------------------------------------------------------------------------ decoding
+
+def decode_value(kv: KvLayout, raw) -> Any:
+    """The value as the layout reads it: a dict for ``json``/``hash``, text for ``plain``; ``None``
+    when it cannot be decoded (counted as undecodable)."""
+    if raw is None:
+        return None
+    if kv.encoding == "hash":
+        if not isinstance(raw, dict):
+            return None
+        return {_word(k) if not isinstance(k, (bytes, bytearray)) else bytes(k).decode("utf-8", "replace"):
+                bytes(v).decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v
+                for k, v in raw.items()}
+    text = bytes(raw).decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
+    if kv.encoding == "plain":
+        return text
+    try:
+        v = json.loads(text)
+    except ValueError:
+        return None
+    return v if isinstance(v, dict) else None
+
+
+def _time(v, enc: str) -> datetime | None:
+    from idemview.layouts.layout import TimeColumn
+    from idemview.ledger.times import decode_time
+    if v is None or v == "":
+        return None
+    return decode_time(v, TimeColumn("x", enc))
+
+
+def _sql_time(t: datetime | None) -> str | None:
+    # The reference tables' DateTime as SQLAlchemy's SQLite dialect stores it (naive UTC text).
+    return None if t is None else t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _text(v) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, ensure_ascii=False, sort_keys=True)
+    return str(v)
+
+
+def _canonical_hash(values: list) -> str | None:
+    if all(v is None for v in values):
+        return None
+    return hashlib.sha256(json.dumps(values, sort_keys=True, ensure_ascii=False, default=str)
+                          .encode("utf-8")).hexdigest()[:32]
+
+
+def map_record(kv: KvLayout, value: Any) -> dict[str, Any]:
+    """Normalized fields of one decoded value: times as aware UTC, payloads as text (JSON text for
+    ``json`` payloads), ``attempt_count`` as int (or None)."""
+    out: dict[str, Any] = {}
+    d = value if isinstance(value, dict) else {}
+    for name, f in kv.fields.items():
+        if f.hash_of:
+            out[name] = _canonical_hash([kv.get(d, n) for n in f.hash_of])
+            continue
+        if f.gather:
+            got = {n: kv.get(d, n) for n in f.fields}
+            v = got if any(x is not None for x in got.values()) else None
+        else:
+            v = kv.get(d, f.fields[0])
+        if name in ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at"):
+            out[name] = _time(v, f.encoding or "iso_text")
+        elif name == "attempt_count":
+            try:
+                out[name] = int(v) + f.add if v is not None and v != "" else None
+            except (TypeError, ValueError):
+                out[name] = None
+        elif name in ("request", "response", "error"):
+            if v is None:
+                out[name] = None
+            elif f.encoding == "json":
+                if isinstance(v, str):  # a hash field or a JSON-in-a-string response (Powertools data)
+                    try:
+                        json.loads(v)
+                        out[name] = v
+                    except ValueError:
+                        out[name] = json.dumps(v, ensure_ascii=False)
+                else:
+                    out[name] = json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+            else:
+                out[name] = _text(v)
+        else:
+            out[name] = _text(v)
+    return out
+
+
+# ---------------------------------------------------------------------------------- the snapshot
+
+@dataclass
+class SnapshotInfo:
+    """What a snapshot read: where (``url`` without credentials, ``db``), the ``pattern`` (SCAN MATCH)
+    and layout, when (``started_at``/``finished_at`` on idemview's clock, ``server_time`` = the
+    server's ``TIME`` at the start, all UTC; ``clock_skew_s`` = server - local in seconds), and counts:
+    ``scanned`` keys SCAN returned, ``loaded`` records, ``not_matching`` keys the key regex rejected,
+    ``gone`` keys deleted or expired between SCAN and read, ``wrong_type``/``undecodable`` values."""
+
+    url: str
+    db: int
+    pattern: str
+    layout: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    server_time: datetime | None = None
+    server_time_end: datetime | None = None
+    clock_skew_s: float | None = None
+    scanned: int = 0
+    loaded: int = 0
+    not_matching: int = 0
+    gone: int = 0
+    wrong_type: int = 0
+    undecodable: int = 0
+    without_ttl: int = 0
+    redis_version: str = ""
+    write_warning: str | None = None
+
+    def to_json(self) -> dict:
+        from idemview.ledger.times import iso
+        d = asdict(self)
+        for k in ("started_at", "finished_at", "server_time", "server_time_end"):
+            d[k] = iso(getattr(self, k))
+        return d
+
+
+def _ddl() -> list[str]:
+    from sqlalchemy.dialects import sqlite as sqlite_dialect
+    from sqlalchemy.schema import CreateIndex, CreateTable
+    from idemview.services.demo import reference_metadata  # the reference tables, defined once
+    md = reference_metadata()
+    out = []
+    d = sqlite_dialect.dialect()
+    for name in ("operations", "attempts"):
+        t = md.tables[name]
+        out.append(str(CreateTable(t).compile(dialect=d)))
+        out += [str(CreateIndex(ix).compile(dialect=d)) for ix in t.indexes]
+    return out
+
+
+def _ro_authorizer(action, arg1, arg2, dbname, source):
+    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def memory_engine(uri: str, keeper: sqlite3.Connection):
+    """A SQLAlchemy engine over the named shared-cache memory database ``uri``; each pooled connection
+    is read-only (``query_only`` + ATTACH denied). The ``keeper`` connection keeps the database alive
+    as long as the engine lives."""
+    from sqlalchemy import create_engine
+
+    def creator():
+        c = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        c.execute("PRAGMA query_only = ON")
+        c.execute("PRAGMA temp_store = MEMORY")
+        c.set_authorizer(_ro_authorizer)
+        return c
+
+    eng = create_engine("sqlite+pysqlite://", creator=creator)
+    eng._idemview_keeper = keeper  # noqa: SLF001 - lifetime of the memory database
+    return eng
+
+
+def _scan_batches(client, pattern: str, count: int, token=None):
+    cursor = 0
+    while True:
+        if token is not None:
+            token.check()
+        cursor, keys = client.scan(cursor=cursor, match=pattern, count=count)
+        if keys:
+            yield keys
+        if int(cursor) == 0:
+            return
+
+
+def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
+             progress: Callable[[int, int], Any] | None = None, token=None, check_rights: bool = True):
+    """Read every key of ``kv`` into a fresh in-memory SQLite database in the reference layout.
+
+    Returns ``(engine, info)``: a read-only SQLAlchemy engine and a :class:`SnapshotInfo`.
+    ``progress(scanned, loaded)`` is called after each batch; ``token`` (a
+    :class:`~idemview.services.cancel.CancelToken`) is checked between batches and raises
+    :class:`~idemview.services.cancel.Cancelled`. Redis errors propagate as ``redis.RedisError``."""
+    import redis
+    info = SnapshotInfo(url=safe_redis_url(url) if url else "", db=int(client.connection_pool.connection_kwargs.get("db") or 0),
+                        pattern=kv.match, layout=kv.name, started_at=datetime.now(UTC))
+    try:
+        info.redis_version = str((client.info("server") or {}).get("redis_version", ""))
+    except redis.exceptions.RedisError:
+        pass  # INFO may be denied to a restricted user: the version is only informative
+    if check_rights:
+        info.write_warning = write_rights(client)
+    uri = f"file:idemview-redis-{uuid.uuid4().hex}?mode=memory&cache=shared"
+    keeper = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    for stmt in _ddl():
+        keeper.execute(stmt)
+    keeper.execute("CREATE UNIQUE INDEX ux_operations_redis ON operations (scope, idempotency_key)")
+    t0 = server_time(client)
+    info.server_time = t0
+    info.clock_skew_s = round((t0 - datetime.now(UTC)).total_seconds(), 3)
+    read = "HGETALL" if kv.encoding == "hash" else "GET"
+    outcome = {Status.COMPLETED: "succeeded", Status.FAILED: "failed", Status.IN_PROGRESS: "running"}
+    rid = 0
+    op_sql = ("INSERT OR IGNORE INTO operations (id, scope, idempotency_key, kind, status, request_hash, "
+              "intent_ref, effect_ref, attempt_count, created_at, updated_at, completed_at, locked_at, "
+              "lock_expires_at, expires_at, request_body, response_body, error) "
+              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+    att_sql = ("INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, "
+               "outcome, request_hash, effect_ref, worker, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+    try:
+        for keys in _scan_batches(client, kv.match, batch, token):
+            info.scanned += len(keys)
+            wanted = []
+            for k in keys:
+                parts = kv.split_key(bytes(k).decode("utf-8", "replace"))
+                if parts is None:
+                    info.not_matching += 1
+                else:
+                    wanted.append((k, parts))
+            if not wanted:
+                if progress:
+                    progress(info.scanned, info.loaded)
+                continue
+            # Read time of this batch on the server's clock: PTTL is relative to it.
+            pipe = client.pipeline(transaction=False)
+            pipe.time()
+            for k, _parts in wanted:
+                pipe.execute_command(read, k)
+                pipe.execute_command("PTTL", k)
+            res = pipe.execute(raise_on_error=False)
+            now_s, now_us = res[0]
+            at = int(now_s) + int(now_us) / 1e6
+            ops, atts = [], []
+            for i, (_k, (scope, key, kind)) in enumerate(wanted):
+                raw, pttl = res[1 + 2 * i], res[2 + 2 * i]
+                if isinstance(raw, redis.exceptions.ResponseError):
+                    info.wrong_type += 1
+                    continue
+                if raw is None or raw == {} or (isinstance(pttl, int) and pttl == -2):
+                    info.gone += 1
+                    continue
+                value = decode_value(kv, raw)
+                if value is None:
+                    info.undecodable += 1
+                    continue
+                rec = map_record(kv, value)
+                raw_status = kv.raw_status(value)
+                expires = None
+                if isinstance(pttl, int) and pttl >= 0:
+                    expires = datetime.fromtimestamp(at + pttl / 1000.0, UTC)
+                else:
+                    info.without_ttl += 1
+                rid += 1
+                ops.append((rid, scope, key, rec.get("kind") or kind, raw_status if raw_status is not None else "",
+                            rec.get("fingerprint"), rec.get("intent_ref"), rec.get("effect_ref"),
+                            rec.get("attempt_count"), _sql_time(rec.get("created_at")),
+                            _sql_time(rec.get("updated_at")), _sql_time(rec.get("completed_at")),
+                            _sql_time(rec.get("locked_at")), _sql_time(rec.get("lock_expires_at")),
+                            _sql_time(expires), rec.get("request"), rec.get("response"), rec.get("error")))
+                if kv.attempt:
+                    st = kv.status(raw_status)
+                    a_when = {k: (rec.get(v) if v in rec else _time(kv.get(value, v), "iso_text"))
+                              for k, v in kv.attempt.items() if k in ("started_at", "finished_at")}
+                    worker = kv.get(value, kv.attempt["worker"]) if "worker" in kv.attempt else None
+                    atts.append((rid, scope, key, rec.get("attempt_count") or 1,
+                                 _sql_time(a_when.get("started_at")), _sql_time(a_when.get("finished_at")),
+                                 outcome.get(st, "unknown"), rec.get("fingerprint"), rec.get("effect_ref"),
+                                 _text(worker), rec.get("error") if st == Status.FAILED else None))
+            before = keeper.total_changes
+            keeper.executemany(op_sql, ops)
+            info.loaded += keeper.total_changes - before
+            if atts:
+                keeper.executemany(att_sql, atts)
+            keeper.commit()
+            if progress:
+                progress(info.scanned, info.loaded)
+        # SCAN may return a key twice: INSERT OR IGNORE kept the first; drop the twin attempts.
+        keeper.execute("DELETE FROM attempts WHERE id NOT IN (SELECT id FROM operations)")
+        keeper.commit()
+        info.server_time_end = server_time(client)
+        info.finished_at = datetime.now(UTC)
+    except BaseException:
+        keeper.close()
+        raise
+    return memory_engine(uri, keeper), info
+
+
+def snapshot_layout(kv: KvLayout) -> Layout:
+    """The reference ``idemview`` layout narrowed to what ``kv`` maps, with its raw-status map, name,
+    source text and tunables: the layout the snapshot's :class:`Ledger` reads."""
+    ref = load_preset("idemview")
+    times = {k: v for k, v in ref.times.items() if k in kv.fields or k == "expires_at"}
+    fields = {k: v for k, v in ref.fields.items() if k in kv.fields}
+    kind = ref.kind if ("kind" in kv.fields or "kind" in kv.key_regex.groupindex) else None
+    att = ref.attempts if kv.attempt else AttemptsSpec(source="counter" if "attempt_count" in fields else "none")
+    return replace(ref, name=kv.name, title=kv.title, description=kv.description, source=kv.source,
+                   status=StatusSource(column="status", map=dict(kv.status_map), default=kv.status_default),
+                   times=times, fields=fields, kind=kind, attempts=att, retention_seconds=None,
+                   lock_timeout_seconds=kv.lock_timeout_seconds, dedup_window_seconds=kv.dedup_window_seconds,
+                   retry_threshold=kv.retry_threshold, text=kv.text, origin=kv.origin)
+
+
+def not_checkable(kv: KvLayout) -> dict[FindingKind, str]:
+    """Finding kinds this key-value layout cannot show, with the reason in plain words."""
+    out = dict(NOT_CHECKABLE)
+    K = FindingKind
+    if "intent_ref" not in kv.fields:
+        out[K.DUPLICATE_INTENT] = "the layout maps no intent reference"
+    if "lock_expires_at" not in kv.fields and not ("locked_at" in kv.fields and kv.lock_timeout_seconds):
+        out[K.STUCK_IN_PROGRESS] = "the records keep no lock time (and the layout sets no lock timeout)"
+    if "attempt_count" not in kv.fields:
+        out[K.RETRY_STORM] = "the records keep no attempt count"
+    if "failed" not in kv.status_map.values() and kv.status_default != "failed":
+        out[K.UNRESOLVED_FAILURE] = "the store keeps no failed records (a failure deletes the key)"
+    return out
+
+
+# ----------------------------------------------------------------------------------- detection
+
+@dataclass
+class KvMatch:
+    """A key-value preset that fits a sample: ``confidence`` in [0, 1] and the reason in words."""
+
+    layout: KvLayout
+    confidence: float
+    reason: str
+    keys: int
+
+
+def sample_keys(client, limit: int = DETECT_SAMPLE, scans: int = DETECT_SCANS) -> list[bytes]:
+    """At most ``limit`` keys from at most ``scans`` SCAN calls (bounded on any keyspace size)."""
+    out: list[bytes] = []
+    cursor = 0
+    for _ in range(scans):
+        cursor, keys = client.scan(cursor=cursor, count=SCAN_COUNT)
+        out.extend(keys)
+        if int(cursor) == 0 or len(out) >= limit:
+            break
+    return out[:limit]
+
+
+def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes] | None = None) -> list[KvMatch]:
+    """Rank key-value presets by a bounded sample of keys: a preset fits when some sampled keys match
+    its key pattern; its values (up to 20, read with the layout's command) must decode and carry the
+    fields the preset's ``[detect]`` names. Best first; empty when nothing fits."""
+    import redis
+    keys = [bytes(k).decode("utf-8", "replace") for k in (sample if sample is not None else sample_keys(client))]
+    out = []
+    for kv in presets if presets is not None else all_kv_presets():
+        from fnmatch import fnmatchcase
+        mine = [k for k in keys if fnmatchcase(k, kv.match) and kv.split_key(k) is not None]
+        if not mine:
+            continue
+        probe = mine[:20]
+        pipe = client.pipeline(transaction=False)
+        for k in probe:
+            pipe.execute_command("HGETALL" if kv.encoding == "hash" else "GET", k)
+        vals = pipe.execute(raise_on_error=False)
+        need = kv.required_fields()
+        good = 0
+        for v in vals:
+            if isinstance(v, redis.exceptions.ResponseError) or v is None:
+                continue
+            d = decode_value(kv, v)
+            if d is None:
+                continue
+            if kv.encoding == "plain" or all(kv.get(d, f) is not None or f in d for f in need):
+                good += 1
+        if good == 0:
+            continue
+        conf = good / len(probe)
+        out.append(KvMatch(kv, conf, f"{len(mine)} of {len(keys)} sampled keys match {kv.match!r}; "
+                                     f"{good} of {len(probe)} values have {', '.join(sorted(need)) or 'a value'}",
+                           len(mine)))
+    # More specific presets (more fields required) win ties: celery-redis-extended over celery-redis.
+    out.sort(key=lambda m: (-m.confidence, -len(m.layout.required_fields()), -m.keys, m.layout.name))
+    return out
+
+
+# ----------------------------------------------------------------------------------- opening
+
+def open_redis_ledger(url: str, *, layout: str | KvLayout | None = None, password: str | None = None,
+                      name: str | None = None, progress=None, token=None, batch: int = SCAN_COUNT,
+                      lock_timeout_s=None, retry_threshold=None, retention_s=None):
+    """Connect read-only, choose the key-value layout (given, else detected from a key sample), take a
+    snapshot and return a :class:`~idemview.ledger.reader.Ledger` on it. The ledger carries
+    ``not_checkable`` (kind -> reason), ``snapshot`` (:class:`SnapshotInfo`), ``kv_layout``,
+    ``source_dialect`` ("redis") and ``detection`` (how the layout was chosen).
+
+    Raises :class:`ConnectError` (cannot connect), :class:`LayoutError` (no layout fits, bad layout)."""
+    from idemview.ledger.reader import Ledger
+    client = connect_redis(url, password)
+    try:
+        if isinstance(layout, KvLayout):
+            kv, detection = layout, f"layout {layout.name} (chosen)"
+        elif layout:
+            kv, detection = load_kv_layout(layout), None
+            detection = f"layout {kv.name} (chosen)"
+        else:
+            matches = detect_kv(client)
+            if not matches:
+                raise LayoutError("no key-value preset fits the sampled keys of this Redis database; pass "
+                                  "--layout NAME|FILE (celery-redis, celery-redis-extended, "
+                                  "powertools-redis, idem-generic or your own)", ["keys"])
+            kv = matches[0].layout
+            detection = f"detected {kv.name} ({matches[0].confidence:.0%}): {matches[0].reason}"
+        engine, info = snapshot(client, kv, url=url, batch=batch, progress=progress, token=token)
+    finally:
+        client.connection_pool.disconnect()
+    ledger = Ledger(engine, snapshot_layout(kv), name=name or f"redis {info.url.split('://', 1)[-1]}",
+                    lock_timeout_s=lock_timeout_s, retry_threshold=retry_threshold, retention_s=retention_s)
+    ledger.not_checkable = not_checkable(kv)
+    if lock_timeout_s is not None and "locked_at" in kv.fields:
+        ledger.not_checkable.pop(FindingKind.STUCK_IN_PROGRESS, None)
+    ledger.snapshot = info
+    ledger.kv_layout = kv
+    ledger.source_dialect = "redis"
+    ledger.detection = detection
+    return ledger
+
+
+def describe_snapshot(ledger) -> dict | None:
+    """Manifest identity of a Redis ledger (dialect, host, database, snapshot), else ``None``."""
+    info = getattr(ledger, "snapshot", None)
+    if info is None:
+        return None
+    p = urlsplit(info.url) if info.url else None
+    return {"dialect": "redis", "host": (p.hostname or "") if p else "", "database": str(info.db),
+            "snapshot": info.to_json()}
