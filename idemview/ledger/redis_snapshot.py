@@ -664,6 +664,7 @@ def open_redis_ledger(url: str, *, layout: str | KvLayout | None = None, passwor
     ledger.kv_layout = kv
     ledger.source_dialect = "redis"
     ledger.detection = detection
+    ledger.describe = describe_snapshot(ledger)
     return ledger
 
 
@@ -675,3 +676,23 @@ def describe_snapshot(ledger) -> dict | None:
     p = urlsplit(info.url) if info.url else None
     return {"dialect": "redis", "host": (p.hostname or "") if p else "", "database": str(info.db),
             "snapshot": info.to_json()}
+
+
+def test_redis(url, layout: str = "") -> str:
+    """The connection dialog's Test for a Redis connection: reachable, write rights, layout detected or
+    checked against a key sample. One line of plain words (run on a worker thread)."""
+    s = url if isinstance(url, str) else redis_url_from_sqlalchemy(url)
+    client = connect_redis(s)
+    try:
+        warn = write_rights(client)
+        parts = ["✓ reachable", "read commands only (allowlist)" + (f" · ⚠ {warn}" if warn else "")]
+        presets = [load_kv_layout(layout)] if layout else None
+        m = detect_kv(client, presets)
+        if m:
+            parts.append(f"{'layout' if layout else 'detected'} {m[0].layout.name} — confidence "
+                         f"{m[0].confidence:.0%}: {m[0].reason}")
+        else:
+            parts.append("⚠ no key-value preset fits the sampled keys: choose or write a layout")
+        return " · ".join(parts)
+    finally:
+        client.connection_pool.disconnect()
