@@ -164,7 +164,7 @@ def _redis_target(url: str, saved) -> "RedisTarget | None":
 def _open_redis(args, target: RedisTarget, saved=None):
     from idemview.layouts.layout import LayoutError
     from idemview.ledger.connect import ConnectError
-    from idemview.ledger.redis_snapshot import open_redis_ledger, safe_redis_url
+    from idemview.ledger.redis_snapshot import RedisUrlError, open_redis_ledger, safe_redis_url
     spec = getattr(args, "layout", None) or (saved.layout if saved is not None and saved.layout else None)
     progress = None
     if sys.stderr.isatty():
@@ -176,6 +176,8 @@ def _open_redis(args, target: RedisTarget, saved=None):
                                    lock_timeout_s=getattr(args, "lock_timeout", None),
                                    retry_threshold=getattr(args, "retry_threshold", None),
                                    retention_s=getattr(args, "retention", None))
+    except RedisUrlError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
     except ConnectError as e:
         raise CliError(str(e), EXIT_CONNECT) from None
     except LayoutError as e:
@@ -274,9 +276,11 @@ def cmd_detect(args) -> int:
 
 def _detect_redis(target: RedisTarget) -> int:
     from idemview.ledger.connect import ConnectError
-    from idemview.ledger.redis_snapshot import connect_redis, detect_kv
+    from idemview.ledger.redis_snapshot import RedisUrlError, connect_redis, detect_kv
     try:
         client = connect_redis(target.url, target.password)
+    except RedisUrlError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
     except ConnectError as e:
         raise CliError(str(e), EXIT_CONNECT) from None
     try:

@@ -67,6 +67,10 @@ ALLOWED = frozenset({"GET", "HGETALL", "PTTL", "TYPE", "SCAN", "TIME", "PING", "
 ALLOWED_SUB = {"ACL": frozenset({"WHOAMI", "DRYRUN"})}
 
 
+class RedisUrlError(ConnectError):
+    """The URL is malformed (an input error, not a connection failure)."""
+
+
 class RedisWriteRefused(RuntimeError):
     """A command outside :data:`ALLOWED` was about to be sent; nothing was sent."""
 
@@ -175,7 +179,7 @@ def connect_redis(url: str, password: str | None = None, *, timeout_s: float = 1
         _db(p), p.port  # noqa: B018 - malformed db or port raise here
         opts = parse_url(url)
     except (ValueError, TypeError):
-        raise ConnectError(f"not a Redis URL: {redact(url)!r} (expected redis://host:6379/0 or "
+        raise RedisUrlError(f"not a Redis URL: {redact(url)!r} (expected redis://host:6379/0 or "
                            "rediss://host:6380/0)") from None
     opts["connection_class"] = ROS if p.scheme.lower() == "rediss" else RO
     if password is not None:
@@ -224,14 +228,15 @@ def write_rights(client) -> str | None:
     can = []
     for cmd in (("SET", "idemview:probe", "x"), ("DEL", "idemview:probe")):
         try:
+            # OK when the user may run it; a sentence ("This user has no permissions ...") when not.
             r = client.execute_command("ACL DRYRUN", user, *cmd)
         except redis.exceptions.ResponseError as e:
-            if "unknown subcommand" in str(e).lower():
+            low = str(e).lower()
+            if "unknown subcommand" in low or "unknown command" in low:
                 return "could not check whether this Redis user can write (ACL DRYRUN needs Redis 7)"
-            if "noperm" in str(e).lower() or "permission" in str(e).lower():
-                return None if can == [] and cmd[0] == "DEL" else (
-                    f"could not check whether Redis user {user!r} can write (ACL DRYRUN is not allowed "
-                    "for it; a restricted user, probably)")
+            if "noperm" in low or "permission" in low:
+                return (f"could not verify that Redis user {user!r} is read-only (it may not run ACL DRYRUN; "
+                        "a restricted user, probably)")
             continue
         except redis.exceptions.RedisError:
             continue
@@ -380,6 +385,8 @@ def _ddl() -> list[str]:
     d = sqlite_dialect.dialect()
     for name in ("operations", "attempts"):
         t = md.tables[name]
+        if name == "operations":  # a record may lack the count (Celery without result_extended): NULL
+            t.c.attempt_count.nullable = True
         out.append(str(CreateTable(t).compile(dialect=d)))
         out += [str(CreateIndex(ix).compile(dialect=d)) for ix in t.indexes]
     return out
@@ -449,10 +456,11 @@ def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
     read = "HGETALL" if kv.encoding == "hash" else "GET"
     outcome = {Status.COMPLETED: "succeeded", Status.FAILED: "failed", Status.IN_PROGRESS: "running"}
     rid = 0
-    op_sql = ("INSERT OR IGNORE INTO operations (id, scope, idempotency_key, kind, status, request_hash, "
+    op_sql = ("INSERT INTO operations (id, scope, idempotency_key, kind, status, request_hash, "
               "intent_ref, effect_ref, attempt_count, created_at, updated_at, completed_at, locked_at, "
               "lock_expires_at, expires_at, request_body, response_body, error) "
-              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+              "ON CONFLICT (scope, idempotency_key) DO NOTHING")  # SCAN may return a key twice
     att_sql = ("INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, "
                "outcome, request_hash, effect_ref, worker, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
     try:
@@ -522,7 +530,7 @@ def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
             keeper.commit()
             if progress:
                 progress(info.scanned, info.loaded)
-        # SCAN may return a key twice: INSERT OR IGNORE kept the first; drop the twin attempts.
+        # SCAN may return a key twice: the first was kept; drop the twin's attempt.
         keeper.execute("DELETE FROM attempts WHERE id NOT IN (SELECT id FROM operations)")
         keeper.commit()
         info.server_time_end = server_time(client)
