@@ -403,6 +403,7 @@ def memory_engine(uri: str, keeper: sqlite3.Connection):
     is read-only (``query_only`` + ATTACH denied). The ``keeper`` connection keeps the database alive
     as long as the engine lives."""
     from sqlalchemy import create_engine
+    from sqlalchemy.pool import QueuePool
 
     def creator():
         c = sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -411,7 +412,10 @@ def memory_engine(uri: str, keeper: sqlite3.Connection):
         c.set_authorizer(_ro_authorizer)
         return c
 
-    eng = create_engine("sqlite+pysqlite://", creator=creator)
+    # QueuePool, not the SingletonThreadPool SQLAlchemy picks for a memory URL: that one closes a
+    # thread's connection when more threads than its size have used it, under a running query.
+    eng = create_engine("sqlite+pysqlite://", creator=creator, poolclass=QueuePool, pool_size=4,
+                        max_overflow=16)
     eng._idemview_keeper = keeper  # noqa: SLF001 - lifetime of the memory database
     return eng
 

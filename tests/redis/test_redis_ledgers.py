@@ -419,3 +419,21 @@ def test_cli_scan_detect_and_errors(redis_db, capsys):
     raw.set("something:else", "1")
     assert main(["scan", url]) == 4
     assert "no key-value preset fits" in capsys.readouterr().err
+
+
+def test_snapshot_engine_serves_many_worker_threads(redis_db):
+    """The GUI's workers and search threads read one snapshot at once; each thread's connection must
+    stay open while it reads (SQLAlchemy's default pool for a memory URL closed them past 5 threads)."""
+    from concurrent.futures import ThreadPoolExecutor
+    url, raw = redis_db
+    t = server_now(raw)
+    for i in range(200):
+        put_celery(raw, f"t{i}", "SUCCESS" if i % 7 else "FAILURE", done=t - timedelta(minutes=i))
+    ledger = open_ledger(url, "celery-redis")
+
+    def work(i):
+        fs = FindingEngine(ledger, t).run()
+        return ledger.counts()[0], len(fs)
+    with ThreadPoolExecutor(12) as ex:
+        got = set(ex.map(work, range(48)))
+    assert got == {(200, 29)}
