@@ -248,8 +248,10 @@ def cmd_demo(args) -> int:
 
 def cmd_presets(args) -> int:
     from idemview.layouts.layout import all_presets
+    from idemview.layouts.kv import all_kv_presets
     rows = [(l.name, l.title, l.table + (f" + {l.attempts.table}" if l.attempts.source == "table" else ""))
             for l in all_presets()]
+    rows += [(k.name, k.title, f"redis {k.match}") for k in all_kv_presets()]  # key-value layouts
     w = max(len(r[0]) for r in rows)
     w2 = max(len(r[2]) for r in rows)
     for name, title, tables in rows:

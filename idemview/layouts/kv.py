@@ -119,6 +119,8 @@ class KvLayout:
 
     def get(self, value: dict, name: str) -> Any:
         """A value field by dotted path (``a.b``); ``None`` when absent."""
+        if "." not in name:  # the common case, once per field per key
+            return value.get(name) if isinstance(value, dict) else None
         cur: Any = value
         for part in name.split("."):
             if not isinstance(cur, dict) or part not in cur:
