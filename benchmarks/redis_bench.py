@@ -58,16 +58,23 @@ def populate(url: str, n: int, reuse: bool) -> float:
 def measure(url: str) -> dict:
     from idemview.findings.engine import FindingEngine
     from idemview.ledger.redis_snapshot import open_redis_ledger
-    t0 = time.perf_counter()
+    def cpu():
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return ru.ru_utime + ru.ru_stime
+    t0, c0 = time.perf_counter(), cpu()
     ledger = open_redis_ledger(url, layout="celery-redis-extended")
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), cpu()
     fs = FindingEngine(ledger, datetime.now(UTC)).run()
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), cpu()
     counts: dict[str, int] = {}
     for f in fs:
         counts[f.kind.value] = counts.get(f.kind.value, 0) + 1
     return {"keys": ledger.snapshot.scanned, "records": ledger.snapshot.loaded,
             "snapshot_s": round(t1 - t0, 2), "scan_s": round(t2 - t1, 2), "total_s": round(t2 - t0, 2),
+            # CPU seconds of idemview's process: on a shared machine the wall time mostly measures
+            # the neighbours (the load average is printed beside it)
+            "snapshot_cpu_s": round(c1 - c0, 2), "scan_cpu_s": round(c2 - c1, 2),
+            "load_avg_1m": round(os.getloadavg()[0], 1),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "findings": counts}
 
@@ -94,8 +101,9 @@ def main() -> int:
     res.update({"populate_s": round(fill_s, 1), "redis_used_memory": used})
     print(json.dumps(res))
     ok = res["total_s"] <= 30 and res["peak_rss_mb"] <= 1024
-    print(f"| {a.keys:,} | {res['snapshot_s']} s | {res['scan_s']} s | {res['total_s']} s | "
-          f"{res['peak_rss_mb']:.0f} MB | {'within' if ok else 'OVER'} target |")
+    print(f"| {a.keys:,} | {res['snapshot_s']} s ({res['snapshot_cpu_s']} s CPU) | {res['scan_s']} s "
+          f"({res['scan_cpu_s']} s CPU) | {res['total_s']} s | {res['peak_rss_mb']:.0f} MB | "
+          f"{res['load_avg_1m']} | {'within' if ok else 'OVER'} target |")
     if a.drop:
         redis.Redis.from_url(url).flushdb()
     return 0

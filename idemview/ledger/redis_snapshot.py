@@ -65,6 +65,7 @@ DETECT_SCANS = 50          # at most this many SCAN calls while sampling
 ALLOWED = frozenset({"GET", "MGET", "HGETALL", "PTTL", "TYPE", "SCAN", "TIME", "PING", "INFO", "DBSIZE", "AUTH", "HELLO",
                      "SELECT", "ECHO"})
 ALLOWED_SUB = {"ACL": frozenset({"WHOAMI", "DRYRUN"})}
+_FAST_OK = frozenset({"PTTL", "GET", "MGET", "HGETALL", "SCAN", "TIME"})
 
 
 class RedisUrlError(ConnectError):
@@ -85,6 +86,8 @@ def check_command(args: tuple) -> None:
     """Raise :class:`RedisWriteRefused` unless ``args`` (a command as the client packs it) is allowed.
 
     The first argument may carry the subcommand after a space (``"ACL WHOAMI"``), as redis-py splits it."""
+    if args and args[0] in _FAST_OK:  # the per-key commands, as redis-py passes them: no parsing
+        return
     if not args:
         raise RedisWriteRefused("empty command")
     words = _word(args[0]).split() + [_word(a) for a in args[1:2]]
@@ -261,11 +264,17 @@ def decode_value(kv: KvLayout, raw) -> Any:
         return {_word(k) if not isinstance(k, (bytes, bytearray)) else bytes(k).decode("utf-8", "replace"):
                 bytes(v).decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v
                 for k, v in raw.items()}
+    if kv.encoding == "json" and _orjson is not None and isinstance(raw, bytes):
+        try:  # straight from the bytes (the common case)
+            v = _orjson.loads(raw)
+            return v if isinstance(v, dict) else None
+        except _orjson.JSONDecodeError:
+            pass  # not UTF-8, NaN...: decoded leniently below
     text = bytes(raw).decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
     if kv.encoding == "plain":
         return text
     try:
-        v = json.loads(text)
+        v = _loads(text)
     except ValueError:
         return None
     return v if isinstance(v, dict) else None
@@ -276,19 +285,45 @@ def _sql_time(t: datetime | None) -> str | None:
     return None if t is None else t.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
+try:  # orjson: the snapshot's JSON work (a parse and three encodings per key) several times faster
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - a dependency; stdlib json gives the same results
+    _orjson = None
+_SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str).encode
+
+
+def _loads(text):
+    if _orjson is not None:
+        try:
+            return _orjson.loads(text)
+        except _orjson.JSONDecodeError:
+            pass  # orjson is stricter (NaN, lone surrogates): the stdlib decides
+    return json.loads(text)
+
+
+def _dumps_sorted(v) -> str:
+    """Canonical JSON text (sorted keys, UTF-8 kept) of a decoded value."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(v, option=_orjson.OPT_SORT_KEYS | _orjson.OPT_NON_STR_KEYS,
+                                 default=str).decode("utf-8")
+        except (TypeError, _orjson.JSONEncodeError):
+            pass  # e.g. an integer beyond 64 bits: the stdlib writes it
+    return _SORTED(v)
+
+
 def _text(v) -> str | None:
     if v is None:
         return None
     if isinstance(v, (dict, list)):
-        return json.dumps(v, ensure_ascii=False, sort_keys=True)
+        return _dumps_sorted(v)
     return str(v)
 
 
 def _canonical_hash(values: list) -> str | None:
     if all(v is None for v in values):
         return None
-    return hashlib.sha256(json.dumps(values, sort_keys=True, ensure_ascii=False, default=str)
-                          .encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256(_dumps_sorted(values).encode("utf-8")).hexdigest()[:32]
 
 
 def sql_time(v, enc: str) -> str | None:
@@ -316,47 +351,71 @@ def sql_time(v, enc: str) -> str | None:
         return None
 
 
+_PLANS: dict[int, tuple] = {}
+
+
+def _plan(kv: KvLayout) -> list[tuple]:
+    """The field mapping of ``kv`` compiled once: (name, action, source, encoding, add) tuples."""
+    hit = _PLANS.get(id(kv))
+    if hit is not None and hit[0] is kv:
+        return hit[1]
+    plan = []
+    for name, f in kv.fields.items():
+        if f.hash_of:
+            plan.append((name, "hash", f.hash_of, None, 0))
+        elif f.gather:
+            plan.append((name, "gather", f.fields, f.encoding, 0))
+        elif name in _TIME_NAMES:
+            plan.append((name, "time", f.fields[0], f.encoding or "iso_text", 0))
+        elif name == "attempt_count":
+            plan.append((name, "int", f.fields[0], None, f.add))
+        elif name in ("request", "response", "error"):
+            plan.append((name, "json" if f.encoding == "json" else "text", f.fields[0], None, 0))
+        else:
+            plan.append((name, "text", f.fields[0], None, 0))
+    _PLANS[id(kv)] = (kv, plan)
+    return plan
+
+
 def map_record(kv: KvLayout, value: Any) -> dict[str, Any]:
     """Normalized fields of one decoded value: times as the reference tables' naive UTC text (see
     :func:`sql_time`), payloads as text (JSON text for ``json`` payloads), ``attempt_count`` as int
-    (or None)."""
+    (or None). Runs once per key: the mapping is compiled once per layout (:func:`_plan`)."""
     out: dict[str, Any] = {}
     d = value if isinstance(value, dict) else {}
     get = kv.get
     seen_t: dict = {}
-    for name, f in kv.fields.items():
-        if f.hash_of:
-            out[name] = _canonical_hash([get(d, n) for n in f.hash_of])
+    for name, action, src, enc, add in _plan(kv):
+        if action == "hash":
+            out[name] = _canonical_hash([get(d, n) for n in src])
             continue
-        if f.gather:
-            got = {n: get(d, n) for n in f.fields}
+        if action == "gather":
+            got = {n: get(d, n) for n in src}
             v = got if any(x is not None for x in got.values()) else None
-        else:
-            v = get(d, f.fields[0])
-        if name in _TIME_NAMES:
-            k = (f.fields[0], f.encoding)
+            out[name] = None if v is None else _dumps_sorted(v) if enc == "json" else _text(v)
+            continue
+        v = get(d, src)
+        if action == "time":
+            k = (src, enc)
             if k not in seen_t:  # Celery's date_done feeds three times: parse it once
-                seen_t[k] = sql_time(v, f.encoding or "iso_text")
+                seen_t[k] = sql_time(v, enc)
             out[name] = seen_t[k]
-        elif name == "attempt_count":
+        elif action == "int":
             try:
-                out[name] = int(v) + f.add if v is not None and v != "" else None
+                out[name] = int(v) + add if v is not None and v != "" else None
             except (TypeError, ValueError):
                 out[name] = None
-        elif name in ("request", "response", "error"):
+        elif action == "json":
             if v is None:
                 out[name] = None
-            elif f.encoding == "json":
-                if isinstance(v, str):  # a hash field or a JSON-in-a-string response (Powertools data)
-                    try:
-                        json.loads(v)
-                        out[name] = v
-                    except ValueError:
-                        out[name] = json.dumps(v, ensure_ascii=False)
-                else:
-                    out[name] = json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+            elif isinstance(v, str):  # a hash field or a JSON-in-a-string response (Powertools data)
+                try:
+                    _loads(v)
+                    out[name] = v
+                except ValueError:
+                    out[name] = json.dumps(v, ensure_ascii=False)
             else:
-                out[name] = _text(v)
+                out[name] = _dumps_sorted(v)
         else:
             out[name] = _text(v)
     return out
