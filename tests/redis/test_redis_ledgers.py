@@ -437,3 +437,17 @@ def test_snapshot_engine_serves_many_worker_threads(redis_db):
     with ThreadPoolExecutor(12) as ex:
         got = set(ex.map(work, range(48)))
     assert got == {(200, 29)}
+
+
+def test_saved_connection_urls_keep_tls_db_and_hide_credentials():
+    from idemview.config import Connection
+    from idemview.ledger.redis_snapshot import is_redis_url, redis_url_from_sqlalchemy, safe_redis_url
+    c = Connection(name="cache", dialect="rediss", host="cache.internal", port=6380, database="2", user="idemview")
+    u = c.url("p@ss:w/rd")
+    assert is_redis_url(u) and not is_redis_url(Connection(name="x", dialect="postgresql").url())
+    s = redis_url_from_sqlalchemy(u)
+    assert s == "rediss://idemview:p%40ss%3Aw%2Frd@cache.internal:6380/2"
+    assert safe_redis_url(s) == "rediss://cache.internal:6380/2"
+    pasted, pw = Connection.from_url("x", "redis://:secret@10.0.0.5:6379/7")
+    assert (pasted.dialect, pasted.database, pw) == ("redis", "7", "secret")
+    assert redis_url_from_sqlalchemy(pasted.url()) == "redis://10.0.0.5:6379/7"
