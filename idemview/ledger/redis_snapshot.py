@@ -539,6 +539,10 @@ def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
         info.write_warning = write_rights(client)
     uri = f"file:idemview-redis-{uuid.uuid4().hex}?mode=memory&cache=shared"
     keeper = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    # A fresh memory database that nobody else sees until it is complete: no rollback journal, one
+    # transaction for the whole load (a cancel or error discards the database with the keeper).
+    keeper.execute("PRAGMA journal_mode = OFF")
+    keeper.execute("PRAGMA synchronous = OFF")
     tables, indexes = _ddl()
     for stmt in tables:
         keeper.execute(stmt)
@@ -632,7 +636,6 @@ def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
             info.loaded += keeper.total_changes - before
             if atts:
                 keeper.executemany(att_sql, atts)
-            keeper.commit()
             if progress:
                 progress(info.scanned, info.loaded)
         # SCAN may return a key twice: the first was kept; drop the twin's attempt.
