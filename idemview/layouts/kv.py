@@ -129,6 +129,7 @@ class KvLayout:
         return cur
 
     def raw_status(self, value: Any) -> str | None:
+        """The stored status text of a decoded value (the whole value for ``plain``), or ``None``."""
         if self.encoding == "plain":
             return value if isinstance(value, str) else None
         if self.status_field is None or not isinstance(value, dict):
@@ -137,6 +138,7 @@ class KvLayout:
         return None if v is None else str(v)
 
     def status(self, raw: str | None) -> Status:
+        """The normalized status of a raw status (``default`` when unmapped or missing)."""
         return Status(self.status_map.get(raw, self.status_default)) if raw is not None else Status(self.status_default)
 
     def required_fields(self) -> set[str]:
@@ -290,4 +292,5 @@ def load_kv_layout(spec: str) -> KvLayout:
 
 
 def all_kv_presets() -> list[KvLayout]:
+    """Every shipped key-value layout, by name."""
     return [load_kv_preset(n) for n in kv_preset_names()]

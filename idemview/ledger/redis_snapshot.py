@@ -713,10 +713,10 @@ def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes]
     its key pattern; its values (up to 20, read with the layout's command) must decode and carry the
     fields the preset's ``[detect]`` names. Best first; empty when nothing fits."""
     import redis
+    from fnmatch import fnmatchcase  # SCAN MATCH's glob, applied to the sample
     keys = [bytes(k).decode("utf-8", "replace") for k in (sample if sample is not None else sample_keys(client))]
     out = []
     for kv in presets if presets is not None else all_kv_presets():
-        from fnmatch import fnmatchcase
         mine = [k for k in keys if fnmatchcase(k, kv.match) and kv.split_key(k) is not None]
         if not mine:
             continue
@@ -763,7 +763,7 @@ def open_redis_ledger(url: str, *, layout: str | KvLayout | None = None, passwor
         if isinstance(layout, KvLayout):
             kv, detection = layout, f"layout {layout.name} (chosen)"
         elif layout:
-            kv, detection = load_kv_layout(layout), None
+            kv = load_kv_layout(layout)
             detection = f"layout {kv.name} (chosen)"
         else:
             matches = detect_kv(client)
