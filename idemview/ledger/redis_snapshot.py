@@ -461,23 +461,51 @@ class SnapshotInfo:
         return d
 
 
+def snapshot_metadata():
+    """The snapshot's tables: the reference ``idemview`` layout's ``operations`` and ``attempts`` (the
+    same columns as :func:`idemview.services.demo.reference_metadata`, which the ledger layer may not
+    import; a test holds them equal), with ``attempt_count`` nullable (a record may lack the count) and
+    a unique (scope, key) index (SCAN may return a key twice)."""
+    from sqlalchemy import Column, DateTime, Index, Integer, MetaData, String, Table, Text
+    md = MetaData()
+    Table("operations", md,
+          Column("id", Integer, primary_key=True, autoincrement=False),
+          Column("scope", String(64), nullable=False), Column("idempotency_key", String(128), nullable=False),
+          Column("kind", String(64)), Column("status", String(16), nullable=False),
+          Column("request_hash", String(64)), Column("intent_ref", String(64)), Column("effect_ref", String(64)),
+          Column("attempt_count", Integer),
+          *[Column(t, DateTime) for t in ("created_at", "updated_at", "completed_at", "locked_at",
+                                          "lock_expires_at", "expires_at")],
+          Column("request_body", Text), Column("response_body", Text), Column("error", Text),
+          Index("ux_operations_scope_key", "scope", "idempotency_key", unique=True),
+          Index("ix_operations_created_at", "created_at"), Index("ix_operations_expires_at", "expires_at"),
+          Index("ix_operations_intent_ref", "intent_ref"), Index("ix_operations_status", "status"))
+    Table("attempts", md,
+          Column("id", Integer, primary_key=True, autoincrement=False),
+          Column("scope", String(64), nullable=False), Column("idempotency_key", String(128), nullable=False),
+          Column("attempt_no", Integer, nullable=False), Column("started_at", DateTime),
+          Column("finished_at", DateTime), Column("outcome", String(16), nullable=False),
+          Column("request_hash", String(64)), Column("effect_ref", String(64)), Column("worker", String(64)),
+          Column("error", Text),
+          Index("ix_attempts_scope_key", "scope", "idempotency_key"), Index("ix_attempts_started_at", "started_at"))
+    return md
+
+
 def _ddl() -> tuple[list[str], list[str]]:
-    """(CREATE TABLE statements, CREATE INDEX statements) of the reference tables; the indexes are
-    built after the bulk load (one sort each instead of a B-tree insert per row)."""
+    """(CREATE TABLE + the unique (scope, key) index, the other CREATE INDEX statements) of
+    :func:`snapshot_metadata`; those indexes are built after the bulk load (one sort each instead of a
+    B-tree insert per row)."""
     from sqlalchemy.dialects import sqlite as sqlite_dialect
     from sqlalchemy.schema import CreateIndex, CreateTable
-    from idemview.services.demo import reference_metadata  # the reference tables, defined once
-    md = reference_metadata()
-    tables, indexes = [], []
+    md = snapshot_metadata()
+    first, later = [], []
     d = sqlite_dialect.dialect()
     for name in ("operations", "attempts"):
         t = md.tables[name]
-        if name == "operations":  # a record may lack the count (Celery without result_extended): NULL
-            t.c.attempt_count.nullable = True
-        tables.append(str(CreateTable(t).compile(dialect=d)))
-        indexes += [str(CreateIndex(ix).compile(dialect=d)) for ix in t.indexes
-                    if ix.name != "ix_operations_scope_key"]  # the unique index below serves (scope, key)
-    return tables, indexes
+        first.append(str(CreateTable(t).compile(dialect=d)))
+        for ix in t.indexes:
+            (first if ix.unique else later).append(str(CreateIndex(ix).compile(dialect=d)))
+    return first, later
 
 
 def _ro_authorizer(action, arg1, arg2, dbname, source):
@@ -544,10 +572,8 @@ def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
     keeper.execute("PRAGMA journal_mode = OFF")
     keeper.execute("PRAGMA synchronous = OFF")
     tables, indexes = _ddl()
-    for stmt in tables:
+    for stmt in tables:  # with the unique (scope, key) index: it drops a twin key while loading
         keeper.execute(stmt)
-    # SCAN may return a key twice: the unique (scope, key) index drops the twin while loading.
-    keeper.execute("CREATE UNIQUE INDEX ux_operations_scope_key ON operations (scope, idempotency_key)")
     t0 = server_time(client)
     info.server_time = t0
     info.clock_skew_s = round((t0 - datetime.now(UTC)).total_seconds(), 3)

@@ -451,3 +451,12 @@ def test_saved_connection_urls_keep_tls_db_and_hide_credentials():
     pasted, pw = Connection.from_url("x", "redis://:secret@10.0.0.5:6379/7")
     assert (pasted.dialect, pasted.database, pw) == ("redis", "7", "secret")
     assert redis_url_from_sqlalchemy(pasted.url()) == "redis://10.0.0.5:6379/7"
+
+
+def test_snapshot_tables_are_the_reference_tables():
+    from idemview.ledger.redis_snapshot import snapshot_metadata
+    from idemview.services.demo import reference_metadata
+    mine, ref = snapshot_metadata(), reference_metadata()
+    for t in ("operations", "attempts"):
+        assert [c.name for c in mine.tables[t].columns] == [c.name for c in ref.tables[t].columns], t
+    assert mine.tables["operations"].c.attempt_count.nullable
