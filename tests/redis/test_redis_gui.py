@@ -72,3 +72,4 @@ def test_redis_tab_beside_sqlite_tab_with_search(qtbot, window, redis_db, tmp_pa
     qtbot.waitUntil(lambda: red.detail.detail is not None and red.detail.detail.key_raw == "task-failed",
                     timeout=10000)
     assert window.current_tab() is red
+    window.grab().save(str(tmp_path / "redis-detail.png"))
