@@ -26,7 +26,20 @@ TEST_DB = int(os.environ.get("IDEMVIEW_REDIS_TEST_DB", "13"))
 @pytest.fixture
 def redis_db():
     """(url of the test database, a plain writing client on it). The database is emptied before and
-    after each test (FLUSHDB on this database number only)."""
+    after each test (FLUSHDB on this database number only). Test processes on one machine (parallel
+    worktrees, CI) take turns: an exclusive file lock is held for the test's duration."""
+    import fcntl
+    import tempfile
+    lock = open(os.path.join(tempfile.gettempdir(), f"idemview-redis-test-db{TEST_DB}.lock"), "a")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        yield from _redis_db()
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def _redis_db():
     import redis
     client = redis.Redis.from_url(f"{REDIS}/{TEST_DB}")
     try:

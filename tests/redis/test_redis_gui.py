@@ -73,3 +73,21 @@ def test_redis_tab_beside_sqlite_tab_with_search(qtbot, window, redis_db, tmp_pa
                     timeout=10000)
     assert window.current_tab() is red
     window.grab().save(str(tmp_path / "redis-detail.png"))
+
+
+def test_refresh_of_a_redis_tab_takes_a_new_snapshot(qtbot, window, redis_db):
+    from idemview.services.session import OpenSpec
+    url, raw = redis_db
+    t = server_now(raw)
+    put_celery(raw, "a", "SUCCESS", done=t)
+    tab = _wait_open(qtbot, window.open_spec(OpenSpec(url=url, name="r", layout="celery-redis")))
+    first = tab.opened
+    assert first.n_ops == 1
+    put_celery(raw, "b", "FAILURE", done=t)
+    tab.refresh(live=True)  # a live refresh re-scans the same snapshot
+    assert tab.opened is first
+    tab.refresh()  # F5: the keys are read again
+    qtbot.waitUntil(lambda: tab.opened is not first and tab.scan_complete(), timeout=30000)
+    assert tab.opened.n_ops == 2
+    qtbot.waitUntil(lambda: tab.findings is not None and tab.findings.counts[FindingKind.UNRESOLVED_FAILURE] == 1,
+                    timeout=30000)
