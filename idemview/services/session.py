@@ -159,7 +159,9 @@ def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
                                     f"{info.server_time:%Y-%m-%d %H:%M:%S} UTC")
     if info.write_warning:
         detection += f"; warning: {info.write_warning}"
-    return Opened(ledger.engine, ledger, True, n_ops, n_att, time_span(ledger), detection, info.url)
+    # The snapshot session is asked like any other (query_only); Redis itself got only allowlisted reads.
+    ro = session_is_read_only(ledger.engine)
+    return Opened(ledger.engine, ledger, ro, n_ops, n_att, time_span(ledger), detection, info.url)
 
 
 @dataclass
