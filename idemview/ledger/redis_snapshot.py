@@ -548,6 +548,79 @@ def _scan_batches(client, pattern: str, count: int, token=None):
             return
 
 
+def _read_batches(client, kv: KvLayout, read: str, batch: int, token):
+    """(keys scanned, keys skipped, [(key, (scope, key, kind))], server time at the read (epoch s),
+    values, PTTLs) per SCAN batch: one pipeline of MGET (or HGETALL per key) + PTTL per key."""
+    for keys in _scan_batches(client, kv.match, batch, token):
+        wanted = []
+        for k in keys:
+            parts = kv.split_key(bytes(k).decode("utf-8", "replace"))
+            if parts is not None:
+                wanted.append((k, parts))
+        if not wanted:
+            yield len(keys), len(keys), [], 0.0, [], []
+            continue
+        # Read time of this batch on the server's clock: PTTL is relative to it.
+        pipe = client.pipeline(transaction=False)
+        pipe.time()
+        if read == "GET":  # one MGET per batch (a wrong-type key reads as nil there)
+            pipe.execute_command("MGET", *[k for k, _p in wanted])
+            for k, _parts in wanted:
+                pipe.execute_command("PTTL", k)
+        else:
+            for k, _parts in wanted:
+                pipe.execute_command(read, k)
+                pipe.execute_command("PTTL", k)
+        res = pipe.execute(raise_on_error=False)
+        now_s, now_us = res[0]
+        at = int(now_s) + int(now_us) / 1e6
+        if read == "GET":
+            values, pttls = res[1], res[2:]
+        else:
+            values, pttls = res[1::2], res[2::2]
+        yield len(keys), len(keys) - len(wanted), wanted, at, values, pttls
+
+
+def _prefetched(batches, token, depth: int = 2):
+    """Iterate ``batches`` one step ahead on a thread: the next batch's SCAN and pipeline wait on
+    Redis (the GIL is released on the socket) while this one is decoded and loaded. Errors and
+    cancellation reach the consumer; leaving the loop early stops the reader."""
+    import queue
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def run():
+        try:
+            for item in batches:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(end)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
+            q.put(e)
+    th = threading.Thread(target=run, name="idemview-redis-read", daemon=True)
+    th.start()
+    try:
+        while True:
+            item = q.get()
+            if item is end:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            if token is not None:
+                token.check()
+            yield item
+    finally:
+        stop.set()
+        th.join(timeout=30)
+
+
 def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
              progress: Callable[[int, int], Any] | None = None, token=None, check_rights: bool = True):
     """Read every key of ``kv`` into a fresh in-memory SQLite database in the reference layout.
@@ -588,37 +661,14 @@ def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
     att_sql = ("INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, "
                "outcome, request_hash, effect_ref, worker, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
     try:
-        for keys in _scan_batches(client, kv.match, batch, token):
-            info.scanned += len(keys)
-            wanted = []
-            for k in keys:
-                parts = kv.split_key(bytes(k).decode("utf-8", "replace"))
-                if parts is None:
-                    info.not_matching += 1
-                else:
-                    wanted.append((k, parts))
+        for n_scanned, n_skipped, wanted, at, values, pttls in _prefetched(
+                _read_batches(client, kv, read, batch, token), token):
+            info.scanned += n_scanned
+            info.not_matching += n_skipped
             if not wanted:
                 if progress:
                     progress(info.scanned, info.loaded)
                 continue
-            # Read time of this batch on the server's clock: PTTL is relative to it.
-            pipe = client.pipeline(transaction=False)
-            pipe.time()
-            if read == "GET":  # one MGET per batch (a wrong-type key reads as nil there)
-                pipe.execute_command("MGET", *[k for k, _p in wanted])
-                for k, _parts in wanted:
-                    pipe.execute_command("PTTL", k)
-            else:
-                for k, _parts in wanted:
-                    pipe.execute_command(read, k)
-                    pipe.execute_command("PTTL", k)
-            res = pipe.execute(raise_on_error=False)
-            now_s, now_us = res[0]
-            at = int(now_s) + int(now_us) / 1e6
-            if read == "GET":
-                values, pttls = res[1], res[2:]
-            else:
-                values, pttls = res[1::2], res[2::2]
             ops, atts = [], []
             for i, (_k, (scope, key, kind)) in enumerate(wanted):
                 raw, pttl = values[i], pttls[i]
