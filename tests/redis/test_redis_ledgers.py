@@ -460,3 +460,27 @@ def test_snapshot_tables_are_the_reference_tables():
     for t in ("operations", "attempts"):
         assert [c.name for c in mine.tables[t].columns] == [c.name for c in ref.tables[t].columns], t
     assert mine.tables["operations"].c.attempt_count.nullable
+
+
+def test_prefetch_hands_over_errors_and_stops_when_left():
+    import threading
+    from idemview.ledger.redis_snapshot import _prefetched
+    produced = []
+
+    def failing():
+        yield 1
+        raise ConnectionError("the server went away")
+    with pytest.raises(ConnectionError, match="went away"):
+        list(_prefetched(failing(), None))
+
+    def endless():
+        i = 0
+        while True:
+            produced.append(i)
+            yield i
+            i += 1
+    before = threading.active_count()
+    gen = _prefetched(endless(), None)
+    assert [next(gen) for _ in range(3)] == [0, 1, 2]
+    gen.close()  # the consumer leaves: the reader thread ends, having read at most a few ahead
+    assert threading.active_count() == before and len(produced) <= 3 + 3
