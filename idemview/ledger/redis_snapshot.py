@@ -15,7 +15,8 @@ A consistent snapshot, bounded
     ``SCAN`` with ``MATCH`` in batches (``COUNT``; never ``KEYS``, which blocks the server), and for each
     batch one pipeline of ``GET``/``HGETALL`` + ``PTTL`` per key. SCAN guarantees every key present for
     the whole scan is returned (possibly twice: duplicates are dropped by a unique index); a key that
-    expires between SCAN and GET is counted as gone. Progress is reported per batch and a
+    expires between SCAN and GET is counted as gone. The next batch is read on a thread while this one
+    is decoded and loaded (the socket wait releases the GIL). Progress is reported per batch and a
     :class:`~idemview.services.cancel.CancelToken` stops it between batches. The server's own clock
     (``TIME``) is read before and after; ``expires_at`` = server time at the read + PTTL, so the TTL is
     exact whatever the local clock says, and the server time is shown beside ``now``.
