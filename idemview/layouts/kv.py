@@ -52,12 +52,12 @@ ATTEMPT_FIELDS = ("worker", "started_at", "finished_at")
 #: Finding kinds a key-value store cannot show, whatever the layout, and why (DESIGN §5 kinds).
 NOT_CHECKABLE: dict[FindingKind, str] = {
     FindingKind.EXPIRED_KEY: "an expired Redis key is gone (Redis deletes it at its TTL), so no expired "
-                             "record can be present",
+    "record can be present",
     FindingKind.REPLAY_AFTER_EXPIRY: "an expired Redis key is gone: the record a replay after expiry "
-                                     "would follow no longer exists, and the new one overwrote nothing "
-                                     "visible",
+    "would follow no longer exists, and the new one overwrote nothing "
+    "visible",
     FindingKind.DUPLICATE_EFFECT: "a Redis key holds one value: a retry overwrites the record, so two "
-                                  "successes of one key leave one record",
+    "successes of one key leave one record",
     FindingKind.KEY_CONFLICT: "a Redis key holds one value, hence one fingerprint per key",
 }
 
@@ -238,16 +238,16 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     fields = {}
     for k, v in (d.get("fields") or {}).items():
         if k not in KV_TIME_FIELDS + KV_VALUE_FIELDS + KV_PAYLOAD_FIELDS:
-            raise _err(where, f"[fields] {k!r} is not one of "
-                              f"{', '.join(KV_TIME_FIELDS + KV_VALUE_FIELDS + KV_PAYLOAD_FIELDS)}")
+            raise _err(
+                where, f"[fields] {k!r} is not one of {', '.join(KV_TIME_FIELDS + KV_VALUE_FIELDS + KV_PAYLOAD_FIELDS)}"
+            )
         fields[k] = _field(where, k, v)
     att = d.get("attempt") or {}
     if set(att) - set(ATTEMPT_FIELDS):
         raise _err(where, f"[attempt] knows only {', '.join(ATTEMPT_FIELDS)}")
     exp = d.get("expiry") or {}
     if set(exp) - {"lock_timeout_seconds", "dedup_window_seconds"}:
-        raise _err(where, "[expiry] knows only lock_timeout_seconds and dedup_window_seconds (the TTL "
-                          "is the expiry)")
+        raise _err(where, "[expiry] knows only lock_timeout_seconds and dedup_window_seconds (the TTL is the expiry)")
     for k, v in exp.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
             raise _err(where, f"expiry.{k} must be a non-negative number of seconds")
@@ -256,14 +256,27 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         raise _err(where, "tunables.retry_threshold must be a whole number >= 0")
     det = d.get("detect") or {}
     return KvLayout(
-        name=name, title=meta.get("title", name), description=meta.get("description", ""),
-        source=meta.get("source", ""), match=match, key_regex=key_re, encoding=enc, exclude_regex=excl,
-        scope=str(kv.get("scope", "")), status_field=st.get("field"),
-        status_map={str(k): str(v) for k, v in smap.items()}, status_default=st.get("default", "unknown"),
-        fields=fields, attempt={str(k): str(v) for k, v in att.items()},
+        name=name,
+        title=meta.get("title", name),
+        description=meta.get("description", ""),
+        source=meta.get("source", ""),
+        match=match,
+        key_regex=key_re,
+        encoding=enc,
+        exclude_regex=excl,
+        scope=str(kv.get("scope", "")),
+        status_field=st.get("field"),
+        status_map={str(k): str(v) for k, v in smap.items()},
+        status_default=st.get("default", "unknown"),
+        fields=fields,
+        attempt={str(k): str(v) for k, v in att.items()},
         lock_timeout_seconds=exp.get("lock_timeout_seconds"),
-        dedup_window_seconds=exp.get("dedup_window_seconds"), retry_threshold=thr,
-        detect_fields=tuple(det.get("fields") or ()), text=text, origin=origin)
+        dedup_window_seconds=exp.get("dedup_window_seconds"),
+        retry_threshold=thr,
+        detect_fields=tuple(det.get("fields") or ()),
+        text=text,
+        origin=origin,
+    )
 
 
 def kv_preset_names() -> list[str]:

@@ -45,26 +45,43 @@ import json
 import re
 import sqlite3
 import threading
-import time
 import uuid
-from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
-from typing import Any, Callable
-from urllib.parse import quote, unquote, urlsplit
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlsplit
 
 from idemview.domain.model import FindingKind, Status
 from idemview.layouts.kv import NOT_CHECKABLE, KvLayout, all_kv_presets, load_kv_layout
 from idemview.layouts.layout import AttemptsSpec, Layout, LayoutError, StatusSource, load_preset
 from idemview.ledger.connect import ConnectError, redact
+from idemview.ledger.reader import Ledger
 
-UTC = timezone.utc
-SCAN_COUNT = 1000          # keys per SCAN call (a hint to the server) and per pipeline
-DETECT_SAMPLE = 500        # keys sampled by detection
-DETECT_SCANS = 50          # at most this many SCAN calls while sampling
+UTC = UTC
+SCAN_COUNT = 1000  # keys per SCAN call (a hint to the server) and per pipeline
+DETECT_SAMPLE = 500  # keys sampled by detection
+DETECT_SCANS = 50  # at most this many SCAN calls while sampling
 
 #: The only commands idemview sends to Redis (upper case; "ACL" only with the listed subcommands).
-ALLOWED = frozenset({"GET", "MGET", "HGETALL", "PTTL", "TYPE", "SCAN", "TIME", "PING", "INFO", "DBSIZE", "AUTH", "HELLO",
-                     "SELECT", "ECHO"})
+ALLOWED = frozenset(
+    {
+        "GET",
+        "MGET",
+        "HGETALL",
+        "PTTL",
+        "TYPE",
+        "SCAN",
+        "TIME",
+        "PING",
+        "INFO",
+        "DBSIZE",
+        "AUTH",
+        "HELLO",
+        "SELECT",
+        "ECHO",
+    }
+)
 ALLOWED_SUB = {"ACL": frozenset({"WHOAMI", "DRYRUN"})}
 _FAST_OK = frozenset({"PTTL", "GET", "MGET", "HGETALL", "SCAN", "TIME"})
 
@@ -97,8 +114,10 @@ def check_command(args: tuple) -> None:
         return
     if name in ALLOWED_SUB and len(words) > 1 and words[1].upper() in ALLOWED_SUB[name]:
         return
-    raise RedisWriteRefused(f"idemview refuses to send {name or '?'!r} to Redis: only read commands "
-                            f"({', '.join(sorted(ALLOWED))}, ACL WHOAMI/DRYRUN) are allowed")
+    raise RedisWriteRefused(
+        f"idemview refuses to send {name or '?'!r} to Redis: only read commands "
+        f"({', '.join(sorted(ALLOWED))}, ACL WHOAMI/DRYRUN) are allowed"
+    )
 
 
 class _ReadOnlyPacker:
@@ -159,8 +178,11 @@ def _db(p) -> int:
 def redis_url_from_sqlalchemy(u) -> str:
     """A ``redis[s]://`` URL string from a SQLAlchemy :class:`URL` (saved connections build those),
     password included (for connecting only; never shown)."""
-    scheme = "rediss" if u.drivername.startswith("rediss") or str(u.query.get("ssl", "")).lower() in (
-        "1", "true", "yes") else "redis"
+    scheme = (
+        "rediss"
+        if u.drivername.startswith("rediss") or str(u.query.get("ssl", "")).lower() in ("1", "true", "yes")
+        else "redis"
+    )
     auth = ""
     if u.username or u.password:
         auth = quote(u.username or "", safe="") + (":" + quote(u.password, safe="") if u.password else "") + "@"
@@ -176,6 +198,7 @@ def connect_redis(url: str, password: str | None = None, *, timeout_s: float = 1
     keyring) replaces the URL's. Raises :class:`ConnectError` (bad URL, unreachable, auth refused)."""
     redis, RO, ROS = _connection_classes()
     from redis.connection import parse_url
+
     try:
         p = urlsplit(url)
         if p.scheme.lower() not in ("redis", "rediss"):
@@ -183,15 +206,18 @@ def connect_redis(url: str, password: str | None = None, *, timeout_s: float = 1
         _db(p), p.port  # noqa: B018 - malformed db or port raise here
         opts = parse_url(url)
     except (ValueError, TypeError):
-        raise RedisUrlError(f"not a Redis URL: {redact(url)!r} (expected redis://host:6379/0 or "
-                           "rediss://host:6380/0)") from None
+        raise RedisUrlError(
+            f"not a Redis URL: {redact(url)!r} (expected redis://host:6379/0 or rediss://host:6380/0)"
+        ) from None
     opts["connection_class"] = ROS if p.scheme.lower() == "rediss" else RO
     if password is not None:
         opts["password"] = password
     opts.setdefault("db", 0)
     # RESP2: no HELLO handshake and no maintenance-notification subscription (CLIENT ...), which are
     # not reads; idemview needs nothing RESP3 adds.
-    kw = dict(socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=False, protocol=2)
+    kw: dict[str, Any] = dict(
+        socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=False, protocol=2
+    )
     # CLIENT SETINFO (sent on connect by redis-py >= 5) is not a read: switch it off.
     sig = _inspect.signature(redis.connection.AbstractConnection.__init__).parameters
     if "driver_info" in sig:
@@ -204,8 +230,9 @@ def connect_redis(url: str, password: str | None = None, *, timeout_s: float = 1
         client.ping()
     except redis.exceptions.AuthenticationError as e:
         pool.disconnect()
-        raise ConnectError(f"cannot connect to {safe_redis_url(url)}: authentication refused "
-                           f"({redact(str(e))[:120]})") from None
+        raise ConnectError(
+            f"cannot connect to {safe_redis_url(url)}: authentication refused ({redact(str(e))[:120]})"
+        ) from None
     except (redis.exceptions.RedisError, OSError) as e:
         pool.disconnect()
         raise ConnectError(f"cannot connect to {safe_redis_url(url)}: {redact(str(e)).splitlines()[0][:200]}") from None
@@ -225,6 +252,7 @@ def write_rights(client) -> str | None:
     answer (Redis < 7, or the user may not run ACL: a sign it is restricted) the warning says the rights
     could not be checked."""
     import redis
+
     try:
         user = _word(client.execute_command("ACL WHOAMI"))
     except redis.exceptions.RedisError as e:
@@ -239,20 +267,25 @@ def write_rights(client) -> str | None:
             if "unknown subcommand" in low or "unknown command" in low:
                 return "could not check whether this Redis user can write (ACL DRYRUN needs Redis 7)"
             if "noperm" in low or "permission" in low:
-                return (f"could not verify that Redis user {user!r} is read-only (it may not run ACL DRYRUN; "
-                        "a restricted user, probably)")
+                return (
+                    f"could not verify that Redis user {user!r} is read-only (it may not run ACL DRYRUN; "
+                    "a restricted user, probably)"
+                )
             continue
         except redis.exceptions.RedisError:
             continue
         if _word(r).upper() == "OK":
             can.append(cmd[0])
     if can:
-        return (f"Redis user {user!r} can write ({', '.join(can)} allowed): idemview sends only read "
-                "commands, but a read-only ACL user is safer (see README, Redis ledgers)")
+        return (
+            f"Redis user {user!r} can write ({', '.join(can)} allowed): idemview sends only read "
+            "commands, but a read-only ACL user is safer (see README, Redis ledgers)"
+        )
     return None
 
 
 # ------------------------------------------------------------------------------------ decoding
+
 
 def decode_value(kv: KvLayout, raw) -> Any:
     """The value as the layout reads it: a dict for ``json``/``hash``, text for ``plain``; ``None``
@@ -262,9 +295,14 @@ def decode_value(kv: KvLayout, raw) -> Any:
     if kv.encoding == "hash":
         if not isinstance(raw, dict):
             return None
-        return {_word(k) if not isinstance(k, (bytes, bytearray)) else bytes(k).decode("utf-8", "replace"):
-                bytes(v).decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v
-                for k, v in raw.items()}
+        return {
+            _word(k) if not isinstance(k, (bytes, bytearray)) else bytes(k).decode("utf-8", "replace"): bytes(v).decode(
+                "utf-8", "replace"
+            )
+            if isinstance(v, (bytes, bytearray))
+            else v
+            for k, v in raw.items()
+        }
     if kv.encoding == "json" and _orjson is not None and isinstance(raw, bytes):
         try:  # straight from the bytes (the common case)
             v = _orjson.loads(raw)
@@ -286,6 +324,7 @@ def _sql_time(t: datetime | None) -> str | None:
     return None if t is None else t.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
+_orjson: Any
 try:  # orjson: the snapshot's JSON work (a parse and three encodings per key) several times faster
     import orjson as _orjson
 except ImportError:  # pragma: no cover - a dependency; stdlib json gives the same results
@@ -306,8 +345,9 @@ def _dumps_sorted(v) -> str:
     """Canonical JSON text (sorted keys, UTF-8 kept) of a decoded value."""
     if _orjson is not None:
         try:
-            return _orjson.dumps(v, option=_orjson.OPT_SORT_KEYS | _orjson.OPT_NON_STR_KEYS,
-                                 default=str).decode("utf-8")
+            return _orjson.dumps(v, option=_orjson.OPT_SORT_KEYS | _orjson.OPT_NON_STR_KEYS, default=str).decode(
+                "utf-8"
+            )
         except (TypeError, _orjson.JSONEncodeError):
             pass  # e.g. an integer beyond 64 bits: the stdlib writes it
     return _SORTED(v)
@@ -360,7 +400,7 @@ def _plan(kv: KvLayout) -> list[tuple]:
     hit = _PLANS.get(id(kv))
     if hit is not None and hit[0] is kv:
         return hit[1]
-    plan = []
+    plan: list[tuple[str, str, Any, str | None, int]] = []
     for name, f in kv.fields.items():
         if f.hash_of:
             plan.append((name, "hash", f.hash_of, None, 0))
@@ -427,6 +467,7 @@ _TIME_NAMES = frozenset(("created_at", "updated_at", "completed_at", "locked_at"
 
 # ---------------------------------------------------------------------------------- the snapshot
 
+
 @dataclass
 class SnapshotInfo:
     """What a snapshot read: where (``url`` without credentials, ``db``), the ``pattern`` (SCAN MATCH)
@@ -456,6 +497,7 @@ class SnapshotInfo:
 
     def to_json(self) -> dict:
         from idemview.ledger.times import iso
+
         d = asdict(self)
         for k in ("started_at", "finished_at", "server_time", "server_time_end"):
             d[k] = iso(getattr(self, k))
@@ -468,27 +510,50 @@ def snapshot_metadata():
     import; a test holds them equal), with ``attempt_count`` nullable (a record may lack the count) and
     a unique (scope, key) index (SCAN may return a key twice)."""
     from sqlalchemy import Column, DateTime, Index, Integer, MetaData, String, Table, Text
+
     md = MetaData()
-    Table("operations", md,
-          Column("id", Integer, primary_key=True, autoincrement=False),
-          Column("scope", String(64), nullable=False), Column("idempotency_key", String(128), nullable=False),
-          Column("kind", String(64)), Column("status", String(16), nullable=False),
-          Column("request_hash", String(64)), Column("intent_ref", String(64)), Column("effect_ref", String(64)),
-          Column("attempt_count", Integer),
-          *[Column(t, DateTime) for t in ("created_at", "updated_at", "completed_at", "locked_at",
-                                          "lock_expires_at", "expires_at")],
-          Column("request_body", Text), Column("response_body", Text), Column("error", Text),
-          Index("ux_operations_scope_key", "scope", "idempotency_key", unique=True),
-          Index("ix_operations_created_at", "created_at"), Index("ix_operations_expires_at", "expires_at"),
-          Index("ix_operations_intent_ref", "intent_ref"), Index("ix_operations_status", "status"))
-    Table("attempts", md,
-          Column("id", Integer, primary_key=True, autoincrement=False),
-          Column("scope", String(64), nullable=False), Column("idempotency_key", String(128), nullable=False),
-          Column("attempt_no", Integer, nullable=False), Column("started_at", DateTime),
-          Column("finished_at", DateTime), Column("outcome", String(16), nullable=False),
-          Column("request_hash", String(64)), Column("effect_ref", String(64)), Column("worker", String(64)),
-          Column("error", Text),
-          Index("ix_attempts_scope_key", "scope", "idempotency_key"), Index("ix_attempts_started_at", "started_at"))
+    Table(
+        "operations",
+        md,
+        Column("id", Integer, primary_key=True, autoincrement=False),
+        Column("scope", String(64), nullable=False),
+        Column("idempotency_key", String(128), nullable=False),
+        Column("kind", String(64)),
+        Column("status", String(16), nullable=False),
+        Column("request_hash", String(64)),
+        Column("intent_ref", String(64)),
+        Column("effect_ref", String(64)),
+        Column("attempt_count", Integer),
+        *[
+            Column(t, DateTime)
+            for t in ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at", "expires_at")
+        ],
+        Column("request_body", Text),
+        Column("response_body", Text),
+        Column("error", Text),
+        Index("ux_operations_scope_key", "scope", "idempotency_key", unique=True),
+        Index("ix_operations_created_at", "created_at"),
+        Index("ix_operations_expires_at", "expires_at"),
+        Index("ix_operations_intent_ref", "intent_ref"),
+        Index("ix_operations_status", "status"),
+    )
+    Table(
+        "attempts",
+        md,
+        Column("id", Integer, primary_key=True, autoincrement=False),
+        Column("scope", String(64), nullable=False),
+        Column("idempotency_key", String(128), nullable=False),
+        Column("attempt_no", Integer, nullable=False),
+        Column("started_at", DateTime),
+        Column("finished_at", DateTime),
+        Column("outcome", String(16), nullable=False),
+        Column("request_hash", String(64)),
+        Column("effect_ref", String(64)),
+        Column("worker", String(64)),
+        Column("error", Text),
+        Index("ix_attempts_scope_key", "scope", "idempotency_key"),
+        Index("ix_attempts_started_at", "started_at"),
+    )
     return md
 
 
@@ -498,8 +563,10 @@ def _ddl() -> tuple[list[str], list[str]]:
     B-tree insert per row)."""
     from sqlalchemy.dialects import sqlite as sqlite_dialect
     from sqlalchemy.schema import CreateIndex, CreateTable
+
     md = snapshot_metadata()
-    first, later = [], []
+    first: list[str] = []
+    later: list[str] = []
     d = sqlite_dialect.dialect()
     for name in ("operations", "attempts"):
         t = md.tables[name]
@@ -531,9 +598,8 @@ def memory_engine(uri: str, keeper: sqlite3.Connection):
 
     # QueuePool, not the SingletonThreadPool SQLAlchemy picks for a memory URL: that one closes a
     # thread's connection when more threads than its size have used it, under a running query.
-    eng = create_engine("sqlite+pysqlite://", creator=creator, poolclass=QueuePool, pool_size=4,
-                        max_overflow=16)
-    eng._idemview_keeper = keeper  # noqa: SLF001 - lifetime of the memory database
+    eng = create_engine("sqlite+pysqlite://", creator=creator, poolclass=QueuePool, pool_size=4, max_overflow=16)
+    eng._idemview_keeper = keeper  # type: ignore[attr-defined]  # lifetime of the memory database
     return eng
 
 
@@ -587,6 +653,7 @@ def _prefetched(batches, token, depth: int = 2):
     Redis (the GIL is released on the socket) while this one is decoded and loaded. Errors and
     cancellation reach the consumer; leaving the loop early stops the reader."""
     import queue
+
     q: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
     end = object()
@@ -605,6 +672,7 @@ def _prefetched(batches, token, depth: int = 2):
             q.put(end)
         except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
             q.put(e)
+
     th = threading.Thread(target=run, name="idemview-redis-read", daemon=True)
     th.start()
     try:
@@ -622,8 +690,16 @@ def _prefetched(batches, token, depth: int = 2):
         th.join(timeout=30)
 
 
-def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
-             progress: Callable[[int, int], Any] | None = None, token=None, check_rights: bool = True):
+def snapshot(
+    client,
+    kv: KvLayout,
+    *,
+    url: str = "",
+    batch: int = SCAN_COUNT,
+    progress: Callable[[int, int], Any] | None = None,
+    token=None,
+    check_rights: bool = True,
+):
     """Read every key of ``kv`` into a fresh in-memory SQLite database in the reference layout.
 
     Returns ``(engine, info)``: a read-only SQLAlchemy engine and a :class:`SnapshotInfo`.
@@ -631,8 +707,14 @@ def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
     :class:`~idemview.services.cancel.CancelToken`) is checked between batches and raises
     :class:`~idemview.services.cancel.Cancelled`. Redis errors propagate as ``redis.RedisError``."""
     import redis
-    info = SnapshotInfo(url=safe_redis_url(url) if url else "", db=int(client.connection_pool.connection_kwargs.get("db") or 0),
-                        pattern=kv.match, layout=kv.name, started_at=datetime.now(UTC))
+
+    info = SnapshotInfo(
+        url=safe_redis_url(url) if url else "",
+        db=int(client.connection_pool.connection_kwargs.get("db") or 0),
+        pattern=kv.match,
+        layout=kv.name,
+        started_at=datetime.now(UTC),
+    )
     try:
         info.redis_version = str((client.info("server") or {}).get("redis_version", ""))
     except redis.exceptions.RedisError:
@@ -654,16 +736,21 @@ def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
     read = "HGETALL" if kv.encoding == "hash" else "GET"
     outcome = {Status.COMPLETED: "succeeded", Status.FAILED: "failed", Status.IN_PROGRESS: "running"}
     rid = 0
-    op_sql = ("INSERT INTO operations (id, scope, idempotency_key, kind, status, request_hash, "
-              "intent_ref, effect_ref, attempt_count, created_at, updated_at, completed_at, locked_at, "
-              "lock_expires_at, expires_at, request_body, response_body, error) "
-              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
-              "ON CONFLICT (scope, idempotency_key) DO NOTHING")  # SCAN may return a key twice
-    att_sql = ("INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, "
-               "outcome, request_hash, effect_ref, worker, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+    op_sql = (
+        "INSERT INTO operations (id, scope, idempotency_key, kind, status, request_hash, "
+        "intent_ref, effect_ref, attempt_count, created_at, updated_at, completed_at, locked_at, "
+        "lock_expires_at, expires_at, request_body, response_body, error) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+        "ON CONFLICT (scope, idempotency_key) DO NOTHING"
+    )  # SCAN may return a key twice
+    att_sql = (
+        "INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, "
+        "outcome, request_hash, effect_ref, worker, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    )
     try:
         for n_scanned, n_skipped, wanted, at, values, pttls in _prefetched(
-                _read_batches(client, kv, read, batch, token), token):
+            _read_batches(client, kv, read, batch, token), token
+        ):
             info.scanned += n_scanned
             info.not_matching += n_skipped
             if not wanted:
@@ -694,20 +781,51 @@ def snapshot(client, kv: KvLayout, *, url: str = "", batch: int = SCAN_COUNT,
                 else:
                     info.without_ttl += 1
                 rid += 1
-                ops.append((rid, scope, key, rec.get("kind") or kind, raw_status if raw_status is not None else "",
-                            rec.get("fingerprint"), rec.get("intent_ref"), rec.get("effect_ref"),
-                            rec.get("attempt_count"), rec.get("created_at"), rec.get("updated_at"),
-                            rec.get("completed_at"), rec.get("locked_at"), rec.get("lock_expires_at"),
-                            _sql_time(expires), rec.get("request"), rec.get("response"), rec.get("error")))
+                ops.append(
+                    (
+                        rid,
+                        scope,
+                        key,
+                        rec.get("kind") or kind,
+                        raw_status if raw_status is not None else "",
+                        rec.get("fingerprint"),
+                        rec.get("intent_ref"),
+                        rec.get("effect_ref"),
+                        rec.get("attempt_count"),
+                        rec.get("created_at"),
+                        rec.get("updated_at"),
+                        rec.get("completed_at"),
+                        rec.get("locked_at"),
+                        rec.get("lock_expires_at"),
+                        _sql_time(expires),
+                        rec.get("request"),
+                        rec.get("response"),
+                        rec.get("error"),
+                    )
+                )
                 if kv.attempt:
                     st = kv.status(raw_status)
-                    a_when = {k: (rec.get(v) if v in rec else sql_time(kv.get(value, v), "iso_text"))
-                              for k, v in kv.attempt.items() if k in ("started_at", "finished_at")}
+                    a_when = {
+                        k: (rec.get(v) if v in rec else sql_time(kv.get(value, v), "iso_text"))
+                        for k, v in kv.attempt.items()
+                        if k in ("started_at", "finished_at")
+                    }
                     worker = kv.get(value, kv.attempt["worker"]) if "worker" in kv.attempt else None
-                    atts.append((rid, scope, key, rec.get("attempt_count") or 1,
-                                 a_when.get("started_at"), a_when.get("finished_at"),
-                                 outcome.get(st, "unknown"), rec.get("fingerprint"), rec.get("effect_ref"),
-                                 _text(worker), rec.get("error") if st == Status.FAILED else None))
+                    atts.append(
+                        (
+                            rid,
+                            scope,
+                            key,
+                            rec.get("attempt_count") or 1,
+                            a_when.get("started_at"),
+                            a_when.get("finished_at"),
+                            outcome.get(st, "unknown"),
+                            rec.get("fingerprint"),
+                            rec.get("effect_ref"),
+                            _text(worker),
+                            rec.get("error") if st == Status.FAILED else None,
+                        )
+                    )
             before = keeper.total_changes
             keeper.executemany(op_sql, ops)
             info.loaded += keeper.total_changes - before
@@ -739,11 +857,24 @@ def snapshot_layout(kv: KvLayout) -> Layout:
     fields = {k: v for k, v in ref.fields.items() if k in kv.fields}
     kind = ref.kind if ("kind" in kv.fields or "kind" in kv.key_regex.groupindex) else None
     att = ref.attempts if kv.attempt else AttemptsSpec(source="counter" if "attempt_count" in fields else "none")
-    return replace(ref, name=kv.name, title=kv.title, description=kv.description, source=kv.source,
-                   status=StatusSource(column="status", map=dict(kv.status_map), default=kv.status_default),
-                   times=times, fields=fields, kind=kind, attempts=att, retention_seconds=None,
-                   lock_timeout_seconds=kv.lock_timeout_seconds, dedup_window_seconds=kv.dedup_window_seconds,
-                   retry_threshold=kv.retry_threshold, text=kv.text, origin=kv.origin)
+    return replace(
+        ref,
+        name=kv.name,
+        title=kv.title,
+        description=kv.description,
+        source=kv.source,
+        status=StatusSource(column="status", map=dict(kv.status_map), default=kv.status_default),
+        times=times,
+        fields=fields,
+        kind=kind,
+        attempts=att,
+        retention_seconds=None,
+        lock_timeout_seconds=kv.lock_timeout_seconds,
+        dedup_window_seconds=kv.dedup_window_seconds,
+        retry_threshold=kv.retry_threshold,
+        text=kv.text,
+        origin=kv.origin,
+    )
 
 
 def not_checkable(kv: KvLayout) -> dict[FindingKind, str]:
@@ -762,6 +893,7 @@ def not_checkable(kv: KvLayout) -> dict[FindingKind, str]:
 
 
 # ----------------------------------------------------------------------------------- detection
+
 
 @dataclass
 class KvMatch:
@@ -789,8 +921,10 @@ def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes]
     """Rank key-value presets by a bounded sample of keys: a preset fits when some sampled keys match
     its key pattern; its values (up to 20, read with the layout's command) must decode and carry the
     fields the preset's ``[detect]`` names. Best first; empty when nothing fits."""
-    import redis
     from fnmatch import fnmatchcase  # SCAN MATCH's glob, applied to the sample
+
+    import redis
+
     keys = [bytes(k).decode("utf-8", "replace") for k in (sample if sample is not None else sample_keys(client))]
     out = []
     for kv in presets if presets is not None else all_kv_presets():
@@ -815,9 +949,15 @@ def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes]
         if good == 0:
             continue
         conf = good / len(probe)
-        out.append(KvMatch(kv, conf, f"{len(mine)} of {len(keys)} sampled keys match {kv.match!r}; "
-                                     f"{good} of {len(probe)} values have {', '.join(sorted(need)) or 'a value'}",
-                           len(mine)))
+        out.append(
+            KvMatch(
+                kv,
+                conf,
+                f"{len(mine)} of {len(keys)} sampled keys match {kv.match!r}; "
+                f"{good} of {len(probe)} values have {', '.join(sorted(need)) or 'a value'}",
+                len(mine),
+            )
+        )
     # More specific presets (more fields required) win ties: celery-redis-extended over celery-redis.
     out.sort(key=lambda m: (-m.confidence, -len(m.layout.required_fields()), -m.keys, m.layout.name))
     return out
@@ -825,16 +965,27 @@ def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes]
 
 # ----------------------------------------------------------------------------------- opening
 
-def open_redis_ledger(url: str, *, layout: str | KvLayout | None = None, password: str | None = None,
-                      name: str | None = None, progress=None, token=None, batch: int = SCAN_COUNT,
-                      lock_timeout_s=None, retry_threshold=None, retention_s=None):
+
+def open_redis_ledger(
+    url: str,
+    *,
+    layout: str | KvLayout | None = None,
+    password: str | None = None,
+    name: str | None = None,
+    progress=None,
+    token=None,
+    batch: int = SCAN_COUNT,
+    lock_timeout_s=None,
+    retry_threshold=None,
+    retention_s=None,
+):
     """Connect read-only, choose the key-value layout (given, else detected from a key sample), take a
     snapshot and return a :class:`~idemview.ledger.reader.Ledger` on it. The ledger carries
     ``not_checkable`` (kind -> reason), ``snapshot`` (:class:`SnapshotInfo`), ``kv_layout``,
     ``source_dialect`` ("redis") and ``detection`` (how the layout was chosen).
 
     Raises :class:`ConnectError` (cannot connect), :class:`LayoutError` (no layout fits, bad layout)."""
-    from idemview.ledger.reader import Ledger
+
     client = connect_redis(url, password)
     try:
         if isinstance(layout, KvLayout):
@@ -845,16 +996,25 @@ def open_redis_ledger(url: str, *, layout: str | KvLayout | None = None, passwor
         else:
             matches = detect_kv(client)
             if not matches:
-                raise LayoutError("no key-value preset fits the sampled keys of this Redis database; pass "
-                                  "--layout NAME|FILE (celery-redis, celery-redis-extended, "
-                                  "powertools-redis, idem-generic or your own)", ["keys"])
+                raise LayoutError(
+                    "no key-value preset fits the sampled keys of this Redis database; pass "
+                    "--layout NAME|FILE (celery-redis, celery-redis-extended, "
+                    "powertools-redis, idem-generic or your own)",
+                    ["keys"],
+                )
             kv = matches[0].layout
             detection = f"detected {kv.name} ({matches[0].confidence:.0%}): {matches[0].reason}"
         engine, info = snapshot(client, kv, url=url, batch=batch, progress=progress, token=token)
     finally:
         client.connection_pool.disconnect()
-    ledger = Ledger(engine, snapshot_layout(kv), name=name or f"redis {info.url.split('://', 1)[-1]}",
-                    lock_timeout_s=lock_timeout_s, retry_threshold=retry_threshold, retention_s=retention_s)
+    ledger = RedisLedger(
+        engine,
+        snapshot_layout(kv),
+        name=name or f"redis {info.url.split('://', 1)[-1]}",
+        lock_timeout_s=lock_timeout_s,
+        retry_threshold=retry_threshold,
+        retention_s=retention_s,
+    )
     ledger.not_checkable = not_checkable(kv)
     if lock_timeout_s is not None and "locked_at" in kv.fields:
         ledger.not_checkable.pop(FindingKind.STUCK_IN_PROGRESS, None)
@@ -866,14 +1026,32 @@ def open_redis_ledger(url: str, *, layout: str | KvLayout | None = None, passwor
     return ledger
 
 
+class RedisLedger(Ledger):
+    """A :class:`~idemview.ledger.reader.Ledger` over a Redis snapshot, with what it carries beside:
+    ``not_checkable`` (kind -> reason, honoured by the findings engine), ``snapshot``
+    (:class:`SnapshotInfo`), ``kv_layout``, ``source_dialect`` ("redis"), ``detection`` (how the layout
+    was chosen) and ``describe`` (the manifest's ledger identity)."""
+
+    not_checkable: dict[FindingKind, str]
+    snapshot: SnapshotInfo
+    kv_layout: KvLayout
+    source_dialect: str
+    detection: str
+    describe: dict | None
+
+
 def describe_snapshot(ledger) -> dict | None:
     """Manifest identity of a Redis ledger (dialect, host, database, snapshot), else ``None``."""
     info = getattr(ledger, "snapshot", None)
     if info is None:
         return None
     p = urlsplit(info.url) if info.url else None
-    return {"dialect": "redis", "host": (p.hostname or "") if p else "", "database": str(info.db),
-            "snapshot": info.to_json()}
+    return {
+        "dialect": "redis",
+        "host": (p.hostname or "") if p else "",
+        "database": str(info.db),
+        "snapshot": info.to_json(),
+    }
 
 
 def test_redis(url, layout: str = "") -> str:
@@ -887,8 +1065,10 @@ def test_redis(url, layout: str = "") -> str:
         presets = [load_kv_layout(layout)] if layout else None
         m = detect_kv(client, presets)
         if m:
-            parts.append(f"{'layout' if layout else 'detected'} {m[0].layout.name} — confidence "
-                         f"{m[0].confidence:.0%}: {m[0].reason}")
+            parts.append(
+                f"{'layout' if layout else 'detected'} {m[0].layout.name} — confidence "
+                f"{m[0].confidence:.0%}: {m[0].reason}"
+            )
         else:
             parts.append("⚠ no key-value preset fits the sampled keys: choose or write a layout")
         return " · ".join(parts)

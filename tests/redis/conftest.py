@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from tests.conftest import ON_CI
 
-UTC = timezone.utc
+UTC = UTC
 REDIS = os.environ.get("IDEMVIEW_REDIS_URL", "redis://127.0.0.1:6379")
 TEST_DB = int(os.environ.get("IDEMVIEW_REDIS_TEST_DB", "13"))
 
@@ -30,6 +30,7 @@ def redis_db():
     worktrees, CI) take turns: an exclusive file lock is held for the test's duration."""
     import fcntl
     import tempfile
+
     lock = open(os.path.join(tempfile.gettempdir(), f"idemview-redis-test-db{TEST_DB}.lock"), "a")
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
@@ -41,6 +42,7 @@ def redis_db():
 
 def _redis_db():
     import redis
+
     client = redis.Redis.from_url(f"{REDIS}/{TEST_DB}")
     try:
         client.ping()
@@ -55,16 +57,30 @@ def _redis_db():
     client.close()
 
 
-def celery_meta(task_id: str, status: str, *, done: datetime | None, result=None, traceback=None,
-                extended: dict | None = None) -> str:
+def celery_meta(
+    task_id: str, status: str, *, done: datetime | None, result=None, traceback=None, extended: dict | None = None
+) -> str:
     """The JSON Celery's KeyValueStoreBackend stores (celery/backends/base.py: _get_result_meta plus
     task_id from _store_result); date_done is ISO-8601 and only set for ready states."""
-    meta = {"status": status, "result": result, "traceback": traceback, "children": [],
-            "date_done": done.isoformat() if done is not None else None, "task_id": task_id}
+    meta = {
+        "status": status,
+        "result": result,
+        "traceback": traceback,
+        "children": [],
+        "date_done": done.isoformat() if done is not None else None,
+        "task_id": task_id,
+    }
     if extended is not None:
-        meta.update({"name": extended["name"], "args": extended.get("args", []),
-                     "kwargs": extended.get("kwargs", {}), "worker": extended.get("worker", "celery@host1"),
-                     "retries": extended.get("retries", 0), "queue": extended.get("queue", "celery")})
+        meta.update(
+            {
+                "name": extended["name"],
+                "args": extended.get("args", []),
+                "kwargs": extended.get("kwargs", {}),
+                "worker": extended.get("worker", "celery@host1"),
+                "retries": extended.get("retries", 0),
+                "queue": extended.get("queue", "celery"),
+            }
+        )
     return json.dumps(meta)
 
 
@@ -79,8 +95,17 @@ def powertools_key(function: str, payload: dict) -> str:
     return f"{function}#{h}"
 
 
-def put_powertools(client, key: str, status: str, *, expiration: datetime, in_progress_until: datetime | None = None,
-                   data=None, validation: str | None = None, ttl_s: int = 3600) -> None:
+def put_powertools(
+    client,
+    key: str,
+    status: str,
+    *,
+    expiration: datetime,
+    in_progress_until: datetime | None = None,
+    data=None,
+    validation: str | None = None,
+    ttl_s: int = 3600,
+) -> None:
     """The JSON RedisCachePersistenceLayer writes: status, expiration (epoch s), in_progress_expiration
     (epoch ms, in progress), validation, data (completed: the response as a JSON string)."""
     item = {"status": status, "expiration": int(expiration.timestamp())}
@@ -95,8 +120,7 @@ def put_powertools(client, key: str, status: str, *, expiration: datetime, in_pr
 
 def put_generic(client, scope: str, key: str, ttl_s: int | None = 86400, **fields) -> None:
     name = f"idem:{scope}:{key}"
-    client.hset(name, mapping={k: (v.isoformat() if isinstance(v, datetime) else str(v))
-                               for k, v in fields.items()})
+    client.hset(name, mapping={k: (v.isoformat() if isinstance(v, datetime) else str(v)) for k, v in fields.items()})
     if ttl_s:
         client.expire(name, ttl_s)
 
@@ -106,5 +130,13 @@ def server_now(client) -> datetime:
     return datetime.fromtimestamp(s + us / 1e6, UTC)
 
 
-__all__ = ["celery_meta", "put_celery", "powertools_key", "put_powertools", "put_generic", "server_now",
-           "timedelta", "UTC"]
+__all__ = [
+    "celery_meta",
+    "put_celery",
+    "powertools_key",
+    "put_powertools",
+    "put_generic",
+    "server_now",
+    "timedelta",
+    "UTC",
+]
