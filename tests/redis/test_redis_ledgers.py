@@ -661,3 +661,24 @@ def test_prefetch_hands_over_errors_and_stops_when_left():
     assert [next(gen) for _ in range(3)] == [0, 1, 2]
     gen.close()  # the consumer leaves: the reader thread ends, having read at most a few ahead
     assert threading.active_count() == before and len(produced) <= 3 + 3
+
+
+def test_python_api_opens_a_redis_ledger(redis_db):
+    import idemview.api as api
+
+    url, raw = redis_db
+    t = server_now(raw)
+    put_celery(raw, "ok", "SUCCESS", done=t, extended={"name": "n", "args": [], "kwargs": {"email": "x@example.com"}})
+    put_celery(raw, "bad", "FAILURE", done=t, extended={"name": "n", "args": [1], "kwargs": {}})
+    lf = api.open(url)
+    ops = lf.operations()
+    assert set(ops["idempotency_key"]) == {"ok", "bad"}
+    assert not ops.astype(str).apply(lambda col: col.str.contains("x@example.com")).any().any()
+    fs = lf.findings(now=t)
+    assert list(fs["kind"]) == ["unresolved_failure"]
+    from idemview.errors import LayoutMismatch
+
+    raw.flushdb()
+    raw.set("other", "1")
+    with pytest.raises(LayoutMismatch, match="no key-value preset fits"):
+        api.open(url)
