@@ -169,7 +169,7 @@ class RedisTarget:
         self.url, self.password = url, password
 
 
-def _redis_target(url: str, saved) -> "RedisTarget | None":
+def _redis_target(url: str, saved) -> RedisTarget | None:
     from idemview.ledger.redis_snapshot import is_redis_url, redis_url_from_sqlalchemy
     if saved is not None and saved.dialect in ("redis", "rediss"):
         from idemview.config import CredentialStore
