@@ -259,7 +259,9 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
     now = (now or datetime.now(UTC)).astimezone(UTC)
     masker = masker or Masker()
     plan = plan_export(ledger, flt, rows, now)
-    ident = describe(ledger.engine)
+    # A Redis ledger is read from its snapshot: the manifest names Redis, the snapshot instant, the
+    # server's TIME and the key pattern (idemview.ledger.redis_snapshot), not the in-memory copy.
+    ident = getattr(ledger, "describe", None) or describe(ledger.engine)
     manifest = {
         "ledger": {"connection": connection_name or ledger.name, **ident},
         "layout": {"name": ledger.layout.name, "sha256": ledger.layout.hash},
