@@ -325,6 +325,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+def gui_main() -> int:
+    """The ``idemview-gui`` entry point (a ``gui-scripts`` entry: no console window on Windows).
+
+    Same arguments as ``idemview``; without a sub-command it opens the GUI."""
+    return main()
+
+
 if __name__ == "__main__":
     sys.exit(main())
 

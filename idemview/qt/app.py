@@ -13,6 +13,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from idemview.appinfo import APP_ID
+
 UTC = timezone.utc
 DEMO_MAX_AGE_S = 86400
 
@@ -47,8 +49,43 @@ def make_app(argv: list[str] | None = None):
         app = QApplication(argv if argv is not None else sys.argv[:1])
         app.setApplicationName("idemview")
         app.setOrganizationName("idemview")
+        app.setDesktopFileName(APP_ID)  # Wayland/X11 match the window to the installed .desktop entry
+        app.setWindowIcon(app_icon())  # every window inherits it
         theme.apply_scheme(app)
     return app
+
+
+def app_icon():
+    """The app icon as a QIcon with every shipped PNG size (an empty icon when the files are missing)."""
+    from PySide6.QtGui import QIcon
+    from idemview import appinfo
+    icon = QIcon()
+    for size in appinfo.ICON_SIZES:
+        try:
+            icon.addFile(str(appinfo.icon_png(size)))
+        except FileNotFoundError:  # a broken install shows Qt's default icon rather than failing
+            continue
+    return icon
+
+
+def _quit_after(app) -> None:
+    """Test hook for the bundle smoke test and the start-up measurement: with env IDEMVIEW_QUIT_AFTER_MS=N
+    the event loop quits N ms after its first pass (the window shown and painted); IDEMVIEW_SHOWN_FILE,
+    if set, then receives that instant (Unix time, seconds)."""
+    import os
+    try:
+        ms = int(os.environ.get("IDEMVIEW_QUIT_AFTER_MS", ""))
+    except ValueError:
+        return
+    from PySide6.QtCore import QTimer
+
+    def shown():
+        target = os.environ.get("IDEMVIEW_SHOWN_FILE")
+        if target:
+            Path(target).write_text(f"{time.time():.3f}\n")
+        QTimer.singleShot(max(0, ms), app.quit)
+
+    QTimer.singleShot(0, shown)
 
 
 def run_gui(demo: bool = False) -> int:
@@ -59,4 +96,5 @@ def run_gui(demo: bool = False) -> int:
     w.show()
     if demo:
         w.open_demo()
+    _quit_after(app)
     return app.exec()

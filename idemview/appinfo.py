@@ -1,0 +1,70 @@
+"""The application's identity and its shipped desktop files, loaded through :mod:`importlib.resources`.
+
+The files live in the repository's top-level ``resources/`` folder and are installed as the data package
+``idemview.resources`` (``package-dir`` mapping in pyproject.toml), so a wheel, an editable install and the
+PyInstaller bundle all read them the same way. Running from a bare checkout (``python -m idemview`` with
+the repository on ``sys.path`` but nothing installed) falls back to the folder itself.
+
+Pure Python: no Qt here (the window icon is built from these paths in :mod:`idemview.qt.app`).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+#: Reverse-DNS application id: the .desktop file, AppStream component, icon name and D-Bus style name.
+APP_ID = "io.github.idemview.Idemview"
+#: Icon sizes rendered from the SVG (pixels, square), by packaging/render_icons.py.
+ICON_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
+
+
+def resources_root() -> Traversable:
+    """The folder holding the shipped resources (a :class:`Traversable`, usually a real directory).
+
+    Raises FileNotFoundError when neither the installed package nor the checkout's folder exists."""
+    try:
+        return importlib.resources.files("idemview.resources")
+    except ModuleNotFoundError:
+        # A checkout run without installing: resources/ sits beside the idemview/ package.
+        here = Path(__file__).resolve().parents[1] / "resources"
+        if here.is_dir():
+            return here
+        raise FileNotFoundError("idemview's resources are not installed (idemview.resources is missing)") from None
+
+
+def resource(name: str) -> Traversable:
+    """One shipped file by its path relative to resources/ (e.g. ``"io.github.idemview.Idemview.svg"``).
+
+    Raises FileNotFoundError when it is not there."""
+    node = resources_root()
+    for part in name.split("/"):
+        node = node.joinpath(part)
+    if not node.is_file():
+        raise FileNotFoundError(f"resource {name!r} is not shipped")
+    return node
+
+
+def icon_svg() -> Traversable:
+    """The scalable app icon (the source the PNGs are rendered from)."""
+    return resource(f"{APP_ID}.svg")
+
+
+def icon_png(size: int) -> Traversable:
+    """The app icon rendered at ``size`` × ``size`` pixels; ``size`` must be one of :data:`ICON_SIZES`.
+
+    Raises ValueError for another size, FileNotFoundError when the file is missing."""
+    if size not in ICON_SIZES:
+        raise ValueError(f"no {size}px icon; sizes: {', '.join(map(str, ICON_SIZES))}")
+    return resource(f"icons/hicolor/{size}x{size}/apps/{APP_ID}.png")
+
+
+def desktop_entry() -> Traversable:
+    """The freedesktop .desktop entry."""
+    return resource(f"{APP_ID}.desktop")
+
+
+def metainfo() -> Traversable:
+    """The AppStream metainfo XML."""
+    return resource(f"{APP_ID}.metainfo.xml")
