@@ -27,11 +27,14 @@ def resources_root() -> Traversable:
     try:
         return importlib.resources.files("idemview.resources")
     except ModuleNotFoundError:
-        # A checkout run without installing: resources/ sits beside the idemview/ package.
-        here = Path(__file__).resolve().parents[1] / "resources"
-        if here.is_dir():
-            return here
-        raise FileNotFoundError("idemview's resources are not installed (idemview.resources is missing)") from None
+        pass
+    # A checkout run without installing has resources/ beside the idemview/ package; a PyInstaller bundle
+    # has the files (data only) in idemview/resources/ next to this module.
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "resources", here.parent / "resources"):
+        if (candidate / f"{APP_ID}.svg").is_file():
+            return candidate
+    raise FileNotFoundError("idemview's resources are not installed (idemview.resources is missing)")
 
 
 def resource(name: str) -> Traversable:
@@ -57,7 +60,7 @@ def icon_png(size: int) -> Traversable:
     Raises ValueError for another size, FileNotFoundError when the file is missing."""
     if size not in ICON_SIZES:
         raise ValueError(f"no {size}px icon; sizes: {', '.join(map(str, ICON_SIZES))}")
-    return resource(f"icons/hicolor/{size}x{size}/apps/{APP_ID}.png")
+    return resource(f"icon-{size}.png")
 
 
 def desktop_entry() -> Traversable:

@@ -2,9 +2,9 @@
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python packaging/render_icons.py
 
-Writes resources/icons/hicolor/<N>x<N>/apps/<APP_ID>.png (the freedesktop icon-theme layout, so the tree
-can be copied under /usr/share/icons or ~/.local/share/icons as it is). The PNGs are committed; run this
-again after editing resources/<APP_ID>.svg.
+Writes resources/icon-<N>.png (flat: every folder inside a Python package would count as a package of
+its own for setuptools; installers copy them to hicolor/<N>x<N>/apps/<APP_ID>.png). The PNGs are committed;
+run this again after editing resources/<APP_ID>.svg.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
 
 
 def render(svg: Path, out_dir: Path, sizes=SIZES) -> list[Path]:
-    """Render ``svg`` to ``out_dir/hicolor/NxN/apps/<svg stem>.png`` for each size; returns the paths."""
+    """Render ``svg`` to ``out_dir/icon-N.png`` for each size; returns the paths."""
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QGuiApplication, QImage, QPainter
     from PySide6.QtSvg import QSvgRenderer
@@ -37,8 +37,7 @@ def render(svg: Path, out_dir: Path, sizes=SIZES) -> list[Path]:
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
         renderer.render(p)
         p.end()
-        target = out_dir / "hicolor" / f"{n}x{n}" / "apps" / f"{svg.stem}.png"
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target = out_dir / f"icon-{n}.png"
         # Best compression: the PNGs are committed.
         if not img.save(str(target), "PNG", 0):
             raise OSError(f"cannot write {target}")
@@ -50,7 +49,7 @@ def main() -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     sys.path.insert(0, str(ROOT))
     from idemview.appinfo import APP_ID
-    for path in render(RESOURCES / f"{APP_ID}.svg", RESOURCES / "icons"):
+    for path in render(RESOURCES / f"{APP_ID}.svg", RESOURCES):
         print(path.relative_to(ROOT), path.stat().st_size, "bytes")
     return 0
 

@@ -71,7 +71,7 @@ def app_icon():
 def _quit_after(app) -> None:
     """Test hook for the bundle smoke test and the start-up measurement: with env IDEMVIEW_QUIT_AFTER_MS=N
     the event loop quits N ms after its first pass (the window shown and painted); IDEMVIEW_SHOWN_FILE,
-    if set, then receives that instant (Unix time, seconds)."""
+    if set, then receives that instant (Unix time, seconds) and the number of window icon sizes loaded."""
     import os
     try:
         ms = int(os.environ.get("IDEMVIEW_QUIT_AFTER_MS", ""))
@@ -82,7 +82,7 @@ def _quit_after(app) -> None:
     def shown():
         target = os.environ.get("IDEMVIEW_SHOWN_FILE")
         if target:
-            Path(target).write_text(f"{time.time():.3f}\n")
+            Path(target).write_text(f"{time.time():.3f} {len(app.windowIcon().availableSizes())}\n")
         QTimer.singleShot(max(0, ms), app.quit)
 
     QTimer.singleShot(0, shown)
