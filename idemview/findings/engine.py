@@ -113,6 +113,7 @@ class FindingEngine:
             out[K.STUCK_IN_PROGRESS] = "the ledger keeps no lock time (or no lock timeout is set)"
         if l.attempt_count_expr is None and l.att is None and lay.attempts.source != "json_array":
             out[K.RETRY_STORM] = "the ledger keeps no attempt count"
+        out[K.HIDDEN_SUCCESS] = out[K.ORPHAN_EFFECT] = "the layout has no [effects] section (no effect records)"
         return out
 
     # --------------------------------------------------------------------------- queries
@@ -387,8 +388,9 @@ class FindingEngine:
                             if int(getattr(r, "is_" + f)):
                                 prof[f].add((r.scope, r.key))
                     self._profile = prof
+            unsupported = self.unsupported()
             for k in K:
-                if k not in kinds:
+                if k not in kinds or k in (K.HIDDEN_SUCCESS, K.ORPHAN_EFFECT) and k in unsupported:
                     continue
                 out.extend(getattr(self, f"_run_{k.value}")(c))
         order = {k: i for i, k in enumerate(K)}
