@@ -71,7 +71,8 @@ def app_icon():
 def _quit_after(app) -> None:
     """Test hook for the bundle smoke test and the start-up measurement: with env IDEMVIEW_QUIT_AFTER_MS=N
     the event loop quits N ms after its first pass (the window shown and painted); IDEMVIEW_SHOWN_FILE,
-    if set, then receives that instant (Unix time, seconds) and the number of window icon sizes loaded."""
+    if set, then receives one JSON object: ``shown`` (that instant, Unix time in seconds), ``icon_sizes``
+    (window icon sizes loaded) and ``keyring`` (the credential backend's name, probed after the instant)."""
     import os
     try:
         ms = int(os.environ.get("IDEMVIEW_QUIT_AFTER_MS", ""))
@@ -80,9 +81,13 @@ def _quit_after(app) -> None:
     from PySide6.QtCore import QTimer
 
     def shown():
+        now = time.time()
         target = os.environ.get("IDEMVIEW_SHOWN_FILE")
         if target:
-            Path(target).write_text(f"{time.time():.3f} {len(app.windowIcon().availableSizes())}\n")
+            import json
+            from idemview.config import CredentialStore
+            Path(target).write_text(json.dumps({"shown": now, "icon_sizes": len(app.windowIcon().availableSizes()),
+                                                "keyring": CredentialStore().backend_name()}))
         QTimer.singleShot(max(0, ms), app.quit)
 
     QTimer.singleShot(0, shown)

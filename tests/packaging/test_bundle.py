@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from idemview import __version__
+from tests.packaging.secret_service import UNLOCK_INPUT, in_secret_service, private_env, require_secret_service
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = Path(os.environ.get("IDEMVIEW_BUNDLE", ROOT / "dist" / "idemview" / "idemview"))
@@ -26,12 +27,8 @@ pytestmark = [
 
 
 def _env(tmp_path: Path) -> dict:
-    # A private config/data/home: the bundle must not read or write the developer's.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "IDEMVIEW_"))}
-    env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "cfg"),
-               XDG_DATA_HOME=str(tmp_path / "data"), XDG_CACHE_HOME=str(tmp_path / "cache"),
-               QT_QPA_PLATFORM="offscreen")
-    return env
+    # A private home, config and data directory: the bundle must not read or write the developer's.
+    return private_env(tmp_path)
 
 
 def test_version(tmp_path):
@@ -54,12 +51,17 @@ def test_demo_then_scan_json_equals_the_source_tree(tmp_path):
     assert out["counts"]["duplicate_effect"] > 0  # the planted incidents were found, not an empty scan
 
 
-def test_gui_opens_offscreen_with_the_icon_and_quits_cleanly(tmp_path):
-    shown = tmp_path / "shown"
+def test_gui_opens_offscreen_with_the_icon_and_the_os_keyring_and_quits_cleanly(tmp_path):
+    # Run on a private bus with an unlocked gnome-keyring: the bundle must find the Secret Service
+    # (keyring's backend needs secretstorage, jeepney and cryptography, all loaded by name).
+    require_secret_service()
+    shown = tmp_path / "shown.json"
     env = {**_env(tmp_path), "IDEMVIEW_QUIT_AFTER_MS": "300", "IDEMVIEW_SHOWN_FILE": str(shown)}
-    r = subprocess.run([BUNDLE, "--demo"], capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(in_secret_service([BUNDLE, "--demo"]), input=UNLOCK_INPUT, capture_output=True,
+                       text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    stamp, icon_sizes = shown.read_text().split()
-    assert float(stamp) > 0
-    assert int(icon_sizes) == 8  # every PNG of resources/ loaded from inside the bundle
+    seen = json.loads(shown.read_text())
+    assert seen["shown"] > 0
+    assert seen["icon_sizes"] == 8  # every PNG of resources/ loaded from inside the bundle
+    assert seen["keyring"] == "SecretService Keyring"

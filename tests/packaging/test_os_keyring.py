@@ -8,32 +8,15 @@ developer's machine, failed on CI."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import ON_CI
+from tests.packaging.secret_service import UNLOCK_INPUT, in_secret_service, private_env, require_secret_service
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("secret_service_child.py")
-
-# The daemon reads the keyring's unlock password on stdin and puts itself in the background; exec
-# then hands the bus to the child, and dbus-run-session ends the bus (and the daemon with it) after.
-SCRIPT = 'gnome-keyring-daemon --unlock --components=secrets >/dev/null && exec "$@"'
-
-
-def _require(*tools: str) -> None:
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        msg = f"{', '.join(missing)} missing (Debian packages gnome-keyring, dbus)"
-        if ON_CI:
-            pytest.fail(msg + "; CI=true: .ci/run installs them")
-        pytest.skip(msg)
 
 
 def _files_containing(root: Path, needle: bytes) -> list[Path]:
@@ -41,18 +24,13 @@ def _files_containing(root: Path, needle: bytes) -> list[Path]:
 
 
 def test_password_round_trips_through_gnome_keyring_and_never_reaches_a_file(tmp_path):
-    _require("dbus-run-session", "gnome-keyring-daemon")
+    require_secret_service()
     secret = "pw-" + secrets.token_urlsafe(18)
-    home, run = tmp_path / "home", tmp_path / "run"
-    home.mkdir()
-    run.mkdir(mode=0o700)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DBUS_", "XDG_", "IDEMVIEW_", "GNOME_KEYRING", "PYTHON_KEYRING"))}
-    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(run), XDG_DATA_HOME=str(home / ".local/share"),
-               XDG_CONFIG_HOME=str(home / ".config"), IDEMVIEW_CONFIG_DIR=str(tmp_path / "idemview-config"),
-               IDEMVIEW_TEST_SECRET=secret, PYTHONPATH=str(ROOT))
-    r = subprocess.run(["dbus-run-session", "--", "sh", "-c", SCRIPT, "sh", sys.executable, str(CHILD)],
-                       input="keyring-unlock-pw", capture_output=True, text=True, env=env, timeout=120)
+    env = private_env(tmp_path)
+    env.update(IDEMVIEW_TEST_SECRET=secret, PYTHONPATH=str(ROOT))
+    home = Path(env["HOME"])
+    r = subprocess.run(in_secret_service([sys.executable, CHILD]), input=UNLOCK_INPUT, capture_output=True,
+                       text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out == {"available": True, "notice": None, "backend": "SecretService Keyring",
