@@ -98,3 +98,14 @@ def test_window_icon_carries_every_size(qapp):
     from idemview.qt.app import app_icon
     sizes = {s.width() for s in app_icon().availableSizes()}
     assert sizes == set(appinfo.ICON_SIZES)
+
+
+def test_a_checkout_without_install_reads_resources_beside_the_package(monkeypatch):
+    import importlib.resources
+
+    def not_installed(name):
+        raise ModuleNotFoundError(name)
+
+    monkeypatch.setattr(importlib.resources, "files", not_installed)
+    assert Path(str(appinfo.resources_root())) == ROOT / "resources"
+    assert _png_size(appinfo.icon_png(48).read_bytes()) == (48, 48)
