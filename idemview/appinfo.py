@@ -71,3 +71,41 @@ def desktop_entry() -> Traversable:
 def metainfo() -> Traversable:
     """The AppStream metainfo XML."""
     return resource(f"{APP_ID}.metainfo.xml")
+
+
+def _desktop_quote(arg: str) -> str:
+    # Desktop Entry spec, "The Exec key": an argument with reserved characters is double-quoted, and
+    # inside the quotes ", `, $ and \ are backslash-escaped.
+    if not any(c in arg for c in ' \t\n"\'\\><~|&;$*?#()`'):
+        return arg
+    return '"' + "".join("\\" + c if c in '"`$\\' else c for c in arg) + '"'
+
+
+def install_desktop_files(data_home: Path, command: list[str]) -> list[Path]:
+    """Put the app into the desktop's menu for one user: write the .desktop entry (its ``Exec`` and
+    ``TryExec`` set to ``command``, an argv list whose first item is an absolute path), the icons
+    (``icons/hicolor/NxN/apps`` and ``scalable/apps``) and the AppStream metainfo under ``data_home``
+    (normally ``$XDG_DATA_HOME``, i.e. ``~/.local/share``). Returns the written paths. Overwrites earlier
+    copies; raises OSError when a file cannot be written."""
+    data_home = Path(data_home)
+    written: list[Path] = []
+
+    def put(target: Path, data: bytes) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        written.append(target)
+
+    lines = []
+    for line in desktop_entry().read_text(encoding="utf-8").splitlines():
+        if line.startswith("Exec="):
+            line = "Exec=" + " ".join(_desktop_quote(a) for a in command)
+        elif line.startswith("TryExec="):
+            line = "TryExec=" + command[0]
+        lines.append(line)
+    put(data_home / "applications" / f"{APP_ID}.desktop", ("\n".join(lines) + "\n").encode())
+    for size in ICON_SIZES:
+        put(data_home / "icons" / "hicolor" / f"{size}x{size}" / "apps" / f"{APP_ID}.png",
+            icon_png(size).read_bytes())
+    put(data_home / "icons" / "hicolor" / "scalable" / "apps" / f"{APP_ID}.svg", icon_svg().read_bytes())
+    put(data_home / "metainfo" / f"{APP_ID}.metainfo.xml", metainfo().read_bytes())
+    return written

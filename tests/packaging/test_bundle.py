@@ -36,6 +36,15 @@ def test_version(tmp_path):
     assert (r.returncode, r.stdout.strip()) == (0, f"idemview {__version__}"), r.stderr
 
 
+def test_install_desktop_points_the_menu_entry_at_the_bundle(tmp_path):
+    r = subprocess.run([BUNDLE, "install-desktop", "--data-home", str(tmp_path / "share")], capture_output=True,
+                       text=True, env=_env(tmp_path), timeout=120)
+    assert r.returncode == 0, r.stderr
+    entry = (tmp_path / "share/applications/io.github.idemview.Idemview.desktop").read_text()
+    assert f"\nExec={BUNDLE.resolve()}\n" in entry
+    assert (tmp_path / "share/icons/hicolor/512x512/apps/io.github.idemview.Idemview.png").is_file()
+
+
 def test_demo_then_scan_json_equals_the_source_tree(tmp_path):
     env = _env(tmp_path)
     db = tmp_path / "demo.db"

@@ -109,3 +109,43 @@ def test_a_checkout_without_install_reads_resources_beside_the_package(monkeypat
     monkeypatch.setattr(importlib.resources, "files", not_installed)
     assert Path(str(appinfo.resources_root())) == ROOT / "resources"
     assert _png_size(appinfo.icon_png(48).read_bytes()) == (48, 48)
+
+
+def _desktop(path: Path) -> configparser.SectionProxy:
+    entry = configparser.ConfigParser(interpolation=None)
+    entry.optionxform = str
+    entry.read_string(path.read_text(encoding="utf-8"))
+    return entry["Desktop Entry"]
+
+
+def test_install_desktop_files_writes_a_valid_menu_entry_that_runs_the_given_command(tmp_path):
+    cmd = ["/opt/my apps/idemview/idemview"]  # a space: the Exec key must quote it
+    written = appinfo.install_desktop_files(tmp_path, cmd)
+    entry = tmp_path / "applications" / f"{appinfo.APP_ID}.desktop"
+    assert written[0] == entry and len(written) == 1 + len(appinfo.ICON_SIZES) + 2
+    d = _desktop(entry)
+    assert d["Exec"] == '"/opt/my apps/idemview/idemview"'
+    assert d["TryExec"] == cmd[0]
+    assert d["Icon"] == appinfo.APP_ID
+    for size in appinfo.ICON_SIZES:
+        png = tmp_path / f"icons/hicolor/{size}x{size}/apps/{appinfo.APP_ID}.png"
+        assert _png_size(png.read_bytes()) == (size, size)
+    assert (tmp_path / f"icons/hicolor/scalable/apps/{appinfo.APP_ID}.svg").is_file()
+    assert (tmp_path / f"metainfo/{appinfo.APP_ID}.metainfo.xml").read_bytes() == appinfo.metainfo().read_bytes()
+    tool = _tool("desktop-file-validate", "desktop-file-utils")
+    r = subprocess.run([tool, str(entry)], capture_output=True, text=True)
+    assert r.returncode == 0 and not r.stdout.strip(), r.stdout + r.stderr
+
+
+def test_install_desktop_command_line(tmp_path, capsys):
+    from idemview.cli import main
+    assert main(["install-desktop", "--data-home", str(tmp_path)]) == 0
+    d = _desktop(tmp_path / "applications" / f"{appinfo.APP_ID}.desktop")
+    exe = d["Exec"].strip('"').split('" "')[0]
+    assert Path(exe).is_absolute() and Path(exe).exists()
+    assert "installed" in capsys.readouterr().out
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["install-desktop", "--data-home", str(blocker)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("idemview: cannot write the desktop files") and err.count("\n") == 1
