@@ -15,22 +15,25 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from idemview import __version__
+from idemview.errors import EXIT_CONNECT, EXIT_LAYOUT, EXIT_OK, EXIT_USAGE, IdemviewError, InvalidLayout
 
 UTC = timezone.utc
-EXIT_OK, EXIT_USAGE, EXIT_CONNECT, EXIT_LAYOUT = 0, 2, 3, 4
+__all__ = ["EXIT_CONNECT", "EXIT_LAYOUT", "EXIT_OK", "EXIT_USAGE", "CliError", "main"]
 
 
-class CliError(Exception):
-    """An error for the user: ``code`` is the exit code, the message one clear line."""
+class CliError(IdemviewError):
+    """An error for the user: ``code`` is the exit code, the message one clear line. The typed errors of
+    :mod:`idemview.errors` carry their own exit code and need no wrapping."""
 
     def __init__(self, message: str, code: int = EXIT_USAGE):
         super().__init__(message)
-        self.code = code
+        self.code = self.exit_code = code
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # usage errors: one line on stderr (DESIGN §9), exit 2
-        print(f"idemview: {message} (see {self.prog} --help)", file=sys.stderr)
+        from idemview.masking.masker import mask_message
+        print(f"idemview: {mask_message(message)} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
 
@@ -128,23 +131,29 @@ def build_parser() -> argparse.ArgumentParser:
 def open_target(url: str):
     """(engine, connection name, saved Connection or None) for a URL, file or saved connection name."""
     from idemview.config import ConnectionStore, CredentialStore
-    from idemview.ledger.connect import ConnectError, open_engine, parse_url
+    from idemview.ledger.connect import ConnectError, looks_like_url, open_engine, parse_url
+    from idemview.masking.masker import register_secret, url_password_candidates
+    # Whatever could be a password in the argument is known before any parser or message sees it,
+    # so no message can echo it, however malformed the URL (issue #9).
+    for pw in url_password_candidates(url):
+        register_secret(pw)
     saved = None
     if "://" not in url and not Path(url).exists():
         saved = ConnectionStore().find(url)
-        if saved is None and not url.endswith((".db", ".sqlite", ".sqlite3")):
+        if saved is None and not url.endswith((".db", ".sqlite", ".sqlite3")) and not looks_like_url(url):
             raise CliError(f"{url!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE)
     try:
         if saved is not None:
             pw = CredentialStore().get(saved.id)
+            register_secret(pw)
             return open_engine(saved.url(pw)), saved.name, saved
         try:
             parsed = parse_url(url)
         except ConnectError as e:  # a malformed URL is an input error, not a connection failure
             raise CliError(str(e), EXIT_USAGE) from None
         return open_engine(parsed), None, None
-    except ConnectError as e:
-        raise CliError(str(e), EXIT_CONNECT) from None
+    except ConnectError as e:  # a CannotConnect: exit code 3; re-raised without the driver's traceback
+        raise CliError(str(e), e.exit_code) from None
 
 
 def ledger_name(engine) -> str:
@@ -155,7 +164,7 @@ def ledger_name(engine) -> str:
 
 def resolve_ledger(args, engine, saved=None):
     from idemview.ledger.detect import detect
-    from idemview.layouts.layout import LayoutError, load_layout
+    from idemview.layouts.layout import load_layout
     from idemview.ledger.reader import Ledger
     spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
     try:
@@ -171,9 +180,10 @@ def resolve_ledger(args, engine, saved=None):
                       retry_threshold=args.retry_threshold, retention_s=args.retention,
                       name=saved.name if saved is not None else ledger_name(engine),
                       naive_zone=saved.naive_zone if saved is not None else None)
-    except LayoutError as e:
-        code = EXIT_LAYOUT if e.missing or spec is None else EXIT_USAGE
-        raise CliError(str(e), code) from None
+    except InvalidLayout as e:
+        # A LayoutMismatch exits 4; so does a detected preset that turns out invalid here (the database
+        # chose it, not the user).
+        raise CliError(str(e), EXIT_LAYOUT if spec is None else e.exit_code) from None
 
 
 # ------------------------------------------------------------------------------------ commands
@@ -233,7 +243,7 @@ def cmd_scan(args) -> int:
     findings = fe.run()
     n_ops, n_att = ledger.counts()
     masker = Masker()
-    counts = {}
+    counts: dict[str, int] = {}
     for f in findings:
         counts[f.kind.value] = counts.get(f.kind.value, 0) + 1
     if args.format == "json":
@@ -298,16 +308,37 @@ def cmd_install_desktop(args) -> int:
 
 
 def cmd_gui(args) -> int:
+    from idemview.qt.syslibs import GuiUnavailable, check_gui_libraries
     try:
+        check_gui_libraries()           # before PySide6 is imported: Qt aborts without xcb-cursor
         from idemview.qt.app import run_gui
     except ImportError as e:
         raise CliError(f"the GUI cannot start: {e}", EXIT_USAGE) from None
-    return run_gui(demo=args.demo)
+    except GuiUnavailable as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    try:
+        return run_gui(demo=args.demo)
+    except GuiUnavailable as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+
+
+def _os_error_text(e: OSError, doing: str = "cannot write") -> str:
+    """One line for an OS error: what failed, on which file, in words (``[Errno 28]`` is not words)."""
+    what = e.strerror or type(e).__name__
+    where = f" {e.filename}" if e.filename else ""
+    return f"{doing}{where}: {what[:1].lower() + what[1:] if what[1:2].islower() else what}"
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="idemview: %(levelname)s: %(message)s")
     from idemview.ledger.connect import redact
+    from idemview.masking.masker import install_log_masking, register_secret, url_password_candidates
+    install_log_masking()           # every log record of the process is masked (DESIGN §6)
+    raw = sys.argv[1:] if argv is None else argv
+    for a in raw:                   # a password anywhere on the command line is never echoed
+        if isinstance(a, str) and "@" in a:
+            for pw in url_password_candidates(a):
+                register_secret(pw)
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"demo": cmd_demo, "presets": cmd_presets, "install-desktop": cmd_install_desktop, "detect": cmd_detect, "scan": cmd_scan,
@@ -316,9 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             return cmd_gui(args)
         return handlers[args.command](args)
-    except CliError as e:
+    except IdemviewError as e:  # CliError and every typed error: the type says the exit code
         print(f"idemview: {redact(str(e))}", file=sys.stderr)
-        return e.code
+        return e.exit_code
     except BrokenPipeError:  # e.g. piped into `head`: not an error worth a message
         try:
             sys.stdout = open(os.devnull, "w")
@@ -345,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, DBAPIError):
             print(f"idemview: the database refused a query: {short_error(e)}", file=sys.stderr)
             return EXIT_USAGE
+        if isinstance(e, OSError):  # a file that cannot be read or written (disk full, permissions)
+            print(f"idemview: {redact(_os_error_text(e, 'file error'))}", file=sys.stderr)
+            return EXIT_USAGE
         print(f"idemview: unexpected error: {type(e).__name__}: {redact(str(e))[:300]}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -364,7 +398,7 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
     from idemview.domain.filters import Filter
     from idemview.domain.model import FindingKind, Status
     from idemview.evidence.plan import check_target, export_evidence
-    from idemview.evidence.writer import ExportCancelled
+    from idemview.evidence.writer import ExportCancelled, FinalNameTaken
     from idemview.masking.masker import Masker
 
     """``idemview export``: build the filter from the arguments, export, print one summary line."""
@@ -380,10 +414,7 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
         bad_s = next(s for s in args.status if s not in {x.value for x in Status})
         raise CliError(f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
                        f"values): one of " + ", ".join(s.value for s in Status)) from None
-    try:
-        out = check_target(args.out, ledger, overwrite=args.force)
-    except ValueError as e:
-        raise CliError(str(e)) from None
+    out = check_target(args.out, ledger, overwrite=args.force)  # TargetExists / TargetRefused: exit 2
     masker = Masker()
     try:
         res = export_evidence(ledger, flt, out, rows=args.rows, now=args.now, excel=args.excel,
@@ -391,6 +422,10 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
                               overwrite=args.force)
     except ExportCancelled:
         raise CliError("export cancelled; no file written") from None
+    except FinalNameTaken as e:
+        raise CliError(str(e)) from None
+    except OSError as e:  # disk full, permissions: the writer has removed its temporary files
+        raise CliError(f"{_os_error_text(e)}; nothing was written under {out}") from None
     print(f"wrote {res.rows} {args.rows} rows to {res.path} (sha256 {res.sha256[:16]}…) and "
           f"{res.manifest_path}; filter: {masker.mask_text(flt.sentence())}")
     return EXIT_OK

@@ -73,11 +73,13 @@ import hashlib
 import re
 import tomllib
 from dataclasses import dataclass, field
+from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from idemview.domain.model import Outcome, Status
+from idemview.errors import InvalidLayout, LayoutMismatch
 
 TIME_ENCODINGS = ("datetime", "naive", "epoch_s", "epoch_ms", "iso_text")
 PAYLOAD_ENCODINGS = ("json", "text", "binary", "pickle")
@@ -93,16 +95,31 @@ ATTEMPT_SOURCES = ("table", "json_array", "counter", "none")
 _JSON_PATH = re.compile(r"\$(\.[A-Za-z0-9_\-]+)+")
 
 
-class LayoutError(ValueError):
+class LayoutError(InvalidLayout):
     """A layout that is malformed, or that does not fit the database it is used on.
 
     ``missing`` names what the database lacks (``"table oban_jobs"``, ``"column jobs.state"``) when
-    that is the reason; the CLI then exits with code 4.
+    that is the reason: the error is then a :class:`LayoutMismatchError` (an
+    :class:`idemview.errors.LayoutMismatch`, exit code 4); otherwise an
+    :class:`idemview.errors.InvalidLayout` (exit code 2).
     """
 
-    def __init__(self, message: str, missing: list[str] | None = None):
+    missing: list[str]
+
+    def __new__(cls, message: str = "", missing: list[str] | None = None):
+        # Raise sites say ``LayoutError(msg, missing)``; the type follows from ``missing`` so callers can
+        # catch ``LayoutMismatch`` without every raise site choosing a class.
+        if missing and cls is LayoutError:
+            cls = LayoutMismatchError
+        return super().__new__(cls, message)
+
+    def __init__(self, message: str = "", missing: list[str] | None = None):
         super().__init__(message)
-        self.missing = missing or []
+        self.missing = list(missing or [])
+
+
+class LayoutMismatchError(LayoutError, LayoutMismatch):
+    """A :class:`LayoutError` with ``missing``: the layout does not fit the database (exit code 4)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,7 +380,7 @@ def _predicate(where: str, d: Any) -> Predicate:
     return Predicate(d["column"], op, val)
 
 
-def _status(where: str, name: str, d: Any, target: type) -> StatusSource:
+def _status(where: str, name: str, d: Any, target: type[Enum]) -> StatusSource:
     allowed = {e.value for e in target}
     if isinstance(d, str):
         if d not in allowed:
@@ -382,7 +399,7 @@ def _status(where: str, name: str, d: Any, target: type) -> StatusSource:
         st = r.get("status") or r.get("outcome")
         if st not in allowed:
             raise _err(where, f"{name}.rules[{i}]: {st!r} is not one of {', '.join(sorted(allowed))}")
-        s.rules.append(StatusRule(tuple(_predicate(where, p) for p in r.get("when", [])), st))
+        s.rules.append(StatusRule(tuple(_predicate(where, p) for p in r.get("when", [])), cast(str, st)))
     if s.default not in allowed:
         raise _err(where, f"{name}.default: {s.default!r} is not one of {', '.join(sorted(allowed))}")
     if not s.column and not s.rules:

@@ -56,8 +56,10 @@ class SharedMasker:
         return out if isinstance(out, str) else str(out)
 
     def free_text(self, s: str) -> str:
+        """Free text the GUI shows (explanations, banners, status lines): every detector, plus what
+        messages need — secrets this process knows and ``user:password@host`` shapes (issue #9)."""
         with self._lock:
-            return self._m.mask_text(s)
+            return self._m.mask_message(s)
 
     def is_credential(self, column: str | None, value: Any) -> bool:
         with self._lock:

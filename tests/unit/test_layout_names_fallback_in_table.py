@@ -1,4 +1,4 @@
-"""Core capabilities added for the batch-B presets, on SQLite, PostgreSQL and MariaDB:
+"""Layout capabilities the workflow and webhook presets need, on SQLite, PostgreSQL and MariaDB:
 case-insensitive column names, ``key_fallback``, the ``in_table`` predicate and ``attempt_count``
 read through a JSON path."""
 

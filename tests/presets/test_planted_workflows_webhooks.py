@@ -1,4 +1,4 @@
-"""Presets of issue 5, batch B, on fixtures built from each system's own table definitions (its real
+"""Integration, workflow, webhook and billing presets (issue 5) on fixtures built from each system's own table definitions (its real
 table and column names, types mapped to SQLAlchemy Core): every planted incident is found with the
 right kind and key, a clean fixture reports nothing, and detection picks the preset.
 
@@ -778,7 +778,7 @@ def test_detect_picks_the_preset(request, tmp_path, engine, preset):
 
 
 def test_detect_tells_medusa_from_stripe_style(pg):
-    from tests.test_presets_core import stripe_md
+    from tests.presets.test_planted_stripe_powertools_celery import stripe_md
     writable, url = pg
     load(writable, stripe_md(), {})
     assert detected(url)[0].layout.name == "stripe-style"
