@@ -76,7 +76,7 @@ def metainfo() -> Traversable:
 def _desktop_quote(arg: str) -> str:
     # Desktop Entry spec, "The Exec key": an argument with reserved characters is double-quoted, and
     # inside the quotes ", `, $ and \ are backslash-escaped.
-    if not any(c in arg for c in ' \t\n"\'\\><~|&;$*?#()`'):
+    if not any(c in arg for c in " \t\n\"'\\><~|&;$*?#()`"):
         return arg
     return '"' + "".join("\\" + c if c in '"`$\\' else c for c in arg) + '"'
 
@@ -104,8 +104,7 @@ def install_desktop_files(data_home: Path, command: list[str]) -> list[Path]:
         lines.append(line)
     put(data_home / "applications" / f"{APP_ID}.desktop", ("\n".join(lines) + "\n").encode())
     for size in ICON_SIZES:
-        put(data_home / "icons" / "hicolor" / f"{size}x{size}" / "apps" / f"{APP_ID}.png",
-            icon_png(size).read_bytes())
+        put(data_home / "icons" / "hicolor" / f"{size}x{size}" / "apps" / f"{APP_ID}.png", icon_png(size).read_bytes())
     put(data_home / "icons" / "hicolor" / "scalable" / "apps" / f"{APP_ID}.svg", icon_svg().read_bytes())
     put(data_home / "metainfo" / f"{APP_ID}.metainfo.xml", metainfo().read_bytes())
     return written

@@ -341,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
                 register_secret(pw)
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"demo": cmd_demo, "presets": cmd_presets, "install-desktop": cmd_install_desktop, "detect": cmd_detect, "scan": cmd_scan,
-                "export": cmd_export}
+    handlers = {"demo": cmd_demo, "presets": cmd_presets, "detect": cmd_detect, "scan": cmd_scan,
+                "export": cmd_export, "install-desktop": cmd_install_desktop}
     try:
         if args.command is None:
             return cmd_gui(args)

@@ -38,9 +38,18 @@ def private_env(tmp_path: Path) -> dict:
     home, run = tmp_path / "home", tmp_path / "run"
     home.mkdir(exist_ok=True)
     run.mkdir(mode=0o700, exist_ok=True)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DBUS_", "XDG_", "IDEMVIEW_", "GNOME_KEYRING", "PYTHON"))}
-    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(run), XDG_DATA_HOME=str(home / ".local/share"),
-               XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"),
-               IDEMVIEW_CONFIG_DIR=str(tmp_path / "idemview-config"), QT_QPA_PLATFORM="offscreen")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DBUS_", "XDG_", "IDEMVIEW_", "GNOME_KEYRING", "PYTHON"))
+    }
+    env.update(
+        HOME=str(home),
+        XDG_RUNTIME_DIR=str(run),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        IDEMVIEW_CONFIG_DIR=str(tmp_path / "idemview-config"),
+        QT_QPA_PLATFORM="offscreen",
+    )
     return env

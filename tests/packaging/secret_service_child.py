@@ -13,8 +13,12 @@ conn, pw = Connection.from_url("payments-prod", f"postgresql://sre:{secret}@db.i
 assert pw == secret
 ConnectionStore().upsert(conn)
 store = CredentialStore()
-out = {"available": store.available, "notice": store.notice, "backend": store.backend_name(),
-       "stored_in_keyring": store.set(conn.id, pw)}
+out = {
+    "available": store.available,
+    "notice": store.notice,
+    "backend": store.backend_name(),
+    "stored_in_keyring": store.set(conn.id, pw),
+}
 # A new store (as a new app start would have) must read it back from the Secret Service, not from memory.
 out["read_back"] = CredentialStore().get(conn.id) == secret
 store.delete(conn.id)

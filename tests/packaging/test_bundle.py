@@ -37,8 +37,13 @@ def test_version(tmp_path):
 
 
 def test_install_desktop_points_the_menu_entry_at_the_bundle(tmp_path):
-    r = subprocess.run([BUNDLE, "install-desktop", "--data-home", str(tmp_path / "share")], capture_output=True,
-                       text=True, env=_env(tmp_path), timeout=120)
+    r = subprocess.run(
+        [BUNDLE, "install-desktop", "--data-home", str(tmp_path / "share")],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     entry = (tmp_path / "share/applications/io.github.idemview.Idemview.desktop").read_text()
     assert f"\nExec={BUNDLE.resolve()}\n" in entry
@@ -52,8 +57,14 @@ def test_demo_then_scan_json_equals_the_source_tree(tmp_path):
     assert r.returncode == 0, r.stderr
     scan = ["scan", str(db), "--now", "2026-11-30T12:00:00Z", "--format", "json"]
     frozen = subprocess.run([BUNDLE, *scan], capture_output=True, text=True, env=env, timeout=300)
-    source = subprocess.run([sys.executable, "-m", "idemview", *scan], capture_output=True, text=True,
-                            env={**env, "PYTHONPATH": str(ROOT)}, cwd=ROOT, timeout=300)
+    source = subprocess.run(
+        [sys.executable, "-m", "idemview", *scan],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        timeout=300,
+    )
     assert frozen.returncode == source.returncode == 0, frozen.stderr + source.stderr
     out = json.loads(frozen.stdout)
     assert out == json.loads(source.stdout)
@@ -66,8 +77,9 @@ def test_gui_opens_offscreen_with_the_icon_and_the_os_keyring_and_quits_cleanly(
     require_secret_service()
     shown = tmp_path / "shown.json"
     env = {**_env(tmp_path), "IDEMVIEW_QUIT_AFTER_MS": "300", "IDEMVIEW_SHOWN_FILE": str(shown)}
-    r = subprocess.run(in_secret_service([BUNDLE, "--demo"]), input=UNLOCK_INPUT, capture_output=True,
-                       text=True, env=env, timeout=300)
+    r = subprocess.run(
+        in_secret_service([BUNDLE, "--demo"]), input=UNLOCK_INPUT, capture_output=True, text=True, env=env, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     seen = json.loads(shown.read_text())

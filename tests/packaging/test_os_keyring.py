@@ -29,12 +29,24 @@ def test_password_round_trips_through_gnome_keyring_and_never_reaches_a_file(tmp
     env = private_env(tmp_path)
     env.update(IDEMVIEW_TEST_SECRET=secret, PYTHONPATH=str(ROOT))
     home = Path(env["HOME"])
-    r = subprocess.run(in_secret_service([sys.executable, CHILD]), input=UNLOCK_INPUT, capture_output=True,
-                       text=True, env=env, timeout=120)
+    r = subprocess.run(
+        in_secret_service([sys.executable, CHILD]),
+        input=UNLOCK_INPUT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert out == {"available": True, "notice": None, "backend": "SecretService Keyring",
-                   "stored_in_keyring": True, "read_back": True, "after_delete": None}
+    assert out == {
+        "available": True,
+        "notice": None,
+        "backend": "SecretService Keyring",
+        "stored_in_keyring": True,
+        "read_back": True,
+        "after_delete": None,
+    }
     # The keyring file exists (encrypted) and the connection was saved; the password is in neither.
     assert list((home / ".local/share/keyrings").glob("*.keyring"))
     assert _files_containing(tmp_path / "idemview-config", b"payments-prod"), "the grep looks in the wrong place"

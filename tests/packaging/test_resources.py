@@ -73,6 +73,7 @@ def test_one_application_id_everywhere():
 
 def test_metainfo_release_is_the_package_version_and_screenshots_exist_in_docs():
     from idemview import __version__
+
     meta = ET.fromstring(appinfo.metainfo().read_bytes())
     assert meta.find("releases/release").get("version") == __version__
     shots = [img.text for img in meta.iter("image")]
@@ -96,6 +97,7 @@ def test_metainfo_validates():
 
 def test_window_icon_carries_every_size(qapp):
     from idemview.qt.app import app_icon
+
     sizes = {s.width() for s in app_icon().availableSizes()}
     assert sizes == set(appinfo.ICON_SIZES)
 
@@ -139,6 +141,7 @@ def test_install_desktop_files_writes_a_valid_menu_entry_that_runs_the_given_com
 
 def test_install_desktop_command_line(tmp_path, capsys):
     from idemview.cli import main
+
     assert main(["install-desktop", "--data-home", str(tmp_path)]) == 0
     d = _desktop(tmp_path / "applications" / f"{appinfo.APP_ID}.desktop")
     exe = d["Exec"].strip('"').split('" "')[0]

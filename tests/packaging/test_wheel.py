@@ -35,15 +35,16 @@ def test_pyproject_lists_every_package_under_idemview():
 
 
 needs_wheel_check = pytest.mark.skipif(
-    not (ON_CI or os.environ.get("IDEMVIEW_WHEEL_CHECK")),
-    reason="slow (~40 s): runs on CI and with `make wheel-check`")
+    not (ON_CI or os.environ.get("IDEMVIEW_WHEEL_CHECK")), reason="slow (~40 s): runs on CI and with `make wheel-check`"
+)
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    r = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     (whl,) = out.glob("idemview-*.whl")
     return whl
@@ -52,10 +53,14 @@ def wheel(tmp_path_factory) -> Path:
 @needs_wheel_check
 def test_wheel_carries_resources_presets_and_entry_points(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for n in ("idemview/__main__.py", "idemview/resources/io.github.idemview.Idemview.desktop",
-              "idemview/resources/io.github.idemview.Idemview.metainfo.xml",
-              "idemview/resources/io.github.idemview.Idemview.svg", "idemview/resources/icon-512.png",
-              "idemview/layouts/presets/idemview.toml"):
+    for n in (
+        "idemview/__main__.py",
+        "idemview/resources/io.github.idemview.Idemview.desktop",
+        "idemview/resources/io.github.idemview.Idemview.metainfo.xml",
+        "idemview/resources/io.github.idemview.Idemview.svg",
+        "idemview/resources/icon-512.png",
+        "idemview/layouts/presets/idemview.toml",
+    ):
         assert n in names, n
     assert not any(n.startswith(("resources/", "tests/", "packaging/")) for n in names)
     ep = zipfile.ZipFile(wheel).read(f"idemview-{__version__}.dist-info/entry_points.txt").decode()

@@ -12,6 +12,7 @@ from idemview.config import CredentialStore
 
 class _Memory(KeyringBackend):
     """A working keyring (in memory) with a known name."""
+
     priority = 1
 
     def __init__(self, name="Test Vault"):
