@@ -75,10 +75,13 @@ def test_wheel_installs_into_a_fresh_venv(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     bin_ = env_dir / "bin"
-    r = subprocess.run([bin_ / "pip", "install", "-q", str(wheel)], capture_output=True, text=True)
+    # Outside the test harness's settings: no PYTHONPATH to the checkout (pip would take its egg-info for
+    # an installed idemview), no test keyring backend, and pip's own cache (XDG_CACHE_HOME unset).
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "XDG_", "IDEMVIEW_"))}
+    r = subprocess.run([bin_ / "pip", "install", "-q", str(wheel)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     # Run from an empty folder so the checkout is not what gets imported.
-    run = dict(capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""})
+    run = dict(capture_output=True, text=True, cwd=tmp_path, env=env)
     for cmd in ([bin_ / "idemview", "--version"], [bin_ / "python", "-m", "idemview", "--version"]):
         r = subprocess.run(cmd, **run)
         assert (r.returncode, r.stdout.strip()) == (0, f"idemview {__version__}"), r.stderr
