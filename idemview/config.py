@@ -216,20 +216,6 @@ class CredentialStore:
                            f"are kept for this session only. {_keyring_advice()}")
             return False
 
-    def backend_name(self) -> str:
-        """Plain name of where passwords go, for the connection dialog: the keyring backend's own name
-        (e.g. "SecretService Keyring", "macOS Keyring", "Windows WinVaultKeyring"; a chain lists its
-        members), or "this session's memory" when no keyring works."""
-        if not self.available:
-            return "this session's memory"
-        try:
-            import keyring
-            kr = keyring.get_keyring()
-            members = getattr(kr, "backends", None)  # keyring's ChainerBackend
-            return ", ".join(b.name for b in members) if members else kr.name
-        except Exception:  # a broken backend must not stop the dialog
-            return "an unknown keyring"
-
     def get(self, conn_id: str) -> str | None:
         if conn_id in self._memory:
             return self._memory[conn_id]

@@ -74,7 +74,7 @@ def _quit_after(app) -> None:
     """Test hook for the bundle smoke test and the start-up measurement: with env IDEMVIEW_QUIT_AFTER_MS=N
     the event loop quits N ms after its first pass (the window shown and painted); IDEMVIEW_SHOWN_FILE,
     if set, then receives one JSON object: ``shown`` (that instant, Unix time in seconds), ``icon_sizes``
-    (window icon sizes loaded) and ``keyring`` (the credential backend's name, probed after the instant)."""
+    (window icon sizes loaded) and ``keyring`` (CredentialStore.backend, probed after that instant)."""
     import os
     try:
         ms = int(os.environ.get("IDEMVIEW_QUIT_AFTER_MS", ""))
@@ -89,7 +89,7 @@ def _quit_after(app) -> None:
             import json
             from idemview.config import CredentialStore
             Path(target).write_text(json.dumps({"shown": now, "icon_sizes": len(app.windowIcon().availableSizes()),
-                                                "keyring": CredentialStore().backend_name()}))
+                                                "keyring": CredentialStore().backend}))
         QTimer.singleShot(max(0, ms), app.quit)
 
     QTimer.singleShot(0, shown)

@@ -16,7 +16,7 @@ store = CredentialStore()
 out = {
     "available": store.available,
     "notice": store.notice,
-    "backend": store.backend_name(),
+    "backend": store.backend,
     "stored_in_keyring": store.set(conn.id, pw),
 }
 # A new store (as a new app start would have) must read it back from the Secret Service, not from memory.
