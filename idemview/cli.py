@@ -95,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp):
         sp.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
         sp.add_argument("--layout", help="preset name or layout TOML file (default: detect)")
+        sp.add_argument("--schema", help="schema holding the layout's tables (default: the preset's "
+                                         "schema, else found as detection finds them)")
+        sp.add_argument("--map-status", action="append", default=[], metavar="RAW=STATUS",
+                        help="map a raw status value the layout does not know (repeatable; "
+                             "STATUS: new, in_progress, completed, failed, unknown)")
+        sp.add_argument("--map-outcome", action="append", default=[], metavar="RAW=OUTCOME",
+                        help="map a raw attempt outcome the layout does not know (repeatable)")
         sp.add_argument("--now", type=_instant, default=None, help="instant findings are computed for (ISO-8601)")
         sp.add_argument("--lock-timeout", type=_seconds, default=None, help="seconds (overrides the layout)")
         sp.add_argument("--retry-threshold", type=_count, default=None,
@@ -163,19 +170,39 @@ def ledger_name(engine) -> str:
 
 
 def resolve_ledger(args, engine, saved=None):
-    from idemview.ledger.detect import detect
-    from idemview.layouts.layout import load_layout
+    """The :class:`Ledger` the arguments ask for: the layout given (or the saved connection's, or
+    detected), its tables looked up where they are (``--schema`` or the connection's schema, else the
+    preset's, else found as detection finds them) and the extra raw-value maps merged in (the
+    connection's ``status_map`` / ``outcome_map``, then ``--map-status`` / ``--map-outcome``).
+    Raises :class:`CliError` (exit 4 when the layout does not fit, 2 on a malformed map)."""
+    from idemview.ledger.detect import detect, locate
+    from idemview.domain.model import Outcome
+    from idemview.layouts.layout import LayoutError, load_layout, parse_value_map, with_value_maps
     from idemview.ledger.reader import Ledger
     spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
+    schema = getattr(args, "schema", None) or (saved.schema if saved is not None and saved.schema else None)
+    try:
+        smap = {**parse_value_map(saved.status_map if saved is not None else {}),
+                **parse_value_map(getattr(args, "map_status", None) or [])}
+        omap = {**parse_value_map(saved.outcome_map if saved is not None else {}, Outcome, "outcome"),
+                **parse_value_map(getattr(args, "map_outcome", None) or [], Outcome, "outcome")}
+    except LayoutError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
     try:
         if spec:
-            layout = load_layout(spec)
+            layout = locate(engine, load_layout(spec), schema=schema)
         else:
             matches = detect(engine)
             if not matches:
                 raise CliError("no preset fits this database; pass --layout NAME|FILE "
                                "(see `idemview presets`)", EXIT_LAYOUT)
             layout = matches[0].layout
+            if schema:
+                layout = locate(engine, layout, schema=schema)
+        try:
+            layout = with_value_maps(layout, smap, omap)
+        except LayoutError as e:
+            raise CliError(str(e), EXIT_USAGE) from None
         return Ledger(engine, layout, lock_timeout_s=args.lock_timeout,
                       retry_threshold=args.retry_threshold, retention_s=args.retention,
                       name=saved.name if saved is not None else ledger_name(engine),
@@ -246,9 +273,11 @@ def cmd_scan(args) -> int:
     counts: dict[str, int] = {}
     for f in findings:
         counts[f.kind.value] = counts.get(f.kind.value, 0) + 1
+    unmapped = ledger.unmapped_counts()
     if args.format == "json":
         out = {"now": iso(fe.now), "layout": ledger.layout.name, "operations": n_ops, "attempts": n_att,
                "counts": counts,
+               "unmapped": {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()},
                "findings": [masker.mask_value(f.to_json()) for f in findings]}
         json.dump(out, sys.stdout, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -261,6 +290,15 @@ def cmd_scan(args) -> int:
         print("findings none")
     else:
         print("findings " + ", ".join(f"{k} {n}" for k, n in counts.items()))
+    lay = ledger.layout
+    for what, flag, src in (("status", "--map-status", lay.status),
+                            ("outcome", "--map-outcome", lay.attempts.outcome)):
+        if unmapped[what]:
+            vals = sorted(unmapped[what].items(), key=lambda kv: (-kv[1], kv[0]))
+            print(f"unmapped {what} values (read as {src.default if src else 'unknown'}; map them with "
+                  f"{flag} RAW={what.upper()} or the connection's {what}_map): "
+                  + ", ".join(f"{masker.mask_text(r)!r} {n}" for r, n in vals[:20])
+                  + (f" … and {len(vals) - 20} more" if len(vals) > 20 else ""))
     unsupported = fe.unsupported()
     if unsupported:
         print("not checkable with this layout: "

@@ -51,7 +51,10 @@ class Connection:
     ``dialect`` is a SQLAlchemy backend name (``sqlite``, ``postgresql``, ``mysql``, ``mariadb`` or any
     other installed dialect), ``driver`` optional (``psycopg``, ``pymysql``...). For SQLite, ``database``
     is the file path. ``layout`` is a preset name or a layout file path (empty: detect). ``naive_zone``
-    is the IANA zone naive timestamps were written in. ``tls`` holds driver TLS options (``sslmode``...)."""
+    is the IANA zone naive timestamps were written in. ``tls`` holds driver TLS options (``sslmode``...).
+    ``schema`` says where the layout's tables are when not in the preset's schema (empty: the preset's,
+    else found as detection finds them). ``status_map`` / ``outcome_map`` map raw values the layout
+    does not know (``{"RETRIES_EXCEEDED" = "failed"}``) without editing the preset."""
 
     name: str
     dialect: str = "sqlite"
@@ -64,6 +67,9 @@ class Connection:
     layout: str = ""
     naive_zone: str = "UTC"
     colour: str = ""
+    schema: str = ""
+    status_map: dict = field(default_factory=dict)
+    outcome_map: dict = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def url(self, password: str | None = None) -> URL:

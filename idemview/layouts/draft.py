@@ -55,6 +55,7 @@ class TimeDraft:
     column: str
     encoding: str = "datetime"
     zone: str = "UTC"
+    unless: list[dict[str, Any]] = field(default_factory=list)  # predicates under which it is missing
 
     @classmethod
     def from_model(cls, d: Any) -> TimeDraft | None:
@@ -62,12 +63,15 @@ class TimeDraft:
             return None
         if isinstance(d, str):
             return cls(d)
-        return cls(d.get("column", ""), d.get("encoding", "datetime"), d.get("zone", "UTC"))
+        return cls(d.get("column", ""), d.get("encoding", "datetime"), d.get("zone", "UTC"),
+                   copy.deepcopy(list(d.get("unless") or [])))
 
     def to_model(self) -> dict[str, Any]:
         d: dict[str, Any] = {"column": self.column, "encoding": self.encoding}
         if self.encoding == "naive" or self.zone != "UTC":
             d["zone"] = self.zone
+        if self.unless:
+            d["unless"] = copy.deepcopy(self.unless)
         return d
 
 
@@ -81,6 +85,7 @@ class ValueDraft:
     encoding: str | None = None
     literal: Any = None
     payload: bool = False  # payload fields are always written as a table (with their encoding)
+    unless: list[dict[str, Any]] = field(default_factory=list)  # predicates under which it is missing
 
     @classmethod
     def from_model(cls, d: Any, payload: bool = False) -> ValueDraft | None:
@@ -90,18 +95,21 @@ class ValueDraft:
             return cls(column=d, payload=payload)
         if "value" in d:
             return cls(literal=d["value"], payload=payload)
-        return cls(d.get("column"), d.get("json_path"), d.get("encoding"), payload=payload)
+        return cls(d.get("column"), d.get("json_path"), d.get("encoding"), payload=payload,
+                   unless=copy.deepcopy(list(d.get("unless") or [])))
 
     def to_model(self) -> Any:
         if self.literal is not None:
             return {"value": self.literal}
-        if not self.payload and not self.json_path and not self.encoding:
+        if not self.payload and not self.json_path and not self.encoding and not self.unless:
             return self.column
         d: dict[str, Any] = {"column": self.column}
         if self.json_path:
             d["json_path"] = self.json_path
         if self.encoding:
             d["encoding"] = self.encoding
+        if self.unless:
+            d["unless"] = copy.deepcopy(self.unless)
         return d
 
 
@@ -117,6 +125,7 @@ class StatusDraft:
     rules: list[dict[str, Any]] = field(default_factory=list)
     raw: str | None = None
     literal: str | None = None
+    null: str | None = None  # the status of a NULL raw value (e.g. Airflow's NULL state: new)
 
     @classmethod
     def from_model(cls, d: Any) -> StatusDraft:
@@ -130,6 +139,7 @@ class StatusDraft:
             d.get("default", "unknown"),
             copy.deepcopy(list(d.get("rules") or [])),
             d.get("raw"),
+            null=d.get("null"),
         )
 
     def to_model(self) -> Any:
@@ -144,6 +154,8 @@ class StatusDraft:
             d["rules"] = copy.deepcopy(self.rules)
         if self.raw:
             d["raw"] = self.raw
+        if self.null is not None:
+            d["null"] = self.null
         d["default"] = self.default
         return d
 
@@ -416,19 +428,23 @@ def _time_out(tc: TimeColumn) -> dict:
     d: dict[str, Any] = {"column": tc.column, "encoding": tc.encoding}
     if tc.encoding == "naive" or tc.zone != "UTC":
         d["zone"] = tc.zone
+    if tc.unless:
+        d["unless"] = [_pred_out(p) for p in tc.unless]
     return d
 
 
 def _value_out(vs: ValueSource, payload: bool = False) -> Any:
     if vs.literal is not None:
         return {"value": vs.literal}
-    if not payload and not vs.json_path and not vs.encoding:
+    if not payload and not vs.json_path and not vs.encoding and not vs.unless:
         return vs.column
     d: dict[str, Any] = {"column": vs.column}
     if vs.json_path:
         d["json_path"] = vs.json_path
     if vs.encoding:
         d["encoding"] = vs.encoding
+    if vs.unless:
+        d["unless"] = [_pred_out(p) for p in vs.unless]
     return d
 
 
@@ -451,6 +467,8 @@ def _status_out(s: StatusSource) -> Any:
         d["rules"] = [{"when": [_pred_out(p) for p in r.when], "status": r.status} for r in s.rules]
     if s.raw:
         d["raw"] = s.raw
+    if s.null is not None:
+        d["null"] = s.null
     d["default"] = s.default
     return d
 
@@ -500,6 +518,7 @@ def model_from_layout(layout: Layout) -> dict:
         "key": list(layout.key),
         "scope": list(layout.scope),
         "key_fallback": layout.key_fallback,
+        "key_required": list(layout.key_required),
         "optional": list(layout.optional),
     }
     if layout.kind is not None:
@@ -533,7 +552,7 @@ def model_from_layout(layout: Layout) -> dict:
 
 # Empty lists that mean "nothing" and may be left out; elsewhere (a rule's ``when = []``, the catch-all
 # rule) an empty list is meaningful and kept.
-_DROPPABLE_EMPTY_LISTS = {"key", "scope", "optional", "where"}
+_DROPPABLE_EMPTY_LISTS = {"key", "scope", "optional", "where", "key_required"}
 
 
 def _clean(v: Any, key: str | None = None) -> Any:

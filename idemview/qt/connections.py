@@ -465,7 +465,8 @@ class ConnectionDialog(QDialog):
         c = self.save()
         pw = self.password.text() or self.credentials.get(c.id)
         self.spec = OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
-                             colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None)
+                             colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None,
+                             schema=c.schema or None, status_map=dict(c.status_map), outcome_map=dict(c.outcome_map))
         self.accept()
 
     def done(self, r):  # noqa: D401 - Qt override

@@ -49,7 +49,8 @@ def test_scan_json_reports_exactly_the_planted_incidents(capsys, demo):
     code, out, err = run(capsys, "scan", str(demo), "--now", ANCHOR, "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert set(doc) == {"now", "layout", "operations", "attempts", "counts", "findings"}
+    assert set(doc) == {"now", "layout", "operations", "attempts", "counts", "unmapped", "findings"}
+    assert doc["unmapped"] == {"status": {}, "outcome": {}}
     assert doc["now"] == ANCHOR and doc["layout"] == "idemview"
     assert doc["operations"] == 400 + 29  # ordinary + planted records
     got = {(f["kind"], f["scope"], f["key"]) for f in doc["findings"]}

@@ -852,8 +852,10 @@ class LayoutEditor(QDialog):
         o.table, o.schema = (t[1], t[0]) if t else ("", None)
         o.key = self.key_list.checked()
         o.scope = self.scope_list.checked()
-        if o.key_fallback and len(o.key) != 1:
-            o.key_fallback = None
+        # key_required names key columns (pg-boss: the throttle slot); unchosen ones go. A key fallback
+        # stays for composite keys too (a record whose key is incomplete is keyed "#<row id>").
+        if o.extra.get("key_required"):
+            o.extra["key_required"] = [c for c in o.extra["key_required"] if c in o.key]
         kind, old_kind = self.kind_combo.value(), o.kind
         if kind is None:
             if not (old_kind is not None and old_kind.literal is not None):
