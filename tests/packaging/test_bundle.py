@@ -67,7 +67,7 @@ def test_demo_then_scan_json_equals_the_source_tree(tmp_path):
     )
     assert frozen.returncode == source.returncode == 0, frozen.stderr + source.stderr
     out = json.loads(frozen.stdout)
-    assert out == json.loads(source.stdout)
+    assert out == json.loads(source.stdout), "the bundle differs from the source tree (stale? run make package)"
     assert out["counts"]["duplicate_effect"] > 0  # the planted incidents were found, not an empty scan
 
 
