@@ -149,6 +149,9 @@ def open_target(url: str):
         saved = ConnectionStore().find(url)
         if saved is None and not url.endswith((".db", ".sqlite", ".sqlite3")) and not looks_like_url(url):
             raise CliError(f"{url!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE)
+    redis_target = _redis_target(url, saved)
+    if redis_target is not None:  # read by a snapshot in resolve_ledger (idemview.ledger.redis_snapshot)
+        return redis_target, saved.name if saved is not None else None, saved
     try:
         if saved is not None:
             pw = CredentialStore().get(saved.id)
@@ -163,10 +166,60 @@ def open_target(url: str):
         raise CliError(str(e), e.exit_code) from None
 
 
+class RedisTarget:
+    """A Redis ledger to open: its URL (password included, never shown) and a name for messages."""
+
+    def __init__(self, url: str, password: str | None = None):
+        self.url, self.password = url, password
+
+
+def _redis_target(url: str, saved) -> RedisTarget | None:
+    from idemview.ledger.redis_snapshot import is_redis_url, redis_url_from_sqlalchemy
+    if saved is not None and saved.dialect in ("redis", "rediss"):
+        from idemview.config import CredentialStore
+        return RedisTarget(redis_url_from_sqlalchemy(saved.url()), CredentialStore().get(saved.id))
+    return RedisTarget(url) if is_redis_url(url) else None
+
+
+def _open_redis(args, target: RedisTarget, saved=None):
+    from idemview.layouts.layout import LayoutError
+    from idemview.ledger.connect import ConnectError
+    from idemview.ledger.redis_snapshot import RedisUrlError, open_redis_ledger, safe_redis_url
+    spec = getattr(args, "layout", None) or (saved.layout if saved is not None and saved.layout else None)
+    progress = None
+    if sys.stderr.isatty():
+        def progress(scanned, loaded):
+            print(f"\rsnapshot: {scanned} keys scanned, {loaded} records", end="", file=sys.stderr, flush=True)
+    try:
+        ledger = open_redis_ledger(target.url, layout=spec, password=target.password,
+                                   name=saved.name if saved is not None else None, progress=progress,
+                                   lock_timeout_s=getattr(args, "lock_timeout", None),
+                                   retry_threshold=getattr(args, "retry_threshold", None),
+                                   retention_s=getattr(args, "retention", None))
+    except RedisUrlError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    except ConnectError as e:
+        raise CliError(str(e), EXIT_CONNECT) from None
+    except LayoutError as e:
+        raise CliError(str(e), EXIT_LAYOUT if e.missing or spec is None else EXIT_USAGE) from None
+    except Exception as e:
+        import redis
+        if isinstance(e, redis.exceptions.RedisError):
+            raise CliError(f"Redis at {safe_redis_url(target.url)} failed: {str(e)[:200]}", EXIT_CONNECT) from None
+        raise
+    finally:
+        if progress is not None:
+            print(file=sys.stderr)
+    if ledger.snapshot.write_warning:
+        print(f"idemview: warning: {ledger.snapshot.write_warning}", file=sys.stderr)
+    return ledger
+
+
 def ledger_name(engine) -> str:
     """A name for an unsaved ledger: the SQLite file's name, or the database name on a server."""
+    from idemview.ledger.dialects import SQLITE, family
     db = engine.url.database or ""
-    return Path(db).name if engine.dialect.name == "sqlite" else (db or engine.dialect.name)
+    return Path(db).name if family(engine) == SQLITE else (db or engine.dialect.name)
 
 
 def resolve_ledger(args, engine, saved=None):
@@ -179,6 +232,8 @@ def resolve_ledger(args, engine, saved=None):
     from idemview.domain.model import Outcome
     from idemview.layouts.layout import LayoutError, load_layout, parse_value_map, with_value_maps
     from idemview.ledger.reader import Ledger
+    if isinstance(engine, RedisTarget):
+        return _open_redis(args, engine, saved)
     spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
     schema = getattr(args, "schema", None) or (saved.schema if saved is not None and saved.schema else None)
     try:
@@ -235,8 +290,10 @@ def cmd_demo(args) -> int:
 
 def cmd_presets(args) -> int:
     from idemview.layouts.layout import all_presets
+    from idemview.layouts.kv import all_kv_presets
     rows = [(l.name, l.title, l.table + (f" + {l.attempts.table}" if l.attempts.source == "table" else ""))
             for l in all_presets()]
+    rows += [(k.name, k.title, f"redis {k.match}") for k in all_kv_presets()]  # key-value layouts
     w = max(len(r[0]) for r in rows)
     w2 = max(len(r[2]) for r in rows)
     for name, title, tables in rows:
@@ -247,9 +304,35 @@ def cmd_presets(args) -> int:
 def cmd_detect(args) -> int:
     from idemview.ledger.detect import detect
     engine, _name, _saved = open_target(args.url)
+    if isinstance(engine, RedisTarget):
+        return _detect_redis(engine)
     matches = detect(engine)
     if not matches:
         print("no preset fits this database (no known ledger table found); build a layout file "
+              "and pass it with --layout", file=sys.stderr)
+        return EXIT_LAYOUT
+    best = matches[0]
+    print(f"{best.layout.name}\tconfidence {best.confidence:.2f}\t{best.reason}")
+    for m in matches[1:4]:
+        print(f"  also: {m.layout.name} ({m.confidence:.2f})")
+    return EXIT_OK
+
+
+def _detect_redis(target: RedisTarget) -> int:
+    from idemview.ledger.connect import ConnectError
+    from idemview.ledger.redis_snapshot import RedisUrlError, connect_redis, detect_kv
+    try:
+        client = connect_redis(target.url, target.password)
+    except RedisUrlError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    except ConnectError as e:
+        raise CliError(str(e), EXIT_CONNECT) from None
+    try:
+        matches = detect_kv(client)
+    finally:
+        client.connection_pool.disconnect()
+    if not matches:
+        print("no key-value preset fits the sampled keys; write a key-value layout (see idem-generic) "
               "and pass it with --layout", file=sys.stderr)
         return EXIT_LAYOUT
     best = matches[0]
@@ -279,12 +362,23 @@ def cmd_scan(args) -> int:
                "counts": counts,
                "unmapped": {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()},
                "findings": [masker.mask_value(f.to_json()) for f in findings]}
+        snap = getattr(ledger, "snapshot", None)
+        if snap is not None:  # a Redis ledger: the snapshot, with the server's clock beside now
+            out["server_time"] = iso(snap.server_time)
+            out["snapshot"] = snap.to_json()
+            out["not_checkable"] = {k.value: why for k, why in fe.unsupported().items()}
         json.dump(out, sys.stdout, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
         return EXIT_OK
     from idemview.domain.model import FindingKind
-    print(f"ledger   {ledger.name} ({engine.dialect.name}) with layout {ledger.layout.name}")
+    print(f"ledger   {ledger.name} ({getattr(ledger, 'source_dialect', ledger.dialect)}) with layout "
+          f"{ledger.layout.name}")
     print(f"now      {iso(fe.now)}")
+    snap = getattr(ledger, "snapshot", None)
+    if snap is not None:
+        print(f"server   {iso(snap.server_time)} (Redis TIME at the snapshot; {snap.scanned} keys scanned "
+              f"matching {snap.pattern!r}, {snap.loaded} records, {snap.without_ttl} without TTL, "
+              f"{snap.gone} gone while reading, {snap.undecodable + snap.wrong_type} unreadable)")
     print(f"size     {n_ops} operations, {n_att} attempts")
     if not findings:
         print("findings none")
@@ -413,6 +507,10 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_CONNECT
         if isinstance(e, DBAPIError):
             print(f"idemview: the database refused a query: {short_error(e)}", file=sys.stderr)
+            return EXIT_USAGE
+        from idemview.ledger.dialects import DialectNotSupported
+        if isinstance(e, DialectNotSupported):  # an engine idemview has no SQL for: say so plainly
+            print(f"idemview: {redact(str(e))}", file=sys.stderr)
             return EXIT_USAGE
         if isinstance(e, OSError):  # a file that cannot be read or written (disk full, permissions)
             print(f"idemview: {redact(_os_error_text(e, 'file error'))}", file=sys.stderr)

@@ -129,7 +129,7 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         q = ledger.attempts_select()
         tcols = [c.label(f"t_{k}") for k, (c, _tc) in ledger.att_time.items()]
         q = (select(ledger.att_scope_expr.label("scope"), ledger.att_key_expr.label("key"),
-                    ledger.att_number.label("number"), ledger.att_outcome.label("outcome"),
+                    ledger.att_number_raw.label("number"), ledger.att_outcome.label("outcome"),
                     ledger.att_raw_outcome.label("raw_outcome"), ledger.att_effect.label("effect_ref"),
                     ledger.att_worker.label("worker"), ledger.att_error.label("error"), *tcols)
              .where(ledger.att_where))
@@ -259,7 +259,9 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
     now = (now or datetime.now(UTC)).astimezone(UTC)
     masker = masker or Masker()
     plan = plan_export(ledger, flt, rows, now)
-    ident = describe(ledger.engine)
+    # A Redis ledger is read from its snapshot: the manifest names Redis, the snapshot instant, the
+    # server's TIME and the key pattern (idemview.ledger.redis_snapshot), not the in-memory copy.
+    ident = getattr(ledger, "describe", None) or describe(ledger.engine)
     manifest = {
         "ledger": {"connection": connection_name or ledger.name, **ident},
         "layout": {"name": ledger.layout.name, "sha256": ledger.layout.hash},

@@ -114,6 +114,8 @@ class FindingEngine:
         if l.attempt_count_expr is None and l.att is None and lay.attempts.source != "json_array":
             out[K.RETRY_STORM] = "the ledger keeps no attempt count"
         out[K.HIDDEN_SUCCESS] = out[K.ORPHAN_EFFECT] = "the layout has no [effects] section (no effect records)"
+        # A ledger may say itself what it cannot show (a Redis snapshot: expired keys are gone).
+        out.update(getattr(l, "not_checkable", None) or {})
         return out
 
     # --------------------------------------------------------------------------- queries
@@ -372,6 +374,8 @@ class FindingEngine:
     def run(self, kinds: Iterable[FindingKind] | None = None) -> list[Finding]:
         """All findings of ``kinds`` (default: every kind), ordered by kind, then scope and key."""
         kinds = list(kinds) if kinds is not None else list(K)
+        skip = getattr(self.l, "not_checkable", None) or {}
+        kinds = [k for k in kinds if k not in skip]
         out: list[Finding] = []
         self._profile = None
         with self.l.engine.connect() as c:

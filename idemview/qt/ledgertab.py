@@ -275,7 +275,7 @@ class LedgerTab(QWidget):
         self.overview.set_span(*o.span)
         self.unmapped.show_counts(o.unmapped, self.masker)
         self.title_changed.emit()
-        self.refresh()
+        self.refresh(snapshot_again=False)
 
     def _on_open_error(self, err: JobError):
         msg = self.masker.free_text(err.message)
@@ -292,12 +292,17 @@ class LedgerTab(QWidget):
 
     # ------------------------------------------------------------------------------- refresh
 
-    def refresh(self, live: bool = False):
+    def refresh(self, live: bool = False, snapshot_again: bool = True):
         """Re-scan findings for the current time and reload what is shown (F5 / live refresh).
 
         A live refresh keeps the grid when the user has scrolled past the first page, so it never
         yanks rows away from under someone reading them."""
         if self.ledger is None:
+            if not self.runner.is_pending("open"):
+                self.start()
+            return
+        if not live and snapshot_again and getattr(self.ledger, "snapshot", None) is not None:
+            # A Redis ledger is a snapshot: F5 reads the keys again (_on_open then refreshes).
             if not self.runner.is_pending("open"):
                 self.start()
             return

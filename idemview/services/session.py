@@ -139,7 +139,11 @@ def unmapped(ledger: Ledger) -> dict[str, dict[str, int]]:
 
 
 def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
-    """Connect read-only, choose the layout (given or detected), reflect it, and read the basics."""
+    """Connect read-only, choose the layout (given or detected), reflect it, and read the basics.
+    A ``redis://`` / ``rediss://`` URL is read through a snapshot (:mod:`idemview.ledger.redis_snapshot`)."""
+    from idemview.ledger.redis_snapshot import is_redis_url
+    if is_redis_url(spec.url):
+        return _open_redis(spec, token)
     engine = open_engine(spec.url, password=spec.password)
     watch_engine(engine)
     try:
@@ -174,6 +178,23 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
     except BaseException:
         engine.dispose()
         raise
+
+
+def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
+    from idemview.ledger.redis_snapshot import open_redis_ledger, redis_url_from_sqlalchemy
+    url = spec.url if isinstance(spec.url, str) else redis_url_from_sqlalchemy(spec.url)
+    lay = spec.layout if not isinstance(spec.layout, Layout) else None  # SQL layouts do not apply
+    ledger = open_redis_ledger(url, layout=lay or None, password=spec.password, name=spec.name, token=token)
+    watch_engine(ledger.engine)
+    n_ops, n_att = ledger.counts()
+    info = ledger.snapshot
+    detection = ledger.detection + (f"; snapshot of {info.loaded} records at server time "
+                                    f"{info.server_time:%Y-%m-%d %H:%M:%S} UTC")
+    if info.write_warning:
+        detection += f"; warning: {info.write_warning}"
+    # The snapshot session is asked like any other (query_only); Redis itself got only allowlisted reads.
+    ro = session_is_read_only(ledger.engine)
+    return Opened(ledger.engine, ledger, ro, n_ops, n_att, time_span(ledger), detection, info.url)
 
 
 @dataclass
