@@ -90,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--key", help="the operation's idempotency key")
     op.add_argument("--scope", help="its scope (default: whichever holds the key)")
 
+    ide = sub.add_parser("install-desktop", help="add idemview to the desktop's application menu (this user)")
+    ide.add_argument("--data-home", type=Path, default=None,
+                     help="where to write (default: $XDG_DATA_HOME, else ~/.local/share)")
+
     de = sub.add_parser("detect", help="print the best-matching layout and its confidence")
     de.add_argument("url")
 
@@ -420,6 +424,26 @@ def cmd_export(args) -> int:
     return export_cli(args, ledger, connection_name=name)
 
 
+def cmd_install_desktop(args) -> int:
+    """``idemview install-desktop``: the .desktop entry, icons and metainfo under the user's data directory,
+    launching this very program (the bundle's executable, or this environment's ``idemview`` script)."""
+    import shutil
+    from idemview.appinfo import install_desktop_files
+    if getattr(sys, "frozen", False):  # the PyInstaller bundle
+        command = [str(Path(sys.executable).resolve())]
+    else:
+        script = Path(sys.executable).with_name("idemview")
+        found = str(script) if script.is_file() else shutil.which("idemview")
+        command = [found] if found else [str(Path(sys.executable).resolve()), "-m", "idemview"]
+    data_home = args.data_home or Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    try:
+        written = install_desktop_files(data_home, command)
+    except OSError as e:
+        raise CliError(f"cannot write the desktop files: {e.strerror or e}", EXIT_USAGE) from None
+    print(f"installed {written[0]} (runs {' '.join(command)}), {len(written) - 1} icon and metainfo files")
+    return EXIT_OK
+
+
 def cmd_gui(args) -> int:
     from idemview.qt.syslibs import GuiUnavailable, check_gui_libraries
     try:
@@ -468,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"demo": cmd_demo, "presets": cmd_presets, "detect": cmd_detect, "scan": cmd_scan,
-                "export": cmd_export, "open": cmd_open}
+                "export": cmd_export, "open": cmd_open, "install-desktop": cmd_install_desktop}
     try:
         if args.command is None:
             return cmd_gui(args)
@@ -511,6 +535,13 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         print(f"idemview: unexpected error: {type(e).__name__}: {redact(str(e))[:300]}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def gui_main() -> int:
+    """The ``idemview-gui`` entry point (a ``gui-scripts`` entry: no console window on Windows).
+
+    Same arguments as ``idemview``; without a sub-command it opens the GUI."""
+    return main()
 
 
 if __name__ == "__main__":
