@@ -11,7 +11,7 @@ without a fingerprint) is skipped and listed, with the reason, by :meth:`Finding
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from sqlalchemy import and_, case, false, func, literal_column, null, or_, select, true, tuple_, union, union_all
 from sqlalchemy.sql.expression import Select
@@ -21,10 +21,14 @@ from idemview.domain.model import Finding, FindingKind
 from idemview.findings import registry
 from idemview.findings.common import nonempty, two_distinct
 from idemview.findings.rules import DEFAULT_DEDUP_WINDOW_S, FindingRule  # noqa: F401  (re-exported)
+from idemview.ledger.connect import batch_connection
 from idemview.ledger.reader import Ledger
 
 UTC = timezone.utc
 K = FindingKind
+
+#: ``timeout_s`` default of :meth:`FindingEngine.run`: keep the engine's interactive statement timeout.
+INTERACTIVE = object()
 
 
 class FindingEngine:
@@ -136,6 +140,48 @@ class FindingEngine:
                        flag(rp).label("is_rp"))
                 .group_by(p.c.scope, p.c.key).having(or_(de, kc, rp)))
 
+    def _plan_passes(self, todo: list[FindingRule]) -> tuple[list[FindingRule], list]:
+        """Split ``todo`` into rules run on their own and (rule, row filter) pairs sharing one pass
+        over the operations table. A row-filter kind whose condition an index serves runs alone (an
+        index range beats a shared whole-table scan); the others share a pass when there are two or
+        more of them (one scan instead of several)."""
+        t = self.l.ops
+        leading = _indexed_leading(t)
+        real = {c.key: c.name.lower() for c in t.c}
+        alone, cand = [], []
+        for r in todo:
+            rf = r.row_filter(self)
+            if rf is None or any(real.get(c, c.lower()) in leading for c in rf.index_cols):
+                alone.append(r)
+            else:
+                cand.append((r, rf))
+        if len(cand) < 2:
+            return alone + [r for r, _ in cand], []
+        return alone, cand
+
+    def q_shared_pass(self, shared) -> Select:
+        """One select over the operations table for several row-filter kinds: ``scope, key``, a flag
+        ``f<i>`` per kind and each kind's columns as ``r<i>_<name>``, where any condition holds."""
+        l = self.l
+        one, zero = literal_column("1"), literal_column("0")
+        cols = [l.scope_expr.label("scope"), l.key_expr.label("key")]
+        for i, (_r, rf) in enumerate(shared):
+            cols.append(case((rf.cond, one), else_=zero).label(f"f{i}"))
+            cols += [x.label(f"r{i}_{n}") for n, x in rf.cols.items()]
+        return select(*cols).select_from(l.ops).where(or_(*[rf.cond for _r, rf in shared]))
+
+    def _shared_pass(self, c, shared) -> dict[FindingKind, list[Finding]]:
+        per: list[list] = [[] for _ in shared]
+        names = [list(rf.cols) for _r, rf in shared]
+        for q in self.restrict([self.q_shared_pass(shared)]):
+            for row in c.execute(q):
+                m = row._mapping
+                for i in range(len(shared)):
+                    if int(m[f"f{i}"] or 0):
+                        per[i].append(_Row(scope=m["scope"], key=m["key"],
+                                           **{n: m[f"r{i}_{n}"] for n in names[i]}))
+        return {r.kind: r.shape(self, rows) for (r, _rf), rows in zip(shared, per)}
+
     # ------------------------------------------------------------------ key sets (for filters)
 
     def keys_with(self, kinds: Iterable[FindingKind], distinct: bool = True) -> Select:
@@ -156,20 +202,38 @@ class FindingEngine:
 
     # ------------------------------------------------------------------------------ running
 
-    def run(self, kinds: Iterable[FindingKind] | None = None, flt: Filter | None = None) -> list[Finding]:
+    def run(self, kinds: Iterable[FindingKind] | None = None, flt: Filter | None = None, *,
+            timeout_s: float | None | object = INTERACTIVE) -> list[Finding]:
         """All findings of ``kinds`` (default: every registered kind), ordered by kind (registry
         order), then scope and key.
 
         ``flt`` restricts the findings to the operations it matches, in SQL (each kind's query runs
         with ``(scope, key) IN (filtered operations)``): a finding filter or a time window does not
-        wait for the whole ledger's scan."""
-        wanted = set(kinds) if kinds is not None else None
-        todo = [r for r in registry.rules() if wanted is None or r.kind in wanted]
+        wait for the whole ledger's scan. ``timeout_s``: see :meth:`iter_run`."""
         out: list[Finding] = []
+        for _kind, fs in self.iter_run(kinds, flt, timeout_s=timeout_s):
+            out.extend(fs)
+        return out
+
+    def iter_run(self, kinds: Iterable[FindingKind] | None = None, flt: Filter | None = None, *,
+                 timeout_s: float | None | object = INTERACTIVE) -> Iterator[tuple[FindingKind, list[Finding]]]:
+        """Like :meth:`run`, one ``(kind, findings)`` pair at a time as each kind is done (report
+        order; each list sorted by scope, key), so a caller can write or show them as they come.
+
+        ``timeout_s``: :data:`INTERACTIVE` (default) keeps the engine's interactive statement timeout;
+        a number of seconds bounds each statement instead, ``None`` sets no bound (batch work: a CLI
+        scan runs until done or cancelled). Database errors propagate (a stopped statement raises
+        ``sqlalchemy.exc.OperationalError``)."""
+        wanted = set(kinds) if kinds is not None else None
+        # Kinds this ledger cannot have (layout or schema, see unsupported()) are not queried at all.
+        todo = [r for r in registry.rules() if (wanted is None or r.kind in wanted)
+                and not r.not_checkable(self.l)]
         self._profile = None
         self.flt = flt if flt is not None and not flt.is_empty() else None
+        cm = (self.l.engine.connect() if timeout_s is INTERACTIVE
+              else batch_connection(self.l.engine, timeout_s))  # type: ignore[arg-type]
         try:
-            with self.l.engine.connect() as c:
+            with cm as c:
                 # SQLite groups one table through its (scope, key) index without sorting, which a UNION
                 # cannot: there the per-kind queries are as fast as the profile (measured at 1M operations).
                 use = self.use_profile if self.use_profile is not None else self.l.dialect != "sqlite"
@@ -184,13 +248,42 @@ class FindingEngine:
                                 if int(getattr(r, "is_" + f)):
                                     prof[f].add((r.scope, r.key))
                         self._profile = prof
+                alone, shared = self._plan_passes(todo)
+                shared_kinds = {r.kind for r, _rf in shared}
+                shared_out: dict[FindingKind, list[Finding]] | None = None
                 for r in todo:
-                    out.extend(r.run(self, c))
+                    if r.kind in shared_kinds:
+                        if shared_out is None:
+                            shared_out = self._shared_pass(c, shared)
+                        fs = shared_out.pop(r.kind)
+                    else:
+                        fs = r.run(self, c)
+                    fs.sort(key=lambda f: (f.scope, f.key, f.explanation))
+                    yield r.kind, fs
         finally:
             self.flt = None
-        order = {k: i for i, k in enumerate(registry.kinds())}
-        out.sort(key=lambda f: (order[f.kind], f.scope, f.key, f.explanation))
-        return out
+
+def _indexed_leading(t) -> set[str]:
+    """Lower-cased names of the columns that lead an index (or the primary key) of table ``t``."""
+    out = set()
+    if t.primary_key is not None and len(t.primary_key.columns):
+        out.add(list(t.primary_key.columns)[0].name.lower())
+    for ix in t.indexes:
+        cols = list(ix.columns)
+        if cols:
+            out.add(cols[0].name.lower())
+    for con in t.constraints:
+        cols = list(getattr(con, "columns", []))
+        if cols and type(con).__name__ == "UniqueConstraint":
+            out.add(cols[0].name.lower())
+    return out
+
+
+class _Row:
+    """One rule's view of a shared-pass row: ``scope``, ``key`` and that rule's columns."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
 
 
 def scan(ledger: Ledger, now: datetime | None = None, kinds=None) -> list[Finding]:

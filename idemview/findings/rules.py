@@ -82,8 +82,41 @@ class FindingRule:
         """The findings of this kind, read on connection ``c``."""
         raise NotImplementedError
 
+    # A kind that is a plain row filter over the operations table can share one pass with the other
+    # such kinds (FindingEngine.run folds their conditions into one scan, issue 11).
+
+    def row_filter(self, e: FindingEngine) -> RowFilter | None:
+        """This kind as a filter over the operations table (``None``: it is not one)."""
+        return None
+
+    def shape(self, e: FindingEngine, rows) -> list[Finding]:
+        """Findings from the rows of :meth:`row_filter` (objects with its columns as attributes)."""
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.kind.value}>"
+
+
+class RowFilter:
+    """A kind as "rows of the operations table where ``cond``": ``cols`` (label -> expression) are the
+    columns its :meth:`FindingRule.shape` reads; ``index_cols`` the columns whose index would serve
+    ``cond`` on its own (such a kind is better run alone than folded into a whole-table pass)."""
+
+    __slots__ = ("cond", "cols", "index_cols")
+
+    def __init__(self, cond, cols: dict, index_cols: list[str]):
+        self.cond, self.cols, self.index_cols = cond, cols, index_cols
+
+    def select(self, l: Ledger) -> Select:
+        """The kind's own select (scope, key and ``cols``) over the operations table."""
+        return (select(l.scope_expr.label("scope"), l.key_expr.label("key"),
+                       *[x.label(n) for n, x in self.cols.items()])
+                .select_from(l.ops).where(self.cond))
+
+
+def _status_cols(l: Ledger) -> list[str]:
+    s = l.layout.status
+    return [s.column] if s.column and not s.rules and s.literal is None else []
 
 
 def _fetch(c, qs: list[Select]) -> list:
@@ -100,6 +133,14 @@ class DuplicateEffect(FindingRule):
     kind = K.DUPLICATE_EFFECT
     severity = Severity.CRITICAL
     profile_flag = "de"
+
+    def not_checkable(self, ledger):
+        # With an [effects] section (effect records downstream) this changes: a rule adding them must
+        # override this.
+        if ledger.key_unique and ledger.att is None:
+            return (f"the ledger keeps one record per key ({ledger.key_unique}) and no attempts table: "
+                    f"no key can have two completed records, two successful attempts or two effects")
+        return None
 
     def selects(self, e):
         l = e.l
@@ -180,6 +221,9 @@ class ReplayAfterExpiry(FindingRule):
             return "the ledger keeps no expiry and the layout sets no retention"
         if ledger.att is None and "last_attempt_at" not in ledger.epoch and ledger.layout.row_id is None:
             return "no attempt times and no row identity to tell records apart"
+        if ledger.att is None and "last_attempt_at" not in ledger.epoch and ledger.key_unique:
+            return (f"the ledger keeps one record per key ({ledger.key_unique}) and no attempt times: "
+                    f"no later request for an expired key can be seen")
         return None
 
     def selects(self, e, keys=None) -> list[Select]:
@@ -199,8 +243,9 @@ class ReplayAfterExpiry(FindingRule):
                        .where(a.c.started_at_e > o.c.expires_at_e,
                               in_keys(a.c.scope, a.c.key, keys) if keys is not None else true())
                        .group_by(a.c.scope, a.c.key, a.c.number, a.c.outcome, a.c.started_at_e))
-        if lay.row_id is not None and "created_at" in l.epoch:
-            # A newer record of the same key created after an older one had expired.
+        if lay.row_id is not None and "created_at" in l.epoch and not l.key_unique:
+            # A newer record of the same key created after an older one had expired (impossible, and
+            # a whole-table self-join saved, when the schema keeps one record per key).
             o2 = l.operations_select().subquery("o2")
             out.append(select(o2.c.scope, o2.c.key, null().label("number"),
                               case((o2.c.status == "completed", literal_column("'succeeded'")),
@@ -260,6 +305,9 @@ class KeyConflict(FindingRule):
         fp_att = ledger.att is not None and ledger.layout.attempts.fingerprint
         if "fingerprint" not in ledger.layout.fields and not fp_att:
             return "the layout maps no fingerprint"
+        if ledger.key_unique and not fp_att:
+            return (f"the ledger keeps one record per key ({ledger.key_unique}) and no attempt "
+                    f"fingerprints: a key cannot carry two fingerprints")
         return None
 
     def selects(self, e):
@@ -372,7 +420,7 @@ class StuckInProgress(FindingRule):
             return "the ledger keeps no lock time (or no lock timeout is set)"
         return None
 
-    def selects(self, e):
+    def row_filter(self, e):
         l = e.l
         conds = []
         if "lock_expires_at" in l.time_cols:
@@ -382,16 +430,23 @@ class StuckInProgress(FindingRule):
             col, tc = l.time_cols["locked_at"]
             conds.append(time_before(col, tc, e.now - timedelta(seconds=l.lock_timeout_s), l.dialect))
         if not conds:
-            return []
-        return [select(l.scope_expr.label("scope"), l.key_expr.label("key"),
-                       l.epoch.get("locked_at", null()).label("locked_e"),
-                       l.epoch.get("lock_expires_at", null()).label("lock_exp_e"),
-                       l.raw_status_expr.label("raw_status"))
-                .select_from(l.ops).where(l.status_in(["in_progress"]), or_(*conds))]
+            return None
+        return RowFilter(and_(l.status_in(["in_progress"]), or_(*conds)),
+                         {"locked_e": l.epoch.get("locked_at", null()),
+                          "lock_exp_e": l.epoch.get("lock_expires_at", null()),
+                          "raw_status": l.raw_status_expr},
+                         _status_cols(l))
+
+    def selects(self, e):
+        rf = self.row_filter(e)
+        return [rf.select(e.l)] if rf is not None else []
 
     def run(self, e, c):
+        return self.shape(e, _fetch(c, e.restrict(self.selects(e))))
+
+    def shape(self, e, rows):
         out = []
-        for r in _fetch(c, e.restrict(self.selects(e))):
+        for r in rows:
             lock_end = r.lock_exp_e
             if lock_end is None and r.locked_e is not None and e.l.lock_timeout_s is not None:
                 lock_end = r.locked_e + e.l.lock_timeout_s
@@ -415,7 +470,9 @@ class UnresolvedFailure(FindingRule):
         o2 = l.operations_select().subquery("o2")
         later = or_(o2.c.created_at_e >= o.c.created_at_e, o2.c.created_at_e.is_(None),
                     o.c.created_at_e.is_(None))
-        same = [and_(o2.c.scope == o.c.scope, o2.c.key == o.c.key)]
+        # With one record per key (declared unique) the only record of the key is the failed one
+        # itself: the same-key anti-join cannot match, and is left out (it cost a probe per failure).
+        same = [] if l.key_unique else [and_(o2.c.scope == o.c.scope, o2.c.key == o.c.key)]
         if "intent_ref" in lay.fields:
             same.append(and_(nonempty(o.c.intent_ref), o2.c.scope == o.c.scope,
                              o2.c.intent_ref == o.c.intent_ref))
@@ -427,9 +484,21 @@ class UnresolvedFailure(FindingRule):
         return [select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status)
                 .where(l.status_in(["failed"], o), *unresolved)]
 
+    def row_filter(self, e):
+        # A plain filter only when no anti-join is left: one record per key and no intent reference.
+        l = e.l
+        if not l.key_unique or "intent_ref" in l.layout.fields:
+            return None
+        return RowFilter(l.status_in(["failed"]),
+                         {"created_at_e": l.epoch.get("created_at", null()), "raw_status": l.raw_status_expr},
+                         _status_cols(l))
+
     def run(self, e, c):
+        return self.shape(e, _fetch(c, e.restrict(self.selects(e))))
+
+    def shape(self, e, rows):
         out = []
-        for r in _fetch(c, e.restrict(self.selects(e))):
+        for r in rows:
             expl = (f"The operation with {who(r.scope, r.key)} failed"
                     + (f" ({r.raw_status})" if r.raw_status not in (None, "", "failed") else "")
                     + " and nothing completed it afterwards, under this key or its intent.")
@@ -450,13 +519,20 @@ class RetryStorm(FindingRule):
             return "the ledger keeps no attempt count"
         return None
 
+    def row_filter(self, e):
+        l = e.l
+        if l.attempt_count_expr is None:
+            return None
+        ac = l.layout.fields.get("attempt_count")
+        return RowFilter(l.attempt_count_expr > l.retry_threshold, {"n": l.attempt_count_expr},
+                         [ac.column] if ac is not None and ac.column and not ac.json_path else [])
+
     def selects(self, e):
         l = e.l
         thr = l.retry_threshold
-        if l.attempt_count_expr is not None:
-            return [select(l.scope_expr.label("scope"), l.key_expr.label("key"),
-                           l.attempt_count_expr.label("n"))
-                    .select_from(l.ops).where(l.attempt_count_expr > thr)]
+        rf = self.row_filter(e)
+        if rf is not None:
+            return [rf.select(l)]
         a = e.atts()
         if a is not None:
             return [select(a.c.scope, a.c.key, func.count().label("n"))
@@ -464,16 +540,24 @@ class RetryStorm(FindingRule):
         return []
 
     def run(self, e, c):
+        out = self._shape(e, _fetch(c, e.restrict(self.selects(e))))
+        if e.l.layout.attempts.source == "json_array" and e.l.attempt_count_expr is None:
+            out.extend(self._json_array_storms(e))
+        return dedupe(out)
+
+    def shape(self, e, rows):
+        # Only reached through row_filter, i.e. with an attempt count column (no JSON arrays to add).
+        return dedupe(self._shape(e, rows))
+
+    def _shape(self, e, rows):
         out = []
         thr = e.l.retry_threshold
-        for r in _fetch(c, e.restrict(self.selects(e))):
+        for r in rows:
             expl = (f"The operation with {who(r.scope, r.key)} was attempted {as_int(r.n)} times "
                     f"(threshold {thr}).")
             out.append(Finding(self.kind, self.severity, r.scope, r.key, expl,
                                [{"attempts": as_int(r.n), "threshold": thr}]))
-        if e.l.layout.attempts.source == "json_array" and e.l.attempt_count_expr is None:
-            out.extend(self._json_array_storms(e))
-        return dedupe(out)
+        return out
 
     def _json_array_storms(self, e) -> list[Finding]:
         # JSON arrays are counted in Python, streamed (engines disagree on JSON array functions).
@@ -505,7 +589,7 @@ class ExpiredKey(FindingRule):
             return "the ledger keeps no expiry and the layout sets no retention"
         return None
 
-    def selects(self, e):
+    def row_filter(self, e):
         l, lay = e.l, e.l.layout
         if "expires_at" in l.time_cols:
             col, tc = l.time_cols["expires_at"]
@@ -514,14 +598,19 @@ class ExpiredKey(FindingRule):
             col, tc = l.time_cols[lay.retention_from]
             cond = time_before(col, tc, e.now - timedelta(seconds=l.retention_s), l.dialect)
         else:
-            return []
-        return [select(l.scope_expr.label("scope"), l.key_expr.label("key"),
-                       l.epoch["expires_at"].label("expires_e"), l.status_expr.label("status"))
-                .select_from(l.ops).where(cond)]
+            return None
+        return RowFilter(cond, {"expires_e": l.epoch["expires_at"], "status": l.status_expr}, [tc.column])
+
+    def selects(self, e):
+        rf = self.row_filter(e)
+        return [rf.select(e.l)] if rf is not None else []
 
     def run(self, e, c):
+        return self.shape(e, _fetch(c, e.restrict(self.selects(e))))
+
+    def shape(self, e, rows):
         out = []
-        for r in _fetch(c, e.restrict(self.selects(e))):
+        for r in rows:
             ago = e.now_e - r.expires_e if r.expires_e is not None else None
             expl = (f"The {who(r.scope, r.key)} expired {dur(ago)} ago "
                     f"({iso(from_epoch(r.expires_e))}) and its record is still kept; a new request with "

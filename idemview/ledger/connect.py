@@ -128,8 +128,6 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
             # Percent-encode the path: '#', '?' and '%' in a file name would otherwise cut the URI (and
             # silently drop mode=ro, or open another file).
             uri = f"file:{quote(path.resolve().as_posix())}?mode=ro"
-            deadline_s = statement_timeout_s
-
             def creator():
                 conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_SqliteConn)
                 conn.execute("PRAGMA query_only = ON")
@@ -140,15 +138,20 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
                 conn.execute("PRAGMA temp_store = MEMORY")
                 conn.set_authorizer(_sqlite_authorizer)
                 start = [time.monotonic()]
+                # The limit is per connection and per use (statement_timeout()): None = no limit.
+                deadline: list[float | None] = [statement_timeout_s]
 
-                # Abort a statement that runs past the timeout (returns non-zero -> interrupted).
+                # Abort a statement that runs past the timeout (returns non-zero -> interrupted). Being
+                # Python, the handler also lets Ctrl-C interrupt a long statement.
                 def progress():
-                    if time.monotonic() - start[0] > deadline_s:
+                    d = deadline[0]
+                    if d is not None and time.monotonic() - start[0] > d:
                         _TIMEOUTS.flag = True
                         return 1
                     return 0
                 conn.set_progress_handler(progress, 100_000)
                 conn._idem_start = start
+                conn._idem_deadline = deadline
                 return conn
 
             engine = create_engine(URL.create("sqlite+pysqlite", database=str(path)), creator=creator, **kw)
@@ -194,6 +197,8 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
         raise ConnectError(f"no SQLAlchemy driver for {u.drivername!r}") from None
     except ModuleNotFoundError as e:
         raise ConnectError(f"the driver for {u.drivername!r} is not installed ({e.name})") from None
+    # The interactive limit, given back by reset_statement_timeout() after batch use.
+    engine._idem_statement_timeout_s = statement_timeout_s  # type: ignore[attr-defined]
     if check:
         try:
             with engine.connect() as c:
@@ -205,6 +210,80 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
                 raise ConnectError(f"{u.database} is not a SQLite database") from None
             raise ConnectError(f"cannot connect to {safe_url(u)}: {short_error(e)}") from None
     return engine
+
+
+def _is_mysql_family(engine: Engine) -> bool:
+    return engine.dialect.name in ("mysql", "mariadb")
+
+
+def set_statement_timeout(conn, seconds: float | None) -> None:
+    """Set the statement time limit of one open SQLAlchemy ``Connection`` (seconds; ``None``: no
+    limit). Interactive reads keep the engine's limit (``open_engine(statement_timeout_s=...)``); batch
+    work (a whole-ledger scan or export) is not an interactive query and sets its own here
+    (issue 11). Undo with :func:`reset_statement_timeout` before the connection goes back to the pool
+    (:func:`batch_connection` does both)."""
+    engine = conn.engine
+    name = engine.dialect.name
+    raw = conn.connection.dbapi_connection
+    if name == "sqlite":
+        d = getattr(raw, "_idem_deadline", None)
+        if d is not None:
+            d[0] = seconds
+    elif name == "postgresql":
+        ms = 0 if seconds is None else max(1, int(seconds * 1000))
+        conn.exec_driver_sql(f"SET statement_timeout = {ms}")
+    elif _is_mysql_family(engine):
+        cur = raw.cursor()
+        try:
+            cur.execute("SELECT VERSION()")
+            maria = "mariadb" in str(cur.fetchone()[0]).lower()
+            if maria:
+                cur.execute(f"SET SESSION max_statement_time = {0 if seconds is None else seconds:.3f}")
+            else:
+                cur.execute(f"SET SESSION max_execution_time = {0 if seconds is None else int(seconds * 1000)}")
+        finally:
+            cur.close()
+
+
+def reset_statement_timeout(conn) -> None:
+    """Give a connection back its engine's interactive statement limit."""
+    set_statement_timeout(conn, getattr(conn.engine, "_idem_statement_timeout_s", DEFAULT_STATEMENT_TIMEOUT_S))
+
+
+class batch_connection:
+    """``with batch_connection(engine, timeout_s) as conn:`` a connection for batch work (a whole
+    scan or export): the interactive statement timeout does not apply; ``timeout_s`` (seconds, or
+    ``None`` for no limit) bounds each statement instead. The engine's limit is restored on exit.
+    Cancelling still works (Ctrl-C, :class:`Interrupter`)."""
+
+    def __init__(self, engine: Engine, timeout_s: float | None = None):
+        self.engine, self.timeout_s = engine, timeout_s
+        self.conn = None
+
+    def __enter__(self):
+        self.conn = self.engine.connect()
+        try:
+            set_statement_timeout(self.conn, self.timeout_s)
+        except BaseException:
+            self.conn.close()
+            raise
+        return self.conn
+
+    def __exit__(self, *exc):
+        try:
+            if self.conn.invalidated or self.conn.closed:
+                return False
+            if self.conn.in_transaction() and exc[0] is not None:
+                self.conn.rollback()
+            reset_statement_timeout(self.conn)
+        except Exception:  # a broken connection is discarded by the pool anyway
+            try:
+                self.conn.invalidate()
+            except Exception:
+                pass
+        finally:
+            self.conn.close()
+        return False
 
 
 def safe_url(u: URL | str) -> str:
