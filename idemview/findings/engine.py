@@ -21,7 +21,7 @@ from idemview.domain.model import Finding, FindingKind
 from idemview.findings import registry
 from idemview.findings.common import nonempty, two_distinct
 from idemview.findings.rules import DEFAULT_DEDUP_WINDOW_S, FindingRule  # noqa: F401  (re-exported)
-from idemview.ledger.connect import batch_connection
+from idemview.ledger.batch import for_batch
 from idemview.ledger.reader import Ledger
 
 UTC = timezone.utc
@@ -230,10 +230,11 @@ class FindingEngine:
                 and not r.not_checkable(self.l)]
         self._profile = None
         self.flt = flt if flt is not None and not flt.is_empty() else None
-        cm = (self.l.engine.connect() if timeout_s is INTERACTIVE
-              else batch_connection(self.l.engine, timeout_s))  # type: ignore[arg-type]
+        interactive = self.l
+        if timeout_s is not INTERACTIVE:
+            self.l = for_batch(self.l, timeout_s)  # type: ignore[arg-type]
         try:
-            with cm as c:
+            with self.l.engine.connect() as c:
                 # SQLite groups one table through its (scope, key) index without sorting, which a UNION
                 # cannot: there the per-kind queries are as fast as the profile (measured at 1M operations).
                 use = self.use_profile if self.use_profile is not None else self.l.dialect != "sqlite"
@@ -262,6 +263,7 @@ class FindingEngine:
                     yield r.kind, fs
         finally:
             self.flt = None
+            self.l = interactive
 
 def _indexed_leading(t) -> set[str]:
     """Lower-cased names of the columns that lead an index (or the primary key) of table ``t``."""

@@ -170,6 +170,10 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
             opts = (f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms} "
                     f"-c TimeZone=UTC -c work_mem={PG_WORK_MEM}")
             engine = create_engine(u, connect_args={"options": opts, "connect_timeout": 10}, **kw)
+
+            @event.listens_for(engine, "connect")
+            def _pg_limit(dbapi_conn, rec):
+                dbapi_conn._idem_timeout = statement_timeout_s  # what the options above set
         elif backend in ("mysql", "mariadb"):
             if u.drivername in ("mysql", "mariadb"):
                 u = u.set(drivername=f"{backend}+pymysql")
@@ -189,6 +193,7 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
                 else:
                     cur.execute(f"SET SESSION max_execution_time = {timeout_ms}")
                 cur.close()
+                dbapi_conn._idem_timeout = statement_timeout_s
         else:
             # Any other SQLAlchemy dialect: read-only is requested through the DBAPI where possible;
             # the GUI shows the badge only when the session confirms it (see session_is_read_only).
@@ -197,8 +202,9 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
         raise ConnectError(f"no SQLAlchemy driver for {u.drivername!r}") from None
     except ModuleNotFoundError as e:
         raise ConnectError(f"the driver for {u.drivername!r} is not installed ({e.name})") from None
-    # The interactive limit, given back by reset_statement_timeout() after batch use.
+    # The interactive limit, given back to a connection after batch use (_apply_timeout).
     engine._idem_statement_timeout_s = statement_timeout_s  # type: ignore[attr-defined]
+    event.listen(engine, "engine_connect", _apply_timeout)
     if check:
         try:
             with engine.connect() as c:
@@ -216,74 +222,58 @@ def _is_mysql_family(engine: Engine) -> bool:
     return engine.dialect.name in ("mysql", "mariadb")
 
 
-def set_statement_timeout(conn, seconds: float | None) -> None:
-    """Set the statement time limit of one open SQLAlchemy ``Connection`` (seconds; ``None``: no
-    limit). Interactive reads keep the engine's limit (``open_engine(statement_timeout_s=...)``); batch
-    work (a whole-ledger scan or export) is not an interactive query and sets its own here
-    (issue 11). Undo with :func:`reset_statement_timeout` before the connection goes back to the pool
-    (:func:`batch_connection` does both)."""
+#: Execution option naming a connection's statement time limit in seconds (``None``: no limit); set on
+#: an engine by :func:`batch_engine`. Without it a connection has the engine's interactive limit.
+TIMEOUT_OPTION = "idemview_statement_timeout_s"
+_UNSET = object()
+
+
+def _apply_timeout(conn) -> None:
+    """``engine_connect`` hook: give the checked-out connection the limit its engine asks for (the
+    interactive one unless :data:`TIMEOUT_OPTION` says otherwise). Only a change costs a statement."""
     engine = conn.engine
-    name = engine.dialect.name
+    want = conn.get_execution_options().get(TIMEOUT_OPTION, _UNSET)
+    if want is _UNSET:
+        want = getattr(engine, "_idem_statement_timeout_s", DEFAULT_STATEMENT_TIMEOUT_S)
     raw = conn.connection.dbapi_connection
+    name = engine.dialect.name
     if name == "sqlite":
         d = getattr(raw, "_idem_deadline", None)
         if d is not None:
-            d[0] = seconds
-    elif name == "postgresql":
-        ms = 0 if seconds is None else max(1, int(seconds * 1000))
-        conn.exec_driver_sql(f"SET statement_timeout = {ms}")
-    elif _is_mysql_family(engine):
-        cur = raw.cursor()
-        try:
+            d[0] = want
+        return
+    if getattr(raw, "_idem_timeout", _UNSET) == want:
+        return
+    cur = raw.cursor()
+    try:
+        if name == "postgresql":
+            cur.execute(f"SET statement_timeout = {0 if want is None else max(1, int(want * 1000))}")
+            # Outside a transaction block the SET stays for the session; SQLAlchemy's next statement
+            # begins its own transaction.
+            raw.commit()
+        elif _is_mysql_family(engine):
             cur.execute("SELECT VERSION()")
-            maria = "mariadb" in str(cur.fetchone()[0]).lower()
-            if maria:
-                cur.execute(f"SET SESSION max_statement_time = {0 if seconds is None else seconds:.3f}")
+            if "mariadb" in str(cur.fetchone()[0]).lower():
+                cur.execute(f"SET SESSION max_statement_time = {0 if want is None else want:.3f}")
             else:
-                cur.execute(f"SET SESSION max_execution_time = {0 if seconds is None else int(seconds * 1000)}")
-        finally:
-            cur.close()
+                cur.execute(f"SET SESSION max_execution_time = {0 if want is None else int(want * 1000)}")
+        else:
+            return
+    finally:
+        cur.close()
+    try:
+        raw._idem_timeout = want
+    except AttributeError:  # a driver connection without a __dict__: set again next time
+        pass
 
 
-def reset_statement_timeout(conn) -> None:
-    """Give a connection back its engine's interactive statement limit."""
-    set_statement_timeout(conn, getattr(conn.engine, "_idem_statement_timeout_s", DEFAULT_STATEMENT_TIMEOUT_S))
-
-
-class batch_connection:
-    """``with batch_connection(engine, timeout_s) as conn:`` a connection for batch work (a whole
-    scan or export): the interactive statement timeout does not apply; ``timeout_s`` (seconds, or
-    ``None`` for no limit) bounds each statement instead. The engine's limit is restored on exit.
-    Cancelling still works (Ctrl-C, :class:`Interrupter`)."""
-
-    def __init__(self, engine: Engine, timeout_s: float | None = None):
-        self.engine, self.timeout_s = engine, timeout_s
-        self.conn = None
-
-    def __enter__(self):
-        self.conn = self.engine.connect()
-        try:
-            set_statement_timeout(self.conn, self.timeout_s)
-        except BaseException:
-            self.conn.close()
-            raise
-        return self.conn
-
-    def __exit__(self, *exc):
-        try:
-            if self.conn.invalidated or self.conn.closed:
-                return False
-            if self.conn.in_transaction() and exc[0] is not None:
-                self.conn.rollback()
-            reset_statement_timeout(self.conn)
-        except Exception:  # a broken connection is discarded by the pool anyway
-            try:
-                self.conn.invalidate()
-            except Exception:
-                pass
-        finally:
-            self.conn.close()
-        return False
+def batch_engine(engine: Engine, timeout_s: float | None = None) -> Engine:
+    """The same engine (same pool) for batch work: a whole-ledger scan or export is not an interactive
+    query, so the interactive statement timeout does not apply (issue 11); ``timeout_s`` (seconds, or
+    ``None`` for no limit) bounds each statement instead. Cancel still works (Ctrl-C, the GUI's Cancel
+    through :class:`Interrupter`). Connections go back to the pool and get the interactive limit
+    again at their next interactive use."""
+    return engine.execution_options(**{TIMEOUT_OPTION: timeout_s})
 
 
 def safe_url(u: URL | str) -> str:

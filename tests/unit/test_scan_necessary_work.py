@@ -128,3 +128,24 @@ def test_primary_key_on_the_key_counts(db):
     finally:
         ro.dispose()
         md.drop_all(writable)
+
+
+@pytest.mark.parametrize("command", ["scan", "export"])
+def test_cli_imports_neither_qt_nor_pandas(tmp_path, command):
+    """The CLI's scan and export import neither Qt nor pandas (checked in a fresh interpreter)."""
+    import subprocess
+    import sys as _sys
+    from sqlalchemy import create_engine
+    from idemview.services.demo import generate
+    path = tmp_path / "demo.db"
+    w = create_engine(f"sqlite:///{path}")
+    generate(w, operations=100, seed=1)
+    w.dispose()
+    args = [command, str(path), "--layout", "idemview", "--now", "2026-11-30T12:00:00Z"]
+    if command == "export":
+        args += ["--out", str(tmp_path / "x.csv")]
+    code = ("import sys; from idemview.cli import main; rc = main(%r); "
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'PySide6', 'shiboken6', 'numpy'}); "
+            "print('HEAVY', heavy, rc, file=sys.stderr)" % (args,))
+    p = subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "HEAVY [] 0" in p.stderr, p.stderr[-2000:]
