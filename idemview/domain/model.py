@@ -48,7 +48,8 @@ SEVERITY_ORDER = {s: i for i, s in enumerate(Severity)}
 
 
 class FindingKind(str, Enum):
-    """The eight finding kinds of DESIGN §5, in the order they are reported."""
+    """The finding kinds of DESIGN §5, in the order they are reported. ``hidden_success`` and
+    ``orphan_effect`` need the layout's ``[effects]`` section (the downstream effect records)."""
 
     DUPLICATE_EFFECT = "duplicate_effect"
     REPLAY_AFTER_EXPIRY = "replay_after_expiry"
@@ -58,6 +59,8 @@ class FindingKind(str, Enum):
     UNRESOLVED_FAILURE = "unresolved_failure"
     RETRY_STORM = "retry_storm"
     EXPIRED_KEY = "expired_key"
+    HIDDEN_SUCCESS = "hidden_success"
+    ORPHAN_EFFECT = "orphan_effect"
 
 
 #: Default severity of each kind (``replay_after_expiry`` becomes critical when the replay succeeded).
@@ -70,6 +73,8 @@ DEFAULT_SEVERITY: dict[FindingKind, Severity] = {
     FindingKind.UNRESOLVED_FAILURE: Severity.MEDIUM,
     FindingKind.RETRY_STORM: Severity.LOW,
     FindingKind.EXPIRED_KEY: Severity.INFO,
+    FindingKind.HIDDEN_SUCCESS: Severity.CRITICAL,
+    FindingKind.ORPHAN_EFFECT: Severity.MEDIUM,
 }
 
 

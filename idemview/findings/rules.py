@@ -621,8 +621,33 @@ class ExpiredKey(FindingRule):
         return dedupe(out)
 
 
+class _NeedsEffects(FindingRule):
+    """Placeholder of a kind that needs the layout's ``[effects]`` section (the downstream records that
+    prove a side effect happened): not checkable until a rule reading effect records replaces it
+    (``registry.register(rule, replace=True)``)."""
+
+    def not_checkable(self, ledger):
+        return "the layout has no [effects] section (no effect records)"
+
+    def selects(self, e):
+        return []
+
+    def run(self, e, c):
+        return []
+
+
+class HiddenSuccess(_NeedsEffects):
+    kind = K.HIDDEN_SUCCESS
+    severity = Severity.CRITICAL
+
+
+class OrphanEffect(_NeedsEffects):
+    kind = K.ORPHAN_EFFECT
+    severity = Severity.MEDIUM
+
+
 #: The built-in rules in report order (DESIGN §5); :mod:`idemview.findings.registry` registers them.
 BUILTIN_RULES: tuple[FindingRule, ...] = (
     DuplicateEffect(), ReplayAfterExpiry(), KeyConflict(), DuplicateIntent(), StuckInProgress(),
-    UnresolvedFailure(), RetryStorm(), ExpiredKey(),
+    UnresolvedFailure(), RetryStorm(), ExpiredKey(), HiddenSuccess(), OrphanEffect(),
 )

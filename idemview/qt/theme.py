@@ -60,6 +60,8 @@ KIND_WORDS = {
     FindingKind.UNRESOLVED_FAILURE: "unresolved failure",
     FindingKind.RETRY_STORM: "retry storm",
     FindingKind.EXPIRED_KEY: "expired key",
+    FindingKind.HIDDEN_SUCCESS: "hidden success",
+    FindingKind.ORPHAN_EFFECT: "orphan effect",
 }
 # Short badge labels for the grid (the full words are in the tooltip).
 KIND_SHORT = {
@@ -67,6 +69,7 @@ KIND_SHORT = {
     FindingKind.KEY_CONFLICT: "conflict", FindingKind.DUPLICATE_INTENT: "dup intent",
     FindingKind.STUCK_IN_PROGRESS: "stuck", FindingKind.UNRESOLVED_FAILURE: "unresolved",
     FindingKind.RETRY_STORM: "storm", FindingKind.EXPIRED_KEY: "expired",
+    FindingKind.HIDDEN_SUCCESS: "hidden success", FindingKind.ORPHAN_EFFECT: "orphan",
 }
 
 
