@@ -52,7 +52,8 @@ def test_scan_json_reports_exactly_the_planted_incidents(capsys, demo):
     # DESIGN §9's keys, plus "not_checkable" (kind -> why the ledger cannot have it; issue 11)
     assert set(doc) - {"unmapped"} == {"now", "layout", "operations", "attempts", "counts", "findings",
                                        "not_checkable"}
-    assert doc["not_checkable"] == {}
+    assert set(doc["not_checkable"]) == {"hidden_success", "orphan_effect"}   # the demo has no [effects]
+    assert all("[effects]" in why for why in doc["not_checkable"].values())
     assert doc["now"] == ANCHOR and doc["layout"] == "idemview"
     assert doc["operations"] == 400 + 29  # ordinary + planted records
     got = {(f["kind"], f["scope"], f["key"]) for f in doc["findings"]}
