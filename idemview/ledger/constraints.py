@@ -23,10 +23,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from idemview.ledger.reader import Ledger
 
 
-def unique_column_sets(t: Table) -> list[list[Column]]:
+def unique_column_sets(t: Table, engine=None) -> list[list[Column]]:
     """The column lists ``t`` declares unique (primary key, UNIQUE constraints, full unique indexes),
-    as reflected. Partial and expression indexes are left out."""
+    as reflected. Partial and expression indexes are left out. With a SQLite ``engine``, SQLite's own
+    index list is read too (``PRAGMA index_list``): SQLAlchemy does not reflect a column-level
+    ``UNIQUE`` (``task_id VARCHAR(155) UNIQUE``), which SQLite keeps as an automatic index."""
     out: list[list[Column]] = []
+    if engine is not None and engine.dialect.name == "sqlite":
+        out += _sqlite_unique(t, engine)
     if t.primary_key is not None and len(t.primary_key.columns):
         out.append(list(t.primary_key.columns))
     for c in t.constraints:
@@ -36,6 +40,26 @@ def unique_column_sets(t: Table) -> list[list[Column]]:
         if not ix.unique or not _plain(ix):
             continue
         out.append(list(ix.columns))
+    return out
+
+
+def _sqlite_unique(t: Table, engine) -> list[list[Column]]:
+    by_name = {c.name.lower(): c for c in t.c}
+    schema = f'"{t.schema}".' if t.schema else ""
+    out = []
+    try:
+        with engine.connect() as conn:
+            for row in conn.exec_driver_sql(f"PRAGMA {schema}index_list(\"{t.name}\")").fetchall():
+                # (seq, name, unique, origin, partial)
+                if not row[2] or (len(row) > 4 and row[4]):
+                    continue
+                info = conn.exec_driver_sql(f"PRAGMA {schema}index_info(\"{row[1]}\")").fetchall()
+                names = [r[2] for r in info]
+                if not names or any(n is None or n.lower() not in by_name for n in names):
+                    continue  # an expression index (cid -2, no name)
+                out.append([by_name[n.lower()] for n in names])
+    except SQLAlchemyError:
+        return []
     return out
 
 
@@ -55,7 +79,7 @@ def key_is_unique(ledger: Ledger) -> str | None:
     probe (permissions, odd engine) answers ``None``, never an error."""
     lay, t = ledger.layout, ledger.ops
     ident = {t.c[c].name for c in lay.key + lay.scope if c in t.c}
-    for cols in unique_column_sets(t):
+    for cols in unique_column_sets(t, ledger.engine):
         if not cols or not {c.name for c in cols} <= ident:
             continue
         nullable = [c for c in cols if c.nullable and not _sqlite_rowid(t, c)]

@@ -149,3 +149,17 @@ def test_cli_imports_neither_qt_nor_pandas(tmp_path, command):
             "print('HEAVY', heavy, rc, file=sys.stderr)" % (args,))
     p = subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert "HEAVY [] 0" in p.stderr, p.stderr[-2000:]
+
+
+def test_sqlite_column_level_unique_is_read(sqlite_db):
+    """``task_id VARCHAR(155) UNIQUE`` (column level) is an automatic index SQLAlchemy does not reflect."""
+    writable, url = sqlite_db
+    with writable.begin() as c:
+        c.execute(text("CREATE TABLE celery_taskmeta (id INTEGER PRIMARY KEY, task_id VARCHAR(155) UNIQUE, "
+                       "status VARCHAR(50), result BLOB, date_done DATETIME, traceback TEXT, name VARCHAR(155), "
+                       "kwargs BLOB, retries INTEGER)"))
+        c.execute(text("INSERT INTO celery_taskmeta (id, task_id, status, date_done, retries) "
+                       "VALUES (1, 'a', 'SUCCESS', '2026-11-30 11:00:00', 0)"))
+    fs, unsupported, stmts, led = scan_logged(url)
+    assert led.key_unique == "UNIQUE (task_id)"
+    assert K.DUPLICATE_EFFECT in unsupported
