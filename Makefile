@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install bench bench-reference clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,7 +20,16 @@ test: $(BIN)/.installed
 	bash packaging/start-services.sh
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
 
+# Per-preset floors, whole-process scans, export (issue 11); BENCH_SIZES=100k,1m picks sizes. Ledgers are
+# cached in $$IDEMVIEW_BENCH_CACHE (default ~/.cache/idemview-bench), outside the repository.
+BENCH_SIZES ?= 100k,1m,2m
+BENCH_ARGS ?=
 bench: $(BIN)/.installed
+	bash packaging/start-services.sh
+	$(BIN)/python benchmarks/presets_bench.py --sizes $(BENCH_SIZES) $(BENCH_ARGS)
+
+# The reference-ledger benchmark of issue 6 (grid latency, attempts export; writes BENCHMARKS.md too).
+bench-reference: $(BIN)/.installed
 	bash packaging/start-services.sh
 	$(BIN)/python benchmarks/run.py --sizes 100k,1m,3m --reuse
 
