@@ -34,7 +34,7 @@ STREAM_BATCH = 5000
 #: Bytes of large cells (payloads, errors) fetched per round trip: the row count of a fetch adapts to
 #: it, so memory stays flat whether cells hold 100 bytes or 5 MB (issue 11).
 FETCH_BYTES = 8 << 20
-FIRST_FETCH = 16
+FIRST_FETCH = 1   # the first row tells the size of the next fetch
 
 OP_TIMES = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at", "expires_at",
             "last_attempt_at")
