@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-core test-rest check install bench clean package package-check wheel-check
+.PHONY: demo test test-core test-rest check install bench bench-reference clean package package-check wheel-check
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,7 +38,16 @@ check: $(BIN)/.installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Per-preset floors, whole-process scans, export (issue 11); BENCH_SIZES=100k,1m picks sizes. Ledgers are
+# cached in $$IDEMVIEW_BENCH_CACHE (default ~/.cache/idemview-bench), outside the repository.
+BENCH_SIZES ?= 100k,1m,2m
+BENCH_ARGS ?=
 bench: $(BIN)/.installed
+	bash packaging/start-services.sh
+	$(BIN)/python benchmarks/presets_bench.py --sizes $(BENCH_SIZES) $(BENCH_ARGS)
+
+# The reference-ledger benchmark of issue 6 (grid latency, attempts export; writes BENCHMARKS.md too).
+bench-reference: $(BIN)/.installed
 	bash packaging/start-services.sh
 	$(BIN)/python benchmarks/run.py --sizes 100k,1m,3m --reuse
 

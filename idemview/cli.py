@@ -114,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--retention", type=_seconds, default=None,
                         help="dedup window in seconds, added to the layout's retention time when the ledger "
                              "has no expires_at column; also the duplicate_intent window")
+        sp.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                        help="bound each statement of this batch run (default: none; it runs until done "
+                             "or Ctrl-C)")
+        sp.add_argument("--progress", action="store_true",
+                        help="report progress on stderr (default: when stderr is a terminal)")
 
     s = sub.add_parser("scan", help="compute findings")
     common(s)
@@ -347,45 +352,80 @@ def _detect_redis(target: RedisTarget) -> int:
     return EXIT_OK
 
 
+def _progress_on(args) -> bool:
+    try:
+        return bool(args.progress or sys.stderr.isatty())
+    except (AttributeError, ValueError):
+        return bool(args.progress)
+
+
 def cmd_scan(args) -> int:
+    import time
+
     from idemview.findings.engine import FindingEngine
-    from idemview.masking.masker import Masker
+    from idemview.ledger.batch import for_batch
     from idemview.ledger.times import iso
+    from idemview.masking.masker import Masker
     engine, _name, saved = open_target(args.url)
-    ledger = resolve_ledger(args, engine, saved)
+    # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
+    ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
     now = args.now or datetime.now(UTC)
     fe = FindingEngine(ledger, now)
-    findings = fe.run()
-    n_ops, n_att = ledger.counts()
+    unsupported = fe.unsupported()
     masker = Masker()
+    show = _progress_on(args)
+    t0 = time.monotonic()
+
+    def kinds():
+        for kind, fs in fe.iter_run():
+            if show:
+                print(f"idemview: scan: {kind.value}: {len(fs)} ({time.monotonic() - t0:.1f} s)",
+                      file=sys.stderr, flush=True)
+            yield kind, fs
+
     counts: dict[str, int] = {}
-    for f in findings:
-        counts[f.kind.value] = counts.get(f.kind.value, 0) + 1
     unmapped = ledger.unmapped_counts()
+    snap = getattr(ledger, "snapshot", None)  # a Redis ledger: the snapshot, with the server's clock
     if args.format == "json":
-        out = {"now": iso(fe.now), "layout": ledger.layout.name, "operations": n_ops, "attempts": n_att,
-               "counts": counts,
-               "unmapped": {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()},
-               "findings": [masker.mask_value(f.to_json()) for f in findings]}
-        snap = getattr(ledger, "snapshot", None)
-        if snap is not None:  # a Redis ledger: the snapshot, with the server's clock beside now
-            out["server_time"] = iso(snap.server_time)
-            out["snapshot"] = snap.to_json()
-            out["not_checkable"] = {k.value: why for k, why in fe.unsupported().items()}
-        json.dump(out, sys.stdout, indent=1, ensure_ascii=False)
-        sys.stdout.write("\n")
+        # Written as it streams: the header, then each kind's findings as that kind is done; the
+        # counts (known only at the end) close the object. Same keys as DESIGN §9 (JSON key order
+        # carries no meaning), plus "not_checkable": kind -> why.
+        n_ops, n_att = ledger.counts()
+        w = sys.stdout.write
+        dump = json.dumps
+        w("{\n" + f' "now": {dump(iso(fe.now))},\n "layout": {dump(ledger.layout.name)},\n'
+          f' "operations": {n_ops},\n "attempts": {n_att},\n')
+        um = {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()}
+        w(f' "unmapped": {dump(um, ensure_ascii=False)},\n')
+        if snap is not None:
+            w(f' "server_time": {dump(iso(snap.server_time))},\n "snapshot": {dump(snap.to_json())},\n')
+        w(' "findings": [')
+        first = True
+        for kind, fs in kinds():
+            for f in fs:
+                w(("\n  " if first else ",\n  ")
+                  + dump(masker.mask_value(f.to_json()), ensure_ascii=False))
+                first = False
+            if fs:
+                counts[kind.value] = len(fs)
+                sys.stdout.flush()
+        w(("\n ],\n" if not first else "],\n") + f' "counts": {dump(counts)},\n'
+          f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n')
         return EXIT_OK
-    from idemview.domain.model import FindingKind
+    n_ops, n_att = ledger.counts()
     print(f"ledger   {ledger.name} ({getattr(ledger, 'source_dialect', ledger.dialect)}) with layout "
           f"{ledger.layout.name}")
     print(f"now      {iso(fe.now)}")
-    snap = getattr(ledger, "snapshot", None)
     if snap is not None:
         print(f"server   {iso(snap.server_time)} (Redis TIME at the snapshot; {snap.scanned} keys scanned "
               f"matching {snap.pattern!r}, {snap.loaded} records, {snap.without_ttl} without TTL, "
               f"{snap.gone} gone while reading, {snap.undecodable + snap.wrong_type} unreadable)")
     print(f"size     {n_ops} operations, {n_att} attempts")
-    if not findings:
+    per = [(kind, fs) for kind, fs in kinds()]
+    for kind, fs in per:
+        if fs:
+            counts[kind.value] = len(fs)
+    if not counts:
         print("findings none")
     else:
         print("findings " + ", ".join(f"{k} {n}" for k, n in counts.items()))
@@ -398,12 +438,10 @@ def cmd_scan(args) -> int:
                   f"{flag} RAW={what.upper()} or the connection's {what}_map): "
                   + ", ".join(f"{masker.mask_text(r)!r} {n}" for r, n in vals[:20])
                   + (f" … and {len(vals) - 20} more" if len(vals) > 20 else ""))
-    unsupported = fe.unsupported()
     if unsupported:
         print("not checkable with this layout: "
               + "; ".join(f"{k.value} ({why})" for k, why in unsupported.items()))
-    for kind in FindingKind:
-        fs = [f for f in findings if f.kind == kind]
+    for kind, fs in per:
         if not fs:
             continue
         print()
@@ -570,10 +608,22 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
                        f"values): one of " + ", ".join(s.value for s in Status)) from None
     out = check_target(args.out, ledger, overwrite=args.force)  # TargetExists / TargetRefused: exit 2
     masker = Masker()
+    progress = None
+    if _progress_on(args):
+        import time
+        t0, last = time.monotonic(), [0.0]
+
+        def progress(n: int) -> None:
+            t = time.monotonic()
+            if t - last[0] >= 1.0:
+                last[0] = t
+                print(f"idemview: export: {n:,} rows ({n / max(t - t0, 1e-9):,.0f} rows/s)",
+                      file=sys.stderr, flush=True)
     try:
         res = export_evidence(ledger, flt, out, rows=args.rows, now=args.now, excel=args.excel,
                               null_literal=args.null, connection_name=connection_name, masker=masker,
-                              overwrite=args.force)
+                              overwrite=args.force, progress=progress,
+                              timeout_s=getattr(args, "timeout", None))
     except ExportCancelled:
         raise CliError("export cancelled; no file written") from None
     except FinalNameTaken as e:

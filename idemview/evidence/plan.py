@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select
 
 from idemview.errors import TargetExists, TargetRefused
+from idemview.ledger.batch import for_batch
 from idemview.ledger.connect import describe
 from idemview.evidence.writer import ColumnSpec, ExportCancelled, ExportResult, write_evidence
 from idemview.domain.filters import Filter
@@ -31,6 +32,10 @@ from idemview.ledger.times import decode_time, iso
 UTC = timezone.utc
 ROW_KINDS = ("operations", "attempts", "findings")
 STREAM_BATCH = 5000
+#: Bytes of large cells (payloads, errors) fetched per round trip: the row count of a fetch adapts to
+#: it, so memory stays flat whether cells hold 100 bytes or 5 MB (issue 11).
+FETCH_BYTES = 8 << 20
+FIRST_FETCH = 1   # the first row tells the size of the next fetch
 
 OP_TIMES = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at", "expires_at",
             "last_attempt_at")
@@ -60,6 +65,47 @@ def _as_stored(t: datetime | None, ledger: Ledger, name: str):
     return t
 
 
+def stream_rows(conn, q, big: list[int], batch_bytes: int = FETCH_BYTES, max_rows: int = STREAM_BATCH):
+    """Rows of ``q`` streamed from a server-side cursor where the driver has one, fetched in batches
+    sized by bytes: after each batch the next one's row count is ``batch_bytes`` divided by the mean
+    size of the large cells at positions ``big`` (text, bytes), between 1 and ``max_rows``."""
+    if conn.engine.dialect.name == "sqlite":
+        # One sequential pass: SQLite's large page cache and memory map (set for interactive reads,
+        # ledger/connect.py) would only fill RSS with pages never read again. Restored below.
+        conn.exec_driver_sql("PRAGMA mmap_size = 0")
+        conn.exec_driver_sql("PRAGMA cache_size = -16384")
+        try:
+            yield from _stream(conn, q, big, batch_bytes, max_rows)
+        finally:
+            from idemview.ledger.connect import SQLITE_CACHE_KB, SQLITE_MMAP_BYTES
+            try:
+                conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")
+                conn.exec_driver_sql(f"PRAGMA mmap_size = {SQLITE_MMAP_BYTES}")
+            except Exception:  # noqa: BLE001 - a failed restore only costs speed on this connection
+                pass
+        return
+    yield from _stream(conn, q, big, batch_bytes, max_rows)
+
+
+def _stream(conn, q, big, batch_bytes, max_rows):
+    res = conn.execution_options(stream_results=True, yield_per=FIRST_FETCH).execute(q)
+    n = FIRST_FETCH
+    while True:
+        rows = res.fetchmany(n)
+        if not rows:
+            return
+        size = 64 * len(rows)
+        for r in rows:
+            for i in big:
+                v = r[i]
+                if v is not None and hasattr(v, "__len__"):
+                    size += len(v)
+        n = max(1, min(max_rows, int(batch_bytes * len(rows) / size)))
+        res.yield_per(n)
+        yield from rows
+        del rows
+
+
 def _finding_index(ledger: Ledger, now: datetime, kinds=None) -> dict[tuple[str, str], list[str]]:
     idx: dict[tuple[str, str], list[str]] = {}
     for f in FindingEngine(ledger, now).run(kinds):
@@ -80,8 +126,18 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
     cols.append(ColumnSpec("findings", "text"))
     findings = _finding_index(ledger, now)
 
+    def operations():
+        # Ledger.iter_operations' select, fetched by bytes (payload cells can be megabytes each).
+        cols = ledger._op_columns()
+        q = select(*cols).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
+        q = q.order_by(ledger.rid if ledger.rid is not None else ledger.key_expr)
+        big = [i for i, c in enumerate(cols) if c.name.startswith(("p_", "j_"))]
+        with ledger.engine.connect() as c:
+            for r in stream_rows(c, q, big):
+                yield ledger.row_to_operation(r)
+
     def rows():
-        for op in ledger.iter_operations(flt, now=now, batch=STREAM_BATCH):
+        for op in operations():
             r = [ledger.name, op.row_id, op.scope, op.key, op.kind, op.status.value, op.raw_status]
             r += [_as_stored(getattr(op, t), ledger, t) for t in times]
             r += [op.attempt_count, op.fingerprint, op.intent_ref, op.effect_ref]
@@ -150,9 +206,8 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         name = ledger.name
         bytes_types = (bytes, bytearray, memoryview)
         with ledger.engine.connect() as c:
-            res = c.execution_options(stream_results=True, yield_per=STREAM_BATCH).execute(q)
-            # Positional access: this loop runs once per exported row.
-            for r in res:
+            # Positional access: this loop runs once per exported row. Column 7 is the error text.
+            for r in stream_rows(c, q, [7]):
                 st = decode_time(r[i_st], tc_st) if i_st is not None else None
                 fi = decode_time(r[i_fi], tc_fi) if i_fi is not None else None
                 if naive_st and st is not None:
@@ -169,8 +224,7 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         q = (select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"), col.label("arr"))
              .select_from(ledger.ops).where(ledger.filter_clause(flt, now)))
         with ledger.engine.connect() as c:
-            res = c.execution_options(stream_results=True, yield_per=STREAM_BATCH).execute(q)
-            for r in res:
+            for r in stream_rows(c, q, [2]):
                 for at in json_array_attempts([r.arr], r.scope or "", r.key, a):
                     yield (ledger.name, at.scope, at.key, at.number, at.started_at, at.finished_at,
                            at.outcome.value, at.raw_outcome, at.effect_ref, at.worker, at.error)
@@ -255,7 +309,8 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
                     connection_name: str | None = None, masker: Masker | None = None,
                     progress: Callable[[int], Any] | None = None,
                     cancel: Callable[[], bool] | None = None, overwrite: bool = False,
-                    masking_key: str = "export", sentence_shown: str | None = None) -> ExportResult:
+                    masking_key: str = "export", sentence_shown: str | None = None,
+                    timeout_s: float | None = None) -> ExportResult:
     """Export what ``flt`` shows of ``ledger`` to ``out_path`` (CSV) plus its manifest.
 
     ``now`` (aware; default the current time) is the instant findings are computed for and is
@@ -266,8 +321,13 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
     ``progress(rows_written)`` and ``cancel()`` are polled while streaming. Raises
     :class:`~idemview.evidence.writer.ExportCancelled` on cancel, ``ValueError`` for a target
     :func:`check_target` refuses (an existing file needs ``overwrite``); database errors propagate; in
-    every failure no file is left under the final name."""
+    every failure no file is left under the final name.
+
+    An export is batch work, not an interactive query: the ledger's interactive statement timeout
+    does not cut it (issue 11); ``timeout_s`` seconds bound each statement instead (``None``: no bound;
+    ``cancel`` and Ctrl-C still stop it)."""
     check_target(out_path, ledger, overwrite=overwrite)
+    ledger = for_batch(ledger, timeout_s)
     flt = flt or Filter()
     now = (now or datetime.now(UTC)).astimezone(UTC)
     masker = masker or Masker()
