@@ -1470,11 +1470,15 @@ def url_password_candidates(url: str) -> list[str]:
         return []
     out: list[str] = []
     # "pg:/ops:pw@host" and "pg://ops:pw@host" have a scheme; "ops:pw@host" has none ("ops:" is the user).
-    for rest in (re.sub(r"^[A-Za-z][A-Za-z0-9+.\-]{0,30}:/+", "", url, count=1),):
+    # "ops:/ pw@host" is both shapes at once: read with a scheme it holds no password, so it is read
+    # again without one, which takes "/ pw" (never "//...": that is a scheme's colon, not a password).
+    for rest in (re.sub(r"^[A-Za-z][A-Za-z0-9+.\-]{0,30}:/+", "", url, count=1), url):
         userinfo = rest[:rest.rfind("@")]
         if ":" not in userinfo:
             continue
         pw = userinfo.split(":", 1)[1]
+        if rest is url and (out or pw.startswith("//")):
+            break
         for p in (pw, unquote(pw)):
             if p and p not in out:
                 out.append(p)

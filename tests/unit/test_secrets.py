@@ -225,3 +225,16 @@ def test_userinfo_in_a_long_token_is_masked_too():
     blob = "k=v:" * 1000 + f"ops:{PW}@127.0.0.1"
     out = redact(blob)
     assert PW not in out and out.endswith("@127.0.0.1") and "[password#" in out
+
+
+@pytest.mark.parametrize("typed, expected", [
+    ("ops:/ 0000@127.0.0.1:1/ledger", ["/ 0000"]),          # no scheme; the password starts with "/"
+    ("pg:/ops:pw12 34@h/db", ["pw12 34"]),                  # one slash after the scheme
+    ("postgresql://ops:ab@PW@cd@h/db", ["ab@PW@cd"]),        # raw "@": up to the last one
+    ("postgresql://ops:p%40ss%20w@h/db", ["p%40ss%20w", "p@ss w"]),
+    ("postgresql://ops@h/db", []),                          # a user, no password
+    ("mysql://h/db", []),
+])
+def test_url_password_candidates_read_every_shape(typed, expected):
+    from idemview.masking.masker import url_password_candidates
+    assert url_password_candidates(typed) == expected
