@@ -184,11 +184,18 @@ def cmd_demo(args) -> int:
             raise CliError(f"{p} exists and is not a demo ledger; refusing to replace it (--force replaces it)")
     if not p.parent.is_dir():
         raise CliError(f"the folder {p.parent} does not exist")
-    planted = write_demo(args.path, operations=args.operations, seed=args.seed,
-                         anchor=args.anchor or DEFAULT_ANCHOR)
+    from idemview.services.demo_effects import effects_path_for, layout_path_for
+    try:
+        planted = write_demo(args.path, operations=args.operations, seed=args.seed,
+                             anchor=args.anchor or DEFAULT_ANCHOR)
+    except ValueError as e:  # an effects file beside it that is not a demo's
+        raise CliError(str(e)) from None
     kinds = ", ".join(f"{k} {len(v)}" for k, v in sorted(planted.incidents.items()))
+    now = planted.anchor.isoformat().replace('+00:00', 'Z')
     print(f"wrote {args.path}: {planted.operations} operations, {planted.attempts} attempts; "
-          f"planted incidents: {kinds}; scan it with --now {planted.anchor.isoformat().replace('+00:00', 'Z')}")
+          f"planted incidents: {kinds}; scan it with --now {now}")
+    print(f"wrote {effects_path_for(p)} (the payment provider's charges) and {layout_path_for(p)}: "
+          f"reconcile with `idemview scan {args.path} --layout {layout_path_for(p)} --now {now}`")
     return EXIT_OK
 
 

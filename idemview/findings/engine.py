@@ -113,7 +113,8 @@ class FindingEngine:
             out[K.STUCK_IN_PROGRESS] = "the ledger keeps no lock time (or no lock timeout is set)"
         if l.attempt_count_expr is None and l.att is None and lay.attempts.source != "json_array":
             out[K.RETRY_STORM] = "the ledger keeps no attempt count"
-        out[K.HIDDEN_SUCCESS] = out[K.ORPHAN_EFFECT] = "the layout has no [effects] section (no effect records)"
+        if l.effects is None:
+            out[K.HIDDEN_SUCCESS] = out[K.ORPHAN_EFFECT] = l.effects_problem or "no effect records"
         return out
 
     # --------------------------------------------------------------------------- queries
@@ -388,11 +389,14 @@ class FindingEngine:
                             if int(getattr(r, "is_" + f)):
                                 prof[f].add((r.scope, r.key))
                     self._profile = prof
-            unsupported = self.unsupported()
             for k in K:
-                if k not in kinds or k in (K.HIDDEN_SUCCESS, K.ORPHAN_EFFECT) and k in unsupported:
+                if k not in kinds or k in (K.HIDDEN_SUCCESS, K.ORPHAN_EFFECT):  # see reconcile below
                     continue
                 out.extend(getattr(self, f"_run_{k.value}")(c))
+        if self.l.effects is not None:
+            from idemview.findings.effects import Reconciler, merge_effect_findings
+            rec = Reconciler(self.l, self.now)
+            out = merge_effect_findings(out, rec.run(kinds), rec.dup_reasons)
         order = {k: i for i, k in enumerate(K)}
         out.sort(key=lambda f: (order[f.kind], f.scope, f.key, f.explanation))
         return out

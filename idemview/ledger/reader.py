@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from sqlalchemy import (
@@ -108,7 +109,8 @@ class Ledger:
 
     def __init__(self, engine: Engine, layout: Layout, *, name: str | None = None,
                  lock_timeout_s: float | None = None, retry_threshold: int | None = None,
-                 retention_s: float | None = None, naive_zone: str | None = None):
+                 retention_s: float | None = None, naive_zone: str | None = None,
+                 effects_engine: Engine | None = None):
         self.engine = engine
         if naive_zone and naive_zone != "UTC":
             layout = with_naive_zone(layout, naive_zone)
@@ -136,6 +138,36 @@ class Ledger:
                                   f"column: {', '.join(missing)}", missing)
         self._check_in_tables()
         self._build()
+        self._bind_effects(effects_engine)
+
+    def _bind_effects(self, effects_engine: Engine | None) -> None:
+        """Bind the layout's ``[effects]`` section (DESIGN §5): ``self.effects`` is an
+        :class:`~idemview.ledger.effects.EffectSource`, or ``None`` with ``self.effects_problem`` saying
+        why (no section; the effects database cannot be opened). A table or column the section names
+        that is missing raises :class:`LayoutError` like any other layout mismatch."""
+        from idemview.ledger.effects import EffectSource, open_effects_engine
+        from idemview.ledger.connect import ConnectError
+        self.effects = None
+        self.effects_problem: str | None = "the layout has no [effects] section (no effect records)"
+        spec = self.layout.effects
+        if spec is None:
+            return
+        if effects_engine is None and spec.connection:
+            origin = Path(self.layout.origin) if self.layout.origin else None
+            base = origin.parent if origin is not None and origin.suffix == ".toml" else None
+            try:
+                effects_engine = open_effects_engine(spec.connection, base)
+            except ConnectError as e:
+                self.effects_problem = f"the effects database cannot be opened: {e}"
+                return
+        try:
+            self.effects = EffectSource(self, effects_engine)
+        except LayoutError as e:
+            if not spec.optional or not any(m.startswith("table ") for m in e.missing):
+                raise
+            self.effects_problem = f"the effects table {spec.table} is not in the database"
+            return
+        self.effects_problem = None
 
     # ------------------------------------------------------------------------------------- schema
 
@@ -165,8 +197,12 @@ class Ledger:
                 raise LayoutError(f"layout {lay.name!r}: the table {where} (in_table) is not in the "
                                   f"database", [f"table {where}"])
 
-    def _reflect(self, schema, table, columns: set[str], role: str, optional: set[str] = frozenset()) -> Table:
-        insp = inspect(self.engine)
+    def _reflect(self, schema, table, columns: set[str], role: str, optional: set[str] = frozenset(),
+                 engine: Engine | None = None) -> Table:
+        """The table ``schema.table`` reflected from ``engine`` (default: the ledger's), matched
+        case-insensitively; raises :class:`LayoutError` naming what is missing."""
+        engine = engine if engine is not None else self.engine
+        insp = inspect(engine)
         try:
             names = {n.lower(): n for n in insp.get_table_names(schema=schema)}
         except DBAPIError:
@@ -185,7 +221,7 @@ class Ledger:
             real_cols = {c["name"] for c in insp.get_columns(real, schema=schema)}
             fold = {c.lower(): c for c in (columns | set(optional)) if c not in real_cols}
 
-            sqlite = self.dialect == "sqlite"
+            sqlite = engine.dialect.name == "sqlite"
 
             def _rekey(_insp, _table, info):
                 k = fold.get(info["name"].lower())
@@ -197,7 +233,9 @@ class Ledger:
                 if sqlite and isinstance(info["type"], (sqltypes.DateTime, sqltypes.Date, sqltypes.Time)):
                     info["type"] = sqltypes.Text()
 
-            t = Table(real, self.md, schema=schema, autoload_with=self.engine,
+            # another database gets metadata of its own (its table names may repeat the ledger's)
+            md = self.md if engine is self.engine else MetaData()
+            t = Table(real, md, schema=schema, autoload_with=engine,
                       listeners=[("column_reflect", _rekey)])
         except NoSuchTableError:
             raise LayoutError(f"layout {self.layout.name!r}: cannot read table {table}", [f"table {table}"]) from None

@@ -1,0 +1,303 @@
+"""Reconciliation of operations with their downstream effect records (DESIGN §5, issue #16).
+
+Three findings come from the effect records of a layout's ``[effects]`` section:
+
+- ``duplicate_effect`` (critical): one operation (scope, key) has >= 2 effect records (over all its
+  records' links): it took effect more than once;
+- ``hidden_success`` (critical): the ledger says the operation failed, is stuck (in progress with its
+  lock expired) or its attempt timed out — and no record of it completed — yet an effect record exists:
+  a timeout hid a success, and a retry would repeat it;
+- ``orphan_effect`` (medium): an effect record whose link matches no operation record. When the effect
+  table has a time column and the ledger a retention, only effects inside the retention are judged (an
+  older one may belong to an operation the ledger already purged).
+
+Same database: three grouped SQL statements run in the database. Different databases: the ledger's
+links and the effect table's per-link counts are streamed in byte order of the link and merged; memory
+holds only the operations that have several records (decided after the merge), never either side whole.
+Nothing is written to either database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Iterator
+
+from sqlalchemy import and_, case, exists, false, func, literal, or_, select
+from sqlalchemy.sql.expression import ColumnElement
+
+from idemview.domain.model import EffectRecord, Finding, FindingKind, Severity
+from idemview.ledger.effects import EffectSource, byte_order
+from idemview.ledger.sqlx import time_before
+from idemview.ledger.times import from_epoch, human_duration, iso
+
+UTC = timezone.utc
+K = FindingKind
+#: Effect records listed as evidence per finding (the count is always exact).
+EVIDENCE_RECORDS = 20
+EFFECT_KINDS = (K.DUPLICATE_EFFECT, K.HIDDEN_SUCCESS, K.ORPHAN_EFFECT)
+
+
+def lock_expired(ledger, now: datetime) -> ColumnElement | None:
+    """SQL: the operation's lock expired at ``now`` (``lock_expires_at <= now`` or ``locked_at + lock
+    timeout <= now``), or ``None`` when the ledger keeps no lock time."""
+    conds = []
+    if "lock_expires_at" in ledger.time_cols:
+        c, tc = ledger.time_cols["lock_expires_at"]
+        conds.append(time_before(c, tc, now, ledger.dialect))
+    if "locked_at" in ledger.time_cols and ledger.lock_timeout_s is not None:
+        c, tc = ledger.time_cols["locked_at"]
+        conds.append(time_before(c, tc, now - timedelta(seconds=ledger.lock_timeout_s), ledger.dialect))
+    return or_(*conds) if conds else None
+
+
+@dataclass
+class _KeyState:
+    """What the reconciliation knows of one operation (scope, key)."""
+
+    n_effects: int = 0
+    links: set = field(default_factory=set)
+    first_e: float | None = None
+    bad: bool = False        # failed, stuck or timed out
+    completed: bool = False
+    why: str = ""
+
+
+class Reconciler:
+    """Effect findings of ``ledger`` (which must have ``ledger.effects``) for ``now`` (aware)."""
+
+    def __init__(self, ledger, now: datetime):
+        if ledger.effects is None:
+            raise ValueError(ledger.effects_problem or "the ledger has no effect records")
+        self.l = ledger
+        self.fx: EffectSource = ledger.effects
+        self.now = now.astimezone(UTC)
+        # only the ledger's own retention (its purge), not a dedup window guess
+        ret = ledger.retention_s
+        self.orphans_since_e = (self.now.timestamp() - ret) if (ret is not None and self.fx.at_e is not None) \
+            else None
+
+    # ---------------------------------------------------------------------------- ledger side
+
+    def _flags(self) -> tuple[ColumnElement, ColumnElement, ColumnElement]:
+        """(bad, completed, why) per operations row: ``bad`` is 1 when the record failed, is stuck or
+        has a timed-out attempt; ``why`` says which, in words."""
+        l = self.l
+        failed = l.status_in(["failed"])
+        stuck = l.status_in(["in_progress"])
+        le = lock_expired(l, self.now)
+        stuck = and_(stuck, le) if le is not None else false()
+        timed = false()
+        a = l.attempts_select()
+        if a is not None:
+            s = a.subquery("ta")
+            timed = exists(select(literal(1)).select_from(s).where(
+                s.c.outcome == "timed_out", s.c.scope == l.scope_expr, s.c.key == l.key_expr))
+        completed = l.status_in(["completed"])
+        bad = case((failed, 1), (stuck, 1), (and_(timed, ~completed), 1), else_=0)
+        why = case((failed, literal("failed")), (stuck, literal("stuck")),
+                   (and_(timed, ~completed), literal("timed out")), else_=literal(""))
+        return bad, case((completed, 1), else_=0), why
+
+    def _ops(self):
+        l = self.l
+        bad, comp, why = self._flags()
+        return select(l.scope_expr.label("scope"), l.key_expr.label("key"),
+                      self.fx.operation_link.label("link"), bad.label("bad"), comp.label("comp"),
+                      why.label("why")).select_from(l.ops)
+
+    # ----------------------------------------------------------------------------- running
+
+    def run(self, kinds: Iterable[FindingKind] | None = None) -> list[Finding]:
+        """Findings of ``kinds`` (default: the three effect kinds), ordered by kind, scope and key."""
+        kinds = set(kinds) if kinds is not None else set(EFFECT_KINDS)
+        if not kinds & set(EFFECT_KINDS):
+            return []
+        self.dup_reasons: dict = {}
+        states, orphans = self._sql() if self.fx.same_database else self._merge()
+        out: list[Finding] = []
+        want_dup, want_hidden = K.DUPLICATE_EFFECT in kinds, K.HIDDEN_SUCCESS in kinds
+        flagged = {k: st for k, st in states.items()
+                   if (want_dup and st.n_effects >= 2) or (want_hidden and st.bad and not st.completed)}
+        records = self.fx.records_for({x for st in flagged.values() for x in st.links},
+                                      limit_per_link=EVIDENCE_RECORDS)
+        where = self.fx.describe()["table"]
+        for (scope, key), st in sorted(flagged.items()):
+            recs = [e for x in sorted(st.links) for e in records.get(x, [])][:EVIDENCE_RECORDS]
+            ev = [_evidence(e) for e in recs]
+            who = f"key {key!r}" + (f" in scope {scope!r}" if scope else "")
+            first = from_epoch(st.first_e) if st.first_e is not None else (recs[0].at if recs else None)
+            if want_dup and st.n_effects >= 2:
+                self.dup_reasons[(scope, key)] = f"{st.n_effects} effect records in {where}"
+                out.append(Finding(K.DUPLICATE_EFFECT, Severity.CRITICAL, scope, key,
+                                   f"The operation with {who} has {st.n_effects} effect records in {where}: "
+                                   f"it took effect {st.n_effects} times.", ev, at=first))
+            if want_hidden and st.bad and not st.completed:
+                out.append(Finding(K.HIDDEN_SUCCESS, Severity.CRITICAL, scope, key,
+                                   f"The ledger says the operation with {who} {_said(st.why)}, yet "
+                                   f"{_records(st.n_effects)} in {where} {'shows' if st.n_effects == 1 else 'show'} it took effect"
+                                   + (f" ({iso(first)})" if first else "")
+                                   + ": a timeout hid a success, and a retry would repeat it.", ev, at=first))
+        if K.ORPHAN_EFFECT in kinds and orphans:
+            recs = self.fx.records_for(orphans, limit_per_link=EVIDENCE_RECORDS)
+            for link in sorted(orphans):
+                n, first_e = orphans[link]
+                first = from_epoch(first_e) if first_e is not None else None
+                out.append(Finding(K.ORPHAN_EFFECT, Severity.MEDIUM, "", link,
+                                   f"{_records(n).capitalize()} in {where} {'links' if n == 1 else 'link'} to {link!r}, which no "
+                                   f"operation in the ledger accounts for.",
+                                   [_evidence(e) for e in recs.get(link, [])], at=first))
+        order = {k: i for i, k in enumerate(K)}
+        out.sort(key=lambda f: (order[f.kind], f.scope, f.key))
+        return out
+
+    # ------------------------------------------------------------------- same database: SQL
+
+    def _sql(self) -> tuple[dict, dict]:
+        fx = self.fx
+        o = self._ops().subquery("o")
+        g = fx.grouped_select(None).subquery("g")
+        d = select(o.c.scope, o.c.key, o.c.link).where(o.c.link.is_not(None)).distinct().subquery("d")
+        first = [func.min(g.c.first_e).label("first_e")] if "first_e" in g.c else []
+        ek = (select(d.c.scope, d.c.key, func.sum(g.c.n).label("n"), *first)
+              .select_from(d.join(g, d.c.link == g.c.link)).group_by(d.c.scope, d.c.key)).subquery("ek")
+        fl = (select(o.c.scope, o.c.key, func.max(o.c.bad).label("bad"), func.max(o.c.comp).label("comp"),
+                     func.max(o.c.why).label("why"))
+              .group_by(o.c.scope, o.c.key)).subquery("fl")
+        cols = [ek.c.scope, ek.c.key, ek.c.n, fl.c.bad, fl.c.comp, fl.c.why]
+        if first:
+            cols.append(ek.c.first_e)
+        q = select(*cols).select_from(ek.join(fl, and_(ek.c.scope.is_not_distinct_from(fl.c.scope),
+                                                       ek.c.key.is_not_distinct_from(fl.c.key))))
+        q = q.where(or_(ek.c.n >= 2, and_(fl.c.bad == 1, fl.c.comp == 0)))
+        states: dict = {}
+        with self.l.engine.connect() as c:
+            for r in c.execute(q):
+                m = r._mapping
+                states[(r.scope, r.key)] = _KeyState(int(r.n), set(), m.get("first_e"), bool(r.bad),
+                                                     bool(r.comp), r.why or "")
+            # the links of the flagged operations (for their evidence records)
+            keys = list(states)
+            for i in range(0, len(keys), 200):
+                batch = keys[i:i + 200]
+                cond = or_(*[and_(d.c.scope.is_not_distinct_from(s), d.c.key == k) for s, k in batch])
+                for r in c.execute(select(d.c.scope, d.c.key, d.c.link).where(cond)):
+                    states[(r.scope, r.key)].links.add(r.link)
+            og = fx.grouped_select(self.orphans_since_e).subquery("og")
+            oq = select(og.c.link, og.c.n, *([og.c.first_e] if "first_e" in og.c else [])).where(
+                ~exists(select(literal(1)).select_from(o).where(o.c.link == og.c.link)))
+            orphans = {r.link: (int(r.n), r._mapping.get("first_e")) for r in c.execute(oq)}
+        return states, orphans
+
+    # ------------------------------------------------------------- different databases: merge
+
+    def _ledger_stream(self, batch: int = 5000) -> Iterator:
+        l = self.l
+        o = self._ops().subquery("o")
+        q = (select(o.c.link, o.c.scope, o.c.key, o.c.bad, o.c.comp, o.c.why)
+             .where(o.c.link.is_not(None)).order_by(byte_order(o.c.link)))
+        with l.engine.connect() as c:
+            yield from c.execution_options(stream_results=True, yield_per=batch).execute(q)
+
+    def _multi_records(self) -> dict:
+        """Flags of operations with several records (their state is decided after the merge)."""
+        o = self._ops().subquery("o")
+        q = (select(o.c.scope, o.c.key, func.max(o.c.bad).label("bad"), func.max(o.c.comp).label("comp"),
+                    func.max(o.c.why).label("why"))
+             .group_by(o.c.scope, o.c.key).having(func.count() >= 2))
+        with self.l.engine.connect() as c:
+            return {(r.scope, r.key): _KeyState(0, set(), None, bool(r.bad), bool(r.comp), r.why or "")
+                    for r in c.execute(q)}
+
+    def _merge(self) -> tuple[dict, dict]:
+        multi = self._multi_records()
+        states: dict = {}
+        orphans: dict = {}
+        ops = _peekable(self._ledger_stream())
+        # per-link counts of every effect; orphan judgement uses the retention-bounded count
+        for g in self.fx.stream_grouped(self.orphans_since_e):
+            link, n = g.link, int(g.n)
+            first_e = g._mapping.get("first_e")
+            n_recent = g._mapping.get("n_recent")
+            # skip ledger links that sort before this effect link (operations without effects)
+            while ops.peek() is not None and ops.peek().link < link:
+                next(ops)
+            rows = []
+            while ops.peek() is not None and ops.peek().link == link:
+                rows.append(next(ops))
+            if not rows:
+                if self.orphans_since_e is None or (n_recent or 0) > 0:
+                    orphans[link] = (n if self.orphans_since_e is None else int(n_recent), first_e)
+                continue
+            for ref in {(r.scope, r.key) for r in rows}:
+                st = multi.get(ref)
+                if st is None:
+                    r = next(x for x in rows if (x.scope, x.key) == ref)
+                    st = states.get(ref) or _KeyState(0, set(), None, bool(r.bad), bool(r.comp), r.why or "")
+                st.n_effects += n
+                st.links.add(link)
+                if first_e is not None and (st.first_e is None or first_e < st.first_e):
+                    st.first_e = first_e
+                if st.n_effects >= 2 or (st.bad and not st.completed):
+                    states[ref] = st
+        return states, orphans
+
+
+class _peekable:
+    def __init__(self, it):
+        self._it = iter(it)
+        self._head = next(self._it, None)
+
+    def peek(self):
+        return self._head
+
+    def __next__(self):
+        h = self._head
+        self._head = next(self._it, None)
+        return h
+
+
+def _said(why: str) -> str:
+    return {"failed": "failed", "stuck": "is stuck in progress (its lock expired)",
+            "timed out": "timed out"}.get(why, "did not complete")
+
+
+def _records(n: int) -> str:
+    return f"{n} effect record" + ("" if n == 1 else "s")
+
+
+def _evidence(e: EffectRecord) -> dict:
+    d = {"effect_record": _jsonable(e.record_id), "link": e.link, "reference": e.reference,
+         "at": iso(e.at) if e.at else None}
+    for k, v in e.shown.items():
+        d[k] = _jsonable(v)
+    return d
+
+
+def _jsonable(v):
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    return str(v)
+
+
+def merge_effect_findings(ledger_findings: list[Finding], effect_findings: list[Finding],
+                          reasons: dict | None = None) -> list[Finding]:
+    """Join effect findings to the ledger's: a ``duplicate_effect`` the ledger already shows for the
+    same operation gains the effect records as evidence and ``reasons[(scope, key)]`` (``"2 effect
+    records in charges"``) in its sentence, instead of a second row."""
+    dup = {(f.scope, f.key): f for f in ledger_findings if f.kind == K.DUPLICATE_EFFECT}
+    out = list(ledger_findings)
+    for f in effect_findings:
+        same = dup.get((f.scope, f.key)) if f.kind == K.DUPLICATE_EFFECT else None
+        if same is None:
+            out.append(f)
+            continue
+        why = (reasons or {}).get((f.scope, f.key), "effect records")
+        same.explanation = same.explanation.rstrip(".") + f"; {why}."
+        same.evidence = list(same.evidence) + list(f.evidence)
+    return out
+
+
+def reconcile(ledger, now: datetime, kinds: Iterable[FindingKind] | None = None) -> list[Finding]:
+    """Convenience: :meth:`Reconciler.run` for ``ledger`` at ``now``."""
+    return Reconciler(ledger, now).run(kinds)
