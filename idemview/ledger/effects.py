@@ -122,7 +122,7 @@ class EffectSource:
                                   f"[operations.fields] does not map")
             return led.effect_expr
         cols = {c.key: c for c in led.ops.c}
-        col = cols.get(lo) or next((c for k, c in cols.items() if k.lower() == lo.lower()), None)
+        col = cols[lo] if lo in cols else next((c for k, c in cols.items() if k.lower() == lo.lower()), None)
         if col is None:
             raise LayoutError(f"layout {led.layout.name!r}: [effects] links on operations column {lo!r}, "
                               f"which table {led.ops.name} lacks", [f"column {led.ops.name}.{lo}"])
