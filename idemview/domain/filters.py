@@ -30,6 +30,8 @@ _FINDING_WORDS = {
     FindingKind.UNRESOLVED_FAILURE: "with an unresolved failure",
     FindingKind.RETRY_STORM: "in a retry storm",
     FindingKind.EXPIRED_KEY: "with an expired key",
+    FindingKind.HIDDEN_SUCCESS: "with a hidden success",
+    FindingKind.ORPHAN_EFFECT: "with an orphan effect",
 }
 
 
