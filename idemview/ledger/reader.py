@@ -148,6 +148,7 @@ class Ledger:
         from idemview.ledger.effects import EffectSource, open_effects_engine
         from idemview.ledger.connect import ConnectError
         self.effects = None
+        self._fx_keys: dict = {}
         self.effects_problem: str | None = "the layout has no [effects] section (no effect records)"
         spec = self.layout.effects
         if spec is None:
@@ -478,10 +479,33 @@ class Ledger:
                 parts.append(time_before(c, tc, flt.until, self.dialect, inclusive=False))
         if flt.findings:
             from idemview.findings.engine import FindingEngine
-            fe = FindingEngine(self, now or datetime.now(UTC))
-            keys = fe.keys_with(flt.findings, distinct=False)
-            parts.append(self.ops_ref_in(keys))
+            now = now or datetime.now(UTC)
+            fe = FindingEngine(self, now)
+            effect_only = {"hidden_success", "orphan_effect"}
+            ledger_kinds = [k for k in flt.findings if k.value not in effect_only]
+            ors = [self.ops_ref_in(fe.keys_with(ledger_kinds, distinct=False))] if ledger_kinds else []
+            fx_keys = self.effect_finding_keys(flt.findings, now)
+            if fx_keys:
+                ors.append(tuple_(self.scope_expr, self.key_expr).in_(sorted(fx_keys)))
+            parts.append(or_(*ors) if ors else false())
         return and_(*parts)
+
+    def effect_finding_keys(self, kinds, now: datetime) -> set[tuple[str, str]]:
+        """(scope, key) of operations with effect findings of ``kinds`` (reconciled with the effect
+        records, possibly in another database, so not expressible as SQL over the ledger alone); empty
+        without effects. Cached per ``(kinds, now)``: a grid asks for every page."""
+        wanted = frozenset(k.value for k in kinds) & {"duplicate_effect", "hidden_success", "orphan_effect"}
+        if self.effects is None or not wanted:
+            return set()
+        cache = self._fx_keys
+        ck = (wanted, now)
+        if ck not in cache:
+            from idemview.findings.effects import Reconciler
+            from idemview.domain.model import FindingKind
+            fs = Reconciler(self, now).run([FindingKind(k) for k in wanted])
+            cache.clear()
+            cache[ck] = {(f.scope, f.key) for f in fs if f.kind.value != "orphan_effect"}
+        return cache[ck]
 
     def ops_ref_in(self, keys: Select) -> ColumnElement:
         """Operations whose (scope, key) is in a select of ``scope, key`` rows."""
