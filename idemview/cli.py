@@ -243,6 +243,8 @@ def cmd_scan(args) -> int:
         out = {"now": iso(fe.now), "layout": ledger.layout.name, "operations": n_ops, "attempts": n_att,
                "counts": counts,
                "findings": [masker.mask_value(f.to_json()) for f in findings]}
+        if ledger.effects is not None:  # the second source the findings were reconciled with
+            out["effects"] = ledger.effects.describe()
         json.dump(out, sys.stdout, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
         return EXIT_OK
@@ -250,6 +252,10 @@ def cmd_scan(args) -> int:
     print(f"ledger   {ledger.name} ({engine.dialect.name}) with layout {ledger.layout.name}")
     print(f"now      {iso(fe.now)}")
     print(f"size     {n_ops} operations, {n_att} attempts")
+    if ledger.effects is not None:
+        fx = ledger.effects.describe()
+        how = "SQL joins in the ledger's database" if fx["same_database"] else "a streamed merge of two databases"
+        print(f"effects  {fx['table']} ({fx['dialect']} {fx['database'] or fx['host']}), reconciled by {how}")
     if not findings:
         print("findings none")
     else:

@@ -72,6 +72,8 @@ class Reconciler:
         self.l = ledger
         self.fx: EffectSource = ledger.effects
         self.now = now.astimezone(UTC)
+        #: (scope, key) -> "2 effect records in charges", for the duplicate_effect findings of :meth:`run`
+        self.dup_reasons: dict = {}
         # only the ledger's own retention (its purge), not a dedup window guess
         ret = ledger.retention_s
         self.orphans_since_e = (self.now.timestamp() - ret) if (ret is not None and self.fx.at_e is not None) \
@@ -113,7 +115,6 @@ class Reconciler:
         kinds = set(kinds) if kinds is not None else set(EFFECT_KINDS)
         if not kinds & set(EFFECT_KINDS):
             return []
-        self.dup_reasons: dict = {}
         states, orphans = self._sql() if self.fx.same_database else self._merge()
         out: list[Finding] = []
         want_dup, want_hidden = K.DUPLICATE_EFFECT in kinds, K.HIDDEN_SUCCESS in kinds
