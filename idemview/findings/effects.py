@@ -155,24 +155,24 @@ class Reconciler:
     # ------------------------------------------------------------------- same database: SQL
 
     def _sql(self) -> tuple[dict, dict]:
-        fx = self.fx
-        o = self._ops().subquery("o")
+        fx, l = self.fx, self.l
+        bad, comp, why = self._flags()
+        link = fx.operation_link
         g = fx.grouped_select(None).subquery("g")
-        d = select(o.c.scope, o.c.key, o.c.link).where(o.c.link.is_not(None)).distinct().subquery("d")
+        # one row per (operation, link) with the records' flags, so that effects are counted once per
+        # link however many records share it (all records of a key share a key link)
+        t1 = (select(l.scope_expr.label("scope"), l.key_expr.label("key"), link.label("link"),
+                     func.max(bad).label("bad"), func.max(comp).label("comp"), func.max(why).label("why"))
+              .select_from(l.ops).group_by(l.scope_expr, l.key_expr, link)).subquery("t1")
         first = [func.min(g.c.first_e).label("first_e")] if "first_e" in g.c else []
-        ek = (select(d.c.scope, d.c.key, func.sum(g.c.n).label("n"), *first)
-              .select_from(d.join(g, d.c.link == g.c.link)).group_by(d.c.scope, d.c.key)).subquery("ek")
-        fl = (select(o.c.scope, o.c.key, func.max(o.c.bad).label("bad"), func.max(o.c.comp).label("comp"),
-                     func.max(o.c.why).label("why"))
-              .group_by(o.c.scope, o.c.key)).subquery("fl")
-        cols = [ek.c.scope, ek.c.key, ek.c.n, fl.c.bad, fl.c.comp, fl.c.why]
-        if first:
-            cols.append(ek.c.first_e)
-        q = select(*cols).select_from(ek.join(fl, and_(ek.c.scope.is_not_distinct_from(fl.c.scope),
-                                                       ek.c.key.is_not_distinct_from(fl.c.key))))
-        q = q.where(or_(ek.c.n >= 2, and_(fl.c.bad == 1, fl.c.comp == 0)))
+        n = func.coalesce(func.sum(g.c.n), 0)
+        q = (select(t1.c.scope, t1.c.key, n.label("n"), func.max(t1.c.bad).label("bad"),
+                    func.max(t1.c.comp).label("comp"), func.max(t1.c.why).label("why"), *first)
+             .select_from(t1.outerjoin(g, t1.c.link == g.c.link))
+             .group_by(t1.c.scope, t1.c.key)
+             .having(or_(n >= 2, and_(n >= 1, func.max(t1.c.bad) == 1, func.max(t1.c.comp) == 0))))
         states: dict = {}
-        with self.l.engine.connect() as c:
+        with l.engine.connect() as c:
             for r in c.execute(q):
                 m = r._mapping
                 states[(r.scope, r.key)] = _KeyState(int(r.n), set(), m.get("first_e"), bool(r.bad),
@@ -181,12 +181,15 @@ class Reconciler:
             keys = list(states)
             for i in range(0, len(keys), 200):
                 batch = keys[i:i + 200]
-                cond = or_(*[and_(d.c.scope.is_not_distinct_from(s), d.c.key == k) for s, k in batch])
-                for r in c.execute(select(d.c.scope, d.c.key, d.c.link).where(cond)):
+                cond = or_(*[and_(l.scope_expr == s_, l.key_expr == k_) for s_, k_ in batch])
+                for r in c.execute(select(l.scope_expr.label("scope"), l.key_expr.label("key"),
+                                          link.label("link")).where(cond, link.is_not(None)).distinct()):
                     states[(r.scope, r.key)].links.add(r.link)
             og = fx.grouped_select(self.orphans_since_e).subquery("og")
+            # NOT IN over the plain link expression (no per-row flags): engines hash or index it once
+            ol = self.fx.operation_link
             oq = select(og.c.link, og.c.n, *([og.c.first_e] if "first_e" in og.c else [])).where(
-                ~exists(select(literal(1)).select_from(o).where(o.c.link == og.c.link)))
+                og.c.link.not_in(select(ol).select_from(self.l.ops).where(ol.is_not(None))))
             orphans = {r.link: (int(r.n), r._mapping.get("first_e")) for r in c.execute(oq)}
         return states, orphans
 
