@@ -81,16 +81,16 @@ class Reconciler:
 
     # ---------------------------------------------------------------------------- ledger side
 
-    def _flags(self) -> tuple[ColumnElement, ColumnElement, ColumnElement]:
+    def _flags(self, with_timeouts: bool = True) -> tuple[ColumnElement, ColumnElement, ColumnElement]:
         """(bad, completed, why) per operations row: ``bad`` is 1 when the record failed, is stuck or
-        has a timed-out attempt; ``why`` says which, in words."""
+        (``with_timeouts``) has a timed-out attempt; ``why`` says which, in words."""
         l = self.l
         failed = l.status_in(["failed"])
         stuck = l.status_in(["in_progress"])
         le = lock_expired(l, self.now)
         stuck = and_(stuck, le) if le is not None else false()
         timed = false()
-        a = l.attempts_select()
+        a = l.attempts_select() if with_timeouts else None
         if a is not None:
             s = a.subquery("ta")
             timed = exists(select(literal(1)).select_from(s).where(
@@ -101,9 +101,9 @@ class Reconciler:
                    (and_(timed, ~completed), literal("timed out")), else_=literal(""))
         return bad, case((completed, 1), else_=0), why
 
-    def _ops(self):
+    def _ops(self, with_timeouts: bool = True):
         l = self.l
-        bad, comp, why = self._flags()
+        bad, comp, why = self._flags(with_timeouts)
         return select(l.scope_expr.label("scope"), l.key_expr.label("key"),
                       self.fx.operation_link.label("link"), bad.label("bad"), comp.label("comp"),
                       why.label("why")).select_from(l.ops)
@@ -195,70 +195,102 @@ class Reconciler:
 
     # ------------------------------------------------------------- different databases: merge
 
-    def _ledger_stream(self, batch: int = 5000) -> Iterator:
-        l = self.l
-        o = self._ops().subquery("o")
+    def _ledger_stream(self, batch: int = 10000) -> Iterator[tuple]:
+        """``(link, scope, key, bad, comp, why)`` of every operation record with a link, in byte order of
+        the link, streamed (plain tuples: this loop runs once per record)."""
+        # timed-out attempts are applied in Python from one set (_timed_out): a correlated lookup per
+        # streamed record cost more than the stream itself
+        o = self._ops(with_timeouts=False).subquery("o")
         q = (select(o.c.link, o.c.scope, o.c.key, o.c.bad, o.c.comp, o.c.why)
              .where(o.c.link.is_not(None)).order_by(byte_order(o.c.link)))
-        with l.engine.connect() as c:
-            yield from c.execution_options(stream_results=True, yield_per=batch).execute(q)
+        with self.l.engine.connect() as c:
+            res = c.execution_options(stream_results=True, yield_per=batch).execute(q)
+            for part in res.partitions():
+                yield from part
 
     def _multi_records(self) -> dict:
-        """Flags of operations with several records (their state is decided after the merge)."""
-        o = self._ops().subquery("o")
-        q = (select(o.c.scope, o.c.key, func.max(o.c.bad).label("bad"), func.max(o.c.comp).label("comp"),
-                    func.max(o.c.why).label("why"))
-             .group_by(o.c.scope, o.c.key).having(func.count() >= 2))
+        """Flags of operations with several records (their state is decided after the merge): the keys
+        come from one grouped pass (no flags), their flags from a second, for those keys only."""
+        l = self.l
+        q = (select(l.scope_expr.label("scope"), l.key_expr.label("key")).select_from(l.ops)
+             .group_by(l.scope_expr, l.key_expr).having(func.count() >= 2))
+        out: dict = {}
+        with l.engine.connect() as c:
+            keys = [(r[0], r[1]) for r in c.execute(q)]
+            bad, comp, why = self._flags()
+            for i in range(0, len(keys), 200):
+                batch = keys[i:i + 200]
+                cond = or_(*[and_(l.scope_expr == s_, l.key_expr == k_) for s_, k_ in batch])
+                fq = (select(l.scope_expr, l.key_expr, func.max(bad), func.max(comp), func.max(why))
+                      .select_from(l.ops).where(cond).group_by(l.scope_expr, l.key_expr))
+                for s_, k_, b, cm, w in c.execute(fq):
+                    out[(s_, k_)] = _KeyState(0, set(), None, bool(b), bool(cm), w or "")
+        return out
+
+    def _timed_out(self) -> set:
+        """(scope, key) of operations with a timed-out attempt (one pass over the attempts)."""
+        a = self.l.attempts_select()
+        if a is None:
+            return set()
+        t = a.subquery("ta")
         with self.l.engine.connect() as c:
-            return {(r.scope, r.key): _KeyState(0, set(), None, bool(r.bad), bool(r.comp), r.why or "")
-                    for r in c.execute(q)}
+            return {(r[0], r[1]) for r in c.execute(select(t.c.scope, t.c.key)
+                                                    .where(t.c.outcome == "timed_out").distinct())}
 
     def _merge(self) -> tuple[dict, dict]:
         multi = self._multi_records()
+        timed = self._timed_out()
         states: dict = {}
         orphans: dict = {}
-        ops = _peekable(self._ledger_stream())
-        # per-link counts of every effect; orphan judgement uses the retention-bounded count
-        for g in self.fx.stream_grouped(self.orphans_since_e):
-            link, n = g.link, int(g.n)
-            first_e = g._mapping.get("first_e")
-            n_recent = g._mapping.get("n_recent")
-            # skip ledger links that sort before this effect link (operations without effects)
-            while ops.peek() is not None and ops.peek().link < link:
-                next(ops)
-            rows = []
-            while ops.peek() is not None and ops.peek().link == link:
-                rows.append(next(ops))
-            if not rows:
-                if self.orphans_since_e is None or (n_recent or 0) > 0:
-                    orphans[link] = (n if self.orphans_since_e is None else int(n_recent), first_e)
+        since = self.orphans_since_e
+        has_first = self.fx.at_e is not None
+        has_recent = has_first and since is not None
+        ops = self._ledger_stream()
+        op = next(ops, None)
+
+        def add(ref, n, link, first_e, bad, comp, why):
+            if not bad and not comp and ref in timed:
+                bad, why = 1, "timed out"
+            st = multi.get(ref) or states.get(ref)
+            if st is None:
+                if n < 2 and not (bad and not comp):
+                    return  # the common case: one record, one effect, completed — nothing to keep
+                st = _KeyState(0, set(), None, bool(bad), bool(comp), why or "")
+            st.n_effects += n
+            st.links.add(link)
+            if first_e is not None and (st.first_e is None or first_e < st.first_e):
+                st.first_e = first_e
+            if ref not in multi and (st.n_effects >= 2 or (st.bad and not st.completed)):
+                states[ref] = st
+
+        for g in self.fx.stream_grouped(since):
+            link, n = g[0], int(g[1])
+            first_e = g[2] if has_first else None
+            while op is not None and op[0] < link:  # operations without effects
+                op = next(ops, None)
+            if op is None or op[0] != link:
+                n_recent = int(g[3] or 0) if has_recent else n
+                if n_recent > 0:
+                    orphans[link] = (n_recent, first_e)
                 continue
-            for ref in {(r.scope, r.key) for r in rows}:
-                st = multi.get(ref)
-                if st is None:
-                    r = next(x for x in rows if (x.scope, x.key) == ref)
-                    st = states.get(ref) or _KeyState(0, set(), None, bool(r.bad), bool(r.comp), r.why or "")
-                st.n_effects += n
-                st.links.add(link)
-                if first_e is not None and (st.first_e is None or first_e < st.first_e):
-                    st.first_e = first_e
-                if st.n_effects >= 2 or (st.bad and not st.completed):
-                    states[ref] = st
+            head = op
+            op = next(ops, None)
+            if op is None or op[0] != link:  # the common case: one record has this link
+                if n >= 2 or head[3] or not head[4] or head[1:3] in multi:
+                    add((head[1], head[2]), n, link, first_e, head[3], head[4], head[5])
+                continue
+            seen = {(head[1], head[2])}
+            add((head[1], head[2]), n, link, first_e, head[3], head[4], head[5])
+            while op is not None and op[0] == link:
+                ref = (op[1], op[2])
+                if ref not in seen:  # records of one key sharing a link count its effects once
+                    seen.add(ref)
+                    add(ref, n, link, first_e, op[3], op[4], op[5])
+                op = next(ops, None)
+        for ref, st in multi.items():
+            if st.n_effects >= 2 or (st.n_effects and st.bad and not st.completed):
+                states[ref] = st
         return states, orphans
-
-
-class _peekable:
-    def __init__(self, it):
-        self._it = iter(it)
-        self._head = next(self._it, None)
-
-    def peek(self):
-        return self._head
-
-    def __next__(self):
-        h = self._head
-        self._head = next(self._it, None)
-        return h
 
 
 def _said(why: str) -> str:

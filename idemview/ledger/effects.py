@@ -195,12 +195,13 @@ class EffectSource:
         return sorted((e for lst in recs.values() for e in lst),
                       key=lambda e: (e.at is None, e.at or 0, str(e.record_id)))
 
-    def stream_grouped(self, recent_since_e: float | None = None, batch: int = 5000) -> Iterator[Any]:
+    def stream_grouped(self, recent_since_e: float | None = None, batch: int = 10000) -> Iterator[Any]:
         """:meth:`grouped_select` rows in byte order of the link, streamed (server-side cursor)."""
         q = self.grouped_select(None, recent_since_e).order_by(byte_order(self.link))
         with self.engine.connect() as c:
             res = c.execution_options(stream_results=True, yield_per=batch).execute(q)
-            yield from res
+            for part in res.partitions():
+                yield from part
 
     def describe(self) -> dict:
         """Where the effect records are read from, for manifests and the GUI (never a user name or
