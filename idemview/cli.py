@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--retention", type=_seconds, default=None,
                         help="dedup window in seconds, added to the layout's retention time when the ledger "
                              "has no expires_at column; also the duplicate_intent window")
+        sp.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                        help="bound each statement of this batch run (default: none; it runs until done "
+                             "or Ctrl-C)")
+        sp.add_argument("--progress", action="store_true",
+                        help="report progress on stderr (default: when stderr is a terminal)")
 
     s = sub.add_parser("scan", help="compute findings")
     common(s)
@@ -112,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--scope")
     e.add_argument("--since", type=_instant)
     e.add_argument("--until", type=_instant)
-    e.add_argument("--rows", choices=("operations", "attempts", "findings", "effects"), default="operations")
+    e.add_argument("--rows", choices=("operations", "attempts", "findings"), default="operations")
     e.add_argument("--excel", action="store_true", help="UTF-8 with BOM, for spreadsheets")
     e.add_argument("--null", default="", help="literal written for NULL (default: empty field)")
     e.add_argument("--force", action="store_true", help="replace FILE.csv if it exists")
@@ -184,18 +189,11 @@ def cmd_demo(args) -> int:
             raise CliError(f"{p} exists and is not a demo ledger; refusing to replace it (--force replaces it)")
     if not p.parent.is_dir():
         raise CliError(f"the folder {p.parent} does not exist")
-    from idemview.services.demo_effects import effects_path_for, layout_path_for
-    try:
-        planted = write_demo(args.path, operations=args.operations, seed=args.seed,
-                             anchor=args.anchor or DEFAULT_ANCHOR)
-    except ValueError as e:  # an effects file beside it that is not a demo's
-        raise CliError(str(e)) from None
+    planted = write_demo(args.path, operations=args.operations, seed=args.seed,
+                         anchor=args.anchor or DEFAULT_ANCHOR)
     kinds = ", ".join(f"{k} {len(v)}" for k, v in sorted(planted.incidents.items()))
-    now = planted.anchor.isoformat().replace('+00:00', 'Z')
     print(f"wrote {args.path}: {planted.operations} operations, {planted.attempts} attempts; "
-          f"planted incidents: {kinds}; scan it with --now {now}")
-    print(f"wrote {effects_path_for(p)} (the payment provider's charges) and {layout_path_for(p)}: "
-          f"reconcile with `idemview scan {args.path} --layout {layout_path_for(p)} --now {now}`")
+          f"planted incidents: {kinds}; scan it with --now {planted.anchor.isoformat().replace('+00:00', 'Z')}")
     return EXIT_OK
 
 
@@ -225,30 +223,63 @@ def cmd_detect(args) -> int:
     return EXIT_OK
 
 
+def _progress_on(args) -> bool:
+    try:
+        return bool(args.progress or sys.stderr.isatty())
+    except (AttributeError, ValueError):
+        return bool(args.progress)
+
+
 def cmd_scan(args) -> int:
+    import time
+
     from idemview.findings.engine import FindingEngine
-    from idemview.masking.masker import Masker
+    from idemview.ledger.batch import for_batch
     from idemview.ledger.times import iso
+    from idemview.masking.masker import Masker
     engine, _name, saved = open_target(args.url)
-    ledger = resolve_ledger(args, engine, saved)
+    # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
+    ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
     now = args.now or datetime.now(UTC)
     fe = FindingEngine(ledger, now)
-    findings = fe.run()
-    n_ops, n_att = ledger.counts()
+    unsupported = fe.unsupported()
     masker = Masker()
-    counts = {}
-    for f in findings:
-        counts[f.kind.value] = counts.get(f.kind.value, 0) + 1
+    show = _progress_on(args)
+    t0 = time.monotonic()
+
+    def kinds():
+        for kind, fs in fe.iter_run():
+            if show:
+                print(f"idemview: scan: {kind.value}: {len(fs)} ({time.monotonic() - t0:.1f} s)",
+                      file=sys.stderr, flush=True)
+            yield kind, fs
+
+    counts: dict[str, int] = {}
     if args.format == "json":
-        out = {"now": iso(fe.now), "layout": ledger.layout.name, "operations": n_ops, "attempts": n_att,
-               "counts": counts,
-               "findings": [masker.mask_value(f.to_json()) for f in findings]}
+        # Written as it streams: the header, then each kind's findings as that kind is done; the
+        # counts (known only at the end) close the object. Same keys as DESIGN §9 (JSON key order
+        # carries no meaning), plus "not_checkable": kind -> why.
+        n_ops, n_att = ledger.counts()
+        w = sys.stdout.write
+        dump = json.dumps
+        w("{\n" + f' "now": {dump(iso(fe.now))},\n "layout": {dump(ledger.layout.name)},\n'
+          f' "operations": {n_ops},\n "attempts": {n_att},\n')
         if ledger.effects is not None:  # the second source the findings were reconciled with
-            out["effects"] = ledger.effects.describe()
-        json.dump(out, sys.stdout, indent=1, ensure_ascii=False)
-        sys.stdout.write("\n")
+            w(f' "effects": {dump(ledger.effects.describe(), ensure_ascii=False)},\n')
+        w(' "findings": [')
+        first = True
+        for kind, fs in kinds():
+            for f in fs:
+                w(("\n  " if first else ",\n  ")
+                  + dump(masker.mask_value(f.to_json()), ensure_ascii=False))
+                first = False
+            if fs:
+                counts[kind.value] = len(fs)
+                sys.stdout.flush()
+        w(("\n ],\n" if not first else "],\n") + f' "counts": {dump(counts)},\n'
+          f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n')
         return EXIT_OK
-    from idemview.domain.model import FindingKind
+    n_ops, n_att = ledger.counts()
     print(f"ledger   {ledger.name} ({engine.dialect.name}) with layout {ledger.layout.name}")
     print(f"now      {iso(fe.now)}")
     print(f"size     {n_ops} operations, {n_att} attempts")
@@ -256,16 +287,18 @@ def cmd_scan(args) -> int:
         fx = ledger.effects.describe()
         how = "SQL joins in the ledger's database" if fx["same_database"] else "a streamed merge of two databases"
         print(f"effects  {fx['table']} ({fx['dialect']} {fx['database'] or fx['host']}), reconciled by {how}")
-    if not findings:
+    per = [(kind, fs) for kind, fs in kinds()]
+    for kind, fs in per:
+        if fs:
+            counts[kind.value] = len(fs)
+    if not counts:
         print("findings none")
     else:
         print("findings " + ", ".join(f"{k} {n}" for k, n in counts.items()))
-    unsupported = fe.unsupported()
     if unsupported:
         print("not checkable with this layout: "
               + "; ".join(f"{k.value} ({why})" for k, why in unsupported.items()))
-    for kind in FindingKind:
-        fs = [f for f in findings if f.kind == kind]
+    for kind, fs in per:
         if not fs:
             continue
         print()
@@ -367,10 +400,22 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
     except ValueError as e:
         raise CliError(str(e)) from None
     masker = Masker()
+    progress = None
+    if _progress_on(args):
+        import time
+        t0, last = time.monotonic(), [0.0]
+
+        def progress(n: int) -> None:
+            t = time.monotonic()
+            if t - last[0] >= 1.0:
+                last[0] = t
+                print(f"idemview: export: {n:,} rows ({n / max(t - t0, 1e-9):,.0f} rows/s)",
+                      file=sys.stderr, flush=True)
     try:
         res = export_evidence(ledger, flt, out, rows=args.rows, now=args.now, excel=args.excel,
                               null_literal=args.null, connection_name=connection_name, masker=masker,
-                              overwrite=args.force)
+                              overwrite=args.force, progress=progress,
+                              timeout_s=getattr(args, "timeout", None))
     except ExportCancelled:
         raise CliError("export cancelled; no file written") from None
     print(f"wrote {res.rows} {args.rows} rows to {res.path} (sha256 {res.sha256[:16]}…) and "

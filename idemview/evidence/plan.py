@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import select
 
+from idemview.ledger.batch import for_batch
 from idemview.ledger.connect import describe
 from idemview.evidence.writer import ColumnSpec, ExportCancelled, ExportResult, write_evidence
 from idemview.domain.filters import Filter
@@ -286,7 +287,8 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
                     now: datetime | None = None, excel: bool = False, null_literal: str = "",
                     connection_name: str | None = None, masker: Masker | None = None,
                     progress: Callable[[int], Any] | None = None,
-                    cancel: Callable[[], bool] | None = None, overwrite: bool = False) -> ExportResult:
+                    cancel: Callable[[], bool] | None = None, overwrite: bool = False,
+                    timeout_s: float | None = None) -> ExportResult:
     """Export what ``flt`` shows of ``ledger`` to ``out_path`` (CSV) plus its manifest.
 
     ``now`` (aware; default the current time) is the instant findings are computed for and is
@@ -294,8 +296,13 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
     ``progress(rows_written)`` and ``cancel()`` are polled while streaming. Raises
     :class:`~idemview.evidence.writer.ExportCancelled` on cancel, ``ValueError`` for a target
     :func:`check_target` refuses (an existing file needs ``overwrite``); database errors propagate; in
-    every failure no file is left under the final name."""
+    every failure no file is left under the final name.
+
+    An export is batch work, not an interactive query: the ledger's interactive statement timeout
+    does not cut it (issue 11); ``timeout_s`` seconds bound each statement instead (``None``: no bound;
+    ``cancel`` and Ctrl-C still stop it)."""
     check_target(out_path, ledger, overwrite=overwrite)
+    ledger = for_batch(ledger, timeout_s)
     flt = flt or Filter()
     now = (now or datetime.now(UTC)).astimezone(UTC)
     masker = masker or Masker()

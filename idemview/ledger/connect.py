@@ -128,8 +128,6 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
             # Percent-encode the path: '#', '?' and '%' in a file name would otherwise cut the URI (and
             # silently drop mode=ro, or open another file).
             uri = f"file:{quote(path.resolve().as_posix())}?mode=ro"
-            deadline_s = statement_timeout_s
-
             def creator():
                 conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_SqliteConn)
                 conn.execute("PRAGMA query_only = ON")
@@ -140,15 +138,20 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
                 conn.execute("PRAGMA temp_store = MEMORY")
                 conn.set_authorizer(_sqlite_authorizer)
                 start = [time.monotonic()]
+                # The limit is per connection and per use (statement_timeout()): None = no limit.
+                deadline: list[float | None] = [statement_timeout_s]
 
-                # Abort a statement that runs past the timeout (returns non-zero -> interrupted).
+                # Abort a statement that runs past the timeout (returns non-zero -> interrupted). Being
+                # Python, the handler also lets Ctrl-C interrupt a long statement.
                 def progress():
-                    if time.monotonic() - start[0] > deadline_s:
+                    d = deadline[0]
+                    if d is not None and time.monotonic() - start[0] > d:
                         _TIMEOUTS.flag = True
                         return 1
                     return 0
                 conn.set_progress_handler(progress, 100_000)
                 conn._idem_start = start
+                conn._idem_deadline = deadline
                 return conn
 
             engine = create_engine(URL.create("sqlite+pysqlite", database=str(path)), creator=creator, **kw)
@@ -167,6 +170,10 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
             opts = (f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms} "
                     f"-c TimeZone=UTC -c work_mem={PG_WORK_MEM}")
             engine = create_engine(u, connect_args={"options": opts, "connect_timeout": 10}, **kw)
+
+            @event.listens_for(engine, "connect")
+            def _pg_limit(dbapi_conn, rec):
+                dbapi_conn._idem_timeout = statement_timeout_s  # what the options above set
         elif backend in ("mysql", "mariadb"):
             if u.drivername in ("mysql", "mariadb"):
                 u = u.set(drivername=f"{backend}+pymysql")
@@ -186,6 +193,7 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
                 else:
                     cur.execute(f"SET SESSION max_execution_time = {timeout_ms}")
                 cur.close()
+                dbapi_conn._idem_timeout = statement_timeout_s
         else:
             # Any other SQLAlchemy dialect: read-only is requested through the DBAPI where possible;
             # the GUI shows the badge only when the session confirms it (see session_is_read_only).
@@ -194,6 +202,9 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
         raise ConnectError(f"no SQLAlchemy driver for {u.drivername!r}") from None
     except ModuleNotFoundError as e:
         raise ConnectError(f"the driver for {u.drivername!r} is not installed ({e.name})") from None
+    # The interactive limit, given back to a connection after batch use (_apply_timeout).
+    engine._idem_statement_timeout_s = statement_timeout_s  # type: ignore[attr-defined]
+    event.listen(engine, "engine_connect", _apply_timeout)
     if check:
         try:
             with engine.connect() as c:
@@ -205,6 +216,64 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
                 raise ConnectError(f"{u.database} is not a SQLite database") from None
             raise ConnectError(f"cannot connect to {safe_url(u)}: {short_error(e)}") from None
     return engine
+
+
+def _is_mysql_family(engine: Engine) -> bool:
+    return engine.dialect.name in ("mysql", "mariadb")
+
+
+#: Execution option naming a connection's statement time limit in seconds (``None``: no limit); set on
+#: an engine by :func:`batch_engine`. Without it a connection has the engine's interactive limit.
+TIMEOUT_OPTION = "idemview_statement_timeout_s"
+_UNSET = object()
+
+
+def _apply_timeout(conn) -> None:
+    """``engine_connect`` hook: give the checked-out connection the limit its engine asks for (the
+    interactive one unless :data:`TIMEOUT_OPTION` says otherwise). Only a change costs a statement."""
+    engine = conn.engine
+    want = conn.get_execution_options().get(TIMEOUT_OPTION, _UNSET)
+    if want is _UNSET:
+        want = getattr(engine, "_idem_statement_timeout_s", DEFAULT_STATEMENT_TIMEOUT_S)
+    raw = conn.connection.dbapi_connection
+    name = engine.dialect.name
+    if name == "sqlite":
+        d = getattr(raw, "_idem_deadline", None)
+        if d is not None:
+            d[0] = want
+        return
+    if getattr(raw, "_idem_timeout", _UNSET) == want:
+        return
+    cur = raw.cursor()
+    try:
+        if name == "postgresql":
+            cur.execute(f"SET statement_timeout = {0 if want is None else max(1, int(want * 1000))}")
+            # Outside a transaction block the SET stays for the session; SQLAlchemy's next statement
+            # begins its own transaction.
+            raw.commit()
+        elif _is_mysql_family(engine):
+            cur.execute("SELECT VERSION()")
+            if "mariadb" in str(cur.fetchone()[0]).lower():
+                cur.execute(f"SET SESSION max_statement_time = {0 if want is None else want:.3f}")
+            else:
+                cur.execute(f"SET SESSION max_execution_time = {0 if want is None else int(want * 1000)}")
+        else:
+            return
+    finally:
+        cur.close()
+    try:
+        raw._idem_timeout = want
+    except AttributeError:  # a driver connection without a __dict__: set again next time
+        pass
+
+
+def batch_engine(engine: Engine, timeout_s: float | None = None) -> Engine:
+    """The same engine (same pool) for batch work: a whole-ledger scan or export is not an interactive
+    query, so the interactive statement timeout does not apply (issue 11); ``timeout_s`` (seconds, or
+    ``None`` for no limit) bounds each statement instead. Cancel still works (Ctrl-C, the GUI's Cancel
+    through :class:`Interrupter`). Connections go back to the pool and get the interactive limit
+    again at their next interactive use."""
+    return engine.execution_options(**{TIMEOUT_OPTION: timeout_s})
 
 
 def safe_url(u: URL | str) -> str:

@@ -138,6 +138,10 @@ class Ledger:
                                   f"column: {', '.join(missing)}", missing)
         self._check_in_tables()
         self._build()
+        from idemview.ledger.constraints import key_is_unique
+        #: Why the schema allows at most one record per (scope, key), e.g. ``"UNIQUE (task_id)"``
+        #: (read once here, so that the scan's "not checkable" list costs no query later), or None.
+        self.key_unique: str | None = key_is_unique(self)
         self._bind_effects(effects_engine)
 
     def _bind_effects(self, effects_engine: Engine | None) -> None:
