@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--scope")
     e.add_argument("--since", type=_instant)
     e.add_argument("--until", type=_instant)
-    e.add_argument("--rows", choices=("operations", "attempts", "findings"), default="operations")
+    e.add_argument("--rows", choices=("operations", "attempts", "findings", "effects"), default="operations")
     e.add_argument("--excel", action="store_true", help="UTF-8 with BOM, for spreadsheets")
     e.add_argument("--null", default="", help="literal written for NULL (default: empty field)")
     e.add_argument("--force", action="store_true", help="replace FILE.csv if it exists")
