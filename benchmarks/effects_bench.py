@@ -230,6 +230,11 @@ def main() -> int:
                      f"({res['peak_anon_mb']:.0f} MB) | "
                      f"{'yes' if ok else 'NO: ' + json.dumps(res['counts'])} |")
         print(lines[-1], flush=True)
+    if a.byte_order_indexes:  # the cached ledgers stay as the systems' own schema
+        with psycopg.connect(f"host=127.0.0.1 user=postgres dbname={db}", autocommit=True) as pc:
+            pc.execute("DROP INDEX IF EXISTS ix_charges_key_c")
+        with sqlite3.connect(ledger) as c:
+            c.execute("DROP INDEX IF EXISTS ix_operations_key")
     text = "\n".join(lines) + "\n"
     if a.out:
         Path(a.out).write_text(text)
