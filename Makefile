@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install bench clean
+.PHONY: demo test test-core test-rest check install bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -16,9 +16,27 @@ install: $(BIN)/.installed
 demo: $(BIN)/.installed
 	$(BIN)/idemview --demo
 
+# The core test folders run with PySide6/pyqtgraph made unimportable (.ci/noqt/sitecustomize.py): the
+# core must work without Qt (DESIGN §10). Everything else runs with Qt, offscreen. Each test runs once.
+CORE_TESTS := tests/unit tests/presets tests/evidence
+PYTEST := QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+
 test: $(BIN)/.installed
 	bash packaging/start-services.sh
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+	$(MAKE) --no-print-directory -k test-core test-rest  # -k: both halves run even if one fails
+
+test-core: $(BIN)/.installed
+	PYTHONPATH=.ci/noqt $(PYTEST) -p no:pytest-qt -W ignore::pytest.PytestConfigWarning $(CORE_TESTS)
+
+test-rest: $(BIN)/.installed
+	$(PYTEST) tests $(addprefix --ignore=,$(CORE_TESTS))
+
+# Lint, format, types (core only: idemview/ minus idemview/qt) and the import contracts (pyproject.toml).
+check: $(BIN)/.installed
+	$(BIN)/ruff check idemview tests
+	$(BIN)/ruff format --check idemview tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(BIN)/.installed
 	bash packaging/start-services.sh

@@ -15,22 +15,25 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from idemview import __version__
+from idemview.errors import EXIT_CONNECT, EXIT_LAYOUT, EXIT_OK, EXIT_USAGE, IdemviewError, InvalidLayout
 
 UTC = timezone.utc
-EXIT_OK, EXIT_USAGE, EXIT_CONNECT, EXIT_LAYOUT = 0, 2, 3, 4
+__all__ = ["EXIT_CONNECT", "EXIT_LAYOUT", "EXIT_OK", "EXIT_USAGE", "CliError", "main"]
 
 
-class CliError(Exception):
-    """An error for the user: ``code`` is the exit code, the message one clear line."""
+class CliError(IdemviewError):
+    """An error for the user: ``code`` is the exit code, the message one clear line. The typed errors of
+    :mod:`idemview.errors` carry their own exit code and need no wrapping."""
 
     def __init__(self, message: str, code: int = EXIT_USAGE):
         super().__init__(message)
-        self.code = code
+        self.code = self.exit_code = code
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # usage errors: one line on stderr (DESIGN §9), exit 2
-        print(f"idemview: {message} (see {self.prog} --help)", file=sys.stderr)
+        from idemview.masking.masker import mask_message
+        print(f"idemview: {mask_message(message)} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
 
@@ -88,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp):
         sp.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
         sp.add_argument("--layout", help="preset name or layout TOML file (default: detect)")
+        sp.add_argument("--schema", help="schema holding the layout's tables (default: the preset's "
+                                         "schema, else found as detection finds them)")
+        sp.add_argument("--map-status", action="append", default=[], metavar="RAW=STATUS",
+                        help="map a raw status value the layout does not know (repeatable; "
+                             "STATUS: new, in_progress, completed, failed, unknown)")
+        sp.add_argument("--map-outcome", action="append", default=[], metavar="RAW=OUTCOME",
+                        help="map a raw attempt outcome the layout does not know (repeatable)")
         sp.add_argument("--now", type=_instant, default=None, help="instant findings are computed for (ISO-8601)")
         sp.add_argument("--lock-timeout", type=_seconds, default=None, help="seconds (overrides the layout)")
         sp.add_argument("--retry-threshold", type=_count, default=None,
@@ -129,23 +139,29 @@ def build_parser() -> argparse.ArgumentParser:
 def open_target(url: str):
     """(engine, connection name, saved Connection or None) for a URL, file or saved connection name."""
     from idemview.config import ConnectionStore, CredentialStore
-    from idemview.ledger.connect import ConnectError, open_engine, parse_url
+    from idemview.ledger.connect import ConnectError, looks_like_url, open_engine, parse_url
+    from idemview.masking.masker import register_secret, url_password_candidates
+    # Whatever could be a password in the argument is known before any parser or message sees it,
+    # so no message can echo it, however malformed the URL (issue #9).
+    for pw in url_password_candidates(url):
+        register_secret(pw)
     saved = None
     if "://" not in url and not Path(url).exists():
         saved = ConnectionStore().find(url)
-        if saved is None and not url.endswith((".db", ".sqlite", ".sqlite3")):
+        if saved is None and not url.endswith((".db", ".sqlite", ".sqlite3")) and not looks_like_url(url):
             raise CliError(f"{url!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE)
     try:
         if saved is not None:
             pw = CredentialStore().get(saved.id)
+            register_secret(pw)
             return open_engine(saved.url(pw)), saved.name, saved
         try:
             parsed = parse_url(url)
         except ConnectError as e:  # a malformed URL is an input error, not a connection failure
             raise CliError(str(e), EXIT_USAGE) from None
         return open_engine(parsed), None, None
-    except ConnectError as e:
-        raise CliError(str(e), EXIT_CONNECT) from None
+    except ConnectError as e:  # a CannotConnect: exit code 3; re-raised without the driver's traceback
+        raise CliError(str(e), e.exit_code) from None
 
 
 def ledger_name(engine) -> str:
@@ -155,26 +171,47 @@ def ledger_name(engine) -> str:
 
 
 def resolve_ledger(args, engine, saved=None):
-    from idemview.ledger.detect import detect
-    from idemview.layouts.layout import LayoutError, load_layout
+    """The :class:`Ledger` the arguments ask for: the layout given (or the saved connection's, or
+    detected), its tables looked up where they are (``--schema`` or the connection's schema, else the
+    preset's, else found as detection finds them) and the extra raw-value maps merged in (the
+    connection's ``status_map`` / ``outcome_map``, then ``--map-status`` / ``--map-outcome``).
+    Raises :class:`CliError` (exit 4 when the layout does not fit, 2 on a malformed map)."""
+    from idemview.ledger.detect import detect, locate
+    from idemview.domain.model import Outcome
+    from idemview.layouts.layout import LayoutError, load_layout, parse_value_map, with_value_maps
     from idemview.ledger.reader import Ledger
     spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
+    schema = getattr(args, "schema", None) or (saved.schema if saved is not None and saved.schema else None)
+    try:
+        smap = {**parse_value_map(saved.status_map if saved is not None else {}),
+                **parse_value_map(getattr(args, "map_status", None) or [])}
+        omap = {**parse_value_map(saved.outcome_map if saved is not None else {}, Outcome, "outcome"),
+                **parse_value_map(getattr(args, "map_outcome", None) or [], Outcome, "outcome")}
+    except LayoutError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
     try:
         if spec:
-            layout = load_layout(spec)
+            layout = locate(engine, load_layout(spec), schema=schema)
         else:
             matches = detect(engine)
             if not matches:
                 raise CliError("no preset fits this database; pass --layout NAME|FILE "
                                "(see `idemview presets`)", EXIT_LAYOUT)
             layout = matches[0].layout
+            if schema:
+                layout = locate(engine, layout, schema=schema)
+        try:
+            layout = with_value_maps(layout, smap, omap)
+        except LayoutError as e:
+            raise CliError(str(e), EXIT_USAGE) from None
         return Ledger(engine, layout, lock_timeout_s=args.lock_timeout,
                       retry_threshold=args.retry_threshold, retention_s=args.retention,
                       name=saved.name if saved is not None else ledger_name(engine),
                       naive_zone=saved.naive_zone if saved is not None else None)
-    except LayoutError as e:
-        code = EXIT_LAYOUT if e.missing or spec is None else EXIT_USAGE
-        raise CliError(str(e), code) from None
+    except InvalidLayout as e:
+        # A LayoutMismatch exits 4; so does a detected preset that turns out invalid here (the database
+        # chose it, not the user).
+        raise CliError(str(e), EXIT_LAYOUT if spec is None else e.exit_code) from None
 
 
 # ------------------------------------------------------------------------------------ commands
@@ -255,6 +292,7 @@ def cmd_scan(args) -> int:
             yield kind, fs
 
     counts: dict[str, int] = {}
+    unmapped = ledger.unmapped_counts()
     if args.format == "json":
         # Written as it streams: the header, then each kind's findings as that kind is done; the
         # counts (known only at the end) close the object. Same keys as DESIGN §9 (JSON key order
@@ -276,7 +314,9 @@ def cmd_scan(args) -> int:
             if fs:
                 counts[kind.value] = len(fs)
                 sys.stdout.flush()
+        um = {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()}
         w(("\n ],\n" if not first else "],\n") + f' "counts": {dump(counts)},\n'
+          f' "unmapped": {dump(um, ensure_ascii=False)},\n'
           f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n')
         return EXIT_OK
     n_ops, n_att = ledger.counts()
@@ -295,6 +335,15 @@ def cmd_scan(args) -> int:
         print("findings none")
     else:
         print("findings " + ", ".join(f"{k} {n}" for k, n in counts.items()))
+    lay = ledger.layout
+    for what, flag, src in (("status", "--map-status", lay.status),
+                            ("outcome", "--map-outcome", lay.attempts.outcome)):
+        if unmapped[what]:
+            vals = sorted(unmapped[what].items(), key=lambda kv: (-kv[1], kv[0]))
+            print(f"unmapped {what} values (read as {src.default if src else 'unknown'}; map them with "
+                  f"{flag} RAW={what.upper()} or the connection's {what}_map): "
+                  + ", ".join(f"{masker.mask_text(r)!r} {n}" for r, n in vals[:20])
+                  + (f" … and {len(vals) - 20} more" if len(vals) > 20 else ""))
     if unsupported:
         print("not checkable with this layout: "
               + "; ".join(f"{k.value} ({why})" for k, why in unsupported.items()))
@@ -320,16 +369,37 @@ def cmd_export(args) -> int:
 
 
 def cmd_gui(args) -> int:
+    from idemview.qt.syslibs import GuiUnavailable, check_gui_libraries
     try:
+        check_gui_libraries()           # before PySide6 is imported: Qt aborts without xcb-cursor
         from idemview.qt.app import run_gui
     except ImportError as e:
         raise CliError(f"the GUI cannot start: {e}", EXIT_USAGE) from None
-    return run_gui(demo=args.demo)
+    except GuiUnavailable as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    try:
+        return run_gui(demo=args.demo)
+    except GuiUnavailable as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+
+
+def _os_error_text(e: OSError, doing: str = "cannot write") -> str:
+    """One line for an OS error: what failed, on which file, in words (``[Errno 28]`` is not words)."""
+    what = e.strerror or type(e).__name__
+    where = f" {e.filename}" if e.filename else ""
+    return f"{doing}{where}: {what[:1].lower() + what[1:] if what[1:2].islower() else what}"
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="idemview: %(levelname)s: %(message)s")
     from idemview.ledger.connect import redact
+    from idemview.masking.masker import install_log_masking, register_secret, url_password_candidates
+    install_log_masking()           # every log record of the process is masked (DESIGN §6)
+    raw = sys.argv[1:] if argv is None else argv
+    for a in raw:                   # a password anywhere on the command line is never echoed
+        if isinstance(a, str) and "@" in a:
+            for pw in url_password_candidates(a):
+                register_secret(pw)
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"demo": cmd_demo, "presets": cmd_presets, "detect": cmd_detect, "scan": cmd_scan,
@@ -338,9 +408,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             return cmd_gui(args)
         return handlers[args.command](args)
-    except CliError as e:
+    except IdemviewError as e:  # CliError and every typed error: the type says the exit code
         print(f"idemview: {redact(str(e))}", file=sys.stderr)
-        return e.code
+        return e.exit_code
     except BrokenPipeError:  # e.g. piped into `head`: not an error worth a message
         try:
             sys.stdout = open(os.devnull, "w")
@@ -367,6 +437,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, DBAPIError):
             print(f"idemview: the database refused a query: {short_error(e)}", file=sys.stderr)
             return EXIT_USAGE
+        if isinstance(e, OSError):  # a file that cannot be read or written (disk full, permissions)
+            print(f"idemview: {redact(_os_error_text(e, 'file error'))}", file=sys.stderr)
+            return EXIT_USAGE
         print(f"idemview: unexpected error: {type(e).__name__}: {redact(str(e))[:300]}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -379,7 +452,7 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
     from idemview.domain.filters import Filter
     from idemview.domain.model import FindingKind, Status
     from idemview.evidence.plan import check_target, export_evidence
-    from idemview.evidence.writer import ExportCancelled
+    from idemview.evidence.writer import ExportCancelled, FinalNameTaken
     from idemview.masking.masker import Masker
 
     """``idemview export``: build the filter from the arguments, export, print one summary line."""
@@ -395,10 +468,7 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
         bad_s = next(s for s in args.status if s not in {x.value for x in Status})
         raise CliError(f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
                        f"values): one of " + ", ".join(s.value for s in Status)) from None
-    try:
-        out = check_target(args.out, ledger, overwrite=args.force)
-    except ValueError as e:
-        raise CliError(str(e)) from None
+    out = check_target(args.out, ledger, overwrite=args.force)  # TargetExists / TargetRefused: exit 2
     masker = Masker()
     progress = None
     if _progress_on(args):
@@ -418,6 +488,10 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
                               timeout_s=getattr(args, "timeout", None))
     except ExportCancelled:
         raise CliError("export cancelled; no file written") from None
+    except FinalNameTaken as e:
+        raise CliError(str(e)) from None
+    except OSError as e:  # disk full, permissions: the writer has removed its temporary files
+        raise CliError(f"{_os_error_text(e)}; nothing was written under {out}") from None
     print(f"wrote {res.rows} {args.rows} rows to {res.path} (sha256 {res.sha256[:16]}…) and "
           f"{res.manifest_path}; filter: {masker.mask_text(flt.sentence())}")
     return EXIT_OK

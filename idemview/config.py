@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tomllib
 import uuid
 from dataclasses import asdict, dataclass, field, fields
@@ -50,7 +51,10 @@ class Connection:
     ``dialect`` is a SQLAlchemy backend name (``sqlite``, ``postgresql``, ``mysql``, ``mariadb`` or any
     other installed dialect), ``driver`` optional (``psycopg``, ``pymysql``...). For SQLite, ``database``
     is the file path. ``layout`` is a preset name or a layout file path (empty: detect). ``naive_zone``
-    is the IANA zone naive timestamps were written in. ``tls`` holds driver TLS options (``sslmode``...)."""
+    is the IANA zone naive timestamps were written in. ``tls`` holds driver TLS options (``sslmode``...).
+    ``schema`` says where the layout's tables are when not in the preset's schema (empty: the preset's,
+    else found as detection finds them). ``status_map`` / ``outcome_map`` map raw values the layout
+    does not know (``{"RETRIES_EXCEEDED" = "failed"}``) without editing the preset."""
 
     name: str
     dialect: str = "sqlite"
@@ -63,6 +67,9 @@ class Connection:
     layout: str = ""
     naive_zone: str = "UTC"
     colour: str = ""
+    schema: str = ""
+    status_map: dict = field(default_factory=dict)
+    outcome_map: dict = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def url(self, password: str | None = None) -> URL:
@@ -80,17 +87,37 @@ class Connection:
     def from_url(cls, name: str, url: str) -> tuple["Connection", str | None]:
         """Split a pasted SQLAlchemy URL into fields; returns (connection, password or None).
 
-        Raises ``ValueError`` on a malformed URL (message without the password)."""
+        The user info ends at the last ``@`` before the host (libpq's reading,
+        :func:`idemview.ledger.connect.split_url`), so no fragment of a password lands in the host.
+        Query parameters that carry a secret (``password=``, ``sslpassword=``, ``token=``...) are never
+        kept in the connection (it is saved to disk); a ``password=`` parameter is returned as the
+        password when the user info has none. Raises ``ValueError`` on a malformed URL (message
+        without the password)."""
+        from idemview.ledger.connect import split_url
+        from idemview.masking.masker import MaskRules, register_secret, url_password_candidates
+        for pw in url_password_candidates(url):
+            register_secret(pw)         # never echoed by any message from here on
         try:
-            u = make_url(url)
+            u = split_url(url)
+            u.port  # noqa: B018 - a non-numeric port raises here
         except Exception:
             raise ValueError("not a SQLAlchemy URL (expected e.g. postgresql://user@host:5432/db)") from None
+        rules = MaskRules.default()
+        secret_params = {k: v for k, v in u.query.items()
+                         if rules.classify_url_param(k) is not None or rules.classify_name(k) is not None}
+        password = u.password
+        if password is None and isinstance(secret_params.get("password"), str):
+            password = secret_params["password"]
+        for v in secret_params.values():
+            for x in (v if isinstance(v, tuple) else (v,)):
+                register_secret(x)
         backend = u.get_backend_name()
         driver = u.get_driver_name() if "+" in u.drivername else ""
         c = cls(name=name, dialect=backend, driver=driver, host=u.host or "", port=u.port,
                 database=u.database or "", user=u.username or "",
-                tls={k: v for k, v in u.query.items() if isinstance(v, str)})
-        return c, u.password
+                tls={k: v for k, v in u.query.items() if isinstance(v, str) and k not in secret_params})
+        register_secret(password)
+        return c, password
 
 
 class ConnectionStore:
@@ -143,15 +170,41 @@ class ConnectionStore:
         self.save([c for c in self.load() if c.id != conn_id])
 
 
+def keyring_backend_name() -> str:
+    """The keyring backend ``keyring.get_keyring()`` chose, in words (``SecretService Keyring``,
+    ``fail Keyring``; a chainer lists the backends it chains)."""
+    try:
+        import keyring
+        kr = keyring.get_keyring()
+    except Exception as e:  # a broken backend must not stop the app
+        return f"none ({type(e).__name__})"
+    subs = getattr(kr, "backends", None)
+    if subs:
+        return " + ".join(str(getattr(b, "name", type(b).__name__)) for b in subs)
+    return str(getattr(kr, "name", type(kr).__name__))
+
+
+def _keyring_advice() -> str:
+    if sys.platform.startswith("linux") or "bsd" in sys.platform:
+        return ("To remember passwords, run and unlock a Secret Service keyring (e.g. gnome-keyring) "
+                "or KWallet, then restart idemview.")
+    return "To remember passwords, unlock the system keychain, then restart idemview."
+
+
 class CredentialStore:
     """Passwords in the OS keyring (service ``idemview``, user name = connection id).
 
     ``available`` is False when no keyring backend works (or it is locked); ``notice`` then says so in
-    plain words and passwords are kept in this object's memory only, for this session."""
+    plain words — the backend tried (``backend``) and how to get one — and passwords are kept in this
+    object's memory only, for this session. The one notice is shown everywhere (connection dialog and
+    main window); ``listeners`` (callables without arguments) are called when it changes, e.g. when a
+    keyring that looked usable turns out to be locked on first use."""
 
     def __init__(self):
         self._memory: dict[str, str] = {}
         self.notice: str | None = None
+        self.listeners: list = []
+        self.backend = keyring_backend_name()
         self.available = self._probe()
 
     def _probe(self) -> bool:
@@ -160,12 +213,13 @@ class CredentialStore:
             from keyring.backends import fail
             kr = keyring.get_keyring()
             if isinstance(kr, fail.Keyring):
-                self.notice = ("No OS keyring is available: passwords are kept for this session only "
-                               "and will be asked for again next time.")
+                self.notice = (f"No OS keyring is available (tried: {self.backend}): passwords are kept for "
+                               f"this session only. {_keyring_advice()}")
                 return False
             return True
         except Exception as e:  # a broken backend must not stop the app
-            self.notice = f"The OS keyring cannot be used ({type(e).__name__}): passwords are kept for this session only."
+            self.notice = (f"The OS keyring cannot be used ({self.backend}: {type(e).__name__}): passwords "
+                           f"are kept for this session only. {_keyring_advice()}")
             return False
 
     def get(self, conn_id: str) -> str | None:
@@ -175,13 +229,18 @@ class CredentialStore:
             return None
         try:
             import keyring
-            return keyring.get_password(KEYRING_SERVICE, conn_id)
+            pw = keyring.get_password(KEYRING_SERVICE, conn_id)
+            from idemview.masking.masker import register_secret
+            register_secret(pw)         # a password read from the keyring is never echoed either
+            return pw
         except Exception as e:
             self._degrade(e)
             return None
 
     def set(self, conn_id: str, password: str) -> bool:
         """Store the password; True when it went to the keyring, False when kept for the session."""
+        from idemview.masking.masker import register_secret
+        register_secret(password)
         if self.available:
             try:
                 import keyring
@@ -204,7 +263,15 @@ class CredentialStore:
 
     def _degrade(self, e: Exception) -> None:
         # Locked or broken keyring: say so once, never include the password or the exception's args.
+        was = self.available
         self.available = False
-        self.notice = (f"The OS keyring refused access ({type(e).__name__}): passwords are kept for this "
-                       "session only.")
-        log.warning("keyring unavailable: %s", type(e).__name__)
+        why = "it is locked" if type(e).__name__ == "KeyringLocked" else type(e).__name__
+        self.notice = (f"The OS keyring refused access ({self.backend}: {why}): passwords are kept for "
+                       f"this session only. {_keyring_advice()}")
+        if was:
+            log.warning("%s", self.notice)     # the same words as the GUI's notice (no secret in them)
+            for fn in list(self.listeners):
+                try:
+                    fn()
+                except Exception:       # a closed window's listener must not break the store
+                    log.debug("keyring notice listener failed", exc_info=True)

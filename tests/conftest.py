@@ -16,6 +16,9 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Tests never touch the developer's OS keyring: keyring's fail backend unless a test sets its own
+# (keyring.set_keyring, e.g. tests/gui/test_keyring_notice.py).
+os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
 
 PG_ADMIN = os.environ.get("IDEMVIEW_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MY_ADMIN = os.environ.get("IDEMVIEW_MYSQL_ADMIN_URL", "mysql+pymysql://root@127.0.0.1:3306/")
@@ -33,6 +36,38 @@ try:
         _hyp_settings.load_profile("ci")
 except ImportError:  # pragma: no cover - hypothesis is a test dependency
     pass
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path_factory, monkeypatch):
+    """Every test runs with its own config and data folders and an in-memory keyring.
+
+    idemview's settings (``IDEMVIEW_CONFIG_DIR``), generated data (``IDEMVIEW_DATA_DIR``) and anything
+    platformdirs would place under the user's home (``XDG_*``) go to a temporary folder; the keyring is a
+    fresh :class:`tests.memkeyring.MemoryKeyring`, also for subprocesses (``PYTHON_KEYRING_BACKEND``), so
+    no test reads or writes the developer's real settings or probes the OS keyring. A test may still
+    point ``IDEMVIEW_CONFIG_DIR`` elsewhere with its own ``monkeypatch.setenv``.
+    """
+    import keyring
+
+    from tests.memkeyring import MemoryKeyring
+
+    home = tmp_path_factory.mktemp("home")
+    for var, sub in (("IDEMVIEW_CONFIG_DIR", "config/idemview"), ("IDEMVIEW_DATA_DIR", "data/idemview"),
+                     ("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache"),
+                     ("XDG_STATE_HOME", "state")):
+        monkeypatch.setenv(var, str(home / sub))
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "tests.memkeyring.MemoryKeyring")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), ROOT) if p))
+    keyring.set_keyring(MemoryKeyring())
+    yield
+
+
+# Set before any test (or import) asks keyring for its default backend, which would probe the OS keyring.
+os.environ["PYTHON_KEYRING_BACKEND"] = "tests.memkeyring.MemoryKeyring"
 
 
 def _unavailable(what: str, err: Exception):

@@ -49,7 +49,8 @@ class Filter:
     - ``key``, ``intent``, ``scope``: case-sensitive substring match on the idempotency key, intent
       reference and scope;
     - ``since`` / ``until``: aware instants (UTC after normalisation) bounding ``created_at``,
-      ``since`` inclusive and ``until`` exclusive.
+      ``since`` inclusive and ``until`` exclusive;
+    - ``unmapped_status``: only records whose raw status no entry of the layout maps (DESIGN §9).
 
     An empty filter matches every operation.
     """
@@ -62,10 +63,11 @@ class Filter:
     scope: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    unmapped_status: bool = False
 
     def is_empty(self) -> bool:
         return not (self.findings or self.statuses or self.kinds or self.key or self.intent
-                    or self.scope or self.since or self.until)
+                    or self.scope or self.since or self.until or self.unmapped_status)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able structured form (for the manifest); instants as ISO-8601 UTC with ``Z``."""
@@ -78,6 +80,7 @@ class Filter:
             "scope": self.scope,
             "since": _iso(self.since) if self.since else None,
             "until": _iso(self.until) if self.until else None,
+            "unmapped_status": self.unmapped_status,
         }
 
     @classmethod
@@ -93,6 +96,7 @@ class Filter:
             kinds=list(d.get("kinds") or []),
             key=d.get("key"), intent=d.get("intent"), scope=d.get("scope"),
             since=t(d.get("since")), until=t(d.get("until")),
+            unmapped_status=bool(d.get("unmapped_status", False)),
         )
 
     def sentence(self, zone_label: str = "UTC") -> str:
@@ -107,6 +111,8 @@ class Filter:
         if self.kinds:
             noun = " or ".join(self.kinds) + " operations"
         parts.append(noun)
+        if self.unmapped_status:
+            parts.append("with a status the layout does not map")
         if self.findings:
             parts.append(" or ".join(_FINDING_WORDS[k] for k in self.findings))
         if self.scope:

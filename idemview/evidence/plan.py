@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import select
 
+from idemview.errors import TargetExists, TargetRefused
 from idemview.ledger.batch import for_batch
 from idemview.ledger.connect import describe
 from idemview.evidence.writer import ColumnSpec, ExportCancelled, ExportResult, write_evidence
@@ -265,21 +266,22 @@ def check_target(out_path: str | Path, ledger: Ledger | None = None, *, overwrit
     """Refuse an export target that would lose something: the ledger file itself (a SQLite ledger is a
     file too), a path that exists and is not a regular file (a device, FIFO, folder), an existing file
     unless ``overwrite``, or a folder that does not exist. Returns the resolved path; raises
-    ``ValueError`` with a one-line reason."""
+    :class:`~idemview.errors.TargetExists` or :class:`~idemview.errors.TargetRefused` (both
+    ``ValueError``) with a one-line reason."""
     out = Path(out_path).expanduser()
     manifest = Path(str(out) + ".manifest.json")
     if not out.parent.is_dir():
-        raise ValueError(f"the folder {out.parent} does not exist")
+        raise TargetRefused(f"the folder {out.parent} does not exist")
     if ledger is not None and ledger.dialect == "sqlite" and ledger.engine.url.database:
         db = Path(ledger.engine.url.database).resolve()
         for p in (out, manifest):
             if p.resolve() == db:
-                raise ValueError(f"{p} is the ledger being read; choose another file")
+                raise TargetRefused(f"{p} is the ledger being read; choose another file")
     for p in (out, manifest):
         if p.is_symlink() or (p.exists() and not p.is_file()):
-            raise ValueError(f"{p} exists and is not a regular file; choose another name")
+            raise TargetRefused(f"{p} exists and is not a regular file; choose another name")
         if p.exists() and not overwrite:
-            raise ValueError(f"{p} already exists (use --force to replace it)")
+            raise TargetExists(f"{p} already exists (use --force to replace it)")
     return out
 
 
@@ -319,4 +321,4 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
         # the second source the findings (and an effects export) were reconciled with
         manifest["effects"] = ledger.effects.describe()
     return write_evidence(out_path, plan.columns, plan.rows, masker=masker, manifest=manifest, excel=excel,
-                          null_literal=null_literal, progress=progress, cancel=cancel)
+                          null_literal=null_literal, progress=progress, cancel=cancel, overwrite=overwrite)

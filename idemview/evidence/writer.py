@@ -10,17 +10,23 @@ literal is chosen. Instants are ISO-8601 with their offset (aware values in UTC)
 written without an offset (none is invented). Integers are written from Python ``int`` / ``Decimal``
 / digit strings, never through ``float``, so a 19-digit BIGINT keeps every digit. Every text cell and
 every header cell starting with ``=``, ``+``, ``-``, ``@``, tab, CR or NUL is prefixed with ``'``
-(OWASP "CSV Injection"); numbers in numeric columns (``-5``) are left as they are.
+(OWASP "CSV Injection"), the NULL literal included, unless the cell is a plain number (sign, digits,
+decimal point, exponent: ``-5``, ``+15``, ``-1250.5``, ``1e-5``), which no spreadsheet runs as a formula;
+``-1+2``, ``+A1``, ``=1`` stay guarded.
 
-The CSV and its manifest are written under temporary names in the destination directory and renamed
-into place (``os.replace``) only when complete; on error or cancellation both temporaries are removed
-and nothing exists under the final names.
+The CSV and its manifest are written under temporary names in the destination directory and moved
+into place only when complete; on error or cancellation both temporaries are removed and nothing exists
+under the final names. The final names are claimed without replacing anything (a hard link, which fails
+if the name exists; where links are not supported, an exclusive create of the name then a rename onto
+it): a file another process created there meanwhile is never replaced, unless ``overwrite`` (the CLI's
+``--force``) says so. Then :class:`FinalNameTaken` names the finished temporary files, which are kept.
 """
 
 from __future__ import annotations
 
 import csv
 import enum
+import errno
 import hashlib
 import io
 import json
@@ -43,6 +49,7 @@ __all__ = [
     "ColumnSpec",
     "ExportCancelled",
     "ExportResult",
+    "FinalNameTaken",
     "VerifyReport",
     "manifest_path_for",
     "verify_evidence",
@@ -59,12 +66,27 @@ _LEDGER_FORBIDDEN = frozenset({
 })
 
 _FORMULA_START = frozenset("=+-@\t\r\0")
-_NUMERIC_RE = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+# A plain number: sign, digits, decimal point, exponent. Spreadsheets read it as a number, never as a
+# formula, so it is written unchanged (OWASP CSV injection concerns text that starts a formula:
+# "-1+2", "+A1", "=1" stay guarded).
+_NUMERIC_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _INT_TEXT_RE = re.compile(r"[+-]?\d+")
 
 
 class ExportCancelled(Exception):
     """The export was cancelled (``cancel()`` returned True); nothing was left under the final name."""
+
+
+class FinalNameTaken(FileExistsError):
+    """The final name (CSV or manifest) appeared while the export ran and was not replaced.
+
+    ``path`` is the name that was taken; ``kept`` the finished temporary files (CSV, then manifest),
+    left in place for the user to move. ``str()`` is one line naming both."""
+
+    def __init__(self, path: str, kept: list[str]):
+        self.path, self.kept = path, list(kept)
+        super().__init__(f"{path} appeared while the export ran and was not replaced; the finished "
+                         f"export is kept as {' and '.join(self.kept)}")
 
 
 @dataclass(frozen=True)
@@ -128,8 +150,12 @@ def manifest_path_for(csv_path: str | os.PathLike[str]) -> str:
 
 
 def guard_formula(s: str) -> str:
-    """OWASP CSV-injection guard: prefix ``'`` to text starting with ``= + - @`` TAB CR or NUL."""
-    return "'" + s if s and s[0] in _FORMULA_START else s
+    """OWASP CSV-injection guard: prefix ``'`` to text starting with ``= + - @`` TAB CR or NUL, unless
+    the whole text is a plain number (``-42``, ``+15``, ``-1250.5``, ``1e-5``, ``-.5``), which no
+    spreadsheet evaluates as a formula. ``-1+2``, ``+A1``, ``=1`` are guarded."""
+    if s and s[0] in _FORMULA_START and _NUMERIC_RE.fullmatch(s) is None:
+        return "'" + s
+    return s
 
 
 def _guard_nonnumeric(s: str) -> str:
@@ -209,6 +235,7 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
     """One closure per column: mask, then format, then guard. Specialised per kind for speed.
     Masking is ``masker.mask_value(v, name)`` (or its precomputed equivalent ``for_column``)."""
     name = col.name
+    null = guard_formula(null)      # a NULL literal such as "=NULL()" is text like any other
     for_column = getattr(masker, "for_column", None)
     mask = for_column(name) if for_column is not None else (lambda v: masker.mask_value(v, name))
     kind = col.kind
@@ -239,7 +266,9 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
                 s = mask(v)
             if type(s) is not str:
                 s = _as_text(s)
-            return "'" + s if s and s[0] in _FORMULA_START else s
+            if s and s[0] in _FORMULA_START and _NUMERIC_RE.fullmatch(s) is None:
+                return "'" + s
+            return s
         return fmt
 
     if kind == "integer":
@@ -413,6 +442,35 @@ def _write_atomic_temp(directory: str, final_name: str, data: bytes) -> str:
     return tmp
 
 
+_NO_LINK_ERRNOS = frozenset(e for e in (getattr(errno, n, None) for n in (
+    "EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS", "EXDEV", "EMLINK", "EACCES")) if e is not None)
+
+
+def _claim(tmp: str, final: str) -> None:
+    """Move ``tmp`` to ``final`` only if ``final`` does not exist; never replaces a file.
+
+    A hard link fails with ``EEXIST`` when the name is taken (atomic, POSIX ``link(2)``); the temp name
+    is then dropped. Where hard links are not supported (some FAT, SMB and FUSE file systems), the name
+    is claimed by an exclusive create (``O_CREAT|O_EXCL``) and the finished file renamed onto that
+    claim. Raises ``FileExistsError`` when the name is taken; ``tmp`` then still exists."""
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        if e.errno not in _NO_LINK_ERRNOS:
+            raise
+        fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)   # FileExistsError if taken
+        os.close(fd)
+        try:
+            os.replace(tmp, final)
+        except BaseException:
+            _unlink_quiet(final)
+            raise
+        return
+    _unlink_quiet(tmp)
+
+
 def _unlink_quiet(p: str | None) -> None:
     if p:
         try:
@@ -436,6 +494,7 @@ def write_evidence(
     progress: Callable[[int], Any] | None = None,
     cancel: Callable[[], bool] | None = None,
     check_every: int = 1000,
+    overwrite: bool = False,
 ) -> ExportResult:
     """Write masked evidence to ``path`` (CSV) and ``path + ".manifest.json"``; see the module doc.
 
@@ -444,7 +503,10 @@ def write_evidence(
     ``layout``: name + hash; ``filter``: structured + sentence; ``now``; ``rows``: what the rows are);
     user names, passwords and URL credentials in ``ledger`` are dropped, and every entry is masked.
     ``progress(rows_written)`` and ``cancel()`` are called every ``check_every`` rows (and at the
-    start/end). Files are created with mode 0600 (``mkstemp``).
+    start/end). Files are created with mode 0600 (``mkstemp``). ``overwrite`` replaces existing files
+    under the final names; otherwise a final name that exists when the export finishes (another process
+    created it meanwhile) is left alone and :class:`FinalNameTaken` is raised, keeping the finished
+    temporary CSV and manifest under the names it gives.
 
     Raises ``ExportCancelled`` when ``cancel()`` returns True, ``ValueError`` for a row of the wrong
     length or a manifest entry that uses a reserved key; any exception from ``rows`` propagates. In
@@ -525,11 +587,32 @@ def write_evidence(
         doc = _build_manifest(manifest, cols, n, masker, counts, base, sha, size, excel, null_literal)
         mtext = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
         mtmp = _write_atomic_temp(directory, os.path.basename(mfinal), mtext.encode("utf-8"))
-        os.replace(tmp, final)
-        tmp = None
-        replaced = True
-        os.replace(mtmp, mfinal)
-        mtmp = None
+        if overwrite:
+            os.replace(tmp, final)
+            tmp = None
+            replaced = True
+            os.replace(mtmp, mfinal)
+            mtmp = None
+        else:
+            try:
+                _claim(tmp, final)
+            except FileExistsError:
+                kept = [tmp, mtmp]
+                tmp = mtmp = None           # finished work is kept, not cleaned up
+                raise FinalNameTaken(final, kept) from None
+            claimed_tmp, tmp = tmp, None
+            replaced = True
+            try:
+                _claim(mtmp, mfinal)
+            except FileExistsError:
+                # Our CSV went in but the manifest's name is taken: give the CSV its temporary name
+                # back (it is ours: we created that name a moment ago) and keep both.
+                os.replace(final, claimed_tmp)
+                replaced = False
+                kept = [claimed_tmp, mtmp]
+                mtmp = None
+                raise FinalNameTaken(mfinal, kept) from None
+            mtmp = None
     except BaseException:
         _unlink_quiet(tmp)
         _unlink_quiet(mtmp)
@@ -569,7 +652,7 @@ def _build_manifest(entries: Mapping[str, Any], cols: list[ColumnSpec], n: int, 
             "quoting": "RFC 4180 (minimal, quotes doubled)",
             "line_terminator": "CRLF",
             "null": null_literal,
-            "formula_guard": "text starting with = + - @ TAB CR NUL is prefixed with '",
+            "formula_guard": "text starting with = + - @ TAB CR NUL is prefixed with ' unless it is a plain number",
         },
     }
 

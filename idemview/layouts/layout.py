@@ -16,14 +16,17 @@ Format (every key not marked required is optional)::
     row_id = "id"                        # row identity: tells literal duplicate rows apart, pages
     key = ["idempotency_key"]            # required, one or more columns
     scope = ["user_id"]                  # zero or more columns ("" scope when none)
-    key_fallback = "id"                  # a record whose (single) key column is NULL is keyed "#<id>"
+    key_fallback = "id"                  # a record whose key columns are all NULL is keyed "#<id>"
+    key_required = ["singleton_on"]      # ... and so is one where any of these key columns is NULL
+                                         # (a key that only holds with them: pg-boss throttle slots)
     optional = ["name", "worker"]        # columns that may be absent (fields using them are dropped)
     kind = "request_path"                # a column, or {value = "literal"}, or {column=..., json_path=...}
 
     [operations.status]                  # either a value map ...
     column = "status"
     map = {succeeded = "completed", running = "in_progress"}
-    default = "unknown"
+    null = "new"                         # the status of a NULL raw value (Airflow: not scheduled yet)
+    default = "unknown"                  # values outside the map (counted as "unmapped" by scan)
     # ... or ordered rules (first match wins) over columns, for ledgers that derive state:
     # rules = [{when = [{column = "finished_at", is_null = false}], status = "completed"}, ...]
     # a predicate may test presence in another table (same schema unless given):
@@ -33,11 +36,15 @@ Format (every key not marked required is optional)::
     [operations.times]                   # each: "column" (encoding datetime) or a table
     created_at = {column = "created_at", encoding = "datetime"}
     # encodings: datetime (aware), naive (zone = "UTC" by default), epoch_s, epoch_ms, iso_text
+    # unless = [pred, ...]: the time is missing on records where any predicate holds (a deadline that
+    # belongs to one state: Airflow's trigger_timeout only bounds a deferred task)
 
     [operations.fields]                  # each: "column" or {column=..., json_path="$.a.b"}
     attempt_count = "attempts"           # or {column = "arguments", json_path = "$.executions"}
     fingerprint = "request_hash"
     intent_ref = {column = "request_params", json_path = "$.order_id"}
+    # unless = [pred, ...]: the value is NULL on records where any predicate holds (intended repeats
+    # such as cron runs carry no intent: {column = "cron_key", is_null = false})
     # a binary reference (River unique_key): {column = "unique_key", encoding = "hex"}
     effect_ref = "charge_id"
     request = {column = "request_params", encoding = "json"}    # json, text, binary, pickle
@@ -88,11 +95,13 @@ import hashlib
 import re
 import tomllib
 from dataclasses import dataclass, field
+from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from idemview.domain.model import Outcome, Status
+from idemview.errors import InvalidLayout, LayoutMismatch
 
 TIME_ENCODINGS = ("datetime", "naive", "epoch_s", "epoch_ms", "iso_text")
 PAYLOAD_ENCODINGS = ("json", "text", "binary", "pickle")
@@ -108,16 +117,31 @@ ATTEMPT_SOURCES = ("table", "json_array", "counter", "none")
 _JSON_PATH = re.compile(r"\$(\.[A-Za-z0-9_\-]+)+")
 
 
-class LayoutError(ValueError):
+class LayoutError(InvalidLayout):
     """A layout that is malformed, or that does not fit the database it is used on.
 
     ``missing`` names what the database lacks (``"table oban_jobs"``, ``"column jobs.state"``) when
-    that is the reason; the CLI then exits with code 4.
+    that is the reason: the error is then a :class:`LayoutMismatchError` (an
+    :class:`idemview.errors.LayoutMismatch`, exit code 4); otherwise an
+    :class:`idemview.errors.InvalidLayout` (exit code 2).
     """
 
-    def __init__(self, message: str, missing: list[str] | None = None):
+    missing: list[str]
+
+    def __new__(cls, message: str = "", missing: list[str] | None = None):
+        # Raise sites say ``LayoutError(msg, missing)``; the type follows from ``missing`` so callers can
+        # catch ``LayoutMismatch`` without every raise site choosing a class.
+        if missing and cls is LayoutError:
+            cls = LayoutMismatchError
+        return super().__new__(cls, message)
+
+    def __init__(self, message: str = "", missing: list[str] | None = None):
         super().__init__(message)
-        self.missing = missing or []
+        self.missing = list(missing or [])
+
+
+class LayoutMismatchError(LayoutError, LayoutMismatch):
+    """A :class:`LayoutError` with ``missing``: the layout does not fit the database (exit code 4)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +152,7 @@ class TimeColumn:
     column: str
     encoding: str = "datetime"
     zone: str = "UTC"
+    unless: tuple["Predicate", ...] = ()  # the time is missing on records where any of these holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +163,7 @@ class ValueSource:
     json_path: str | None = None
     literal: Any = None
     encoding: str | None = None  # payload encoding for request/response/error
+    unless: tuple["Predicate", ...] = ()  # the value is NULL where any of these holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +194,8 @@ class StatusSource:
     """Where the normalized status comes from: a column with a value ``map`` or ordered ``rules``.
 
     ``target`` is the enum the values map into (:class:`Status` for operations, :class:`Outcome` for
-    attempts); unmapped values become ``default``."""
+    attempts); unmapped values become ``default`` (the system's own rule for values outside its list,
+    ``unknown`` when it has none); ``null`` is the status of a NULL raw value (``None``: the default)."""
 
     column: str | None = None
     map: dict[str, str] = field(default_factory=dict)
@@ -176,6 +203,11 @@ class StatusSource:
     default: str = "unknown"
     raw: str | None = None
     literal: str | None = None
+    null: str | None = None
+
+    def maps(self) -> bool:
+        """True when the normalized value comes from a value map over a column (not rules/literal)."""
+        return self.literal is None and not self.rules and bool(self.column)
 
 
 @dataclass(slots=True)
@@ -264,6 +296,7 @@ class Layout:
     text: str = ""
     origin: str = ""
     key_fallback: str | None = None
+    key_required: list[str] = field(default_factory=list)
     effects: EffectsSpec | None = None
 
     @property
@@ -305,13 +338,16 @@ class Layout:
         cols = set(self.key) | set(self.scope)
         if self.key_fallback:
             cols.add(self.key_fallback)
+        cols |= set(self.key_required)
         if self.row_id:
             cols.add(self.row_id)
         if self.kind and self.kind.column:
             cols.add(self.kind.column)
         cols |= _status_columns(self.status)
         cols |= {t.column for t in self.times.values()}
+        cols |= {c for t in self.times.values() for p in t.unless for c in p.columns()}
         cols |= {v.column for v in self.fields.values() if v.column}
+        cols |= {c for v in self.fields.values() for p in v.unless for c in p.columns()}
         if self.attempts.source == "json_array" and self.attempts.column:
             cols.add(self.attempts.column)
         return cols
@@ -327,6 +363,7 @@ class Layout:
         for t in (a.started_at, a.finished_at):
             if t:
                 cols.add(t.column)
+                cols |= {c for p in t.unless for c in p.columns()}
         if a.outcome:
             cols |= _status_columns(a.outcome)
         cols |= {c for p in a.where for c in p.columns()}
@@ -363,7 +400,13 @@ def _time(where: str, name: str, v: Any) -> TimeColumn:
             ZoneInfo(zone)
         except Exception:
             raise _err(where, f"{name}: zone {zone!r} is not an IANA time zone") from None
-        return TimeColumn(v["column"], enc, zone)
+        unless = v.get("unless") or []
+        if not isinstance(unless, list):
+            raise _err(where, f"{name}: unless takes a list of predicates")
+        extra = set(v) - {"column", "encoding", "zone", "unless"}
+        if extra:
+            raise _err(where, f"{name}: unknown entries {', '.join(sorted(extra))}")
+        return TimeColumn(v["column"], enc, zone, tuple(_predicate(where, p) for p in unless))
     raise _err(where, f"{name}: expected a column name or {{column = ..., encoding = ...}}")
 
 
@@ -386,7 +429,14 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
             enc = enc or "text"
             if enc not in PAYLOAD_ENCODINGS:
                 raise _err(where, f"{name}: encoding {enc!r} is not one of {', '.join(PAYLOAD_ENCODINGS)}")
-        return ValueSource(column=v["column"], json_path=jp, encoding=enc)
+        unless = v.get("unless") or []
+        if not isinstance(unless, list) or (unless and payload):
+            raise _err(where, f"{name}: unless takes a list of predicates (references only)")
+        extra = set(v) - {"column", "json_path", "encoding", "unless"}
+        if extra:
+            raise _err(where, f"{name}: unknown entries {', '.join(sorted(extra))}")
+        return ValueSource(column=v["column"], json_path=jp, encoding=enc,
+                           unless=tuple(_predicate(where, p) for p in unless))
     raise _err(where, f"{name}: expected a column name or a table")
 
 
@@ -414,7 +464,7 @@ def _predicate(where: str, d: Any) -> Predicate:
     return Predicate(d["column"], op, val)
 
 
-def _status(where: str, name: str, d: Any, target: type) -> StatusSource:
+def _status(where: str, name: str, d: Any, target: type[Enum]) -> StatusSource:
     allowed = {e.value for e in target}
     if isinstance(d, str):
         if d not in allowed:
@@ -422,7 +472,14 @@ def _status(where: str, name: str, d: Any, target: type) -> StatusSource:
         return StatusSource(literal=d, default=d)
     if not isinstance(d, dict):
         raise _err(where, f"{name}: expected a table")
-    s = StatusSource(column=d.get("column"), raw=d.get("raw"), default=d.get("default", "unknown"))
+    extra = set(d) - {"column", "map", "rules", "default", "raw", "null"}
+    if extra:
+        raise _err(where, f"{name}: unknown entries {', '.join(sorted(extra))} (known: column, map, "
+                          "rules, default, raw, null)")
+    s = StatusSource(column=d.get("column"), raw=d.get("raw"), default=d.get("default", "unknown"),
+                     null=d.get("null"))
+    if s.null is not None and s.null not in allowed:
+        raise _err(where, f"{name}.null: {s.null!r} is not one of {', '.join(sorted(allowed))}")
     for k, v in (d.get("map") or {}).items():
         if v not in allowed:
             raise _err(where, f"{name}.map: {k!r} maps to {v!r}, not one of {', '.join(sorted(allowed))}")
@@ -433,7 +490,7 @@ def _status(where: str, name: str, d: Any, target: type) -> StatusSource:
         st = r.get("status") or r.get("outcome")
         if st not in allowed:
             raise _err(where, f"{name}.rules[{i}]: {st!r} is not one of {', '.join(sorted(allowed))}")
-        s.rules.append(StatusRule(tuple(_predicate(where, p) for p in r.get("when", [])), st))
+        s.rules.append(StatusRule(tuple(_predicate(where, p) for p in r.get("when", [])), cast(str, st)))
     if s.default not in allowed:
         raise _err(where, f"{name}.default: {s.default!r} is not one of {', '.join(sorted(allowed))}")
     if not s.column and not s.rules:
@@ -480,7 +537,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
     if not isinstance(ops, dict) or not isinstance(ops.get("table"), str):
         raise _err(where, "[operations] table is required")
     unknown = set(ops) - {"table", "schema", "row_id", "key", "scope", "kind", "status", "times", "fields",
-                          "optional", "key_fallback"}
+                          "optional", "key_fallback", "key_required"}
     if unknown:
         raise _err(where, f"[operations] has unknown entries: {', '.join(sorted(unknown))}")
     times = {}
@@ -540,10 +597,13 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         optional=_cols(where, "operations.optional", ops.get("optional"), False),
         detect=d.get("detect") or {}, text=text, origin=origin,
         key_fallback=ops.get("key_fallback"),
+        key_required=_cols(where, "operations.key_required", ops.get("key_required"), False),
         effects=_effects(where, d["effects"]) if "effects" in d else None,
     )
-    if lay.key_fallback is not None and (not isinstance(lay.key_fallback, str) or len(lay.key) != 1):
-        raise _err(where, "operations.key_fallback is a column name, for a single-column key")
+    if lay.key_fallback is not None and not isinstance(lay.key_fallback, str):
+        raise _err(where, "operations.key_fallback is a column name")
+    if lay.key_required and (lay.key_fallback is None or not set(lay.key_required) <= set(lay.key)):
+        raise _err(where, "operations.key_required names key columns, and needs key_fallback")
     if lay.retention_seconds is not None and lay.retention_from not in times:
         raise _err(where, f"expiry.retention_from {lay.retention_from!r} is not in [operations.times]")
     return lay
@@ -589,6 +649,66 @@ def _threshold(where: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise _err(where, f"tunables.retry_threshold must be a whole number >= 0, not {v!r}")
     return v
+
+
+# ------------------------------------------------------------------------------ user value maps
+
+def parse_value_map(items: list[str] | dict[str, str] | None, target: type = Status,
+                    what: str = "status") -> dict[str, str]:
+    """``["RAW=STATUS", ...]`` (the CLI's ``--map-status``) or a ``{RAW: STATUS}`` table (a saved
+    connection's ``status_map``) as a dict, checked against ``target`` (:class:`Status` or
+    :class:`Outcome`). Raises :class:`LayoutError` with a one-line message on a malformed entry."""
+    if not items:
+        return {}
+    allowed = {e.value for e in target}
+    pairs = items.items() if isinstance(items, dict) else []
+    if not isinstance(items, dict):
+        out = []
+        for it in items:
+            raw, sep, val = str(it).rpartition("=")
+            if not sep or not raw:
+                raise LayoutError(f"--map-{what} {it!r}: expected RAW={what.upper()}, e.g. RETRIES_EXCEEDED=failed")
+            out.append((raw, val))
+        pairs = out
+    res = {}
+    for raw, val in pairs:
+        val = str(val).strip()
+        if val not in allowed:
+            raise LayoutError(f"{what} map {raw!r} -> {val!r}: not one of {', '.join(sorted(allowed))}")
+        res[str(raw)] = val
+    return res
+
+
+def _merge_map(s: StatusSource, extra: dict[str, str], where: str) -> StatusSource:
+    from dataclasses import replace
+    if not extra:
+        return s
+    if s.maps():
+        return replace(s, map={**s.map, **extra})
+    raw = s.raw or s.column
+    if s.rules and raw:
+        # Derived states: the user's entries go first, as rules over the raw column.
+        rules = [StatusRule((Predicate(raw, "eq", k),), v) for k, v in extra.items()] + list(s.rules)
+        return replace(s, rules=rules)
+    raise LayoutError(f"{where} has no raw value column to map: --map-status/--map-outcome cannot apply")
+
+
+def with_value_maps(layout: Layout, status: dict[str, str] | None = None,
+                    outcome: dict[str, str] | None = None) -> Layout:
+    """A copy of ``layout`` whose status (and attempt outcome) maps also map the user's extra raw
+    values (a connection's ``status_map`` / ``outcome_map``, ``--map-status`` / ``--map-outcome``):
+    values the preset does not know, without editing the preset. The user's entry wins over the
+    preset's for the same raw value. Raises :class:`LayoutError` when the layout has no raw column."""
+    from dataclasses import replace
+    if not status and not outcome:
+        return layout
+    out = replace(layout, status=_merge_map(layout.status, status or {}, f"layout {layout.name!r} status"))
+    if outcome:
+        if layout.attempts.outcome is None or layout.attempts.source != "table":
+            raise LayoutError(f"layout {layout.name!r} reads no raw attempt outcome to map")
+        out.attempts = replace(layout.attempts, outcome=_merge_map(
+            layout.attempts.outcome, outcome, f"layout {layout.name!r} attempt outcome"))
+    return out
 
 
 # ---------------------------------------------------------------------------------------- presets

@@ -8,11 +8,12 @@ No Qt here: everything is plain data and SQLAlchemy, tested without a display.
   values), :func:`sample_values` a few non-NULL values (to guess a time encoding);
 - :func:`guess_time_encoding` and :func:`guess_status` suggest what a person then confirms;
 - the **model** is a plain ``dict`` shaped exactly like the layout TOML (``{"layout": {...},
-  "operations": {...}, "attempts": {...}, "expiry": {...}, "tunables": {...}}``, see
-  :mod:`idemview.layouts.layout`); :func:`model_from_layout` turns a parsed :class:`Layout` (a preset) into one,
-  :func:`layout_text` turns one into TOML text that is proven to parse (it is validated with
-  :func:`parse_layout` before it is returned), and :func:`save_layout` writes it atomically, by default
-  to :func:`layout_path_for` (``config_dir()/layouts/<connection id>.toml``, beside the connection).
+  "operations": {...}, "attempts": {...}, "expiry": {...}, "tunables": {...}}``), and its typed form is a
+  :class:`~idemview.layouts.draft.LayoutDraft`; :func:`model_from_layout` turns a parsed :class:`Layout`
+  (a preset) into one and :func:`layout_text` turns one into TOML text that is proven to parse (both live
+  in :mod:`idemview.layouts.draft` and are re-exported here); :func:`save_layout` writes a model or a
+  draft atomically, by default to :func:`layout_path_for` (``config_dir()/layouts/<connection id>.toml``,
+  beside the connection).
 
 Every name in a model is a table or column name chosen from the reflected schema; nothing here builds
 SQL from text (samples are read with SQLAlchemy Core, identifiers quoted, on a read-only engine).
@@ -20,29 +21,55 @@ SQL from text (samples are read with SQLAlchemy Core, identifiers quoted, on a r
 
 from __future__ import annotations
 
-import copy
-import math
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-import tomli_w
 from sqlalchemy import (
-    JSON, Boolean, Date, DateTime, Float, Integer, LargeBinary, Numeric, String, func, inspect, select,
+    JSON,
+    Boolean,
+    Date,
+    DateTime,
+    Float,
+    Integer,
+    LargeBinary,
+    Numeric,
+    String,
+    func,
+    inspect,
+    select,
 )
-from sqlalchemy import column as sa_column, table as sa_table
+from sqlalchemy import column as sa_column
+from sqlalchemy import table as sa_table
 from sqlalchemy.engine import Engine
 
 from idemview.config import config_dir
-from idemview.layouts.layout import (
-    PAYLOAD_FIELDS, PREDICATE_OPS, AttemptsSpec, Layout, LayoutError, Predicate, StatusSource, TimeColumn, ValueSource,
-    parse_layout,
-)
 from idemview.domain.model import Status
+from idemview.layouts.draft import LayoutDraft, build_layout, layout_text, model_from_layout
+
+__all__ = [
+    "ColumnInfo",
+    "LayoutDraft",
+    "TableInfo",
+    "blank_model",
+    "build_layout",
+    "find_table",
+    "guess_status",
+    "guess_time_encoding",
+    "layout_path_for",
+    "layout_text",
+    "model_from_layout",
+    "reflect_schema",
+    "sample_distinct",
+    "sample_values",
+    "save_layout",
+    "write_atomic",
+]
 
 #: Schemas that hold the engine's own catalog, never a ledger.
 SYSTEM_SCHEMAS = {"information_schema", "pg_catalog", "pg_toast", "mysql", "performance_schema", "sys"}
@@ -55,6 +82,7 @@ _NUMERIC_RE = re.compile(r"^\s*[+-]?\d+(\.\d+)?\s*$")
 
 
 # ------------------------------------------------------------------------------------ reflection
+
 
 @dataclass(frozen=True, slots=True)
 class ColumnInfo:
@@ -120,8 +148,16 @@ def _family(t: Any) -> tuple[str, bool]:
         py = t.python_type
     except (NotImplementedError, AttributeError):
         return "other", False
-    return {str: "text", int: "integer", float: "number", bytes: "binary", datetime: "datetime",
-            date: "date", bool: "boolean", dict: "json"}.get(py, "other"), False
+    return {
+        str: "text",
+        int: "integer",
+        float: "number",
+        bytes: "binary",
+        datetime: "datetime",
+        date: "date",
+        bool: "boolean",
+        dict: "json",
+    }.get(py, "other"), False
 
 
 def _type_text(t: Any) -> str:
@@ -147,8 +183,11 @@ def reflect_schema(engine: Engine) -> list[TableInfo]:
         schemas: list[str | None] = [None]
     else:
         try:
-            schemas = [s for s in insp.get_schema_names() if s.lower() not in SYSTEM_SCHEMAS
-                       and not s.lower().startswith("pg_")]
+            schemas = [
+                s
+                for s in insp.get_schema_names()
+                if s.lower() not in SYSTEM_SCHEMAS and not s.lower().startswith("pg_")
+            ]
         except NotImplementedError:
             schemas = [None]
     out: list[TableInfo] = []
@@ -166,8 +205,7 @@ def reflect_schema(engine: Engine) -> list[TableInfo]:
             infos = []
             for c in cols:
                 fam, tz = _family(c["type"])
-                infos.append(ColumnInfo(c["name"], _type_text(c["type"]), fam,
-                                        bool(c.get("nullable", True)), tz))
+                infos.append(ColumnInfo(c["name"], _type_text(c["type"]), fam, bool(c.get("nullable", True)), tz))
             out.append(TableInfo(sch, name, infos))
     out.sort(key=lambda t: (t.schema or "", t.name))
     return out
@@ -186,14 +224,16 @@ def find_table(tables: Sequence[TableInfo], name: str, schema: str | None = None
 
 # --------------------------------------------------------------------------------------- samples
 
+
 def _lightweight(table: str, column: str, schema: str | None):
     # A lightweight table clause: the names are quoted by SQLAlchemy, no reflection round trip.
     t = sa_table(table, sa_column(column), schema=schema)
     return t, t.c[column]
 
 
-def sample_distinct(engine: Engine, table: str, column: str, schema: str | None = None,
-                    limit: int = 50) -> list[tuple[Any, int]]:
+def sample_distinct(
+    engine: Engine, table: str, column: str, schema: str | None = None, limit: int = 50
+) -> list[tuple[Any, int]]:
     """The ``limit`` most frequent values of ``table.column`` as ``[(value, count), ...]``, most
     frequent first (ties by value text), NULL included as ``None`` when present.
 
@@ -208,8 +248,7 @@ def sample_distinct(engine: Engine, table: str, column: str, schema: str | None 
     return rows
 
 
-def sample_values(engine: Engine, table: str, column: str, schema: str | None = None,
-                  limit: int = 20) -> list[Any]:
+def sample_values(engine: Engine, table: str, column: str, schema: str | None = None, limit: int = 20) -> list[Any]:
     """Up to ``limit`` non-NULL values of ``table.column`` (the first rows the database returns)."""
     _t, c = _lightweight(table, column, schema)
     q = select(c).where(c.is_not(None)).limit(limit)
@@ -219,6 +258,7 @@ def sample_values(engine: Engine, table: str, column: str, schema: str | None = 
 
 # ---------------------------------------------------------------------------------------- guesses
 
+
 def _as_number(v: Any) -> float | None:
     if isinstance(v, bool):
         return None
@@ -226,6 +266,7 @@ def _as_number(v: Any) -> float | None:
         return float(v)
     try:
         from decimal import Decimal
+
         if isinstance(v, Decimal):
             return float(v)
     except ImportError:  # pragma: no cover
@@ -257,7 +298,7 @@ def guess_time_encoding(column: ColumnInfo | None, samples: Iterable[Any] = ()) 
         return "datetime"
     nums = [_as_number(v) for v in vals]
     if all(n is not None for n in nums):
-        mags = [abs(n) for n in nums]
+        mags = [abs(n) for n in nums if n is not None]
         if all(_EPOCH_S[0] <= m < _EPOCH_S[1] for m in mags):
             return "epoch_s"
         if all(_EPOCH_MS[0] <= m < _EPOCH_MS[1] for m in mags):
@@ -271,14 +312,61 @@ def guess_time_encoding(column: ColumnInfo | None, samples: Iterable[Any] = ()) 
 
 
 _STATUS_WORDS = {
-    Status.COMPLETED: ("completed", "complete", "succeeded", "success", "successful", "done", "finished",
-                       "ok", "processed", "delivered", "sent", "committed", "consumed"),
-    Status.FAILED: ("failed", "failure", "fail", "error", "errored", "dead", "discarded", "cancelled",
-                    "canceled", "revoked", "rejected", "aborted", "expired"),
-    Status.IN_PROGRESS: ("in_progress", "inprogress", "running", "started", "processing", "executing",
-                         "active", "locked", "claimed", "retry", "retrying"),
-    Status.NEW: ("new", "pending", "queued", "scheduled", "available", "created", "received", "waiting",
-                 "enqueued", "ready"),
+    Status.COMPLETED: (
+        "completed",
+        "complete",
+        "succeeded",
+        "success",
+        "successful",
+        "done",
+        "finished",
+        "ok",
+        "processed",
+        "delivered",
+        "sent",
+        "committed",
+        "consumed",
+    ),
+    Status.FAILED: (
+        "failed",
+        "failure",
+        "fail",
+        "error",
+        "errored",
+        "dead",
+        "discarded",
+        "cancelled",
+        "canceled",
+        "revoked",
+        "rejected",
+        "aborted",
+        "expired",
+    ),
+    Status.IN_PROGRESS: (
+        "in_progress",
+        "inprogress",
+        "running",
+        "started",
+        "processing",
+        "executing",
+        "active",
+        "locked",
+        "claimed",
+        "retry",
+        "retrying",
+    ),
+    Status.NEW: (
+        "new",
+        "pending",
+        "queued",
+        "scheduled",
+        "available",
+        "created",
+        "received",
+        "waiting",
+        "enqueued",
+        "ready",
+    ),
 }
 
 
@@ -297,6 +385,7 @@ def guess_status(raw: Any) -> str:
 
 # ------------------------------------------------------------------------------------------ model
 
+
 def blank_model(name: str = "custom", table: str = "", schema: str | None = None) -> dict:
     """A minimal model to start from scratch: a name, the operations table, no mapping yet (it does
     not validate until a key column is chosen)."""
@@ -304,171 +393,6 @@ def blank_model(name: str = "custom", table: str = "", schema: str | None = None
     if schema:
         ops["schema"] = schema
     return {"layout": {"name": name}, "operations": ops, "attempts": {"source": "none"}}
-
-
-def _num_out(x: float | None) -> int | float | None:
-    """Seconds as an int when whole (``259200`` reads better than ``259200.0`` in TOML)."""
-    if x is None:
-        return None
-    return int(x) if float(x).is_integer() else float(x)
-
-
-def _time_out(tc: TimeColumn) -> dict:
-    d: dict[str, Any] = {"column": tc.column, "encoding": tc.encoding}
-    if tc.encoding == "naive" or tc.zone != "UTC":
-        d["zone"] = tc.zone
-    return d
-
-
-def _value_out(vs: ValueSource, payload: bool = False) -> Any:
-    if vs.literal is not None:
-        return {"value": vs.literal}
-    if not payload and not vs.json_path and not vs.encoding:
-        return vs.column
-    d: dict[str, Any] = {"column": vs.column}
-    if vs.json_path:
-        d["json_path"] = vs.json_path
-    if vs.encoding:
-        d["encoding"] = vs.encoding
-    return d
-
-
-def _pred_out(p: Predicate) -> dict:
-    if p.op == "any":
-        return {"any": [_pred_out(q) for q in p.value]}
-    v = p.value
-    return {"column": p.column, p.op: copy.deepcopy(v) if isinstance(v, (list, dict)) else v}
-
-
-def _status_out(s: StatusSource) -> Any:
-    if s.literal is not None and not s.column and not s.rules:
-        return s.literal
-    d: dict[str, Any] = {}
-    if s.column:
-        d["column"] = s.column
-    if s.map:
-        d["map"] = dict(s.map)
-    if s.rules:
-        d["rules"] = [{"when": [_pred_out(p) for p in r.when], "status": r.status} for r in s.rules]
-    if s.raw:
-        d["raw"] = s.raw
-    d["default"] = s.default
-    return d
-
-
-def _attempts_out(a: AttemptsSpec) -> dict:
-    d: dict[str, Any] = {"source": a.source}
-    if a.source == "table":
-        d.update(table=a.table, schema=a.schema, join=dict(a.join), number=a.number,
-                 error=a.error, effect_ref=a.effect_ref, worker=a.worker, fingerprint=a.fingerprint)
-        if a.outcome is not None:
-            d["outcome"] = _status_out(a.outcome)
-        for k in ("started_at", "finished_at"):
-            tc = getattr(a, k)
-            if tc is not None:
-                d[k] = _time_out(tc)
-        if a.where:
-            d["where"] = [_pred_out(p) for p in a.where]
-    elif a.source == "json_array":
-        d["column"] = a.column
-        if a.element:
-            d["element"] = dict(a.element)
-        if a.outcome is not None:
-            d["outcome"] = _status_out(a.outcome)
-        d["element_time_encoding"] = a.element_time_encoding
-    return d
-
-
-def model_from_layout(layout: Layout) -> dict:
-    """The editable model (a TOML-shaped dict) of a parsed layout, e.g. a preset to start from.
-
-    Everything the layout says is kept, including what the GUI shows but does not edit (status rules,
-    JSON paths, attempt ``where`` predicates, ``detect`` hints), so ``parse_layout(layout_text(
-    model_from_layout(x)))`` describes the same mapping as ``x``. The result is a fresh copy: edit
-    freely."""
-    ops: dict[str, Any] = {
-        "table": layout.table, "schema": layout.schema, "row_id": layout.row_id,
-        "key": list(layout.key), "scope": list(layout.scope), "key_fallback": layout.key_fallback,
-        "optional": list(layout.optional),
-    }
-    if layout.kind is not None:
-        ops["kind"] = _value_out(layout.kind)
-    ops["status"] = _status_out(layout.status)
-    ops["times"] = {k: _time_out(tc) for k, tc in layout.times.items()}
-    ops["fields"] = {k: _value_out(v, payload=k in PAYLOAD_FIELDS) for k, v in layout.fields.items()}
-    exp: dict[str, Any] = {
-        "retention_seconds": _num_out(layout.retention_seconds),
-        "lock_timeout_seconds": _num_out(layout.lock_timeout_seconds),
-        "dedup_window_seconds": _num_out(layout.dedup_window_seconds),
-    }
-    if layout.retention_seconds is not None or layout.retention_from != "created_at":
-        exp["retention_from"] = layout.retention_from
-    model = {
-        "layout": {"name": layout.name, "title": layout.title, "description": layout.description,
-                   "source": layout.source},
-        "operations": ops,
-        "attempts": _attempts_out(layout.attempts),
-        "expiry": exp,
-        "tunables": {"retry_threshold": layout.retry_threshold},
-    }
-    if layout.detect:
-        model["detect"] = copy.deepcopy(layout.detect)
-    return model
-
-
-# Empty lists that mean "nothing" and may be left out; elsewhere (a rule's ``when = []``, the catch-all
-# rule) an empty list is meaningful and kept.
-_DROPPABLE_EMPTY_LISTS = {"key", "scope", "optional", "where"}
-
-
-def _clean(v: Any, key: str | None = None) -> Any:
-    """A copy without ``None``/``""`` entries and empty tables (TOML has no null), floats that are whole
-    seconds written as ints, and tuples as lists. Returns ``None`` when nothing is left."""
-    if isinstance(v, dict):
-        out = {}
-        for k, x in v.items():
-            c = _clean(x, str(k))
-            if c is None:
-                continue
-            if isinstance(c, list) and not c and str(k) in _DROPPABLE_EMPTY_LISTS:
-                continue
-            out[str(k)] = c
-        return out or None
-    if isinstance(v, (list, tuple)):
-        return [c for c in (_clean(x) for x in v) if c is not None]
-    # "" is "not chosen" for a name (a column, a schema); a predicate may compare with "" on purpose.
-    if v is None or (isinstance(v, str) and v == "" and key is not None and key not in PREDICATE_OPS):
-        return None
-    if isinstance(v, float) and math.isfinite(v) and v.is_integer() and key in (
-            "retention_seconds", "lock_timeout_seconds", "dedup_window_seconds"):
-        return int(v)
-    return v
-
-
-_SECTION_ORDER = ("layout", "operations", "attempts", "expiry", "tunables", "detect")
-
-
-def layout_text(model: dict, origin: str = "<editor>") -> str:
-    """TOML text of ``model`` that is proven to parse: it is written with ``tomli_w`` and validated with
-    :func:`parse_layout` before being returned.
-
-    ``None`` and empty-string entries are left out (TOML has no null). Raises :class:`LayoutError` with
-    parse_layout's message when the model is not a valid layout (e.g. no key column chosen yet), or
-    when a value cannot be written as TOML."""
-    cleaned = _clean(model) or {}
-    ordered = {k: cleaned[k] for k in _SECTION_ORDER if k in cleaned}
-    ordered.update({k: v for k, v in cleaned.items() if k not in ordered})
-    try:
-        text = tomli_w.dumps(ordered)
-    except (TypeError, ValueError) as e:
-        raise LayoutError(f"layout {origin}: cannot be written as TOML: {e}") from None
-    parse_layout(text, origin=origin)
-    return text
-
-
-def build_layout(model: dict, origin: str = "<editor>") -> Layout:
-    """The parsed :class:`Layout` of ``model`` (via :func:`layout_text`). Raises :class:`LayoutError`."""
-    return parse_layout(layout_text(model, origin), origin=origin)
 
 
 # ------------------------------------------------------------------------------------------ saving
@@ -505,7 +429,7 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def save_layout(model: dict, *, connection_id: str | None = None, path: str | Path | None = None) -> Path:
+def save_layout(model: dict | LayoutDraft, *, connection_id: str | None = None, path: str | Path | None = None) -> Path:
     """Validate ``model`` and write its TOML atomically; returns the path written.
 
     The target is ``path`` when given, else :func:`layout_path_for` ``(connection_id)``; the file then
@@ -518,6 +442,8 @@ def save_layout(model: dict, *, connection_id: str | None = None, path: str | Pa
         target = layout_path_for(connection_id)
     else:
         target = Path(path)
+    if isinstance(model, LayoutDraft):
+        model = model.to_model()
     text = layout_text(model, origin=str(target))
     write_atomic(target, text)
     return target

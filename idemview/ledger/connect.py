@@ -23,6 +23,8 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
+from idemview.errors import CannotConnect
+
 DEFAULT_STATEMENT_TIMEOUT_S = 60.0
 SQLITE_CACHE_KB = 262144            # 256 MiB page cache per connection (pages are read on demand)
 SQLITE_MMAP_BYTES = 1 << 30         # map up to 1 GiB of the file (address space, not memory)
@@ -40,26 +42,71 @@ def statement_timed_out() -> bool:
     return v
 
 
-class ConnectError(RuntimeError):
-    """The ledger cannot be reached or opened; the message is safe to show (no password)."""
+class ConnectError(CannotConnect):
+    """The ledger cannot be reached or opened; the message is safe to show (no password). An
+    :class:`idemview.errors.CannotConnect` (exit code 3)."""
 
 
 def redact(text_: str) -> str:
-    """Remove passwords from URLs and DSN fragments in an error message."""
-    text_ = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text_)
-    return re.sub(r"(password\s*[=:]\s*)\S+", r"\1***", text_, flags=re.I)
+    """A message made safe to show: every secret this process knows, anything shaped like
+    ``user:password@host`` (URL or not), ``password=...`` pairs, and every value the masker detects
+    (e-mail, card, API key...; a driver's error can quote ledger data) are masked
+    (:func:`idemview.masking.masker.mask_message`, DESIGN §6)."""
+    # Imported here: the masker sits above the ledger layer; messages are the one place it reaches down.
+    from idemview.masking.masker import mask_message
+    text_ = re.sub(r"(password\s*[=:]\s*)(?!\[)\S+", r"\1***", str(text_), flags=re.I)
+    return mask_message(text_)
+
+
+_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]{1,30}):/")
+
+
+def looks_like_url(text_: str) -> bool:
+    """True for ``scheme:/...`` (one slash or more, scheme of 2+ letters: ``C:/`` is a drive)."""
+    return _SCHEME_RE.match(text_) is not None
+
+
+def split_url(url: str) -> URL:
+    """Parse a SQLAlchemy URL string with :func:`sqlalchemy.engine.make_url`, except that the user info
+    ends at the LAST ``@`` before the host: ``postgresql://ops:ab@PW@cd@db/x`` is user ``ops``, password
+    ``ab@PW@cd``, host ``db``. (SQLAlchemy 2.0's ``make_url`` splits at the first ``@`` and makes
+    ``PW@cd@db`` the host; a password fragment would then show up as a host name, in messages and in
+    saved connections — issue #9.) Raises ``ArgumentError`` or ``ValueError`` like ``make_url``."""
+    from urllib.parse import quote, unquote
+    if "://" not in url or url.split("://", 1)[1].count("@") < 2:
+        return make_url(url)
+    # Two '@' or more: the last one ends the user info. (An '@' in a query value then makes the URL
+    # fail to connect with its host inside the masked password: a clear error, never a leak.)
+    scheme, rest = url.split("://", 1)
+    at = rest.rfind("@")
+    userinfo, hostpart = rest[:at], rest[at + 1:]
+    user, sep, pw = userinfo.partition(":")
+    # Percent-encode the user info as typed, then let make_url decode it: '@', '/', '?', '#' in a
+    # password are data, not delimiters.
+    fixed = (f"{scheme}://{quote(unquote(user), safe='')}"
+             + (f":{quote(unquote(pw), safe='')}" if sep else "") + f"@{hostpart}")
+    return make_url(fixed)
 
 
 def parse_url(url: str) -> URL:
     """Parse a SQLAlchemy URL; a bare path to an existing file is taken as a SQLite ledger.
 
+    The user info ends at the last ``@`` (:func:`split_url`). A string shaped like a URL with one
+    slash (``postgresql:/ops@db/x``) is a malformed URL, not a SQLite file name.
     Raises :class:`ConnectError` on a malformed URL (message without the password)."""
+    from idemview.masking.masker import register_secret, url_password_candidates
+    for pw in url_password_candidates(url):     # no message of this process will show it
+        register_secret(pw)
     if "://" not in url:
         p = Path(url)
+        m = _SCHEME_RE.match(url)
+        if m and not p.exists():
+            raise ConnectError(f"not a database URL: {redact(url)!r} (a URL needs two slashes: "
+                               f"{m.group(1)}://...)")
         if p.exists() or url.endswith((".db", ".sqlite", ".sqlite3")):
             return URL.create("sqlite", database=str(p))
     try:
-        u = make_url(url)
+        u = split_url(url)
         u.port  # noqa: B018 - a non-numeric port raises here, not later
         return u
     except (ArgumentError, ValueError):
@@ -114,6 +161,8 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
     u = parse_url(url) if isinstance(url, str) else url
     if password is not None:
         u = u.set(password=password)
+    from idemview.masking.masker import register_secret
+    register_secret(u.password)
     backend = u.get_backend_name()
     timeout_ms = int(statement_timeout_s * 1000)
     kw: dict = {"pool_pre_ping": True}
@@ -124,7 +173,7 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
                 raise ConnectError("a SQLite ledger must be a file (read-only :memory: has nothing to read)")
             path = Path(db)
             if not path.exists():
-                raise ConnectError(f"no SQLite file at {db}")
+                raise ConnectError(f"no SQLite file at {redact(db)}")
             # Percent-encode the path: '#', '?' and '%' in a file name would otherwise cut the URI (and
             # silently drop mode=ro, or open another file).
             uri = f"file:{quote(path.resolve().as_posix())}?mode=ro"
@@ -213,7 +262,7 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
         except (DBAPIError, SQLAlchemyError, OSError) as e:
             engine.dispose()
             if backend == "sqlite" and "not a database" in str(e):
-                raise ConnectError(f"{u.database} is not a SQLite database") from None
+                raise ConnectError(f"{redact(u.database)} is not a SQLite database") from None
             raise ConnectError(f"cannot connect to {safe_url(u)}: {short_error(e)}") from None
     return engine
 
@@ -280,10 +329,10 @@ def safe_url(u: URL | str) -> str:
     """The URL for messages and manifests: no user name, no password."""
     if isinstance(u, str):
         try:
-            u = make_url(u)
-        except ArgumentError:
+            u = split_url(u)
+        except (ArgumentError, ValueError):
             return redact(u)
-    return u._replace(username=None, password=None).render_as_string(hide_password=True)
+    return redact(u._replace(username=None, password=None).render_as_string(hide_password=True))
 
 
 def short_error(e: BaseException) -> str:

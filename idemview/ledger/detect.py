@@ -122,3 +122,34 @@ def detect(engine: Engine, presets: list[Layout] | None = None) -> list[Match]:
         matches.append(Match(fitted, conf, reason, got, missing, exact))
     matches.sort(key=lambda m: (-(m.confidence >= 0.999), -m.confidence, -m.matched, -m.exact, m.layout.name))
     return matches
+
+
+def locate(engine: Engine, layout: Layout, schema: str | None = None) -> Layout:
+    """``layout`` with the schema and real table names where this database keeps its tables.
+
+    A preset's schema is a default, not a requirement (DESIGN §9): with ``schema`` given (``--schema``,
+    a connection's setting) the tables are read there; otherwise, when the layout's own schema does not
+    hold its operations table (DBOS on SQLite has no schemas; pg-boss installed in another schema), the
+    table is found the way :func:`detect` finds it (any schema, case-insensitively, a prefixed name).
+    Returns the layout unchanged when nothing better is found (opening it then says what is missing)."""
+    if schema:
+        return replace(layout, schema=schema)   # an attempts table without its own schema follows
+    try:
+        cat = _catalog(engine)
+    except Exception:  # reflection refused: let opening the ledger report it
+        return layout
+    if layout.schema is not None and any(s is not None and s.lower() == layout.schema.lower()
+                                         and t.lower() == layout.table.lower() for (s, t) in cat):
+        return layout
+    if layout.schema is None and any(s is None and t.lower() == layout.table.lower()
+                                     for (s, t) in cat):
+        return layout
+    found = _find_table(cat, layout.schema, layout.table) or _find_table(cat, None, layout.table)
+    if not found:
+        return layout
+    fitted = replace(layout, schema=found[0], table=found[1])
+    if layout.attempts.source == "table" and layout.attempts.table:
+        att_found = _find_table(cat, found[0], layout.attempts.table)
+        if att_found:
+            fitted.attempts = replace(layout.attempts, table=att_found[1], schema=att_found[0])
+    return fitted

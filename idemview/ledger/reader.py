@@ -20,6 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import column as sa_column, table as sa_table
 from sqlalchemy.sql import sqltypes
+from sqlalchemy.sql.elements import Null
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, NoSuchTableError
 from sqlalchemy.sql.expression import ColumnElement, Select
@@ -37,6 +38,10 @@ SORTABLE = ("created_at", "key", "scope", "kind", "status", "expires_at", "attem
 
 
 def _is_text(col) -> bool:
+    if isinstance(col.type, sqltypes.Enum):
+        # A PostgreSQL enum rejects a value outside its labels (a legacy spelling such as pg-boss's
+        # 'expired', a value the user maps): compare it as text.
+        return False
     try:
         return isinstance(col.type, String) or col.type.python_type is str
     except NotImplementedError:
@@ -300,7 +305,7 @@ class Ledger:
         if p.op == "le":
             return c <= v
         if p.op == "like":
-            return c.like(v)
+            return self._text(c).like(v)   # a JSON column (Oban meta) is matched as its text
         if p.op == "in_table":
             # Presence in another table: c IN (SELECT column FROM table); names quoted by SQLAlchemy.
             other = sa_table(v["table"], sa_column(v["column"]), schema=v.get("schema", t.schema))
@@ -320,12 +325,11 @@ class Ledger:
             return norm, raw
         col = t.c[s.column]
         raw = self._text(col)
-        if s.map:
-            # Normalized values are fixed enum words: inlined (not user data); raw values are bound.
-            norm = case(*[(raw == k, literal_column(f"'{v}'")) for k, v in s.map.items()],
-                        else_=literal_column(f"'{s.default}'"))
-        else:
-            norm = literal_column(f"'{s.default}'")
+        whens = [(raw.is_(None), literal_column(f"'{s.null}'"))] if s.null is not None else []
+        # Normalized values are fixed enum words: inlined (not user data); raw values are bound.
+        whens += [(raw == k, literal_column(f"'{v}'")) for k, v in s.map.items()]
+        norm = case(*whens, else_=literal_column(f"'{s.default}'")) if whens \
+            else literal_column(f"'{s.default}'")
         return norm, raw
 
     def status_in(self, statuses: Sequence[str], sub=None) -> ColumnElement:
@@ -341,10 +345,18 @@ class Ledger:
         keys = list(s.map or {})
         hit = [k for k in keys if s.map[k] in wanted]
         conds = [raw.in_(hit)] if hit else []
-        if s.default in wanted:
+        if (s.null if s.null is not None else s.default) in wanted:
             conds.append(raw.is_(None))
-            conds.append(raw.not_in(keys) if keys else true())
+        if s.default in wanted:
+            conds.append(raw.not_in(keys) if keys else raw.is_not(None))
         return or_(*conds) if conds else false()
+
+    def _guarded(self, t: Table, expr, unless) -> ColumnElement:
+        """``expr``, or NULL on records where one of the ``unless`` predicates holds (a value or a time
+        that belongs to some records only: a cron run's intent, a deferred task's deadline)."""
+        if not unless:
+            return expr
+        return case((or_(*[self._pred(t, p) for p in unless]), null()), else_=expr)
 
     def _value_expr(self, t: Table, vs) -> ColumnElement:
         if vs is None:
@@ -353,26 +365,36 @@ class Ledger:
             return literal(str(vs.literal), String())
         col = t.c[vs.column]
         if vs.encoding == "hex":
-            return hex_text(col)
-        if vs.json_path:
-            return self._exact(json_text(col, vs.json_path))
-        return self._exact(self._text(col))
+            out = hex_text(col)
+        elif vs.json_path:
+            out = self._exact(json_text(col, vs.json_path))
+        else:
+            out = self._exact(self._text(col))
+        # e.g. a cron run carries no intent: intended repeats are never a duplicate intent
+        return self._guarded(t, out, vs.unless)
 
     def _build(self):
         lay, t = self.layout, self.ops
         self.key_expr = self._joined([t.c[c] for c in lay.key])
         if lay.key_fallback:
-            # A record without a key is its own operation, keyed "#<row id>".
+            # A record without a key is its own operation, keyed "#<row id>": one whose key columns
+            # are all NULL, or one lacking a column the key only holds with (key_required: pg-boss's
+            # unique index on (name, singleton_on, singleton_key) exists only where singleton_on is set).
             fb = self._text(t.c[lay.key_fallback])
             fb = (func.concat(literal_column("'#'"), fb) if self.dialect == "mysql"
                   else literal_column("'#'").op("||")(fb))
-            self.key_expr = func.coalesce(self.key_expr, fb)
+            if len(lay.key) == 1 and not lay.key_required:
+                self.key_expr = func.coalesce(self.key_expr, fb)
+            else:
+                no_key = or_(and_(*[t.c[c].is_(None) for c in lay.key]),
+                             *[t.c[c].is_(None) for c in lay.key_required])
+                self.key_expr = case((no_key, fb), else_=self.key_expr)
         self.scope_expr = self._joined([t.c[c] for c in lay.scope])
         self.kind_expr = self._value_expr(t, lay.kind) if lay.kind else null()
         self.status_expr, self.raw_status_expr = self._status_expr(t, lay.status)
         self.rid = t.c[lay.row_id] if lay.row_id else None
         self.time_cols: dict[str, tuple[ColumnElement, TimeColumn]] = {
-            k: (t.c[tc.column], tc) for k, tc in lay.times.items()}
+            k: (self._guarded(t, t.c[tc.column], tc.unless), tc) for k, tc in lay.times.items()}
         self.epoch: dict[str, ColumnElement] = {
             k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.time_cols.items()}
         mode = lay.expiry_mode()
@@ -406,7 +428,7 @@ class Ledger:
         for k in ("started_at", "finished_at"):
             tc = getattr(a, k)
             if tc:
-                self.att_time[k] = (t.c[tc.column], tc)
+                self.att_time[k] = (self._guarded(t, t.c[tc.column], tc.unless), tc)
         self.att_epoch = {k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.att_time.items()}
         self.att_effect = self._exact(self._text(t.c[a.effect_ref])) if a.effect_ref else null()
         self.att_fingerprint = self._exact(self._text(t.c[a.fingerprint])) if a.fingerprint else null()
@@ -481,6 +503,8 @@ class Ledger:
                 parts.append(time_after(c, tc, flt.since, self.dialect, inclusive=True))
             if flt.until:
                 parts.append(time_before(c, tc, flt.until, self.dialect, inclusive=False))
+        if getattr(flt, "unmapped_status", False):
+            parts.append(self.unmapped_status_clause())
         if flt.findings:
             from idemview.findings.engine import FindingEngine
             now = now or datetime.now(UTC)
@@ -510,6 +534,42 @@ class Ledger:
             cache.clear()
             cache[ck] = {(f.scope, f.key) for f in fs if f.kind.value != "orphan_effect"}
         return cache[ck]
+
+    def unmapped_status_clause(self) -> ColumnElement:
+        """Records whose raw status no entry of the layout maps (DESIGN §9 "unmapped"): for a value map,
+        a raw value outside the map (NULL too, unless the layout maps NULL); for rules, a record that
+        no rule matched and that fell to an ``unknown`` default. A literal status maps everything."""
+        cond = _unmapped(self.layout.status, self.raw_status_expr, self.status_expr)
+        return cond if cond is not None else false()
+
+    def unmapped_counts(self) -> dict[str, dict[str, int]]:
+        """``{"status": {RAW: N}, "outcome": {RAW: N}}``: how many operation records / attempts carry
+        each raw value no entry of the layout maps, grouped in the database (DESIGN §9; empty dicts
+        when none). A NULL raw value is counted under ``"(null)"``. Attempts from a JSON array or a
+        counter have no raw outcome to map."""
+        out: dict[str, dict[str, int]] = {"status": {}, "outcome": {}}
+
+        def grouped(c, what, raw, cond, table, *where):
+            if isinstance(raw, Null):   # rules without a raw column: one count, nothing to group by
+                q = select(null().label("raw"), func.count().label("n")).select_from(table).where(cond, *where)
+            else:
+                q = (select(raw.label("raw"), func.count().label("n")).select_from(table)
+                     .where(cond, *where).group_by(raw))
+            for r in c.execute(q):
+                if int(r.n):
+                    k = _raw_key(r.raw)
+                    out[what][k] = out[what].get(k, 0) + int(r.n)
+
+        with self.engine.connect() as c:
+            cond = _unmapped(self.layout.status, self.raw_status_expr, self.status_expr)
+            if cond is not None:
+                grouped(c, "status", self.raw_status_expr, cond, self.ops)
+            a = self.layout.attempts
+            if self.att is not None and a.outcome is not None:
+                cond = _unmapped(a.outcome, self.att_raw_outcome, self.att_outcome)
+                if cond is not None:
+                    grouped(c, "outcome", self.att_raw_outcome, cond, self.att, self.att_where)
+        return out
 
     def ops_ref_in(self, keys: Select) -> ColumnElement:
         """Operations whose (scope, key) is in a select of ``scope, key`` rows."""
@@ -711,6 +771,30 @@ class Ledger:
         q = select(c_, func.count()).group_by(c_).order_by(func.count().desc()).limit(limit)
         with self.engine.connect() as c:
             return [(r[0], int(r[1])) for r in c.execute(q)]
+
+
+def _unmapped(s: StatusSource, raw, norm) -> ColumnElement | None:
+    """The records a status source does not map (see :meth:`Ledger.unmapped_status_clause`), or
+    ``None`` when it maps every record (a literal status). A value outside a map is unmapped even when
+    the layout's ``default`` (the system's own rule for values outside its list, e.g. Celery's "a state
+    not ready is unfinished") gives it a status: the person should still see it."""
+    if s.literal is not None:
+        return None
+    if s.maps():
+        keys = list(s.map)
+        outside = raw.not_in(keys) if keys else raw.is_not(None)
+        return outside if s.null is not None else or_(outside, raw.is_(None))
+    if s.default != "unknown":
+        return None   # rules whose catch-all is a real status map every record
+    return norm == literal_column("'unknown'")
+
+
+def _raw_key(v: Any) -> str:
+    if v is None:
+        return "(null)"
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).decode("utf-8", "replace")
+    return str(v)
 
 
 def _short_text(v: Any, limit: int = 2000) -> str | None:

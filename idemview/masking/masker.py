@@ -54,6 +54,11 @@ __all__ = [
     "Masker",
     "MaskingLogFilter",
     "PatternRule",
+    "install_log_masking",
+    "mask_message",
+    "mask_userinfo",
+    "register_secret",
+    "url_password_candidates",
     "TAG_RE",
     "luhn_valid",
     "iban_valid",
@@ -750,6 +755,18 @@ class Masker:
         """
         return self._mask_text(text, self._counts if count else {})
 
+    def mask_message(self, text: str) -> str:
+        """Mask a message (an error, a banner, a log line) before anyone sees it: secrets this process
+        knows (:func:`register_secret`) are replaced first, then anything shaped like
+        ``user:password@host`` (:func:`mask_userinfo`, URL or not), then every detector of
+        :meth:`mask_text` (e-mail, card, API key...). Counts are left alone. DESIGN §6: error messages
+        and logs are masked like any other value."""
+        if not isinstance(text, str):
+            text = str(text)
+        text = _scrub_known(self, text)
+        text = mask_userinfo(text, lambda pw: self._tag("password", pw))
+        return self._mask_text(text, {})
+
     def mask_value(self, value: Any, column: str | None = None, *, count: bool = True) -> Any:
         """Mask one cell. ``column`` is its column or field name, if known.
 
@@ -1367,7 +1384,9 @@ class MaskingLogFilter(logging.Filter):
         self.masker = masker if masker is not None else Masker()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        mask = self.masker.mask_text
+        if getattr(record, "_idemview_masked", False):
+            return True
+        mask = self.masker.mask_message
         try:
             msg = record.getMessage()
         except Exception:          # bad format args: mask what we have rather than drop the record
@@ -1380,4 +1399,149 @@ class MaskingLogFilter(logging.Filter):
             record.exc_text = mask(record.exc_text)
         if record.stack_info:
             record.stack_info = mask(record.stack_info)
+        record._idemview_masked = True
         return True
+
+
+# --------------------------------------------------------------------------------------------------
+# Messages: errors, GUI banners, log records (DESIGN §6 "logs and error messages")
+
+# ``user:password@host`` wherever it appears, URL or not (a URL typed with one slash, a DSN without a
+# scheme, a fragment in a driver's error). The password runs to the LAST ``@`` of the token, as libpq
+# reads user info, so ``ops:ab@PW@cd@127.0.0.1`` masks ``ab@PW@cd`` whole. Two forms: with a scheme
+# (``pg:/u:p@h``, ``pg://u:p@h``) the password may be anything but whitespace; without one, a password
+# starting ``//`` is not taken (``postgresql://ops@host`` has no password, only a scheme colon).
+# Bounded repeats keep a long token (a log line with a blob) linear, not quadratic.
+_USERINFO_MSG_RE = re.compile(
+    r"(?<![^\s\"'`<>(\[{=,;|])"
+    r"(?:(?P<pre1>[A-Za-z][A-Za-z0-9+.\-]{0,30}:/{1,3}[^\s:/@\"'<>\[\]]{0,256}):(?P<pw1>\S{1,1024})@"
+    r"|(?P<pre2>[^\s:/@\"'<>\[\]]{0,256}):(?P<pw2>(?!//)\S{1,1024})@)")
+
+#: Secrets shorter than this are not scrubbed as literal strings (a 3-letter password would eat
+#: ordinary words); shape detection still applies to them.
+MIN_KNOWN_SECRET_LEN = 5
+_KNOWN_SECRETS: dict[str, None] = {}          # insertion-ordered set, bounded
+_KNOWN_MAX = 512
+_MESSAGE_MASKER: Masker | None = None
+
+
+def mask_userinfo(text: str, tag: Callable[[str], str] | None = None) -> str:
+    """Replace the password of every ``user:password@host`` shape in ``text`` by ``tag(password)``
+    (default: ``[password]``), whether or not the text parses as a URL. Tags already there are kept
+    (idempotent). Used by every message path through :meth:`Masker.mask_message`."""
+    if _USERINFO_QUICK_RE.search(text) is None:     # C-speed: no "x:...@" in any token, nothing to do
+        return text
+    tag = tag or (lambda _pw: "[password]")
+
+    def repl(m: re.Match[str]) -> str:
+        which = "1" if m.group("pw1") is not None else "2"
+        pw = m.group("pw" + which)
+        s = m.start("pw" + which)
+        if _at_tag(m.string, s) or pw == "[password]":
+            return m.group()
+        return m.group("pre" + which) + ":" + tag(pw) + "@"
+
+    def token(m: re.Match[str]) -> str:
+        t = m.group()
+        c = t.find(":")
+        a = t.rfind("@")
+        if c < 0 or a < c:                      # most tokens: no "x:y@" possible, no regex run
+            return t
+        if len(t) > 2048:                       # a blob: mask from the first ':' to the last '@', in O(n)
+            return t[:c + 1] + tag(t[c + 1:a]) + t[a:]
+        return _USERINFO_MSG_RE.sub(repl, t)
+    return _TOKEN_RE.sub(token, text)
+
+
+_TOKEN_RE = re.compile(r"\S+")
+_USERINFO_QUICK_RE = re.compile(r":\S*@")
+
+
+def url_password_candidates(url: str) -> list[str]:
+    """What in a typed connection string could be a password, well-formed or not: the text between
+    the first ``:`` of the user info and the LAST ``@`` (``scheme:/``, ``scheme://`` or no scheme),
+    as typed and percent-decoded. Empty when there is no ``@``. Used to register the secret before
+    the string reaches any parser or message."""
+    from urllib.parse import unquote
+    if not isinstance(url, str) or "@" not in url:
+        return []
+    out: list[str] = []
+    # "pg:/ops:pw@host" and "pg://ops:pw@host" have a scheme; "ops:pw@host" has none ("ops:" is the user).
+    for rest in (re.sub(r"^[A-Za-z][A-Za-z0-9+.\-]{0,30}:/+", "", url, count=1),):
+        userinfo = rest[:rest.rfind("@")]
+        if ":" not in userinfo:
+            continue
+        pw = userinfo.split(":", 1)[1]
+        for p in (pw, unquote(pw)):
+            if p and p not in out:
+                out.append(p)
+    return out
+
+
+def register_secret(secret: str | None) -> None:
+    """Remember a secret this process holds (a password typed, pasted or read from the keyring) so
+    that :meth:`Masker.mask_message` removes it from every message, even where no shape gives it away
+    (a password with a space in it). Kept in memory only, never stored or logged; secrets shorter
+    than :data:`MIN_KNOWN_SECRET_LEN` are ignored."""
+    if not isinstance(secret, str) or len(secret) < MIN_KNOWN_SECRET_LEN:
+        return
+    from urllib.parse import quote
+    forms = {secret, quote(secret, safe=""), quote(secret, safe=":@/?#"), repr(secret)[1:-1],
+             json.dumps(secret, ensure_ascii=False)[1:-1]}
+    for f in forms:
+        if len(f) >= MIN_KNOWN_SECRET_LEN:
+            _KNOWN_SECRETS.pop(f, None)
+            _KNOWN_SECRETS[f] = None
+    while len(_KNOWN_SECRETS) > _KNOWN_MAX:
+        del _KNOWN_SECRETS[next(iter(_KNOWN_SECRETS))]
+
+
+def _scrub_known(masker: Masker, text: str) -> str:
+    if not _KNOWN_SECRETS:
+        return text
+    for s in sorted(tuple(_KNOWN_SECRETS), key=len, reverse=True):
+        if s in text:
+            text = text.replace(s, masker._tag("password", s))
+    return text
+
+
+def message_masker() -> Masker:
+    """The process-wide Masker for messages (errors, banners, logs); random key, never stored."""
+    global _MESSAGE_MASKER
+    if _MESSAGE_MASKER is None:
+        _MESSAGE_MASKER = Masker()
+    return _MESSAGE_MASKER
+
+
+def mask_message(text: Any) -> str:
+    """:meth:`Masker.mask_message` with the process-wide :func:`message_masker`: the one function
+    every error, banner and log path calls before showing text."""
+    return message_masker().mask_message(text if isinstance(text, str) else str(text))
+
+
+_LOG_INSTALLED = False
+
+
+def install_log_masking(masker: Masker | None = None) -> None:
+    """Mask every log record of this process: a :class:`MaskingLogFilter` on each handler of the root
+    logger, and a record factory that masks records as they are made (so handlers added later, and
+    records of any logger, are masked too). Idempotent."""
+    global _LOG_INSTALLED
+    flt = MaskingLogFilter(masker or message_masker())
+    root = logging.getLogger()
+    for h in root.handlers:
+        if not any(isinstance(f, MaskingLogFilter) for f in h.filters):
+            h.addFilter(flt)
+    if _LOG_INSTALLED:
+        return
+    _LOG_INSTALLED = True
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            flt.filter(record)
+        except Exception:       # masking must never lose a log record
+            pass
+        return record
+    logging.setLogRecordFactory(factory)

@@ -49,6 +49,8 @@ def make_app(argv: list[str] | None = None):
     from idemview.qt import theme
     app = QApplication.instance()
     if app is None:
+        from idemview.qt.syslibs import check_gui_libraries
+        check_gui_libraries()       # before Qt loads its platform plugin (it aborts the process)
         app = QApplication(argv if argv is not None else sys.argv[:1])
         app.setApplicationName("idemview")
         app.setOrganizationName("idemview")
@@ -57,7 +59,12 @@ def make_app(argv: list[str] | None = None):
 
 
 def run_gui(demo: bool = False) -> int:
-    """Run the GUI until the window closes; returns the exit code."""
+    """Run the GUI until the window closes; returns the exit code. Raises
+    :class:`idemview.qt.syslibs.GuiUnavailable` (one line) when a system library Qt needs is missing."""
+    import logging
+    from idemview.masking.masker import install_log_masking
+    install_log_masking()       # every log record is masked in the GUI too (DESIGN §6)
+    logging.getLogger("idemview").debug("starting the GUI")
     app = make_app()
     from idemview.qt.mainwindow import MainWindow
     w = MainWindow()

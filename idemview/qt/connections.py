@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QDialog, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
     QListWidget, QListWidgetItem, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget,
@@ -53,9 +53,30 @@ def test_connection(conn: Connection, password: str | None, layout: str, token) 
         engine.dispose()
 
 
+REMEMBER_TEXT = "Remember in the OS keyring"
+SESSION_ONLY_TEXT = "Remember in the OS keyring — unavailable, kept for this session only (see the notice)"
+
+
+def show_keyring_notice(label: QLabel, credentials: CredentialStore) -> None:
+    """Show ``credentials.notice`` in ``label`` when no keyring can be used, hide it otherwise. The one
+    rendering of the notice, used by the connection dialog and the main window alike."""
+    if not credentials.available and credentials.notice:
+        label.setText("⚠ " + credentials.notice)
+        label.setWordWrap(True)
+        label.setToolTip(f"keyring backend tried: {credentials.backend}")
+        label.setStyleSheet("padding:4px; border-radius:3px; background:%s; color:%s" % (
+            theme.colour(theme.SEVERITY_COLOURS, theme.Severity.MEDIUM).name(), "black"))
+        label.show()
+    else:
+        label.clear()
+        label.hide()
+
+
 class ConnectionDialog(QDialog):
     """Saved connections on the left, the selected one's fields on the right. ``spec`` is set when
     the user presses Connect."""
+
+    keyring_changed = Signal()      # emitted (from any thread) when the keyring turns out unusable
 
     def __init__(self, credentials: CredentialStore, masker: SharedMasker, parent=None,
                  store: ConnectionStore | None = None):
@@ -71,13 +92,6 @@ class ConnectionDialog(QDialog):
         outer = QVBoxLayout(self)
         self.notice = QLabel()
         self.notice.setWordWrap(True)
-        if not credentials.available and credentials.notice:
-            self.notice.setText("⚠ " + credentials.notice)
-            self.notice.setStyleSheet("padding:4px; border-radius:3px; background:%s; color:%s" % (
-                theme.colour(theme.SEVERITY_COLOURS, theme.Severity.MEDIUM).name(),
-                "black"))
-        else:
-            self.notice.hide()
         outer.addWidget(self.notice)
         split = QSplitter(Qt.Orientation.Horizontal)
         left = QWidget()
@@ -139,11 +153,7 @@ class ConnectionDialog(QDialog):
         self.user = QLineEdit()
         self.password = QLineEdit()
         self.password.setEchoMode(QLineEdit.EchoMode.Password)
-        self.remember = QCheckBox("Remember in the OS keyring")
-        self.remember.setChecked(credentials.available)
-        self.remember.setEnabled(credentials.available)
-        if not credentials.available:
-            self.remember.setText("Kept for this session only (no keyring)")
+        self.remember = QCheckBox(REMEMBER_TEXT)
         self.sslmode = QComboBox()
         self.sslmode.addItems(["", "disable", "prefer", "require", "verify-ca", "verify-full"])
         sf.addRow("Host", self.host)
@@ -199,11 +209,25 @@ class ConnectionDialog(QDialog):
         for sig in (self.type.currentIndexChanged, self.file.textChanged, self.host.textChanged,
                     self.dbname.textChanged):
             sig.connect(self._live_list_text)
+        self.keyring_changed.connect(self._sync_keyring)
+        self._keyring_listener = self.keyring_changed.emit
+        credentials.listeners.append(self._keyring_listener)
+        self._sync_keyring()
         self._reload_list()
         if self.conns:
             self.list.setCurrentRow(0)
         else:
             self.new()
+
+    def _sync_keyring(self):
+        """Notice and "Remember" box follow the keyring's state: usable → box enabled and checked;
+        not usable (none, locked) → the notice, and the box disabled, unchecked, saying session only."""
+        show_keyring_notice(self.notice, self.credentials)
+        ok = self.credentials.available
+        self.remember.setEnabled(ok)
+        self.remember.setChecked(ok)
+        self.remember.setText(REMEMBER_TEXT if ok else SESSION_ONLY_TEXT)
+        self.remember.setToolTip("" if ok else (self.credentials.notice or ""))
 
     # --------------------------------------------------------------------------------- list
 
@@ -344,7 +368,7 @@ class ConnectionDialog(QDialog):
         try:
             c, pw = Connection.from_url(self.name.text() or "pasted", text)
         except ValueError as e:
-            self.result.setText(f"⚠ {e}")
+            self.result.setText("⚠ " + self.masker.free_text(str(e)))
             return
         if self._current is not None:
             c.id = self._current.id
@@ -355,6 +379,8 @@ class ConnectionDialog(QDialog):
         self.result.setText("Fields filled from the URL. Press Test to check it.")
 
     def save(self) -> Connection:
+        from idemview.masking.masker import register_secret
+        register_secret(self.password.text())      # never echoed by any message
         c = self.form_connection()
         self._current = c
         self.conns = [x for x in self.conns if x.id != c.id] + [c]
@@ -365,10 +391,11 @@ class ConnectionDialog(QDialog):
             if self.remember.isChecked():
                 stored = self.credentials.set(c.id, pw)
                 where = "; password saved in the OS keyring" if stored else \
-                    "; password kept for this session only (" + (self.credentials.notice or "no keyring") + ")"
+                    "; password kept for this session only (no usable OS keyring: see the notice)"
             else:
                 self.credentials._memory[c.id] = pw  # session only, by the user's choice
-                where = "; password kept for this session only"
+                where = "; password kept for this session only" + (
+                    "" if self.credentials.available else " (no usable OS keyring: see the notice)")
         self._reload_list(c.id)
         self.result.setText(f"Saved {c.name}{where}.")
         return c
@@ -376,7 +403,9 @@ class ConnectionDialog(QDialog):
     # -------------------------------------------------------------------------------- actions
 
     def test(self):
+        from idemview.masking.masker import register_secret
         c, pw, lay = self.form_connection(), self.password.text() or None, self.layout_box.currentData() or ""
+        register_secret(pw)
         self.result.setText("Testing…")
         self.test_btn.setEnabled(False)
 
@@ -436,9 +465,14 @@ class ConnectionDialog(QDialog):
         c = self.save()
         pw = self.password.text() or self.credentials.get(c.id)
         self.spec = OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
-                             colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None)
+                             colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None,
+                             schema=c.schema or None, status_map=dict(c.status_map), outcome_map=dict(c.outcome_map))
         self.accept()
 
     def done(self, r):  # noqa: D401 - Qt override
         self.runner.cancel()
+        try:
+            self.credentials.listeners.remove(self._keyring_listener)
+        except ValueError:
+            pass
         super().done(r)

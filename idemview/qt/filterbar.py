@@ -155,7 +155,7 @@ class FilterBar(QWidget):
                       statuses=[s for s, a in self.status_actions.items() if a.isChecked()],
                       kinds=list(f.kinds), key=self.key_edit.text() or None,
                       intent=self.intent_edit.text() or None, scope=self.scope_edit.text() or None,
-                      since=since, until=until)
+                      since=since, until=until, unmapped_status=f.unmapped_status)
 
     def set_counts(self, counts: dict[FindingKind, int], unsupported: dict[FindingKind, str]):
         self._counts, self._unsupported = dict(counts), dict(unsupported)

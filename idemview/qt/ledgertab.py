@@ -22,6 +22,7 @@ from sqlalchemy import func, select
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind
+from idemview.qt.unmapped import UnmappedNotice
 from idemview.qt import theme
 from idemview.qt.detail import OperationDetail
 from idemview.qt.filterbar import FilterBar
@@ -145,6 +146,9 @@ class LedgerTab(QWidget):
         info.addWidget(self.badge)
         info.addWidget(self.where)
         info.addStretch(1)
+        self.unmapped = UnmappedNotice()   # raw values the layout does not map (issue 12)
+        self.unmapped.toggled.connect(self._only_unmapped)
+        info.addWidget(self.unmapped)
         info.addWidget(self.detection)
         v.addLayout(info)
         self.filterbar = FilterBar()
@@ -269,6 +273,7 @@ class LedgerTab(QWidget):
         self.detection.setText(self.masker.free_text(o.detection))
         self.detection.setToolTip(self.masker.free_text(o.detection))
         self.overview.set_span(*o.span)
+        self.unmapped.show_counts(o.unmapped, self.masker)
         self.title_changed.emit()
         self.refresh()
 
@@ -427,6 +432,10 @@ class LedgerTab(QWidget):
             return
         self._requery()
         self._load_overview()
+
+    def _only_unmapped(self, on: bool):
+        self.filterbar._flt.unmapped_status = on
+        self.filterbar._emit()
 
     def _region_cleared(self):
         self.filterbar._flt.since = self.filterbar._flt.until = None

@@ -160,6 +160,8 @@ class ExportDialog(QDialog):
 class MainWindow(QMainWindow):
     """idemview's main window (see the module docstring for the shortcuts)."""
 
+    keyring_changed = Signal()      # the credential store found the keyring unusable (any thread)
+
     def __init__(self, credentials: CredentialStore | None = None):
         # Qt calls into Python once per cell and role while painting; each call must take the GIL from
         # whichever worker holds it. A 1 ms switch interval (default 5 ms) bounds that wait, which is
@@ -189,10 +191,14 @@ class MainWindow(QMainWindow):
         self._shortcuts()
         self.live_timer = QTimer(self)
         self.live_timer.timeout.connect(self._live_tick)
+        # The keyring notice: the same text as the connection dialog's, shown whenever no keyring can
+        # be used — including one found locked later (a listener on the credential store).
         self.keyring_notice = QLabel()
-        if not self.credentials.available and self.credentials.notice:
-            self.keyring_notice.setText("⚠ " + self.credentials.notice)
-        self.statusBar().addPermanentWidget(self.keyring_notice)
+        self.statusBar().addPermanentWidget(self.keyring_notice, 1)
+        self.keyring_changed.connect(self._sync_keyring_notice)
+        self._keyring_listener = self.keyring_changed.emit
+        self.credentials.listeners.append(self._keyring_listener)
+        self._sync_keyring_notice()
         self.resize(1400, 900)
         self._sync_actions()
         app = QApplication.instance()
@@ -361,6 +367,10 @@ class MainWindow(QMainWindow):
             self.tabs.hide()
             self.welcome.show()
         self._sync_actions()
+
+    def _sync_keyring_notice(self):
+        from idemview.qt.connections import show_keyring_notice
+        show_keyring_notice(self.keyring_notice, self.credentials)
 
     def open_demo(self):
         from idemview.qt.app import demo_spec
@@ -553,4 +563,8 @@ class MainWindow(QMainWindow):
     def closeEvent(self, ev):
         for t in self.ledger_tabs():
             t.close_tab()
+        try:
+            self.credentials.listeners.remove(self._keyring_listener)
+        except ValueError:
+            pass
         super().closeEvent(ev)

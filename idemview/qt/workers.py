@@ -21,6 +21,7 @@ parallel while still bounding the number of connections opened against a product
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import threading
@@ -47,7 +48,23 @@ class JobError:
     detail: str = ""
 
 
+_WRITE_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG", "EIO")
+                          if hasattr(errno, n))
+
+
 def describe_error(e: BaseException) -> JobError:
+    """The UI's words for a failed job. Every message and detail goes through the masker first
+    (:func:`idemview.masking.masker.mask_message`): a driver's error can quote ledger data (an e-mail,
+    a card number) or a connection string, and a banner is a message like any other (DESIGN §6)."""
+    from idemview.masking.masker import mask_message
+    err = _describe_error(e)
+    err.message = mask_message(err.message)
+    if err.detail:
+        err.detail = mask_message(err.detail)
+    return err
+
+
+def _describe_error(e: BaseException) -> JobError:
     if isinstance(e, Cancelled):
         return JobError("cancelled", cancelled=True)
     if isinstance(e, DBAPIError):
@@ -68,6 +85,13 @@ def describe_error(e: BaseException) -> JobError:
     from idemview.ledger.connect import ConnectError
     if isinstance(e, ConnectError):
         return JobError(str(e), connection_lost=True)
+    from idemview.evidence.writer import FinalNameTaken
+    if isinstance(e, FinalNameTaken):
+        return JobError(str(e))
+    if isinstance(e, OSError) and not isinstance(e, ConnectionError) and e.errno in _WRITE_ERRNOS:
+        # disk full, read-only or forbidden folder: words, not "[Errno 28]"
+        where = f" {e.filename}" if e.filename else ""
+        return JobError(f"cannot write{where}: {e.strerror}")
     from idemview.ledger.connect import redact
     return JobError(f"{type(e).__name__}: {redact(str(e))[:300]}",
                     detail="".join(traceback.format_exception(e))[-4000:])

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from idemview import errors
 from idemview.ledger.connect import Interrupter
 
 _local = threading.local()
 
 
 
-class Cancelled(Exception):
+class Cancelled(errors.Cancelled):
     """Raised inside a job whose token was cancelled before a statement started."""
 
 

@@ -56,8 +56,10 @@ class SharedMasker:
         return out if isinstance(out, str) else str(out)
 
     def free_text(self, s: str) -> str:
+        """Free text the GUI shows (explanations, banners, status lines): every detector, plus what
+        messages need — secrets this process knows and ``user:password@host`` shapes (issue #9)."""
         with self._lock:
-            return self._m.mask_text(s)
+            return self._m.mask_message(s)
 
     def is_credential(self, column: str | None, value: Any) -> bool:
         with self._lock:
@@ -95,6 +97,9 @@ class OpenSpec:
     colour: str = ""
     connection_id: str | None = None
     naive_zone: str | None = None  # IANA zone of the ledger's naive timestamps (a saved connection's)
+    schema: str | None = None      # where the layout's tables are (a saved connection's; empty: found)
+    status_map: dict[str, str] = field(default_factory=dict)    # extra raw status -> status
+    outcome_map: dict[str, str] = field(default_factory=dict)   # extra raw outcome -> outcome
 
 
 @dataclass
@@ -107,6 +112,30 @@ class Opened:
     span: tuple[datetime | None, datetime | None]
     detection: str  # how the layout was chosen, in words (confidence + reason when detected)
     where: str  # safe URL (no user, no password)
+    # raw status / outcome values the layout does not map, with counts (Ledger.unmapped_counts)
+    unmapped: dict[str, dict[str, int]] = field(default_factory=lambda: {"status": {}, "outcome": {}})
+
+
+def fit_layout(engine: Engine, layout: Layout, *, schema: str | None = None,
+               status_map: dict[str, str] | None = None,
+               outcome_map: dict[str, str] | None = None, located: bool = False) -> Layout:
+    """The layout as it applies to this database and connection: its tables looked up where they are
+    (``schema``, else the preset's schema, else found as detection finds them: DESIGN §9; skipped when
+    ``located``, i.e. detection already placed it) and the connection's extra raw-value maps merged in.
+    Raises :class:`LayoutError` on a malformed map."""
+    from idemview.domain.model import Outcome
+    from idemview.layouts.layout import parse_value_map, with_value_maps
+    from idemview.ledger.detect import locate
+    if schema or not located:
+        layout = locate(engine, layout, schema=schema or None)
+    return with_value_maps(layout, parse_value_map(status_map or {}),
+                           parse_value_map(outcome_map or {}, Outcome, "outcome"))
+
+
+def unmapped(ledger: Ledger) -> dict[str, dict[str, int]]:
+    """Raw status / outcome values the layout does not map, with counts (run on a worker): see
+    :meth:`idemview.ledger.reader.Ledger.unmapped_counts`."""
+    return ledger.unmapped_counts()
 
 
 def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
@@ -132,12 +161,16 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
             m = matches[0]
             layout = m.layout
             detection = f"detected {m.layout.name} ({m.confidence:.0%}): {m.reason}"
+        layout = fit_layout(engine, layout, schema=spec.schema, status_map=spec.status_map,
+                            outcome_map=spec.outcome_map, located=detection.startswith("detected"))
         ledger = Ledger(engine, layout, name=spec.name, naive_zone=spec.naive_zone)
         token.check()
         ro = session_is_read_only(engine)
         n_ops, n_att = ledger.counts()
         span = time_span(ledger)
-        return Opened(engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url))
+        token.check()
+        return Opened(engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url),
+                      unmapped=ledger.unmapped_counts())
     except BaseException:
         engine.dispose()
         raise

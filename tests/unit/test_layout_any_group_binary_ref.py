@@ -1,4 +1,4 @@
-"""Core capabilities added for the batch-A presets, on SQLite, PostgreSQL and MariaDB: an ``any``
+"""Layout capabilities the job-queue presets need, on SQLite, PostgreSQL and MariaDB: an ``any``
 predicate group (OR) and a binary reference shown as hex."""
 
 from datetime import timedelta

@@ -208,7 +208,7 @@ def test_stale_results_are_dropped(qtbot, unknown_ledger, config):
     old = ed._gens["preview"]
     _check(ed.scope_list, {"tenant"})          # a new mapping: the next preview has a new generation
     qtbot.waitUntil(lambda: ed._gens["preview"] > old, timeout=5000)
-    ed._relay.done.emit("preview", old, PreviewResult([], {}))   # a late answer for the old mapping
+    ed._on_done("preview", old, PreviewResult([], {}))   # a late answer for the old mapping
     qtbot.wait(50)
     assert ed.preview_model.rowCount() == 15
 
@@ -221,3 +221,30 @@ def test_invalid_mapping_cannot_be_saved(qtbot, unknown_ledger, tmp_path, config
     assert "operations.key is required" in sig.args[0]
     assert ed.save() is None and not (tmp_path / "x.toml").exists()
     assert "operations.key is required" in ed.error_label.text()
+
+
+def test_closing_cancels_running_work_instead_of_waiting(qtbot, unknown_ledger, config):
+    """Closing the editor returns while its database work is still running (the old private pool waited
+    up to 30 s for it), and the late result is dropped."""
+    import threading
+
+    from idemview.qt import workers
+
+    ed = _editor(qtbot, unknown_ledger)
+    started, release, finished, delivered = threading.Event(), threading.Event(), threading.Event(), []
+
+    def slow():
+        started.set()
+        release.wait(20)  # stands in for a long query; the test releases it after close returns
+        finished.set()
+        return ("col", [])
+
+    ed._on_done = lambda *a: delivered.append(a)
+    ed._submit("status", slow)
+    qtbot.waitUntil(started.is_set, timeout=10_000)  # running on a worker (a queued job is simply dropped)
+    ed.close()
+    assert not finished.is_set(), "close() waited for the running job"
+    release.set()
+    assert workers.pool().waitForDone(10_000)
+    qtbot.wait(50)  # let a (stale) result reach the event loop, were it delivered
+    assert finished.is_set() and delivered == []

@@ -1,4 +1,4 @@
-"""Core capabilities added for the batch-B presets, on SQLite, PostgreSQL and MariaDB:
+"""Layout capabilities the workflow and webhook presets need, on SQLite, PostgreSQL and MariaDB:
 case-insensitive column names, ``key_fallback``, the ``in_table`` predicate and ``attempt_count``
 read through a JSON path."""
 
@@ -120,6 +120,9 @@ def test_in_table_form_is_checked(bad, msg):
         parse_layout(JOBS.replace('{ column = "id", in_table = { table = "failed", column = "job_id" } }', bad))
 
 
-def test_key_fallback_needs_a_single_key():
+def test_key_fallback_with_a_composite_key_and_key_required():
+    # a composite key falls back when all its columns are NULL, or one of key_required is (pg-boss slots)
+    lay = parse_layout(JOBS.replace('key = ["dedup"]', 'key = ["dedup", "id"]\nkey_required = ["id"]'))
+    assert lay.key_fallback == "id" and lay.key_required == ["id"]
     with pytest.raises(LayoutError, match="key_fallback"):
-        parse_layout(JOBS.replace('key = ["dedup"]', 'key = ["dedup", "id"]'))
+        parse_layout(JOBS.replace('key_fallback = "id"', 'key_required = ["dedup"]'))

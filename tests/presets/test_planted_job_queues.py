@@ -1,4 +1,4 @@
-"""Batch-A presets on fixtures built from each system's own table definitions (real table and column
+"""Job-queue, task-result, inbox and outbox presets on fixtures built from each system's own table definitions (real table and column
 names, types mapped to SQLAlchemy Core), on SQLite, PostgreSQL and MariaDB where the system supports
 that engine: every planted incident is found with the right kind, scope and key, a clean fixture
 reports nothing, and detection picks the preset."""

@@ -6,498 +6,114 @@ its count), chooses time encodings (guessed from the column type and sample valu
 preview of the first normalized rows and the finding counts. Save writes TOML through
 :mod:`idemview.ledger.builder` (validated before it is written) beside the connection.
 
-Every database call (reflection, samples, preview, findings) runs on a :class:`QThreadPool`; results come
-back by queued signal and carry a per-topic generation number, so a result for a mapping that has since
-changed is dropped (DESIGN §10). Values shown go through :class:`idemview.masking.masker.Masker`.
+Every database call (reflection, samples, preview, findings) runs through the GUI's one worker pattern,
+:class:`idemview.qt.workers.Runner` (shared bounded pool; results come back by queued signal with a
+per-topic generation, so a result for a mapping that has since changed is dropped; closing cancels the
+running statement in the database instead of waiting for it, DESIGN §10). Values shown go through
+:class:`idemview.masking.masker.Masker`.
 """
 
 from __future__ import annotations
 
 import copy
-from collections import Counter
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
-from zoneinfo import available_timezones
+from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel, QModelIndex, QObject, QRunnable, QThreadPool, Qt, QTimer, Signal,
+    Qt,
+    QTimer,
+    Signal,
 )
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
-    QAbstractItemView, QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QFrame,
-    QGridLayout, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QListWidget, QListWidgetItem,
-    QPushButton, QScrollArea, QSizePolicy, QSpinBox, QSplitter, QStackedWidget, QStyledItemDelegate,
-    QTableView, QTabWidget, QVBoxLayout, QWidget,
+    QAbstractItemView,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QStackedWidget,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
 )
 from sqlalchemy.engine import Engine
 
-from idemview.ledger.connect import short_error
+from idemview.domain.model import FindingKind
+from idemview.layouts.draft import AttemptsDraft, ExpiryDraft, LayoutDraft, StatusDraft, TimeDraft, ValueDraft
 from idemview.layouts.layout import (
-    ATTEMPT_SOURCES, PAYLOAD_ENCODINGS, PAYLOAD_FIELDS, TIME_ENCODINGS, TIME_FIELDS, VALUE_FIELDS, Layout,
-    LayoutError, TimeColumn, load_preset, preset_names,
+    ATTEMPT_SOURCES,
+    PAYLOAD_ENCODINGS,
+    PAYLOAD_FIELDS,
+    TIME_FIELDS,
+    VALUE_FIELDS,
+    Layout,
+    LayoutError,
+    TimeColumn,
+    load_preset,
+    preset_names,
 )
 from idemview.ledger.builder import (
-    ColumnInfo, TableInfo, blank_model, find_table, guess_status, guess_time_encoding, layout_path_for,
-    layout_text, model_from_layout, reflect_schema, sample_distinct, sample_values, save_layout,
+    ColumnInfo,
+    TableInfo,
+    blank_model,
+    find_table,
+    guess_time_encoding,
+    layout_path_for,
+    layout_text,
+    model_from_layout,
+    reflect_schema,
+    sample_distinct,
+    sample_values,
+    save_layout,
 )
-from idemview.masking.masker import Masker
-from idemview.domain.model import FindingKind, Operation, Outcome, Payload, Status
 from idemview.ledger.times import decode_time
-
-UTC = timezone.utc
-PREVIEW_ROWS = 50
-NONE = "(none)"
-STATUSES = [s.value for s in Status]
-OUTCOMES = [o.value for o in Outcome]
-_ZONES = ["UTC"] + sorted(z for z in available_timezones() if z != "UTC" and "/" in z)
-_SCRATCH = "(scratch)"
-
-
-# ------------------------------------------------------------------------------------ background work
-
-class _Relay(QObject):
-    """Carries a worker's result back to the GUI thread (queued: it lives on the GUI thread)."""
-
-    done = Signal(str, int, object)    # topic, generation, result
-    failed = Signal(str, int, str)     # topic, generation, message
-
-
-class _Task(QRunnable):
-    def __init__(self, relay: _Relay, topic: str, gen: int, fn: Callable[[], Any]):
-        super().__init__()
-        self.relay, self.topic, self.gen, self.fn = relay, topic, gen, fn
-
-    def run(self):
-        try:
-            result = self.fn()
-        except LayoutError as e:
-            msg = str(e)
-        except Exception as e:  # noqa: BLE001 - any database error becomes a visible message
-            msg = short_error(e)
-        else:
-            try:
-                self.relay.done.emit(self.topic, self.gen, result)
-            except RuntimeError:  # the dialog is gone; nobody is waiting for this result
-                pass
-            return
-        try:
-            self.relay.failed.emit(self.topic, self.gen, msg)
-        except RuntimeError:
-            pass
-
-
-@dataclass
-class PreviewResult:
-    """What the preview worker computed for one mapping: the first normalized ``rows``, finding
-    ``counts`` per kind and the kinds the mapping cannot detect (``unsupported``, kind → reason)."""
-
-    rows: list[Operation]
-    counts: dict[FindingKind, int]
-    unsupported: dict[FindingKind, str] = field(default_factory=dict)
-    more: bool = False
-
-
-def _preview_job(engine: Engine, layout: Layout, now: datetime) -> PreviewResult:
-    # Imported here: the findings engine is only needed on the worker.
-    from idemview.findings.engine import FindingEngine
-    from idemview.ledger.reader import Ledger
-    led = Ledger(engine, layout)
-    # Newest first: incidents are usually recent, and that is what a person checks a mapping against.
-    page = led.page(limit=PREVIEW_ROWS, now=now, sort="created_at", descending=True)
-    fe = FindingEngine(led, now)
-    counts = Counter(f.kind for f in fe.run())
-    return PreviewResult(page.rows, dict(counts), fe.unsupported(), page.cursor is not None)
-
-
-# ------------------------------------------------------------------------------------------ models
-
-class StatusMapModel(QAbstractTableModel):
-    """The value map of a status (or attempt outcome) column: one row per raw value sampled from the
-    database, with its count, and the normalized value chosen for it (column 2, editable).
-
-    Values the layout maps but the sample did not contain are kept (count 0) so nothing is lost on
-    save. ``targets`` are the allowed normalized values (statuses or outcomes)."""
-
-    HEADERS = ("value in the database", "rows", "normalized")
-
-    def __init__(self, targets: list[str], masker: Masker, parent=None):
-        super().__init__(parent)
-        self.targets = targets
-        self.masker = masker
-        self._rows: list[list[Any]] = []   # [raw text, count | None, normalized, shown text]
-
-    def rowCount(self, parent=QModelIndex()):
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent=QModelIndex()):
-        return 0 if parent.isValid() else 3
-
-    def headerData(self, section, orientation, role=Qt.DisplayRole):
-        if orientation == Qt.Horizontal and role == Qt.DisplayRole and 0 <= section < 3:
-            return self.HEADERS[section]
-        return None
-
-    def flags(self, index):
-        if not index.isValid():
-            return Qt.NoItemFlags
-        f = Qt.ItemIsEnabled | Qt.ItemIsSelectable
-        return f | Qt.ItemIsEditable if index.column() == 2 else f
-
-    def data(self, index, role=Qt.DisplayRole):
-        if not index.isValid() or not (0 <= index.row() < len(self._rows)):
-            return None
-        raw, count, norm, shown = self._rows[index.row()]
-        col = index.column()
-        if role in (Qt.DisplayRole, Qt.EditRole):
-            if col == 0:
-                return shown
-            if col == 1:
-                return "not in sample" if not count else str(count)
-            return norm
-        if role == Qt.TextAlignmentRole and col == 1:
-            return int(Qt.AlignRight | Qt.AlignVCenter)
-        if role == Qt.ToolTipRole and col == 1 and not count:
-            return "mapped by the layout, but no row in the sample has this value"
-        if role == Qt.ForegroundRole and col == 2 and norm == "unknown":
-            return QColor("#8a6d00")
-        return None
-
-    def setData(self, index, value, role=Qt.EditRole):
-        if (not index.isValid() or index.column() != 2 or role != Qt.EditRole
-                or value not in self.targets or not (0 <= index.row() < len(self._rows))):
-            return False
-        if self._rows[index.row()][2] != value:
-            self._rows[index.row()][2] = value
-            self.dataChanged.emit(index, index, [Qt.DisplayRole, Qt.EditRole])
-        return True
-
-    def set_values(self, samples: list[tuple[Any, int]], mapping: dict[str, str], guess: bool,
-                   default: str = "unknown") -> None:
-        """Show ``samples`` ([(value, count)], NULL left out: it maps to the default) with the
-        normalized value from ``mapping``, else a guess (``guess``) or ``default``; then the mapped
-        values that were not sampled."""
-        self.beginResetModel()
-        rows, seen = [], set()
-        for v, n in samples:
-            if v is None:
-                continue
-            raw = str(v)
-            if raw in seen:
-                continue
-            seen.add(raw)
-            norm = mapping.get(raw) or (self._guess(v) if guess else default)
-            rows.append([raw, n, norm, self._shown(raw)])
-        for raw, norm in mapping.items():
-            if raw not in seen:
-                rows.append([raw, None, norm, self._shown(raw)])
-        self._rows = rows
-        self.endResetModel()
-
-    def _shown(self, raw: str) -> str:
-        out = self.masker.mask_value(raw)
-        return "(empty text)" if out == "" else str(out)
-
-    def _guess(self, v: Any) -> str:
-        g = guess_status(v)
-        if self.targets is OUTCOMES:
-            g = {"completed": "succeeded", "new": "unknown"}.get(g, g)
-        return g if g in self.targets else "unknown"
-
-    def mapping(self, default: str) -> dict[str, str]:
-        """``{raw value: normalized}`` for every row whose choice differs from ``default``."""
-        return {raw: norm for raw, _n, norm, _s in self._rows if norm != default}
-
-    def row_of(self, raw: str) -> int:
-        """Row number of a raw value, or -1."""
-        return next((i for i, r in enumerate(self._rows) if r[0] == raw), -1)
-
-
-class _ChoiceDelegate(QStyledItemDelegate):
-    """A combo box editor for column 2 of a :class:`StatusMapModel`; commits on every change."""
-
-    def createEditor(self, parent, option, index):
-        cb = QComboBox(parent)
-        cb.addItems(index.model().targets)
-        cb.currentIndexChanged.connect(lambda _i, cb=cb: self.commitData.emit(cb))
-        return cb
-
-    def setEditorData(self, editor, index):
-        v = index.model().data(index, Qt.EditRole)
-        i = editor.findText(v)
-        if i >= 0 and i != editor.currentIndex():
-            editor.blockSignals(True)
-            editor.setCurrentIndex(i)
-            editor.blockSignals(False)
-
-    def setModelData(self, editor, model, index):
-        model.setData(index, editor.currentText(), Qt.EditRole)
-
-
-PREVIEW_COLUMNS = ("scope", "key", "kind", "status", "raw_status", "created_at", "updated_at",
-                   "completed_at", "locked_at", "lock_expires_at", "expires_at", "last_attempt_at",
-                   "attempt_count", "fingerprint", "intent_ref", "effect_ref", "error")
-
-
-def _cell(op: Operation, name: str, masker: Masker) -> str:
-    v = getattr(op, name)
-    if v is None:
-        return "—"   # missing stays missing (DESIGN §3)
-    if isinstance(v, datetime):
-        return v.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-    if isinstance(v, (Status, Outcome)):
-        return v.value
-    if isinstance(v, Payload):
-        if v.encoding == "pickle":
-            return f"pickled, not decoded ({v.size} bytes)" if v.size is not None else "pickled, not decoded"
-        if isinstance(v.value, bytes):
-            return f"{len(v.value)} bytes"
-        v = masker.mask_value(v.value, name)
-        s = v if isinstance(v, str) else repr(v)
-        return s if len(s) <= 120 else s[:119] + "…"
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v).hex()
-    out = masker.mask_value(v, name)
-    return str(out)
-
-
-class PreviewModel(QAbstractTableModel):
-    """The first normalized operations of the current mapping, as masked display text (read-only)."""
-
-    def __init__(self, masker: Masker, parent=None):
-        super().__init__(parent)
-        self.masker = masker
-        self._cells: list[list[str]] = []
-        self._status: list[str] = []
-
-    def rowCount(self, parent=QModelIndex()):
-        return 0 if parent.isValid() else len(self._cells)
-
-    def columnCount(self, parent=QModelIndex()):
-        return 0 if parent.isValid() else len(PREVIEW_COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.DisplayRole):
-        if role != Qt.DisplayRole:
-            return None
-        if orientation == Qt.Horizontal and 0 <= section < len(PREVIEW_COLUMNS):
-            return PREVIEW_COLUMNS[section]
-        if orientation == Qt.Vertical and 0 <= section < len(self._cells):
-            return str(section + 1)
-        return None
-
-    def flags(self, index):
-        return Qt.ItemIsEnabled | Qt.ItemIsSelectable if index.isValid() else Qt.NoItemFlags
-
-    def data(self, index, role=Qt.DisplayRole):
-        if not index.isValid() or not (0 <= index.row() < len(self._cells)):
-            return None
-        if role in (Qt.DisplayRole, Qt.ToolTipRole):
-            return self._cells[index.row()][index.column()]
-        if role == Qt.ForegroundRole:
-            if self._cells[index.row()][index.column()] == "—":
-                return QColor("#999999")
-            if PREVIEW_COLUMNS[index.column()] == "status":
-                return {"failed": QColor("#b00020"), "in_progress": QColor("#1f5fa8"),
-                        "unknown": QColor("#8a6d00")}.get(self._status[index.row()])
-        return None
-
-    def set_rows(self, rows: list[Operation]) -> None:
-        self.beginResetModel()
-        self._cells = [[_cell(op, c, self.masker) for c in PREVIEW_COLUMNS] for op in rows]
-        self._status = [op.status.value for op in rows]
-        self.endResetModel()
-
-    def column_values(self, name: str) -> list[str]:
-        """The displayed cells of one preview column (for tests and for copying)."""
-        i = PREVIEW_COLUMNS.index(name)
-        return [r[i] for r in self._cells]
-
-
-# ---------------------------------------------------------------------------------------- widgets
-
-class ColumnCombo(QComboBox):
-    """A column picker over the reflected columns of one table; ``value()`` is the column name, or
-    ``None`` for "(none)". A name that is not in the table (from a preset) is kept, marked, so the
-    preview can say what is wrong instead of silently dropping it."""
-
-    def __init__(self, allow_none: bool = True, parent=None):
-        super().__init__(parent)
-        self.allow_none = allow_none
-        self.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
-        # Small minimum: combos share a narrow pane and grow with it; the popup shows full names + types.
-        self.setMinimumContentsLength(8)
-        self.set_columns([])
-
-    def set_columns(self, cols: list[ColumnInfo]) -> None:
-        keep = self.value()
-        self.blockSignals(True)
-        self.clear()
-        if self.allow_none:
-            self.addItem(NONE, None)
-        for c in cols:
-            self.addItem(f"{c.name}  ({c.type})", c.name)
-        self.blockSignals(False)
-        self.set_value(keep, emit=False)
-
-    def value(self) -> str | None:
-        return self.currentData()
-
-    def set_value(self, name: str | None, emit: bool = True) -> None:
-        i = self.findData(name) if name is not None else (0 if self.allow_none else -1)
-        if i < 0 and name is not None:
-            # case-insensitive match (unquoted DDL folds case), else keep it marked as missing
-            low = name.lower()
-            i = next((j for j in range(self.count()) if isinstance(self.itemData(j), str)
-                      and self.itemData(j).lower() == low), -1)
-            if i < 0:
-                self.addItem(f"{name}  (not in table)", name)
-                i = self.count() - 1
-        if not emit:
-            self.blockSignals(True)
-        self.setCurrentIndex(max(i, 0) if self.count() else -1)
-        if not emit:
-            self.blockSignals(False)
-
-
-class CheckList(QListWidget):
-    """Checkable column names; ``checked()`` keeps the order in which columns were chosen (a composite
-    key's parts are joined in that order)."""
-
-    changed = Signal()
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self._order: list[str] = []
-        self.itemChanged.connect(self._on_item)
-        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Preferred)
-        self.setMaximumHeight(110)
-
-    def set_columns(self, cols: list[ColumnInfo], checked: list[str]) -> None:
-        self.blockSignals(True)
-        self.clear()
-        self._order = list(dict.fromkeys(checked))
-        names = {c.name for c in cols}
-        # A chosen name the table lacks (from a preset) stays listed, marked, so the preview can name
-        # the missing column rather than the mapping silently losing its key.
-        items = [(c.name, f"{c.name}  ({c.type})") for c in cols]
-        items += [(n, f"{n}  (not in table)") for n in self._order if n not in names]
-        for name, label in items:
-            it = QListWidgetItem(label)
-            it.setData(Qt.UserRole, name)
-            it.setFlags(Qt.ItemIsEnabled | Qt.ItemIsUserCheckable | Qt.ItemIsSelectable)
-            it.setCheckState(Qt.Checked if name in self._order else Qt.Unchecked)
-            self.addItem(it)
-        self.blockSignals(False)
-
-    def _on_item(self, it: QListWidgetItem):
-        name = it.data(Qt.UserRole)
-        if it.checkState() == Qt.Checked and name not in self._order:
-            self._order.append(name)
-        elif it.checkState() != Qt.Checked and name in self._order:
-            self._order.remove(name)
-        self.changed.emit()
-
-    def checked(self) -> list[str]:
-        return list(self._order)
-
-    def set_checked(self, names: list[str]) -> None:
-        """Check exactly ``names`` (in that order), emitting one change per item that flips."""
-        for i in range(self.count()):
-            it = self.item(i)
-            if it.data(Qt.UserRole) not in names and it.checkState() == Qt.Checked:
-                it.setCheckState(Qt.Unchecked)
-        for n in names:
-            for i in range(self.count()):
-                it = self.item(i)
-                if it.data(Qt.UserRole) == n and it.checkState() != Qt.Checked:
-                    it.setCheckState(Qt.Checked)
-
-
-class TimeRow:
-    """The widgets of one time field: column, encoding, zone (for ``naive``), and a decoded sample."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.column = ColumnCombo()
-        self.encoding = QComboBox()
-        self.encoding.addItems(TIME_ENCODINGS)
-        self.zone = QComboBox()
-        self.zone.setEditable(True)
-        self.zone.addItems(_ZONES)
-        self.zone.setMinimumContentsLength(6)
-        self.zone.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
-        self.zone.setToolTip("the IANA zone naive values were written in")
-        self.sample = QLabel("")
-        self.sample.setStyleSheet("color: #666;")
-        # The decoded value can be long: never let it widen the pane (full text in the tooltip).
-        self.sample.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
-        self.sample.setMinimumWidth(60)
-        self._sync_zone()
-        self.encoding.currentIndexChanged.connect(self._sync_zone)
-
-    def _sync_zone(self, *_):
-        self.zone.setEnabled(self.encoding.currentText() == "naive")
-
-    def value(self) -> dict | None:
-        col = self.column.value()
-        if not col:
-            return None
-        d = {"column": col, "encoding": self.encoding.currentText()}
-        if d["encoding"] == "naive":
-            d["zone"] = self.zone.currentText().strip() or "UTC"
-        return d
-
-    def set_value(self, v: Any) -> None:
-        if isinstance(v, str):
-            v = {"column": v}
-        v = v or {}
-        self.column.set_value(v.get("column"), emit=False)
-        self.encoding.blockSignals(True)
-        self.encoding.setCurrentText(v.get("encoding", "datetime"))
-        self.encoding.blockSignals(False)
-        self.zone.setCurrentText(v.get("zone", "UTC"))
-        self._sync_zone()
-        self.sample.setText("")
-
-
-def _tkey(schema: str | None, name: str) -> str:
-    # Combo item data is a plain string (schema and name may hold any character but a unit separator).
-    return f"{schema or ''}\x1f{name}"
-
-
-def _tsplit(key: Any) -> tuple[str | None, str] | None:
-    if not isinstance(key, str) or "\x1f" not in key:
-        return None
-    s, n = key.split("\x1f", 1)
-    return (s or None, n)
-
-
-def _grid_row(grid: QGridLayout, r: int, label: str, *widgets: QWidget) -> None:
-    grid.addWidget(QLabel(label), r, 0)
-    for i, w in enumerate(widgets, 1):
-        grid.addWidget(w, r, i)
-
-
-def _scrolled(w: QWidget) -> QScrollArea:
-    sa = QScrollArea()
-    sa.setWidgetResizable(True)
-    sa.setFrameShape(QFrame.NoFrame)
-    sa.setWidget(w)
-    return sa
-
-
-def _spin(maximum: int, suffix: str, special: str | None = None) -> QSpinBox:
-    s = QSpinBox()
-    s.setRange(0, maximum)
-    s.setSuffix(suffix)
-    s.setGroupSeparatorShown(True)
-    if special:
-        s.setSpecialValueText(special)
-    return s
-
+from idemview.masking.masker import Masker
+from idemview.qt.layout_editor.common import (
+    _SCRATCH,
+    NONE,
+    OUTCOMES,
+    PREVIEW_ROWS,
+    STATUSES,
+    UTC,
+)
+from idemview.qt.layout_editor.jobs import (
+    PreviewResult,
+    _job,
+    _preview_job,
+    _Refused,
+)
+from idemview.qt.layout_editor.models import (
+    PreviewModel,
+    StatusMapModel,
+    _ChoiceDelegate,
+)
+from idemview.qt.layout_editor.widgets import (
+    CheckList,
+    ColumnCombo,
+    TimeRow,
+    _grid_row,
+    _scrolled,
+    _spin,
+    _tkey,
+    _tsplit,
+)
+from idemview.qt.workers import JobError, Runner
+from idemview.services.cancel import watch_engine
 
 # ------------------------------------------------------------------------------------------ dialog
+
 
 class LayoutEditor(QDialog):
     """Build or edit a layout against a live, read-only database.
@@ -519,9 +135,17 @@ class LayoutEditor(QDialog):
     previewUpdated = Signal(int)
     previewFailed = Signal(str)
 
-    def __init__(self, engine: Engine, start: str | Layout | None = None, connection_id: str | None = None,
-                 *, save_path: str | Path | None = None, now: datetime | None = None,
-                 masker: Masker | None = None, parent: QWidget | None = None):
+    def __init__(
+        self,
+        engine: Engine,
+        start: str | Layout | None = None,
+        connection_id: str | None = None,
+        *,
+        save_path: str | Path | None = None,
+        now: datetime | None = None,
+        masker: Masker | None = None,
+        parent: QWidget | None = None,
+    ):
         super().__init__(parent)
         if now is not None and now.tzinfo is None:
             raise ValueError("now must be timezone-aware")
@@ -531,7 +155,7 @@ class LayoutEditor(QDialog):
         self.now = now
         self.masker = masker or Masker()
         self.tables: list[TableInfo] = []
-        self._base: dict = blank_model()
+        self._draft = LayoutDraft.from_model(blank_model())  # what the widgets do not show is kept here
         self._loading = False
         self._closing = False
         self._gens: dict[str, int] = {}
@@ -540,11 +164,10 @@ class LayoutEditor(QDialog):
         self._pending_guess: dict[str, bool] = {"status": False, "outcome": False}
         self.last_counts: dict[str, int] = {}
         self.last_error: str | None = None
-        self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(3)
-        self._relay = _Relay(self)
-        self._relay.done.connect(self._on_done)
-        self._relay.failed.connect(self._on_failed)
+        # The common worker pattern: the shared bounded pool, one generation per topic, and cancel that
+        # interrupts the running statement in the database, so closing never waits for a query.
+        watch_engine(engine)
+        self._runner = Runner(self)
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(250)
@@ -611,7 +234,8 @@ class LayoutEditor(QDialog):
         self.error_label.setWordWrap(True)
         self.error_label.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.error_label.setStyleSheet(
-            "QLabel { color: #8b0000; background: #fdecea; border: 1px solid #f5c2c0; padding: 6px; }")
+            "QLabel { color: #8b0000; background: #fdecea; border: 1px solid #f5c2c0; padding: 6px; }"
+        )
         self.error_label.hide()
         rl.addWidget(self.error_label)
         self.preview_title = QLabel(f"Preview: first {PREVIEW_ROWS} normalized operations (masked)")
@@ -660,8 +284,7 @@ class LayoutEditor(QDialog):
         self.row_id_combo = ColumnCombo()
         self.row_id_combo.setToolTip("the row's own identity: tells literal duplicate rows apart, pages the grid")
         f.addRow("Row identity", self.row_id_combo)
-        hint = QLabel("Tables and columns come from the database's reflected schema; a layout never "
-                      "contains SQL.")
+        hint = QLabel("Tables and columns come from the database's reflected schema; a layout never contains SQL.")
         hint.setWordWrap(True)
         hint.setStyleSheet("color: #666;")
         f.addRow(hint)
@@ -704,8 +327,9 @@ class LayoutEditor(QDialog):
         h.resizeSection(2, 140)
         view.setMinimumHeight(160)
         # Persistent combos: every choice is visible at a glance, one click to change.
-        model.modelReset.connect(lambda v=view, m=model: [
-            v.openPersistentEditor(m.index(r, 2)) for r in range(m.rowCount())])
+        model.modelReset.connect(
+            lambda v=view, m=model: [v.openPersistentEditor(m.index(r, 2)) for r in range(m.rowCount())]
+        )
         return view
 
     def _times_page(self) -> QWidget:
@@ -719,9 +343,11 @@ class LayoutEditor(QDialog):
             row = TimeRow(name)
             self.time_rows[name] = row
             _grid_row(g, r, name, row.column, row.encoding, row.zone, row.sample)
-        hint = QLabel("The encoding is guessed from the column type and sample values when a column is "
-                      "chosen: epoch seconds ≈ 1e9, milliseconds ≈ 1e12, ISO-8601 text. Check the value "
-                      "read in the last column.")
+        hint = QLabel(
+            "The encoding is guessed from the column type and sample values when a column is "
+            "chosen: epoch seconds ≈ 1e9, milliseconds ≈ 1e12, ISO-8601 text. Check the value "
+            "read in the last column."
+        )
         hint.setWordWrap(True)
         hint.setStyleSheet("color: #666;")
         g.addWidget(hint, len(TIME_FIELDS) + 1, 0, 1, 5)
@@ -760,8 +386,9 @@ class LayoutEditor(QDialog):
         f = QFormLayout()
         self.att_source = QComboBox()
         self.att_source.addItems(ATTEMPT_SOURCES)
-        self.att_source.setToolTip("table: one row per attempt; json_array: an array column; "
-                                   "counter: only fields.attempt_count; none")
+        self.att_source.setToolTip(
+            "table: one row per attempt; json_array: an array column; counter: only fields.attempt_count; none"
+        )
         f.addRow("Attempts come from", self.att_source)
         v.addLayout(f)
         self.att_stack = QStackedWidget()
@@ -819,14 +446,15 @@ class LayoutEditor(QDialog):
         jf.setContentsMargins(0, 0, 0, 0)
         self.att_json_column = ColumnCombo()
         jf.addRow("Array column", self.att_json_column)
-        lab = QLabel("Each element is one ended attempt, read as {at, attempt, error} "
-                     "(Oban/River errors).")
+        lab = QLabel("Each element is one ended attempt, read as {at, attempt, error} (Oban/River errors).")
         lab.setWordWrap(True)
         jf.addRow(lab)
         self.att_stack.addWidget(jp)
         # counter / none pages
-        for text_ in ("The attempt count is the attempt_count field (Fields tab); no attempt is listed.",
-                      "No attempts: only operation records are read."):
+        for text_ in (
+            "The attempt count is the attempt_count field (Fields tab); no attempt is listed.",
+            "No attempts: only operation records are read.",
+        ):
             lab = QLabel(text_)
             lab.setWordWrap(True)
             lab.setAlignment(Qt.AlignTop | Qt.AlignLeft)
@@ -837,20 +465,20 @@ class LayoutEditor(QDialog):
     def _expiry_page(self) -> QWidget:
         w = QWidget()
         f = QFormLayout(w)
-        self.retention_spin = _spin(10 ** 9, " s", "none")
+        self.retention_spin = _spin(10**9, " s", "none")
         self.retention_spin.setToolTip("dedup window: a key expires this long after the time below")
         f.addRow("Retention", self.retention_spin)
         self.retention_from = QComboBox()
         self.retention_from.addItems(TIME_FIELDS)
         f.addRow("counted from", self.retention_from)
-        self.lock_spin = _spin(10 ** 8, " s", "none")
+        self.lock_spin = _spin(10**8, " s", "none")
         self.lock_spin.setToolTip("an in-progress lock is stale after locked_at + this")
         f.addRow("Lock timeout", self.lock_spin)
-        self.window_spin = _spin(10 ** 9, " s", "none")
+        self.window_spin = _spin(10**9, " s", "none")
         self.window_spin.setToolTip("for duplicate_intent when the ledger has no retention")
         f.addRow("Dedup window", self.window_spin)
         self.retry_spin = QSpinBox()
-        self.retry_spin.setRange(1, 10 ** 6)
+        self.retry_spin.setRange(1, 10**6)
         self.retry_spin.setValue(5)
         f.addRow("Retry storm above", self.retry_spin)
         return w
@@ -867,9 +495,17 @@ class LayoutEditor(QDialog):
         self.status_combo.currentIndexChanged.connect(self._on_status_column)
         self.att_outcome.currentIndexChanged.connect(self._on_outcome_column)
         ch = self._changed
-        for w in (self.kind_combo, self.row_id_combo, self.status_default, self.att_number,
-                  self.att_outcome_default, self.att_json_column, self.retention_from, *self.att_cols.values(),
-                  *[c for pair in self.att_join for c in pair]):
+        for w in (
+            self.kind_combo,
+            self.row_id_combo,
+            self.status_default,
+            self.att_number,
+            self.att_outcome_default,
+            self.att_json_column,
+            self.retention_from,
+            *self.att_cols.values(),
+            *[c for pair in self.att_join for c in pair],
+        ):
             w.currentIndexChanged.connect(ch)
         for w in (self.retention_spin, self.lock_spin, self.window_spin, self.retry_spin):
             w.valueChanged.connect(ch)
@@ -924,7 +560,18 @@ class LayoutEditor(QDialog):
     def _submit(self, topic: str, fn: Callable[[], Any]) -> int:
         gen = self._bump(topic)
         if not self._closing:
-            self._pool.start(_Task(self._relay, topic, gen, fn))
+
+            def ok(result, topic=topic, gen=gen):
+                if isinstance(result, _Refused):
+                    self._on_failed(topic, gen, result.message)
+                else:
+                    self._on_done(topic, gen, result)
+
+            def failed(err: JobError, topic=topic, gen=gen):
+                if not err.cancelled:
+                    self._on_failed(topic, gen, err.message)
+
+            self._runner.submit(topic, _job(fn), ok, failed)
         return gen
 
     def _current(self, topic: str, gen: int) -> bool:
@@ -932,20 +579,26 @@ class LayoutEditor(QDialog):
 
     def _on_done(self, topic: str, gen: int, result: Any):
         if not self._current(topic, gen):
-            return   # a stale answer: the mapping has changed since it was asked
+            return  # a stale answer: the mapping has changed since it was asked
         if topic == "schema":
             self._schema_ready(*result)
         elif topic == "status":
             col, samples = result
-            self.status_model.set_values(samples, self._pending_map.get("status", {}),
-                                         guess=self._pending_guess.get("status", False),
-                                         default=self.status_default.currentText())
+            self.status_model.set_values(
+                samples,
+                self._pending_map.get("status", {}),
+                guess=self._pending_guess.get("status", False),
+                default=self.status_default.currentText(),
+            )
             self._changed()
         elif topic == "outcome":
             col, samples = result
-            self.outcome_model.set_values(samples, self._pending_map.get("outcome", {}),
-                                          guess=self._pending_guess.get("outcome", False),
-                                          default=self.att_outcome_default.currentText())
+            self.outcome_model.set_values(
+                samples,
+                self._pending_map.get("outcome", {}),
+                guess=self._pending_guess.get("outcome", False),
+                default=self.att_outcome_default.currentText(),
+            )
             self._changed()
         elif topic.startswith("time:"):
             self._time_samples(topic[5:], *result)
@@ -965,7 +618,10 @@ class LayoutEditor(QDialog):
             self.previewFailed.emit(self.last_error or message)
 
     def _show_error(self, message: str | None):
-        self.last_error = self.masker.mask_text(message) if message else None
+        from idemview.masking.masker import mask_message
+        # session tags first (equal to the grid's), then what only messages need: known secrets and
+        # user:password@host shapes (issue #9)
+        self.last_error = mask_message(self.masker.mask_text(message)) if message else None
         self.error_label.setText(self.last_error or "")
         self.error_label.setVisible(bool(message))
 
@@ -983,6 +639,7 @@ class LayoutEditor(QDialog):
 
         def job():
             from idemview.ledger.detect import detect
+
             tables = reflect_schema(engine)
             lay = load_preset(start) if isinstance(start, str) else start
             if lay is not None:
@@ -991,6 +648,7 @@ class LayoutEditor(QDialog):
                 if m:
                     lay = m[0].layout
             return tables, lay
+
         self._submit("schema", job)
 
     def _schema_ready(self, tables: list[TableInfo], lay: Layout | None):
@@ -1037,14 +695,15 @@ class LayoutEditor(QDialog):
             combo.setCurrentIndex(0)
         combo.blockSignals(False)
 
-    def set_model(self, model: dict, guess: bool = False) -> None:
-        """Show ``model`` (a TOML-shaped dict, see :mod:`idemview.ledger.builder`) in the widgets.
+    def set_model(self, model: dict | LayoutDraft, guess: bool = False) -> None:
+        """Show ``model`` (a :class:`LayoutDraft`, or its TOML-shaped dict) in the widgets.
 
         Entries the widgets do not edit (status rules, JSON paths of the attempts, ``where``, detect
         hints) are kept and saved as they were. ``guess``: suggest statuses for sampled values that the
         model does not map (used when starting from scratch)."""
         self._loading = True
-        self._base = copy.deepcopy(model)
+        self._draft = copy.deepcopy(model) if isinstance(model, LayoutDraft) else LayoutDraft.from_model(model)
+        model = self._draft.to_model()
         meta, ops = model.get("layout", {}), model.get("operations", {})
         self.name_edit.setText(meta.get("name", ""))
         self._select_table(self.table_combo, ops.get("table"), ops.get("schema"))
@@ -1067,7 +726,8 @@ class LayoutEditor(QDialog):
             self.rules_label.setText(
                 f"This layout derives the status from {len(rules)} ordered rules over columns "
                 f"({', '.join(sorted({p.get('column', 'any') for r in rules for p in r.get('when', [])}))}). "
-                "They are kept as they are; choose a status column to replace them with a value map.")
+                "They are kept as they are; choose a status column to replace them with a value map."
+            )
         else:
             self.status_combo.setItemText(0, NONE)
             self.status_combo.set_value(st.get("column"), emit=False)
@@ -1111,8 +771,11 @@ class LayoutEditor(QDialog):
         self.att_source.setCurrentText(src)
         self.att_source.blockSignals(False)
         self.att_stack.setCurrentIndex(ATTEMPT_SOURCES.index(src))
-        self._select_table(self.att_table, a.get("table") if src == "table" else None,
-                           a.get("schema", self._base.get("operations", {}).get("schema")))
+        self._select_table(
+            self.att_table,
+            a.get("table") if src == "table" else None,
+            a.get("schema", self._draft.operations.schema),
+        )
         self._fill_att_columns()
         join = list((a.get("join") or {}).items()) if src == "table" else []
         for i, (ac, oc) in enumerate(self.att_join):
@@ -1136,7 +799,9 @@ class LayoutEditor(QDialog):
         where = a.get("where") or []
         self.att_where_label.setText(
             f"Only rows matching the layout's {len(where)} 'where' condition(s) count as attempts (kept)."
-            if where else "")
+            if where
+            else ""
+        )
         self.att_where_label.setVisible(bool(where))
         self.att_json_column.set_value(a.get("column") if src == "json_array" else None, emit=False)
 
@@ -1148,79 +813,92 @@ class LayoutEditor(QDialog):
         cols = self._cols()
         self.key_list.set_columns(cols, self.key_list.checked())
         self.scope_list.set_columns(cols, self.scope_list.checked())
-        combos = [self.kind_combo, self.row_id_combo, self.status_combo, self.att_json_column,
-                  *[r.column for r in self.time_rows.values()],
-                  *[c for c, _p in self.value_rows.values()], *[c for c, _e in self.payload_rows.values()],
-                  *[o for _a, o in self.att_join]]
+        combos = [
+            self.kind_combo,
+            self.row_id_combo,
+            self.status_combo,
+            self.att_json_column,
+            *[r.column for r in self.time_rows.values()],
+            *[c for c, _p in self.value_rows.values()],
+            *[c for c, _e in self.payload_rows.values()],
+            *[o for _a, o in self.att_join],
+        ]
         for cb in combos:
             cb.set_columns(cols)
 
     def _fill_att_columns(self):
         t = self._table_info(self.att_table)
         cols = list(t.columns) if t else []
-        for cb in [self.att_number, self.att_outcome, *self.att_cols.values(),
-                   *[r.column for r in self.att_times.values()], *[a for a, _o in self.att_join]]:
+        for cb in [
+            self.att_number,
+            self.att_outcome,
+            *self.att_cols.values(),
+            *[r.column for r in self.att_times.values()],
+            *[a for a, _o in self.att_join],
+        ]:
             cb.set_columns(cols)
 
     def model(self) -> dict:
-        """The mapping shown, as a TOML-shaped dict (see :mod:`idemview.ledger.builder`): the starting
-        model with every entry the widgets edit replaced by the widgets' values."""
-        m = copy.deepcopy(self._base)
-        meta = m.setdefault("layout", {})
-        meta["name"] = self.name_edit.text().strip()
-        ops = m.setdefault("operations", {})
-        t = _tsplit(self.table_combo.currentData())
-        ops["table"], ops["schema"] = (t[1], t[0]) if t else ("", None)
-        ops["key"] = self.key_list.checked()
-        ops["scope"] = self.scope_list.checked()
-        if ops.get("key_fallback") and len(ops["key"]) != 1:
-            ops.pop("key_fallback")
-        kind = self.kind_combo.value()
-        old_kind = ops.get("kind")
-        if kind is None:
-            if not (isinstance(old_kind, dict) and "value" in old_kind):
-                ops.pop("kind", None)   # a literal kind (no column) is kept
-        elif isinstance(old_kind, dict) and old_kind.get("column") == kind:
-            pass   # keeps its JSON path
-        else:
-            ops["kind"] = kind
-        ops["row_id"] = self.row_id_combo.value()
+        """The mapping shown, as a TOML-shaped dict (``self.draft().to_model()``)."""
+        return self.draft().to_model()
 
-        old_st = ops.get("status")
+    def draft(self) -> LayoutDraft:
+        """The mapping shown, as a typed :class:`LayoutDraft`: the starting draft with every entry the
+        widgets edit replaced by the widgets' values."""
+        d = copy.deepcopy(self._draft)
+        d.name = self.name_edit.text().strip()
+        o = d.operations
+        t = _tsplit(self.table_combo.currentData())
+        o.table, o.schema = (t[1], t[0]) if t else ("", None)
+        o.key = self.key_list.checked()
+        o.scope = self.scope_list.checked()
+        # key_required names key columns (pg-boss: the throttle slot); unchosen ones go. A key fallback
+        # stays for composite keys too (a record whose key is incomplete is keyed "#<row id>").
+        if o.extra.get("key_required"):
+            o.extra["key_required"] = [c for c in o.extra["key_required"] if c in o.key]
+        kind, old_kind = self.kind_combo.value(), o.kind
+        if kind is None:
+            if not (old_kind is not None and old_kind.literal is not None):
+                o.kind = None  # a literal kind (no column) is kept
+        elif old_kind is None or old_kind.column != kind or old_kind.literal is not None:
+            o.kind = ValueDraft(kind)  # the same column keeps its JSON path
+        o.row_id = self.row_id_combo.value()
+
         default = self.status_default.currentText()
         col = self.status_combo.value()
         if col:
-            ops["status"] = {"column": col, "map": self.status_model.mapping(default), "default": default}
-        elif isinstance(old_st, dict) and old_st.get("rules"):
-            ops["status"] = dict(old_st, default=default)
+            o.status = StatusDraft(column=col, map=self.status_model.mapping(default), default=default)
+        elif o.status.rules:
+            o.status.default = default
         else:
-            ops["status"] = default
+            o.status = StatusDraft(default=default, literal=default)
 
-        ops["times"] = {k: v for k, v in ((n, r.value()) for n, r in self.time_rows.items()) if v}
-        old_f = ops.get("fields") or {}
-        fields: dict[str, Any] = {}
+        o.times = {n: TimeDraft.from_model(v) for n, v in ((n, r.value()) for n, r in self.time_rows.items()) if v}
+        fields: dict[str, ValueDraft] = {}
         for name, (cb, path) in self.value_rows.items():
             c = cb.value()
             if not c:
                 continue
-            old = old_f.get(name)
-            d = dict(old) if isinstance(old, dict) and old.get("column") == c else {"column": c}
-            d["json_path"] = path.text().strip() or None
-            fields[name] = d if (d.get("json_path") or d.get("encoding")) else c
+            old = o.fields.get(name)
+            v = copy.copy(old) if old is not None and old.column == c and old.literal is None else ValueDraft(c)
+            v.json_path = path.text().strip() or None
+            fields[name] = v
         for name, (cb, enc) in self.payload_rows.items():
             c = cb.value()
             if c:
-                fields[name] = {"column": c, "encoding": enc.currentText()}
-        ops["fields"] = fields
+                fields[name] = ValueDraft(c, encoding=enc.currentText(), payload=True)
+        o.fields = fields
 
-        m["attempts"] = self._attempts_model(m.get("attempts") or {})
-        exp = m.setdefault("expiry", {})
-        exp["retention_seconds"] = self.retention_spin.value() or None
-        exp["retention_from"] = self.retention_from.currentText() if exp["retention_seconds"] else None
-        exp["lock_timeout_seconds"] = self.lock_spin.value() or None
-        exp["dedup_window_seconds"] = self.window_spin.value() or None
-        m.setdefault("tunables", {})["retry_threshold"] = self.retry_spin.value()
-        return m
+        d.attempts = AttemptsDraft.from_model(self._attempts_model(d.attempts.to_model()))
+        retention = self.retention_spin.value() or None
+        d.expiry = ExpiryDraft(
+            retention_seconds=retention,
+            retention_from=self.retention_from.currentText() if retention else "created_at",
+            lock_timeout_seconds=self.lock_spin.value() or None,
+            dedup_window_seconds=self.window_spin.value() or None,
+        )
+        d.retry_threshold = self.retry_spin.value()
+        return d
 
     def _attempts_model(self, old: dict) -> dict:
         src = self.att_source.currentText()
@@ -1266,10 +944,11 @@ class LayoutEditor(QDialog):
         if self._loading:
             return
         # Another table: the previous column choices mean nothing there. Keep name, expiry, tunables.
-        keep = {k: self._base[k] for k in ("expiry", "tunables") if k in self._base}
         t = _tsplit(self.table_combo.currentData())
-        base = blank_model(self.name_edit.text().strip() or "custom", t[1] if t else "", t[0] if t else None)
-        base.update(copy.deepcopy(keep))
+        base = LayoutDraft.from_model(
+            blank_model(self.name_edit.text().strip() or "custom", t[1] if t else "", t[0] if t else None)
+        )
+        base.expiry, base.retry_threshold = copy.deepcopy(self._draft.expiry), self._draft.retry_threshold
         self._loading = True
         self.key_list.set_columns([], [])
         self.scope_list.set_columns([], [])
@@ -1348,8 +1027,9 @@ class LayoutEditor(QDialog):
         if t is None or col is None or t.column(col) is None:
             return
         info = t.column(col)
-        self._submit(f"time:{name}", lambda: (col, info, guess, sample_values(eng, t.name, info.name,
-                                                                              t.schema, limit=20)))
+        self._submit(
+            f"time:{name}", lambda: (col, info, guess, sample_values(eng, t.name, info.name, t.schema, limit=20))
+        )
 
     def _time_samples(self, name: str, col: str, info: ColumnInfo, guess: bool, samples: list):
         row = self.time_rows[name]
@@ -1359,7 +1039,7 @@ class LayoutEditor(QDialog):
         if guess:
             enc = guess_time_encoding(info, samples)
             if enc and enc != row.encoding.currentText():
-                row.encoding.setCurrentText(enc)   # -> _on_time_encoding -> refresh
+                row.encoding.setCurrentText(enc)  # -> _on_time_encoding -> refresh
         self._decode_sample(name)
 
     def _decode_sample(self, name: str):
@@ -1394,18 +1074,21 @@ class LayoutEditor(QDialog):
             self._bump("preview")
             self.preview_model.set_rows([])
             self.findings_label.setText("—")
-            self._show_error(f"the operations table {where} is not in this database: choose one of its "
-                             f"tables, or start from another preset")
+            self._show_error(
+                f"the operations table {where} is not in this database: choose one of its "
+                f"tables, or start from another preset"
+            )
             self.previewFailed.emit(self.last_error)
             return
         try:
             text_ = self.layout_text()
             from idemview.layouts.layout import parse_layout
+
             lay = parse_layout(text_, origin="<editor>")
         except LayoutError as e:
             self._last_text = None
             self.save_button.setEnabled(False)
-            self._bump("preview")   # a preview still running is for an older mapping
+            self._bump("preview")  # a preview still running is for an older mapping
             self.preview_model.set_rows([])
             self.findings_label.setText("—")
             self._show_error(str(e))
@@ -1415,8 +1098,7 @@ class LayoutEditor(QDialog):
         self.save_button.setEnabled(True)
         now = self.now or datetime.now(UTC)
         eng = self.engine
-        self.preview_title.setText(f"Preview: first {PREVIEW_ROWS} normalized operations (masked) — "
-                                   "reading…")
+        self.preview_title.setText(f"Preview: first {PREVIEW_ROWS} normalized operations (masked) — reading…")
         self._submit("preview", lambda: _preview_job(eng, lay, now))
 
     def _preview_ready(self, r: PreviewResult):
@@ -1428,7 +1110,8 @@ class LayoutEditor(QDialog):
             h.resizeSection(c, min(h.sectionSize(c), 260))
         n = len(r.rows)
         self.preview_title.setText(
-            f"Preview: {'first ' if r.more else ''}{n} normalized operation{'s' if n != 1 else ''} (masked)")
+            f"Preview: {'first ' if r.more else ''}{n} normalized operation{'s' if n != 1 else ''} (masked)"
+        )
         self.last_counts = {k.value: v for k, v in r.counts.items()}
         self.findings_label.setText(self._findings_html(r))
         self.previewUpdated.emit(n)
@@ -1438,20 +1121,29 @@ class LayoutEditor(QDialog):
         """Counts per kind as a 4-column grid (kind names never wrap mid-entry); kinds the mapping
         cannot detect are greyed with the reason in a line below."""
         from html import escape
+
         cells = []
         for k in FindingKind:
             if k in r.unsupported:
-                cells.append(f'<td style="color:#999">{k.value}</td><td style="color:#999">n/a</td><td width="18"></td>')
+                cells.append(
+                    f'<td style="color:#999">{k.value}</td><td style="color:#999">n/a</td><td width="18"></td>'
+                )
             else:
                 n = r.counts.get(k, 0)
-                colour = "#b00020" if n and k in (FindingKind.DUPLICATE_EFFECT,
-                                                  FindingKind.REPLAY_AFTER_EXPIRY) else "#000"
-                cells.append(f'<td>{k.value}</td><td align="right" style="color:{colour}"><b>{n}</b></td><td width="18"></td>')
-        rows = "".join("<tr>" + "".join(cells[i:i + 4]) + "</tr>" for i in range(0, len(cells), 4))
+                colour = (
+                    "#b00020" if n and k in (FindingKind.DUPLICATE_EFFECT, FindingKind.REPLAY_AFTER_EXPIRY) else "#000"
+                )
+                cells.append(
+                    f'<td>{k.value}</td><td align="right" style="color:{colour}"><b>{n}</b></td><td width="18"></td>'
+                )
+        rows = "".join("<tr>" + "".join(cells[i : i + 4]) + "</tr>" for i in range(0, len(cells), 4))
         html = f'<table cellspacing="0" cellpadding="2" style="margin:0">{rows}</table>'
         if r.unsupported:
-            html += ('<div style="color:#666">n/a: ' + escape("; ".join(
-                f"{k.value}: {why}" for k, why in r.unsupported.items())) + "</div>")
+            html += (
+                '<div style="color:#666">n/a: '
+                + escape("; ".join(f"{k.value}: {why}" for k, why in r.unsupported.items()))
+                + "</div>"
+            )
         return html
 
     # ------------------------------------------------------------------------------------ saving
@@ -1468,8 +1160,9 @@ class LayoutEditor(QDialog):
             self._show_error(str(e))
             return None
         if target is None:
-            name, _f = QFileDialog.getSaveFileName(self, "Save layout", f"{self.name_edit.text() or 'layout'}.toml",
-                                                   "Layouts (*.toml)")
+            name, _f = QFileDialog.getSaveFileName(
+                self, "Save layout", f"{self.name_edit.text() or 'layout'}.toml", "Layouts (*.toml)"
+            )
             if not name:
                 return None
             target = Path(name)
@@ -1488,13 +1181,13 @@ class LayoutEditor(QDialog):
     # ---------------------------------------------------------------------------------- closing
 
     def shutdown(self):
-        """Stop taking results and wait for running database work (called on close)."""
+        """Stop taking results and cancel running database work (called on close). Never waits: a
+        cancelled statement is interrupted in the database and its late result is dropped."""
         if self._closing:
             return
         self._closing = True
         self._debounce.stop()
-        self._pool.clear()
-        self._pool.waitForDone(30_000)
+        self._runner.cancel()
 
     def done(self, r: int):
         self.shutdown()

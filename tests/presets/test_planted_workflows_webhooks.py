@@ -1,4 +1,4 @@
-"""Presets of issue 5, batch B, on fixtures built from each system's own table definitions (its real
+"""Integration, workflow, webhook and billing presets (issue 5) on fixtures built from each system's own table definitions (its real
 table and column names, types mapped to SQLAlchemy Core): every planted incident is found with the
 right kind and key, a clean fixture reports nothing, and detection picks the preset.
 
@@ -290,9 +290,11 @@ def pgboss_md() -> MetaData:
     return md
 
 
-def boss_row(n, queue, state, created, *, key=None, started=None, completed=None, retries=0, output=None):
+def boss_row(n, queue, state, created, *, key=None, started=None, completed=None, retries=0, output=None,
+             slot=None):
     return {"id": f"0b8e4c9a-9a3e-4000-8000-{n:012d}", "name": queue, "data": {"orderId": n},
             "state": state, "retry_count": retries, "singleton_key": key, "created_on": created,
+            "singleton_on": slot.replace(tzinfo=None) if slot else None,
             "start_after": created, "started_on": started, "completed_on": completed,
             "keep_until": created + timedelta(days=14), "output": output, "policy": "standard"}
 
@@ -311,20 +313,19 @@ def boss_clean():
                      completed=NOW - 3 * H + M, output=ok),          # same key, other queue
             boss_row(3, "send-receipt", "active", NOW - 5 * M, started=NOW - 5 * M),
             boss_row(4, "send-receipt", "created", NOW - M),
-            boss_row(5, "charge-card", "failed", NOW - 4 * H, key="order-2", started=NOW - 4 * H,
-                     completed=NOW - 4 * H + 15 * M, retries=2,
-                     output={"value": {"message": "job timed out"}}),
+            boss_row(5, "charge-card", "completed", NOW - 4 * H, key="order-2", started=NOW - 4 * H,
+                     completed=NOW - 4 * H + 15 * M, retries=2, output=ok),
             boss_row(6, "charge-card", "completed", NOW - 2 * H, key="order-2", started=NOW - 2 * H,
-                     completed=NOW - 2 * H + M, output=ok)]           # the failure was resolved
+                     completed=NOW - 2 * H + M, output=ok)]  # one singleton_key, no slot: intended repeats
 
 
 def test_pgboss_planted(pg):
     writable, url = pg
     rows = boss_clean() + [
         boss_row(10, "send-receipt", "completed", NOW - 6 * H, key="order-77", started=NOW - 6 * H,
-                 completed=NOW - 6 * H + M, output={"sent": True}),
-        boss_row(11, "send-receipt", "completed", NOW - 5 * H, key="order-77", started=NOW - 5 * H,
-                 completed=NOW - 5 * H + M, output={"sent": True}),
+                 completed=NOW - 6 * H + M, output={"sent": True}, slot=NOW - 6 * H),
+        boss_row(11, "send-receipt", "completed", NOW - 6 * H, key="order-77", started=NOW - 5 * H,
+                 completed=NOW - 5 * H + M, output={"sent": True}, slot=NOW - 6 * H),   # same slot
         boss_row(12, "charge-card", "active", NOW - H, started=NOW - H),
         boss_row(13, "charge-card", "failed", NOW - 2 * H, started=NOW - 2 * H, completed=NOW - 2 * H + 15 * M,
                  retries=2, output={"value": {"message": "job timed out"}}),
@@ -333,7 +334,7 @@ def test_pgboss_planted(pg):
     ]
     boss_load(writable, rows)
     got, fs = scan(url, "pg-boss", NOW)
-    assert got == {("duplicate_effect", "send-receipt", "order-77"),
+    assert got == {("duplicate_effect", "send-receipt", "order-77/2026-11-30 06:00:00"),
                    ("stuck_in_progress", "charge-card", "#0b8e4c9a-9a3e-4000-8000-000000000012"),
                    ("unresolved_failure", "charge-card", "#0b8e4c9a-9a3e-4000-8000-000000000013"),
                    ("retry_storm", "send-receipt", "#0b8e4c9a-9a3e-4000-8000-000000000014")}
@@ -415,25 +416,27 @@ def proc_clean():
 def test_procrastinate_planted(pg):
     writable, url = pg
     p = proc_clean()
-    p.job(10, "shop.tasks.charge", "succeeded", NOW - 6 * H, ["succeeded"], qlock="charge-order-77")
+    # one job whose attempt succeeded twice (its 'succeeded' event written for two runs)
+    p.job(10, "shop.tasks.charge", "succeeded", NOW - 6 * H, ["succeeded", "succeeded"], qlock="charge-order-77")
+    # a later job of the same queueing_lock is an intended repeat (the lock only holds while 'todo')
     p.job(11, "shop.tasks.charge", "succeeded", NOW - 5 * H, ["deferred_for_retry", "succeeded"],
           qlock="charge-order-77")
     p.job(12, "shop.tasks.charge", "failed", NOW - 2 * H, ["deferred_for_retry", "deferred_for_retry", "failed"])
     p.job(13, "shop.tasks.sync_stock", "succeeded", NOW - 8 * H, ["deferred_for_retry"] * 6 + ["succeeded"])
     p.load(writable)
     got, fs = scan(url, "procrastinate", NOW)
-    assert got == {("duplicate_effect", "", "charge-order-77"), ("unresolved_failure", "", "#12"),
-                   ("retry_storm", "", "#13")}
+    assert got == {("duplicate_effect", "", "10"), ("unresolved_failure", "", "12"),
+                   ("retry_storm", "", "13")}
     dup = next(f for f in fs if f.kind.value == "duplicate_effect")
     assert [e.get("outcome") or e.get("status") for e in dup.evidence].count("succeeded") == 2
     eng = open_engine(url)
     led = Ledger(eng, load_preset("procrastinate"))
-    atts = led.attempts("", "#12")
+    atts = led.attempts("", "12")
     assert sorted((a.finished_at.isoformat(), a.raw_outcome) for a in atts) == [
         ("2026-11-30T10:02:00+00:00", "deferred_for_retry"), ("2026-11-30T10:07:00+00:00", "deferred_for_retry"),
         ("2026-11-30T10:12:00+00:00", "failed")]
     assert {a.outcome.value for a in atts} == {"failed"}
-    assert led.counts() == (9, 17)  # end-of-attempt events only; 'deferred'/'started' rows are not attempts
+    assert led.counts() == (9, 18)  # end-of-attempt events only; 'deferred'/'started' rows are not attempts
     eng.dispose()
 
 
@@ -778,7 +781,7 @@ def test_detect_picks_the_preset(request, tmp_path, engine, preset):
 
 
 def test_detect_tells_medusa_from_stripe_style(pg):
-    from tests.test_presets_core import stripe_md
+    from tests.presets.test_planted_stripe_powertools_celery import stripe_md
     writable, url = pg
     load(writable, stripe_md(), {})
     assert detected(url)[0].layout.name == "stripe-style"

@@ -150,7 +150,7 @@ def test_formula_injection_guard_in_raw_bytes(tmp_path):
     assert lines[0] == b'"\'=HYPERLINK(""x"")",n,x,j,\'-b'
     assert lines[1] == b"'=1+1,-5,-1.5,\"{\"\"a\"\":\"\"=cmd\"\"}\",true"
     assert lines[2] == b"'+SUM(A1),-9223372036854775808,-0.10,-7,false"   # JSON number -7
-    assert lines[3] == b"'-2,0,-3e5,'=bad,"
+    assert lines[3] == b"-2,0,-3e5,'=bad,"       # a plain number in a text column is not a formula (#9)
     assert lines[4] == b"'@import,12,'=1+2,'@x,'=no"
     assert lines[5] == b"'\tTAB,1,2,,true"
     assert lines[6] == b"\"'\rCR\",1,2,,false"

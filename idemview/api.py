@@ -1,0 +1,354 @@
+"""The Python API for notebooks and scripts (DESIGN §9): ledgers and evidence files as pandas DataFrames.
+
+    >>> import idemview
+    >>> led = idemview.open("ledger.db")                 # layout detected, opened read-only
+    >>> ops = led.operations({"statuses": ["failed"]})   # a DataFrame, masked
+    >>> for chunk in led.attempts(chunksize=50_000):     # large ledgers: an iterator of DataFrames
+    ...     ...
+    >>> df = idemview.read_evidence("export.csv")        # verifies the manifest's SHA-256 first
+
+The frames have exactly the columns and rows of ``idemview export --rows operations|attempts|findings``
+(same read contract: :func:`idemview.evidence.plan.plan_export` over :class:`~idemview.ledger.reader.Ledger`),
+typed instead of text:
+
+- ``instant`` columns → ``datetime64[ns, UTC]``; ``naive_instant`` columns (a layout's ``naive`` times,
+  exported as stored wall time) are converted to UTC here with the layout's zone (DST folds take the
+  standard-time reading, DST gaps move forward);
+- ``integer`` → ``Int64`` (nullable); ``boolean`` → ``boolean``; ``text`` → ``string``;
+  ``json`` → ``object`` (the masked Python value: dict, list, str, number).
+
+Masking is on by default (DESIGN §6) with one :class:`~idemview.masking.masker.Masker` per opened
+ledger, so a value masks to the same tag in every frame of that ledger; pass ``masked=False`` for raw
+values (never for frames you share).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from idemview.domain.filters import Filter
+from idemview.domain.model import FindingKind, Payload, Status
+from idemview.errors import EvidenceMismatch, LayoutMismatch
+from idemview.evidence.plan import plan_export
+from idemview.evidence.writer import ColumnSpec, manifest_path_for, verify_evidence
+from idemview.layouts.layout import Layout, load_layout, load_preset, preset_names
+from idemview.ledger.connect import open_engine
+from idemview.ledger.reader import Ledger
+from idemview.masking.masker import Masker
+
+if TYPE_CHECKING:  # pandas is imported when a frame is built, not at import time
+    import pandas as pd
+
+__all__ = ["LedgerFrames", "open", "read_evidence"]
+
+FilterLike = Filter | Mapping[str, Any] | None
+
+
+def _filter(flt: FilterLike) -> Filter:
+    """A :class:`Filter` from a Filter, ``None`` (everything) or a mapping of its fields; enum fields
+    accept their string values (``{"statuses": ["failed"], "findings": ["duplicate_effect"]}``).
+    Raises :class:`~idemview.errors.InputError`-compatible ``ValueError`` on an unknown field or value."""
+    if flt is None:
+        return Filter()
+    if isinstance(flt, Filter):
+        return flt
+    if not isinstance(flt, Mapping):
+        raise TypeError(f"filter must be a Filter, a mapping or None, not {type(flt).__name__}")
+    d = dict(flt)
+    unknown = set(d) - set(Filter.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"unknown filter field(s): {', '.join(sorted(unknown))}")
+    if "findings" in d:
+        d["findings"] = [FindingKind(k) for k in d["findings"]]
+    if "statuses" in d:
+        d["statuses"] = [Status(s) for s in d["statuses"]]
+    return Filter(**d)
+
+
+def _plain(v: Any) -> Any:
+    """Bytes and payloads become what a person would read before masking sees them (as the CSV)."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).decode("utf-8", "replace")
+    if isinstance(v, Payload):
+        return (
+            v.value
+            if v.encoding != "binary"
+            else (v.value.hex() if isinstance(v.value, (bytes, bytearray)) else v.value)
+        )
+    return v
+
+
+def _typed_frame(cols: list[ColumnSpec], rows: list[tuple], zones: Mapping[str, str]) -> pd.DataFrame:
+    """One DataFrame from plan rows, each column converted by its :class:`ColumnSpec` kind."""
+    import pandas as pd
+
+    data: dict[str, Any] = {}
+    for i, c in enumerate(cols):
+        values = [r[i] for r in rows]
+        data[c.name] = _series(c, values, zones.get(c.name, "UTC"))
+    return pd.DataFrame(data, columns=[c.name for c in cols])
+
+
+def _series(col: ColumnSpec, values: list[Any], zone: str) -> pd.Series:
+    import pandas as pd
+
+    kind = col.kind
+    if kind == "integer":
+        if all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in values):
+            return pd.Series(values, dtype="Int64", name=col.name)
+        # a masked or non-numeric value in an integer column: keep the text rather than lose it
+        return pd.Series([None if v is None else str(v) for v in values], dtype="string", name=col.name)
+    if kind == "boolean":
+        return pd.Series(values, dtype="boolean", name=col.name)
+    if kind == "instant":
+        return pd.Series(pd.to_datetime(pd.Series(values, dtype=object), utc=True), name=col.name)
+    if kind == "naive_instant":
+        s = pd.to_datetime(pd.Series(values, dtype=object))
+        if s.dt.tz is None:
+            s = s.dt.tz_localize(zone, ambiguous=False, nonexistent="shift_forward")
+        return pd.Series(s.dt.tz_convert("UTC"), name=col.name)
+    if kind == "text":
+        return pd.Series([None if v is None else str(v) for v in values], dtype="string", name=col.name)
+    return pd.Series(values, dtype=object, name=col.name)
+
+
+@dataclass
+class LedgerFrames:
+    """A ledger opened read-only for analysis; each method returns what the export of the same rows
+    would contain, as a typed, masked DataFrame (see the module docstring for the dtypes).
+
+    ``ledger`` is the underlying :class:`~idemview.ledger.reader.Ledger` (the read contract); ``masker``
+    masks every frame of this object (one key, so equal values give equal tags across frames).
+    Close with :meth:`close` or use as a context manager.
+    """
+
+    ledger: Ledger
+    masked: bool = True
+    masker: Masker = field(default_factory=Masker)
+
+    @property
+    def layout(self) -> Layout:
+        return self.ledger.layout
+
+    def operations(
+        self, filter: FilterLike = None, *, now: datetime | None = None, chunksize: int | None = None
+    ) -> pd.DataFrame | Iterator[pd.DataFrame]:
+        """One row per operation record matching ``filter`` (a Filter, a mapping of its fields, or None
+        for all), ordered by record id; ``findings`` lists the kinds found at ``now`` (default: the
+        current time, UTC). With ``chunksize`` (rows), an iterator of DataFrames instead."""
+        return self._frames("operations", filter, now, chunksize)
+
+    def attempts(
+        self, filter: FilterLike = None, *, now: datetime | None = None, chunksize: int | None = None
+    ) -> pd.DataFrame | Iterator[pd.DataFrame]:
+        """Every recorded attempt of the operations matching ``filter`` (none for counter-only
+        layouts). With ``chunksize`` (rows), an iterator of DataFrames instead."""
+        return self._frames("attempts", filter, now, chunksize)
+
+    def findings(
+        self, now: datetime | None = None, *, filter: FilterLike = None, chunksize: int | None = None
+    ) -> pd.DataFrame | Iterator[pd.DataFrame]:
+        """The findings (DESIGN §5) at ``now`` (aware; default the current time), one row per finding:
+        ledger, kind, severity, scope, idempotency_key, at (UTC), explanation, evidence."""
+        return self._frames("findings", filter, now, chunksize)
+
+    def _frames(
+        self, rows: str, flt: FilterLike, now: datetime | None, chunksize: int | None
+    ) -> pd.DataFrame | Iterator[pd.DataFrame]:
+        if now is None:
+            now = datetime.now(UTC)
+        elif now.tzinfo is None:
+            raise ValueError("now must be an aware datetime (UTC recommended)")
+        if chunksize is not None and (not isinstance(chunksize, int) or chunksize < 1):
+            raise ValueError(f"chunksize must be a whole number >= 1, not {chunksize!r}")
+        plan = plan_export(self.ledger, _filter(flt), rows, now)
+        cols = plan.columns
+        zones = self._zones(rows)
+        cells = self._cells(cols, plan.rows)
+        if chunksize is None:
+            return _typed_frame(cols, list(cells), zones)
+        return self._chunks(cols, cells, zones, chunksize)
+
+    @staticmethod
+    def _chunks(cols, cells, zones, chunksize) -> Iterator[pd.DataFrame]:
+        while True:
+            batch = list(islice(cells, chunksize))
+            if not batch:
+                return
+            yield _typed_frame(cols, batch, zones)
+
+    def _cells(self, cols: list[ColumnSpec], rows: Iterator[tuple]) -> Iterator[tuple]:
+        if not self.masked:
+            yield from (tuple(_plain(v) for v in r) for r in rows)
+            return
+        masks = [self.masker.for_column(c.name) for c in cols]
+        for r in rows:
+            yield tuple(None if v is None else m(_plain(v)) for m, v in zip(masks, r, strict=True))
+
+    def _zones(self, rows: str) -> dict[str, str]:
+        """IANA zone of every naive time column (to turn stored wall times back into UTC)."""
+        lay = self.ledger.layout
+        if rows == "attempts":
+            a = lay.attempts
+            return {
+                k: tc.zone
+                for k in ("started_at", "finished_at")
+                if (tc := getattr(a, k, None)) is not None and tc.encoding == "naive"
+            }
+        return {k: tc.zone for k, tc in lay.times.items() if tc.encoding == "naive"}
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.ledger.engine.dispose()
+
+    def __enter__(self) -> LedgerFrames:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used explicitly in this module
+    url: str,
+    layout: str | Layout | None = None,
+    *,
+    masked: bool = True,
+    masker: Masker | None = None,
+    naive_zone: str | None = None,
+) -> LedgerFrames:
+    """Open a ledger read-only for analysis.
+
+    ``url``: a SQLAlchemy URL, a SQLite file, or the name of a saved connection (its password then
+    comes from the keyring, its layout and naive zone are used unless given). ``layout``: a preset
+    name, a layout file, a :class:`Layout`, or ``None`` to detect it as ``idemview detect`` does.
+    ``naive_zone``: the IANA zone the ledger's naive timestamps were written in. ``masker``: a
+    :class:`Masker` (e.g. with a fixed key for reproducible tags); default a fresh one.
+
+    Raises :class:`~idemview.errors.CannotConnect` (unreachable, not a database),
+    :class:`~idemview.errors.LayoutMismatch` (no preset fits / the layout's tables are missing),
+    :class:`~idemview.errors.InvalidLayout` (a malformed layout file).
+    """
+    password, name = None, None
+    target: Any = url
+    if "://" not in url and not Path(url).exists():
+        from idemview.config import ConnectionStore, CredentialStore
+
+        saved = ConnectionStore().find(url)
+        if saved is not None:  # a saved connection, as on the command line; its password from the keyring
+            target, password, name = saved.url(), CredentialStore().get(saved.id), saved.name
+            layout = layout if layout is not None else (saved.layout or None)
+            naive_zone = naive_zone if naive_zone is not None else saved.naive_zone
+    engine = open_engine(target, password=password)
+    try:
+        if isinstance(layout, Layout):
+            lay = layout
+        elif layout:
+            lay = load_preset(layout) if layout in preset_names() else load_layout(layout)
+        else:
+            from idemview.ledger.detect import detect
+
+            matches = detect(engine)
+            if not matches:
+                raise _NoPreset("no preset fits this database; pass layout=NAME|FILE (see `idemview presets`)")
+            lay = matches[0].layout
+        kw: dict[str, Any] = {"naive_zone": naive_zone}
+        if name is None:
+            name = (
+                Path(engine.url.database or "").name
+                if engine.dialect.name == "sqlite"
+                else (engine.url.database or engine.dialect.name)
+            )
+        ledger = Ledger(engine, lay, name=name, **kw)
+    except BaseException:
+        engine.dispose()
+        raise
+    return LedgerFrames(ledger, masked=masked, masker=masker if masker is not None else Masker())
+
+
+class _NoPreset(LayoutMismatch):
+    """No shipped preset fits the database (detection found nothing)."""
+
+
+def read_evidence(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read an evidence CSV written by ``idemview export`` after verifying it against its manifest
+    (``PATH.manifest.json``): SHA-256 and size of the file, then the row count.
+
+    Column types are restored from the manifest's ``columns`` kinds (``instant`` → UTC datetimes,
+    ``naive_instant`` → naive datetimes as exported, ``integer`` → ``Int64``, ``boolean``, ``json`` →
+    parsed values, ``text`` → ``string`` with the formula guard's leading ``'`` removed). The manifest's
+    ``null`` literal is read as missing.
+
+    Raises :class:`~idemview.errors.EvidenceMismatch` when the manifest is missing or unreadable, or the
+    file differs from it (changed after export).
+    """
+    import pandas as pd
+
+    p = os.fspath(path)
+    rep = verify_evidence(p)
+    if not rep.ok:
+        raise EvidenceMismatch(f"{p}: does not match its manifest: {'; '.join(rep.problems)}")
+    with builtins.open(manifest_path_for(p), encoding="utf-8") as f:
+        manifest = json.load(f)
+    csv_meta = manifest.get("csv", {})
+    cols = [ColumnSpec(c["name"], c["kind"]) for c in manifest.get("columns", [])]
+    null = csv_meta.get("null", "")
+    df = pd.read_csv(
+        p, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8-sig" if csv_meta.get("bom") else "utf-8"
+    )
+    if [c.name for c in cols] != list(df.columns):
+        raise EvidenceMismatch(f"{p}: the header differs from the manifest's columns")
+    if len(df) != manifest.get("row_count"):
+        raise EvidenceMismatch(f"{p}: {len(df)} rows, the manifest says {manifest.get('row_count')}")
+    out = {c.name: _restore(c, df[c.name].tolist(), null) for c in cols}
+    return pd.DataFrame(out, columns=[c.name for c in cols])
+
+
+_GUARDED = tuple("=+-@\t\r\0")
+
+
+def _restore(col: ColumnSpec, raw: list[str], null: str) -> pd.Series:
+    """Undo the CSV writer's formatting for one column of ``kind`` (see ``ColumnSpec``)."""
+    import pandas as pd
+
+    vals: list[Any] = [None if v == null else v for v in raw]
+    kind = col.kind
+
+    def unguard(s: str) -> str:
+        return s[1:] if len(s) > 1 and s[0] == "'" and s[1] in _GUARDED else s
+
+    if kind == "integer":
+        try:
+            return pd.Series([None if v is None else int(v) for v in vals], dtype="Int64", name=col.name)
+        except ValueError:
+            pass  # a masked tag in an integer column stays text
+    elif kind == "number":
+        try:
+            return pd.Series([None if v is None else float(v) for v in vals], dtype="Float64", name=col.name)
+        except ValueError:
+            pass
+    elif kind == "boolean":
+        return pd.Series([None if v is None else v == "true" for v in vals], dtype="boolean", name=col.name)
+    elif kind == "instant":
+        return pd.Series(pd.to_datetime(pd.Series(vals, dtype=object), utc=True, format="ISO8601"), name=col.name)
+    elif kind == "naive_instant":
+        return pd.Series(pd.to_datetime(pd.Series(vals, dtype=object), format="ISO8601"), name=col.name)
+    elif kind == "json":
+        out: list[Any] = []
+        for v in vals:
+            if v is None:
+                out.append(None)
+                continue
+            try:
+                out.append(json.loads(v))
+            except ValueError:
+                out.append(unguard(v))  # a masked or plain-text payload
+        return pd.Series(out, dtype=object, name=col.name)
+    return pd.Series([None if v is None else unguard(v) for v in vals], dtype="string", name=col.name)
