@@ -18,7 +18,7 @@ from idemview.services.demo import reference_metadata
 
 from tests.conftest import ANCHOR
 from tests.ledgers import load
-from tests.test_presets_core import stripe_clean, stripe_md, stripe_row
+from tests.presets.test_planted_stripe_powertools_celery import stripe_clean, stripe_md, stripe_row
 
 NOW = ANCHOR
 H = timedelta(hours=1)
