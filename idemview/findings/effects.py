@@ -115,7 +115,8 @@ class Reconciler:
         kinds = set(kinds) if kinds is not None else set(EFFECT_KINDS)
         if not kinds & set(EFFECT_KINDS):
             return []
-        states, orphans = self._sql() if self.fx.same_database else self._merge()
+        states, orphans = (self._sql() if self.fx.same_database
+                           else self._merge(orphans_wanted=K.ORPHAN_EFFECT in kinds))
         out: list[Finding] = []
         want_dup, want_hidden = K.DUPLICATE_EFFECT in kinds, K.HIDDEN_SUCCESS in kinds
         flagged = {k: st for k, st in states.items()
@@ -195,37 +196,23 @@ class Reconciler:
 
     # ------------------------------------------------------------- different databases: merge
 
-    def _ledger_stream(self, batch: int = 10000) -> Iterator[tuple]:
-        """``(link, scope, key, bad, comp, why)`` of every operation record with a link, in byte order of
-        the link, streamed (plain tuples: this loop runs once per record)."""
-        # timed-out attempts are applied in Python from one set (_timed_out): a correlated lookup per
-        # streamed record cost more than the stream itself
-        o = self._ops(with_timeouts=False).subquery("o")
-        q = (select(o.c.link, o.c.scope, o.c.key, o.c.bad, o.c.comp, o.c.why)
-             .where(o.c.link.is_not(None)).order_by(byte_order(o.c.link)))
+    def _ledger_links(self, batch: int = 20000) -> Iterator:
+        """Every operation link, in byte order (the orphan merge reads nothing else)."""
+        ol = self.fx.operation_link
+        q = select(ol).select_from(self.l.ops).where(ol.is_not(None)).order_by(byte_order(ol))
         with self.l.engine.connect() as c:
             res = c.execution_options(stream_results=True, yield_per=batch).execute(q)
             for part in res.partitions():
-                yield from part
+                for r in part:
+                    yield r[0]
 
-    def _multi_records(self) -> dict:
-        """Flags of operations with several records (their state is decided after the merge): the keys
-        come from one grouped pass (no flags), their flags from a second, for those keys only."""
+    def _multi_keys(self) -> list:
+        """(scope, key) of operations with several records (one grouped pass, no flags)."""
         l = self.l
         q = (select(l.scope_expr.label("scope"), l.key_expr.label("key")).select_from(l.ops)
              .group_by(l.scope_expr, l.key_expr).having(func.count() >= 2))
-        out: dict = {}
         with l.engine.connect() as c:
-            keys = [(r[0], r[1]) for r in c.execute(q)]
-            bad, comp, why = self._flags()
-            for i in range(0, len(keys), 200):
-                batch = keys[i:i + 200]
-                cond = or_(*[and_(l.scope_expr == s_, l.key_expr == k_) for s_, k_ in batch])
-                fq = (select(l.scope_expr, l.key_expr, func.max(bad), func.max(comp), func.max(why))
-                      .select_from(l.ops).where(cond).group_by(l.scope_expr, l.key_expr))
-                for s_, k_, b, cm, w in c.execute(fq):
-                    out[(s_, k_)] = _KeyState(0, set(), None, bool(b), bool(cm), w or "")
-        return out
+            return [(r[0], r[1]) for r in c.execute(q)]
 
     def _timed_out(self) -> set:
         """(scope, key) of operations with a timed-out attempt (one pass over the attempts)."""
@@ -237,60 +224,92 @@ class Reconciler:
             return {(r[0], r[1]) for r in c.execute(select(t.c.scope, t.c.key)
                                                     .where(t.c.outcome == "timed_out").distinct())}
 
-    def _merge(self) -> tuple[dict, dict]:
-        multi = self._multi_records()
+    def _records_where(self, c, cond) -> list:
+        """``(scope, key, link, bad, comp, why)`` of the operation records matching ``cond``."""
+        l = self.l
+        bad, comp, why = self._flags(with_timeouts=False)
+        q = (select(l.scope_expr, l.key_expr, self.fx.operation_link, bad, comp, why)
+             .select_from(l.ops).where(cond))
+        return [tuple(r) for r in c.execute(q)]
+
+    def _merge(self, orphans_wanted: bool = True) -> tuple[dict, dict]:
+        """Across two databases. Only candidates are looked up on each side: the ledger's failed /
+        stuck / timed-out records and its keys with several records, and the effect links with >= 2
+        records (``HAVING``, in the effects database); each side is then asked for the other's half of
+        those few links (``IN`` lists). Orphans need every link of both sides: two link-only streams in
+        byte order, merged (only when ``orphan_effect`` is asked for)."""
+        l, fx = self.l, self.fx
+        ol = fx.operation_link
+        bad_expr, comp_expr, _why = self._flags(with_timeouts=False)
         timed = self._timed_out()
+        recs: dict = {}  # (scope, key) -> list of (link, bad, comp, why) of its records
+        with l.engine.connect() as c:
+            def take(rows):
+                for s_, k_, link, b, cm, w in rows:
+                    if (s_, k_) in timed and not cm and not b:
+                        b, w = 1, "timed out"
+                    recs.setdefault((s_, k_), []).append((link, b, cm, w))
+            take(self._records_where(c, and_(bad_expr == 1, ol.is_not(None))))
+            cand = list(timed) + self._multi_keys()
+            for batch in _batches(cand, 200):
+                take(self._records_where(c, or_(*[and_(l.scope_expr == s_, l.key_expr == k_) for s_, k_ in batch])))
+        # effect links with several records: one operation's double effect at least
+        dup_groups: dict = {}
+        with fx.engine.connect() as c:
+            q = fx.grouped_select(None).having(func.count() >= 2)
+            for g in c.execute(q):
+                dup_groups[g[0]] = (int(g[1]), g[2] if fx.at_e is not None else None)
+        # the ledger records behind those links
+        with l.engine.connect() as c:
+            for batch in _batches(sorted(dup_groups), 500):
+                for row in self._records_where(c, ol.in_(batch)):
+                    if (row[0], row[1]) not in recs:
+                        recs.setdefault((row[0], row[1]), []).append(row[2:])
+        # effect counts of every candidate link
+        links = {x[0] for rs in recs.values() for x in rs if x[0] is not None}
+        counts: dict = dict(dup_groups)
+        with fx.engine.connect() as c:
+            for batch in _batches(sorted(links - set(counts)), 500):
+                for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
+                    counts[g[0]] = (int(g[1]), g[2] if fx.at_e is not None else None)
         states: dict = {}
-        orphans: dict = {}
+        for ref, rs in recs.items():
+            st = _KeyState(0, set(), None, any(x[1] for x in rs), any(x[2] for x in rs),
+                           max((x[3] or "" for x in rs), default=""))
+            for link in {x[0] for x in rs if x[0] is not None and x[0] in counts}:
+                n, first_e = counts[link]
+                st.n_effects += n
+                st.links.add(link)
+                if first_e is not None and (st.first_e is None or first_e < st.first_e):
+                    st.first_e = first_e
+            if st.n_effects >= 2 or (st.n_effects and st.bad and not st.completed):
+                states[ref] = st
+        return states, (self._orphans_merge() if orphans_wanted else {})
+
+    def _orphans_merge(self) -> dict:
+        """Effect links no operation link matches: two link-only streams merged in byte order."""
         since = self.orphans_since_e
         has_first = self.fx.at_e is not None
         has_recent = has_first and since is not None
-        ops = self._ledger_stream()
+        orphans: dict = {}
+        ops = self._ledger_links()
         op = next(ops, None)
-
-        def add(ref, n, link, first_e, bad, comp, why):
-            if not bad and not comp and ref in timed:
-                bad, why = 1, "timed out"
-            st = multi.get(ref) or states.get(ref)
-            if st is None:
-                if n < 2 and not (bad and not comp):
-                    return  # the common case: one record, one effect, completed — nothing to keep
-                st = _KeyState(0, set(), None, bool(bad), bool(comp), why or "")
-            st.n_effects += n
-            st.links.add(link)
-            if first_e is not None and (st.first_e is None or first_e < st.first_e):
-                st.first_e = first_e
-            if ref not in multi and (st.n_effects >= 2 or (st.bad and not st.completed)):
-                states[ref] = st
-
         for g in self.fx.stream_grouped(since):
-            link, n = g[0], int(g[1])
-            first_e = g[2] if has_first else None
-            while op is not None and op[0] < link:  # operations without effects
+            link = g[0]
+            while op is not None and op < link:
                 op = next(ops, None)
-            if op is None or op[0] != link:
-                n_recent = int(g[3] or 0) if has_recent else n
-                if n_recent > 0:
-                    orphans[link] = (n_recent, first_e)
+            if op == link:
                 continue
-            head = op
-            op = next(ops, None)
-            if op is None or op[0] != link:  # the common case: one record has this link
-                if n >= 2 or head[3] or not head[4] or head[1:3] in multi:
-                    add((head[1], head[2]), n, link, first_e, head[3], head[4], head[5])
-                continue
-            seen = {(head[1], head[2])}
-            add((head[1], head[2]), n, link, first_e, head[3], head[4], head[5])
-            while op is not None and op[0] == link:
-                ref = (op[1], op[2])
-                if ref not in seen:  # records of one key sharing a link count its effects once
-                    seen.add(ref)
-                    add(ref, n, link, first_e, op[3], op[4], op[5])
-                op = next(ops, None)
-        for ref, st in multi.items():
-            if st.n_effects >= 2 or (st.n_effects and st.bad and not st.completed):
-                states[ref] = st
-        return states, orphans
+            n_recent = int(g[3] or 0) if has_recent else int(g[1])
+            if n_recent > 0:
+                orphans[link] = (n_recent, g[2] if has_first else None)
+        return orphans
+
+
+def _batches(items, n: int):
+    items = list(items)
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
 
 
 def _said(why: str) -> str:
