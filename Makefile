@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-core test-rest check install bench clean
+.PHONY: demo test test-core test-rest check install bench bench-reference clean package package-check wheel-check
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,9 +38,37 @@ check: $(BIN)/.installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Per-preset floors, whole-process scans, export (issue 11); BENCH_SIZES=100k,1m picks sizes. Ledgers are
+# cached in $$IDEMVIEW_BENCH_CACHE (default ~/.cache/idemview-bench), outside the repository.
+BENCH_SIZES ?= 100k,1m,2m
+BENCH_ARGS ?=
 bench: $(BIN)/.installed
+	bash packaging/start-services.sh
+	$(BIN)/python benchmarks/presets_bench.py --sizes $(BENCH_SIZES) $(BENCH_ARGS)
+
+# The reference-ledger benchmark of issue 6 (grid latency, attempts export; writes BENCHMARKS.md too).
+bench-reference: $(BIN)/.installed
 	bash packaging/start-services.sh
 	$(BIN)/python benchmarks/run.py --sizes 100k,1m,3m --reuse
 
+# The desktop bundle dist/idemview/ (executable dist/idemview/idemview), built by PyInstaller from
+# packaging/idemview.spec; see packaging/README.md.
+$(BIN)/pyinstaller: $(BIN)/.installed
+	$(BIN)/pip install -q 'pyinstaller>=6.10'
+
+package: $(BIN)/pyinstaller
+	$(BIN)/pyinstaller --noconfirm --clean --log-level ERROR --workpath build/pyinstaller --distpath dist \
+		packaging/idemview.spec
+	@du -sh dist/idemview
+
+# Build the bundle, then run it: --version, demo + scan equal to the source tree, GUI offscreen.
+package-check: package
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -p no:cacheprovider tests/packaging/test_bundle.py
+
+# Build the wheel and install it into a fresh venv (also part of `make test` on CI).
+wheel-check: $(BIN)/.installed
+	IDEMVIEW_WHEEL_CHECK=1 QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/packaging/test_wheel.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache

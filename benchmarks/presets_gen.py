@@ -33,7 +33,7 @@ import gen
 UTC = timezone.utc
 ANCHOR = gen.ANCHOR
 A = int(ANCHOR.timestamp())
-VERSION = 2
+VERSION = 3
 
 #: Which engines each system runs on (stripe-style / rocket-rides is PostgreSQL only).
 ENGINES = {"idemview": ("sqlite", "postgresql"), "celery": ("sqlite", "postgresql"),
@@ -53,10 +53,14 @@ def _ts(d: str, e: str, aware=False) -> str:
 
 
 def _hexid(d: str, i="i") -> str:
-    x = f"(({i} * 2654435761) % 4294967296)"
+    """A uuid4-shaped id from ``i`` (hex groups from multiplicative hashes; ``i`` in the last group keeps
+    it unique), like the ids Celery and rocket-rides clients generate."""
+    parts = [(f"(({i} * 2654435761) % 4294967296)", 8), (f"(({i} * 40503) % 65536)", 4),
+             (f"(16384 + ({i} * 2246822519) % 4096)", 4), (f"(32768 + ({i} * 3266489917) % 16384)", 4),
+             (f"((({i} * 668265263) % 16777216) * 16777216 + {i})", 12)]
     if d == "sqlite":
-        return f"printf('%08x-0000-4000-8000-%012d', {x}, {i})"
-    return f"(lpad(to_hex({x}), 8, '0') || '-0000-4000-8000-' || lpad(CAST({i} AS text), 12, '0'))"
+        return "printf('" + "-".join(f"%0{w}x" for _e, w in parts) + "', " + ", ".join(e for e, _w in parts) + ")"
+    return " || '-' || ".join(f"lpad(to_hex({e}), {w}, '0')" for e, w in parts)
 
 
 def _blob(d: str, expr: str) -> str:

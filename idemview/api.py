@@ -226,7 +226,8 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
 ) -> LedgerFrames:
     """Open a ledger read-only for analysis.
 
-    ``url``: a SQLAlchemy URL, a SQLite file, or the name of a saved connection (its password then
+    ``url``: a SQLAlchemy URL, a SQLite file, a ``redis://``/``rediss://`` URL (read as a snapshot,
+    ``layout`` then a key-value preset or file), or the name of a saved connection (its password then
     comes from the keyring, its layout and naive zone are used unless given). ``layout``: a preset
     name, a layout file, a :class:`Layout`, or ``None`` to detect it as ``idemview detect`` does.
     ``naive_zone``: the IANA zone the ledger's naive timestamps were written in. ``masker``: a
@@ -246,6 +247,16 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
             target, password, name = saved.url(), CredentialStore().get(saved.id), saved.name
             layout = layout if layout is not None else (saved.layout or None)
             naive_zone = naive_zone if naive_zone is not None else saved.naive_zone
+    from idemview.ledger.redis_snapshot import is_redis_url, open_redis_ledger, redis_url_from_sqlalchemy
+
+    if is_redis_url(target):  # a snapshot of a Redis keyspace (key-value layouts, not SQL ones)
+        url_s = target if isinstance(target, str) else redis_url_from_sqlalchemy(target)
+        kv = layout if isinstance(layout, str) else None
+        return LedgerFrames(
+            open_redis_ledger(url_s, layout=kv, password=password, name=name),
+            masked=masked,
+            masker=masker if masker is not None else Masker(),
+        )
     engine = open_engine(target, password=password)
     try:
         if isinstance(layout, Layout):

@@ -85,6 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("presets", help="list layouts")
 
+    op = sub.add_parser("open", help="open the GUI at one operation (what the detail's Copy link gives)")
+    op.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
+    op.add_argument("--key", help="the operation's idempotency key")
+    op.add_argument("--scope", help="its scope (default: whichever holds the key)")
+
+    ide = sub.add_parser("install-desktop", help="add idemview to the desktop's application menu (this user)")
+    ide.add_argument("--data-home", type=Path, default=None,
+                     help="where to write (default: $XDG_DATA_HOME, else ~/.local/share)")
+
     de = sub.add_parser("detect", help="print the best-matching layout and its confidence")
     de.add_argument("url")
 
@@ -150,6 +159,9 @@ def open_target(url: str):
         saved = ConnectionStore().find(url)
         if saved is None and not url.endswith((".db", ".sqlite", ".sqlite3")) and not looks_like_url(url):
             raise CliError(f"{url!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE)
+    redis_target = _redis_target(url, saved)
+    if redis_target is not None:  # read by a snapshot in resolve_ledger (idemview.ledger.redis_snapshot)
+        return redis_target, saved.name if saved is not None else None, saved
     try:
         if saved is not None:
             pw = CredentialStore().get(saved.id)
@@ -164,10 +176,60 @@ def open_target(url: str):
         raise CliError(str(e), e.exit_code) from None
 
 
+class RedisTarget:
+    """A Redis ledger to open: its URL (password included, never shown) and a name for messages."""
+
+    def __init__(self, url: str, password: str | None = None):
+        self.url, self.password = url, password
+
+
+def _redis_target(url: str, saved) -> RedisTarget | None:
+    from idemview.ledger.redis_snapshot import is_redis_url, redis_url_from_sqlalchemy
+    if saved is not None and saved.dialect in ("redis", "rediss"):
+        from idemview.config import CredentialStore
+        return RedisTarget(redis_url_from_sqlalchemy(saved.url()), CredentialStore().get(saved.id))
+    return RedisTarget(url) if is_redis_url(url) else None
+
+
+def _open_redis(args, target: RedisTarget, saved=None):
+    from idemview.layouts.layout import LayoutError
+    from idemview.ledger.connect import ConnectError
+    from idemview.ledger.redis_snapshot import RedisUrlError, open_redis_ledger, safe_redis_url
+    spec = getattr(args, "layout", None) or (saved.layout if saved is not None and saved.layout else None)
+    progress = None
+    if sys.stderr.isatty():
+        def progress(scanned, loaded):
+            print(f"\rsnapshot: {scanned} keys scanned, {loaded} records", end="", file=sys.stderr, flush=True)
+    try:
+        ledger = open_redis_ledger(target.url, layout=spec, password=target.password,
+                                   name=saved.name if saved is not None else None, progress=progress,
+                                   lock_timeout_s=getattr(args, "lock_timeout", None),
+                                   retry_threshold=getattr(args, "retry_threshold", None),
+                                   retention_s=getattr(args, "retention", None))
+    except RedisUrlError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    except ConnectError as e:
+        raise CliError(str(e), EXIT_CONNECT) from None
+    except LayoutError as e:
+        raise CliError(str(e), EXIT_LAYOUT if e.missing or spec is None else EXIT_USAGE) from None
+    except Exception as e:
+        import redis
+        if isinstance(e, redis.exceptions.RedisError):
+            raise CliError(f"Redis at {safe_redis_url(target.url)} failed: {str(e)[:200]}", EXIT_CONNECT) from None
+        raise
+    finally:
+        if progress is not None:
+            print(file=sys.stderr)
+    if ledger.snapshot.write_warning:
+        print(f"idemview: warning: {ledger.snapshot.write_warning}", file=sys.stderr)
+    return ledger
+
+
 def ledger_name(engine) -> str:
     """A name for an unsaved ledger: the SQLite file's name, or the database name on a server."""
+    from idemview.ledger.dialects import SQLITE, family
     db = engine.url.database or ""
-    return Path(db).name if engine.dialect.name == "sqlite" else (db or engine.dialect.name)
+    return Path(db).name if family(engine) == SQLITE else (db or engine.dialect.name)
 
 
 def resolve_ledger(args, engine, saved=None):
@@ -180,6 +242,8 @@ def resolve_ledger(args, engine, saved=None):
     from idemview.domain.model import Outcome
     from idemview.layouts.layout import LayoutError, load_layout, parse_value_map, with_value_maps
     from idemview.ledger.reader import Ledger
+    if isinstance(engine, RedisTarget):
+        return _open_redis(args, engine, saved)
     spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
     schema = getattr(args, "schema", None) or (saved.schema if saved is not None and saved.schema else None)
     try:
@@ -236,8 +300,10 @@ def cmd_demo(args) -> int:
 
 def cmd_presets(args) -> int:
     from idemview.layouts.layout import all_presets
+    from idemview.layouts.kv import all_kv_presets
     rows = [(l.name, l.title, l.table + (f" + {l.attempts.table}" if l.attempts.source == "table" else ""))
             for l in all_presets()]
+    rows += [(k.name, k.title, f"redis {k.match}") for k in all_kv_presets()]  # key-value layouts
     w = max(len(r[0]) for r in rows)
     w2 = max(len(r[2]) for r in rows)
     for name, title, tables in rows:
@@ -248,9 +314,35 @@ def cmd_presets(args) -> int:
 def cmd_detect(args) -> int:
     from idemview.ledger.detect import detect
     engine, _name, _saved = open_target(args.url)
+    if isinstance(engine, RedisTarget):
+        return _detect_redis(engine)
     matches = detect(engine)
     if not matches:
         print("no preset fits this database (no known ledger table found); build a layout file "
+              "and pass it with --layout", file=sys.stderr)
+        return EXIT_LAYOUT
+    best = matches[0]
+    print(f"{best.layout.name}\tconfidence {best.confidence:.2f}\t{best.reason}")
+    for m in matches[1:4]:
+        print(f"  also: {m.layout.name} ({m.confidence:.2f})")
+    return EXIT_OK
+
+
+def _detect_redis(target: RedisTarget) -> int:
+    from idemview.ledger.connect import ConnectError
+    from idemview.ledger.redis_snapshot import RedisUrlError, connect_redis, detect_kv
+    try:
+        client = connect_redis(target.url, target.password)
+    except RedisUrlError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    except ConnectError as e:
+        raise CliError(str(e), EXIT_CONNECT) from None
+    try:
+        matches = detect_kv(client)
+    finally:
+        client.connection_pool.disconnect()
+    if not matches:
+        print("no key-value preset fits the sampled keys; write a key-value layout (see idem-generic) "
               "and pass it with --layout", file=sys.stderr)
         return EXIT_LAYOUT
     best = matches[0]
@@ -293,6 +385,7 @@ def cmd_scan(args) -> int:
 
     counts: dict[str, int] = {}
     unmapped = ledger.unmapped_counts()
+    snap = getattr(ledger, "snapshot", None)  # a Redis ledger: the snapshot, with the server's clock
     if args.format == "json":
         # Written as it streams: the header, then each kind's findings as that kind is done; the
         # counts (known only at the end) close the object. Same keys as DESIGN §9 (JSON key order
@@ -302,7 +395,11 @@ def cmd_scan(args) -> int:
         dump = json.dumps
         w("{\n" + f' "now": {dump(iso(fe.now))},\n "layout": {dump(ledger.layout.name)},\n'
           f' "operations": {n_ops},\n "attempts": {n_att},\n')
-        if ledger.effects is not None:  # the second source the findings were reconciled with
+        um = {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()}
+        w(f' "unmapped": {dump(um, ensure_ascii=False)},\n')
+        if snap is not None:
+            w(f' "server_time": {dump(iso(snap.server_time))},\n "snapshot": {dump(snap.to_json())},\n')
+        if getattr(ledger, 'effects', None) is not None:  # the second source the findings were reconciled with
             w(f' "effects": {dump(ledger.effects.describe(), ensure_ascii=False)},\n')
         w(' "findings": [')
         first = True
@@ -320,10 +417,15 @@ def cmd_scan(args) -> int:
           f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n')
         return EXIT_OK
     n_ops, n_att = ledger.counts()
-    print(f"ledger   {ledger.name} ({engine.dialect.name}) with layout {ledger.layout.name}")
+    print(f"ledger   {ledger.name} ({getattr(ledger, 'source_dialect', ledger.dialect)}) with layout "
+          f"{ledger.layout.name}")
     print(f"now      {iso(fe.now)}")
+    if snap is not None:
+        print(f"server   {iso(snap.server_time)} (Redis TIME at the snapshot; {snap.scanned} keys scanned "
+              f"matching {snap.pattern!r}, {snap.loaded} records, {snap.without_ttl} without TTL, "
+              f"{snap.gone} gone while reading, {snap.undecodable + snap.wrong_type} unreadable)")
     print(f"size     {n_ops} operations, {n_att} attempts")
-    if ledger.effects is not None:
+    if getattr(ledger, "effects", None) is not None:
         fx = ledger.effects.describe()
         how = "SQL joins in the ledger's database" if fx["same_database"] else "a streamed merge of two databases"
         print(f"effects  {fx['table']} ({fx['dialect']} {fx['database'] or fx['host']}), reconciled by {how}")
@@ -368,6 +470,26 @@ def cmd_export(args) -> int:
     return export_cli(args, ledger, connection_name=name)
 
 
+def cmd_install_desktop(args) -> int:
+    """``idemview install-desktop``: the .desktop entry, icons and metainfo under the user's data directory,
+    launching this very program (the bundle's executable, or this environment's ``idemview`` script)."""
+    import shutil
+    from idemview.appinfo import install_desktop_files
+    if getattr(sys, "frozen", False):  # the PyInstaller bundle
+        command = [str(Path(sys.executable).resolve())]
+    else:
+        script = Path(sys.executable).with_name("idemview")
+        found = str(script) if script.is_file() else shutil.which("idemview")
+        command = [found] if found else [str(Path(sys.executable).resolve()), "-m", "idemview"]
+    data_home = args.data_home or Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    try:
+        written = install_desktop_files(data_home, command)
+    except OSError as e:
+        raise CliError(f"cannot write the desktop files: {e.strerror or e}", EXIT_USAGE) from None
+    print(f"installed {written[0]} (runs {' '.join(command)}), {len(written) - 1} icon and metainfo files")
+    return EXIT_OK
+
+
 def cmd_gui(args) -> int:
     from idemview.qt.syslibs import GuiUnavailable, check_gui_libraries
     try:
@@ -390,7 +512,20 @@ def _os_error_text(e: OSError, doing: str = "cannot write") -> str:
     return f"{doing}{where}: {what[:1].lower() + what[1:] if what[1:2].islower() else what}"
 
 
+def cmd_open(args) -> int:
+    """``idemview open URL [--key KEY] [--scope S]``: the GUI, opened at that operation."""
+    if args.scope is not None and not args.key:
+        raise CliError("--scope needs --key", EXIT_USAGE)
+    try:
+        from idemview.qt.app import run_gui
+    except ImportError as e:
+        raise CliError(f"the GUI cannot start: {e}", EXIT_USAGE) from None
+    return run_gui(link=(args.url, args.key, args.scope))
+
+
 def main(argv: list[str] | None = None) -> int:
+    import multiprocessing
+    multiprocessing.freeze_support()  # a frozen bundle starts the GUI's findings process through main
     logging.basicConfig(level=logging.WARNING, format="idemview: %(levelname)s: %(message)s")
     from idemview.ledger.connect import redact
     from idemview.masking.masker import install_log_masking, register_secret, url_password_candidates
@@ -403,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"demo": cmd_demo, "presets": cmd_presets, "detect": cmd_detect, "scan": cmd_scan,
-                "export": cmd_export}
+                "export": cmd_export, "open": cmd_open, "install-desktop": cmd_install_desktop}
     try:
         if args.command is None:
             return cmd_gui(args)
@@ -437,11 +572,22 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, DBAPIError):
             print(f"idemview: the database refused a query: {short_error(e)}", file=sys.stderr)
             return EXIT_USAGE
+        from idemview.ledger.dialects import DialectNotSupported
+        if isinstance(e, DialectNotSupported):  # an engine idemview has no SQL for: say so plainly
+            print(f"idemview: {redact(str(e))}", file=sys.stderr)
+            return EXIT_USAGE
         if isinstance(e, OSError):  # a file that cannot be read or written (disk full, permissions)
             print(f"idemview: {redact(_os_error_text(e, 'file error'))}", file=sys.stderr)
             return EXIT_USAGE
         print(f"idemview: unexpected error: {type(e).__name__}: {redact(str(e))[:300]}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def gui_main() -> int:
+    """The ``idemview-gui`` entry point (a ``gui-scripts`` entry: no console window on Windows).
+
+    Same arguments as ``idemview``; without a sub-command it opens the GUI."""
+    return main()
 
 
 if __name__ == "__main__":

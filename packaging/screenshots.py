@@ -1,5 +1,7 @@
-"""Regenerate the screenshots in docs/ (light and dark): main window on the demo ledger, the detail of
-a duplicate_effect operation, the connection dialog and the evidence export dialog.
+"""Regenerate the screenshots in docs/ (light and dark): main window on the demo ledger (sized for a
+1600×1000 screen, and main-window-1280 for a 1280×800 one), the detail of a duplicate_effect operation
+with its response payload, the start page with saved connections, the connection dialog and the
+evidence export dialog.
 
     QT_QPA_PLATFORM=offscreen python packaging/screenshots.py
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("IDEMVIEW_CONFIG_DIR", tempfile.mkdtemp())
+os.environ.setdefault("IDEMVIEW_LOG_DIR", tempfile.mkdtemp())
 
 
 def main() -> int:
@@ -42,20 +45,49 @@ def main() -> int:
 
     from idemview.qt.mainwindow import MainWindow
     from idemview.qt.connections import ConnectionDialog
+    from PySide6.QtCore import QRect
+    from idemview.config import Connection, ConnectionStore
+    from idemview.qt.settings import gui_settings
+    store = ConnectionStore()
+    for name, dialect, host, dbname, ago in (
+            ("payments (prod replica)", "postgresql", "db-replica.internal", "payments", 2),
+            ("celery results", "mysql", "mysql.internal", "celery", 30),
+            ("demo ledger", "sqlite", "", str(db), None)):
+        c = Connection(name=name, dialect=dialect, host=host, database=dbname, user="ledger_reader",
+                       layout="idemview" if dialect == "sqlite" else "")
+        store.upsert(c)
+        if ago is not None:
+            from datetime import timedelta
+            gui_settings().setValue(f"recent/{c.id}", (datetime.now(timezone.utc) - timedelta(hours=ago))
+                                    .replace(microsecond=0).isoformat())
     for scheme, suffix in ((Qt.ColorScheme.Light, ""), (Qt.ColorScheme.Dark, "-dark")):
         theme.apply_scheme(app, scheme)
         w = MainWindow()
-        w.resize(1400, 900)
+        w.fit_to(QRect(0, 0, 1600, 1000))
         w.show()
+        pump(settle=0.2)
+        w.refresh_start_page()
+        pump(settle=0.2)
+        w.grab().save(str(docs / f"start-page{suffix}.png"))
         tab = w.open_spec(OpenSpec(url=str(db), name="demo ledger", layout="idemview"))
         pump(lambda: tab.scan_complete() and tab.model.rowCount() > 0 and not tab.model.is_loading())
         scope, key = sorted(set(planted.incidents["duplicate_effect"]))[0]
         tab.open_operation(scope, key)
         pump(lambda: tab.detail.detail is not None)
         w.grab().save(str(docs / f"main-window{suffix}.png"))
+        if not suffix:
+            w.fit_to(QRect(0, 0, 1280, 800))
+            pump(settle=0.5)
+            w.grab().save(str(docs / "main-window-1280.png"))
+            w.fit_to(QRect(0, 0, 1600, 1000))
+            pump(settle=0.3)
         tab.filter_by_finding(FindingKind.DUPLICATE_EFFECT)
-        pump(lambda: tab.flt.findings == [FindingKind.DUPLICATE_EFFECT] and not tab.model.is_loading())
+        pump(lambda: tab.flt.findings == [FindingKind.DUPLICATE_EFFECT] and not tab.model.is_loading()
+             and tab.findings_settled())
+        tab.detail.payloads.setCurrentIndex(1)  # the provider's response, masked
+        pump(settle=0.2)
         w.grab().save(str(docs / f"operation-detail{suffix}.png"))
+        tab.detail.grab().save(str(docs / f"detail-payloads{suffix}.png"))
         dlg = ConnectionDialog(w.credentials, w.masker, w)
         dlg.url.setText("postgresql+psycopg://ledger_reader@db.internal:5432/payments?sslmode=require")
         dlg.name.setText("payments (prod replica)")

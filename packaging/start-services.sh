@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start the local PostgreSQL and MariaDB servers the test suite talks to, if they are installed and
+# Start the local PostgreSQL, MariaDB and Redis servers the test suite talks to, if they are installed and
 # stopped (the commands of this machine kind's documentation). Does nothing where they already run.
 set -u
 if command -v pg_lsclusters >/dev/null 2>&1; then
@@ -15,5 +15,14 @@ if [ -x /usr/sbin/mariadbd ]; then
     start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd || true
   fi
   for _ in $(seq 1 30); do mariadb-admin -uroot ping >/dev/null 2>&1 && break; sleep 1; done
+fi
+if command -v redis-server >/dev/null 2>&1; then
+  if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    echo "starting Redis"
+    mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
+    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+      --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
+  fi
+  for _ in $(seq 1 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 1; done
 fi
 exit 0

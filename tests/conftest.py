@@ -144,3 +144,42 @@ def sqlite_db(tmp_path):
     eng = create_engine(f"sqlite:///{path}")
     yield eng, str(path)
     eng.dispose()
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a dotted name whose parent package is missing
+        return False
+
+
+#: Every SQLAlchemy dialect name (with each installed driver) idemview must speak: SQLite, PostgreSQL,
+#: and MySQL-family under both the ``mysql`` and the ``mariadb`` names (issue #9). Drivers that are not
+#: installed are left out; the ones this project installs (psycopg, PyMySQL) always run.
+DIALECT_NAMES = ["sqlite"] + [
+    name for name, module in (
+        ("postgresql+psycopg", "psycopg"), ("postgresql+psycopg2", "psycopg2"), ("postgresql+pg8000", "pg8000"),
+        ("mysql+pymysql", "pymysql"), ("mariadb+pymysql", "pymysql"), ("mysql+mysqldb", "MySQLdb"),
+        ("mariadb+mysqldb", "MySQLdb"), ("mysql+mysqlconnector", "mysql.connector"),
+        ("mariadb+mariadbconnector", "mariadb"),
+    ) if _installed(module)]
+
+
+@pytest.fixture(params=DIALECT_NAMES)
+def dialect_db(request, tmp_path):
+    """Like :func:`db`, once per dialect name in :data:`DIALECT_NAMES`: (writable engine, URL string
+    spelled with that dialect name and driver)."""
+    name = request.param
+    if name == "sqlite":
+        path = tmp_path / "ledger.db"
+        eng = create_engine(f"sqlite:///{path}")
+        yield eng, str(path)
+        eng.dispose()
+        return
+    base = request.getfixturevalue("pg_url" if name.startswith("postgresql") else "mysql_url")
+    url = make_url(base).set(drivername=name).render_as_string(hide_password=False)
+    eng = create_engine(url)
+    _clear(eng)
+    yield eng, url
+    eng.dispose()

@@ -99,10 +99,11 @@ class Filter:
             unmapped_status=bool(d.get("unmapped_status", False)),
         )
 
-    def sentence(self, zone_label: str = "UTC") -> str:
+    def sentence(self, zone_label: str = "UTC", tz=None) -> str:
         """The filter read out in plain words, e.g.
         ``"failed or stuck in progress payment.capture operations created between 2024-05-01 10:00 and
-        2024-05-01 12:00 UTC"``. Instants are shown in UTC (``zone_label`` names the zone shown)."""
+        2024-05-01 12:00 UTC"``. Instants are shown in UTC, or in ``tz`` (a ``tzinfo``; the GUI passes the
+        zone its times are shown in) with ``zone_label`` naming it."""
         parts: list[str] = []
         status_words = [_STATUS_WORDS[s] for s in self.statuses]
         if status_words:
@@ -123,7 +124,7 @@ class Filter:
             parts.append(f'whose intent reference contains "{self.intent}"')
 
         def fmt(t: datetime) -> str:
-            return t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            return t.astimezone(tz or timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
         if self.since and self.until:
             parts.append(f"created between {fmt(self.since)} and {fmt(self.until)} {zone_label}")

@@ -33,6 +33,10 @@ from idemview.ledger.times import decode_time, iso
 UTC = timezone.utc
 ROW_KINDS = ("operations", "attempts", "findings", "effects")
 STREAM_BATCH = 5000
+#: Bytes of large cells (payloads, errors) fetched per round trip: the row count of a fetch adapts to
+#: it, so memory stays flat whether cells hold 100 bytes or 5 MB (issue 11).
+FETCH_BYTES = 8 << 20
+FIRST_FETCH = 1   # the first row tells the size of the next fetch
 
 OP_TIMES = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at", "expires_at",
             "last_attempt_at")
@@ -62,6 +66,47 @@ def _as_stored(t: datetime | None, ledger: Ledger, name: str):
     return t
 
 
+def stream_rows(conn, q, big: list[int], batch_bytes: int = FETCH_BYTES, max_rows: int = STREAM_BATCH):
+    """Rows of ``q`` streamed from a server-side cursor where the driver has one, fetched in batches
+    sized by bytes: after each batch the next one's row count is ``batch_bytes`` divided by the mean
+    size of the large cells at positions ``big`` (text, bytes), between 1 and ``max_rows``."""
+    if conn.engine.dialect.name == "sqlite":
+        # One sequential pass: SQLite's large page cache and memory map (set for interactive reads,
+        # ledger/connect.py) would only fill RSS with pages never read again. Restored below.
+        conn.exec_driver_sql("PRAGMA mmap_size = 0")
+        conn.exec_driver_sql("PRAGMA cache_size = -16384")
+        try:
+            yield from _stream(conn, q, big, batch_bytes, max_rows)
+        finally:
+            from idemview.ledger.connect import SQLITE_CACHE_KB, SQLITE_MMAP_BYTES
+            try:
+                conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")
+                conn.exec_driver_sql(f"PRAGMA mmap_size = {SQLITE_MMAP_BYTES}")
+            except Exception:  # noqa: BLE001 - a failed restore only costs speed on this connection
+                pass
+        return
+    yield from _stream(conn, q, big, batch_bytes, max_rows)
+
+
+def _stream(conn, q, big, batch_bytes, max_rows):
+    res = conn.execution_options(stream_results=True, yield_per=FIRST_FETCH).execute(q)
+    n = FIRST_FETCH
+    while True:
+        rows = res.fetchmany(n)
+        if not rows:
+            return
+        size = 64 * len(rows)
+        for r in rows:
+            for i in big:
+                v = r[i]
+                if v is not None and hasattr(v, "__len__"):
+                    size += len(v)
+        n = max(1, min(max_rows, int(batch_bytes * len(rows) / size)))
+        res.yield_per(n)
+        yield from rows
+        del rows
+
+
 def _finding_index(ledger: Ledger, now: datetime, kinds=None) -> dict[tuple[str, str], list[str]]:
     idx: dict[tuple[str, str], list[str]] = {}
     for f in FindingEngine(ledger, now).run(kinds):
@@ -82,8 +127,18 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
     cols.append(ColumnSpec("findings", "text"))
     findings = _finding_index(ledger, now)
 
+    def operations():
+        # Ledger.iter_operations' select, fetched by bytes (payload cells can be megabytes each).
+        cols = ledger._op_columns()
+        q = select(*cols).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
+        q = q.order_by(ledger.rid if ledger.rid is not None else ledger.key_expr)
+        big = [i for i, c in enumerate(cols) if c.name.startswith(("p_", "j_"))]
+        with ledger.engine.connect() as c:
+            for r in stream_rows(c, q, big):
+                yield ledger.row_to_operation(r)
+
     def rows():
-        for op in ledger.iter_operations(flt, now=now, batch=STREAM_BATCH):
+        for op in operations():
             r = [ledger.name, op.row_id, op.scope, op.key, op.kind, op.status.value, op.raw_status]
             r += [_as_stored(getattr(op, t), ledger, t) for t in times]
             r += [op.attempt_count, op.fingerprint, op.intent_ref, op.effect_ref]
@@ -131,7 +186,7 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         q = ledger.attempts_select()
         tcols = [c.label(f"t_{k}") for k, (c, _tc) in ledger.att_time.items()]
         q = (select(ledger.att_scope_expr.label("scope"), ledger.att_key_expr.label("key"),
-                    ledger.att_number.label("number"), ledger.att_outcome.label("outcome"),
+                    ledger.att_number_raw.label("number"), ledger.att_outcome.label("outcome"),
                     ledger.att_raw_outcome.label("raw_outcome"), ledger.att_effect.label("effect_ref"),
                     ledger.att_worker.label("worker"), ledger.att_error.label("error"), *tcols)
              .where(ledger.att_where))
@@ -152,9 +207,8 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         name = ledger.name
         bytes_types = (bytes, bytearray, memoryview)
         with ledger.engine.connect() as c:
-            res = c.execution_options(stream_results=True, yield_per=STREAM_BATCH).execute(q)
-            # Positional access: this loop runs once per exported row.
-            for r in res:
+            # Positional access: this loop runs once per exported row. Column 7 is the error text.
+            for r in stream_rows(c, q, [7]):
                 st = decode_time(r[i_st], tc_st) if i_st is not None else None
                 fi = decode_time(r[i_fi], tc_fi) if i_fi is not None else None
                 if naive_st and st is not None:
@@ -171,8 +225,7 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         q = (select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"), col.label("arr"))
              .select_from(ledger.ops).where(ledger.filter_clause(flt, now)))
         with ledger.engine.connect() as c:
-            res = c.execution_options(stream_results=True, yield_per=STREAM_BATCH).execute(q)
-            for r in res:
+            for r in stream_rows(c, q, [2]):
                 for at in json_array_attempts([r.arr], r.scope or "", r.key, a):
                     yield (ledger.name, at.scope, at.key, at.number, at.started_at, at.finished_at,
                            at.outcome.value, at.raw_outcome, at.effect_ref, at.worker, at.error)
@@ -285,16 +338,29 @@ def check_target(out_path: str | Path, ledger: Ledger | None = None, *, overwrit
     return out
 
 
+#: What the manifest says about the key behind the masked tags (``export_evidence(masking_key=...)``).
+MASKING_KEYS = {
+    "export": {"scope": "export", "note": "a random key made for this export alone: its tags match no "
+                                          "other export and no screen"},
+    "session": {"scope": "session", "note": "the key of the idemview window this export was started "
+                                            "from: its tags match the tags on that screen"},
+}
+
+
 def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *, rows: str = "operations",
                     now: datetime | None = None, excel: bool = False, null_literal: str = "",
                     connection_name: str | None = None, masker: Masker | None = None,
                     progress: Callable[[int], Any] | None = None,
                     cancel: Callable[[], bool] | None = None, overwrite: bool = False,
+                    masking_key: str = "export", sentence_shown: str | None = None,
                     timeout_s: float | None = None) -> ExportResult:
     """Export what ``flt`` shows of ``ledger`` to ``out_path`` (CSV) plus its manifest.
 
     ``now`` (aware; default the current time) is the instant findings are computed for and is
     recorded in the manifest. ``masker`` defaults to a fresh one (a new random key per export).
+    ``masking_key`` says whose key the tags come from and is recorded: ``"export"`` (a key made for
+    this export, the CLI's) or ``"session"`` (the GUI window's, so tags match the screen).
+    ``sentence_shown``: the filter sentence in the zone the GUI showed (recorded beside the UTC one).
     ``progress(rows_written)`` and ``cancel()`` are polled while streaming. Raises
     :class:`~idemview.evidence.writer.ExportCancelled` on cancel, ``ValueError`` for a target
     :func:`check_target` refuses (an existing file needs ``overwrite``); database errors propagate; in
@@ -309,12 +375,16 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
     now = (now or datetime.now(UTC)).astimezone(UTC)
     masker = masker or Masker()
     plan = plan_export(ledger, flt, rows, now)
-    ident = describe(ledger.engine)
+    # A Redis ledger is read from its snapshot: the manifest names Redis, the snapshot instant, the
+    # server's TIME and the key pattern (idemview.ledger.redis_snapshot), not the in-memory copy.
+    ident = getattr(ledger, "describe", None) or describe(ledger.engine)
     manifest = {
         "ledger": {"connection": connection_name or ledger.name, **ident},
         "layout": {"name": ledger.layout.name, "sha256": ledger.layout.hash},
-        "filter": {"structured": flt.to_dict(), "sentence": flt.sentence()},
+        "filter": {"structured": flt.to_dict(), "sentence": flt.sentence(),
+                   **({"sentence_shown": sentence_shown} if sentence_shown else {})},
         "now": iso(now),
+        "masking_key": MASKING_KEYS[masking_key],
         "rows": {"kind": rows, "description": plan.description},
     }
     if ledger.effects is not None:

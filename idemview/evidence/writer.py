@@ -65,6 +65,8 @@ _LEDGER_FORBIDDEN = frozenset({
     "secret", "token", "credentials", "credential", "auth", "authorization", "api_key", "private_key",
 })
 
+#: Formatted characters held before they are written out (memory bounded by bytes, not rows).
+FLUSH_CHARS = 4 << 20
 _FORMULA_START = frozenset("=+-@\t\r\0")
 # A plain number: sign, digits, decimal point, exponent. Spreadsheets read it as a number, never as a
 # formula, so it is written unchanged (OWASP CSV injection concerns text that starts a formula:
@@ -557,18 +559,28 @@ def write_evidence(
             w.writerow([guard_formula(x) for x in names])
             batch: list[list[str]] = []
             pending = 0
+            pending_chars = 0
             for row in rows:
                 if isinstance(row, Mapping):
                     row = [row.get(x) for x in names]
                 elif len(row) != ncols:
                     raise ValueError(f"row {n + 1} has {len(row)} values for {ncols} columns")
-                batch.append([fmt(v) for fmt, v in zip(fmts, row)])
+                cells = [fmt(v) for fmt, v in zip(fmts, row)]
+                batch.append(cells)
                 n += 1
                 pending += 1
+                # Memory is bounded by bytes, not rows: a batch of large cells is written out early.
+                pending_chars += sum(map(len, cells))
+                if pending_chars >= FLUSH_CHARS:
+                    w.writerows(batch)
+                    batch.clear()
+                    pending_chars = 0
+                    flush()
                 if pending == check_every:
                     w.writerows(batch)
                     batch.clear()
                     pending = 0
+                    pending_chars = 0
                     flush()
                     if progress is not None:
                         progress(n)

@@ -59,7 +59,13 @@ class FindingEngine:
             why = r.not_checkable(self.l)
             if why:
                 out[r.kind] = why
+        # A ledger may say itself what it cannot show (a Redis snapshot: expired keys are gone).
+        out.update(self._ledger_not_checkable())
         return out
+
+    def _ledger_not_checkable(self) -> dict[FindingKind, str]:
+        # What the ledger object declares it cannot show (RedisLedger.not_checkable), beside the rules.
+        return dict(getattr(self.l, "not_checkable", None) or {})
 
     # --------------------------------------------------------------------- context for rules
 
@@ -226,8 +232,9 @@ class FindingEngine:
         ``sqlalchemy.exc.OperationalError``)."""
         wanted = set(kinds) if kinds is not None else None
         # Kinds this ledger cannot have (layout or schema, see unsupported()) are not queried at all.
+        skip = self._ledger_not_checkable()
         todo = [r for r in registry.rules() if (wanted is None or r.kind in wanted)
-                and not r.not_checkable(self.l)]
+                and r.kind not in skip and not r.not_checkable(self.l)]
         self._profile = None
         self.flt = flt if flt is not None and not flt.is_empty() else None
         interactive = self.l

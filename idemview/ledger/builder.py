@@ -51,6 +51,7 @@ from sqlalchemy.engine import Engine
 from idemview.config import config_dir
 from idemview.domain.model import Status
 from idemview.layouts.draft import LayoutDraft, build_layout, layout_text, model_from_layout
+from idemview.ledger.dialects import POSTGRESQL, family
 
 __all__ = [
     "ColumnInfo",
@@ -178,8 +179,9 @@ def reflect_schema(engine: Engine) -> list[TableInfo]:
         default = insp.default_schema_name
     except NotImplementedError:
         default = None
-    if engine.dialect.name in ("mysql", "mariadb", "sqlite"):
-        # SQLite's attached databases are not allowed on a read-only engine; MySQL: see above.
+    if family(engine) != POSTGRESQL:
+        # SQLite's attached databases are not allowed on a read-only engine; MySQL: see above; an
+        # unknown dialect's schemas may be other databases (issue #9, item 1).
         schemas: list[str | None] = [None]
     else:
         try:

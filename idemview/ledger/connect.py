@@ -24,6 +24,8 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from idemview.errors import CannotConnect
+from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
+from idemview.ledger.rawtext import decode_text
 
 DEFAULT_STATEMENT_TIMEOUT_S = 60.0
 SQLITE_CACHE_KB = 262144            # 256 MiB page cache per connection (pages are read on demand)
@@ -54,7 +56,10 @@ def redact(text_: str) -> str:
     (:func:`idemview.masking.masker.mask_message`, DESIGN §6)."""
     # Imported here: the masker sits above the ledger layer; messages are the one place it reaches down.
     from idemview.masking.masker import mask_message
-    text_ = re.sub(r"(password\s*[=:]\s*)(?!\[)\S+", r"\1***", str(text_), flags=re.I)
+    # the value only: closing brackets and quotes after it stay, and MySQL's "(using password: YES)"
+    # (whether one was sent, not what it was) stays readable (issue #13 §9)
+    text_ = re.sub(r"(password\s*[=:]\s*)(?!\[)(?!(?:YES|NO)\b)(\S+?)([)\]}'\",;.]*)(?=\s|$)", r"\1***\3",
+                   str(text_), flags=re.I)
     return mask_message(text_)
 
 
@@ -124,13 +129,13 @@ class Interrupter:
     engine: Engine
 
     def cancel(self, dbapi_conn) -> None:
-        name = self.engine.dialect.name
+        fam = family(self.engine)
         try:
-            if name == "sqlite":
+            if fam == SQLITE:
                 dbapi_conn.interrupt()
-            elif name == "postgresql" and hasattr(dbapi_conn, "cancel"):
+            elif fam == POSTGRESQL and hasattr(dbapi_conn, "cancel"):
                 dbapi_conn.cancel()
-            elif name == "mysql":
+            elif fam == MYSQL:
                 tid = dbapi_conn.thread_id()
                 with self.engine.connect() as c:
                     c.exec_driver_sql(f"KILL QUERY {int(tid)}")
@@ -179,6 +184,9 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
             uri = f"file:{quote(path.resolve().as_posix())}?mode=ro"
             def creator():
                 conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_SqliteConn)
+                # A TEXT cell that is not UTF-8 is read (as RawText, bytes kept) instead of aborting
+                # the whole statement (issue #9, item 5).
+                conn.text_factory = decode_text
                 conn.execute("PRAGMA query_only = ON")
                 # Read-side performance only (nothing is written): a larger page cache, memory-mapped
                 # reads, and temporary sort/group B-trees in memory instead of temp files.
@@ -343,14 +351,17 @@ def short_error(e: BaseException) -> str:
 
 
 def session_is_read_only(engine: Engine) -> bool:
-    """Ask the live session whether it refuses writes (the GUI's READ-ONLY badge reads this)."""
-    name = engine.dialect.name
+    """Ask the live session whether it refuses writes (the GUI's READ-ONLY badge reads this).
+
+    Decided by dialect family: ``mariadb+pymysql://`` asks the MySQL question too. An unknown dialect
+    is not asked anything (False: the badge is shown only when the session confirms it)."""
+    fam = family(engine)
     with engine.connect() as c:
-        if name == "sqlite":
+        if fam == SQLITE:
             return bool(c.exec_driver_sql("PRAGMA query_only").scalar())
-        if name == "postgresql":
+        if fam == POSTGRESQL:
             return c.exec_driver_sql("SHOW transaction_read_only").scalar() == "on"
-        if name == "mysql":
+        if fam == MYSQL:
             for var in ("@@session.transaction_read_only", "@@session.tx_read_only"):
                 try:
                     return bool(int(c.exec_driver_sql(f"SELECT {var}").scalar()))

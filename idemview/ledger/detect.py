@@ -15,6 +15,7 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
 from idemview.layouts.layout import Layout, all_presets
+from idemview.ledger.dialects import POSTGRESQL, family
 
 SYSTEM_SCHEMAS = {"information_schema", "pg_catalog", "pg_toast", "mysql", "performance_schema", "sys"}
 
@@ -36,10 +37,14 @@ class Match:
 def _catalog(engine: Engine) -> dict[tuple[str | None, str], set[str]]:
     insp = inspect(engine)
     default = None
+    fam = family(engine)
     try:
         default = insp.default_schema_name
-        if engine.dialect.name == "mysql":
-            # A MySQL "schema" is another database: look only at the one connected to.
+        if fam != POSTGRESQL:
+            # MySQL/MariaDB (under either dialect name): a "schema" is another database on the same
+            # server; look only at the one the URL names (issue #9, item 1). SQLite: attached
+            # databases are refused on a read-only engine. An unknown dialect: its schemas may be
+            # other databases too, so the default one only.
             schemas = [default]
         else:
             schemas = [s for s in insp.get_schema_names() if s.lower() not in SYSTEM_SCHEMAS]

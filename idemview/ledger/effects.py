@@ -23,6 +23,7 @@ from sqlalchemy.sql.expression import ColumnElement, FunctionElement, Select
 
 from idemview.domain.model import EffectRecord
 from idemview.layouts.layout import EffectsSpec, LayoutError
+from idemview.ledger.dialects import family
 from idemview.ledger.sqlx import as_text, epoch_seconds, exact_text
 from idemview.ledger.times import from_epoch
 
@@ -102,12 +103,12 @@ class EffectSource:
                                                                else None)
         self.table = ledger._reflect(schema, spec.table, spec.columns(), "effects", engine=self.engine)
         t = self.table
-        fx_dialect = self.engine.dialect.name
+        fx_dialect = family(self.engine)  # MySQL and MariaDB under either name
         self.link = link_text(t.c[spec.link_effect], fx_dialect)
         self.where = and_(*[ledger._pred(t, p) for p in spec.where]) if spec.where else true()
         self.record_id = t.c[spec.id] if spec.id else None
         self.reference = link_text(t.c[spec.reference], fx_dialect) if spec.reference else None
-        self.at_e = (epoch_seconds(t.c[spec.time.column], spec.time, self.engine.dialect.name)
+        self.at_e = (epoch_seconds(t.c[spec.time.column], spec.time, fx_dialect)
                      if spec.time else None)
         self.operation_link = self._operation_link()
 
@@ -126,7 +127,7 @@ class EffectSource:
         if col is None:
             raise LayoutError(f"layout {led.layout.name!r}: [effects] links on operations column {lo!r}, "
                               f"which table {led.ops.name} lacks", [f"column {led.ops.name}.{lo}"])
-        return link_text(col, led.engine.dialect.name)
+        return link_text(col, led.dialect)
 
     # ------------------------------------------------------------------------------------ selects
 

@@ -9,18 +9,22 @@ values of a column. Findings are computed by :mod:`idemview.findings.engine` on 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from sqlalchemy import (
     Integer, MetaData, String, Table, and_, case, cast, func, inspect, literal, literal_column, not_,
+    type_coerce,
     null, or_, select, true, false, tuple_,
 )
 from sqlalchemy import column as sa_column, table as sa_table
 from sqlalchemy.sql import sqltypes
 from sqlalchemy.sql.elements import Null
+from sqlalchemy.types import TypeDecorator
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, NoSuchTableError
 from sqlalchemy.sql.expression import ColumnElement, Select
@@ -28,7 +32,11 @@ from sqlalchemy.sql.expression import ColumnElement, Select
 from idemview.domain.filters import Filter
 from idemview.layouts.layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
 from idemview.domain.model import Attempt, Operation, Outcome, Payload, Status
-from idemview.ledger.sqlx import as_text, epoch_seconds, exact_text, hex_text, json_text, time_after, time_before
+from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
+from idemview.ledger.rawtext import LedgerText
+from idemview.ledger.sqlx import (
+    as_text, epoch_seconds, exact_text, hex_text, is_binary, json_text, stored_int, time_after, time_before,
+)
 from idemview.ledger.times import decode_time, from_epoch
 
 UTC = timezone.utc
@@ -42,8 +50,11 @@ def _is_text(col) -> bool:
         # A PostgreSQL enum rejects a value outside its labels (a legacy spelling such as pg-boss's
         # 'expired', a value the user maps): compare it as text.
         return False
+    t = col.type
+    if isinstance(t, TypeDecorator):   # LedgerText (SQLite text columns) and the like
+        t = t.impl_instance
     try:
-        return isinstance(col.type, String) or col.type.python_type is str
+        return isinstance(t, String) or t.python_type is str
     except NotImplementedError:
         return False
 
@@ -105,6 +116,26 @@ def with_naive_zone(layout: Layout, zone: str) -> Layout:
     return replace(layout, times={k: fix(v) for k, v in layout.times.items()}, attempts=att)
 
 
+def _stay_in_database(layout: Layout) -> Layout:
+    """On MySQL/MariaDB a schema is another database on the server: a shipped preset's schema
+    (``HangFire``, ``pgboss``: a SQL Server or PostgreSQL schema) is dropped, so the tables are read
+    from the database the URL names, never from a same-named neighbour (issue #9, item 1). A schema
+    the user wrote into their own layout is kept: they named it."""
+    from dataclasses import replace
+    from idemview.layouts.layout import load_preset, preset_names
+    if layout.schema is None and layout.attempts.schema is None:
+        return layout
+    if layout.name not in preset_names():
+        return layout
+    shipped = load_preset(layout.name)
+    out = layout
+    if layout.schema is not None and layout.schema == shipped.schema:
+        out = replace(out, schema=None)
+    if layout.attempts.schema is not None and layout.attempts.schema == shipped.attempts.schema:
+        out = replace(out, attempts=replace(layout.attempts, schema=None))
+    return out
+
+
 class Ledger:
     """A layout bound to a read-only engine.
 
@@ -119,9 +150,15 @@ class Ledger:
         self.engine = engine
         if naive_zone and naive_zone != "UTC":
             layout = with_naive_zone(layout, naive_zone)
+        if family(engine) == MYSQL:
+            layout = _stay_in_database(layout)
         self.layout = layout
         self.name = name or layout.name
-        self.dialect = engine.dialect.name
+        #: The dialect *family* (``sqlite``, ``postgresql``, ``mysql`` for MySQL and MariaDB, ``other``):
+        #: every SQL decision goes by it (:mod:`idemview.ledger.dialects`).
+        self.dialect = family(engine)
+        #: SQLAlchemy's own name for the dialect (``mariadb``, ``mysql``, ...), for messages.
+        self.dialect_name = engine.dialect.name
         self.lock_timeout_s = lock_timeout_s if lock_timeout_s is not None else layout.lock_timeout_seconds
         self.retry_threshold = retry_threshold if retry_threshold is not None else layout.retry_threshold
         self.retention_s = retention_s if retention_s is not None else layout.retention_seconds
@@ -231,7 +268,7 @@ class Ledger:
             real_cols = {c["name"] for c in insp.get_columns(real, schema=schema)}
             fold = {c.lower(): c for c in (columns | set(optional)) if c not in real_cols}
 
-            sqlite = engine.dialect.name == "sqlite"
+            sqlite = family(engine) == SQLITE  # the engine reflected (the effects database may differ)
 
             def _rekey(_insp, _table, info):
                 k = fold.get(info["name"].lower())
@@ -240,8 +277,11 @@ class Ledger:
                 # SQLite keeps times as text; SQLAlchemy's DATETIME processing raises on a malformed
                 # value ('not a date', '0000-00-00'), which would abort a whole page or export. Read
                 # the text as it is: decode_time turns what it cannot parse into "missing".
-                if sqlite and isinstance(info["type"], (sqltypes.DateTime, sqltypes.Date, sqltypes.Time)):
-                    info["type"] = sqltypes.Text()
+                # Text cells may hold bytes that are not UTF-8 (read as RawText): LedgerText binds
+                # such a value back as its stored bytes, so lookups and keyset cursors find it.
+                if sqlite and isinstance(info["type"], (sqltypes.DateTime, sqltypes.Date, sqltypes.Time,
+                                                        sqltypes.String)):
+                    info["type"] = LedgerText()
 
             # another database gets metadata of its own (its table names may repeat the ledger's)
             md = self.md if engine is self.engine else MetaData()
@@ -263,11 +303,41 @@ class Ledger:
     def _text(self, col) -> ColumnElement:
         return col if _is_text(col) else as_text(col)
 
+    def _ident(self, col) -> ColumnElement:
+        """An identity column (key, scope, reference) as text compared exactly. MySQL/MariaDB bytes
+        (a VARBINARY key) are compared as bytes: CAST(... AS CHAR) would turn bytes that are not UTF-8
+        into '?', and no lookup could find them again."""
+        if self.dialect == MYSQL and is_binary(col):
+            return self._exact(col)
+        return self._exact(self._text(col))
+
     def _exact(self, expr) -> ColumnElement:
         """Identity values (keys, scopes, references, fingerprints) compared byte for byte: MySQL and
         MariaDB's default collations would merge 'Order-1' with 'order-1', 'café' with 'cafe' and
-        'a ' with 'a', reporting false duplicates."""
-        return exact_text(expr) if self.dialect == "mysql" else expr
+        'a ' with 'a', reporting false duplicates (and joining an attempt to both). On PostgreSQL a
+        ``citext`` column is compared as ``text``; on SQLite the value is typed :class:`LedgerText`
+        (undecodable keys bind back as their bytes)."""
+        if self.dialect == MYSQL:
+            return exact_text(expr)
+        if self.dialect == POSTGRESQL and type(getattr(expr, "type", None)).__name__.upper() == "CITEXT":
+            return cast(expr, sqltypes.Text())
+        if self.dialect == SQLITE:
+            # COLLATE BINARY: a column declared NOCASE or RTRIM would otherwise compare loosely; on the
+            # usual BINARY columns it changes nothing and their indexes still serve (query plans
+            # checked: lookups, joins and the (scope, key) grouping).
+            return type_coerce(expr.collate("BINARY"), LedgerText())
+        return expr
+
+    def _same(self, a, b) -> ColumnElement:
+        """``a`` equals ``b`` exactly (a join condition between two identity columns)."""
+        plain = a == b
+        if self.dialect == MYSQL and (_is_text(a) or _is_text(b)):
+            return and_(plain, exact_text(a) == exact_text(b))
+        if self.dialect == POSTGRESQL and "CITEXT" in (type(a.type).__name__.upper(), type(b.type).__name__.upper()):
+            return and_(plain, cast(a, sqltypes.Text()) == cast(b, sqltypes.Text()))
+        if self.dialect == SQLITE:
+            return a.collate("BINARY") == b
+        return plain
 
     def _joined(self, cols) -> ColumnElement:
         """Several columns as one text value, joined with '/' (composite keys and scopes)."""
@@ -275,9 +345,11 @@ class Ledger:
             return literal_column("''")
         parts = [func.coalesce(self._text(c), literal_column("''")) if len(cols) > 1 else self._text(c)
                  for c in cols]
+        if len(cols) == 1 and self.dialect == MYSQL and is_binary(cols[0]):
+            return self._ident(cols[0])
         out = parts[0]
         for p in parts[1:]:
-            out = out.op("||")(literal_column("'/'")).op("||")(p) if self.dialect != "mysql" else \
+            out = out.op("||")(literal_column("'/'")).op("||")(p) if self.dialect != MYSQL else \
                 func.concat(out, literal_column("'/'"), p)
         return self._exact(out)
 
@@ -369,7 +441,7 @@ class Ledger:
         elif vs.json_path:
             out = self._exact(json_text(col, vs.json_path))
         else:
-            out = self._exact(self._text(col))
+            out = self._ident(col)
         # e.g. a cron run carries no intent: intended repeats are never a duplicate intent
         return self._guarded(t, out, vs.unless)
 
@@ -381,8 +453,9 @@ class Ledger:
             # are all NULL, or one lacking a column the key only holds with (key_required: pg-boss's
             # unique index on (name, singleton_on, singleton_key) exists only where singleton_on is set).
             fb = self._text(t.c[lay.key_fallback])
-            fb = (func.concat(literal_column("'#'"), fb) if self.dialect == "mysql"
+            fb = (func.concat(literal_column("'#'"), fb) if self.dialect == MYSQL
                   else literal_column("'#'").op("||")(fb))
+            fb = self._exact(fb)
             if len(lay.key) == 1 and not lay.key_required:
                 self.key_expr = func.coalesce(self.key_expr, fb)
             else:
@@ -409,20 +482,29 @@ class Ledger:
         self.intent_expr = self._value_expr(t, f.get("intent_ref"))
         self.effect_expr = self._value_expr(t, f.get("effect_ref"))
         ac = f.get("attempt_count")
+        #: The attempt count as an integer for SQL comparisons and sums: NULL (unknown) when the stored
+        #: value is not an integer ('many', 1e20), never a number the engine's CAST made up.
         self.attempt_count_expr = None
+        #: The attempt count as stored, for display and export (issue #9, item 8).
+        self.attempt_count_raw = None
         if ac and ac.column:
             src = json_text(t.c[ac.column], ac.json_path) if ac.json_path else t.c[ac.column]
-            self.attempt_count_expr = cast(src, Integer)
+            self.attempt_count_expr = stored_int(src, self.dialect)
+            self.attempt_count_raw = src
         if self.att is not None:
             self._build_attempts()
 
     def _build_attempts(self):
         a, t = self.layout.attempts, self.att
-        # The attempt's (scope, key) are read through the operations columns it joins on.
-        on = and_(*[t.c[ac] == self.ops.c[oc] for ac, oc in a.join.items()])
-        self.att_join = on
+        # The attempt's (scope, key) are read through the operations columns it joins on. Joined
+        # exactly (issue #9, item 7): on a case- or trailing-space-insensitive collation (MariaDB's
+        # default) 'Order-77' = 'order-77' and 'ord-88' = 'ord-88 ', and every attempt would join two
+        # operations. The plain equality stays first so the column's index still serves the join.
+        self.att_join = and_(*[self._same(t.c[ac], self.ops.c[oc]) for ac, oc in a.join.items()])
         self.att_where = and_(*[self._pred(t, p) for p in a.where]) if a.where else true()
-        self.att_number = cast(t.c[a.number], Integer) if a.number else null()
+        #: Attempt number as stored (display) and as an integer (sorting, comparisons).
+        self.att_number_raw = t.c[a.number] if a.number else null()
+        self.att_number = stored_int(t.c[a.number], self.dialect) if a.number else null()
         self.att_outcome, self.att_raw_outcome = self._status_expr(t, a.outcome)
         self.att_time: dict[str, tuple[ColumnElement, TimeColumn]] = {}
         for k in ("started_at", "finished_at"):
@@ -430,8 +512,8 @@ class Ledger:
             if tc:
                 self.att_time[k] = (self._guarded(t, t.c[tc.column], tc.unless), tc)
         self.att_epoch = {k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.att_time.items()}
-        self.att_effect = self._exact(self._text(t.c[a.effect_ref])) if a.effect_ref else null()
-        self.att_fingerprint = self._exact(self._text(t.c[a.fingerprint])) if a.fingerprint else null()
+        self.att_effect = self._ident(t.c[a.effect_ref]) if a.effect_ref else null()
+        self.att_fingerprint = self._ident(t.c[a.fingerprint]) if a.fingerprint else null()
         self.att_error = t.c[a.error] if a.error else null()
         self.att_worker = self._text(t.c[a.worker]) if a.worker else null()
         # When attempts join on all key and scope columns, scope/key can be read from the attempts
@@ -588,7 +670,7 @@ class Ledger:
         cols = [self.scope_expr.label("scope"), self.key_expr.label("key"), self.kind_expr.label("kind"),
                 self.status_expr.label("status"), self.raw_status_expr.label("raw_status"),
                 (self.rid if self.rid is not None else null()).label("rid"),
-                (self.attempt_count_expr if self.attempt_count_expr is not None else null()).label("attempt_count"),
+                (self.attempt_count_raw if self.attempt_count_raw is not None else null()).label("attempt_count"),
                 self.fingerprint_expr.label("fingerprint"), self.intent_expr.label("intent_ref"),
                 self.effect_expr.label("effect_ref")]
         for k, (c, _tc) in self.time_cols.items():
@@ -615,8 +697,7 @@ class Ledger:
             setattr(op, k, decode_time(m[f"t_{k}"], tc))
         if "e_expires_at" in m:
             op.expires_at = from_epoch(m["e_expires_at"])
-        ac = m["attempt_count"]
-        op.attempt_count = int(ac) if ac is not None else None
+        op.attempt_count = stored_number(m["attempt_count"])
         op.fingerprint, op.intent_ref, op.effect_ref = m["fingerprint"], m["intent_ref"], m["effect_ref"]
         for k in ("request", "response", "error"):
             if f"p_{k}" in m:
@@ -710,7 +791,7 @@ class Ledger:
         a = self.layout.attempts
         if a.source == "table":
             t = self.att
-            cols = [self.att_number.label("number"), self.att_outcome.label("outcome"),
+            cols = [self.att_number_raw.label("number"), self.att_outcome.label("outcome"),
                     self.att_raw_outcome.label("raw_outcome"), self.att_effect.label("effect_ref"),
                     self.att_error.label("error"), self.att_worker.label("worker")]
             for k, (c, _tc) in self.att_time.items():
@@ -723,7 +804,7 @@ class Ledger:
             out = []
             for r in rows:
                 m = r._mapping
-                at = Attempt(scope=scope, key=key, number=m["number"], raw_outcome=m["raw_outcome"],
+                at = Attempt(scope=scope, key=key, number=stored_number(m["number"]), raw_outcome=m["raw_outcome"],
                              effect_ref=m["effect_ref"], worker=m["worker"],
                              error=_short_text(m["error"]))
                 try:
@@ -733,7 +814,8 @@ class Ledger:
                 for k, (_c, tc) in self.att_time.items():
                     setattr(at, k, decode_time(m[f"t_{k}"], tc))
                 out.append(at)
-            out.sort(key=lambda x: (x.number is None, x.number or 0,
+            # A number stored as something else ('many') sorts after the numbered attempts.
+            out.sort(key=lambda x: (not _is_int(x.number), x.number if _is_int(x.number) else 0,
                                     x.started_at or datetime.max.replace(tzinfo=UTC)))
             return out
         if a.source == "json_array":
@@ -771,6 +853,30 @@ class Ledger:
         q = select(c_, func.count()).group_by(c_).order_by(func.count().desc()).limit(limit)
         with self.engine.connect() as c:
             return [(r[0], int(r[1])) for r in c.execute(q)]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def stored_number(v: Any) -> Any:
+    """A count or number cell as stored (issue #9, item 8): an ``int`` when the value is an integer
+    (``7``, ``Decimal('7')``, the text ``'7'`` of a JSON path), otherwise the stored value itself
+    (``'many'``, ``1e+20``), never a number an engine's CAST made up (``0``, ``9223372036854775807``)."""
+    if v is None or _is_int(v):
+        return v
+    if isinstance(v, float):
+        return int(v) if v.is_integer() and abs(v) < 2 ** 63 else v
+    if isinstance(v, Decimal):
+        return int(v) if v.is_finite() and v == v.to_integral_value() and abs(v) < 2 ** 63 else v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        v = bytes(v).decode("utf-8", "backslashreplace")
+    if isinstance(v, str) and _INT_TEXT.fullmatch(v):
+        return int(v)
+    return v
+
+
+_INT_TEXT = re.compile(r"\s*[-+]?[0-9]{1,18}\s*")
 
 
 def _unmapped(s: StatusSource, raw, norm) -> ColumnElement | None:

@@ -7,8 +7,11 @@
 - :func:`json_text` extracts a scalar at a JSON path as text, NULL when the cell is not valid JSON
   (where the engine can tell: SQLite ``json_valid``, MySQL/MariaDB ``JSON_VALID``).
 
-Engines handled natively: SQLite, PostgreSQL, MySQL/MariaDB. Other dialects get a generic form (ANSI
-``EXTRACT(EPOCH ...)``) that most engines accept.
+Engines handled natively: SQLite, PostgreSQL, MySQL/MariaDB. Each construct has one compile handler that
+dispatches by dialect *family* (:mod:`idemview.ledger.dialects`), so the ``mariadb`` dialect name gets
+MySQL's SQL; an unknown dialect gets the portable (ANSI / SQL:2016) form where there is one and
+:class:`~idemview.ledger.dialects.DialectNotSupported` where there is none (turning a timestamp into
+seconds), never another engine's SQL.
 """
 
 from __future__ import annotations
@@ -18,12 +21,16 @@ import operator
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import DateTime, Float, LargeBinary, String, cast, literal, literal_column, type_coerce
+from sqlalchemy import (
+    BigInteger, DateTime, Float, Integer, LargeBinary, String, and_, cast, literal, literal_column, type_coerce,
+)
 from sqlalchemy.types import TypeDecorator
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
 from idemview.layouts.layout import TimeColumn
+from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family, not_supported
+from idemview.ledger.rawtext import RawText, decode_text
 
 UTC = timezone.utc
 
@@ -41,53 +48,61 @@ class _EpochOfText(_EpochOf):
     name = "epoch_of_text"
 
 
-@compiles(_EpochOf)
-def _epoch_default(el, compiler, **kw):
-    (arg,) = list(el.clauses)
-    return f"EXTRACT(EPOCH FROM {compiler.process(arg, **kw)})"
-
-
-@compiles(_EpochOf, "sqlite")
-@compiles(_EpochOfText, "sqlite")
-def _epoch_sqlite(el, compiler, **kw):
+def _epoch_sqlite(arg: str) -> str:
     # julianday() accepts 'YYYY-MM-DD HH:MM:SS.fff', the 'T' form and a trailing offset or 'Z', and gives
     # NULL for text it cannot parse: exactly "missing stays missing".
-    (arg,) = list(el.clauses)
-    return f"((julianday({compiler.process(arg, **kw)}) - 2440587.5) * 86400.0)"
+    return f"((julianday({arg}) - 2440587.5) * 86400.0)"
 
 
-@compiles(_EpochOf, "postgresql")
-def _epoch_pg(el, compiler, **kw):
+def _epoch_pg(arg: str) -> str:
     # timestamptz: absolute; timestamp without time zone: EXTRACT treats it as UTC (PostgreSQL >= 9.2).
-    (arg,) = list(el.clauses)
-    return f"CAST(EXTRACT(EPOCH FROM {compiler.process(arg, **kw)}) AS DOUBLE PRECISION)"
+    return f"CAST(EXTRACT(EPOCH FROM {arg}) AS DOUBLE PRECISION)"
 
 
-@compiles(_EpochOfText, "postgresql")
-def _epoch_pg_text(el, compiler, **kw):
+def _epoch_pg_text(a: str) -> str:
     # A cast of malformed text would abort the whole query; only text shaped like ISO-8601 is cast.
-    (arg,) = list(el.clauses)
-    a = compiler.process(arg, **kw)
     pattern = r"^\d{4}-\d\d-\d\d([ T]\d\d:\d\d(:\d\d(\.\d+)?)?)?\s*(Z|[+-]\d\d(:?\d\d)?)?$"
     return (f"CASE WHEN CAST({a} AS TEXT) ~ '{pattern}' THEN "
             f"CAST(EXTRACT(EPOCH FROM CAST(CAST({a} AS TEXT) AS TIMESTAMPTZ)) AS DOUBLE PRECISION) END")
 
 
-@compiles(_EpochOf, "mysql")
-def _epoch_mysql(el, compiler, **kw):
-    # TIMESTAMPDIFF is independent of the session zone and of UNIX_TIMESTAMP's 2038 limit.
-    (arg,) = list(el.clauses)
-    return f"(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {compiler.process(arg, **kw)}) / 1000000.0)"
+def _epoch_mysql(arg: str) -> str:
+    # TIMESTAMPDIFF is independent of the session zone and of UNIX_TIMESTAMP's 2038 limit. A zero date
+    # ('0000-00-00 00:00:00', or a zero month/day, kept by MariaDB/MySQL when sql_mode allows it) is
+    # an unknown time, exactly like NULL (issue #9, item 6): TIMESTAMPDIFF already gives NULL for it.
+    return f"(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {arg}) / 1000000.0)"
 
 
-@compiles(_EpochOfText, "mysql")
-def _epoch_mysql_text(el, compiler, **kw):
+def _epoch_mysql_text(a: str) -> str:
     # ISO text: drop the 'T' and a 'Z'; CAST gives NULL (a warning) for text it cannot parse. Explicit
     # numeric offsets are not applied on MySQL/MariaDB (documented limitation).
-    (arg,) = list(el.clauses)
-    a = compiler.process(arg, **kw)
     return (f"(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
             f"CAST(REPLACE(REPLACE({a}, 'T', ' '), 'Z', '') AS DATETIME(6))) / 1000000.0)")
+
+
+_EPOCH = {SQLITE: _epoch_sqlite, POSTGRESQL: _epoch_pg, MYSQL: _epoch_mysql}
+_EPOCH_TEXT = {SQLITE: _epoch_sqlite, POSTGRESQL: _epoch_pg_text, MYSQL: _epoch_mysql_text}
+
+
+@compiles(_EpochOf)
+def _epoch_of(el, compiler, **kw):
+    # One handler for every dialect, dispatched by family: SQLAlchemy's @compiles keys on the dialect
+    # *name*, and "mariadb" is not "mysql" (it used to get the PostgreSQL-style default here).
+    (arg,) = list(el.clauses)
+    fn = _EPOCH.get(family(compiler.dialect))
+    if fn is None:
+        # No portable SQL turns a timestamp into seconds (EXTRACT(EPOCH ...) is PostgreSQL's).
+        raise not_supported(compiler.dialect, "computing times in SQL")
+    return fn(compiler.process(arg, **kw))
+
+
+@compiles(_EpochOfText)
+def _epoch_of_text(el, compiler, **kw):
+    (arg,) = list(el.clauses)
+    fn = _EPOCH_TEXT.get(family(compiler.dialect))
+    if fn is None:
+        raise not_supported(compiler.dialect, "reading ISO-8601 text times in SQL")
+    return fn(compiler.process(arg, **kw))
 
 
 def _zone_offset_seconds(zone: str, at: datetime | None = None) -> float:
@@ -109,6 +124,7 @@ def _epoch_seconds(col: ColumnElement, tc: TimeColumn, dialect: str) -> ColumnEl
     ``naive`` columns written in a zone other than UTC are converted exactly on PostgreSQL (``AT TIME
     ZONE``); on other engines the zone's current UTC offset is applied (no tz database in SQLite)."""
     enc = tc.encoding
+    dialect = family(dialect)
     # Arithmetic, not CAST(... AS FLOAT): MySQL's FLOAT is single precision (epoch ms would lose seconds).
     if enc == "epoch_s":
         return col * literal_column("1.0")
@@ -128,26 +144,36 @@ def _instant_for(col: ColumnElement, inst: datetime, dialect: str) -> ColumnElem
     time zone`` column holding UTC is compared with a naive UTC value: comparing it with a
     ``timestamptz`` would cast the column on every row (the session zone is UTC, so the meaning is the
     same) and no index on it could serve the comparison."""
-    if dialect == "postgresql" and getattr(getattr(col, "type", None), "timezone", None) is False:
+    if family(dialect) == POSTGRESQL and getattr(getattr(col, "type", None), "timezone", None) is False:
         return literal(inst.astimezone(UTC).replace(tzinfo=None), DateTime())
     return literal(inst, DateTime(timezone=True))
 
 
 def _time_cmp(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: str, cmp) -> ColumnElement:
-    """``cmp(col, instant)`` with ``instant`` expressed in the column's own encoding."""
+    """``cmp(col, instant)`` with ``instant`` expressed in the column's own encoding.
+
+    On MySQL/MariaDB a zero date (``0000-00-00 00:00:00``, or a zero month or day, stored when
+    ``sql_mode`` allows it) sorts before every real date, so ``col <= instant`` would hold for it: it is
+    an unknown time, exactly like NULL, and matches no comparison (issue #9, item 6). The range on
+    ``col`` still comes first, so an index on it serves the comparison."""
     inst = instant.astimezone(UTC)
     enc = tc.encoding
+    dialect = family(dialect)
     if enc == "epoch_s":
         return cmp(col, inst.timestamp())
     if enc == "epoch_ms":
         return cmp(col, inst.timestamp() * 1000.0)
-    if enc == "iso_text" or dialect == "sqlite":
+    if enc == "iso_text" or dialect == SQLITE:
         # Text times: their lexical order is not time order across formats; compare as instants.
         return cmp(epoch_seconds(col, tc, dialect), inst.timestamp())
     if enc == "naive":
         local = inst.astimezone(ZoneInfo(tc.zone)).replace(tzinfo=None)
-        return cmp(col, literal(local, DateTime()))
-    return cmp(col, _instant_for(col, inst, dialect))
+        out = cmp(col, literal(local, DateTime()))
+    else:
+        out = cmp(col, _instant_for(col, inst, dialect))
+    if dialect == MYSQL:
+        out = and_(out, _EpochOf(col).is_not(None))
+    return out
 
 
 def time_before(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: str,
@@ -170,36 +196,27 @@ class _JsonText(FunctionElement):
 
 
 @compiles(_JsonText)
-def _json_generic(el, compiler, **kw):
+def _json_text(el, compiler, **kw):
     col, path = list(el.clauses)
-    return f"JSON_VALUE({compiler.process(col, **kw)}, {compiler.process(path, **kw)})"
-
-
-@compiles(_JsonText, "sqlite")
-def _json_sqlite(el, compiler, **kw):
-    col, path = list(el.clauses)
-    c, p = compiler.process(col, **kw), compiler.process(path, **kw)
-    # json_extract raises "malformed JSON" on bad text: guard with json_valid; CAST keeps numbers textual.
-    return f"(CASE WHEN json_valid({c}) THEN CAST(json_extract({c}, {p}) AS TEXT) END)"
-
-
-@compiles(_JsonText, "mysql")
-def _json_mysql(el, compiler, **kw):
-    col, path = list(el.clauses)
-    c, p = compiler.process(col, **kw), compiler.process(path, **kw)
-    return f"(CASE WHEN JSON_VALID({c}) THEN JSON_UNQUOTE(JSON_EXTRACT({c}, {p})) END)"
-
-
-@compiles(_JsonText, "postgresql")
-def _json_pg(el, compiler, **kw):
-    col, path = list(el.clauses)
+    fam = family(compiler.dialect)
     c = compiler.process(col, **kw)
-    # path arrives as '$.a.b' -> '{a,b}' for #>>; malformed text JSON aborts the query on PostgreSQL
-    # (there is no json_valid before 16), which the caller reports as a clear error.
-    p = path.value if hasattr(path, "value") else "$"
-    parts = [x for x in p.lstrip("$").split(".") if x]
-    arr = "{" + ",".join(parts) + "}"
-    return f"(CAST({c} AS JSON) #>> '{arr}')"
+    if fam == SQLITE:
+        p = compiler.process(path, **kw)
+        # json_extract raises "malformed JSON" on bad text: guard with json_valid; CAST keeps numbers
+        # textual.
+        return f"(CASE WHEN json_valid({c}) THEN CAST(json_extract({c}, {p}) AS TEXT) END)"
+    if fam == MYSQL:
+        p = compiler.process(path, **kw)
+        return f"(CASE WHEN JSON_VALID({c}) THEN JSON_UNQUOTE(JSON_EXTRACT({c}, {p})) END)"
+    if fam == POSTGRESQL:
+        # path arrives as '$.a.b' -> '{a,b}' for #>>; malformed text JSON aborts the query on PostgreSQL
+        # (there is no json_valid before 16), which the caller reports as a clear error.
+        pv = path.value if hasattr(path, "value") else "$"
+        parts = [x for x in pv.lstrip("$").split(".") if x]
+        arr = "{" + ",".join(parts) + "}"
+        return f"(CAST({c} AS JSON) #>> '{arr}')"
+    # SQL:2016 JSON_VALUE: the portable form.
+    return f"JSON_VALUE({c}, {compiler.process(path, **kw)})"
 
 
 def json_text(col: ColumnElement, path: str) -> ColumnElement:
@@ -214,15 +231,11 @@ class _HexText(FunctionElement):
 
 
 @compiles(_HexText)
-def _hex_generic(el, compiler, **kw):
+def _hex_text(el, compiler, **kw):
     (col,) = list(el.clauses)
+    if family(compiler.dialect) == POSTGRESQL:
+        return f"encode({compiler.process(col, **kw)}, 'hex')"
     return f"LOWER(HEX({compiler.process(col, **kw)}))"
-
-
-@compiles(_HexText, "postgresql")
-def _hex_pg(el, compiler, **kw):
-    (col,) = list(el.clauses)
-    return f"encode({compiler.process(col, **kw)}, 'hex')"
 
 
 def hex_text(col: ColumnElement) -> ColumnElement:
@@ -242,11 +255,14 @@ class _Utf8Bytes(TypeDecorator):
     cache_ok = True
 
     def process_bind_param(self, value, dialect):
+        if isinstance(value, RawText):
+            return value.raw
         return value.encode("utf-8") if isinstance(value, str) else value
 
     def process_result_value(self, value, dialect):
+        # Bytes that are not UTF-8 (a VARBINARY key) stay exact: RawText, bound back as those bytes.
         if isinstance(value, (bytes, bytearray, memoryview)):
-            return bytes(value).decode("utf-8", "replace")
+            return decode_text(bytes(value))
         return value
 
 
@@ -257,20 +273,84 @@ class _ExactText(FunctionElement):
 
 
 @compiles(_ExactText)
-def _exact_default(el, compiler, **kw):
+def _exact_text(el, compiler, **kw):
     (arg,) = list(el.clauses)
-    return compiler.process(arg, **kw)
+    a = compiler.process(arg, **kw)
+    if family(compiler.dialect) == MYSQL:
+        # A binary string compares byte for byte, trailing spaces included (NO PAD), whatever the
+        # column's charset and collation; CONVERT first so every charset lands on the same UTF-8 bytes.
+        return f"CAST(CONVERT({a} USING utf8mb4) AS BINARY)"
+    return a
 
 
-@compiles(_ExactText, "mysql")
-def _exact_mysql(el, compiler, **kw):
-    # A binary string compares byte for byte, trailing spaces included (NO PAD), whatever the column's
-    # charset and collation; CONVERT first so every charset lands on the same UTF-8 bytes.
+class _ExactBinary(_ExactText):
+    inherit_cache = True
+    name = "exact_binary"
+
+
+@compiles(_ExactBinary)
+def _exact_binary(el, compiler, **kw):
     (arg,) = list(el.clauses)
-    return f"CAST(CONVERT({compiler.process(arg, **kw)} USING utf8mb4) AS BINARY)"
+    a = compiler.process(arg, **kw)
+    # Already bytes (VARBINARY, BLOB): no CONVERT, which would turn bytes that are not UTF-8 into '?'.
+    return f"CAST({a} AS BINARY)" if family(compiler.dialect) == MYSQL else a
+
+
+def is_binary(expr: ColumnElement) -> bool:
+    """``expr`` is typed as bytes (BINARY, VARBINARY, BLOB, bytea)."""
+    t = getattr(expr, "type", None)
+    if isinstance(t, TypeDecorator):
+        t = t.impl_instance
+    if isinstance(t, LargeBinary):
+        return True
+    try:
+        return t is not None and t.python_type is bytes
+    except NotImplementedError:
+        return False
 
 
 def exact_text(expr: ColumnElement) -> ColumnElement:
     """``expr`` compared exactly (byte for byte) on MySQL/MariaDB, whose default collations are case-,
-    accent- and trailing-space-insensitive; unchanged elsewhere. Values still arrive as ``str``."""
-    return _ExactText(expr)
+    accent- and trailing-space-insensitive; unchanged elsewhere. Values still arrive as ``str`` (a
+    :class:`~idemview.ledger.rawtext.RawText` for bytes that are not UTF-8)."""
+    return _ExactBinary(expr) if is_binary(expr) else _ExactText(expr)
+
+
+class _StoredInt(FunctionElement):
+    type = BigInteger()
+    inherit_cache = True
+    name = "stored_int"
+
+
+@compiles(_StoredInt)
+def _stored_int(el, compiler, **kw):
+    (arg,) = list(el.clauses)
+    a = compiler.process(arg, **kw)
+    fam = family(compiler.dialect)
+    if fam == SQLITE:
+        # SQLite keeps any value in any column, and CAST invents numbers: CAST('many' AS INTEGER) is 0,
+        # CAST(1e20 AS INTEGER) is 9223372036854775807. Only a value that reads back unchanged as an
+        # integer is one.
+        return (f"(CASE WHEN CAST(CAST({a} AS INTEGER) AS TEXT) = CAST({a} AS TEXT) "
+                f"THEN CAST({a} AS INTEGER) END)")
+    if fam == POSTGRESQL:
+        # A failed cast aborts the whole statement on PostgreSQL: cast only integer-shaped text.
+        return (f"(CASE WHEN CAST({a} AS TEXT) ~ '^\\s*[-+]?[0-9]{{1,18}}\\s*$' "
+                f"THEN CAST(CAST({a} AS TEXT) AS BIGINT) END)")
+    if fam == MYSQL:
+        # MySQL's CAST gives 0 for 'many' and clamps 1e20 (with a warning only).
+        return (f"(CASE WHEN CAST({a} AS CHAR) REGEXP '^[[:space:]]*[-+]?[0-9]{{1,18}}[[:space:]]*$' "
+                f"THEN CAST({a} AS SIGNED) END)")
+    return f"CAST({a} AS BIGINT)"
+
+
+def stored_int(expr: ColumnElement, dialect: str) -> ColumnElement:
+    """``expr`` as an integer where the stored value is one, else NULL (an unknown count, like a
+    missing one): for SQL comparisons and sums (retry storms, attempt numbers). A column the database
+    types as an integer on PostgreSQL or MySQL/MariaDB holds only integers and is used as it is (its
+    index stays usable); SQLite's declared types are not enforced. Display and export read the value
+    as stored instead (issue #9, item 8)."""
+    t = getattr(expr, "type", None)
+    if family(dialect) in (POSTGRESQL, MYSQL) and isinstance(t, Integer):
+        return expr
+    return _StoredInt(expr)

@@ -665,8 +665,11 @@ _KV_DIGIT_REST_RE = re.compile(r"(?:[ \t]+[()+\-./]*\d[\d()+\-./]*(?![^\s,;\"'&]
 _NUMBERISH_KINDS = frozenset({"phone", "ssn", "card", "iban"})
 # Placeholders left visible after a sensitive name ("password=None" tells an investigator that no
 # password was set). Exact spellings only: a password that *is* one of these stays visible.
+# YES / NO: MySQL's "Access denied for user 'app'@'host' (using password: YES)" says whether a password
+# was sent, not what it was; masking it hid the one useful word of the message (issue #13 §9).
 _KV_SKIP_VALUES = frozenset({"null", "NULL", "None", "none", "true", "false", "True", "False",
-                             "undefined", "nil", "", "***", "********"})
+                             "undefined", "nil", "", "***", "********", "YES", "NO", "Yes", "No",
+                             "yes", "no"})
 
 _PHONE_SPLIT_RE = re.compile(r"\d+")
 

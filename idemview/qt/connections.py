@@ -23,13 +23,17 @@ from idemview.qt import theme
 from idemview.services.session import OpenSpec, SharedMasker
 from idemview.qt.workers import JobError, Runner
 
-TYPES = [("SQLite file", "sqlite"), ("PostgreSQL", "postgresql"), ("MySQL", "mysql"), ("MariaDB", "mariadb")]
-DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
+TYPES = [("SQLite file", "sqlite"), ("PostgreSQL", "postgresql"), ("MySQL", "mysql"), ("MariaDB", "mariadb"),
+         ("Redis", "redis"), ("Redis (TLS)", "rediss")]
+DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306, "redis": 6379, "rediss": 6379}
 
 
 def test_connection(conn: Connection, password: str | None, layout: str, token) -> str:
     """Connect read-only, ask the session whether it is read-only, and detect or check the layout.
     Returns one line of plain words (runs on a worker thread)."""
+    if conn.dialect in ("redis", "rediss"):
+        from idemview.ledger.redis_snapshot import test_redis
+        return test_redis(conn.url(password), layout)
     from idemview.ledger.connect import open_engine, session_is_read_only
     from idemview.ledger.detect import detect
     from idemview.layouts.layout import load_layout, load_preset, preset_names
@@ -168,6 +172,9 @@ class ConnectionDialog(QDialog):
         self.layout_box.addItem("Detect automatically", "")
         for lay in all_presets():
             self.layout_box.addItem(f"{lay.name} — {lay.title}", lay.name)
+        from idemview.layouts.kv import all_kv_presets
+        for kv in all_kv_presets():  # key-value layouts, for Redis connections
+            self.layout_box.addItem(f"{kv.name} — {kv.title} (Redis)", kv.name)
         self.edit_layout_btn = QPushButton("Edit layout…")
         self.edit_layout_btn.setToolTip("Map or adjust the layout against this database (opened read-only), "
                                         "starting from the chosen preset")

@@ -67,6 +67,8 @@ class OperationDetail(QWidget):
     closed = Signal()
     #: "Reveal this value" was chosen: ``(scope_raw, key_raw, where)`` (see :func:`session.reveal_value`)
     reveal_requested = Signal(object)
+    #: "Copy link" was clicked (the tab knows the ledger and builds the command)
+    link_requested = Signal()
 
     HEADER_FIELDS = [("key", "Idempotency key"), ("scope", "Scope"), ("kind", "Kind"),
                      ("raw_status", "Status (ledger)"), ("fingerprint", "Fingerprint"), ("intent_ref", "Intent"),
@@ -99,8 +101,13 @@ class OperationDetail(QWidget):
         self.copy_btn = QToolButton(text="Copy key")
         self.copy_btn.setToolTip("Copy the idempotency key as shown (masked values stay masked)")
         self.copy_btn.clicked.connect(self._copy_key)
+        self.link_btn = QToolButton(text="Copy link")
+        self.link_btn.setToolTip("Copy an `idemview open …` command that opens this operation "
+                                 "(for a colleague; never carries a password)")
+        self.link_btn.clicked.connect(lambda: self.link_requested.emit())
         top.addWidget(self.title, 1)
         top.addWidget(self.copy_btn)
+        top.addWidget(self.link_btn)
         v.addLayout(top)
         self.header = QLabel()
         self.header.setTextFormat(Qt.TextFormat.RichText)
@@ -159,8 +166,11 @@ class OperationDetail(QWidget):
             self.viewers[name] = ed
             self.payloads.addTab(ed, name)
         split.addWidget(self.payloads)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 1)
+        # the payloads get the larger share: on a 1280×800 screen they were down to three lines
+        self.attempts.setMinimumHeight(70)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        split.setSizes([200, 300])
         v.addWidget(split, 1)
         self.detail: Detail | None = None
         self._now: datetime | None = None

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 from idemview.domain.filters import Filter
 from idemview.domain.model import DEFAULT_SEVERITY, FindingKind, Status
 from idemview.qt import theme
+from idemview.qt.flow import FlowLayout
 
 UTC = timezone.utc
 RANGES = [("All time", None), ("Last 1 h", 3600), ("Last 6 h", 6 * 3600), ("Last 24 h", 86400),
@@ -92,7 +93,7 @@ class FilterBar(QWidget):
         self.key_edit = self._search_edit("Idempotency key contains…")
         self.intent_edit = self._search_edit("Intent reference contains…")
         self.scope_edit = self._search_edit("Scope contains…")
-        self.key_edit.setMinimumWidth(200)
+        self.key_edit.setMinimumWidth(140)
         self.clear_btn = QToolButton()
         self.clear_btn.setText("Clear filter")
         self.clear_btn.clicked.connect(self.clear)
@@ -104,8 +105,8 @@ class FilterBar(QWidget):
         row1.addWidget(self.scope_edit, 1)
         row1.addWidget(self.clear_btn)
         v.addLayout(row1)
-        row2 = QHBoxLayout()
-        row2.setSpacing(4)
+        # chips wrap onto a second line on a narrow screen instead of widening the window
+        row2 = FlowLayout(spacing=4)
         self.chips: dict[FindingKind, QToolButton] = {}
         row2.addWidget(QLabel("Findings:"))
         for k in FindingKind:
@@ -115,7 +116,6 @@ class FilterBar(QWidget):
             b.toggled.connect(self._chips_changed)
             self.chips[k] = b
             row2.addWidget(b)
-        row2.addStretch(1)
         v.addLayout(row2)
         self.sentence = QLabel()
         self.sentence.setObjectName("filterSentence")
@@ -157,16 +157,31 @@ class FilterBar(QWidget):
                       intent=self.intent_edit.text() or None, scope=self.scope_edit.text() or None,
                       since=since, until=until, unmapped_status=f.unmapped_status)
 
-    def set_counts(self, counts: dict[FindingKind, int], unsupported: dict[FindingKind, str]):
+    def set_counts(self, counts: dict[FindingKind, int], unsupported: dict[FindingKind, str],
+                   totals: dict[FindingKind, int] | None = None,
+                   severities: dict | None = None):
+        """Chip counts: ``counts`` of the filtered set, ``totals`` of the whole ledger (given when the
+        filter narrows: the chip reads "7 of 63"); ``severities`` the worst severity found per kind
+        (the chip's glyph matches the findings panel: a critical replay shows the critical glyph)."""
         self._counts, self._unsupported = dict(counts), dict(unsupported)
+        self._totals = dict(totals) if totals is not None else None
+        self._severities = dict(severities or {})
         self._render_chips()
 
+    def chip_severity(self, k: FindingKind):
+        return self._severities.get(k, DEFAULT_SEVERITY[k]) if getattr(self, "_severities", None) \
+            else DEFAULT_SEVERITY[k]
+
     def _render_chips(self):
+        totals = getattr(self, "_totals", None)
         for k, b in self.chips.items():
-            sev = DEFAULT_SEVERITY[k]
+            sev = self.chip_severity(k)
             n = self._counts.get(k)
             why = self._unsupported.get(k)
-            b.setText(f"{theme.SEVERITY_GLYPHS[sev]} {theme.KIND_SHORT[k]}" + (f"  {n}" if n is not None and not why else ""))
+            shown = ""
+            if n is not None and not why:
+                shown = f"  {n} of {totals.get(k, 0)}" if totals is not None else f"  {n}"
+            b.setText(f"{theme.SEVERITY_GLYPHS[sev]} {theme.KIND_SHORT[k]}" + shown)
             col = theme.colour(theme.SEVERITY_COLOURS, sev).name()
             b.setEnabled(why is None)
             b.setToolTip((why if why.startswith(("still", "the check")) else
@@ -193,6 +208,17 @@ class FilterBar(QWidget):
         self._range_secs = None
         self._flt.since, self._flt.until = since, until
         self.range.setCurrentIndex(len(RANGES) - 1)
+        self._emit()
+
+    def range_is_region(self) -> bool:
+        """The time range came from the overview (or a custom range): the chart draws it as a band."""
+        return self._range_secs is None and (self._flt.since is not None or self._flt.until is not None)
+
+    def clear_time(self):
+        """Drop the time range only (the overview's "Clear window")."""
+        self._range_secs = None
+        self._flt.since = self._flt.until = None
+        self.range.setCurrentIndex(0)
         self._emit()
 
     def set_key(self, text: str):
@@ -248,8 +274,8 @@ class FilterBar(QWidget):
         self.changed.emit(self.filter())
 
     def _update_sentence(self):
-        # Exactly Filter.sentence(): the same words the evidence manifest records (instants in UTC).
-        self.sentence.setText(self.filter().sentence())
+        # Filter.sentence() in the zone shown: the manifest records this one beside the UTC sentence.
+        self.sentence.setText(self.filter().sentence(theme.TIME.zone(), theme.TIME.tz()))
 
     def sentence_text(self) -> str:
         return self.sentence.text()

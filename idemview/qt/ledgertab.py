@@ -12,7 +12,7 @@ import gc
 
 from datetime import datetime, timezone
 
-from PySide6.QtCore import QModelIndex, QRect, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, QModelIndex, QRect, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QColor, QFontMetrics, QGuiApplication, QKeySequence, QPainter, QPalette, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView, QFrame, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter,
@@ -25,12 +25,14 @@ from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind
 from idemview.qt.unmapped import UnmappedNotice
 from idemview.qt import theme
 from idemview.qt.detail import OperationDetail
+from idemview.qt.elide import ElidedLabel
+from idemview.qt.theme import plural
 from idemview.qt.filterbar import FilterBar
 from idemview.qt.models import COL_FINDINGS, COL_KEY, FindingsModel, FindingsRole, OperationsModel, RowRole, OP_COLUMNS
 from idemview.qt.overview import IncidentOverview
 from idemview.services.session import (
-    FindingsResult, Opened, OpenSpec, SharedMasker, load_detail, open_ledger, overview, reveal_state,
-    reveal_value, scan,
+    FilteredFindings, FindingsResult, Opened, OpenSpec, SharedMasker, findings_in_filter, load_detail,
+    filtered_span, open_ledger, overview, reveal_state, reveal_value, scan,
 )
 from idemview.qt.workers import JobError, Runner
 
@@ -101,6 +103,18 @@ class Banner(QFrame):
         self.show()
 
 
+class _ScanRelay(QObject):
+    """Carries the findings process's messages from its reader thread to the GUI thread (queued)."""
+
+    message = Signal(object)
+
+    def emit(self, msg):
+        try:
+            self.message.emit(msg)
+        except RuntimeError:  # the tab was closed while the process ran
+            pass
+
+
 class LedgerTab(QWidget):
     """Everything about one open ledger. ``ready`` fires once it is open and its first scan is in;
     ``message(str)`` feeds the status bar; ``title_changed`` when the tab label should change."""
@@ -109,6 +123,7 @@ class LedgerTab(QWidget):
     failed = Signal(str)
     message = Signal(str)
     title_changed = Signal()
+    opened_signal = Signal()  # the ledger is open (before its first scan is in)
 
     def __init__(self, spec: OpenSpec, masker: SharedMasker, parent=None):
         super().__init__(parent)
@@ -121,10 +136,16 @@ class LedgerTab(QWidget):
         self._finding_pos = -1
         self._ordered: list[Finding] = []
         self._ready_sent = False
+        self._scanning = False
+        self.filtered_findings: FilteredFindings | None = None
+        self._narrowed_res: FindingsResult | None = None
         self._scan: dict = {"pending": set()}
         self._merged_scan: dict | None = None  # the scan whose complete merge is shown
         self._build()
         self.runner.busy_changed.connect(self._busy)
+        self._scan_relay = _ScanRelay(self)
+        self._scan_relay.message.connect(self._on_scan_message)
+        theme.TIME.changed.connect(self._show_as_of)
 
     # ---------------------------------------------------------------------------------- layout
 
@@ -139,17 +160,16 @@ class LedgerTab(QWidget):
         info.setContentsMargins(6, 0, 6, 0)
         self.badge = QLabel()
         self.badge.setObjectName("roBadge")
-        self.where = QLabel(f"Connecting to {self.spec.name}…")
-        self.where.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.detection = QLabel()
-        self.detection.setWordWrap(False)
+        # elided labels: a long connection name or detection reason can never widen the window
+        self.where = ElidedLabel(f"Connecting to {self.spec.name}…", min_chars=12)
+        self.detection = ElidedLabel(min_chars=8, mode=Qt.TextElideMode.ElideMiddle)
+        self.detection.setAlignment(Qt.AlignmentFlag.AlignRight)
         info.addWidget(self.badge)
-        info.addWidget(self.where)
-        info.addStretch(1)
+        info.addWidget(self.where, 3)
         self.unmapped = UnmappedNotice()   # raw values the layout does not map (issue 12)
         self.unmapped.toggled.connect(self._only_unmapped)
         info.addWidget(self.unmapped)
-        info.addWidget(self.detection)
+        info.addWidget(self.detection, 2)
         v.addLayout(info)
         self.filterbar = FilterBar()
         self.filterbar.changed.connect(self.set_filter)
@@ -157,10 +177,15 @@ class LedgerTab(QWidget):
         main = QSplitter(Qt.Orientation.Horizontal)
         left = QSplitter(Qt.Orientation.Vertical)
         top = QSplitter(Qt.Orientation.Horizontal)
+        main.setObjectName("mainSplitter")
+        left.setObjectName("leftSplitter")
+        top.setObjectName("topSplitter")
+        self.splitters = {"main": main, "left": left, "top": top}
         self.overview = IncidentOverview()
         self.overview.region_chosen.connect(self.filterbar.set_region)
         self.overview.region_cleared.connect(self._region_cleared)
         self.overview.range_wanted.connect(self._load_overview)
+        self.overview.fit_filter_wanted.connect(self.fit_filter)
         self.overview.finding_clicked.connect(lambda f: self.open_operation(f.scope, f.key))
         top.addWidget(self.overview)
         fp = QWidget()
@@ -169,6 +194,12 @@ class LedgerTab(QWidget):
         fl.setSpacing(2)
         self.findings_title = QLabel("<b>Findings</b> — scanning…")
         fl.addWidget(self.findings_title)
+        # the instant every finding on screen was computed for (F5 / live refresh move it)
+        self.as_of = ElidedLabel("Findings as of —", min_chars=10)
+        self.as_of.setObjectName("findingsAsOf")
+        self.as_of.setToolTip("Findings (stuck, expired, …) are computed for this instant; F5 re-scans "
+                              "for the current time. An export from this window records the same instant.")
+        fl.addWidget(self.as_of)
         self.findings_model = FindingsModel(self)
         self.findings_view = QTableView()
         self.findings_view.setModel(self.findings_model)
@@ -215,6 +246,12 @@ class LedgerTab(QWidget):
         self.grid.setItemDelegateForColumn(COL_FINDINGS, BadgeDelegate(self.grid))
         for i, w in enumerate((195, 70, 112, 104, 140, 140, 62)):
             self.grid.setColumnWidth(i, w)
+        self._current_timer = QTimer(self, singleShot=True, interval=120)
+        self._current_timer.timeout.connect(self._open_current)
+        # a *selected* row opens (focus alone makes a row current without selecting it)
+        self.grid.selectionModel().selectionChanged.connect(self._grid_selection_changed)
+        self.model.modelReset.connect(self._select_shown)
+        self.model.page_loaded.connect(self._page_loaded_select)
         self.grid.doubleClicked.connect(self._grid_open)
         self.grid.activated.connect(self._grid_open)
         copy = QAction("Copy", self.grid)
@@ -228,7 +265,7 @@ class LedgerTab(QWidget):
         gl.addWidget(self.grid, 1)
         foot = QHBoxLayout()
         foot.setContentsMargins(4, 0, 4, 0)
-        self.footer = QLabel()
+        self.footer = ElidedLabel(min_chars=10)
         self.cancel_btn = QToolButton(text="Cancel")
         self.cancel_btn.setToolTip("Stop the running queries (Esc)")
         self.cancel_btn.clicked.connect(self.cancel_all)
@@ -242,15 +279,30 @@ class LedgerTab(QWidget):
         left.setSizes([250, 450])
         main.addWidget(left)
         self.detail = OperationDetail()
-        self.detail.setMinimumWidth(430)
+        self.detail.setMinimumWidth(340)
         self.detail.reveal_requested.connect(self._detail_reveal)
+        self.detail.link_requested.connect(self.copy_link)
         main.addWidget(self.detail)
         main.setStretchFactor(0, 3)
         main.setStretchFactor(1, 2)
         main.setSizes([960, 440])
         v.addWidget(main, 1)
+        self.restore_splitters()
         self._count: int | None = None
         self._update_footer()
+
+    def save_splitters(self, st):
+        """Write the splitter states into the QSettings ``st`` (shared by every tab)."""
+        for name, sp in self.splitters.items():
+            st.setValue(f"splitters/{name}", sp.saveState())
+
+    def restore_splitters(self):
+        from idemview.qt.settings import gui_settings
+        st = gui_settings()
+        for name, sp in self.splitters.items():
+            v = st.value(f"splitters/{name}")
+            if v is not None:
+                sp.restoreState(v)
 
     # ------------------------------------------------------------------------------- opening
 
@@ -268,14 +320,15 @@ class LedgerTab(QWidget):
             self.badge.setText(" SESSION NOT READ-ONLY ")
             self.badge.setToolTip("This session did not confirm it is read-only: idemview still only reads")
         self._on_open_badge_only()
-        self.where.setText(f"<b>{self.masker.free_text(self.spec.name)}</b> · {o.where} · "
-                           f"{o.n_ops:,} operations · {o.n_att:,} attempts")
+        self.where.setText(f"{self.masker.free_text(self.spec.name)} · {o.where} · "
+                           f"{plural(o.n_ops, 'operation')} · {plural(o.n_att, 'attempt')}")
         self.detection.setText(self.masker.free_text(o.detection))
         self.detection.setToolTip(self.masker.free_text(o.detection))
         self.overview.set_span(*o.span)
         self.unmapped.show_counts(o.unmapped, self.masker)
         self.title_changed.emit()
-        self.refresh()
+        self.refresh(snapshot_again=False)
+        self.opened_signal.emit()
 
     def _on_open_error(self, err: JobError):
         msg = self.masker.free_text(err.message)
@@ -292,7 +345,7 @@ class LedgerTab(QWidget):
 
     # ------------------------------------------------------------------------------- refresh
 
-    def refresh(self, live: bool = False):
+    def refresh(self, live: bool = False, snapshot_again: bool = True):
         """Re-scan findings for the current time and reload what is shown (F5 / live refresh).
 
         A live refresh keeps the grid when the user has scrolled past the first page, so it never
@@ -301,24 +354,84 @@ class LedgerTab(QWidget):
             if not self.runner.is_pending("open"):
                 self.start()
             return
+        if not live and snapshot_again and getattr(self.ledger, "snapshot", None) is not None:
+            # A Redis ledger is a snapshot: F5 reads the keys again (_on_open then refreshes).
+            if not self.runner.is_pending("open"):
+                self.start()
+            return
         self.now = datetime.now(UTC).replace(microsecond=0)
-        ledger, masker, now = self.ledger, self.masker, self.now
-        # One job per finding kind, in parallel: the quick kinds show up at once and a kind whose SQL is
-        # slow on this ledger (or times out) holds nothing else back.
+        self._scanning = True
+        self._show_as_of()
+        ledger, now = self.ledger, self.now
         from idemview.findings.engine import FindingEngine
         unsupported = FindingEngine(ledger, now).unsupported()  # pure Python: no query
+        old = self._scan
+        if old.get("proc") is not None:
+            old["proc"].cancel()
         self._scan = {"now": now, "parts": {}, "expl": {}, "unsupported": unsupported, "failed": {},
-                      "pending": {k for k in FindingKind if k not in unsupported}}
-        for k in list(self._scan["pending"]):
-            self.runner.submit(f"findings:{k.value}", lambda tok, k=k: scan(ledger, masker, now, tok, [k]),
-                               lambda res, k=k, st=self._scan: self._on_kind(st, k, res),
-                               lambda err, k=k, st=self._scan: self._on_kind_error(st, k, err))
+                      "pending": {k for k in FindingKind if k not in unsupported}, "proc": None}
+        if self._scan["pending"] and not self._scan_in_process(self._scan):
+            self._scan_in_threads(self._scan, list(self._scan["pending"]))
         if not self._scan["pending"]:
             self._merge_scan(self._scan)
         self.flt = self.filterbar.filter()
         if not live or self.model.rowCount() <= self.model.page_size:
             self._requery()
         self._load_overview()
+
+    #: run the findings scan in a child process (#11 §3); threads are the fallback
+    scan_process = True
+    #: a multiprocessing (spawn) Event holding the child's scan until set: tests only
+    scan_gate = None
+
+    def _scan_in_threads(self, st: dict, kinds: list):
+        # One job per finding kind, in parallel: the quick kinds show up at once and a kind whose SQL is
+        # slow on this ledger (or times out) holds nothing else back.
+        ledger, masker, now = self.ledger, self.masker, st["now"]
+        for k in kinds:
+            self.runner.submit(f"findings:{k.value}", lambda tok, k=k: scan(ledger, masker, now, tok, [k]),
+                               lambda res, k=k, st=st: self._on_kind(st, k, res),
+                               lambda err, k=k, st=st: self._on_kind_error(st, k, err))
+
+    def _scan_in_process(self, st: dict) -> bool:
+        """Start the scan of ``st``'s pending kinds in a child process (results come back in batches
+        through :attr:`_scan_relay`); False when this ledger cannot be scanned that way."""
+        url = self.spec.url
+        if not self.scan_process or ":memory:" in str(url) or str(url).startswith(("redis", "rediss")):
+            return False
+        from idemview.services.scanproc import ScanProcess
+        kinds = [k for k in FindingKind if k in st["pending"]]
+        relay = self._scan_relay
+        try:
+            st["proc"] = ScanProcess(
+                url, self.spec.password, self.ledger.layout, self.spec.name, st["now"], kinds,
+                self.masker.process_key(),
+                on_message=lambda what, kind, payload: relay.emit((st, what, kind, payload)),
+                on_exit=lambda err: relay.emit((st, "exit", None, err)), gate=self.scan_gate)
+        except Exception as e:  # noqa: BLE001 - e.g. a layout that cannot be pickled: use threads
+            import logging
+            logging.getLogger(__name__).info("findings scan in threads: %s", self.masker.free_text(str(e)))
+            return False
+        return True
+
+    def _on_scan_message(self, msg):
+        """GUI thread: file one batch (a list append) or one kind's end; merging happens on a worker."""
+        st, what, kind, payload = msg
+        if st is not self._scan:
+            return
+        if what == "batch":
+            fs, expl = payload
+            st["parts"].setdefault(kind, []).extend(fs)
+            st["expl"].update(expl)
+        elif what == "done":
+            st["pending"].discard(kind)
+            self._merge_scan(st)
+        elif what == "failed":
+            self._on_kind_error(st, kind, JobError(payload))
+        elif what in ("error", "exit") and payload and st["pending"]:
+            # the process could not open the ledger (or died): the remaining kinds run in threads
+            st["proc"] = None
+            self._scan_in_threads(st, list(st["pending"]))
 
     def _requery(self):
         self.model.set_query(self.flt, self.now, None)
@@ -358,7 +471,13 @@ class LedgerTab(QWidget):
     def scan_complete(self) -> bool:
         # the findings shown must come from a merge made after the last kind arrived: an earlier
         # partial merge can land after the pending set emptied (the full merge still on its worker)
-        return self.findings is not None and not self._scan["pending"] and self._merged_scan is self._scan
+        return (self.findings is not None and not self._scan["pending"] and self._merged_scan is self._scan
+                and self.findings_settled())
+
+    def findings_settled(self) -> bool:
+        """Chips, panel, markers and F8 show the current findings narrowed to the current filter."""
+        return (self.filtered_findings is not None and self._narrowed_res is self.findings
+                and not self.runner.is_pending("narrow"))
 
     def _merge_scan(self, st: dict):
         # Kinds finish one by one; merging (and redrawing badges, chips, markers) once per burst rather
@@ -395,24 +514,63 @@ class LedgerTab(QWidget):
     def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None):
         self.findings = res
         self._merged_scan = complete_scan
-        self.filterbar.set_counts(res.counts, res.unsupported)
-        self.findings_model.set_result(res)
-        n_ops = len(res.by_ref)
-        self.findings_title.setText(f"<b>Findings</b> — {len(res.findings)} on {n_ops:,} operations")
-        self.findings_title.setToolTip(f"Computed for now = {theme.TIME.fmt(res.now)} {theme.TIME.zone()}; "
-                                       "click a row to show only those operations")
-        self.overview.set_findings(res.markers, res.explanations)
         self.model.refresh_findings(res)
-        self._ordered = res.ordered
         gc.freeze()  # findings live until the next scan; keep full GC passes from walking them (GIL)
-        self._finding_pos = -1
-        if self._scan["pending"] or complete_scan is None:
-            self.findings_title.setText(self.findings_title.text() + " · scanning…")
+        self._scanning = bool(self._scan["pending"]) or complete_scan is None
+        self._show_as_of()
+        # chips, panel, markers and F8 show the findings of what the filter shows: narrowed on a worker
+        self._narrow()
+        if self._scanning:
             return
         if not self._ready_sent:
             self._ready_sent = True
             self.ready.emit()
-        self.message.emit(f"{self.spec.name}: {len(res.findings)} findings")
+        self.message.emit(f"{self.spec.name}: {plural(len(res.findings), 'finding')}")
+
+    def _show_as_of(self):
+        """"Findings as of 12:03:10 UTC": the `now` of the scan on screen (and of an export from here)."""
+        if self.now is None:
+            self.as_of.setText("Findings as of —")
+            return
+        shown = self.findings.now if self.findings is not None else self.now
+        text = f"Findings as of {theme.TIME.fmt_short(shown)} {theme.TIME.zone()}"
+        if self.findings is None or self.findings.now != self.now or self._scanning:
+            text = f"Findings as of {theme.TIME.fmt_short(self.now)} {theme.TIME.zone()} · scanning…"
+        self.as_of.setText(text)
+        self.as_of.setToolTip(f"Computed for now = {theme.TIME.fmt(self.now)} {theme.TIME.zone()}; F5 "
+                              "re-scans for the current time; an export from this window records it")
+
+    def _narrow(self):
+        """Findings of the filtered operations, computed on a worker (SQL look-ups of the keys that
+        carry findings); the result lands in :meth:`_on_narrowed`."""
+        res = self.findings
+        if res is None:
+            return
+        ledger, flt, now = self.ledger, self.flt, res.now
+        self.runner.submit("narrow", lambda tok: findings_in_filter(ledger, res, flt, now, tok),
+                           lambda ff, res=res: self._on_narrowed(res, ff) if res is self.findings else None,
+                           self.show_error)
+
+    def _on_narrowed(self, res: FindingsResult, ff: FilteredFindings):
+        self.filtered_findings = ff
+        self._narrowed_res = res
+        sev = {k: s for k, s, _n in res.kind_rows}
+        self.filterbar.set_counts(ff.counts, res.unsupported, ff.totals if ff.base_filtered else None, sev)
+        self.findings_model.set_result(res, ff)
+        n_ops = len(res.by_ref)
+        if ff.base_filtered:
+            head = (f"<b>Findings</b> — {ff.n_findings:,} of {plural(ff.n_total, 'finding')} in the filter "
+                    f"({plural(n_ops, 'operation')} in all)")
+        else:
+            head = f"<b>Findings</b> — {plural(ff.n_total, 'finding')} on {plural(n_ops, 'operation')}"
+        if self._scanning:
+            head += " · scanning…"
+        self.findings_title.setText(head)
+        self.findings_title.setToolTip("Counts follow the filter and the time window; click a row to show "
+                                       "only those operations")
+        self.overview.set_findings(ff.markers, res.explanations)
+        self._ordered = ff.ordered
+        self._finding_pos = -1
 
     def _load_overview(self, start=None, end=None):
         if self.ledger is None:
@@ -428,19 +586,35 @@ class LedgerTab(QWidget):
 
     def set_filter(self, flt: Filter):
         self.flt = flt
+        # one source of truth: the chart's window band shows the filter's time window and nothing else
+        if flt.since is None and flt.until is None:
+            self.overview.clear_region(emit=False)
+        elif self.filterbar.range_is_region():
+            self.overview.show_window(flt.since, flt.until)
+        else:
+            self.overview.clear_region(emit=False)
         if self.ledger is None:
             return
         self._requery()
         self._load_overview()
+        self._narrow()
+
+    def fit_filter(self):
+        """Refit the chart to the span of the filtered operations (a query on a worker)."""
+        if self.ledger is None:
+            return
+        ledger, flt, now = self.ledger, self.flt, self.now or datetime.now(UTC)
+        self.runner.submit("fit", lambda tok: filtered_span(ledger, flt, now),
+                           lambda span: self.overview.fit_to(*span) if span[0] else
+                           self.message.emit("No operation matches the filter: nothing to fit"),
+                           self.show_error)
 
     def _only_unmapped(self, on: bool):
         self.filterbar._flt.unmapped_status = on
         self.filterbar._emit()
 
     def _region_cleared(self):
-        self.filterbar._flt.since = self.filterbar._flt.until = None
-        self.filterbar.range.setCurrentIndex(0)
-        self.filterbar._emit()
+        self.filterbar.clear_time()
 
     def _finding_row_clicked(self, idx: QModelIndex):
         kind = self.findings_model.kind_at(idx.row())
@@ -465,12 +639,64 @@ class LedgerTab(QWidget):
         expl = self.findings.explanations if self.findings else {}
         self.runner.submit("detail", lambda tok: load_detail(ledger, masker, scope, key, fs, expl),
                            lambda d: self.detail.set_detail(d, self.now), self.show_error)
-        # select it in the grid if it is loaded (no query for that)
-        for i, row in enumerate(self.model.rows()):
-            if row.scope_raw == scope and row.key_raw == key:
-                self.grid.selectRow(i)
-                self.grid.scrollTo(self.model.index(i, 0))
-                break
+        self._shown_ref = (scope, key)
+        self._select_shown(scroll=True)
+
+    def _select_shown(self, scroll: bool = False):
+        """Select the operation the detail shows in the grid when it is loaded there, else select
+        nothing: the grid never highlights one operation while the detail shows another."""
+        self._rows_seen = self.model.rowCount()
+        ref = getattr(self, "_shown_ref", None)
+        sm = self.grid.selectionModel()
+        self._syncing = True
+        try:
+            for i, row in enumerate(self.model.rows()):
+                if ref is not None and (row.scope_raw, row.key_raw) == ref:
+                    if self.grid.currentIndex().row() != i or not sm.isRowSelected(i):
+                        self.grid.selectRow(i)
+                    if scroll:
+                        self.grid.scrollTo(self.model.index(i, 0))
+                    return
+            sm.clearSelection()
+            sm.setCurrentIndex(QModelIndex(), sm.SelectionFlag.NoUpdate)
+        finally:
+            self._syncing = False
+
+    def _page_loaded_select(self, n: int):
+        # only the rows this page added are looked at (a loop over 20,000 loaded rows per page would
+        # be GUI-thread time for nothing): the shown operation may have just arrived
+        ref = getattr(self, "_shown_ref", None)
+        start = getattr(self, "_rows_seen", 0)
+        self._rows_seen = n
+        if ref is None or self.grid.selectionModel().hasSelection():
+            return
+        rows = self.model.rows()
+        for i in range(min(start, len(rows)), len(rows)):
+            if (rows[i].scope_raw, rows[i].key_raw) == ref:
+                self._syncing = True
+                try:
+                    self.grid.selectRow(i)
+                finally:
+                    self._syncing = False
+                return
+
+    def _grid_selection_changed(self, *_):
+        # a row selected by click or arrow keys opens in the detail (debounced: holding an arrow key
+        # asks once when it stops)
+        if getattr(self, "_syncing", False):
+            return
+        rows = self.grid.selectionModel().selectedRows()
+        if len(rows) != 1:
+            return
+        self._pending_current = rows[0].row()
+        self._current_timer.start()
+
+    def _open_current(self):
+        i = getattr(self, "_pending_current", -1)
+        if 0 <= i < self.model.rowCount():
+            r = self.model.row(i)
+            if (r.scope_raw, r.key_raw) != getattr(self, "_shown_ref", None):
+                self.open_operation(r.scope_raw, r.key_raw)
 
     def step_finding(self, step: int):
         """F8 / Shift+F8: open the next / previous finding, most severe first."""
@@ -508,6 +734,13 @@ class LedgerTab(QWidget):
 
     def cancel_all(self):
         self.runner.cancel()
+        if self._scan.get("proc") is not None and self._scan["pending"]:
+            # what the process had sent stays; the kinds it had not finished say "cancelled"
+            self._scan["proc"].cancel()
+            for k in list(self._scan["pending"]):
+                self._scan["failed"][k] = "cancelled"
+            self._scan["pending"].clear()
+            self._merge_scan(self._scan)
         self.model._set_loading(False)
         self._update_footer()
         self.message.emit("Cancelled the running queries; what was shown stays")
@@ -520,7 +753,8 @@ class LedgerTab(QWidget):
         n = self.model.rowCount()
         parts = []
         if self._count is not None:
-            parts.append(f"{self._count:,} operations match · {n:,} loaded")
+            parts.append(f"{plural(self._count, 'operation')} match{'es' if self._count == 1 else ''} · "
+                         f"{n:,} loaded")
         else:
             parts.append(f"{n:,} loaded")
         if self.model.is_loading():
@@ -528,9 +762,46 @@ class LedgerTab(QWidget):
         elif not self.model.is_exhausted() and n:
             parts.append("scroll for more")
         busy = self.runner.pending()
+        if self._scan.get("proc") is not None and self._scan.get("pending"):
+            busy = busy + ["findings"]
         if busy and not self.model.is_loading():
             parts.append("working: " + ", ".join(busy))
         self.footer.setText(" · ".join(parts))
+
+    def copy_link(self) -> str | None:
+        """"Copy link": the ``idemview open …`` command for the operation in the detail (no password;
+        the raw key, since a masked one would find nothing — refused when the key is a credential)."""
+        from idemview.services.session import deep_link
+        d = self.detail.detail
+        if d is None:
+            return None
+        if self.masker.is_credential("idempotency_key", d.key_raw):
+            self.message.emit("Not copied: this idempotency key looks like a credential")
+            return None
+        link = deep_link(self.spec, d.scope_raw, d.key_raw)
+        QGuiApplication.clipboard().setText(link)
+        self.message.emit("Copied a link to this operation: " + self.masker.free_text(link))
+        return link
+
+    def open_key(self, key: str, scope: str | None = None):
+        """Open the operation with exactly this idempotency key (a deep link): filter the grid to it and
+        open it in the detail; without ``scope`` the ledger is asked which scope holds it."""
+        self.filterbar.set_key(key)
+        if scope is not None:
+            self.open_operation(scope, key)
+            return
+        from idemview.ledger.reader import find_operations
+        ledger = self.ledger
+
+        def find(tok):
+            return [(o.scope, o.key) for o in find_operations(ledger, key, limit=50) if o.key == key]
+
+        def found(refs):
+            if refs:
+                self.open_operation(*refs[0])
+            else:
+                self.message.emit("No operation with that idempotency key in this ledger")
+        self.runner.submit("link", find, found, self.show_error)
 
     def copy_selection(self):
         """Copy the selected row as shown (masked values stay masked on the clipboard)."""
@@ -594,16 +865,15 @@ class LedgerTab(QWidget):
                            on_value, refused)
 
     def close_tab(self):
+        if self._scan.get("proc") is not None:
+            self._scan["proc"].cancel()
         self.runner.cancel()
         if self.opened is not None:
             self.opened.engine.dispose()
 
     def restyle(self):
         self.overview.restyle()
-        if self.findings:
-            self.filterbar.set_counts(self.findings.counts, self.findings.unsupported)
-        else:
-            self.filterbar._render_chips()
+        self.filterbar._render_chips()
         if self.opened:
             self._on_open_badge_only()
         self.detail._rerender()

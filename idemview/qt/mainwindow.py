@@ -32,7 +32,9 @@ from PySide6.QtWidgets import (
 
 from idemview.config import CredentialStore
 from idemview.qt import theme
+from idemview.qt.elide import ElidedLabel
 from idemview.qt.ledgertab import LedgerTab
+from idemview.qt.settings import gui_settings
 from idemview.qt.models import SearchModel
 from idemview.services.session import OpenSpec, SharedMasker, search
 from idemview.qt.workers import JobError, Runner
@@ -194,39 +196,200 @@ class MainWindow(QMainWindow):
         # The keyring notice: the same text as the connection dialog's, shown whenever no keyring can
         # be used — including one found locked later (a listener on the credential store).
         self.keyring_notice = QLabel()
+        # two lines at most: a word-wrapped label asks for its height at a narrow width, and the status
+        # bar grew to a tenth of a 1280×800 window (the whole text stays in the tooltip of the bar)
+        fm = self.keyring_notice.fontMetrics()
+        self.keyring_notice.setMaximumHeight(2 * fm.lineSpacing() + 10)
         self.statusBar().addPermanentWidget(self.keyring_notice, 1)
         self.keyring_changed.connect(self._sync_keyring_notice)
         self._keyring_listener = self.keyring_changed.emit
         self.credentials.listeners.append(self._keyring_listener)
         self._sync_keyring_notice()
-        self.resize(1400, 900)
+        self._help_menu()
+        self.restore_geometry()   # fits the screen (issue #13), or the remembered geometry
+        self.refresh_start_page()
         self._sync_actions()
         app = QApplication.instance()
         if app is not None:
             app.styleHints().colorSchemeChanged.connect(self._scheme_changed)
 
+    # ---------------------------------------------------------------------------------- geometry
+
+    def available(self):
+        """The available geometry (without panels and docks of the desktop) of this window's screen."""
+        scr = self.screen() or QApplication.primaryScreen()
+        return scr.availableGeometry()
+
+    def fit_to(self, avail=None):
+        """Size the window to ``avail`` (a QRect; default the screen's available geometry): 94 % of it,
+        at most 1800×1100, centred; never larger than it (issue #13: it opened 1400–2103 px wide)."""
+        avail = avail or self.available()
+        w = min(avail.width(), max(min(int(avail.width() * 0.94), 1800), 640))
+        h = min(avail.height(), max(min(int(avail.height() * 0.94), 1100), 480))
+        self.resize(w, h)
+        self.move(avail.x() + (avail.width() - w) // 2, avail.y() + (avail.height() - h) // 2)
+
+    def clamp_to(self, avail=None):
+        """Shrink (and move) the window back inside ``avail`` when it does not fit."""
+        avail = avail or self.available()
+        g = self.geometry()
+        if g.width() > avail.width() or g.height() > avail.height():
+            self.resize(min(g.width(), avail.width()), min(g.height(), avail.height()))
+        g = self.frameGeometry()
+        x = min(max(g.x(), avail.x()), avail.right() - g.width() + 1)
+        y = min(max(g.y(), avail.y()), avail.bottom() - g.height() + 1)
+        if (x, y) != (g.x(), g.y()):
+            self.move(x, y)
+
+    def restore_geometry(self):
+        """The geometry saved at the last close (QSettings), kept inside the screen; else fit it."""
+        geo = gui_settings().value("window/geometry")
+        if geo is not None and self.restoreGeometry(geo):
+            self.clamp_to()
+        else:
+            self.fit_to()
+
+    def save_state(self):
+        """Remember the window geometry and the current tab's splitter sizes."""
+        st = gui_settings()
+        st.setValue("window/geometry", self.saveGeometry())
+        from idemview.qt.app import demo_path
+        ids = []
+        for t in self.ledger_tabs():
+            if t.spec.connection_id:
+                ids.append(t.spec.connection_id)
+            elif str(t.spec.url) == str(demo_path()):
+                ids.append("demo")
+        st.setValue("session/tabs", ids)
+        t = self.current_tab()
+        if t is not None:
+            t.save_splitters(st)
+        st.sync()
+
+    def show_status(self, text: str, ms: int = 8000):
+        """A status-bar message, elided to the bar's width (the whole text in the tooltip): a message
+        can never make the window wider."""
+        sb = self.statusBar()
+        room = max(80, sb.width() - self.keyring_notice.width() - 40)
+        shown = sb.fontMetrics().elidedText(text, Qt.TextElideMode.ElideMiddle, room)
+        sb.setToolTip(text if shown != text else "")
+        sb.showMessage(shown, ms)
+
     # ---------------------------------------------------------------------------------- chrome
 
     def _welcome(self) -> QWidget:
+        """The start page: saved connections (last opened first, one click opens), "Reopen last
+        session's tabs" when there were any, and the demo."""
         w = QWidget()
+        w.setObjectName("startPage")
         v = QVBoxLayout(w)
         v.addStretch(1)
         t = QLabel("<h2>idemview</h2><p>Open an operation ledger to see its idempotency keys, attempts, "
                    "outcomes and findings. Every connection is read-only.</p>")
         t.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        t.setWordWrap(True)
         v.addWidget(t)
+        self.start_list = QVBoxLayout()
+        self.start_list.setSpacing(2)
+        box = QWidget()
+        box.setLayout(self.start_list)
+        box.setMaximumWidth(720)
+        hb = QHBoxLayout()
+        hb.addStretch(1)
+        hb.addWidget(box, 4)
+        hb.addStretch(1)
+        v.addLayout(hb)
         h = QHBoxLayout()
         h.addStretch(1)
         b1 = QPushButton("Connections…  (Ctrl+O)")
         b1.clicked.connect(self.show_connections)
         b2 = QPushButton("Open the demo ledger")
         b2.clicked.connect(self.open_demo)
+        self.restore_btn = QPushButton("Reopen last session's tabs")
+        self.restore_btn.clicked.connect(self.restore_tabs)
         h.addWidget(b1)
         h.addWidget(b2)
+        h.addWidget(self.restore_btn)
         h.addStretch(1)
         v.addLayout(h)
         v.addStretch(2)
         return w
+
+    def recent_connections(self) -> list[tuple]:
+        """Saved connections as (Connection, last opened ISO string or ""), last opened first."""
+        from idemview.config import ConnectionStore
+        st = gui_settings()
+        try:
+            conns = ConnectionStore().load()
+        except Exception:  # noqa: BLE001 - a damaged file must not stop the start page
+            return []
+        rows = [(c, str(st.value(f"recent/{c.id}", "") or "")) for c in conns]
+        rows.sort(key=lambda r: r[1], reverse=True)
+        return rows
+
+    def refresh_start_page(self):
+        """List the saved connections on the start page (one button each) and offer to reopen tabs."""
+        while self.start_list.count():
+            it = self.start_list.takeAt(0)
+            if it.widget() is not None:
+                it.widget().deleteLater()
+        rows = self.recent_connections()
+        self.start_buttons: dict[str, QPushButton] = {}
+        if rows:
+            head = QLabel("<b>Saved connections</b> — click to open")
+            self.start_list.addWidget(head)
+        for c, last in rows:
+            where = c.database if c.dialect == "sqlite" else f"{c.host or 'localhost'}/{c.database}"
+            when = "never opened" if not last else "last opened " + theme.TIME.fmt(
+                datetime.fromisoformat(last), seconds=False) + " " + theme.TIME.zone()
+            b = QPushButton(f"{c.name}   ·   {c.dialect} {where}   ·   {when}")
+            b.setStyleSheet("QPushButton { text-align: left; padding: 5px 10px; border: 1px solid palette(mid);"
+                            " border-radius: 4px; } QPushButton:hover { background: palette(midlight); }")
+            b.setToolTip(f"Open {c.name} (read-only)")
+            b.clicked.connect(lambda _=False, cid=c.id: self.open_saved(cid))
+            self.start_list.addWidget(b)
+            self.start_buttons[c.id] = b
+        tabs = self.saved_tabs()
+        self.restore_btn.setVisible(bool(tabs))
+        self.restore_btn.setText(f"Reopen last session's tabs ({len(tabs)})")
+
+    def open_saved(self, conn_id: str) -> LedgerTab | None:
+        """Open a saved connection by id (its password from the keyring)."""
+        from idemview.config import ConnectionStore
+        c = next((c for c in ConnectionStore().load() if c.id == conn_id), None)
+        if c is None:
+            return None
+        pw = self.credentials.get(c.id)
+        return self.open_spec(OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
+                                       colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None))
+
+    def saved_tabs(self) -> list[str]:
+        """The tabs open at the last close: saved-connection ids, or "demo"."""
+        v = gui_settings().value("session/tabs", [])
+        if isinstance(v, str):
+            v = [v] if v else []
+        return [str(x) for x in (v or [])]
+
+    def restore_tabs(self):
+        """Reopen the last session's tabs (on request: a restart never reconnects by itself)."""
+        for t in self.saved_tabs():
+            if t == "demo":
+                self.open_demo()
+            else:
+                self.open_saved(t)
+
+    def _help_menu(self):
+        m = self.menuBar().addMenu("&Help")
+        self.act_log_folder = QAction("Open log folder", self)
+        self.act_log_folder.setToolTip("The rotating, masked log file (idemview.log)")
+        self.act_log_folder.triggered.connect(self.open_log_folder)
+        m.addAction(self.act_log_folder)
+
+    def open_log_folder(self) -> str:
+        from idemview.qt.applog import log_dir
+        d = str(log_dir())
+        QDesktopServices.openUrl(QUrl.fromLocalFile(d))
+        return d
 
     def _toolbar(self):
         tb = QToolBar("Main")
@@ -291,12 +454,15 @@ class MainWindow(QMainWindow):
         w = QWidget()
         v = QVBoxLayout(w)
         v.setContentsMargins(4, 2, 4, 2)
-        self.search_status = QLabel()
+        self.search_status = ElidedLabel(min_chars=10)
         v.addWidget(self.search_status)
         v.addWidget(self.search_view)
         self.search_dock = QDockWidget("Search across open ledgers", self)
         self.search_dock.setObjectName("searchDock")
         self.search_dock.setWidget(w)
+        from idemview.qt.ledgertab import BadgeDelegate
+        self.search_view.setItemDelegateForColumn(SearchModel.COL_FINDINGS, BadgeDelegate(self.search_view))
+        self.search_view.verticalHeader().setDefaultSectionSize(22)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.search_dock)
         self.search_dock.hide()
 
@@ -340,8 +506,11 @@ class MainWindow(QMainWindow):
 
     def open_spec(self, spec: OpenSpec) -> LedgerTab:
         """Open a ledger in a new tab (connection and reading happen on worker threads)."""
+        if spec.connection_id:
+            gui_settings().setValue(f"recent/{spec.connection_id}",
+                                    datetime.now(UTC).replace(microsecond=0).isoformat())
         tab = LedgerTab(spec, self.masker, self)
-        tab.message.connect(lambda m: self.statusBar().showMessage(m, 8000))
+        tab.message.connect(lambda m: self.show_status(m, 8000))
         i = self.tabs.addTab(tab, spec.name)
         tab.title_changed.connect(lambda t=tab: self._retitle(t))
         self.tabs.setCurrentIndex(i)
@@ -365,12 +534,30 @@ class MainWindow(QMainWindow):
             w.deleteLater()
         if self.tabs.count() == 0:
             self.tabs.hide()
+            self.refresh_start_page()
             self.welcome.show()
         self._sync_actions()
 
     def _sync_keyring_notice(self):
         from idemview.qt.connections import show_keyring_notice
         show_keyring_notice(self.keyring_notice, self.credentials)
+
+    def open_link(self, target: str, key: str | None = None, scope: str | None = None) -> LedgerTab | None:
+        """``idemview open TARGET [--key KEY] [--scope S]``: open the ledger (a saved connection's name,
+        a URL or a SQLite file) and, once it is open, the operation."""
+        from idemview.services.session import spec_for_target
+        try:
+            spec = spec_for_target(target, self.credentials)
+        except Exception as e:  # noqa: BLE001 - a bad link is a message, never a crash
+            self._notify(QMessageBox.Icon.Warning, "Cannot open the link", self.masker.free_text(str(e)))
+            return None
+        tab = self.open_spec(spec)
+        if key:
+            def go():
+                if tab.ledger is not None:
+                    tab.open_key(key, scope)
+            tab.opened_signal.connect(go)
+        return tab
 
     def open_demo(self):
         from idemview.qt.app import demo_spec
@@ -381,6 +568,7 @@ class MainWindow(QMainWindow):
         dlg = ConnectionDialog(self.credentials, self.masker, self)
         if dlg.exec() == QDialog.DialogCode.Accepted and dlg.spec is not None:
             self.open_spec(dlg.spec)
+        self.refresh_start_page()
 
     # -------------------------------------------------------------------------------- actions
 
@@ -405,29 +593,48 @@ class MainWindow(QMainWindow):
             return
         self.search_dock.show()
         tabs = [t for t in self.ledger_tabs() if t.ledger is not None]
+        # a tab that failed to open (or is still opening) cannot be searched: say so, by name
+        self._not_searched = [self.masker.free_text(t.title()) for t in self.ledger_tabs() if t.ledger is None]
         self._search_left = len(tabs)
-        self.search_status.setText(f"Searching {len(tabs)} ledgers…")
+        self.search_status.setText(f"Searching {theme.plural(len(tabs), 'ledger')}…" + self._not_searched_text())
+        self._size_search_dock()
         for i, t in enumerate(tabs):
             ledger, masker, name = t.ledger, self.masker, t.title()
             idx = self.tabs.indexOf(t)
-            t.runner.submit("search", lambda tok, l=ledger, n=name, ix=idx: search(l, masker, text, ix, n),
-                            self._search_hits, self._search_failed)
+            by_ref = t.findings.by_ref if t.findings is not None else {}
+            t.runner.submit("search", lambda tok, l=ledger, n=name, ix=idx, br=by_ref:
+                            search(l, masker, text, ix, n, br),
+                            self._search_hits, lambda e, n=name: self._search_failed(e, n))
+        if not tabs:
+            self._search_done(count=False)
 
     def _search_hits(self, hits):
         self.search_model.add(hits)
         self._search_done()
 
-    def _search_failed(self, err: JobError):
-        self.statusBar().showMessage("search failed in one ledger: " + self.masker.free_text(err.message), 8000)
+    def _search_failed(self, err: JobError, name: str = "a ledger"):
+        self._not_searched.append(f"{self.masker.free_text(name)} ({self.masker.free_text(err.message)})")
         self._search_done()
 
-    def _search_done(self):
-        self._search_left -= 1
+    def _not_searched_text(self) -> str:
+        ns = getattr(self, "_not_searched", [])
+        return (" · not searched: " + ", ".join(ns)) if ns else ""
+
+    def _search_done(self, count: bool = True):
+        if count:
+            self._search_left -= 1
         n = self.search_model.rowCount()
         ledgers = len({h.ledger_name for h in self.search_model.hits()})
         state = "" if self._search_left <= 0 else " (still searching)"
-        self.search_status.setText(f"{n} operations in {ledgers} ledgers{state} — double-click to open")
+        self.search_status.setText(f"{theme.plural(n, 'operation')} in {theme.plural(ledgers, 'ledger')}{state}"
+                                   " — double-click to open" + self._not_searched_text())
         self.search_view.resizeColumnsToContents()
+
+    def _size_search_dock(self):
+        """The results dock takes about a fifth of the window's height, so the detail pane (and
+        the grid) keep most of it."""
+        h = max(120, min(220, self.height() // 5))
+        self.resizeDocks([self.search_dock], [h], Qt.Orientation.Vertical)
 
     def _open_hit(self, idx):
         h = self.search_model.hit(idx.row())
@@ -492,7 +699,7 @@ class MainWindow(QMainWindow):
         new = self.open_spec(spec)
         self.tabs.tabBar().moveTab(self.tabs.indexOf(new), min(i, self.tabs.count() - 1))
         self.tabs.setCurrentWidget(new)
-        self.statusBar().showMessage(f"Reopened {spec.name} with the layout saved to {path}", 10000)
+        self.show_status(f"Reopened {spec.name} with the layout saved to {path}", 10000)
 
     # -------------------------------------------------------------------------------- export
 
@@ -502,15 +709,18 @@ class MainWindow(QMainWindow):
         t = self.current_tab()
         if t is None or t.ledger is None or export_evidence is None:
             return
+        # `now` is the instant the findings on screen were computed for ("Findings as of …"): the
+        # manifest records that one, so the file and the screen agree.
         flt, now = t.filterbar.filter(), t.now or datetime.now(UTC)
         default = str(Path.home() / f"idemview-evidence-{now.strftime('%Y%m%dT%H%M%SZ')}.csv")
-        dlg = ExportDialog(self.masker.free_text(flt.sentence()), default, t.ledger, self)
+        shown = flt.sentence(theme.TIME.zone(), theme.TIME.tz())
+        dlg = ExportDialog(self.masker.free_text(shown), default, t.ledger, self)
         self.export_dialog = dlg
-        dlg.accepted.connect(lambda: self._start_export(t, flt, now, dlg))
+        dlg.accepted.connect(lambda: self._start_export(t, flt, now, dlg, shown))
         dlg.finished.connect(dlg.deleteLater)
         dlg.open()
 
-    def _start_export(self, t: LedgerTab, flt, now, dlg: ExportDialog):
+    def _start_export(self, t: LedgerTab, flt, now, dlg: ExportDialog, shown: str | None = None):
         out, rows, excel = dlg.path.text().strip(), dlg.rows.currentText(), dlg.excel.isChecked()
         null, overwrite = dlg.null_literal.text(), dlg.overwrite
         flag, prog = _CancelFlag(), _Progress(self)
@@ -519,26 +729,29 @@ class MainWindow(QMainWindow):
         pd.setMinimumDuration(0)
         pd.canceled.connect(flag.set)
         self.export_progress = pd
-        prog.changed.connect(lambda n: pd.setLabelText(f"Exporting evidence… {n:,} rows" if isinstance(n, int)
-                                                       else "Exporting evidence…"))
+        prog.changed.connect(lambda n: pd.setLabelText(
+            f"Exporting evidence… {theme.plural(n, 'row')}" if isinstance(n, int) else "Exporting evidence…"))
         ledger, name = t.ledger, t.title()
+        # The session's key with counts of its own: a tag in the file is the tag on screen, and the
+        # manifest counts only this export's masks (and says whose key it is).
+        masker = self.masker.export_masker()
 
         def run(tok):
-            # a fresh Masker per export (export's default): its manifest counts only this export's masks
             return export_evidence(ledger, flt, out, rows=rows, now=now, excel=excel, null_literal=null,
-                                   connection_name=name, masker=None,
+                                   connection_name=name, masker=masker,
                                    progress=lambda *a: prog.changed.emit(a[0] if a else None),
-                                   cancel=flag, overwrite=overwrite)
+                                   cancel=flag, overwrite=overwrite, masking_key="session",
+                                   sentence_shown=shown)
 
         def ok(res):
             pd.close()
-            self.statusBar().showMessage(f"Exported {res.rows:,} rows to {res.path}", 15000)
+            self.show_status(f"Exported {theme.plural(res.rows, 'row')} to {res.path}", 15000)
             self._export_done(res, rows)
 
         def fail(err: JobError):
             pd.close()
             if err.cancelled or flag.is_set() or err.message.startswith("ExportCancelled"):
-                self.statusBar().showMessage("Export cancelled; no file written", 8000)
+                self.show_status("Export cancelled; no file written", 8000)
                 return
             self._notify(QMessageBox.Icon.Warning, "Export failed", self.masker.free_text(err.message))
         self.runner.submit("export", run, ok, fail)
@@ -554,13 +767,14 @@ class MainWindow(QMainWindow):
     def _export_done(self, res, rows: str):
         folder = str(Path(res.path).parent)
         box = self._notify(QMessageBox.Icon.Information, "Evidence exported",
-                           f"Exported {res.rows:,} {rows} rows, masked.\n\nCSV: {res.path}\n"
+                           f"Exported {theme.plural(res.rows, rows[:-1] + ' row')}, masked.\n\nCSV: {res.path}\n"
                            f"Manifest: {res.manifest_path}\nSHA-256: {res.sha256}")
         b = box.addButton("Open folder", QMessageBox.ButtonRole.ActionRole)
         b.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(folder)))
         self.export_done_box = box
 
     def closeEvent(self, ev):
+        self.save_state()
         for t in self.ledger_tabs():
             t.close_tab()
         try:

@@ -54,6 +54,8 @@ if _probe_none_leak():
 
 
 # (header, sort key in Ledger.SORTABLE or None)
+#: Columns whose first sort click sorts descending (Qt.InitialSortOrderRole).
+FIRST_DESCENDING = frozenset({"attempt_count", "created_at", "expires_at"})
 OP_COLUMNS = [
     ("Idempotency key", "key"), ("Scope", "scope"), ("Kind", "kind"), ("Status", "status"),
     ("Created", "created_at"), ("Expires", "expires_at"), ("Attempts", "attempt_count"),
@@ -203,6 +205,10 @@ class OperationsModel(QAbstractTableModel):
             if OP_COLUMNS[section][1] is None:
                 return "Findings of this operation, most severe first (not sortable: computed by the scan)"
             return "Click to sort by this column (the database sorts; nothing is sorted in memory)"
+        if role == Qt.ItemDataRole.InitialSortOrderRole:
+            # the first click shows what an incident needs first: most attempts, newest, latest expiry
+            return Qt.SortOrder.DescendingOrder if OP_COLUMNS[section][1] in FIRST_DESCENDING \
+                else Qt.SortOrder.AscendingOrder
         return None
 
     def row(self, i: int) -> OpRow:
@@ -366,16 +372,30 @@ class FindingsModel(QAbstractTableModel):
     def __init__(self, parent=None):
         super().__init__(parent)
         self._rows: list[tuple[FindingKind, Severity, int, str | None]] = []
+        self._totals: dict[FindingKind, int] | None = None
 
-    def set_result(self, res: FindingsResult | None):
+    def set_result(self, res: FindingsResult | None, narrowed=None):
+        """Rows per kind of ``res``; with ``narrowed`` (a :class:`FilteredFindings`) the operations of
+        the filtered set, shown as "7 of 63" when the filter narrows more than finding kinds."""
         self.beginResetModel()
         rows = []
+        self._totals = None
         if res is not None:
-            for k, sev_k, n in res.kind_rows or kind_summary(res.findings):
+            src = narrowed.kind_rows if narrowed is not None else (res.kind_rows or kind_summary(res.findings))
+            for k, sev_k, n in src:
                 rows.append((k, sev_k, n, res.unsupported.get(k)))
-            rows.sort(key=lambda r: (r[3] is not None, r[2] == 0, SEVERITY_ORDER[r[1]]))
+            if narrowed is not None and narrowed.base_filtered:
+                self._totals = dict(narrowed.total_ops)
+                rows.sort(key=lambda r: (r[3] is not None, self._totals.get(r[0], 0) == 0,
+                                         SEVERITY_ORDER[r[1]]))
+            else:
+                rows.sort(key=lambda r: (r[3] is not None, r[2] == 0, SEVERITY_ORDER[r[1]]))
         self._rows = rows
         self.endResetModel()
+
+    def count_text(self, row: int) -> str:
+        """What the Operations column shows for ``row`` ("7 of 63" when filtered)."""
+        return str(self.data(self.index(row, 2)))
 
     def kind_at(self, row: int) -> FindingKind | None:
         return self._rows[row][0] if 0 <= row < len(self._rows) else None
@@ -406,7 +426,9 @@ class FindingsModel(QAbstractTableModel):
                     return "…"
                 if why and why.startswith("the check failed"):
                     return "failed"
-                return "n/a" if why else str(n)
+                if why:
+                    return "n/a"
+                return f"{n} of {self._totals.get(kind, 0)}" if self._totals is not None else str(n)
         elif role == Qt.ItemDataRole.ForegroundRole:
             if why or n == 0:
                 return QBrush(theme.colour(theme.SEVERITY_COLOURS, Severity.INFO))
@@ -430,7 +452,8 @@ class FindingsModel(QAbstractTableModel):
 class SearchModel(QAbstractTableModel):
     """Hits of the search across every open ledger: where an idempotency key or intent appears."""
 
-    HEADERS = ["Ledger", "Idempotency key", "Scope", "Status", "Kind", "Intent", "Created"]
+    HEADERS = ["Ledger", "Idempotency key", "Scope", "Status", "Findings", "Kind", "Intent", "Created"]
+    COL_FINDINGS = 4
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -448,6 +471,16 @@ class SearchModel(QAbstractTableModel):
         self.beginInsertRows(QModelIndex(), n, n + len(hits) - 1)
         self._hits.extend(hits)
         self.endInsertRows()
+
+    @staticmethod
+    def findings_text(h: SearchHit) -> str:
+        """The hit's finding kinds as glyph + short word, most severe first ("" when none)."""
+        seen, out = set(), []
+        for f in h.findings:
+            if f.kind not in seen:
+                seen.add(f.kind)
+                out.append(f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_SHORT[f.kind]}")
+        return ", ".join(out)
 
     def hit(self, row: int) -> SearchHit:
         return self._hits[row]
@@ -474,7 +507,9 @@ class SearchModel(QAbstractTableModel):
         h, c = self._hits[index.row()], index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             return [h.ledger_name, h.key, h.scope, f"{theme.STATUS_GLYPHS[h.status]} {theme.STATUS_WORDS[h.status]}",
-                    h.kind, h.intent, theme.TIME.fmt(h.created_at)][c]
+                    self.findings_text(h), h.kind, h.intent, theme.TIME.fmt(h.created_at)][c]
+        if role == FindingsRole and c == self.COL_FINDINGS:
+            return h.findings
         if role == Qt.ItemDataRole.ForegroundRole and c == 3:
             return QBrush(theme.colour(theme.STATUS_COLOURS, h.status))
         if role == Qt.ItemDataRole.ToolTipRole:

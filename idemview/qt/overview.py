@@ -33,6 +33,27 @@ _STATUS_AS_OUTCOME = {Status.COMPLETED.value: Outcome.SUCCEEDED, Status.FAILED.v
                       Status.UNKNOWN.value: Outcome.UNKNOWN}
 _SEV_SYMBOL = {Severity.CRITICAL: "star", Severity.HIGH: "t", Severity.MEDIUM: "d", Severity.LOW: "o",
                Severity.INFO: "s"}
+_GLYPH_SYMBOLS: dict = {}
+
+
+def _sev_symbol(sev: Severity):
+    """The marker shape of a severity: the chips' and panel's own glyph (‼ for critical, as a path made
+    from the text; ▲ ◆ ● are pyqtgraph's t, d, o), so a critical marker looks like a critical chip."""
+    if sev != Severity.CRITICAL:
+        return _SEV_SYMBOL[sev]
+    if sev not in _GLYPH_SYMBOLS:
+        from PySide6.QtGui import QFont, QPainterPath, QTransform
+        path = QPainterPath()
+        f = QFont()
+        f.setBold(True)
+        path.addText(0, 0, f, theme.SEVERITY_GLYPHS[sev])
+        br = path.boundingRect()
+        scale = 1.0 / max(br.width(), br.height(), 1e-6)
+        tr = QTransform()
+        tr.scale(scale, scale)
+        tr.translate(-br.x() - br.width() / 2.0, -br.y() - br.height() / 2.0)
+        _GLYPH_SYMBOLS[sev] = tr.map(path)
+    return _GLYPH_SYMBOLS[sev]
 
 
 MAX_MARKERS = 2000  # finding markers drawn on the overview at most
@@ -74,6 +95,7 @@ class IncidentOverview(QWidget):
     region_cleared = Signal()
     range_wanted = Signal(object, object)
     finding_clicked = Signal(object)
+    fit_filter_wanted = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -91,18 +113,21 @@ class IncidentOverview(QWidget):
         self.fit_btn = QToolButton(text="Fit all")
         self.fit_btn.setToolTip("Show the ledger's whole activity span")
         self.fit_btn.clicked.connect(self.fit_all)
+        self.fit_filter_btn = QToolButton(text="Fit filter")
+        self.fit_filter_btn.setToolTip("Show the time span of the operations the filter shows")
+        self.fit_filter_btn.clicked.connect(lambda: self.fit_filter_wanted.emit())
         self.day_btn = QToolButton(text="Last 6 h")
         self.day_btn.setToolTip("Show the last 6 hours of the ledger's activity")
         self.day_btn.clicked.connect(self.fit_recent)
         self.clear_btn = QToolButton(text="Clear window")
         self.clear_btn.setToolTip("Remove the selected time window from the filter")
-        self.clear_btn.clicked.connect(self.clear_region)
+        self.clear_btn.clicked.connect(lambda: self.clear_region(emit=True))  # not clicked(bool) as emit
         self.clear_btn.setEnabled(False)
         self.legend.setWordWrap(True)
         self.legend.setContentsMargins(6, 0, 6, 0)
         top.addWidget(self.title)
         top.addStretch(1)
-        for b in (self.day_btn, self.fit_btn, self.clear_btn):
+        for b in (self.day_btn, self.fit_btn, self.fit_filter_btn, self.clear_btn):
             top.addWidget(b)
         v.addLayout(top)
         v.addWidget(self.legend)
@@ -160,7 +185,9 @@ class IncidentOverview(QWidget):
             c = theme.colour(theme.OUTCOME_COLOURS, o).name()
             words = f"■ {theme.outcome_glyph(o)} {theme.OUTCOME_WORDS[o]}".replace(" ", "&nbsp;")
             parts.append(f'<span style="color:{c}">{words}</span>')
-        parts.append("·&nbsp;findings:&nbsp;★&nbsp;critical ▲&nbsp;high ◆&nbsp;medium ●&nbsp;low")
+        g = theme.SEVERITY_GLYPHS
+        parts.append(f"·&nbsp;findings:&nbsp;{g[Severity.CRITICAL]}&nbsp;critical {g[Severity.HIGH]}&nbsp;high "
+                     f"{g[Severity.MEDIUM]}&nbsp;medium {g[Severity.LOW]}&nbsp;low")
         self.legend.setText(" ".join(parts))
         self._draw()
 
@@ -216,11 +243,16 @@ class IncidentOverview(QWidget):
         self._draw()
 
     def set_findings(self, findings: list[Finding], explanations: dict[int, str]):
+        """Replace the finding markers (the bars stay: a filter change redraws only what changed)."""
         self._findings = [f for f in findings if f.at is not None]
         self._explanations = explanations
-        self._draw()
+        self._draw_markers()
 
     def _draw(self):
+        self._draw_bars()
+        self._draw_markers()
+
+    def _draw_bars(self):
         for b in self._bars:
             self.plot.removeItem(b)
         self._bars = []
@@ -254,6 +286,10 @@ class IncidentOverview(QWidget):
         self._muted = True
         self.vb.setYRange(0, ymax * 1.18, padding=0)
         self._muted = False
+        self._ymax = ymax
+
+    def _draw_markers(self):
+        ymax = getattr(self, "_ymax", 1.0)
         # Info-level findings (expired keys) are many and old: they would bury the signal, so they are
         # left out before any work is done; brushes are made once per severity, not once per marker,
         # and at most MAX_MARKERS are drawn (most severe first) so a huge ledger cannot stall the loop.
@@ -262,10 +298,13 @@ class IncidentOverview(QWidget):
             shown = sorted(shown, key=lambda f: SEVERITY_ORDER[f.severity])[:MAX_MARKERS]
         edge = pg.mkPen(self.palette().color(QPalette.ColorRole.Base), width=1)
         brushes = {sev: pg.mkBrush(theme.colour(theme.SEVERITY_COLOURS, sev)) for sev in Severity}
-        y = ymax * 1.08
-        spots = [{"pos": (f.at.timestamp(), y), "data": f, "symbol": _SEV_SYMBOL[f.severity],
-                  "brush": brushes[f.severity], "pen": edge} for f in shown]
-        self._markers.setData(spots)
+        # arrays rather than one dict per spot: a third of the GUI-thread time for 2,000 markers
+        x = np.fromiter((f.at.timestamp() for f in shown), dtype=float, count=len(shown))
+        data = np.empty(len(shown), dtype=object)
+        data[:] = shown
+        self._markers.setData(x=x, y=np.full(len(shown), ymax * 1.08), data=data,
+                              symbol=[_sev_symbol(f.severity) for f in shown],
+                              brush=[brushes[f.severity] for f in shown], pen=edge)
 
     def _tip(self, x, y, data):
         f: Finding = data
@@ -296,6 +335,27 @@ class IncidentOverview(QWidget):
         """Select a window programmatically (tests, keyboard users) and filter by it."""
         self._show_region(since.timestamp(), until.timestamp())
         self._region_done()
+
+    def show_window(self, since: datetime | None, until: datetime | None):
+        """Draw the filter's time window as the band (no signal: the filter already has it)."""
+        if since is None and until is None:
+            self.clear_region(emit=False)
+            return
+        lo = (since or (self._span[0] or until)).timestamp()
+        hi = (until or (self._span[1] or since)).timestamp()
+        self._show_region(lo, hi)
+        self.clear_btn.setEnabled(True)
+
+    def window_shown(self) -> tuple[float, float] | None:
+        """The band's (start, end) in epoch seconds, or None when no band is drawn."""
+        return tuple(self.region.getRegion()) if self.region.isVisible() else None
+
+    def fit_to(self, lo: datetime | None, hi: datetime | None):
+        """Show ``lo``…``hi`` (the filtered operations' span) with a little room on both sides."""
+        if lo is None or hi is None:
+            return
+        pad = max((hi - lo) * 0.05, timedelta(minutes=5))
+        self._set_x(lo - pad, hi + pad)
 
     def clear_region(self, emit: bool = True):
         self.region.hide()

@@ -153,9 +153,16 @@ class TimeFormat(QObject):
             self.changed.emit()
 
     def zone(self) -> str:
+        """``UTC``, or ``local <abbreviation>`` (``local UTC`` on a machine that runs in UTC: the word
+        "local" shows that the switch took effect even when the clock reads the same)."""
         if self.utc:
             return "UTC"
-        return datetime.now().astimezone().tzname() or "local"
+        return f"local {datetime.now().astimezone().tzname() or ''}".strip()
+
+    def tz(self):
+        """The ``tzinfo`` times are shown in (UTC or this computer's zone)."""
+        from datetime import timezone as _tz
+        return _tz.utc if self.utc else datetime.now().astimezone().tzinfo
 
     def convert(self, t: datetime) -> datetime:
         return t.astimezone(UTC) if self.utc else t.astimezone()
@@ -178,3 +185,9 @@ def duration(seconds: float | None) -> str:
     """A duration on a timeline or in a table (milliseconds and tenths shown); "—" when unknown."""
     from idemview.ledger.times import human_duration
     return "—" if seconds is None else human_duration(seconds, fine=True)
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``"1 operation"``, ``"2 operations"``, ``"1,204 operations"`` (English plural; ``nouns`` for
+    irregular forms)."""
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"

@@ -139,6 +139,30 @@ class _Gen:
         fp = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
         return body, fp
 
+    # Bodies of the planted incidents: what a provider really answers (charges, refunds, SMTP bounces,
+    # webhook receipts, driver errors), with the secrets such bodies really carry, so the payload
+    # viewers show something worth masking. Derived from the key (no draw from ``self.r``), so the
+    # keys and rows of a seed stay what they were.
+    @staticmethod
+    def _hex(key: str, salt: str, n: int = 24) -> str:
+        return hashlib.sha256(f"{salt}:{key}".encode()).hexdigest()[:n]
+
+    def charge(self, key: str, body: dict, effect: str | None, created: datetime, *, obj: str = "charge",
+               status: str = "succeeded") -> dict:
+        card = (body.get("card") or {}).get("number", "4242424242424242")
+        email = body["customer"]["email"]
+        return {
+            "id": effect, "object": obj, "amount": body.get("amount"), "currency": body.get("currency"),
+            "status": status, "created": int(created.replace(tzinfo=UTC).timestamp()), "livemode": True,
+            "payment_method_details": {"type": "card", "card": {
+                "brand": {"4": "visa", "5": "mastercard", "3": "amex"}.get(card[0], "card"),
+                "last4": card[-4:], "fingerprint": self._hex(key, "fp", 16)}},
+            "billing_details": {"email": email, "phone": "+4915123456789", "name": body["customer"]["name"]},
+            "receipt_email": email, "receipt_url": f"https://pay.example.com/receipts/{self._hex(key, 'rc')}"
+                                                  f"?token=rt_{self._hex(key, 'rt', 32)}",
+            "metadata": {"idempotency_key": key},
+        }
+
     def op(self, *, scope, key, kind, status, created, attempts: list[dict], intent=None, effect=None,
            fp=None, body=None, expires=None, error=None, locked=None, completed=None, response=None):
         self._op_id += 1
@@ -233,9 +257,12 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
         scope, key, created, body, fp = plant_base()
         atts = g.attempt_chain(created, ["succeeded", "succeeded"], "ch")
         atts[0]["outcome"] = "succeeded"
+        atts[0]["error"] = (f"ReadTimeout: POST https://api.payments.example.com/v1/charges gave no answer "
+                            f"within 30.0 s (Authorization: Bearer sk_live_{g._hex(key, 'sk')}); the provider "
+                            f"captured {atts[0]['effect']} anyway")
         g.op(scope=scope, key=key, kind="payment.capture", status="succeeded", created=created,
              attempts=atts, intent=g.ref("ord"), effect=atts[1]["effect"], fp=fp, body=body,
-             completed=atts[1]["finished_at"])
+             completed=atts[1]["finished_at"], response=g.charge(key, body, atts[1]["effect"], created))
         g.planted.add("duplicate_effect", scope, key)
     # --- replay_after_expiry: a client retried 2 days later; the key had expired and it charged again
     for i in range(3):
@@ -244,10 +271,14 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
         replay_at = (A - timedelta(minutes=r.randint(20, 200))).replace(microsecond=0)
         outcome = "succeeded" if i < 2 else "rejected"
         atts.append({"started_at": replay_at, "finished_at": replay_at + timedelta(seconds=3),
-                     "outcome": outcome, "effect": g.ref("ch") if outcome == "succeeded" else None})
+                     "outcome": outcome, "effect": g.ref("ch") if outcome == "succeeded" else None,
+                     "error": None if outcome == "succeeded" else json.dumps({"error": {
+                         "type": "invalid_request_error", "code": "charge_already_captured",
+                         "message": "This charge was already captured; the retry was refused.",
+                         "request_id": f"req_{g._hex(key, 'rq', 14)}"}})})
         g.op(scope=scope, key=key, kind="payment.capture", status="succeeded", created=created,
              attempts=atts, intent=g.ref("ord"), effect=atts[0]["effect"], fp=fp, body=body,
-             completed=atts[0]["finished_at"])
+             completed=atts[0]["finished_at"], response=g.charge(key, body, atts[0]["effect"], created))
         g.planted.add("replay_after_expiry", scope, key)
         g.planted.add("expired_key", scope, key)
         if outcome == "succeeded":
@@ -259,10 +290,15 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
         t = atts[0]["finished_at"] + timedelta(minutes=r.randint(1, 30))
         atts.append({"started_at": t, "finished_at": t + timedelta(seconds=1), "outcome": "rejected",
                      "fp": hashlib.sha256(f"other-{key}".encode()).hexdigest()[:32],
-                     "error": "422 key reused with different parameters"})
+                     "error": "422 key reused with different parameters: " + json.dumps({"error": {
+                         "type": "idempotency_error",
+                         "message": "Keys for idempotent requests can only be used with the same parameters "
+                                    "they were first used with.",
+                         "request_id": f"req_{g._hex(key, 'rq', 14)}"}})})
         g.op(scope=scope, key=key, kind="refund.create", status="succeeded", created=created,
              attempts=atts, intent=g.ref("ord"), effect=atts[0]["effect"], fp=fp, body=body,
-             completed=atts[0]["finished_at"])
+             completed=atts[0]["finished_at"],
+             response=g.charge(key, body, atts[0]["effect"], created, obj="refund"))
         g.planted.add("key_conflict", scope, key)
     # --- duplicate_intent: the client minted a fresh key for its retry of the same order
     for _ in range(3):
@@ -283,8 +319,11 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
     for _ in range(3):
         scope, key, created, body, fp = plant_base("invoice.create")
         atts = [{"started_at": created, "finished_at": None, "outcome": "running"}]
-        g.op(scope=scope, key=key, kind="invoice.create", status="running", created=created,
-             attempts=atts, intent=g.ref("inv"), fp=fp, body=body, locked=created)
+        row = g.op(scope=scope, key=key, kind="invoice.create", status="running", created=created,
+                   attempts=atts, intent=g.ref("inv"), fp=fp, body=body, locked=created)
+        row["error"] = (f"worker stopped heart-beating while rendering the invoice PDF (OOMKilled: container "
+                        f"exceeded 512Mi); last log line: uploading to s3://invoices-{scope}/"
+                        f"{g._hex(key, 'pdf', 12)}.pdf?X-Amz-Signature={g._hex(key, 'sig', 64)}")
         g.planted.add("stuck_in_progress", scope, key)
     # an in-progress operation whose lock is still valid: not stuck
     scope, key, _c, body, fp = plant_base("invoice.create")
@@ -293,11 +332,21 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
          attempts=[{"started_at": recent, "finished_at": None, "outcome": "running"}],
          intent=g.ref("inv"), fp=fp, body=body, locked=recent)
     # --- unresolved_failure: failed for good, nothing completed it
-    for _ in range(3):
+    for i in range(3):
         scope, key, created, body, fp = plant_base("email.send")
         atts = g.attempt_chain(created, ["failed", "failed"], "em")
+        email = body["customer"]["email"]
+        if i == 0:  # the mail service's own database refused it: the driver's words, kept readable
+            atts[-1]["error"] = ("(pymysql.err.OperationalError) (1045, \"Access denied for user "
+                                 "'mailer'@'10.0.3.7' (using password: YES)\")")
+        else:
+            atts[-1]["error"] = f"550 5.1.1 <{email}>: Recipient address rejected: User unknown"
+        response = {"provider": "smtp.example.net", "smtp": {
+            "code": 550 if i else None, "enhanced": "5.1.1" if i else None, "recipient": email,
+            "message": atts[-1]["error"]}, "api_key": f"pm_live_{g._hex(key, 'pm', 32)}",
+            "attempts": len(atts)}
         g.op(scope=scope, key=key, kind="email.send", status="failed", created=created, attempts=atts,
-             intent=g.ref("msg"), fp=fp, body=body, error=atts[-1]["error"])
+             intent=g.ref("msg"), fp=fp, body=body, error=atts[-1]["error"], response=response)
         g.planted.add("unresolved_failure", scope, key)
     # a failure that a later operation for the same intent resolved: not a finding
     scope, key, created, body, fp = plant_base("email.send")
@@ -313,9 +362,15 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
     for _ in range(3):
         scope, key, created, body, fp = plant_base("webhook.deliver")
         atts = g.attempt_chain(created, ["failed"] * 7 + ["succeeded"], "wh")
+        for a in atts[:-1]:
+            a["error"] = f"HTTP 502 Bad Gateway from {body['url']} after {a['finished_at'] - a['started_at']}"
         g.op(scope=scope, key=key, kind="webhook.deliver", status="succeeded", created=created,
              attempts=atts, intent=g.ref("evt"), effect=atts[-1]["effect"], fp=fp, body=body,
-             completed=atts[-1]["finished_at"])
+             completed=atts[-1]["finished_at"], response={
+                 "status": 200, "headers": {
+                     "Set-Cookie": f"session={g._hex(key, 'ck', 32)}; Path=/; HttpOnly",
+                     "X-Request-Id": g._hex(key, "xr", 16)},
+                 "body": {"accepted": True, "delivery": atts[-1]["effect"]}})
         g.planted.add("retry_storm", scope, key)
     # --- damaged data that must not crash anything: NULL times, broken JSON
     scope, key, created, body, fp = plant_base("email.send")

@@ -40,8 +40,22 @@ class SharedMasker:
     def __init__(self):
         if Masker is None:
             raise RuntimeError("idemview.masking.masker is missing: the GUI will not show unmasked values")
-        self._m = Masker()
+        import secrets
+        # The session's tag key: random, kept in memory only (never stored, logged or pickled). It is
+        # shared with an export started from this window and with the findings process, so a tag on
+        # screen is the same tag in the file (DESIGN §6: "equal within one session or export").
+        self.__key = secrets.token_bytes(32)
+        self._m = Masker(key=self.__key)
         self._lock = threading.Lock()
+
+    def export_masker(self):
+        """A fresh :class:`Masker` with this session's key: same tags as the screen, counts of its own
+        (an export's manifest counts only what that export masked)."""
+        return Masker(key=self.__key)
+
+    def process_key(self) -> bytes:
+        """The session key, for a child process of this session (sent over its pipe, never stored)."""
+        return self.__key
 
     def value(self, v: Any, column: str | None = None) -> Any:
         with self._lock:
@@ -139,7 +153,11 @@ def unmapped(ledger: Ledger) -> dict[str, dict[str, int]]:
 
 
 def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
-    """Connect read-only, choose the layout (given or detected), reflect it, and read the basics."""
+    """Connect read-only, choose the layout (given or detected), reflect it, and read the basics.
+    A ``redis://`` / ``rediss://`` URL is read through a snapshot (:mod:`idemview.ledger.redis_snapshot`)."""
+    from idemview.ledger.redis_snapshot import is_redis_url
+    if is_redis_url(spec.url):
+        return _open_redis(spec, token)
     engine = open_engine(spec.url, password=spec.password)
     watch_engine(engine)
     try:
@@ -174,6 +192,23 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
     except BaseException:
         engine.dispose()
         raise
+
+
+def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
+    from idemview.ledger.redis_snapshot import open_redis_ledger, redis_url_from_sqlalchemy
+    url = spec.url if isinstance(spec.url, str) else redis_url_from_sqlalchemy(spec.url)
+    lay = spec.layout if not isinstance(spec.layout, Layout) else None  # SQL layouts do not apply
+    ledger = open_redis_ledger(url, layout=lay or None, password=spec.password, name=spec.name, token=token)
+    watch_engine(ledger.engine)
+    n_ops, n_att = ledger.counts()
+    info = ledger.snapshot
+    detection = ledger.detection + (f"; snapshot of {info.loaded} records at server time "
+                                    f"{info.server_time:%Y-%m-%d %H:%M:%S} UTC")
+    if info.write_warning:
+        detection += f"; warning: {info.write_warning}"
+    # The snapshot session is asked like any other (query_only); Redis itself got only allowlisted reads.
+    ro = session_is_read_only(ledger.engine)
+    return Opened(ledger.engine, ledger, ro, n_ops, n_att, time_span(ledger), detection, info.url)
 
 
 @dataclass
@@ -230,6 +265,90 @@ def merge_findings(now: datetime, fs: list[Finding], unsupported: dict[FindingKi
 
 
 MARKERS = 2000
+
+
+@dataclass
+class FilteredFindings:
+    """The findings of the operations a filter shows (issue #13: counts follow the filter everywhere).
+
+    ``counts[kind]`` / ``ops[kind]``: findings / distinct operations of each kind among the operations
+    the filter *without its finding chips* shows (so each chip says how many of its kind are in the time
+    window, status, key… chosen); ``totals`` the same over the whole ledger. ``ordered`` (F8) and
+    ``markers`` (the overview) are the findings of the rows shown: the filter's operations, and of the
+    chosen kinds when chips are checked. ``base_filtered``: the filter narrows more than finding kinds
+    (then counts are "7 of 63")."""
+
+    counts: dict[FindingKind, int]
+    ops: dict[FindingKind, int]
+    totals: dict[FindingKind, int]
+    total_ops: dict[FindingKind, int]
+    ordered: list[Finding]
+    markers: list[Finding]
+    kind_rows: list[tuple]
+    base_filtered: bool
+    n_findings: int
+    n_total: int
+
+
+def _base_filter(flt: Filter) -> Filter:
+    return Filter(statuses=list(flt.statuses), kinds=list(flt.kinds), key=flt.key, intent=flt.intent,
+                  scope=flt.scope, since=flt.since, until=flt.until)
+
+
+def refs_in_filter(ledger: Ledger, flt: Filter, now: datetime, refs, token: CancelToken | None = None,
+                   batch: int = 400) -> set[tuple[str, str]]:
+    """Which of ``refs`` ((scope, key) pairs) the filter ``flt`` shows, asked in SQL batches of
+    ``batch`` keys (indexed look-ups by (scope, key); runs on a worker). Raises what the database
+    raises."""
+    from sqlalchemy import and_, or_, select as _select
+    refs = list(refs)
+    out: set[tuple[str, str]] = set()
+    where = ledger.filter_clause(flt, now)
+    se, ke = ledger.scope_expr, ledger.key_expr
+    with ledger.engine.connect() as c:
+        for i in range(0, len(refs), batch):
+            if token is not None:
+                token.check()
+            part = refs[i:i + batch]
+            # keys by scope: one IN per scope keeps the statement short and index-friendly
+            by_scope: dict[Any, list] = {}
+            for sc, k in part:
+                by_scope.setdefault(sc, []).append(k)
+            cond = or_(*[and_(se.is_(None) if sc is None else se == sc, ke.in_(ks))
+                         for sc, ks in by_scope.items()])
+            q = _select(se, ke).select_from(ledger.ops).where(and_(where, cond))
+            for sc, k in c.execute(q):
+                out.add((sc, k))
+    return out
+
+
+def findings_in_filter(ledger: Ledger | None, res: FindingsResult, flt: Filter, now: datetime,
+                       token: CancelToken | None = None) -> FilteredFindings:
+    """Narrow a scan's findings to what ``flt`` shows (see :class:`FilteredFindings`). Without a
+    constraint other than finding kinds no query is made; otherwise only the operations that carry a
+    finding are looked up, in SQL (:func:`refs_in_filter`). Runs on a worker."""
+    base = _base_filter(flt)
+    if base.is_empty() or ledger is None:
+        inside = None
+    else:
+        inside = refs_in_filter(ledger, base, now, res.by_ref.keys(), token)
+    fs = res.findings if inside is None else [f for f in res.findings if (f.scope, f.key) in inside]
+    counts: dict[FindingKind, int] = {k: 0 for k in FindingKind}
+    for f in fs:
+        counts[f.kind] += 1
+    rows = kind_summary(fs)
+    ops = {k: n for k, _s, n in rows}
+    total_ops = {k: n for k, _s, n in (res.kind_rows or kind_summary(res.findings))}
+    chosen = set(flt.findings)
+    walk = [f for f in fs if not chosen or f.kind in chosen]
+    ordered = sorted(walk, key=lambda f: (SEVERITY_ORDER[f.severity], f.kind.value,
+                                          f.at.timestamp() if f.at else 0))
+    markers = [f for f in ordered if f.at is not None and f.severity != Severity.INFO][:MARKERS]
+    # the panel keeps the whole-ledger worst severity per kind, so a glyph never changes with a filter
+    sev = {k: s for k, s, _n in (res.kind_rows or kind_summary(res.findings))}
+    kind_rows = [(k, sev.get(k, s), n) for k, s, n in rows]
+    return FilteredFindings(counts, ops, dict(res.counts), total_ops, ordered, markers, kind_rows,
+                            not base.is_empty(), len(fs), len(res.findings))
 
 
 def to_rows(ops: list[Operation], masker: SharedMasker,
@@ -321,6 +440,20 @@ def overview(ledger: Ledger, start: datetime, end: datetime, flt: Filter, now: d
     return histogram(ledger, start, end, buckets=buckets, flt=f, now=now)
 
 
+def filtered_span(ledger: Ledger, flt: Filter, now: datetime) -> tuple[datetime | None, datetime | None]:
+    """(earliest, latest) ``created_at`` of the operations ``flt`` shows (one min/max query, on a
+    worker); ``(None, None)`` when none match or the layout has no creation time."""
+    from sqlalchemy import func as _f, select as _select
+    from idemview.ledger.times import from_epoch
+    if "created_at" not in ledger.epoch:
+        return None, None
+    e = ledger.epoch["created_at"]
+    with ledger.engine.connect() as c:
+        lo, hi = c.execute(_select(_f.min(e), _f.max(e)).select_from(ledger.ops)
+                           .where(ledger.filter_clause(flt, now))).one()
+    return from_epoch(lo), from_epoch(hi)
+
+
 @dataclass
 class SearchHit:
     ledger_name: str
@@ -333,9 +466,13 @@ class SearchHit:
     kind: str
     intent: str
     created_at: datetime | None
+    findings: list[Finding] = field(default_factory=list)  # most severe first
 
 
-def search(ledger: Ledger, masker: SharedMasker, text: str, tab_index: int, name: str) -> list[SearchHit]:
+def search(ledger: Ledger, masker: SharedMasker, text: str, tab_index: int, name: str,
+           by_ref: dict[tuple[str, str], list[Finding]] | None = None) -> list[SearchHit]:
+    """Operations whose idempotency key or intent reference contains ``text`` (at most 50, masked),
+    each with its findings from ``by_ref`` (the tab's last scan). Runs on a worker."""
     ops = find_operations(ledger, text, limit=50)
     seen, out = set(), []
     for op in ops:
@@ -346,7 +483,7 @@ def search(ledger: Ledger, masker: SharedMasker, text: str, tab_index: int, name
                              masker.text(op.scope, "scope") if op.scope else "", op.status,
                              masker.text(op.kind, "kind") if op.kind else "",
                              masker.text(op.intent_ref, "intent_ref") if op.intent_ref else "",
-                             op.created_at))
+                             op.created_at, list((by_ref or {}).get((op.scope, op.key), []))))
     return out
 
 
@@ -447,3 +584,47 @@ def reveal_value(ledger: Ledger, masker: SharedMasker, scope: str, key: str, whe
         import json
         return json.dumps(raw, ensure_ascii=False, default=str)
     return raw if isinstance(raw, str) else str(raw)
+
+
+# ------------------------------------------------------------------------------- deep links
+
+def deep_link(spec: OpenSpec, scope: str, key: str) -> str:
+    """The shell command that opens this operation: ``idemview open URL --key KEY [--scope S]``.
+
+    URL is the saved connection's name when the ledger came from one (its password then comes from
+    the colleague's own keyring), else the URL *without* its password (never ``***``: a link must
+    still work when the password is supplied another way). Quoted for a POSIX shell (shlex)."""
+    import shlex
+    from sqlalchemy.engine import make_url
+    if spec.connection_id:
+        target = spec.name
+    else:
+        u = spec.url
+        try:
+            u = make_url(u) if not isinstance(u, URL) else u
+            # URL.set(password=None) means "unchanged": _replace really drops it
+            target = u._replace(password=None).render_as_string(hide_password=False) if u.password \
+                else str(spec.url)
+            if u.get_backend_name() == "sqlite" and u.database:
+                target = u.database
+        except Exception:  # noqa: BLE001 - a bare path
+            target = str(spec.url)
+    parts = ["idemview", "open", target, "--key", key]
+    if scope:
+        parts += ["--scope", scope]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def spec_for_target(target: str, credentials=None) -> OpenSpec:
+    """An :class:`OpenSpec` for ``idemview open TARGET``: a saved connection's name (layout, zone and
+    the keyring password of that connection), else a URL or SQLite file (layout detected)."""
+    from idemview.config import ConnectionStore
+    c = ConnectionStore().find(target)
+    if c is not None:
+        pw = credentials.get(c.id) if credentials is not None else None
+        return OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
+                        colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None)
+    from idemview.ledger.connect import parse_url, safe_url
+    u = parse_url(target)
+    name = u.database.rsplit("/", 1)[-1] if u.get_backend_name() == "sqlite" and u.database else safe_url(u)
+    return OpenSpec(url=target, name=name)

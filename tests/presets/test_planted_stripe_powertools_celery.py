@@ -22,6 +22,13 @@ NOW = ANCHOR
 naive = lambda t: t.replace(tzinfo=None)  # noqa: E731 - the fixture writes naive UTC like the systems do
 
 
+@pytest.fixture
+def db(dialect_db):
+    """The preset contract runs under every dialect name SQLAlchemy gives the three engines, with each
+    installed driver (``mariadb+pymysql`` as well as ``mysql+pymysql``: issue #9)."""
+    return dialect_db
+
+
 # ------------------------------------------------------------------------------ stripe-style
 
 def stripe_md() -> MetaData:
@@ -265,7 +272,10 @@ def test_scan_json_is_identical_on_every_engine(preset, md, rows, tmp_path, pg_u
     from idemview.cli import main
     from tests.conftest import _clear
     outs = {}
-    for name, url in (("sqlite", str(tmp_path / "l.db")), ("postgresql", pg_url), ("mysql", mysql_url)):
+    from sqlalchemy.engine import make_url
+    maria = make_url(mysql_url).set(drivername="mariadb+pymysql").render_as_string(hide_password=False)
+    for name, url in (("sqlite", str(tmp_path / "l.db")), ("postgresql", pg_url), ("mysql", mysql_url),
+                      ("mariadb", maria)):
         w = create_engine(f"sqlite:///{url}" if name == "sqlite" else url)
         if name != "sqlite":
             _clear(w)
@@ -277,4 +287,4 @@ def test_scan_json_is_identical_on_every_engine(preset, md, rows, tmp_path, pg_u
     for d in outs.values():
         assert d["findings"], "the fixture has planted incidents"
     norm = {k: _json.dumps(v, sort_keys=True) for k, v in outs.items()}
-    assert norm["sqlite"] == norm["postgresql"] == norm["mysql"]
+    assert norm["sqlite"] == norm["postgresql"] == norm["mysql"] == norm["mariadb"]

@@ -49,11 +49,11 @@ def test_scan_json_reports_exactly_the_planted_incidents(capsys, demo):
     code, out, err = run(capsys, "scan", str(demo), "--now", ANCHOR, "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
-    # DESIGN §9's keys, plus "not_checkable" (kind -> why the ledger cannot have it; issue 11)
+    # DESIGN §9's keys, plus "unmapped" (issue 12) and "not_checkable" (kind -> why; issue 11)
     assert set(doc) == {"now", "layout", "operations", "attempts", "counts", "unmapped", "findings",
                         "not_checkable"}
     assert doc["unmapped"] == {"status": {}, "outcome": {}}
-    assert set(doc["not_checkable"]) == {"hidden_success", "orphan_effect"}   # scanned without [effects]
+    assert set(doc["not_checkable"]) == {"hidden_success", "orphan_effect"}   # the demo has no [effects]
     assert all("[effects]" in why for why in doc["not_checkable"].values())
     assert doc["now"] == ANCHOR and doc["layout"] == "idemview"
     assert doc["operations"] == 400 + 29  # ordinary + planted records

@@ -1,0 +1,138 @@
+"""Redis ledger benchmark (issue #15): N Celery result keys, snapshot + findings scan, time and peak RSS.
+
+Target: 1M ``celery-task-meta-*`` keys (result_extended shape, TTL 1 day) snapshotted and scanned in
+<= 30 s with peak RSS <= 1 GB. The keys are written into a Redis database of the benchmark's own
+(default 14; never the tests' 13) by a plain client, then a fresh child process measures, so the peak
+RSS is idemview's alone (ru_maxrss of the child: the in-memory SQLite snapshot lives in it).
+
+    .venv/bin/python benchmarks/redis_bench.py --keys 1000000 [--db 14] [--url redis://127.0.0.1:6379]
+        [--reuse] [--drop]
+
+About 1 in 500 keys carries a planted incident (a FAILURE, a retry storm, a duplicate intent), so the
+scan has findings to shape. Prints one JSON line per run and a Markdown table row for BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+UTC = UTC
+
+
+def populate(url: str, n: int, reuse: bool) -> float:
+    import redis
+
+    r = redis.Redis.from_url(url)
+    if reuse and r.dbsize() == n:
+        return 0.0
+    r.flushdb()
+    t0 = time.perf_counter()
+    base = datetime.now(UTC) - timedelta(hours=20)
+    pipe = r.pipeline(transaction=False)
+    for i in range(n):
+        status, retries, args = "SUCCESS", 0, [i]
+        if i % 500 == 1:
+            status = "FAILURE"
+        elif i % 500 == 2:
+            retries = 6
+        elif i % 500 == 3:
+            args = [i - 1]  # the same intent as the previous key: a duplicate intent
+        meta = {
+            "status": status,
+            "result": {"charge": f"ch_{i}"} if status == "SUCCESS" else None,
+            "traceback": "Traceback...\nCardError" if status == "FAILURE" else None,
+            "children": [],
+            "date_done": (base + timedelta(seconds=i * 72000 / n)).isoformat(),
+            "task_id": f"{i:08x}-task",
+            "name": "shop.tasks.charge",
+            "args": args,
+            "kwargs": {"order": f"o-{args[0]}"},
+            "worker": f"celery@w{i % 8}",
+            "retries": retries,
+            "queue": "payments",
+        }
+        pipe.set(f"celery-task-meta-{i:08x}-task", json.dumps(meta), ex=86400)
+        if i % 10000 == 9999:
+            pipe.execute()
+    pipe.execute()
+    return time.perf_counter() - t0
+
+
+def measure(url: str) -> dict:
+    from idemview.findings.engine import FindingEngine
+    from idemview.ledger.redis_snapshot import open_redis_ledger
+
+    def cpu():
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return ru.ru_utime + ru.ru_stime
+
+    t0, c0 = time.perf_counter(), cpu()
+    ledger = open_redis_ledger(url, layout="celery-redis-extended")
+    t1, c1 = time.perf_counter(), cpu()
+    fs = FindingEngine(ledger, datetime.now(UTC)).run()
+    t2, c2 = time.perf_counter(), cpu()
+    counts: dict[str, int] = {}
+    for f in fs:
+        counts[f.kind.value] = counts.get(f.kind.value, 0) + 1
+    return {
+        "keys": ledger.snapshot.scanned,
+        "records": ledger.snapshot.loaded,
+        "snapshot_s": round(t1 - t0, 2),
+        "scan_s": round(t2 - t1, 2),
+        "total_s": round(t2 - t0, 2),
+        # CPU seconds of idemview's process: on a shared machine the wall time mostly measures
+        # the neighbours (the load average is printed beside it)
+        "snapshot_cpu_s": round(c1 - c0, 2),
+        "scan_cpu_s": round(c2 - c1, 2),
+        "load_avg_1m": round(os.getloadavg()[0], 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "findings": counts,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keys", type=int, default=1_000_000)
+    ap.add_argument("--db", type=int, default=14)
+    ap.add_argument("--url", default="redis://127.0.0.1:6379")
+    ap.add_argument("--reuse", action="store_true", help="keep the keys when the database already has N")
+    ap.add_argument("--drop", action="store_true", help="empty the benchmark database afterwards")
+    ap.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    url = f"{a.url}/{a.db}"
+    if a.measure_only:
+        print(json.dumps(measure(url)))
+        return 0
+    fill_s = populate(url, a.keys, a.reuse)
+    import redis
+
+    used = redis.Redis.from_url(url).info("memory").get("used_memory_human")
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--measure-only", "--db", str(a.db), "--url", a.url],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res.update({"populate_s": round(fill_s, 1), "redis_used_memory": used})
+    print(json.dumps(res))
+    ok = res["total_s"] <= 30 and res["peak_rss_mb"] <= 1024
+    print(
+        f"| {a.keys:,} | {res['snapshot_s']} s ({res['snapshot_cpu_s']} s CPU) | {res['scan_s']} s "
+        f"({res['scan_cpu_s']} s CPU) | {res['total_s']} s | {res['peak_rss_mb']:.0f} MB | "
+        f"{res['load_avg_1m']} | {'within' if ok else 'OVER'} target |"
+    )
+    if a.drop:
+        redis.Redis.from_url(url).flushdb()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""Key-value layouts: how a Redis keyspace maps onto the normalized model (issue #15), as data.
+
+A key-value layout is TOML like the SQL layouts (never code): a ``[kv]`` table with
+
+- ``match``: the SCAN ``MATCH`` glob that selects candidate keys (``celery-task-meta-*``);
+- ``key_regex``: a Python regular expression over the whole key with named captures ``key``
+  (required), ``scope`` and ``kind`` (optional); keys it does not match are skipped and counted;
+- ``exclude_regex`` (optional): keys to skip although they match (Powertools' ``<key>:lock``);
+- ``encoding``: ``json`` (a JSON string, read with GET), ``hash`` (a Redis hash, HGETALL) or
+  ``plain`` (a string whose whole value is the raw status);
+- ``scope`` (optional): a literal scope when the key carries none.
+
+``[status]`` maps a value field (``field``; omitted for ``plain``) through ``map`` onto idemview's
+statuses, unmapped raw values becoming ``default``. ``[fields]`` maps normalized names
+(DESIGN §3) onto value fields: a field name (a dotted path into JSON: ``meta.status``), or a table with
+``field``/``fields`` (several fields gathered into one JSON object, e.g. Celery's args + kwargs as the
+request), ``encoding`` (times: ``iso_text``, ``epoch_s``, ``epoch_ms``; payloads: ``json``/``text``),
+``add`` (a number added to an integer: Celery's ``retries`` + 1 = attempts) or ``hash_of`` (a SHA-256
+over the named fields' canonical JSON: Celery's task name + arguments as the intent reference, so one
+intent under two task ids shows). ``[attempt]`` optionally derives the one attempt a record proves
+(``worker``, ``finished_at``, ``started_at``: names of normalized fields or value fields).
+
+The key's TTL is the record's ``expires_at`` (Redis keeps the dedup window as the TTL: Celery's
+``result_expires``, Powertools' ``expires_after_seconds``); a key without a TTL has none. The layout
+cannot name another expiry: an expired Redis key is gone, so what a SQL ledger shows as an expired
+key or a replay after expiry cannot be seen here (see :data:`NOT_CHECKABLE`).
+
+Shipped key-value presets live in ``idemview/layouts/kv_presets/*.toml``, found as package data like
+the SQL presets, in a folder of their own so SQL detection never sees them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from idemview.domain.model import FindingKind, Status
+from idemview.layouts.layout import LayoutError
+
+ENCODINGS = ("json", "hash", "plain")
+KV_TIME_FIELDS = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at")
+KV_VALUE_FIELDS = ("kind", "attempt_count", "fingerprint", "intent_ref", "effect_ref")
+KV_PAYLOAD_FIELDS = ("request", "response", "error")
+KV_TIME_ENCODINGS = ("iso_text", "epoch_s", "epoch_ms")
+ATTEMPT_FIELDS = ("worker", "started_at", "finished_at")
+
+#: Finding kinds a key-value store cannot show, whatever the layout, and why (DESIGN §5 kinds).
+NOT_CHECKABLE: dict[FindingKind, str] = {
+    FindingKind.EXPIRED_KEY: "an expired Redis key is gone (Redis deletes it at its TTL), so no expired "
+    "record can be present",
+    FindingKind.REPLAY_AFTER_EXPIRY: "an expired Redis key is gone: the record a replay after expiry "
+    "would follow no longer exists, and the new one overwrote nothing "
+    "visible",
+    FindingKind.DUPLICATE_EFFECT: "a Redis key holds one value: a retry overwrites the record, so two "
+    "successes of one key leave one record",
+    FindingKind.KEY_CONFLICT: "a Redis key holds one value, hence one fingerprint per key",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class KvField:
+    """Where one normalized field comes from in a value: ``fields`` (one name, or several gathered into
+    a JSON object), ``encoding`` (time or payload), ``add`` (integer offset), ``hash_of`` (SHA-256 of
+    the named fields' canonical JSON)."""
+
+    fields: tuple[str, ...] = ()
+    encoding: str | None = None
+    add: int = 0
+    hash_of: tuple[str, ...] = ()
+    gather: bool = False
+
+
+@dataclass(slots=True)
+class KvLayout:
+    """A parsed key-value layout (see the module docstring for the TOML). ``text`` is its source."""
+
+    name: str
+    title: str
+    description: str
+    source: str
+    match: str
+    key_regex: re.Pattern
+    encoding: str
+    exclude_regex: re.Pattern | None = None
+    scope: str = ""
+    status_field: str | None = None
+    status_map: dict[str, str] = field(default_factory=dict)
+    status_default: str = "unknown"
+    fields: dict[str, KvField] = field(default_factory=dict)
+    attempt: dict[str, str] = field(default_factory=dict)
+    lock_timeout_seconds: float | None = None
+    dedup_window_seconds: float | None = None
+    retry_threshold: int = 5
+    detect_fields: tuple[str, ...] = ()
+    text: str = ""
+    origin: str = ""
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    # ------------------------------------------------------------------------------ value access
+
+    def split_key(self, key: str) -> tuple[str, str, str | None] | None:
+        """(scope, idempotency key, kind or None) captured from a Redis key, or None when the key is
+        not one of this layout's (no match, or excluded)."""
+        if self.exclude_regex is not None and self.exclude_regex.search(key):
+            return None
+        m = self.key_regex.match(key)
+        if m is None:
+            return None
+        g = m.groupdict()
+        return (g.get("scope") or self.scope or "", g["key"], g.get("kind"))
+
+    def get(self, value: dict, name: str) -> Any:
+        """A value field by dotted path (``a.b``); ``None`` when absent."""
+        if "." not in name:  # the common case, once per field per key
+            return value.get(name) if isinstance(value, dict) else None
+        cur: Any = value
+        for part in name.split("."):
+            if not isinstance(cur, dict) or part not in cur:
+                return None
+            cur = cur[part]
+        return cur
+
+    def raw_status(self, value: Any) -> str | None:
+        """The stored status text of a decoded value (the whole value for ``plain``), or ``None``."""
+        if self.encoding == "plain":
+            return value if isinstance(value, str) else None
+        if self.status_field is None or not isinstance(value, dict):
+            return None
+        v = self.get(value, self.status_field)
+        return None if v is None else str(v)
+
+    def status(self, raw: str | None) -> Status:
+        """The normalized status of a raw status (``default`` when unmapped or missing)."""
+        return Status(self.status_map.get(raw, self.status_default)) if raw is not None else Status(self.status_default)
+
+    def required_fields(self) -> set[str]:
+        """Value fields whose presence identifies this layout in a sample (detection)."""
+        out = set(self.detect_fields)
+        if self.status_field:
+            out.add(self.status_field.split(".")[0])
+        return out
+
+
+def _err(where: str, msg: str) -> LayoutError:
+    return LayoutError(f"key-value layout {where}: {msg}")
+
+
+def _names(where: str, v: Any) -> tuple[str, ...]:
+    if isinstance(v, str) and v:
+        return (v,)
+    if isinstance(v, list) and v and all(isinstance(x, str) and x for x in v):
+        return tuple(v)
+    raise _err(where, f"expected a field name or a list of names, not {v!r}")
+
+
+def _field(where: str, name: str, v: Any) -> KvField:
+    if isinstance(v, str):
+        return KvField(fields=(v,))
+    if not isinstance(v, dict):
+        raise _err(where, f"fields.{name} must be a field name or a table")
+    extra = set(v) - {"field", "fields", "encoding", "add", "hash_of"}
+    if extra:
+        raise _err(where, f"fields.{name} has unknown entries: {', '.join(sorted(extra))}")
+    enc = v.get("encoding")
+    if name in KV_TIME_FIELDS:
+        enc = enc or "iso_text"
+        if enc not in KV_TIME_ENCODINGS:
+            raise _err(where, f"fields.{name}: encoding {enc!r} is not one of {', '.join(KV_TIME_ENCODINGS)}")
+    elif name in KV_PAYLOAD_FIELDS:
+        enc = enc or "text"
+        if enc not in ("json", "text"):
+            raise _err(where, f"fields.{name}: encoding {enc!r} is not json or text")
+    elif enc is not None:
+        raise _err(where, f"fields.{name} takes no encoding")
+    add = v.get("add", 0)
+    if isinstance(add, bool) or not isinstance(add, int):
+        raise _err(where, f"fields.{name}: add must be a whole number")
+    if "hash_of" in v:
+        return KvField(hash_of=_names(where, v["hash_of"]), encoding=enc)
+    if "fields" in v:
+        return KvField(fields=_names(where, v["fields"]), encoding=enc, add=add, gather=True)
+    if "field" not in v:
+        raise _err(where, f"fields.{name} needs field, fields or hash_of")
+    return KvField(fields=_names(where, v["field"]), encoding=enc, add=add)
+
+
+def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
+    """Parse and validate key-value layout TOML. Raises :class:`LayoutError` with one clear line."""
+    try:
+        d = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise _err(origin, f"not valid TOML: {e}") from None
+    meta = d.get("layout") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name or not name.isprintable() or len(name) > 100:
+        raise _err(origin, "[layout] name is required (printable, at most 100 characters)")
+    unknown = set(d) - {"layout", "kv", "status", "fields", "attempt", "expiry", "tunables", "detect"}
+    if unknown:
+        raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))}")
+    where = f"{name!r} ({origin})"
+    kv = d.get("kv")
+    if not isinstance(kv, dict):
+        raise _err(where, "[kv] is required")
+    extra = set(kv) - {"match", "key_regex", "exclude_regex", "encoding", "scope"}
+    if extra:
+        raise _err(where, f"[kv] has unknown entries: {', '.join(sorted(extra))}")
+    match = kv.get("match")
+    if not isinstance(match, str) or not match:
+        raise _err(where, "[kv] match (a SCAN MATCH pattern) is required")
+    try:
+        key_re = re.compile(kv.get("key_regex") or "^(?P<key>.+)$")
+        excl = re.compile(kv["exclude_regex"]) if kv.get("exclude_regex") else None
+    except (re.error, TypeError) as e:
+        raise _err(where, f"[kv] key_regex/exclude_regex is not a valid regular expression: {e}") from None
+    if "key" not in key_re.groupindex:
+        raise _err(where, "[kv] key_regex needs a named capture (?P<key>...)")
+    if set(key_re.groupindex) - {"key", "scope", "kind"}:
+        raise _err(where, "[kv] key_regex captures only key, scope and kind")
+    enc = kv.get("encoding", "json")
+    if enc not in ENCODINGS:
+        raise _err(where, f"[kv] encoding {enc!r} is not one of {', '.join(ENCODINGS)}")
+    st = d.get("status") or {}
+    smap = st.get("map") or {}
+    statuses = {s.value for s in Status}
+    bad = {v for v in list(smap.values()) + [st.get("default", "unknown")] if v not in statuses}
+    if bad:
+        raise _err(where, f"[status] maps to unknown statuses {sorted(bad)} (known: {', '.join(sorted(statuses))})")
+    if enc != "plain" and not isinstance(st.get("field"), str):
+        raise _err(where, "[status] field is required (the value field holding the status)")
+    fields = {}
+    for k, v in (d.get("fields") or {}).items():
+        if k not in KV_TIME_FIELDS + KV_VALUE_FIELDS + KV_PAYLOAD_FIELDS:
+            raise _err(
+                where, f"[fields] {k!r} is not one of {', '.join(KV_TIME_FIELDS + KV_VALUE_FIELDS + KV_PAYLOAD_FIELDS)}"
+            )
+        fields[k] = _field(where, k, v)
+    att = d.get("attempt") or {}
+    if set(att) - set(ATTEMPT_FIELDS):
+        raise _err(where, f"[attempt] knows only {', '.join(ATTEMPT_FIELDS)}")
+    exp = d.get("expiry") or {}
+    if set(exp) - {"lock_timeout_seconds", "dedup_window_seconds"}:
+        raise _err(where, "[expiry] knows only lock_timeout_seconds and dedup_window_seconds (the TTL is the expiry)")
+    for k, v in exp.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise _err(where, f"expiry.{k} must be a non-negative number of seconds")
+    thr = (d.get("tunables") or {}).get("retry_threshold", 5)
+    if isinstance(thr, bool) or not isinstance(thr, int) or thr < 0:
+        raise _err(where, "tunables.retry_threshold must be a whole number >= 0")
+    det = d.get("detect") or {}
+    return KvLayout(
+        name=name,
+        title=meta.get("title", name),
+        description=meta.get("description", ""),
+        source=meta.get("source", ""),
+        match=match,
+        key_regex=key_re,
+        encoding=enc,
+        exclude_regex=excl,
+        scope=str(kv.get("scope", "")),
+        status_field=st.get("field"),
+        status_map={str(k): str(v) for k, v in smap.items()},
+        status_default=st.get("default", "unknown"),
+        fields=fields,
+        attempt={str(k): str(v) for k, v in att.items()},
+        lock_timeout_seconds=exp.get("lock_timeout_seconds"),
+        dedup_window_seconds=exp.get("dedup_window_seconds"),
+        retry_threshold=thr,
+        detect_fields=tuple(det.get("fields") or ()),
+        text=text,
+        origin=origin,
+    )
+
+
+def kv_preset_names() -> list[str]:
+    """Names of the shipped key-value layouts, sorted."""
+    files = resources.files("idemview.layouts.kv_presets")
+    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
+
+
+def load_kv_preset(name: str) -> KvLayout:
+    """A shipped key-value layout by name. Raises :class:`LayoutError` naming the known ones."""
+    res = resources.files("idemview.layouts.kv_presets") / f"{name}.toml"
+    if not res.is_file():
+        raise LayoutError(f"no key-value preset named {name!r}; known: {', '.join(kv_preset_names())}")
+    return parse_kv_layout(res.read_text("utf-8"), origin=f"preset {name}")
+
+
+def load_kv_layout(spec: str) -> KvLayout:
+    """A key-value preset name or a path to a key-value layout TOML file. Raises :class:`LayoutError`."""
+    p = Path(spec)
+    if spec.endswith(".toml") or p.is_file():
+        try:
+            return parse_kv_layout(p.read_text("utf-8"), origin=str(p))
+        except OSError as e:
+            raise LayoutError(f"cannot read layout file {spec}: {e.strerror}") from None
+    return load_kv_preset(spec)
+
+
+def all_kv_presets() -> list[KvLayout]:
+    """Every shipped key-value layout, by name."""
+    return [load_kv_preset(n) for n in kv_preset_names()]

@@ -1,0 +1,191 @@
+"""The findings scan in a separate process, so the window never waits on it (issue #11 §3).
+
+Computing findings holds the GIL for long stretches (decoding rows, building :class:`Finding` objects,
+masking explanations); in the GUI process that starves the event loop however the threads are
+scheduled. :func:`scan_process_main` is a top-level function (so ``spawn`` can start it): it opens the
+ledger again from its URL and layout, runs the kinds one by one for the given ``now``, masks the
+explanations with the session's key (so tags match the screen), and sends the findings back in small
+batches over a pipe. :class:`ScanProcess` starts it and reads the pipe on a plain thread that spends its
+time waiting, not computing; the GUI thread only appends the batches it is handed.
+
+Messages on the pipe, each a tuple ``(what, kind, payload)``:
+``("batch", kind, [(Finding, masked explanation), ...])`` at most ``batch`` findings;
+``("done", kind, None)`` when a kind is complete; ``("failed", kind, message)`` when its query failed
+(message masked); ``("error", None, message)`` when the ledger could not be opened at all;
+``("end", None, None)`` after the last kind.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import threading
+from collections.abc import Callable
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+BATCH = 100  # one pickle.loads holds the GIL: ~100 findings keep it to a few ms in the parent
+
+
+def _short(e: BaseException) -> str:
+    try:
+        from idemview.ledger.connect import short_error
+
+        return short_error(e)
+    except Exception:  # noqa: BLE001 - a message is all we need
+        return f"{type(e).__name__}: {e}"
+
+
+def scan_process_main(
+    conn,
+    url: Any,
+    password: str | None,
+    layout,
+    name: str,
+    now: datetime,
+    kinds: list,
+    key: bytes,
+    batch: int = BATCH,
+    gate=None,
+) -> None:
+    """Child-process entry point: findings of ``kinds`` for ``now`` on the ledger at ``url`` with
+    ``layout`` (the layout as the parent's :class:`Ledger` resolved it), sent over ``conn`` in batches
+    of ``batch`` with explanations masked by a :class:`Masker` on ``key``. Never raises: every failure
+    is sent as a masked message. ``gate`` (a multiprocessing Event, tests only) holds the scan until set.
+    """
+    from idemview.masking.masker import Masker
+
+    if gate is not None:
+        gate.wait()
+    masker = Masker(key=key)
+    try:
+        from idemview.findings.engine import FindingEngine
+        from idemview.ledger.connect import open_engine
+        from idemview.ledger.reader import Ledger
+
+        engine = open_engine(url, password=password)
+        ledger = Ledger(engine, layout, name=name)
+        fe = FindingEngine(ledger, now)
+        unsupported = fe.unsupported()
+    except BaseException as e:  # noqa: BLE001
+        conn.send(("error", None, masker.mask_text(_short(e))))
+        conn.close()
+        return
+    try:
+        for k in kinds:
+            if k in unsupported:
+                conn.send(("done", k, None))
+                continue
+            try:
+                fs = fe.run([k])
+            except Exception as e:  # noqa: BLE001 - one kind failing holds nothing else back
+                conn.send(("failed", k, masker.mask_text(_short(e))))
+                continue
+            for i in range(0, len(fs), batch):
+                conn.send(("batch", k, [(f, masker.mask_text(f.explanation)) for f in fs[i : i + batch]]))
+            conn.send(("done", k, None))
+        conn.send(("end", None, None))
+    finally:
+        engine.dispose()
+        conn.close()
+
+
+@contextmanager
+def _main_hidden():
+    """Start a child without re-running the parent's ``__main__``: its target is importable on its own,
+    and a script that opens the window without an ``if __name__ == "__main__"`` guard (a benchmark, a
+    notebook helper) would otherwise open a second window inside the findings process."""
+    main = sys.modules.get("__main__")
+    saved = {}
+    if main is not None:
+        for attr in ("__file__", "__spec__"):
+            if hasattr(main, attr):
+                saved[attr] = getattr(main, attr)
+        if "__file__" in saved:
+            del main.__file__
+        if "__spec__" in saved:
+            main.__spec__ = None
+    try:
+        yield
+    finally:
+        for attr, v in saved.items():
+            setattr(main, attr, v)
+
+
+class ScanProcess:
+    """One scan in a child process (``spawn``: no inherited threads, locks or Qt state).
+
+    ``on_message(what, kind, payload)`` is called on the reader thread for every message, with batches
+    already unpacked to ``(findings, {id(finding): explanation})``; ``on_exit(error or None)`` once at
+    the end (an error when the process died without saying "end"). :meth:`cancel` terminates it.
+    ``gate``: an Event of the same multiprocessing context that holds the child until set (tests)."""
+
+    def __init__(
+        self,
+        url,
+        password,
+        layout,
+        name,
+        now,
+        kinds,
+        key: bytes,
+        on_message: Callable[[str, Any, Any], None],
+        on_exit: Callable[[str | None], None],
+        method: str = "spawn",
+        gate=None,
+    ):
+        ctx: Any = multiprocessing.get_context(method)  # stubs type it BaseContext, without Process
+        self._recv, send = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(
+            target=scan_process_main,
+            name="idemview-findings",
+            args=(send, url, password, layout, name, now, list(kinds), key, BATCH, gate),
+            daemon=True,
+        )
+        self._stop = threading.Event()
+        self._on_message, self._on_exit = on_message, on_exit
+        with _main_hidden():
+            self.proc.start()
+        send.close()  # the child holds the only writing end: EOF when it exits
+        self._thread = threading.Thread(target=self._read, name="idemview-findings-reader", daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        ended, err = False, None
+        try:
+            while not self._stop.is_set():
+                if not self._recv.poll(0.1):
+                    if not self.proc.is_alive() and not self._recv.poll(0):
+                        break
+                    continue
+                try:
+                    what, kind, payload = self._recv.recv()
+                except EOFError:
+                    break
+                if what == "batch":
+                    fs = [f for f, _e in payload]
+                    payload = (fs, {id(f): e for f, e in payload})
+                elif what == "end":
+                    ended = True
+                self._on_message(what, kind, payload)
+                if ended:
+                    break
+        except Exception as e:  # noqa: BLE001 - reported below
+            err = _short(e)
+        finally:
+            self._recv.close()
+            self.proc.join(timeout=5)
+            if self.proc.is_alive():
+                self.proc.terminate()
+        if self._stop.is_set():
+            return
+        if not ended and err is None:
+            err = f"the findings process ended unexpectedly (exit code {self.proc.exitcode})"
+        self._on_exit(err)
+
+    def cancel(self):
+        """Stop reading and terminate the child (its queries die with its connections)."""
+        self._stop.set()
+        if self.proc.is_alive():
+            self.proc.terminate()
