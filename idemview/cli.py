@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--scope")
     e.add_argument("--since", type=_instant)
     e.add_argument("--until", type=_instant)
-    e.add_argument("--rows", choices=("operations", "attempts", "findings"), default="operations")
+    e.add_argument("--rows", choices=("operations", "attempts", "findings", "effects"), default="operations")
     e.add_argument("--excel", action="store_true", help="UTF-8 with BOM, for spreadsheets")
     e.add_argument("--null", default="", help="literal written for NULL (default: empty field)")
     e.add_argument("--force", action="store_true", help="replace FILE.csv if it exists")
@@ -399,6 +399,8 @@ def cmd_scan(args) -> int:
         w(f' "unmapped": {dump(um, ensure_ascii=False)},\n')
         if snap is not None:
             w(f' "server_time": {dump(iso(snap.server_time))},\n "snapshot": {dump(snap.to_json())},\n')
+        if getattr(ledger, 'effects', None) is not None:  # the second source the findings were reconciled with
+            w(f' "effects": {dump(ledger.effects.describe(), ensure_ascii=False)},\n')
         w(' "findings": [')
         first = True
         for kind, fs in kinds():
@@ -409,7 +411,9 @@ def cmd_scan(args) -> int:
             if fs:
                 counts[kind.value] = len(fs)
                 sys.stdout.flush()
+        um = {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()}
         w(("\n ],\n" if not first else "],\n") + f' "counts": {dump(counts)},\n'
+          f' "unmapped": {dump(um, ensure_ascii=False)},\n'
           f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n')
         return EXIT_OK
     n_ops, n_att = ledger.counts()
@@ -421,6 +425,10 @@ def cmd_scan(args) -> int:
               f"matching {snap.pattern!r}, {snap.loaded} records, {snap.without_ttl} without TTL, "
               f"{snap.gone} gone while reading, {snap.undecodable + snap.wrong_type} unreadable)")
     print(f"size     {n_ops} operations, {n_att} attempts")
+    if getattr(ledger, "effects", None) is not None:
+        fx = ledger.effects.describe()
+        how = "SQL joins in the ledger's database" if fx["same_database"] else "a streamed merge of two databases"
+        print(f"effects  {fx['table']} ({fx['dialect']} {fx['database'] or fx['host']}), reconciled by {how}")
     per = [(kind, fs) for kind, fs in kinds()]
     for kind, fs in per:
         if fs:

@@ -179,3 +179,17 @@ class Finding:
             "explanation": self.explanation,
             "evidence": self.evidence,
         }
+
+
+@dataclass(slots=True)
+class EffectRecord:
+    """One downstream effect record (a charge, a sent message, a grant) linked to an operation through
+    the layout's ``[effects]`` section. ``link`` is the linking value as text; ``record_id`` the row's
+    identity; ``reference`` the side effect's id in the other system; ``at`` an aware UTC instant (or
+    ``None`` when missing); ``shown`` the extra columns the layout names, by column name."""
+
+    link: str
+    record_id: Any = None
+    reference: str | None = None
+    at: datetime | None = None
+    shown: dict[str, Any] = field(default_factory=dict)

@@ -1,8 +1,9 @@
 """Evidence export from a ledger (DESIGN §7, issue "masking and evidence"): exactly what a filter
 shows, streamed page by page from the database, masked, with a manifest.
 
-Three kinds of rows: the filtered ``operations``; all ``attempts`` of the filtered operations; the
-``findings`` of the filtered operations. Rows are streamed from a server-side cursor (memory does not
+Four kinds of rows: the filtered ``operations``; all ``attempts`` of the filtered operations; the
+``findings`` of the filtered operations; the ``effects`` (downstream effect records, possibly in another
+database) of the filtered operations. Rows are streamed from a server-side cursor (memory does not
 grow with the row count) into :func:`idemview.evidence.writer.write_evidence`, which masks, formats, writes
 under a temporary name and renames only when complete.
 """
@@ -30,7 +31,7 @@ from idemview.ledger.reader import Ledger, _json_list, json_array_attempts
 from idemview.ledger.times import decode_time, iso
 
 UTC = timezone.utc
-ROW_KINDS = ("operations", "attempts", "findings")
+ROW_KINDS = ("operations", "attempts", "findings", "effects")
 STREAM_BATCH = 5000
 #: Bytes of large cells (payloads, errors) fetched per round trip: the row count of a fetch adapts to
 #: it, so memory stays flat whether cells hold 100 bytes or 5 MB (issue 11).
@@ -261,6 +262,46 @@ def _findings(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
     return ExportPlan(cols, rows(), "the findings of the filtered operations")
 
 
+def _effects(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
+    """The effect records of the filtered operations: the operations' links are streamed from the
+    ledger and looked up in the effect table a batch of links at a time (memory holds one batch)."""
+    fx = ledger.effects
+    if fx is None:
+        raise ValueError(f"this ledger has no effect records to export: {ledger.effects_problem}")
+    from idemview.ledger.effects import LINK_BATCH
+    cols = [ColumnSpec("ledger", "text"), ColumnSpec("scope", "text"), ColumnSpec("idempotency_key", "text"),
+            ColumnSpec("link", "text"), ColumnSpec("effect_record", "text"), ColumnSpec("reference", "text"),
+            ColumnSpec("at", "instant")]
+    cols += [ColumnSpec(c, "text") for c in fx.spec.show]
+
+    def rows():
+        q = (select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"),
+                    fx.operation_link.label("link"))
+             .select_from(ledger.ops).where(ledger.filter_clause(flt, now), fx.operation_link.is_not(None))
+             .distinct())
+
+        def flush(batch):
+            recs = fx.records_for({x[2] for x in batch})
+            for scope, key, link in batch:
+                for e in recs.get(link, []):
+                    yield (ledger.name, scope, key, link, e.record_id, e.reference, e.at,
+                           *[e.shown.get(c) for c in fx.spec.show])
+
+        batch: list = []
+        with ledger.engine.connect() as c:
+            for r in c.execution_options(stream_results=True, yield_per=STREAM_BATCH).execute(q):
+                batch.append((r.scope or "", r.key, r.link))
+                if len(batch) >= LINK_BATCH:
+                    yield from flush(batch)
+                    batch = []
+        if batch:
+            yield from flush(batch)
+
+    src = fx.describe()
+    return ExportPlan(cols, rows(), f"the effect records ({src['table']}, {src['dialect']}"
+                                    f"{' ' + src['database'] if src['database'] else ''}) of the filtered operations")
+
+
 def plan_export(ledger: Ledger, flt: Filter, rows: str, now: datetime) -> ExportPlan:
     """Columns and streamed rows for ``rows`` in :data:`ROW_KINDS`. Raises ``ValueError`` otherwise."""
     if rows == "operations":
@@ -269,6 +310,8 @@ def plan_export(ledger: Ledger, flt: Filter, rows: str, now: datetime) -> Export
         return _attempts(ledger, flt, now)
     if rows == "findings":
         return _findings(ledger, flt, now)
+    if rows == "effects":
+        return _effects(ledger, flt, now)
     raise ValueError(f"rows must be one of {', '.join(ROW_KINDS)}, not {rows!r}")
 
 
@@ -344,5 +387,8 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
         "masking_key": MASKING_KEYS[masking_key],
         "rows": {"kind": rows, "description": plan.description},
     }
+    if ledger.effects is not None:
+        # the second source the findings (and an effects export) were reconciled with
+        manifest["effects"] = ledger.effects.describe()
     return write_evidence(out_path, plan.columns, plan.rows, masker=masker, manifest=manifest, excel=excel,
                           null_literal=null_literal, progress=progress, cancel=cancel, overwrite=overwrite)

@@ -135,8 +135,8 @@ class DuplicateEffect(FindingRule):
     profile_flag = "de"
 
     def not_checkable(self, ledger):
-        # With an [effects] section (effect records downstream) this changes: a rule adding them must
-        # override this.
+        if getattr(ledger, "effects", None) is not None:
+            return None  # two effect records downstream are possible whatever the ledger's constraints
         if ledger.key_unique and ledger.att is None:
             return (f"the ledger keeps one record per key ({ledger.key_unique}) and no attempts table: "
                     f"no key can have two completed records, two successful attempts or two effects")
@@ -162,9 +162,20 @@ class DuplicateEffect(FindingRule):
         return [union(*parts)]
 
     def run(self, e, c):
-        keys = e.profile_keys(self.profile_flag)
-        if keys is None:
-            keys = {(r.scope, r.key) for r in _fetch(c, e.restrict(self.selects(e)))}
+        out = self._run_ledger(e, c)
+        if getattr(e.l, "effects", None) is not None:
+            # >= 2 effect records downstream: joined to the ledger's own finding for the same operation
+            from idemview.findings.effects import Reconciler, merge_effect_findings
+            rec = Reconciler(e.l, e.now)
+            out = merge_effect_findings(out, _in_filter(e, c, rec.run([self.kind])), rec.dup_reasons)
+        return out
+
+    def _run_ledger(self, e, c):
+        keys = None
+        if not (e.l.key_unique and e.l.att is None):  # see not_checkable: the ledger alone cannot have one
+            keys = e.profile_keys(self.profile_flag)
+            if keys is None:
+                keys = {(r.scope, r.key) for r in _fetch(c, e.restrict(self.selects(e)))}
         if not keys:
             return []
         # Evidence is read for the found keys only (through the key index), not by re-running the query.
@@ -621,27 +632,51 @@ class ExpiredKey(FindingRule):
         return dedupe(out)
 
 
-class _NeedsEffects(FindingRule):
-    """Placeholder of a kind that needs the layout's ``[effects]`` section (the downstream records that
-    prove a side effect happened): not checkable until a rule reading effect records replaces it
-    (``registry.register(rule, replace=True)``)."""
+def _effects_problem(ledger: Ledger) -> str | None:
+    return None if getattr(ledger, "effects", None) is not None else (
+        getattr(ledger, "effects_problem", None) or "the layout has no [effects] section (no effect records)")
+
+
+def _in_filter(e: FindingEngine, c, fs: list[Finding]) -> list[Finding]:
+    """``fs`` restricted to the operations the current filter matches (orphans, which belong to no
+    operation, stay only when the filter is nothing but a choice of finding kinds)."""
+    flt = e.flt
+    if flt is None or flt.is_empty():
+        return fs
+    only_kinds = not (flt.statuses or flt.kinds or flt.key or flt.intent or flt.scope or flt.since or flt.until)
+    l = e.l
+    keys = {(f.scope, f.key) for f in fs if f.kind != K.ORPHAN_EFFECT}
+    ok: set = set()
+    for batch in key_batches(keys):
+        q = (select(l.scope_expr.label("scope"), l.key_expr.label("key")).select_from(l.ops)
+             .where(l.filter_clause(flt, e.now), in_keys(l.scope_expr, l.key_expr, batch)))
+        ok |= {(r.scope, r.key) for r in c.execute(q)}
+    return [f for f in fs if (f.scope, f.key) in ok or (f.kind == K.ORPHAN_EFFECT and only_kinds)]
+
+
+class _EffectRule(FindingRule):
+    """A kind read from the layout's ``[effects]`` section (the downstream records that prove a side
+    effect happened), by :mod:`idemview.findings.effects`: SQL joins in one database, a streamed merge
+    across two. Its key set is not one SQL statement over the ledger (the effects may live elsewhere),
+    so a finding filter reads it through :meth:`Ledger.effect_finding_keys`."""
 
     def not_checkable(self, ledger):
-        return "the layout has no [effects] section (no effect records)"
+        return _effects_problem(ledger)
 
     def selects(self, e):
         return []
 
     def run(self, e, c):
-        return []
+        from idemview.findings.effects import Reconciler
+        return _in_filter(e, c, Reconciler(e.l, e.now).run([self.kind]))
 
 
-class HiddenSuccess(_NeedsEffects):
+class HiddenSuccess(_EffectRule):
     kind = K.HIDDEN_SUCCESS
     severity = Severity.CRITICAL
 
 
-class OrphanEffect(_NeedsEffects):
+class OrphanEffect(_EffectRule):
     kind = K.ORPHAN_EFFECT
     severity = Severity.MEDIUM
 

@@ -21,6 +21,7 @@ from typing import Any
 import tomli_w
 
 from idemview.layouts.layout import (
+    EffectsSpec,
     PAYLOAD_FIELDS,
     PREDICATE_OPS,
     AttemptsSpec,
@@ -547,7 +548,26 @@ def model_from_layout(layout: Layout) -> dict:
     }
     if layout.detect:
         model["detect"] = copy.deepcopy(layout.detect)
+    if layout.effects is not None:
+        model["effects"] = effects_model(layout.effects)
     return model
+
+
+def effects_model(fx: EffectsSpec) -> dict[str, Any]:
+    """The TOML-shaped ``[effects]`` section of an :class:`~idemview.layouts.layout.EffectsSpec`
+    (a :class:`LayoutDraft` keeps it verbatim among its ``extra`` sections)."""
+    d: dict[str, Any] = {"table": fx.table, "schema": fx.schema, "connection": fx.connection,
+                         "link": {"effect": fx.link_effect, "operation": fx.link_operation},
+                         "id": fx.id, "reference": fx.reference}
+    if fx.time is not None:
+        d["time"] = _time_out(fx.time)
+    if fx.where:
+        d["where"] = [_pred_out(p) for p in fx.where]
+    if fx.show:
+        d["show"] = list(fx.show)
+    if fx.optional:
+        d["optional"] = True
+    return d
 
 
 # Empty lists that mean "nothing" and may be left out; elsewhere (a rule's ``when = []``, the catch-all

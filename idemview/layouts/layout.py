@@ -71,6 +71,21 @@ Format (every key not marked required is optional)::
     [tunables]
     retry_threshold = 5
 
+    [effects]                            # downstream effect records (charges, sent e-mails, grants...)
+    table = "rides"                      # required
+    schema = "public"
+    connection = "payments"              # another database: a saved connection's name, a URL or a SQLite
+                                         # path (relative to the layout file); default: the ledger's own
+    link = { effect = "idempotency_key_id", operation = "id" }
+    # operation = "key" (the normalized idempotency key), "effect_ref" (the operation's effect
+    # reference), or an operations-table column (e.g. its row id, for a foreign key)
+    id = "id"                            # the effect record's identity (evidence)
+    reference = "stripe_charge_id"       # the side effect's id in the other system (shown, exported)
+    time = { column = "created_at", encoding = "datetime" }
+    where = [{ column = "stripe_charge_id", is_null = false }]   # rows that are effects
+    show = ["amount", "currency", "status"]                       # columns shown beside the records
+    optional = true                      # a database without the table has no effect findings (presets)
+
 Errors: :class:`LayoutError` with a message naming the file and the offending entry.
 """
 
@@ -219,6 +234,41 @@ class AttemptsSpec:
 
 
 @dataclass(slots=True)
+class EffectsSpec:
+    """Where a ledger's downstream effect records live and how they link to operations (DESIGN §4, §5).
+
+    ``link_effect`` is the effect table's column; ``link_operation`` is ``"key"`` (the operation's
+    normalized idempotency key), ``"effect_ref"`` (the operation's effect reference) or the name of an
+    operations-table column (a foreign key to the row id, say). Links are compared as exact text on both
+    sides, so an integer foreign key matches an integer row id across engines. ``connection`` names
+    another database (a saved connection, a URL, or a SQLite path relative to the layout file); ``None``
+    means the ledger's own database, where reconciliation runs as SQL joins."""
+
+    table: str
+    link_effect: str
+    link_operation: str
+    schema: str | None = None
+    connection: str | None = None
+    id: str | None = None
+    reference: str | None = None
+    time: TimeColumn | None = None
+    where: tuple[Predicate, ...] = ()
+    show: list[str] = field(default_factory=list)
+    optional: bool = False
+
+    def columns(self) -> set[str]:
+        """Every effect-table column the section names (to check against the database)."""
+        cols = {self.link_effect} | set(self.show)
+        for c in (self.id, self.reference):
+            if c:
+                cols.add(c)
+        if self.time:
+            cols.add(self.time.column)
+        cols |= {c for p in self.where for c in p.columns()}
+        return cols
+
+
+@dataclass(slots=True)
 class Layout:
     """A parsed, form-validated layout. ``text`` is the TOML it came from; ``hash`` its SHA-256."""
 
@@ -247,6 +297,7 @@ class Layout:
     origin: str = ""
     key_fallback: str | None = None
     key_required: list[str] = field(default_factory=list)
+    effects: EffectsSpec | None = None
 
     @property
     def hash(self) -> str:
@@ -471,10 +522,10 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         raise _err(origin, "[layout] name is required")
     if not name.isprintable() or len(name) > 100:
         raise _err(origin, "[layout] name must be printable text of at most 100 characters")
-    unknown = set(d) - {"layout", "operations", "attempts", "expiry", "tunables", "detect"}
+    unknown = set(d) - {"layout", "operations", "attempts", "expiry", "tunables", "detect", "effects"}
     if unknown:
         raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))} (known: layout, operations, "
-                           "attempts, expiry, tunables)")
+                           "attempts, expiry, tunables, effects)")
     for sect, keys in (("expiry", {"retention_seconds", "retention_from", "lock_timeout_seconds",
                                    "dedup_window_seconds"}),
                        ("tunables", {"retry_threshold"})):
@@ -547,6 +598,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         detect=d.get("detect") or {}, text=text, origin=origin,
         key_fallback=ops.get("key_fallback"),
         key_required=_cols(where, "operations.key_required", ops.get("key_required"), False),
+        effects=_effects(where, d["effects"]) if "effects" in d else None,
     )
     if lay.key_fallback is not None and not isinstance(lay.key_fallback, str):
         raise _err(where, "operations.key_fallback is a column name")
@@ -555,6 +607,34 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
     if lay.retention_seconds is not None and lay.retention_from not in times:
         raise _err(where, f"expiry.retention_from {lay.retention_from!r} is not in [operations.times]")
     return lay
+
+
+EFFECT_KEYS = {"table", "schema", "connection", "link", "id", "reference", "time", "where", "show", "optional"}
+
+
+def _effects(where: str, e: Any) -> EffectsSpec:
+    if not isinstance(e, dict) or not isinstance(e.get("table"), str) or not e["table"]:
+        raise _err(where, "[effects] table is required")
+    extra = set(e) - EFFECT_KEYS
+    if extra:
+        raise _err(where, f"[effects] has unknown entries: {', '.join(sorted(extra))}")
+    link = e.get("link")
+    if not (isinstance(link, dict) and set(link) == {"effect", "operation"}
+            and all(isinstance(v, str) and v for v in link.values())):
+        raise _err(where, "[effects] link = {effect = \"<effect column>\", operation = \"key\" | "
+                          "\"effect_ref\" | \"<operations column>\"} is required")
+    if not isinstance(e.get("optional", False), bool):
+        raise _err(where, "[effects] optional takes true or false")
+    for k in ("schema", "connection", "id", "reference"):
+        if e.get(k) is not None and not (isinstance(e[k], str) and e[k]):
+            raise _err(where, f"[effects] {k} must be a non-empty string")
+    return EffectsSpec(
+        table=e["table"], link_effect=link["effect"], link_operation=link["operation"],
+        schema=e.get("schema"), connection=e.get("connection"), id=e.get("id"), reference=e.get("reference"),
+        time=_time(where, "effects.time", e["time"]) if e.get("time") is not None else None,
+        where=tuple(_predicate(where, p) for p in e.get("where") or []),
+        show=_cols(where, "effects.show", e.get("show"), False), optional=e.get("optional", False),
+    )
 
 
 def _num(where: str, name: str, v: Any) -> float | None:

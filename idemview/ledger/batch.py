@@ -14,4 +14,10 @@ def for_batch(ledger: Ledger, timeout_s: float | None = None) -> Ledger:
     view shares the ledger's tables, expressions and connection pool; the original is unchanged."""
     view = copy.copy(ledger)
     view.engine = batch_engine(ledger.engine, timeout_s)
+    fx = getattr(ledger, "effects", None)
+    if fx is not None:  # the effect records are batch work too (same database or another one)
+        fx = copy.copy(fx)
+        fx.engine = view.engine if fx.same_database else batch_engine(fx.engine, timeout_s)
+        fx.ledger = view
+        view.effects = fx
     return view

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from sqlalchemy import (
@@ -144,7 +145,8 @@ class Ledger:
 
     def __init__(self, engine: Engine, layout: Layout, *, name: str | None = None,
                  lock_timeout_s: float | None = None, retry_threshold: int | None = None,
-                 retention_s: float | None = None, naive_zone: str | None = None):
+                 retention_s: float | None = None, naive_zone: str | None = None,
+                 effects_engine: Engine | None = None):
         self.engine = engine
         if naive_zone and naive_zone != "UTC":
             layout = with_naive_zone(layout, naive_zone)
@@ -182,6 +184,37 @@ class Ledger:
         #: Why the schema allows at most one record per (scope, key), e.g. ``"UNIQUE (task_id)"``
         #: (read once here, so that the scan's "not checkable" list costs no query later), or None.
         self.key_unique: str | None = key_is_unique(self)
+        self._bind_effects(effects_engine)
+
+    def _bind_effects(self, effects_engine: Engine | None) -> None:
+        """Bind the layout's ``[effects]`` section (DESIGN §5): ``self.effects`` is an
+        :class:`~idemview.ledger.effects.EffectSource`, or ``None`` with ``self.effects_problem`` saying
+        why (no section; the effects database cannot be opened). A table or column the section names
+        that is missing raises :class:`LayoutError` like any other layout mismatch."""
+        from idemview.ledger.effects import EffectSource, open_effects_engine
+        from idemview.ledger.connect import ConnectError
+        self.effects = None
+        self._fx_keys: dict = {}
+        self.effects_problem: str | None = "the layout has no [effects] section (no effect records)"
+        spec = self.layout.effects
+        if spec is None:
+            return
+        if effects_engine is None and spec.connection:
+            origin = Path(self.layout.origin) if self.layout.origin else None
+            base = origin.parent if origin is not None and origin.suffix == ".toml" else None
+            try:
+                effects_engine = open_effects_engine(spec.connection, base)
+            except ConnectError as e:
+                self.effects_problem = f"the effects database cannot be opened: {e}"
+                return
+        try:
+            self.effects = EffectSource(self, effects_engine)
+        except LayoutError as e:
+            if not spec.optional or not any(m.startswith("table ") for m in e.missing):
+                raise
+            self.effects_problem = f"the effects table {spec.table} is not in the database"
+            return
+        self.effects_problem = None
 
     # ------------------------------------------------------------------------------------- schema
 
@@ -211,8 +244,12 @@ class Ledger:
                 raise LayoutError(f"layout {lay.name!r}: the table {where} (in_table) is not in the "
                                   f"database", [f"table {where}"])
 
-    def _reflect(self, schema, table, columns: set[str], role: str, optional: set[str] = frozenset()) -> Table:
-        insp = inspect(self.engine)
+    def _reflect(self, schema, table, columns: set[str], role: str, optional: set[str] = frozenset(),
+                 engine: Engine | None = None) -> Table:
+        """The table ``schema.table`` reflected from ``engine`` (default: the ledger's), matched
+        case-insensitively; raises :class:`LayoutError` naming what is missing."""
+        engine = engine if engine is not None else self.engine
+        insp = inspect(engine)
         try:
             names = {n.lower(): n for n in insp.get_table_names(schema=schema)}
         except DBAPIError:
@@ -231,7 +268,7 @@ class Ledger:
             real_cols = {c["name"] for c in insp.get_columns(real, schema=schema)}
             fold = {c.lower(): c for c in (columns | set(optional)) if c not in real_cols}
 
-            sqlite = self.dialect == SQLITE
+            sqlite = family(engine) == SQLITE  # the engine reflected (the effects database may differ)
 
             def _rekey(_insp, _table, info):
                 k = fold.get(info["name"].lower())
@@ -246,7 +283,9 @@ class Ledger:
                                                         sqltypes.String)):
                     info["type"] = LedgerText()
 
-            t = Table(real, self.md, schema=schema, autoload_with=self.engine,
+            # another database gets metadata of its own (its table names may repeat the ledger's)
+            md = self.md if engine is self.engine else MetaData()
+            t = Table(real, md, schema=schema, autoload_with=engine,
                       listeners=[("column_reflect", _rekey)])
         except NoSuchTableError:
             raise LayoutError(f"layout {self.layout.name!r}: cannot read table {table}", [f"table {table}"]) from None
@@ -550,10 +589,33 @@ class Ledger:
             parts.append(self.unmapped_status_clause())
         if flt.findings:
             from idemview.findings.engine import FindingEngine
-            fe = FindingEngine(self, now or datetime.now(UTC))
-            keys = fe.keys_with(flt.findings, distinct=False)
-            parts.append(self.ops_ref_in(keys))
+            now = now or datetime.now(UTC)
+            fe = FindingEngine(self, now)
+            effect_only = {"hidden_success", "orphan_effect"}
+            ledger_kinds = [k for k in flt.findings if k.value not in effect_only]
+            ors = [self.ops_ref_in(fe.keys_with(ledger_kinds, distinct=False))] if ledger_kinds else []
+            fx_keys = self.effect_finding_keys(flt.findings, now)
+            if fx_keys:
+                ors.append(tuple_(self.scope_expr, self.key_expr).in_(sorted(fx_keys)))
+            parts.append(or_(*ors) if ors else false())
         return and_(*parts)
+
+    def effect_finding_keys(self, kinds, now: datetime) -> set[tuple[str, str]]:
+        """(scope, key) of operations with effect findings of ``kinds`` (reconciled with the effect
+        records, possibly in another database, so not expressible as SQL over the ledger alone); empty
+        without effects. Cached per ``(kinds, now)``: a grid asks for every page."""
+        wanted = frozenset(k.value for k in kinds) & {"duplicate_effect", "hidden_success", "orphan_effect"}
+        if self.effects is None or not wanted:
+            return set()
+        cache = self._fx_keys
+        ck = (wanted, now)
+        if ck not in cache:
+            from idemview.findings.effects import Reconciler
+            from idemview.domain.model import FindingKind
+            fs = Reconciler(self, now).run([FindingKind(k) for k in wanted])
+            cache.clear()
+            cache[ck] = {(f.scope, f.key) for f in fs if f.kind.value != "orphan_effect"}
+        return cache[ck]
 
     def unmapped_status_clause(self) -> ColumnElement:
         """Records whose raw status no entry of the layout maps (DESIGN §9 "unmapped"): for a value map,

@@ -28,7 +28,9 @@ def ensure_demo(path: Path | None = None) -> Path:
     """The demo ledger's path, (re)written when missing or older than a day."""
     from idemview.services.demo import write_demo
     p = path or demo_path()
-    if not p.exists() or time.time() - p.stat().st_mtime > DEMO_MAX_AGE_S:
+    from idemview.services.demo_effects import layout_path_for
+    if (not p.exists() or not layout_path_for(p).exists()
+            or time.time() - p.stat().st_mtime > DEMO_MAX_AGE_S):
         anchor = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
         write_demo(p, anchor=anchor)
     return p
@@ -36,8 +38,11 @@ def ensure_demo(path: Path | None = None) -> Path:
 
 def demo_spec(path: Path | None = None):
     from idemview.services.session import OpenSpec
+    from idemview.services.demo_effects import layout_path_for
     p = ensure_demo(path)
-    return OpenSpec(url=str(p), name="demo ledger", layout="idemview")
+    lay = layout_path_for(p)
+    # the demo's layout reconciles with its charges file (hidden successes, double charges, orphans)
+    return OpenSpec(url=str(p), name="demo ledger", layout=str(lay) if lay.exists() else "idemview")
 
 
 def make_app(argv: list[str] | None = None):

@@ -13,7 +13,7 @@ from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QFont, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView, QFrame, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QMenu, QPlainTextEdit,
-    QScrollArea, QSplitter, QTableView, QTabWidget, QToolButton, QVBoxLayout, QWidget,
+    QScrollArea, QSizePolicy, QSplitter, QTableView, QTabWidget, QToolButton, QVBoxLayout, QWidget,
 )
 
 from idemview.domain.model import Finding, Operation, Payload
@@ -133,6 +133,14 @@ class OperationDetail(QWidget):
         self.timeline_scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.timeline_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         v.addWidget(self.timeline_scroll)
+        # downstream effect records (issue #16): the proof that a side effect happened
+        self.effects_box = QLabel()
+        self.effects_box.setWordWrap(True)
+        self.effects_box.setTextFormat(Qt.TextFormat.RichText)
+        self.effects_box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # never squeezed below its rows by the attempts/payload splitter under it
+        self.effects_box.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        v.addWidget(self.effects_box)
         split = QSplitter(Qt.Orientation.Vertical)
         self.attempts_model = AttemptsModel(self)
         self.attempts = QTableView()
@@ -225,6 +233,8 @@ class OperationDetail(QWidget):
         self.timeline_scroll.setFixedHeight(min(self.timeline.sizeHint().height(), 260) + 2)
         self.timeline_title.setText(f"<b>Timeline</b> — {len(d.attempts)} attempt"
                                     f"{'s' if len(d.attempts) != 1 else ''} ({z})")
+        self.effects_box.setText(self._effects_html(d))
+        self.effects_box.setVisible(bool(d.effects_where or d.effects_problem))
         self.attempts_model.set_attempts(d.attempts, self.timeline.after_expiry_rows(),
                                          {(w[1], w[2]): v for w, v in self._revealed.items() if w[0] == "att"})
         self.attempts.resizeColumnsToContents()
@@ -237,6 +247,29 @@ class OperationDetail(QWidget):
                     text = text.replace(w[2], shown)
             self.viewers[name].setPlainText(text)
         self.viewers["Records"].setPlainText(self._records_text(d.records))
+
+    EFFECTS_SHOWN = 10
+
+    def _effects_html(self, d: Detail) -> str:
+        """The operation's effect records as a small table (masked values; at most ``EFFECTS_SHOWN``)."""
+        if d.effects_problem:
+            return f"<b>Effect records</b> — <i>not read: {html.escape(d.effects_problem)}</i>"
+        n = len(d.effects)
+        title = f"<b>Effect records</b> — {n} in {html.escape(d.effects_where)}"
+        if not n:
+            return title + "<br><i>no side effect of this operation was recorded downstream</i>"
+        z = theme.TIME.zone()
+        keys = list(d.effects[0].shown)
+        head = "".join(f"<th align=left>{html.escape(h)}</th>" for h in ["record", "reference", f"at ({z})", *keys])
+        rows = []
+        for e in d.effects[:self.EFFECTS_SHOWN]:
+            cells = [str(e.record_id if e.record_id is not None else "—"), str(e.reference or "—"),
+                     theme.TIME.fmt(e.at) if e.at else "—", *[str(e.shown.get(k, "—")) for k in keys]]
+            rows.append("<tr>" + "".join(f"<td style='padding-right:10px'>{html.escape(c)}</td>" for c in cells)
+                        + "</tr>")
+        more = f"<br><i>… and {n - self.EFFECTS_SHOWN} more</i>" if n > self.EFFECTS_SHOWN else ""
+        warn = " <span style='color:#b00020'><b>‼ more than one</b></span>" if n > 1 else ""
+        return f"{title}{warn}<table cellspacing=0 cellpadding=1><tr>{head}</tr>{''.join(rows)}</table>{more}"
 
     def _expired_note(self, rec: Operation) -> str:
         if rec.expires_at and self._now and rec.expires_at <= self._now:

@@ -437,4 +437,9 @@ def write_demo(path: str | Path, *, operations: int = 2000, seed: int = 7,
             c.exec_driver_sql("PRAGMA journal_mode=DELETE")
     finally:
         eng.dispose()
+    # the provider's charges in a second file, and the layout that reconciles with them (issue #16)
+    from idemview.services.demo_effects import write_demo_effects
+    for kind, refs in write_demo_effects(p, seed=seed, anchor=anchor).items():
+        for scope, key in refs:
+            planted.add(kind, scope, key)
     return planted

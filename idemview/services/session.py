@@ -386,6 +386,16 @@ class Detail:
     explanations: dict[int, str]
     window_s: float | None
     lock_timeout_s: float | None
+    effects: list = field(default_factory=list)  # EffectRecord, masked copies (issue #16)
+    effects_where: str = ""  # where they were read: "charges (sqlite demo-effects.db)"; "" without effects
+    effects_problem: str = ""  # why a layout's [effects] section could not be read ("" when fine or absent)
+
+
+def _mask_effect(e, m: SharedMasker):
+    from dataclasses import replace
+    return replace(e, link=m.text(e.link, "link"), reference=m.value(e.reference, "reference"),
+                   record_id=m.value(e.record_id, "id"),
+                   shown={k: m.value(v, k) for k, v in e.shown.items()})
 
 
 def _mask_op(op: Operation, m: SharedMasker) -> Operation:
@@ -411,8 +421,15 @@ def load_detail(ledger: Ledger, masker: SharedMasker, scope: str, key: str,
     recs = ledger.records(scope, key)
     atts = ledger.attempts(scope, key, recs)
     recs.sort(key=lambda o: (o.created_at is None, o.created_at or datetime.max.replace(tzinfo=UTC)))
+    effects, where = [], ""
+    problem = (ledger.effects_problem or "") if ledger.layout.effects is not None else ""
+    if ledger.effects is not None:
+        fx = ledger.effects.describe()
+        where = f"{fx['table']} ({fx['dialect']} {fx['database'] or fx['host']})"
+        effects = [_mask_effect(e, masker) for e in ledger.effects.records_of_operation(scope, key)]
     return Detail(scope, key, [_mask_op(r, masker) for r in recs], [_mask_att(a, masker) for a in atts],
-                  findings, explanations, ledger.layout.window_seconds(), ledger.lock_timeout_s)
+                  findings, explanations, ledger.layout.window_seconds(), ledger.lock_timeout_s,
+                  effects, where, problem)
 
 
 def overview(ledger: Ledger, start: datetime, end: datetime, flt: Filter, now: datetime,

@@ -248,3 +248,54 @@ def test_closing_cancels_running_work_instead_of_waiting(qtbot, unknown_ledger, 
     assert workers.pool().waitForDone(10_000)
     qtbot.wait(50)  # let a (stale) result reach the event loop, were it delivered
     assert finished.is_set() and delivered == []
+
+
+def test_add_effect_records_from_the_reflected_schema(qtbot, tmp_path, config):
+    """Issue #16: the editor adds an [effects] section from the reflected schema; the saved layout
+    reconciles (a failed operation with a charge is a hidden success, a second charge a duplicate)."""
+    import sqlite3
+
+    from idemview.services.demo import DEFAULT_ANCHOR, write_demo
+    path = tmp_path / "demo.db"
+    write_demo(path, operations=200)
+    with sqlite3.connect(path) as c:
+        failed = c.execute("SELECT scope, idempotency_key FROM operations WHERE status = 'failed' "
+                           "ORDER BY id LIMIT 1").fetchone()
+        done = c.execute("SELECT scope, idempotency_key FROM operations WHERE status = 'succeeded' "
+                         "ORDER BY id LIMIT 1").fetchone()
+        c.execute("CREATE TABLE payouts (id INTEGER PRIMARY KEY, op_key TEXT, payout_id TEXT, amount INT, "
+                  "paid_at TEXT)")
+        c.executemany("INSERT INTO payouts (op_key, payout_id, amount, paid_at) VALUES (?, ?, ?, ?)",
+                      [(failed[1], "po_1", 100, "2026-11-30T10:00:00Z"), (done[1], "po_2", 100, "2026-11-30T10:00:00Z"),
+                       (done[1], "po_3", 100, "2026-11-30T10:01:00Z")])
+    eng = open_engine(str(path))
+    try:
+        from idemview.qt.layout_editor import LayoutEditor
+        ed = LayoutEditor(eng, "idemview", now=DEFAULT_ANCHOR, save_path=tmp_path / "fx.toml")
+        qtbot.addWidget(ed)
+        with qtbot.waitSignal(ed.previewUpdated, timeout=10_000):
+            pass
+        assert ed.fx_table.currentData() is None  # the preset has no effect records
+        _pick(ed.fx_table, "\x1fpayouts")  # (schema, table) key of the reflected table
+        ed.fx_link.set_value("op_key")
+        _pick(ed.fx_link_to, "key")
+        ed.fx_id.set_value("id")
+        ed.fx_reference.set_value("payout_id")
+        ed.fx_time.column.set_value("paid_at")
+        ed.fx_time.encoding.setCurrentText("iso_text")
+        _check(ed.fx_show, ["amount"])
+        import os
+        if os.environ.get("IDEMVIEW_SHOT"):
+            ed.tabs.setCurrentIndex(ed.tabs.count() - 1)
+            ed.resize(1300, 760)
+            ed.grab().save(os.environ["IDEMVIEW_SHOT"])
+        lay = load_layout(str(ed.save()))
+        assert lay.effects is not None and lay.effects.table == "payouts"
+        assert (lay.effects.link_effect, lay.effects.link_operation) == ("op_key", "key")
+        assert lay.effects.show == ["amount"] and lay.effects.time.encoding == "iso_text"
+        fs = FindingEngine(Ledger(eng, lay), DEFAULT_ANCHOR).run()
+        got = {(f.kind.value, f.key) for f in fs if f.kind.value == "hidden_success"
+               or "effect records in payouts" in f.explanation}
+        assert got == {("hidden_success", failed[1]), ("duplicate_effect", done[1])}
+    finally:
+        eng.dispose()

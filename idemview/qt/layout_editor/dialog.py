@@ -217,6 +217,7 @@ class LayoutEditor(QDialog):
         self.tabs.addTab(_scrolled(self._fields_page()), "Fields")
         self.tabs.addTab(_scrolled(self._attempts_page()), "Attempts")
         self.tabs.addTab(_scrolled(self._expiry_page()), "Expiry")
+        self.tabs.addTab(_scrolled(self._effects_page()), "Effects")
         split.addWidget(self.tabs)
 
         right = QWidget()
@@ -483,6 +484,106 @@ class LayoutEditor(QDialog):
         f.addRow("Retry storm above", self.retry_spin)
         return w
 
+    def _effects_page(self) -> QWidget:
+        """The ``[effects]`` section (issue #16): the downstream records that prove a side effect
+        happened, chosen from the reflected schema of the ledger's database."""
+        w = QWidget()
+        f = QFormLayout(w)
+        f.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+        self.fx_table = QComboBox()
+        self.fx_table.setToolTip("charges, sent messages, grants…: one row per side effect")
+        f.addRow("Effect table", self.fx_table)
+        self.fx_link = ColumnCombo()
+        self.fx_link.setToolTip("the effect table's column that names its operation")
+        f.addRow("Linked by column", self.fx_link)
+        self.fx_link_to = QComboBox()
+        self.fx_link_to.setToolTip("what that column holds: the idempotency key, the operation's effect "
+                                   "reference, or an operations-table column (a foreign key to its row id)")
+        f.addRow("which holds", self.fx_link_to)
+        self.fx_id = ColumnCombo()
+        f.addRow("Record identity", self.fx_id)
+        self.fx_reference = ColumnCombo()
+        self.fx_reference.setToolTip("the side effect's id in the other system (e.g. a charge id)")
+        f.addRow("Reference", self.fx_reference)
+        self.fx_time = TimeRow("effects.time")
+        tw = QWidget()
+        tl = QHBoxLayout(tw)
+        tl.setContentsMargins(0, 0, 0, 0)
+        for x in (self.fx_time.column, self.fx_time.encoding, self.fx_time.zone):
+            tl.addWidget(x)
+        f.addRow("Time", tw)
+        self.fx_show = CheckList()
+        self.fx_show.setToolTip("columns shown beside each effect record (masked like every value)")
+        f.addRow("Show columns", self.fx_show)
+        self.fx_note = QLabel("")
+        self.fx_note.setWordWrap(True)
+        self.fx_note.setStyleSheet("color: #666;")
+        f.addRow(self.fx_note)
+        return w
+
+    def _fill_fx(self, section: dict | None):
+        """Show ``section`` (a TOML-shaped ``[effects]`` dict, or ``None``) in the Effects page."""
+        sec = dict(section or {})
+        self._fx_kept = {k: v for k, v in sec.items() if k in ("connection", "where", "optional")}
+        self.fx_table.blockSignals(True)
+        self.fx_table.clear()
+        self.fx_table.addItem("(no effect records)", None)
+        for t in self.tables:
+            self.fx_table.addItem(t.label, _tkey(t.schema, t.name))
+        if sec.get("table") and not sec.get("connection"):
+            self._select_table(self.fx_table, sec.get("table"), sec.get("schema"))
+        self.fx_table.blockSignals(False)
+        self._fill_fx_columns(sec)
+        other = sec.get("connection")
+        self.fx_note.setText(
+            f"The effect records live in another database ({other}); this page edits effects in the "
+            "ledger's own database, so that section is kept as it is." if other else
+            "Reconciliation reports duplicate_effect (≥ 2 records for one operation), hidden_success (the "
+            "ledger says failed, stuck or timed out, yet a record exists) and orphan_effect. Effects in "
+            "another database: add connection = \"…\" to the saved file (docs/effects.md).")
+        self.tabs.widget(self.tabs.count() - 1).setEnabled(not other)
+
+    def _fill_fx_columns(self, sec: dict | None = None):
+        t = self._table_info(self.fx_table)
+        cols = list(t.columns) if t else []
+        sec = sec or {}
+        link = sec.get("link") or {}
+        for cb, v in ((self.fx_link, link.get("effect")), (self.fx_id, sec.get("id")),
+                      (self.fx_reference, sec.get("reference"))):
+            cb.set_columns(cols)
+            cb.set_value(v, emit=False)
+        self.fx_time.column.set_columns(cols)
+        self.fx_time.set_value(sec.get("time"))
+        self.fx_show.set_columns(cols, list(sec.get("show") or []))
+        self.fx_link_to.blockSignals(True)
+        self.fx_link_to.clear()
+        self.fx_link_to.addItem("the idempotency key", "key")
+        self.fx_link_to.addItem("the operation's effect reference", "effect_ref")
+        for c in self._cols():
+            self.fx_link_to.addItem(f"operations.{c.name}", c.name)
+        i = self.fx_link_to.findData(link.get("operation", "key"))
+        self.fx_link_to.setCurrentIndex(max(i, 0))
+        self.fx_link_to.blockSignals(False)
+
+    def _fx_model(self) -> dict | None:
+        """The Effects page as a TOML-shaped ``[effects]`` section (``None``: no effect records)."""
+        kept = getattr(self, "_fx_kept", {})
+        if kept.get("connection"):
+            return self._draft.extra.get("effects")
+        t = _tsplit(self.fx_table.currentData())
+        if not t or not self.fx_link.value():
+            return None
+        d: dict = {"table": t[1], "schema": t[0],
+                   "link": {"effect": self.fx_link.value(), "operation": self.fx_link_to.currentData() or "key"},
+                   "id": self.fx_id.value(), "reference": self.fx_reference.value()}
+        tv = self.fx_time.value()
+        if tv:
+            d["time"] = tv
+        if self.fx_show.checked():
+            d["show"] = self.fx_show.checked()
+        d.update({k: v for k, v in kept.items() if k != "connection"})
+        return d
+
     # ------------------------------------------------------------------------------------- wiring
 
     def _wire(self):
@@ -510,6 +611,11 @@ class LayoutEditor(QDialog):
         for w in (self.retention_spin, self.lock_spin, self.window_spin, self.retry_spin):
             w.valueChanged.connect(ch)
         self.name_edit.textChanged.connect(ch)
+        self.fx_table.currentIndexChanged.connect(lambda _i: (self._fill_fx_columns(), ch()))
+        for w in (self.fx_link, self.fx_link_to, self.fx_id, self.fx_reference, self.fx_time.column,
+                  self.fx_time.encoding):
+            w.currentIndexChanged.connect(ch)
+        self.fx_show.changed.connect(ch)
         self.key_list.changed.connect(ch)
         self.scope_list.changed.connect(ch)
         for m in (self.status_model, self.outcome_model):
@@ -762,6 +868,7 @@ class LayoutEditor(QDialog):
         self.lock_spin.setValue(int(exp.get("lock_timeout_seconds") or 0))
         self.window_spin.setValue(int(exp.get("dedup_window_seconds") or 0))
         self.retry_spin.setValue(int(tun.get("retry_threshold", 5)))
+        self._fill_fx(model.get("effects"))
         self._loading = False
         self._changed()
 
@@ -898,6 +1005,11 @@ class LayoutEditor(QDialog):
             dedup_window_seconds=self.window_spin.value() or None,
         )
         d.retry_threshold = self.retry_spin.value()
+        fx = self._fx_model()
+        if fx is None:
+            d.extra.pop("effects", None)
+        else:
+            d.extra["effects"] = fx
         return d
 
     def _attempts_model(self, old: dict) -> dict:

@@ -1,0 +1,358 @@
+"""Reconciliation of operations with their downstream effect records (DESIGN §5, issue #16).
+
+Three findings come from the effect records of a layout's ``[effects]`` section:
+
+- ``duplicate_effect`` (critical): one operation (scope, key) has >= 2 effect records (over all its
+  records' links): it took effect more than once;
+- ``hidden_success`` (critical): the ledger says the operation failed, is stuck (in progress with its
+  lock expired) or its attempt timed out — and no record of it completed — yet an effect record exists:
+  a timeout hid a success, and a retry would repeat it;
+- ``orphan_effect`` (medium): an effect record whose link matches no operation record. When the effect
+  table has a time column and the ledger a retention, only effects inside the retention are judged (an
+  older one may belong to an operation the ledger already purged).
+
+Same database: three grouped SQL statements run in the database. Different databases: the ledger's
+links and the effect table's per-link counts are streamed in byte order of the link and merged; memory
+holds only the operations that have several records (decided after the merge), never either side whole.
+Nothing is written to either database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Iterator
+
+from sqlalchemy import and_, case, exists, false, func, literal, or_, select
+from sqlalchemy.sql.expression import ColumnElement
+
+from idemview.domain.model import EffectRecord, Finding, FindingKind, Severity
+from idemview.ledger.effects import EffectSource, byte_order
+from idemview.ledger.sqlx import time_before
+from idemview.ledger.times import from_epoch, human_duration, iso
+
+UTC = timezone.utc
+K = FindingKind
+#: Effect records listed as evidence per finding (the count is always exact).
+EVIDENCE_RECORDS = 20
+EFFECT_KINDS = (K.DUPLICATE_EFFECT, K.HIDDEN_SUCCESS, K.ORPHAN_EFFECT)
+
+
+def lock_expired(ledger, now: datetime) -> ColumnElement | None:
+    """SQL: the operation's lock expired at ``now`` (``lock_expires_at <= now`` or ``locked_at + lock
+    timeout <= now``), or ``None`` when the ledger keeps no lock time."""
+    conds = []
+    if "lock_expires_at" in ledger.time_cols:
+        c, tc = ledger.time_cols["lock_expires_at"]
+        conds.append(time_before(c, tc, now, ledger.dialect))
+    if "locked_at" in ledger.time_cols and ledger.lock_timeout_s is not None:
+        c, tc = ledger.time_cols["locked_at"]
+        conds.append(time_before(c, tc, now - timedelta(seconds=ledger.lock_timeout_s), ledger.dialect))
+    return or_(*conds) if conds else None
+
+
+@dataclass
+class _KeyState:
+    """What the reconciliation knows of one operation (scope, key)."""
+
+    n_effects: int = 0
+    links: set = field(default_factory=set)
+    first_e: float | None = None
+    bad: bool = False        # failed, stuck or timed out
+    completed: bool = False
+    why: str = ""
+
+
+class Reconciler:
+    """Effect findings of ``ledger`` (which must have ``ledger.effects``) for ``now`` (aware)."""
+
+    def __init__(self, ledger, now: datetime):
+        if ledger.effects is None:
+            raise ValueError(ledger.effects_problem or "the ledger has no effect records")
+        self.l = ledger
+        self.fx: EffectSource = ledger.effects
+        self.now = now.astimezone(UTC)
+        #: (scope, key) -> "2 effect records in charges", for the duplicate_effect findings of :meth:`run`
+        self.dup_reasons: dict = {}
+        # only the ledger's own retention (its purge), not a dedup window guess
+        ret = ledger.retention_s
+        self.orphans_since_e = (self.now.timestamp() - ret) if (ret is not None and self.fx.at_e is not None) \
+            else None
+
+    # ---------------------------------------------------------------------------- ledger side
+
+    def _flags(self, with_timeouts: bool = True) -> tuple[ColumnElement, ColumnElement, ColumnElement]:
+        """(bad, completed, why) per operations row: ``bad`` is 1 when the record failed, is stuck or
+        (``with_timeouts``) has a timed-out attempt; ``why`` says which, in words."""
+        l = self.l
+        failed = l.status_in(["failed"])
+        stuck = l.status_in(["in_progress"])
+        le = lock_expired(l, self.now)
+        stuck = and_(stuck, le) if le is not None else false()
+        timed = false()
+        a = l.attempts_select() if with_timeouts else None
+        if a is not None:
+            s = a.subquery("ta")
+            timed = exists(select(literal(1)).select_from(s).where(
+                s.c.outcome == "timed_out", s.c.scope == l.scope_expr, s.c.key == l.key_expr))
+        completed = l.status_in(["completed"])
+        bad = case((failed, 1), (stuck, 1), (and_(timed, ~completed), 1), else_=0)
+        why = case((failed, literal("failed")), (stuck, literal("stuck")),
+                   (and_(timed, ~completed), literal("timed out")), else_=literal(""))
+        return bad, case((completed, 1), else_=0), why
+
+    def _ops(self, with_timeouts: bool = True):
+        l = self.l
+        bad, comp, why = self._flags(with_timeouts)
+        return select(l.scope_expr.label("scope"), l.key_expr.label("key"),
+                      self.fx.operation_link.label("link"), bad.label("bad"), comp.label("comp"),
+                      why.label("why")).select_from(l.ops)
+
+    # ----------------------------------------------------------------------------- running
+
+    def run(self, kinds: Iterable[FindingKind] | None = None) -> list[Finding]:
+        """Findings of ``kinds`` (default: the three effect kinds), ordered by kind, scope and key."""
+        kinds = set(kinds) if kinds is not None else set(EFFECT_KINDS)
+        if not kinds & set(EFFECT_KINDS):
+            return []
+        states, orphans = (self._sql() if self.fx.same_database
+                           else self._merge(orphans_wanted=K.ORPHAN_EFFECT in kinds))
+        out: list[Finding] = []
+        want_dup, want_hidden = K.DUPLICATE_EFFECT in kinds, K.HIDDEN_SUCCESS in kinds
+        flagged = {k: st for k, st in states.items()
+                   if (want_dup and st.n_effects >= 2) or (want_hidden and st.bad and not st.completed)}
+        records = self.fx.records_for({x for st in flagged.values() for x in st.links},
+                                      limit_per_link=EVIDENCE_RECORDS)
+        where = self.fx.describe()["table"]
+        for (scope, key), st in sorted(flagged.items()):
+            recs = [e for x in sorted(st.links) for e in records.get(x, [])][:EVIDENCE_RECORDS]
+            ev = [_evidence(e) for e in recs]
+            who = f"key {key!r}" + (f" in scope {scope!r}" if scope else "")
+            first = from_epoch(st.first_e) if st.first_e is not None else (recs[0].at if recs else None)
+            if want_dup and st.n_effects >= 2:
+                self.dup_reasons[(scope, key)] = f"{st.n_effects} effect records in {where}"
+                out.append(Finding(K.DUPLICATE_EFFECT, Severity.CRITICAL, scope, key,
+                                   f"The operation with {who} has {st.n_effects} effect records in {where}: "
+                                   f"it took effect {st.n_effects} times.", ev, at=first))
+            if want_hidden and st.bad and not st.completed:
+                out.append(Finding(K.HIDDEN_SUCCESS, Severity.CRITICAL, scope, key,
+                                   f"The ledger says the operation with {who} {_said(st.why)}, yet "
+                                   f"{_records(st.n_effects)} in {where} {'shows' if st.n_effects == 1 else 'show'} it took effect"
+                                   + (f" ({iso(first)})" if first else "")
+                                   + ": a timeout hid a success, and a retry would repeat it.", ev, at=first))
+        if K.ORPHAN_EFFECT in kinds and orphans:
+            recs = self.fx.records_for(orphans, limit_per_link=EVIDENCE_RECORDS)
+            for link in sorted(orphans):
+                n, first_e = orphans[link]
+                first = from_epoch(first_e) if first_e is not None else None
+                out.append(Finding(K.ORPHAN_EFFECT, Severity.MEDIUM, "", link,
+                                   f"{_records(n).capitalize()} in {where} {'links' if n == 1 else 'link'} to {link!r}, which no "
+                                   f"operation in the ledger accounts for.",
+                                   [_evidence(e) for e in recs.get(link, [])], at=first))
+        order = {k: i for i, k in enumerate(K)}
+        out.sort(key=lambda f: (order[f.kind], f.scope, f.key))
+        return out
+
+    # ------------------------------------------------------------------- same database: SQL
+
+    def _sql(self) -> tuple[dict, dict]:
+        fx, l = self.fx, self.l
+        bad, comp, why = self._flags()
+        link = fx.operation_link
+        g = fx.grouped_select(None).subquery("g")
+        # one row per (operation, link) with the records' flags, so that effects are counted once per
+        # link however many records share it (all records of a key share a key link)
+        t1 = (select(l.scope_expr.label("scope"), l.key_expr.label("key"), link.label("link"),
+                     func.max(bad).label("bad"), func.max(comp).label("comp"), func.max(why).label("why"))
+              .select_from(l.ops).group_by(l.scope_expr, l.key_expr, link)).subquery("t1")
+        first = [func.min(g.c.first_e).label("first_e")] if "first_e" in g.c else []
+        n = func.coalesce(func.sum(g.c.n), 0)
+        q = (select(t1.c.scope, t1.c.key, n.label("n"), func.max(t1.c.bad).label("bad"),
+                    func.max(t1.c.comp).label("comp"), func.max(t1.c.why).label("why"), *first)
+             .select_from(t1.outerjoin(g, t1.c.link == g.c.link))
+             .group_by(t1.c.scope, t1.c.key)
+             .having(or_(n >= 2, and_(n >= 1, func.max(t1.c.bad) == 1, func.max(t1.c.comp) == 0))))
+        states: dict = {}
+        with l.engine.connect() as c:
+            for r in c.execute(q):
+                m = r._mapping
+                states[(r.scope, r.key)] = _KeyState(int(r.n), set(), m.get("first_e"), bool(r.bad),
+                                                     bool(r.comp), r.why or "")
+            # the links of the flagged operations (for their evidence records)
+            keys = list(states)
+            for i in range(0, len(keys), 200):
+                batch = keys[i:i + 200]
+                cond = or_(*[and_(l.scope_expr == s_, l.key_expr == k_) for s_, k_ in batch])
+                for r in c.execute(select(l.scope_expr.label("scope"), l.key_expr.label("key"),
+                                          link.label("link")).where(cond, link.is_not(None)).distinct()):
+                    states[(r.scope, r.key)].links.add(r.link)
+            og = fx.grouped_select(self.orphans_since_e).subquery("og")
+            # NOT IN over the plain link expression (no per-row flags): engines hash or index it once
+            ol = self.fx.operation_link
+            oq = select(og.c.link, og.c.n, *([og.c.first_e] if "first_e" in og.c else [])).where(
+                og.c.link.not_in(select(ol).select_from(self.l.ops).where(ol.is_not(None))))
+            orphans = {r.link: (int(r.n), r._mapping.get("first_e")) for r in c.execute(oq)}
+        return states, orphans
+
+    # ------------------------------------------------------------- different databases: merge
+
+    def _ledger_links(self, batch: int = 20000) -> Iterator:
+        """Every operation link, in byte order (the orphan merge reads nothing else)."""
+        ol = self.fx.operation_link
+        q = select(ol).select_from(self.l.ops).where(ol.is_not(None)).order_by(byte_order(ol))
+        with self.l.engine.connect() as c:
+            res = c.execution_options(stream_results=True, yield_per=batch).execute(q)
+            for part in res.partitions():
+                for r in part:
+                    yield r[0]
+
+    def _multi_keys(self) -> list:
+        """(scope, key) of operations with several records (one grouped pass, no flags)."""
+        l = self.l
+        q = (select(l.scope_expr.label("scope"), l.key_expr.label("key")).select_from(l.ops)
+             .group_by(l.scope_expr, l.key_expr).having(func.count() >= 2))
+        with l.engine.connect() as c:
+            return [(r[0], r[1]) for r in c.execute(q)]
+
+    def _timed_out(self) -> set:
+        """(scope, key) of operations with a timed-out attempt (one pass over the attempts)."""
+        a = self.l.attempts_select()
+        if a is None:
+            return set()
+        t = a.subquery("ta")
+        with self.l.engine.connect() as c:
+            return {(r[0], r[1]) for r in c.execute(select(t.c.scope, t.c.key)
+                                                    .where(t.c.outcome == "timed_out").distinct())}
+
+    def _records_where(self, c, cond) -> list:
+        """``(scope, key, link, bad, comp, why)`` of the operation records matching ``cond``."""
+        l = self.l
+        bad, comp, why = self._flags(with_timeouts=False)
+        q = (select(l.scope_expr, l.key_expr, self.fx.operation_link, bad, comp, why)
+             .select_from(l.ops).where(cond))
+        return [tuple(r) for r in c.execute(q)]
+
+    def _merge(self, orphans_wanted: bool = True) -> tuple[dict, dict]:
+        """Across two databases. Only candidates are looked up on each side: the ledger's failed /
+        stuck / timed-out records and its keys with several records, and the effect links with >= 2
+        records (``HAVING``, in the effects database); each side is then asked for the other's half of
+        those few links (``IN`` lists). Orphans need every link of both sides: two link-only streams in
+        byte order, merged (only when ``orphan_effect`` is asked for)."""
+        l, fx = self.l, self.fx
+        ol = fx.operation_link
+        bad_expr, comp_expr, _why = self._flags(with_timeouts=False)
+        timed = self._timed_out()
+        recs: dict = {}  # (scope, key) -> list of (link, bad, comp, why) of its records
+        with l.engine.connect() as c:
+            def take(rows):
+                for s_, k_, link, b, cm, w in rows:
+                    if (s_, k_) in timed and not cm and not b:
+                        b, w = 1, "timed out"
+                    recs.setdefault((s_, k_), []).append((link, b, cm, w))
+            take(self._records_where(c, and_(bad_expr == 1, ol.is_not(None))))
+            cand = list(timed) + self._multi_keys()
+            for batch in _batches(cand, 200):
+                take(self._records_where(c, or_(*[and_(l.scope_expr == s_, l.key_expr == k_) for s_, k_ in batch])))
+        # effect links with several records: one operation's double effect at least
+        dup_groups: dict = {}
+        with fx.engine.connect() as c:
+            q = fx.grouped_select(None).having(func.count() >= 2)
+            for g in c.execute(q):
+                dup_groups[g[0]] = (int(g[1]), g[2] if fx.at_e is not None else None)
+        # the ledger records behind those links
+        with l.engine.connect() as c:
+            for batch in _batches(sorted(dup_groups), 500):
+                for row in self._records_where(c, ol.in_(batch)):
+                    if (row[0], row[1]) not in recs:
+                        recs.setdefault((row[0], row[1]), []).append(row[2:])
+        # effect counts of every candidate link
+        links = {x[0] for rs in recs.values() for x in rs if x[0] is not None}
+        counts: dict = dict(dup_groups)
+        with fx.engine.connect() as c:
+            for batch in _batches(sorted(links - set(counts)), 500):
+                for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
+                    counts[g[0]] = (int(g[1]), g[2] if fx.at_e is not None else None)
+        states: dict = {}
+        for ref, rs in recs.items():
+            st = _KeyState(0, set(), None, any(x[1] for x in rs), any(x[2] for x in rs),
+                           max((x[3] or "" for x in rs), default=""))
+            for link in {x[0] for x in rs if x[0] is not None and x[0] in counts}:
+                n, first_e = counts[link]
+                st.n_effects += n
+                st.links.add(link)
+                if first_e is not None and (st.first_e is None or first_e < st.first_e):
+                    st.first_e = first_e
+            if st.n_effects >= 2 or (st.n_effects and st.bad and not st.completed):
+                states[ref] = st
+        return states, (self._orphans_merge() if orphans_wanted else {})
+
+    def _orphans_merge(self) -> dict:
+        """Effect links no operation link matches: two link-only streams merged in byte order."""
+        since = self.orphans_since_e
+        has_first = self.fx.at_e is not None
+        has_recent = has_first and since is not None
+        orphans: dict = {}
+        ops = self._ledger_links()
+        op = next(ops, None)
+        for g in self.fx.stream_grouped(since):
+            link = g[0]
+            while op is not None and op < link:
+                op = next(ops, None)
+            if op == link:
+                continue
+            n_recent = int(g[3] or 0) if has_recent else int(g[1])
+            if n_recent > 0:
+                orphans[link] = (n_recent, g[2] if has_first else None)
+        return orphans
+
+
+def _batches(items, n: int):
+    items = list(items)
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+def _said(why: str) -> str:
+    return {"failed": "failed", "stuck": "is stuck in progress (its lock expired)",
+            "timed out": "timed out"}.get(why, "did not complete")
+
+
+def _records(n: int) -> str:
+    return f"{n} effect record" + ("" if n == 1 else "s")
+
+
+def _evidence(e: EffectRecord) -> dict:
+    d = {"effect_record": _jsonable(e.record_id), "link": e.link, "reference": e.reference,
+         "at": iso(e.at) if e.at else None}
+    for k, v in e.shown.items():
+        d[k] = _jsonable(v)
+    return d
+
+
+def _jsonable(v):
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    return str(v)
+
+
+def merge_effect_findings(ledger_findings: list[Finding], effect_findings: list[Finding],
+                          reasons: dict | None = None) -> list[Finding]:
+    """Join effect findings to the ledger's: a ``duplicate_effect`` the ledger already shows for the
+    same operation gains the effect records as evidence and ``reasons[(scope, key)]`` (``"2 effect
+    records in charges"``) in its sentence, instead of a second row."""
+    dup = {(f.scope, f.key): f for f in ledger_findings if f.kind == K.DUPLICATE_EFFECT}
+    out = list(ledger_findings)
+    for f in effect_findings:
+        same = dup.get((f.scope, f.key)) if f.kind == K.DUPLICATE_EFFECT else None
+        if same is None:
+            out.append(f)
+            continue
+        why = (reasons or {}).get((f.scope, f.key), "effect records")
+        same.explanation = same.explanation.rstrip(".") + f"; {why}."
+        same.evidence = list(same.evidence) + list(f.evidence)
+    return out
+
+
+def reconcile(ledger, now: datetime, kinds: Iterable[FindingKind] | None = None) -> list[Finding]:
+    """Convenience: :meth:`Reconciler.run` for ``ledger`` at ``now``."""
+    return Reconciler(ledger, now).run(kinds)

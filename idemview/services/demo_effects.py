@@ -1,0 +1,172 @@
+"""The demo's effect records: a payment provider's charges in a second SQLite file (issue #16).
+
+:func:`write_demo_effects` reads a demo ledger written by :func:`idemview.services.demo.write_demo`
+and writes ``charges`` — what the provider recorded, which is the truth an incident asks about — into
+another SQLite file, plus a layout file (preset ``idemview`` with an ``[effects]`` section pointing at
+it) beside the ledger. Every completed operation record of a charging kind has one charge; on top, with
+the same seed the same rows:
+
+- **hidden successes**: failed, stuck and timed-out operations whose charge went through anyway;
+- **double charges**: completed operations charged twice;
+- **orphans**: charges carrying an idempotency key the ledger never recorded.
+
+What was planted is kept in the effects file's ``idemview_demo_planted`` table (kind, scope, key), which
+the layout does not read, so a person or a test can check a scan against it.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import quote
+
+UTC = timezone.utc
+CHARGING = ("payment.capture", "refund.create")
+
+EFFECTS_SECTION = """
+[effects]
+# The demo payment provider's records (a second SQLite file): every charge carries the Idempotency-Key
+# of the request that made it, so charges link to operations by key.
+table = "charges"
+connection = "{connection}"
+link = {{ effect = "idempotency_key", operation = "key" }}
+id = "id"
+reference = "charge_id"
+time = {{ column = "created_at", encoding = "iso_text" }}
+show = ["amount", "currency", "status", "customer_email"]
+"""
+
+_SCHEMA = """
+CREATE TABLE charges (
+    id INTEGER PRIMARY KEY,
+    charge_id TEXT NOT NULL UNIQUE,
+    idempotency_key TEXT,
+    amount INTEGER NOT NULL,
+    currency TEXT NOT NULL,
+    status TEXT NOT NULL,
+    customer_email TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX ix_charges_idempotency_key ON charges (idempotency_key);
+CREATE TABLE idemview_demo_planted (kind TEXT, scope TEXT, idempotency_key TEXT,
+                                    PRIMARY KEY (kind, scope, idempotency_key));
+"""
+
+
+def effects_path_for(ledger_path: str | Path) -> Path:
+    """``demo.db`` → ``demo-effects.db`` (beside the ledger)."""
+    p = Path(ledger_path)
+    return p.with_name(p.stem + "-effects.db")
+
+
+def layout_path_for(ledger_path: str | Path) -> Path:
+    """``demo.db`` → ``demo-layout.toml`` (beside the ledger): ``idemview scan demo.db --layout`` it."""
+    p = Path(ledger_path)
+    return p.with_name(p.stem + "-layout.toml")
+
+
+def demo_layout_text(effects_file: str) -> str:
+    """The ``idemview`` preset's TOML plus the demo's ``[effects]`` section (``effects_file`` relative
+    to the layout file's folder, or absolute)."""
+    from idemview.layouts.layout import load_preset
+    text = load_preset("idemview").text.replace('name = "idemview"', 'name = "idemview-demo"', 1)
+    return text.rstrip() + "\n" + EFFECTS_SECTION.format(connection=effects_file.replace("\\", "/"))
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(v) -> datetime | None:
+    if v is None:
+        return None
+    t = datetime.fromisoformat(str(v))
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def write_demo_effects(ledger_path: str | Path, *, seed: int = 7,
+                       anchor: datetime | None = None) -> dict[str, list[tuple[str, str]]]:
+    """Write the charges file and the layout file for the demo ledger at ``ledger_path``; returns what
+    was planted: finding kind -> [(scope, key)] (orphans: ``("", key)``). Replaces earlier demo files;
+    raises ``ValueError`` for an existing effects file that is not one of idemview's demos."""
+    lp = Path(ledger_path)
+    ep = effects_path_for(lp)
+    if ep.exists():
+        try:
+            with sqlite3.connect(f"file:{quote(str(ep.resolve()))}?mode=ro", uri=True) as c:
+                ok = c.execute("SELECT 1 FROM sqlite_master WHERE name = 'idemview_demo_planted'").fetchone()
+        except sqlite3.Error:
+            ok = None
+        if not ok:
+            raise ValueError(f"{ep} exists and is not an idemview demo effects file; not replaced")
+        ep.unlink()
+    r = random.Random(seed * 7919 + 16)
+    with sqlite3.connect(f"file:{quote(str(lp.resolve()))}?mode=ro", uri=True) as c:
+        ops = c.execute("SELECT scope, idempotency_key, kind, status, created_at, completed_at, locked_at, "
+                        "lock_expires_at, request_body FROM operations ORDER BY id").fetchall()
+        timed = {(s, k) for s, k in c.execute("SELECT DISTINCT scope, idempotency_key FROM attempts "
+                                               "WHERE outcome = 'timed_out'")}
+        succeeded: dict = {}
+        for s_, k_, ref, fin in c.execute("SELECT scope, idempotency_key, effect_ref, finished_at FROM attempts "
+                                          "WHERE outcome = 'succeeded' ORDER BY id"):
+            succeeded.setdefault((s_, k_), []).append((ref, fin))
+    if anchor is None:
+        anchor = max((_parse(o[4]) for o in ops if o[4]), default=datetime.now(UTC))
+    anchor = anchor.astimezone(UTC)
+    completed_keys = {(o[0], o[1]) for o in ops if o[3] == "succeeded"}
+    charges: list[tuple] = []
+    planted: dict[str, list[tuple[str, str]]] = {}
+
+    def charge(scope, key, at: datetime, body: str | None, status="succeeded", charge_id=None):
+        import json
+        amount, currency, email = r.randint(100, 250_000), "usd", None
+        try:
+            b = json.loads(body) if body else {}
+            amount, currency = int(b.get("amount", amount)), str(b.get("currency", currency))
+            email = (b.get("customer") or {}).get("email")
+        except (ValueError, TypeError, AttributeError):
+            pass
+        charges.append((len(charges) + 1, charge_id or f"ch_{r.getrandbits(72):018x}", key, amount, currency,
+                        status, email, _iso(at)))
+
+    done = set()
+    for scope, key, kind, status, created, completed, *_rest, body in ops:
+        # one charge per succeeded attempt (the provider's id is the attempt's effect reference), so a
+        # ledger duplicate that charged twice shows two charges here as well
+        if kind in CHARGING and status == "succeeded" and (scope, key) not in done:
+            done.add((scope, key))
+            for ref, fin in succeeded.get((scope, key)) or [(None, completed)]:
+                charge(scope, key, _parse(fin) or _parse(completed) or _parse(created), body,
+                       charge_id=ref if ref and ref.startswith(("ch_", "re_")) else None)
+    # hidden successes: the provider charged, the ledger says failed / stuck / timed out
+    def pick(pred, n):
+        cands = [o for o in ops if (o[0], o[1]) not in completed_keys and pred(o)]
+        return r.sample(cands, min(n, len(cands)))
+    stuck = lambda o: o[3] == "running" and o[7] and _parse(o[7]) <= anchor  # noqa: E731
+    for o in pick(lambda o: o[3] == "failed", 2) + pick(stuck, 1) + pick(lambda o: (o[0], o[1]) in timed, 1):
+        if (o[0], o[1]) in {tuple(x) for x in planted.get("hidden_success", [])}:
+            continue
+        charge(o[0], o[1], (_parse(o[4]) or anchor) + timedelta(seconds=r.randint(2, 40)), o[8])
+        planted.setdefault("hidden_success", []).append((o[0], o[1]))
+    # double charges: a completed payment whose retry charged again
+    doubles = [o for o in ops if o[2] == "payment.capture" and o[3] == "succeeded"
+               and sum(1 for x in ops if (x[0], x[1]) == (o[0], o[1])) == 1]
+    for o in r.sample(doubles, min(3, len(doubles))):
+        charge(o[0], o[1], (_parse(o[5]) or anchor) + timedelta(seconds=r.randint(30, 90)), o[8])
+        planted.setdefault("duplicate_effect", []).append((o[0], o[1]))
+    # orphans: charges whose key the ledger never recorded
+    for _ in range(2):
+        key = f"{r.getrandbits(64):016x}-lost"
+        charge("", key, anchor - timedelta(minutes=r.randint(5, 300)), None)
+        planted.setdefault("orphan_effect", []).append(("", key))
+    ep.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(ep) as c:
+        c.executescript(_SCHEMA)
+        c.executemany("INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?)", charges)
+        c.executemany("INSERT INTO idemview_demo_planted VALUES (?, ?, ?)",
+                      [(k, s, key) for k, refs in planted.items() for s, key in refs])
+    c.close()
+    layout_path_for(lp).write_text(demo_layout_text(ep.name), encoding="utf-8")
+    return planted
