@@ -93,9 +93,13 @@ def demo_db(tmp_path_factory):
 
 
 def spec_for(path, name="demo ledger"):
+    """The demo ledger at ``path`` opened as ``idemview --demo`` opens it: with the layout written beside
+    it, which reconciles with the charges file (issue 16), else the built-in ``idemview`` preset."""
+    from idemview.services.demo_effects import layout_path_for
     from idemview.services.session import OpenSpec
 
-    return OpenSpec(url=str(path), name=name, layout="idemview")
+    lay = layout_path_for(path)
+    return OpenSpec(url=str(path), name=name, layout=str(lay) if lay.exists() else "idemview")
 
 
 def open_and_wait(qtbot, window, spec):

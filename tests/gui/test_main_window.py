@@ -93,9 +93,7 @@ def load_all(qtbot, tab):
     qtbot.waitUntil(done, timeout=30000)
 
 
-def spec_for(path, name="demo ledger"):
-    from idemview.services.session import OpenSpec
-    return OpenSpec(url=str(path), name=name, layout="idemview")
+from tests.gui.conftest import spec_for  # noqa: E402  (the demo opened as `idemview --demo` opens it)
 
 
 # ------------------------------------------------------------------------------------------ tests
@@ -462,8 +460,11 @@ def test_export_duplicate_effect_through_the_dialog(qtbot, window, demo_db, tmp_
     box = window.export_done_box
     assert box.isVisible()
     with sqlite3.connect(path) as c:
-        planted = {(s, k) for s, k in c.execute(
+        in_ledger = {(s, k) for s, k in c.execute(
             "SELECT scope, idempotency_key FROM idemview_demo_planted WHERE kind = 'duplicate_effect'")}
+    # the demo opens with its charges file: double charges found there are duplicate effects too
+    planted = set(demo_db[1].incidents["duplicate_effect"])
+    assert in_ledger < planted
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert {(r["scope"], r["idempotency_key"]) for r in rows} == planted
