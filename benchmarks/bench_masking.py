@@ -21,10 +21,16 @@ from idemview.evidence.writer import ColumnSpec, write_evidence  # noqa: E402
 from idemview.masking.masker import Masker  # noqa: E402
 
 COLUMNS = [
-    ColumnSpec("scope", "text"), ColumnSpec("key", "text"), ColumnSpec("kind", "text"),
-    ColumnSpec("status", "text"), ColumnSpec("created_at", "instant"),
-    ColumnSpec("updated_at", "instant"), ColumnSpec("attempt_count", "integer"),
-    ColumnSpec("effect_ref", "text"), ColumnSpec("request", "json"), ColumnSpec("error", "text"),
+    ColumnSpec("scope", "text"),
+    ColumnSpec("key", "text"),
+    ColumnSpec("kind", "text"),
+    ColumnSpec("status", "text"),
+    ColumnSpec("created_at", "instant"),
+    ColumnSpec("updated_at", "instant"),
+    ColumnSpec("attempt_count", "integer"),
+    ColumnSpec("effect_ref", "text"),
+    ColumnSpec("request", "json"),
+    ColumnSpec("error", "text"),
 ]
 
 
@@ -35,8 +41,12 @@ def make_rows(n: int, seed: int = 7) -> list[list]:
     statuses = ["completed", "failed", "in_progress", "completed", "completed"]
     rows = []
     for i in range(n):
-        req = {"amount": rnd.randint(100, 99999), "currency": "EUR", "order_id": f"ord_{i:08d}",
-               "customer": {"id": f"cus_{rnd.randrange(10**6):06d}", "country": "DE"}}
+        req = {
+            "amount": rnd.randint(100, 99999),
+            "currency": "EUR",
+            "order_id": f"ord_{i:08d}",
+            "customer": {"id": f"cus_{rnd.randrange(10**6):06d}", "country": "DE"},
+        }
         if i % 50 == 0:
             req["customer"]["email"] = f"user{i}@example.com"
         if i % 97 == 0:
@@ -46,16 +56,26 @@ def make_rows(n: int, seed: int = 7) -> list[list]:
             err = f"upstream timeout after 30s (attempt {rnd.randint(1, 5)}) at 2024-05-01T10:0{i % 10}:00Z"
         if i % 211 == 0:
             err = "connect failed: postgres://app:hunter2@db.internal:5432/ledger"
-        rows.append([
-            f"tenant-{rnd.randrange(40)}", f"idem-{rnd.getrandbits(64):016x}", rnd.choice(kinds),
-            rnd.choice(statuses), t0 + timedelta(seconds=i), t0 + timedelta(seconds=i + 3),
-            rnd.randint(1, 6), f"ch_{rnd.getrandbits(48):012x}", req, err,
-        ])
+        rows.append(
+            [
+                f"tenant-{rnd.randrange(40)}",
+                f"idem-{rnd.getrandbits(64):016x}",
+                rnd.choice(kinds),
+                rnd.choice(statuses),
+                t0 + timedelta(seconds=i),
+                t0 + timedelta(seconds=i + 3),
+                rnd.randint(1, 6),
+                f"ch_{rnd.getrandbits(48):012x}",
+                req,
+                err,
+            ]
+        )
     return rows
 
 
 class NoMask:
     """Identity masker: the writer's cost without masking."""
+
     counts: dict = {}
 
     def mask_value(self, v, column=None):
@@ -89,18 +109,20 @@ def main() -> None:
     # 1. mask_text on short strings (ids / statuses), 1M calls, unique values (no cache help).
     strs = [r[1] for r in rows] * (1_000_000 // n + 1)
     strs = strs[:1_000_000]
-    timed("mask_text 1M short unique ids (fresh Masker)",
-          lambda: [m.mask_text(s) for m in [Masker()] for s in strs])
+    timed("mask_text 1M short unique ids (fresh Masker)", lambda: [m.mask_text(s) for m in [Masker()] for s in strs])
     texts = [json.dumps(r[8]) for r in rows]
-    timed(f"mask_text {n} JSON payload texts (~{sum(map(len, texts)) // n} chars)",
-          lambda: [m.mask_text(s) for m in [Masker()] for s in texts])
-    timed(f"mask_value {n} parsed JSON payloads",
-          lambda: [m.mask_value(r[8]) for m in [Masker()] for r in rows])
+    timed(
+        f"mask_text {n} JSON payload texts (~{sum(map(len, texts)) // n} chars)",
+        lambda: [m.mask_text(s) for m in [Masker()] for s in texts],
+    )
+    timed(f"mask_value {n} parsed JSON payloads", lambda: [m.mask_value(r[8]) for m in [Masker()] for r in rows])
 
     # 2. Exports: pandas to_csv (JSON pre-serialized, as pandas cannot) vs write_evidence.
     import pandas as pd
-    df = pd.DataFrame([[*r[:8], json.dumps(r[8], separators=(",", ":")), r[9]] for r in rows],
-                      columns=[c.name for c in COLUMNS])
+
+    df = pd.DataFrame(
+        [[*r[:8], json.dumps(r[8], separators=(",", ":")), r[9]] for r in rows], columns=[c.name for c in COLUMNS]
+    )
     # Interleaved, best of 3 each, so that load from other processes hits all three alike.
     best = {"pd": 1e9, "nm": 1e9, "m": 1e9}
     res = None
@@ -112,14 +134,15 @@ def main() -> None:
             elif k == "nm":
                 write_evidence(os.path.join(tmp, "nm.csv"), COLUMNS, rows, masker=NoMask(), manifest={})
             else:
-                res = write_evidence(os.path.join(tmp, "m.csv"), COLUMNS, rows, masker=Masker(),
-                                     manifest={})
+                res = write_evidence(os.path.join(tmp, "m.csv"), COLUMNS, rows, masker=Masker(), manifest={})
             best[k] = min(best[k], time.perf_counter() - t)
     print(f"{'pandas to_csv %d rows' % n:<52} {best['pd']:8.3f} s")
     print(f"{'write_evidence %d rows, identity masker' % n:<52} {best['nm']:8.3f} s")
     print(f"{'write_evidence %d rows, Masker' % n:<52} {best['m']:8.3f} s")
-    print(f"masked export / pandas to_csv = {best['m'] / best['pd']:.2f}x ; masked / unmasked writer = "
-          f"{best['m'] / best['nm']:.2f}x ; counts={res.masking}")
+    print(
+        f"masked export / pandas to_csv = {best['m'] / best['pd']:.2f}x ; masked / unmasked writer = "
+        f"{best['m'] / best['nm']:.2f}x ; counts={res.masking}"
+    )
 
 
 if __name__ == "__main__":

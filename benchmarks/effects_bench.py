@@ -85,11 +85,13 @@ def build(size: str) -> tuple[Path, str, Path, dict]:
     dbname = f"idemview_bench_fx_{size}"
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
+
     pg_url = make_url(PG_ADMIN).set(database=dbname).render_as_string(hide_password=False)
     if meta.exists() and ledger.exists() and same.exists():
         return ledger, pg_url, same, json.loads(meta.read_text())
     ops, charges, planted = _rows(n)
     from idemview.services.demo import reference_metadata
+
     for path in (ledger, same):
         if path.exists():
             path.unlink()
@@ -97,11 +99,16 @@ def build(size: str) -> tuple[Path, str, Path, dict]:
         reference_metadata().create_all(eng)
         eng.dispose()
         with sqlite3.connect(path) as c:
-            c.executemany("INSERT INTO operations (id, scope, idempotency_key, status, created_at, attempt_count) "
-                          "VALUES (?, ?, ?, ?, ?, 1)", ops)
+            c.executemany(
+                "INSERT INTO operations (id, scope, idempotency_key, status, created_at, attempt_count) "
+                "VALUES (?, ?, ?, ?, ?, 1)",
+                ops,
+            )
             if path == same:
-                c.execute("CREATE TABLE charges (id INTEGER PRIMARY KEY, charge_id TEXT, idem_key TEXT, "
-                          "amount INTEGER, created_at REAL)")
+                c.execute(
+                    "CREATE TABLE charges (id INTEGER PRIMARY KEY, charge_id TEXT, idem_key TEXT, "
+                    "amount INTEGER, created_at REAL)"
+                )
                 c.executemany("INSERT INTO charges VALUES (?, ?, ?, ?, ?)", charges)
                 c.execute("CREATE INDEX ix_charges_key ON charges (idem_key)")
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
@@ -110,9 +117,12 @@ def build(size: str) -> tuple[Path, str, Path, dict]:
         c.execute(text(f'CREATE DATABASE "{dbname}"'))
     admin.dispose()
     import psycopg
+
     with psycopg.connect(f"host=127.0.0.1 user=postgres dbname={dbname}") as pc:
-        pc.execute("CREATE TABLE charges (id BIGINT PRIMARY KEY, charge_id TEXT, idem_key TEXT, amount INT, "
-                   "created_at DOUBLE PRECISION)")
+        pc.execute(
+            "CREATE TABLE charges (id BIGINT PRIMARY KEY, charge_id TEXT, idem_key TEXT, amount INT, "
+            "created_at DOUBLE PRECISION)"
+        )
         with pc.cursor().copy("COPY charges FROM STDIN") as cp:
             for row in charges:
                 cp.write_row(row)
@@ -131,6 +141,7 @@ class _AnonPeak:
 
     def __init__(self):
         import threading
+
         self.peak, self._stop = 0.0, threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
@@ -150,6 +161,7 @@ class _AnonPeak:
 def child(ledger: str, fx_url: str, mode: str) -> dict:
     """One measurement in this (fresh) process: the baseline, then the reconciliation."""
     from sqlalchemy import create_engine, text
+
     out = {}
     t0 = time.perf_counter()
     n1 = n2 = 0
@@ -160,7 +172,8 @@ def child(ledger: str, fx_url: str, mode: str) -> dict:
         eng = create_engine(fx_url)
         with eng.connect() as c:
             for _ in c.execution_options(stream_results=True, yield_per=5000).execute(
-                    text("SELECT idem_key FROM charges")):
+                text("SELECT idem_key FROM charges")
+            ):
                 n2 += 1
         eng.dispose()
     else:
@@ -173,6 +186,7 @@ def child(ledger: str, fx_url: str, mode: str) -> dict:
     from idemview.layouts.layout import load_preset, parse_layout
     from idemview.ledger.connect import open_engine
     from idemview.ledger.reader import Ledger
+
     conn = fx_url if mode == "cross" else ""
     text_ = load_preset("idemview").text + LAYOUT.format(conn=conn).replace('connection = ""\n', "")
     eng = open_engine(ledger, statement_timeout_s=3600)
@@ -197,21 +211,28 @@ def main() -> int:
     ap.add_argument("--size", default="1m", choices=list(SIZES))
     ap.add_argument("--out", default=None)
     ap.add_argument("--child", nargs=3, metavar=("LEDGER", "FX_URL", "MODE"))
-    ap.add_argument("--byte-order-indexes", action="store_true",
-                    help="also measure with an index in byte order on each link column (what a DBA who "
-                         "reconciles often would add): PostgreSQL COLLATE \"C\", SQLite on the key alone")
+    ap.add_argument(
+        "--byte-order-indexes",
+        action="store_true",
+        help="also measure with an index in byte order on each link column (what a DBA who "
+        'reconciles often would add): PostgreSQL COLLATE "C", SQLite on the key alone',
+    )
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(*a.child)))
         return 0
     ledger, pg_url, same, planted = build(a.size)
-    lines = [f"### Reconciliation with effect records ({a.size} operations, {sys.platform}, "
-             f"{os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d})", "",
-             "| pair | baseline: read both link columns | reconcile | ratio | peak RSS (anonymous) | findings = planted |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"### Reconciliation with effect records ({a.size} operations, {sys.platform}, "
+        f"{os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d})",
+        "",
+        "| pair | baseline: read both link columns | reconcile | ratio | peak RSS (anonymous) | findings = planted |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     runs = [("cross", ledger, pg_url), ("same", same, f"sqlite:///{same}")]
     if a.byte_order_indexes:
         import psycopg
+
         db = pg_url.rsplit("/", 1)[1]
         with psycopg.connect(f"host=127.0.0.1 user=postgres dbname={db}", autocommit=True) as pc:
             pc.execute('CREATE INDEX IF NOT EXISTS ix_charges_key_c ON charges (idem_key COLLATE "C")')
@@ -219,16 +240,21 @@ def main() -> int:
             c.execute("CREATE INDEX IF NOT EXISTS ix_operations_key ON operations (idempotency_key)")
         runs = [("cross", ledger, pg_url)]
     for mode, lp, url in runs:
-        res = json.loads(subprocess.run([sys.executable, __file__, "--child", str(lp), url, mode], check=True,
-                                        capture_output=True, text=True).stdout)
+        res = json.loads(
+            subprocess.run(
+                [sys.executable, __file__, "--child", str(lp), url, mode], check=True, capture_output=True, text=True
+            ).stdout
+        )
         ok = res["counts"] == {k: v for k, v in planted.items() if v}
         label = "SQLite ledger + PostgreSQL effects (merge)" if mode == "cross" else "one SQLite file (SQL joins)"
         if a.byte_order_indexes:
             label += ", byte-order indexes on both link columns"
-        lines.append(f"| {label} | {res['baseline_s']:.2f} s | {res['reconcile_s']:.2f} s | "
-                     f"{res['reconcile_s'] / res['baseline_s']:.2f}x | {res['peak_rss_mb']:.0f} MB "
-                     f"({res['peak_anon_mb']:.0f} MB) | "
-                     f"{'yes' if ok else 'NO: ' + json.dumps(res['counts'])} |")
+        lines.append(
+            f"| {label} | {res['baseline_s']:.2f} s | {res['reconcile_s']:.2f} s | "
+            f"{res['reconcile_s'] / res['baseline_s']:.2f}x | {res['peak_rss_mb']:.0f} MB "
+            f"({res['peak_anon_mb']:.0f} MB) | "
+            f"{'yes' if ok else 'NO: ' + json.dumps(res['counts'])} |"
+        )
         print(lines[-1], flush=True)
     if a.byte_order_indexes:  # the cached ledgers stay as the systems' own schema
         with psycopg.connect(f"host=127.0.0.1 user=postgres dbname={db}", autocommit=True) as pc:

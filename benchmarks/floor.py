@@ -23,8 +23,11 @@ RETRY_THRESHOLD = 5
 
 def floor_queries(dialect: str, now: datetime) -> dict[str, str]:
     """kind -> SQL returning (scope, idempotency_key) rows."""
-    n = now.astimezone().strftime("%Y-%m-%d %H:%M:%S") if now.tzinfo is None else \
-        now.replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S")
+    n = (
+        now.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+        if now.tzinfo is None
+        else now.replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S")
+    )
     lock_lim = (now.replace(tzinfo=None) - timedelta(seconds=LOCK_TIMEOUT_S)).strftime("%Y-%m-%d %H:%M:%S")
     if dialect == "sqlite":
         ts = lambda s: f"'{s}'"  # noqa: E731 - ISO text as written by the generator
@@ -104,8 +107,7 @@ def run_naive(engine, now: datetime) -> dict[str, set]:
 
     ops = pd.read_sql("SELECT * FROM operations", engine)
     att = pd.read_sql("SELECT * FROM attempts", engine)
-    for df, cols in ((ops, ("created_at", "expires_at", "locked_at", "lock_expires_at")),
-                     (att, ("started_at",))):
+    for df, cols in ((ops, ("created_at", "expires_at", "locked_at", "lock_expires_at")), (att, ("started_at",))):
         for c in cols:
             df[c] = pd.to_datetime(df[c], format="ISO8601")
     now_ = pd.Timestamp(now.replace(tzinfo=None))
@@ -118,10 +120,14 @@ def run_naive(engine, now: datetime) -> dict[str, set]:
     # duplicate_effect
     s1 = ops[ops.status == "succeeded"].groupby(K).size()
     s2 = att[att.outcome == "succeeded"].groupby(K).size()
-    eff = pd.concat([ops.loc[ops.effect_ref.fillna("") != "", K + ["effect_ref"]],
-                     att.loc[att.effect_ref.fillna("") != "", K + ["effect_ref"]]])
+    eff = pd.concat(
+        [
+            ops.loc[ops.effect_ref.fillna("") != "", K + ["effect_ref"]],
+            att.loc[att.effect_ref.fillna("") != "", K + ["effect_ref"]],
+        ]
+    )
     s3 = eff.groupby(K)["effect_ref"].nunique()
-    out["duplicate_effect"] = (set(s1[s1 >= 2].index) | set(s2[s2 >= 2].index) | set(s3[s3 >= 2].index))
+    out["duplicate_effect"] = set(s1[s1 >= 2].index) | set(s2[s2 >= 2].index) | set(s3[s3 >= 2].index)
     # replay_after_expiry
     j = att[K + ["started_at"]].merge(ops[K + ["expires_at"]], on=K)
     r = keys(j[j.started_at > j.expires_at])
@@ -129,21 +135,28 @@ def run_naive(engine, now: datetime) -> dict[str, set]:
     r |= keys(j2[(j2.id != j2.id_o) & (j2.created_at > j2.expires_at)])
     out["replay_after_expiry"] = r
     # key_conflict
-    fp = pd.concat([ops.loc[ops.request_hash.fillna("") != "", K + ["request_hash"]],
-                    att.loc[att.request_hash.fillna("") != "", K + ["request_hash"]]])
+    fp = pd.concat(
+        [
+            ops.loc[ops.request_hash.fillna("") != "", K + ["request_hash"]],
+            att.loc[att.request_hash.fillna("") != "", K + ["request_hash"]],
+        ]
+    )
     s = fp.groupby(K)["request_hash"].nunique()
     out["key_conflict"] = set(s[s >= 2].index)
     # duplicate_intent
     c = ops[(ops.status == "succeeded") & (ops.intent_ref.fillna("") != "")][K + ["intent_ref", "created_at"]]
     m = c.merge(c, on=["scope", "intent_ref"], suffixes=("_1", "_2"))
     m = m[m.idempotency_key_1 != m.idempotency_key_2]
-    earlier = (m.created_at_1 < m.created_at_2) | ((m.created_at_1 == m.created_at_2)
-                                                  & (m.idempotency_key_1 < m.idempotency_key_2))
+    earlier = (m.created_at_1 < m.created_at_2) | (
+        (m.created_at_1 == m.created_at_2) & (m.idempotency_key_1 < m.idempotency_key_2)
+    )
     m = m[earlier & ((m.created_at_2 - m.created_at_1).dt.total_seconds() <= WINDOW_S)]
     out["duplicate_intent"] = set(zip(m.scope, m.idempotency_key_2))
     # stuck_in_progress
-    st = ops[(ops.status == "running") & ((ops.lock_expires_at <= now_) | (
-        ops.locked_at <= now_ - pd.Timedelta(seconds=LOCK_TIMEOUT_S)))]
+    st = ops[
+        (ops.status == "running")
+        & ((ops.lock_expires_at <= now_) | (ops.locked_at <= now_ - pd.Timedelta(seconds=LOCK_TIMEOUT_S)))
+    ]
     out["stuck_in_progress"] = keys(st)
     # unresolved_failure
     f = ops[ops.status == "failed"][K + ["intent_ref", "created_at", "id"]]

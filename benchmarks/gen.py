@@ -86,18 +86,19 @@ class _Sql:
     def succ(self, i="i"):
         """Index of the attempt that succeeded last (0: none)."""
         m = self.m(i)
-        return (f"(CASE WHEN {m} = 2 THEN 2 WHEN {m} = 3 THEN 3 WHEN {m} IN (6, 7) THEN 0 "
-                f"ELSE {self.n(i)} END)")
+        return f"(CASE WHEN {m} = 2 THEN 2 WHEN {m} = 3 THEN 3 WHEN {m} IN (6, 7) THEN 0 ELSE {self.n(i)} END)"
 
     def off(self, i="i"):
         """Seconds before the anchor at which operation i was created."""
         m = self.m(i)
-        return (f"(CASE WHEN {m} = 2 THEN 180000 + {i} % 3600 "
-                f"WHEN {m} = 4 THEN 1200 + ({i} * 7919) % 18000 "
-                f"WHEN {m} = 5 THEN 600 + (({i} - 1) * 7919) % 18000 "
-                f"WHEN {m} = 6 THEN 600 + {i} % 3600 "
-                f"WHEN {self.old(i)} THEN 90000 + ({i} * 7919) % 162000 "
-                f"ELSE 60 + ({i} * 7919) % 21600 END)")
+        return (
+            f"(CASE WHEN {m} = 2 THEN 180000 + {i} % 3600 "
+            f"WHEN {m} = 4 THEN 1200 + ({i} * 7919) % 18000 "
+            f"WHEN {m} = 5 THEN 600 + (({i} - 1) * 7919) % 18000 "
+            f"WHEN {m} = 6 THEN 600 + {i} % 3600 "
+            f"WHEN {self.old(i)} THEN 90000 + ({i} * 7919) % 162000 "
+            f"ELSE 60 + ({i} * 7919) % 21600 END)"
+        )
 
     def created_e(self, i="i"):
         return f"(CASE WHEN {i} % 100000 = 99999 THEN NULL ELSE {ANCHOR_E} - {self.off(i)} END)"
@@ -105,8 +106,7 @@ class _Sql:
     def series(self, n: int) -> tuple[str, str]:
         """(prefix, FROM clause) producing rows i = 1..n."""
         if self.d == "sqlite":
-            return (f"WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {n}) ",
-                    "FROM s")
+            return (f"WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {n}) ", "FROM s")
         return "", f"FROM generate_series(CAST(1 AS BIGINT), {n}) AS s(i)"
 
 
@@ -116,11 +116,12 @@ def ops_sql(dialect: str, n: int) -> str:
     status = f"(CASE WHEN {m} = 6 THEN 'running' WHEN {m} = 7 THEN 'failed' ELSE 'succeeded' END)"
     prefix, frm = q.series(n)
     eff = f"(CASE WHEN {sc} > 0 THEN 'ch_' || i || '_' || {sc} END)"
-    body = ("'{\"customer\": {\"email\": \"user' || i || '@example.com\"}, \"card\": "
-            "{\"number\": \"4242424242424242\"}, \"amount\": ' || (i % 25000) || '}'")
+    body = (
+        '\'{"customer": {"email": "user\' || i || \'@example.com"}, "card": '
+        '{"number": "4242424242424242"}, "amount": \' || (i % 25000) || \'}\''
+    )
     return (
-        prefix +
-        "INSERT INTO operations (id, scope, idempotency_key, kind, status, request_hash, intent_ref, "
+        prefix + "INSERT INTO operations (id, scope, idempotency_key, kind, status, request_hash, intent_ref, "
         "effect_ref, attempt_count, created_at, updated_at, completed_at, locked_at, lock_expires_at, "
         "expires_at, request_body, response_body, error) "
         f"SELECT i, {q.scope()}, {q.key()}, {_case('i % 5', KINDS)}, {status}, "
@@ -129,9 +130,9 @@ def ops_sql(dialect: str, n: int) -> str:
         f"(CASE WHEN {sc} > 0 THEN {q.ts(ce + ' + 60')} END), "
         f"(CASE WHEN {m} = 6 THEN {q.ts(ce)} END), (CASE WHEN {m} = 6 THEN {q.ts(ce + ' + 300')} END), "
         f"{q.ts(ce + ' + 86400')}, {body}, "
-        f"(CASE WHEN {sc} > 0 THEN '{{\"id\": \"' || {eff} || '\", \"status\": \"ok\"}}' END), "
-        f"(CASE WHEN {m} = 7 THEN 'upstream 503 from provider' END) "
-        + frm)
+        f'(CASE WHEN {sc} > 0 THEN \'{{"id": "\' || {eff} || \'", "status": "ok"}}\' END), '
+        f"(CASE WHEN {m} = 7 THEN 'upstream 503 from provider' END) " + frm
+    )
 
 
 def attempts_sql(dialect: str, n: int) -> str:
@@ -139,20 +140,19 @@ def attempts_sql(dialect: str, n: int) -> str:
     m, ce, nn, sc = q.m(), q.created_e(), q.n(), q.succ()
     prefix, frm = q.series(n)
     if dialect == "sqlite":
-        prefix = prefix.rstrip() + (", j(j) AS (SELECT 1 UNION ALL SELECT j + 1 FROM j WHERE j < "
-                                    f"{MAX_ATTEMPTS}) ")
+        prefix = prefix.rstrip() + (f", j(j) AS (SELECT 1 UNION ALL SELECT j + 1 FROM j WHERE j < {MAX_ATTEMPTS}) ")
         frm = frm + " JOIN j ON j.j <= " + nn
     else:
         frm = frm + f" JOIN generate_series(CAST(1 AS BIGINT), {MAX_ATTEMPTS}) AS j(j) ON j.j <= " + nn
-    outcome = (f"(CASE WHEN {m} = 6 THEN 'running' WHEN {m} = 7 THEN 'failed' "
-               f"WHEN {m} = 2 AND j = 3 THEN 'rejected' WHEN {m} = 3 AND j = 4 THEN 'rejected' "
-               f"WHEN {m} = 1 AND j = 1 THEN 'succeeded' WHEN j = {sc} THEN 'succeeded' "
-               f"WHEN (i + j) % 4 = 0 THEN 'timed_out' ELSE 'failed' END)")
-    start = (f"(CASE WHEN {m} = 2 AND j = 3 THEN {ANCHOR_E} - 3600 - i % 3600 "
-             f"ELSE {ce} + (j - 1) * 45 END)")
+    outcome = (
+        f"(CASE WHEN {m} = 6 THEN 'running' WHEN {m} = 7 THEN 'failed' "
+        f"WHEN {m} = 2 AND j = 3 THEN 'rejected' WHEN {m} = 3 AND j = 4 THEN 'rejected' "
+        f"WHEN {m} = 1 AND j = 1 THEN 'succeeded' WHEN j = {sc} THEN 'succeeded' "
+        f"WHEN (i + j) % 4 = 0 THEN 'timed_out' ELSE 'failed' END)"
+    )
+    start = f"(CASE WHEN {m} = 2 AND j = 3 THEN {ANCHOR_E} - 3600 - i % 3600 ELSE {ce} + (j - 1) * 45 END)"
     return (
-        prefix +
-        "INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, outcome, "
+        prefix + "INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, outcome, "
         "request_hash, effect_ref, worker, error) "
         f"SELECT (i - 1) * {MAX_ATTEMPTS} + j, {q.scope()}, {q.key()}, j, {q.ts(start)}, "
         f"(CASE WHEN {m} = 6 THEN NULL ELSE {q.ts(start + ' + 1 + (i + j) % 20')} END), o, "
@@ -162,15 +162,34 @@ def attempts_sql(dialect: str, n: int) -> str:
         f"WHEN o = 'failed' THEN 'upstream 503 from provider' "
         f"WHEN o = 'timed_out' THEN 'provider did not answer within 30 s' "
         f"WHEN o = 'rejected' AND {m} = 3 THEN '422 key reused with different parameters' END) "
-        f"FROM (SELECT i, j, {outcome} AS o " + frm + ") x")
+        f"FROM (SELECT i, j, {outcome} AS o " + frm + ") x"
+    )
 
 
 def expected_counts(n: int) -> dict[str, int]:
     """Exact number of findings of each kind that :func:`generate` plants for ``n`` operations."""
-    out = dict.fromkeys(("duplicate_effect", "replay_after_expiry", "key_conflict", "duplicate_intent",
-                         "stuck_in_progress", "unresolved_failure", "retry_storm", "expired_key"), 0)
-    by_m = {1: "duplicate_effect", 2: "replay_after_expiry", 3: "key_conflict", 5: "duplicate_intent",
-            6: "stuck_in_progress", 7: "unresolved_failure", 8: "retry_storm"}
+    out = dict.fromkeys(
+        (
+            "duplicate_effect",
+            "replay_after_expiry",
+            "key_conflict",
+            "duplicate_intent",
+            "stuck_in_progress",
+            "unresolved_failure",
+            "retry_storm",
+            "expired_key",
+        ),
+        0,
+    )
+    by_m = {
+        1: "duplicate_effect",
+        2: "replay_after_expiry",
+        3: "key_conflict",
+        5: "duplicate_intent",
+        6: "stuck_in_progress",
+        7: "unresolved_failure",
+        8: "retry_storm",
+    }
     for m, k in by_m.items():
         out[k] = (n - m) // 1000 + 1 if n >= m else 0
     if n < 5:
@@ -208,6 +227,7 @@ def _ddl(engine):
 def generate_sqlite(path: str, n: int, reuse: bool, log=print) -> float:
     """Write (or reuse) a SQLite ledger of ``n`` operations at ``path``; returns seconds spent."""
     import os
+
     if reuse and os.path.exists(path):
         c = sqlite3.connect(path)
         try:
@@ -246,6 +266,7 @@ def generate_sqlite(path: str, n: int, reuse: bool, log=print) -> float:
 def generate_postgresql(admin_url: str, db: str, n: int, reuse: bool, log=print) -> float:
     """Create (or reuse) database ``db`` holding a ledger of ``n`` operations; returns seconds spent."""
     from sqlalchemy.engine import make_url
+
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as c:
         exists = c.execute(text("SELECT 1 FROM pg_database WHERE datname = :d"), {"d": db}).scalar()

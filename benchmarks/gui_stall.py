@@ -60,6 +60,7 @@ def measure(url: str, timeout_s: float = 90.0) -> dict:
         now = time.monotonic()
         gaps.append((now - last[0], phase[0]))
         last[0] = now
+
     phase = ["open"]
     timer.timeout.connect(tick)
     timer.start()
@@ -80,14 +81,22 @@ def measure(url: str, timeout_s: float = 90.0) -> dict:
         spin(0.05)
         phase[0] = "filter status"
         tab.filterbar.status_actions[Status.FAILED].setChecked(True)
-        wait_until(lambda: tab.flt.statuses == [Status.FAILED] and tab.model.rowCount() > 0
-                   and not tab.model.is_loading(), "status filter")
+        wait_until(
+            lambda: tab.flt.statuses == [Status.FAILED] and tab.model.rowCount() > 0 and not tab.model.is_loading(),
+            "status filter",
+        )
         phase[0] = "filter finding"
         tab.filterbar.clear()
         tab.filter_by_finding(FindingKind.STUCK_IN_PROGRESS)
         try:
-            wait_until(lambda: tab.flt.findings == [FindingKind.STUCK_IN_PROGRESS] and tab.model.rowCount() > 0
-                       and not tab.model.is_loading(), "finding filter")
+            wait_until(
+                lambda: (
+                    tab.flt.findings == [FindingKind.STUCK_IN_PROGRESS]
+                    and tab.model.rowCount() > 0
+                    and not tab.model.is_loading()
+                ),
+                "finding filter",
+            )
         except TimeoutError as e:
             unfinished = str(e) + f" after {timeout_s:.0f} s (stalls until then are counted)"
         spin(0.2)
@@ -100,9 +109,16 @@ def measure(url: str, timeout_s: float = 90.0) -> dict:
     by_phase: dict[str, float] = {}
     for g, p in gaps:
         by_phase[p] = max(by_phase.get(p, 0.0), g)
-    return {"max_stall_s": worst[0], "worst_phase": worst[1], "by_phase": by_phase,
-            "rows_scrolled": ROWS_TO_SCROLL, "ticks": len(gaps), "unfinished": unfinished, **phases,
-            "total_s": time.monotonic() - t0}
+    return {
+        "max_stall_s": worst[0],
+        "worst_phase": worst[1],
+        "by_phase": by_phase,
+        "rows_scrolled": ROWS_TO_SCROLL,
+        "ticks": len(gaps),
+        "unfinished": unfinished,
+        **phases,
+        "total_s": time.monotonic() - t0,
+    }
 
 
 if __name__ == "__main__":

@@ -52,14 +52,15 @@ PG_ADMIN = os.environ.get("IDEMVIEW_PG_ADMIN_URL", "postgresql+psycopg://postgre
 NOW = pg.ANCHOR
 SIZES = {"10k": 10_000, "20k": 20_000, "100k": 100_000, "1m": 1_000_000, "2m": 2_000_000, "3m": 3_000_000}
 
-TARGET_FLOOR = 1.5         # scan <= 1.5x floor (celery, idemview; 2M rows)
-TARGET_PANDAS = 10.0       # scan >= 10x faster than pandas read_sql + groupby
+TARGET_FLOOR = 1.5  # scan <= 1.5x floor (celery, idemview; 2M rows)
+TARGET_PANDAS = 10.0  # scan >= 10x faster than pandas read_sql + groupby
 TARGET_EXPORT_RATE = 150_000
 TARGET_EXPORT_VS_PANDAS = 2.0
 TARGET_RSS_MB = 500
 
 
 # ------------------------------------------------------------------------------- child processes
+
 
 def run_child(argv: list[str], out_path: str | None = None, env=None, timeout: float = 3600) -> dict:
     """Run ``argv``; wall seconds, exit code, peak RSS (MB, from wait4), stderr tail."""
@@ -181,13 +182,16 @@ with eng.connect() as c:
 
 # ------------------------------------------------------------------------------------ floor SQL
 
+
 def floor_sql(preset: str, dialect: str) -> dict[str, str]:
     """kind -> the simplest SQL for the finding keys ``(scope, key)``, plus ``_count``."""
+
     def ts(offset_s: float, aware: bool = False) -> str:
         s = pg.anchor_naive(offset_s)
         if dialect == "sqlite":
             return f"'{s}'"
         return f"TIMESTAMPTZ '{s}+00'" if aware else f"TIMESTAMP '{s}'"
+
     if preset == "idemview":
         q = floor.floor_queries(dialect, NOW)
         q["_count"] = "SELECT count(*), (SELECT count(*) FROM attempts) FROM operations"
@@ -201,8 +205,11 @@ def floor_sql(preset: str, dialect: str) -> dict[str, str]:
             "expired_key": f"SELECT '', task_id FROM celery_taskmeta WHERE date_done <= {ts(86400)}",
         }
     if preset == "oban":
-        within = ("julianday(b.inserted_at) - julianday(a.inserted_at) <= 60 / 86400.0" if dialect == "sqlite"
-                  else "b.inserted_at <= a.inserted_at + INTERVAL '60 seconds'")
+        within = (
+            "julianday(b.inserted_at) - julianday(a.inserted_at) <= 60 / 86400.0"
+            if dialect == "sqlite"
+            else "b.inserted_at <= a.inserted_at + INTERVAL '60 seconds'"
+        )
         return {
             "_count": "SELECT count(*), 0 FROM oban_jobs",
             "retry_storm": "SELECT worker, id FROM oban_jobs WHERE attempt > 5",
@@ -255,6 +262,7 @@ def _compare(a: dict[str, set] | None, b: dict[str, set] | None) -> str:
 
 # ---------------------------------------------------------------------------------- measurements
 
+
 def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas_max: int, tmp: str) -> dict:
     dialect = engine
     spec = {"dialect": dialect, "queries": floor_sql(preset, dialect)}
@@ -263,6 +271,7 @@ def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas
         scan_url = url
     else:
         from sqlalchemy.engine import make_url
+
         u = make_url(url)
         spec["dsn"] = f"host={u.host} port={u.port or 5432} user={u.username} dbname={u.database}"
         scan_url = u.set(drivername="postgresql").render_as_string(hide_password=False)
@@ -272,14 +281,24 @@ def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas
     floors, scans = [], []
     for _ in range(repeat):
         floors.append(run_child([PY, "-c", FLOOR_CHILD, sp, fl_out]))
-        scans.append(run_child([IDEMVIEW, "scan", scan_url, "--layout", preset, "--format", "json",
-                                "--now", pg.now_iso()], out_path=sc_out))
+        scans.append(
+            run_child(
+                [IDEMVIEW, "scan", scan_url, "--layout", preset, "--format", "json", "--now", pg.now_iso()],
+                out_path=sc_out,
+            )
+        )
     fl, sc = min(floors, key=lambda r: r["s"]), min(scans, key=lambda r: r["s"])
     fkeys = _keys(json.load(open(fl_out))) if fl["rc"] == 0 else None
     ekeys = _engine_keys(sc_out) if sc["rc"] == 0 else None
-    res = {"preset": preset, "engine": engine, "rows": n, "floor": fl, "scan": scans and sc,
-           "keys_equal": _compare(ekeys, fkeys),
-           "counts": {k: len(v) for k, v in (ekeys or {}).items()}}
+    res = {
+        "preset": preset,
+        "engine": engine,
+        "rows": n,
+        "floor": fl,
+        "scan": scans and sc,
+        "keys_equal": _compare(ekeys, fkeys),
+        "counts": {k: len(v) for k, v in (ekeys or {}).items()},
+    }
     if sc["rc"] != 0:
         res["scan_error"] = sc["err"]
     if fl["rc"] != 0:
@@ -290,8 +309,10 @@ def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas
         pass
     if n <= pandas_max:
         pspec = os.path.join(tmp, "pandas_spec.json")
-        json.dump({"url": url if dialect != "sqlite" else f"sqlite:///{url}", "now": pg.now_iso(),
-                   "preset": preset}, open(pspec, "w"))
+        json.dump(
+            {"url": url if dialect != "sqlite" else f"sqlite:///{url}", "now": pg.now_iso(), "preset": preset},
+            open(pspec, "w"),
+        )
         pout = os.path.join(tmp, "pandas_out.json")
         pd_ = run_child([PY, "-c", PANDAS_CHILD, pspec, pout, str(HERE)])
         res["pandas"] = pd_
@@ -309,8 +330,7 @@ def measure_export(engine: str, n: int, url: str, tmp: str) -> dict:
     else:
         sa_url, cli_url = url, url.replace("postgresql+psycopg", "postgresql")
     out = os.path.join(tmp, "export.csv")
-    ex = run_child([IDEMVIEW, "export", cli_url, "--layout", "celery", "--now", pg.now_iso(), "--out", out,
-                    "--force"])
+    ex = run_child([IDEMVIEW, "export", cli_url, "--layout", "celery", "--now", pg.now_iso(), "--out", out, "--force"])
     size = os.path.getsize(out) if os.path.exists(out) else 0
     for p in (out, out + ".manifest.json"):
         if os.path.exists(p):
@@ -320,8 +340,14 @@ def measure_export(engine: str, n: int, url: str, tmp: str) -> dict:
     psize = os.path.getsize(pout) if os.path.exists(pout) else 0
     if os.path.exists(pout):
         os.unlink(pout)
-    return {"engine": engine, "rows": n, "export": ex, "pandas": pd_, "csv_mb": size / 1e6,
-            "pandas_csv_mb": psize / 1e6}
+    return {
+        "engine": engine,
+        "rows": n,
+        "export": ex,
+        "pandas": pd_,
+        "csv_mb": size / 1e6,
+        "pandas_csv_mb": psize / 1e6,
+    }
 
 
 def measure_big_cells(tmp: str, n_rows: int = 120, cell_mb: float = 5.0) -> dict:
@@ -329,6 +355,7 @@ def measure_big_cells(tmp: str, n_rows: int = 120, cell_mb: float = 5.0) -> dict
     from sqlalchemy import create_engine, insert
 
     from idemview.services.demo import reference_metadata
+
     path = os.path.join(pg.cache_dir(), f"bigcells_{n_rows}x{cell_mb:g}mb.db")
     if not os.path.exists(path):
         eng = create_engine(f"sqlite:///{path}")
@@ -347,14 +374,26 @@ def measure_big_cells(tmp: str, n_rows: int = 120, cell_mb: float = 5.0) -> dict
                     j += 1
                 body = '{"items": [' + ",".join(parts) + "]}"
                 t = NOW - timedelta(minutes=i)
-                c.execute(insert(ops), [{"id": i + 1, "scope": "acme", "idempotency_key": f"big-{i}",
-                                         "kind": "report.build", "status": "succeeded", "created_at": t,
-                                         "updated_at": t, "expires_at": t + timedelta(days=1),
-                                         "attempt_count": 1, "response_body": body}])
+                c.execute(
+                    insert(ops),
+                    [
+                        {
+                            "id": i + 1,
+                            "scope": "acme",
+                            "idempotency_key": f"big-{i}",
+                            "kind": "report.build",
+                            "status": "succeeded",
+                            "created_at": t,
+                            "updated_at": t,
+                            "expires_at": t + timedelta(days=1),
+                            "attempt_count": 1,
+                            "response_body": body,
+                        }
+                    ],
+                )
         eng.dispose()
     out = os.path.join(tmp, "big.csv")
-    ex = run_child([IDEMVIEW, "export", path, "--layout", "idemview", "--now", pg.now_iso(), "--out", out,
-                    "--force"])
+    ex = run_child([IDEMVIEW, "export", path, "--layout", "idemview", "--now", pg.now_iso(), "--out", out, "--force"])
     size = os.path.getsize(out) if os.path.exists(out) else 0
     for p in (out, out + ".manifest.json"):
         if os.path.exists(p):
@@ -363,6 +402,7 @@ def measure_big_cells(tmp: str, n_rows: int = 120, cell_mb: float = 5.0) -> dict
 
 
 # -------------------------------------------------------------------------------------- rendering
+
 
 def _load() -> str:
     try:
@@ -375,10 +415,17 @@ def machine() -> dict:
     import sqlite3
 
     import sqlalchemy
-    info = {"cores": os.cpu_count(), "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-            "sqlalchemy": sqlalchemy.__version__, "platform": platform.platform()}
+
+    info = {
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "sqlalchemy": sqlalchemy.__version__,
+        "platform": platform.platform(),
+    }
     try:
         from sqlalchemy import create_engine, text
+
         e = create_engine(PG_ADMIN)
         with e.connect() as c:
             info["postgresql"] = c.execute(text("SHOW server_version")).scalar()
@@ -387,6 +434,7 @@ def machine() -> dict:
         info["postgresql"] = "unavailable"
     try:
         import pandas
+
         info["pandas"] = pandas.__version__
     except ImportError:
         info["pandas"] = "not installed"
@@ -411,26 +459,32 @@ def _kept(out_path: str) -> str:
     except OSError:
         return ""
     cut = [i for i in (old.find("\n" + h) for h in KEEP_SECTIONS) if i >= 0]
-    return old[min(cut):].strip() + "\n" if cut else ""
+    return old[min(cut) :].strip() + "\n" if cut else ""
 
 
 def render(results: dict, notes: str) -> str:
     m = results["machine"]
-    L = ["# idemview benchmarks", "",
-         f"Generated by `make bench` (`python benchmarks/presets_bench.py {results['argv']}`) on "
-         f"{results['started']} (took {results['elapsed_min']:.1f} min). Machine: {m['cores']} cores "
-         f"(shared with other engineers' builds and tests during the run), {m['platform']}. SQLite "
-         f"{m['sqlite']}, PostgreSQL {m['postgresql']} (stock settings, TCP on localhost), Python "
-         f"{m['python']}, SQLAlchemy {m['sqlalchemy']}, pandas {m['pandas']}. Load average (1 min) "
-         f"at start/end: {results['load_start']}/{results['load_end']}.", "",
-         "Every figure is one fresh process timed as a whole (wall seconds, interpreter start and imports "
-         "included; peak RSS from `wait4`). Floor and scan alternate; the best of "
-         f"{results['repeat']} is kept (1 above 1M rows). ✓/✗: the issue's targets (scan ≤ {TARGET_FLOOR}× floor for celery and "
-         f"idemview at 2M rows, shown at every size; ≥ {TARGET_PANDAS:g}× faster than pandas).", "",
-         "## Findings scan: `idemview scan` vs the floor vs pandas", "",
-         "| preset | engine | rows | scan s | floor s | scan/floor | pandas s | pandas/scan "
-         "| keys = floor | not checkable (skipped) |",
-         "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    L = [
+        "# idemview benchmarks",
+        "",
+        f"Generated by `make bench` (`python benchmarks/presets_bench.py {results['argv']}`) on "
+        f"{results['started']} (took {results['elapsed_min']:.1f} min). Machine: {m['cores']} cores "
+        f"(shared with other engineers' builds and tests during the run), {m['platform']}. SQLite "
+        f"{m['sqlite']}, PostgreSQL {m['postgresql']} (stock settings, TCP on localhost), Python "
+        f"{m['python']}, SQLAlchemy {m['sqlalchemy']}, pandas {m['pandas']}. Load average (1 min) "
+        f"at start/end: {results['load_start']}/{results['load_end']}.",
+        "",
+        "Every figure is one fresh process timed as a whole (wall seconds, interpreter start and imports "
+        "included; peak RSS from `wait4`). Floor and scan alternate; the best of "
+        f"{results['repeat']} is kept (1 above 1M rows). ✓/✗: the issue's targets (scan ≤ {TARGET_FLOOR}× floor for celery and "
+        f"idemview at 2M rows, shown at every size; ≥ {TARGET_PANDAS:g}× faster than pandas).",
+        "",
+        "## Findings scan: `idemview scan` vs the floor vs pandas",
+        "",
+        "| preset | engine | rows | scan s | floor s | scan/floor | pandas s | pandas/scan "
+        "| keys = floor | not checkable (skipped) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
     for r in results["scans"]:
         sc, fl = r["scan"]["s"], r["floor"]["s"]
         ratio = sc / fl if fl else None
@@ -447,36 +501,56 @@ def render(results: dict, notes: str) -> str:
         nc = ", ".join(k for k in r.get("not_checkable", []) if k not in ("hidden_success", "orphan_effect"))
         err = " (stopped)" if "scan_error" in r else ""
         ferr = " (stopped)" if "floor_error" in r else ""
-        L.append(f"| {r['preset']} | {r['engine']} | {_fmt_n(r['rows'])} | {sc:.2f}{err} | {fl:.2f}{ferr} | "
-                 f"{'–' if err or ferr else '%.2f×' % ratio}{'' if err or ferr else _mark(tgt)} | {pcol} | {prat} | {r['keys_equal']} | "
-                 f"{nc or '–'} |")
-    L += ["", "Findings per kind (scan): " + "; ".join(
-        f"{r['preset']} {r['engine']} {_fmt_n(r['rows'])}: " + ", ".join(f"{k} {v}" for k, v in sorted(r["counts"].items()))
-        for r in results["scans"]) + ".", ""]
+        L.append(
+            f"| {r['preset']} | {r['engine']} | {_fmt_n(r['rows'])} | {sc:.2f}{err} | {fl:.2f}{ferr} | "
+            f"{'–' if err or ferr else '%.2f×' % ratio}{'' if err or ferr else _mark(tgt)} | {pcol} | {prat} | {r['keys_equal']} | "
+            f"{nc or '–'} |"
+        )
+    L += [
+        "",
+        "Findings per kind (scan): "
+        + "; ".join(
+            f"{r['preset']} {r['engine']} {_fmt_n(r['rows'])}: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(r["counts"].items()))
+            for r in results["scans"]
+        )
+        + ".",
+        "",
+    ]
     if results.get("export_note"):
         L += [f"Export figures: {results['export_note']}.", ""]
     if results.get("exports"):
-        L += ["## Export of every Celery row (masked) vs `pandas.read_sql` + `to_csv` (unmasked)", "",
-              "| engine | rows | export s | rows/s | export RSS MB | pandas s | rows/s | pandas RSS MB | export/pandas | CSV MB |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        L += [
+            "## Export of every Celery row (masked) vs `pandas.read_sql` + `to_csv` (unmasked)",
+            "",
+            "| engine | rows | export s | rows/s | export RSS MB | pandas s | rows/s | pandas RSS MB | export/pandas | CSV MB |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for e in results["exports"]:
             ex, pd_ = e["export"], e["pandas"]
             rate = e["rows"] / ex["s"] if ex["rc"] == 0 else 0
             prate = e["rows"] / pd_["s"] if pd_["rc"] == 0 else 0
             ratio = ex["s"] / pd_["s"] if pd_["rc"] == 0 and ex["rc"] == 0 else None
-            L.append(f"| {e['engine']} | {e['rows']:,} | {ex['s']:.1f}{'' if ex['rc'] == 0 else ' (failed)'} | "
-                     f"{rate:,.0f}{_mark(rate >= TARGET_EXPORT_RATE)} | {ex['rss_mb']:.0f}{_mark(ex['rss_mb'] <= TARGET_RSS_MB)} | "
-                     f"{pd_['s']:.1f} | {prate:,.0f} | {pd_['rss_mb']:.0f} | "
-                     f"{'%.2f×' % ratio if ratio else '–'}{_mark(ratio <= TARGET_EXPORT_VS_PANDAS if ratio else None)} | "
-                     f"{e['csv_mb']:.0f} |")
+            L.append(
+                f"| {e['engine']} | {e['rows']:,} | {ex['s']:.1f}{'' if ex['rc'] == 0 else ' (failed)'} | "
+                f"{rate:,.0f}{_mark(rate >= TARGET_EXPORT_RATE)} | {ex['rss_mb']:.0f}{_mark(ex['rss_mb'] <= TARGET_RSS_MB)} | "
+                f"{pd_['s']:.1f} | {prate:,.0f} | {pd_['rss_mb']:.0f} | "
+                f"{'%.2f×' % ratio if ratio else '–'}{_mark(ratio <= TARGET_EXPORT_VS_PANDAS if ratio else None)} | "
+                f"{e['csv_mb']:.0f} |"
+            )
         L.append("")
     if results.get("big_cells"):
         b = results["big_cells"]
         ex = b["export"]
-        L += ["## Export of 120 operations × 5 MB response bodies (SQLite, reference layout)", "",
-              f"`idemview export`: {ex['s']:.1f} s, peak RSS **{ex['rss_mb']:.0f} MB**"
-              f"{_mark(ex['rss_mb'] <= TARGET_RSS_MB)} (target ≤ {TARGET_RSS_MB} MB), CSV {b['csv_mb']:.0f} MB"
-              + ("" if ex["rc"] == 0 else f" — FAILED: {ex['err'][-200:]}") + ".", ""]
+        L += [
+            "## Export of 120 operations × 5 MB response bodies (SQLite, reference layout)",
+            "",
+            f"`idemview export`: {ex['s']:.1f} s, peak RSS **{ex['rss_mb']:.0f} MB**"
+            f"{_mark(ex['rss_mb'] <= TARGET_RSS_MB)} (target ≤ {TARGET_RSS_MB} MB), CSV {b['csv_mb']:.0f} MB"
+            + ("" if ex["rc"] == 0 else f" — FAILED: {ex['err'][-200:]}")
+            + ".",
+            "",
+        ]
     L += [notes.strip(), ""]
     return "\n".join(L)
 
@@ -492,10 +566,16 @@ def main(argv=None) -> int:
     ap.add_argument("--presets", default="celery,idemview,oban,stripe-style")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--pandas-max", default="2m", help="largest size pandas is run on")
-    ap.add_argument("--idemview-max", default="1m", help="largest size of the reference ledger (it has 3 "
-                                                          "attempts per operation: 1M operations = 4M rows)")
-    ap.add_argument("--large-presets", default="celery,idemview",
-                    help="presets measured above --others-max (the issue's 2M targets are for these)")
+    ap.add_argument(
+        "--idemview-max",
+        default="1m",
+        help="largest size of the reference ledger (it has 3 attempts per operation: 1M operations = 4M rows)",
+    )
+    ap.add_argument(
+        "--large-presets",
+        default="celery,idemview",
+        help="presets measured above --others-max (the issue's 2M targets are for these)",
+    )
     ap.add_argument("--others-max", default="1m", help="largest size of the other presets")
     ap.add_argument("--repeat-large", type=int, default=1, help="--repeat above 1M rows")
     ap.add_argument("--export-size", default="largest", help="Celery size exported (a --sizes entry; 'none')")
@@ -504,8 +584,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--notes", default=str(HERE / "NOTES_presets.md"), help="text appended to the report")
     ap.add_argument("--render-only", action="store_true", help="rewrite --out from the last results")
-    ap.add_argument("--only-export", action="store_true",
-                    help="re-measure the exports (at --export-size) into the last results, then render")
+    ap.add_argument(
+        "--only-export",
+        action="store_true",
+        help="re-measure the exports (at --export-size) into the last results, then render",
+    )
     args = ap.parse_args(argv)
     if args.only_export:
         rp = os.path.join(pg.cache_dir(), "presets_results.json")
@@ -519,8 +602,10 @@ def main(argv=None) -> int:
             print(res["exports"][-1]["export"], flush=True)
         res["big_cells"] = measure_big_cells(tmp)
         print(res["big_cells"]["export"], flush=True)
-        res["export_note"] = (f"export rows re-measured at {datetime.now(UTC).strftime('%H:%M UTC')} after "
-                              "fixing the peak-RSS accounting (GNU time instead of wait4 of a forked child)")
+        res["export_note"] = (
+            f"export rows re-measured at {datetime.now(UTC).strftime('%H:%M UTC')} after "
+            "fixing the peak-RSS accounting (GNU time instead of wait4 of a forked child)"
+        )
         json.dump(res, open(rp, "w"), indent=1)
         notes = open(args.notes).read() if os.path.exists(args.notes) else ""
         Path(args.out).write_text(render(res, notes) + "\n" + _kept(args.out))
@@ -540,9 +625,15 @@ def main(argv=None) -> int:
     others_max = SIZES[args.others_max.lower()]
     started = datetime.now(UTC)
     t0 = time.perf_counter()
-    res: dict = {"machine": machine(), "started": started.strftime("%Y-%m-%d %H:%M UTC"),
-                 "argv": " ".join(argv if argv is not None else sys.argv[1:]), "repeat": args.repeat,
-                 "load_start": _load(), "scans": [], "exports": []}
+    res: dict = {
+        "machine": machine(),
+        "started": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "argv": " ".join(argv if argv is not None else sys.argv[1:]),
+        "repeat": args.repeat,
+        "load_start": _load(),
+        "scans": [],
+        "exports": [],
+    }
     tmp = tempfile.mkdtemp(prefix="idemview-bench-")
     results_path = os.path.join(pg.cache_dir(), "presets_results.json")
 
@@ -571,19 +662,27 @@ def main(argv=None) -> int:
                     r["repeat"] = rep
                     r["generate_s"] = gen_s
                     res["scans"].append(r)
-                    print(f"  scan {r['scan']['s']:.2f} s, floor {r['floor']['s']:.2f} s, keys {r['keys_equal']}, "
-                          f"pandas {r.get('pandas', {}).get('s', float('nan')):.2f} s", flush=True)
+                    print(
+                        f"  scan {r['scan']['s']:.2f} s, floor {r['floor']['s']:.2f} s, keys {r['keys_equal']}, "
+                        f"pandas {r.get('pandas', {}).get('s', float('nan')):.2f} s",
+                        flush=True,
+                    )
                     save()
-        exp = sizes[-1] if args.export_size == "largest" else (
-            None if args.export_size == "none" else SIZES[args.export_size.lower()])
+        exp = (
+            sizes[-1]
+            if args.export_size == "largest"
+            else (None if args.export_size == "none" else SIZES[args.export_size.lower()])
+        )
         if exp is not None and "celery" in presets:
             for engine in engines:
                 url, _ = pg.ensure(engine, "celery", exp, PG_ADMIN, reuse=not args.no_reuse)
                 print(f"export celery {engine} {exp:,}", flush=True)
                 res["exports"].append(measure_export(engine, exp, url, tmp))
                 e = res["exports"][-1]
-                print(f"  export {e['export']['s']:.1f} s (rc {e['export']['rc']}), pandas {e['pandas']['s']:.1f} s",
-                      flush=True)
+                print(
+                    f"  export {e['export']['s']:.1f} s (rc {e['export']['rc']}), pandas {e['pandas']['s']:.1f} s",
+                    flush=True,
+                )
                 save()
         if not args.no_big_cells:
             print("export 120 x 5 MB cells", flush=True)

@@ -63,6 +63,7 @@ TARGET_EXPORT_VS_CSV = 2.0
 
 # ------------------------------------------------------------------------------------ memory
 
+
 def _status(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -106,10 +107,12 @@ def mb(b: int) -> float:
 
 # ------------------------------------------------------------------------------------ ledgers
 
+
 def ledger_url(engine: str, size: str) -> str:
     if engine == "sqlite":
         return f"sqlite:///{CACHE / f'ledger_{size}.db'}"
     from sqlalchemy.engine import make_url
+
     return make_url(PG_ADMIN).set(database=f"idemview_bench_{size}").render_as_string(hide_password=False)
 
 
@@ -128,8 +131,7 @@ GRID_CHANGES = [
     # label, filter kwargs, sort, descending
     ("sort created_at desc", {}, "created_at", True),
     ("filter status=failed", {"statuses": ["failed"]}, "created_at", False),
-    ("filter 1 h window", {"since": NOW - timedelta(hours=3), "until": NOW - timedelta(hours=2)},
-     "created_at", False),
+    ("filter 1 h window", {"since": NOW - timedelta(hours=3), "until": NOW - timedelta(hours=2)}, "created_at", False),
     ("filter kind=email.send", {"kinds": ["email.send"]}, "created_at", True),
     ("sort expires_at", {}, "expires_at", False),
     ("sort key", {}, "key", False),
@@ -173,6 +175,7 @@ def child(engine_name: str, size: str, opts: dict) -> dict:
     res["grid"] = grid
     try:
         from idemview.ledger.reader import index_warnings
+
         res["index_warnings"] = index_warnings(ledger)
     except ImportError:
         res["index_warnings"] = None
@@ -192,8 +195,7 @@ def child(engine_name: str, size: str, opts: dict) -> dict:
         with tempfile.TemporaryDirectory() as d:
             with Measure() as m:
                 r = export_evidence(ledger, flt, Path(d) / "ev.csv", rows="attempts", now=NOW)
-            res["export"] = {"rows": r.rows, "s": m.s, "rate": r.rows / m.s, "peak": m.peak,
-                             "delta": m.delta}
+            res["export"] = {"rows": r.rows, "s": m.s, "rate": r.rows / m.s, "peak": m.peak, "delta": m.delta}
 
     # --- scan: floor (hand-written SQL) vs engine, alternating, best of `repeat`
     expected = gen.expected_counts(n)
@@ -220,9 +222,13 @@ def child(engine_name: str, size: str, opts: dict) -> dict:
     mism = {}
     for k in engine_keys:
         if engine_keys[k] != floor_keys[k] or len(engine_keys[k]) != expected[k]:
-            mism[k] = {"engine": len(engine_keys[k]), "floor": len(floor_keys[k]), "planted": expected[k],
-                       "engine_only": sorted(engine_keys[k] - floor_keys[k])[:3],
-                       "floor_only": sorted(floor_keys[k] - engine_keys[k])[:3]}
+            mism[k] = {
+                "engine": len(engine_keys[k]),
+                "floor": len(floor_keys[k]),
+                "planted": expected[k],
+                "engine_only": sorted(engine_keys[k] - floor_keys[k])[:3],
+                "floor_only": sorted(floor_keys[k] - engine_keys[k])[:3],
+            }
     res["counts"] = {k: len(v) for k, v in engine_keys.items()}
     res["mismatch"] = mism
     for k, v in mism.items():
@@ -231,14 +237,19 @@ def child(engine_name: str, size: str, opts: dict) -> dict:
     # --- unmasked pandas to_csv of the same attempt rows
     if opts["csv"]:
         import pandas as pd
-        q = ("SELECT a.scope, a.idempotency_key, a.attempt_no, a.started_at, a.finished_at, a.outcome, "
-             "a.effect_ref, a.worker, a.error FROM attempts a")
+
+        q = (
+            "SELECT a.scope, a.idempotency_key, a.attempt_no, a.started_at, a.finished_at, a.outcome, "
+            "a.effect_ref, a.worker, a.error FROM attempts a"
+        )
         if window:
             fmt = "%Y-%m-%d %H:%M:%S"
             lo, hi = (w.replace(tzinfo=None).strftime(fmt) for w in window)
             cast = (lambda x: f"'{x}'") if eng.dialect.name == "sqlite" else (lambda x: f"TIMESTAMP '{x}'")
-            q += (" JOIN operations o ON o.scope = a.scope AND o.idempotency_key = a.idempotency_key "
-                  f"WHERE o.created_at >= {cast(lo)} AND o.created_at < {cast(hi)}")
+            q += (
+                " JOIN operations o ON o.scope = a.scope AND o.idempotency_key = a.idempotency_key "
+                f"WHERE o.created_at >= {cast(lo)} AND o.created_at < {cast(hi)}"
+            )
         with tempfile.TemporaryDirectory() as d:
             with Measure() as m:
                 df = pd.read_sql(q, eng)
@@ -246,8 +257,15 @@ def child(engine_name: str, size: str, opts: dict) -> dict:
                 df.to_csv(Path(d) / "plain.csv", index=False)
             rows = len(df)
             del df
-        res["to_csv"] = {"rows": rows, "s": m.s, "read_s": t_read, "write_s": m.s - t_read,
-                         "rate": rows / m.s, "peak": m.peak, "delta": m.delta}
+        res["to_csv"] = {
+            "rows": rows,
+            "s": m.s,
+            "read_s": t_read,
+            "write_s": m.s - t_read,
+            "rate": rows / m.s,
+            "peak": m.peak,
+            "delta": m.delta,
+        }
 
     # --- naive pandas scan
     res["naive"] = None
@@ -279,6 +297,7 @@ def _load() -> float | None:
 
 # ------------------------------------------------------------------------------------ report
 
+
 def machine() -> dict:
     cpu = platform.processor() or ""
     try:
@@ -295,10 +314,17 @@ def machine() -> dict:
                 ram = int(line.split()[1]) * 1024
     except OSError:
         pass
-    out = {"cpu": cpu, "cores": os.cpu_count(), "ram_gb": round(ram / 2**30, 1),
-           "python": platform.python_version(), "sqlite": sqlite3.sqlite_version, "os": platform.platform()}
+    out = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gb": round(ram / 2**30, 1),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "os": platform.platform(),
+    }
     try:
         from sqlalchemy import create_engine, text
+
         e = create_engine(PG_ADMIN)
         with e.connect() as c:
             out["postgresql"] = c.execute(text("SHOW server_version")).scalar()
@@ -307,6 +333,7 @@ def machine() -> dict:
         out["postgresql"] = f"unreachable ({type(ex).__name__})"
     import pandas
     import sqlalchemy
+
     out["pandas"], out["sqlalchemy"] = pandas.__version__, sqlalchemy.__version__
     return out
 
@@ -322,22 +349,35 @@ def _ok(cond: bool | None) -> str:
 def render(results: list[dict], mach: dict, args, started: datetime, elapsed: float) -> str:
     L = []
     L.append("# idemview benchmarks\n")
-    L.append(f"Generated by `{args.command_line}` on {started:%Y-%m-%d %H:%M} UTC "
-             f"(took {elapsed / 60:.1f} min)."
-             + (f" The GUI stall column was added afterwards by `{args.gui_command}` (the GUI landed on main "
-                "during the run)." if getattr(args, "gui_command", None) else "") + "\n")
+    L.append(
+        f"Generated by `{args.command_line}` on {started:%Y-%m-%d %H:%M} UTC "
+        f"(took {elapsed / 60:.1f} min)."
+        + (
+            f" The GUI stall column was added afterwards by `{args.gui_command}` (the GUI landed on main "
+            "during the run)."
+            if getattr(args, "gui_command", None)
+            else ""
+        )
+        + "\n"
+    )
     L.append(f"Machine: {mach['cores']} cores, {mach['ram_gb']} GB RAM, {mach['cpu']}; {mach['os']}.  ")
-    L.append(f"Engines: SQLite {mach['sqlite']}, PostgreSQL {mach.get('postgresql')} (stock server settings; idemview sessions set work_mem 64MB, SQLite cache 256 MiB + mmap), "
-             f"TCP on localhost); Python {mach['python']}, SQLAlchemy {mach['sqlalchemy']}, "
-             f"pandas {mach['pandas']}.\n")
-    L.append("Ledgers: reference layout (`idemview` preset), ~3 attempts per operation, incidents planted "
-             "at a known rate (benchmarks/gen.py); findings computed for now = "
-             f"{NOW.isoformat()}. Times are wall seconds; scan times are the best of "
-             f"{args.repeat} alternating floor/engine runs (one run at 3M operations); ✓/✗ mark the issue's targets "
-             "(at 1M operations on 2 cores; shown at every size).\n")
+    L.append(
+        f"Engines: SQLite {mach['sqlite']}, PostgreSQL {mach.get('postgresql')} (stock server settings; idemview sessions set work_mem 64MB, SQLite cache 256 MiB + mmap), "
+        f"TCP on localhost); Python {mach['python']}, SQLAlchemy {mach['sqlalchemy']}, "
+        f"pandas {mach['pandas']}.\n"
+    )
+    L.append(
+        "Ledgers: reference layout (`idemview` preset), ~3 attempts per operation, incidents planted "
+        "at a known rate (benchmarks/gen.py); findings computed for now = "
+        f"{NOW.isoformat()}. Times are wall seconds; scan times are the best of "
+        f"{args.repeat} alternating floor/engine runs (one run at 3M operations); ✓/✗ mark the issue's targets "
+        "(at 1M operations on 2 cores; shown at every size).\n"
+    )
     L.append("## Findings scan\n")
-    L.append("| engine | operations | attempts | engine scan s | floor SQL s | engine/floor | naive pandas s | "
-             "naive/engine | scan peak RSS MB | keys = floor & planted |")
+    L.append(
+        "| engine | operations | attempts | engine scan s | floor SQL s | engine/floor | naive pandas s | "
+        "naive/engine | scan peak RSS MB | keys = floor & planted |"
+    )
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in results:
         if "error" in r:
@@ -349,19 +389,31 @@ def render(results: list[dict], mach: dict, args, started: datetime, elapsed: fl
         sp = nv_s / r["scan_engine_s"] if nv_s else None
         naive_txt = _f(nv_s) if nv else f"skipped ({r.get('naive_error', '')})"
         match = "yes" if not r["mismatch"] else "**MISMATCH: " + ", ".join(r["mismatch"]) + "**"
-        L.append(f"| {r['engine']} | {r['operations']:,} | {r['attempts']:,} | {_f(r['scan_engine_s'])} | "
-                 f"{_f(r['scan_floor_s'])} | {_f(ratio)}×{_ok(ratio <= TARGET_FLOOR_RATIO)} | {naive_txt} | "
-                 f"{_f(sp, 1) + '×' if sp else '–'}{_ok(sp >= TARGET_NAIVE_SPEEDUP) if sp else ''} | "
-                 f"{mb(r['scan_peak'])} | {match} |")
+        L.append(
+            f"| {r['engine']} | {r['operations']:,} | {r['attempts']:,} | {_f(r['scan_engine_s'])} | "
+            f"{_f(r['scan_floor_s'])} | {_f(ratio)}×{_ok(ratio <= TARGET_FLOOR_RATIO)} | {naive_txt} | "
+            f"{_f(sp, 1) + '×' if sp else '–'}{_ok(sp >= TARGET_NAIVE_SPEEDUP) if sp else ''} | "
+            f"{mb(r['scan_peak'])} | {match} |"
+        )
     L.append("")
-    L.append("Load average (1 min) at the start/end of each measurement, on 2 cores: " + "; ".join(
-        f"{r['engine']} {r['size']}: {r.get('load_start')}/{r.get('load_end')}" for r in results if "error" not in r)
+    L.append(
+        "Load average (1 min) at the start/end of each measurement, on 2 cores: "
+        + "; ".join(
+            f"{r['engine']} {r['size']}: {r.get('load_start')}/{r.get('load_end')}" for r in results if "error" not in r
+        )
         + ". Anything above ~1 is another process competing for the cores (this machine is shared "
-          "with other sessions' builds and tests), so absolute seconds are noisy; the ratios compare runs "
-          "made alternately in the same process.\n")
-    L.append("Findings per kind (engine): " + "; ".join(
-        f"{r['engine']} {r['size']}: " + ", ".join(f"{k} {v}" for k, v in r["counts"].items())
-        for r in results if "counts" in r) + ".\n")
+        "with other sessions' builds and tests), so absolute seconds are noisy; the ratios compare runs "
+        "made alternately in the same process.\n"
+    )
+    L.append(
+        "Findings per kind (engine): "
+        + "; ".join(
+            f"{r['engine']} {r['size']}: " + ", ".join(f"{k} {v}" for k, v in r["counts"].items())
+            for r in results
+            if "counts" in r
+        )
+        + ".\n"
+    )
     L.append("## Grid: time to first 200 rows\n")
     changes = [g[0] for g in GRID_CHANGES]
     L.append("| engine | operations | connect + first page s | " + " | ".join(changes) + " | GUI stall |")
@@ -379,19 +431,28 @@ def render(results: list[dict], mach: dict, args, started: datetime, elapsed: fl
             gui = f"error: {g.get('error', '')}"
         else:
             gui = "not measured"
-        L.append(f"| {r['engine']} | {r['operations']:,} | {_f(r['grid_connect_s'], 3)}"
-                 f"{_ok(r['grid_connect_s'] <= TARGET_GRID_S)} | " + " | ".join(cells) + f" | {gui} |")
+        L.append(
+            f"| {r['engine']} | {r['operations']:,} | {_f(r['grid_connect_s'], 3)}"
+            f"{_ok(r['grid_connect_s'] <= TARGET_GRID_S)} | " + " | ".join(cells) + f" | {gui} |"
+        )
     L.append("")
     if any(r.get("gui") for r in results):
-        L.append("GUI stall: the longest gap between ticks of a 10 ms QTimer while the main window (headless, "
-                 "QT_QPA_PLATFORM=offscreen) opens the ledger, scrolls 20,000 rows page by page, then filters by "
-                 "status and by a finding (benchmarks/gui_stall.py, the method of tests/test_gui_perf.py).\n")
+        L.append(
+            "GUI stall: the longest gap between ticks of a 10 ms QTimer while the main window (headless, "
+            "QT_QPA_PLATFORM=offscreen) opens the ledger, scrolls 20,000 rows page by page, then filters by "
+            "status and by a finding (benchmarks/gui_stall.py, the method of tests/test_gui_perf.py).\n"
+        )
     L.append("## Evidence export of attempts\n")
-    L.append("Every attempt up to 100k operations; above, the attempts of the operations created in one "
-             "hour (" + next((r.get("export_filter", "") for r in results if r.get("operations", 0) > 100_000),
-                             "") + "), the same rows for both.\n")
-    L.append("| engine | rows | export (masked) s | rows/s | to_csv (unmasked) s (read + write) | rows/s | "
-             "export/to_csv | export peak RSS MB (Δ) | to_csv peak RSS MB (Δ) |")
+    L.append(
+        "Every attempt up to 100k operations; above, the attempts of the operations created in one "
+        "hour ("
+        + next((r.get("export_filter", "") for r in results if r.get("operations", 0) > 100_000), "")
+        + "), the same rows for both.\n"
+    )
+    L.append(
+        "| engine | rows | export (masked) s | rows/s | to_csv (unmasked) s (read + write) | rows/s | "
+        "export/to_csv | export peak RSS MB (Δ) | to_csv peak RSS MB (Δ) |"
+    )
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         if "error" in r:
@@ -401,14 +462,15 @@ def render(results: list[dict], mach: dict, args, started: datetime, elapsed: fl
             ex_txt = f"n/a: {r.get('export_error', '')} | – "
         else:
             ex_txt = f"{_f(ex['s'])} | {ex['rate']:,.0f}{_ok(ex['rate'] >= TARGET_EXPORT_RATE)} "
-        tc_txt = (f"{_f(tc['s'])} ({_f(tc['read_s'])} + {_f(tc['write_s'])}) | {tc['rate']:,.0f}"
-                  if tc else "– | –")
+        tc_txt = f"{_f(tc['s'])} ({_f(tc['read_s'])} + {_f(tc['write_s'])}) | {tc['rate']:,.0f}" if tc else "– | –"
         ratio = ex["s"] / tc["s"] if ex and tc else None
         nrows = ex["rows"] if ex else (tc["rows"] if tc else 0)
-        L.append(f"| {r['engine']} | {nrows:,} | {ex_txt}| {tc_txt} | "
-                 f"{(_f(ratio) + '×' + _ok(ratio <= TARGET_EXPORT_VS_CSV)) if ratio else '–'} | "
-                 f"{(str(mb(ex['peak'])) + ' (' + str(mb(ex['delta'])) + ')') if ex else '–'} | "
-                 f"{(str(mb(tc['peak'])) + ' (' + str(mb(tc['delta'])) + ')') if tc else '–'} |")
+        L.append(
+            f"| {r['engine']} | {nrows:,} | {ex_txt}| {tc_txt} | "
+            f"{(_f(ratio) + '×' + _ok(ratio <= TARGET_EXPORT_VS_CSV)) if ratio else '–'} | "
+            f"{(str(mb(ex['peak'])) + ' (' + str(mb(ex['delta'])) + ')') if ex else '–'} | "
+            f"{(str(mb(tc['peak'])) + ' (' + str(mb(tc['delta'])) + ')') if tc else '–'} |"
+        )
     L.append("")
     warn = [(r["engine"], r["size"], r.get("index_warnings")) for r in results if r.get("index_warnings")]
     if warn:
@@ -426,17 +488,23 @@ def gui_stall(engine: str, size: str) -> dict | None:
     """The GUI's longest event-loop stall on this ledger (child process), or None without the GUI."""
     try:
         import importlib.util
+
         if importlib.util.find_spec("idemview.qt.mainwindow") is None:
             return None
     except ImportError:
         return None
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, str(HERE / "gui_stall.py"), ledger_url(engine, size)],
-                       capture_output=True, text=True, env=env, timeout=900)
+    p = subprocess.run(
+        [sys.executable, str(HERE / "gui_stall.py"), ledger_url(engine, size)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     line = next((x for x in p.stdout.splitlines() if x.startswith("@@GUI@@")), None)
     if line is None:
-        return {"error": f"exit {p.returncode}: {p.stderr.strip().splitlines()[-1:] }"}
-    return json.loads(line[len("@@GUI@@"):])
+        return {"error": f"exit {p.returncode}: {p.stderr.strip().splitlines()[-1:]}"}
+    return json.loads(line[len("@@GUI@@") :])
 
 
 def main(argv=None):
@@ -451,10 +519,14 @@ def main(argv=None):
     ap.add_argument("--no-export-baseline", action="store_true", help="skip pandas to_csv")
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--gui", default="1m", help="sizes (comma list) at which to measure the GUI stall; 'none' to skip")
-    ap.add_argument("--gui-only", action="store_true",
-                    help="measure only the GUI stall and add it to the last run's results")
-    ap.add_argument("--render-only", action="store_true",
-                    help="rewrite --out from the last run's results (benchmarks/.cache/last_results.json)")
+    ap.add_argument(
+        "--gui-only", action="store_true", help="measure only the GUI stall and add it to the last run's results"
+    )
+    ap.add_argument(
+        "--render-only",
+        action="store_true",
+        help="rewrite --out from the last run's results (benchmarks/.cache/last_results.json)",
+    )
     ap.add_argument("--child", nargs=2, metavar=("ENGINE", "SIZE"), help=argparse.SUPPRESS)
     ap.add_argument("--child-opts", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -473,14 +545,17 @@ def main(argv=None):
                 print(f"== {r['engine']} {r['size']}: GUI", flush=True)
                 r["gui"] = gui_stall(r["engine"], r["size"])
                 print(f"   {r['gui']}", flush=True)
-        saved["args"]["gui_command"] = "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        saved["args"]["gui_command"] = "python benchmarks/run.py " + " ".join(
+            argv if argv is not None else sys.argv[1:]
+        )
         (CACHE / "last_results.json").write_text(json.dumps(saved, indent=1, default=str))
         args.render_only = True
     if args.render_only:
         saved = json.loads((CACHE / "last_results.json").read_text())
         ns = argparse.Namespace(**saved["args"])
-        Path(args.out).write_text(render(saved["results"], saved["machine"], ns,
-                                         datetime.fromisoformat(saved["started"]), saved["elapsed"]))
+        Path(args.out).write_text(
+            render(saved["results"], saved["machine"], ns, datetime.fromisoformat(saved["started"]), saved["elapsed"])
+        )
         print(f"wrote {args.out}")
         return 0
     if args.quick:
@@ -498,17 +573,27 @@ def main(argv=None):
         for engine in engines:
             print(f"== {engine} {size}: ledger", flush=True)
             g = ensure_ledger(engine, size, args.reuse)
-            opts = {"repeat": args.repeat, "repeat_large": args.repeat_large, "csv": not args.no_export_baseline,
-                    "naive": SIZES[size] <= SIZES[args.naive_max.lower()],
-                    "naive_skip_reason": f"above --naive-max {args.naive_max}: pandas would need the whole "
-                                         f"ledger in memory and minutes"}
+            opts = {
+                "repeat": args.repeat,
+                "repeat_large": args.repeat_large,
+                "csv": not args.no_export_baseline,
+                "naive": SIZES[size] <= SIZES[args.naive_max.lower()],
+                "naive_skip_reason": f"above --naive-max {args.naive_max}: pandas would need the whole "
+                f"ledger in memory and minutes",
+            }
             print(f"== {engine} {size}: measuring", flush=True)
-            p = subprocess.run([sys.executable, __file__, "--child", engine, size, "--child-opts",
-                                json.dumps(opts)], capture_output=True, text=True)
+            p = subprocess.run(
+                [sys.executable, __file__, "--child", engine, size, "--child-opts", json.dumps(opts)],
+                capture_output=True,
+                text=True,
+            )
             sys.stderr.write(p.stderr)
             line = next((x for x in p.stdout.splitlines() if x.startswith("@@RESULT@@")), None)
-            r = json.loads(line[len("@@RESULT@@"):]) if line else {"engine": engine, "size": size,
-                                                                    "error": f"child exited {p.returncode}"}
+            r = (
+                json.loads(line[len("@@RESULT@@") :])
+                if line
+                else {"engine": engine, "size": size, "error": f"child exited {p.returncode}"}
+            )
             r["gen_s"] = g
             if "error" not in r and size in args.gui.split(","):
                 print(f"== {engine} {size}: GUI", flush=True)
@@ -516,20 +601,33 @@ def main(argv=None):
             results.append(r)
             if "error" not in r:
                 nv = r.get("naive")
-                print(f"   scan engine {r['scan_engine_s']:.2f} s, floor {r['scan_floor_s']:.2f} s "
-                      f"(×{r['scan_engine_s'] / r['scan_floor_s']:.2f}), naive "
-                      f"{nv['s'] if nv else '-'}; connect+page {r['grid_connect_s']:.3f} s; grid "
-                      + ", ".join(f"{g['change']} {g['s']:.3f}" for g in r["grid"])
-                      + (f"; export {r['export']['rate']:,.0f} rows/s" if r.get("export") else "")
-                      + (f"; to_csv {r['to_csv']['rate']:,.0f} rows/s" if r.get("to_csv") else "")
-                      + (f"; MISMATCH {list(r['mismatch'])}" if r["mismatch"] else ""), flush=True)
+                print(
+                    f"   scan engine {r['scan_engine_s']:.2f} s, floor {r['scan_floor_s']:.2f} s "
+                    f"(×{r['scan_engine_s'] / r['scan_floor_s']:.2f}), naive "
+                    f"{nv['s'] if nv else '-'}; connect+page {r['grid_connect_s']:.3f} s; grid "
+                    + ", ".join(f"{g['change']} {g['s']:.3f}" for g in r["grid"])
+                    + (f"; export {r['export']['rate']:,.0f} rows/s" if r.get("export") else "")
+                    + (f"; to_csv {r['to_csv']['rate']:,.0f} rows/s" if r.get("to_csv") else "")
+                    + (f"; MISMATCH {list(r['mismatch'])}" if r["mismatch"] else ""),
+                    flush=True,
+                )
             else:
                 print(f"   ERROR {r['error']}", flush=True)
     mach, elapsed = machine(), time.perf_counter() - t0
     Path(args.out).write_text(render(results, mach, args, started, elapsed))
-    (CACHE / "last_results.json").write_text(json.dumps(
-        {"results": results, "machine": mach, "started": started.isoformat(), "elapsed": elapsed,
-         "args": {"command_line": args.command_line, "repeat": args.repeat}}, indent=1, default=str))
+    (CACHE / "last_results.json").write_text(
+        json.dumps(
+            {
+                "results": results,
+                "machine": mach,
+                "started": started.isoformat(),
+                "elapsed": elapsed,
+                "args": {"command_line": args.command_line, "repeat": args.repeat},
+            },
+            indent=1,
+            default=str,
+        )
+    )
     print(f"wrote {args.out}")
     bad = [r for r in results if "error" in r or r.get("mismatch")]
     return 1 if bad else 0

@@ -11,13 +11,13 @@ import json
 import logging
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from idemview import __version__
 from idemview.errors import EXIT_CONNECT, EXIT_LAYOUT, EXIT_OK, EXIT_USAGE, IdemviewError, InvalidLayout
 
-UTC = timezone.utc
+UTC = UTC
 __all__ = ["EXIT_CONNECT", "EXIT_LAYOUT", "EXIT_OK", "EXIT_USAGE", "CliError", "main"]
 
 
@@ -33,12 +33,14 @@ class CliError(IdemviewError):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # usage errors: one line on stderr (DESIGN §9), exit 2
         from idemview.masking.masker import mask_message
+
         print(f"idemview: {mask_message(message)} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
 
 def _instant(text: str) -> datetime:
     from idemview.ledger.times import parse_instant
+
     try:
         t = parse_instant(text)
     except ValueError as e:
@@ -69,8 +71,10 @@ def _count(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="idemview", description="Inspect operation ledgers: idempotency keys, attempts, "
-                                             "outcomes and duplicate side effects.")
+    p = _Parser(
+        prog="idemview",
+        description="Inspect operation ledgers: idempotency keys, attempts, outcomes and duplicate side effects.",
+    )
     p.add_argument("--version", action="version", version=f"idemview {__version__}")
     p.add_argument("--demo", action="store_true", help="create the demo ledger if needed and open the GUI on it")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
@@ -80,8 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--operations", type=_count, default=2000, help="ordinary operations (default 2000)")
     d.add_argument("--seed", type=int, default=7)
     d.add_argument("--force", action="store_true", help="replace PATH even if it is not a demo ledger")
-    d.add_argument("--anchor", type=_instant, default=None,
-                   help="instant the traffic leads up to (ISO-8601; default 2026-11-30T12:00:00Z)")
+    d.add_argument(
+        "--anchor",
+        type=_instant,
+        default=None,
+        help="instant the traffic leads up to (ISO-8601; default 2026-11-30T12:00:00Z)",
+    )
 
     sub.add_parser("presets", help="list layouts")
 
@@ -91,8 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--scope", help="its scope (default: whichever holds the key)")
 
     ide = sub.add_parser("install-desktop", help="add idemview to the desktop's application menu (this user)")
-    ide.add_argument("--data-home", type=Path, default=None,
-                     help="where to write (default: $XDG_DATA_HOME, else ~/.local/share)")
+    ide.add_argument(
+        "--data-home", type=Path, default=None, help="where to write (default: $XDG_DATA_HOME, else ~/.local/share)"
+    )
 
     de = sub.add_parser("detect", help="print the best-matching layout and its confidence")
     de.add_argument("url")
@@ -100,25 +109,51 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp):
         sp.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
         sp.add_argument("--layout", help="preset name or layout TOML file (default: detect)")
-        sp.add_argument("--schema", help="schema holding the layout's tables (default: the preset's "
-                                         "schema, else found as detection finds them)")
-        sp.add_argument("--map-status", action="append", default=[], metavar="RAW=STATUS",
-                        help="map a raw status value the layout does not know (repeatable; "
-                             "STATUS: new, in_progress, completed, failed, unknown)")
-        sp.add_argument("--map-outcome", action="append", default=[], metavar="RAW=OUTCOME",
-                        help="map a raw attempt outcome the layout does not know (repeatable)")
+        sp.add_argument(
+            "--schema",
+            help="schema holding the layout's tables (default: the preset's "
+            "schema, else found as detection finds them)",
+        )
+        sp.add_argument(
+            "--map-status",
+            action="append",
+            default=[],
+            metavar="RAW=STATUS",
+            help="map a raw status value the layout does not know (repeatable; "
+            "STATUS: new, in_progress, completed, failed, unknown)",
+        )
+        sp.add_argument(
+            "--map-outcome",
+            action="append",
+            default=[],
+            metavar="RAW=OUTCOME",
+            help="map a raw attempt outcome the layout does not know (repeatable)",
+        )
         sp.add_argument("--now", type=_instant, default=None, help="instant findings are computed for (ISO-8601)")
         sp.add_argument("--lock-timeout", type=_seconds, default=None, help="seconds (overrides the layout)")
-        sp.add_argument("--retry-threshold", type=_count, default=None,
-                        help="attempts above this are a retry storm (overrides the layout; default 5)")
-        sp.add_argument("--retention", type=_seconds, default=None,
-                        help="dedup window in seconds, added to the layout's retention time when the ledger "
-                             "has no expires_at column; also the duplicate_intent window")
-        sp.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
-                        help="bound each statement of this batch run (default: none; it runs until done "
-                             "or Ctrl-C)")
-        sp.add_argument("--progress", action="store_true",
-                        help="report progress on stderr (default: when stderr is a terminal)")
+        sp.add_argument(
+            "--retry-threshold",
+            type=_count,
+            default=None,
+            help="attempts above this are a retry storm (overrides the layout; default 5)",
+        )
+        sp.add_argument(
+            "--retention",
+            type=_seconds,
+            default=None,
+            help="dedup window in seconds, added to the layout's retention time when the ledger "
+            "has no expires_at column; also the duplicate_intent window",
+        )
+        sp.add_argument(
+            "--timeout",
+            type=_seconds,
+            default=None,
+            metavar="SECONDS",
+            help="bound each statement of this batch run (default: none; it runs until done or Ctrl-C)",
+        )
+        sp.add_argument(
+            "--progress", action="store_true", help="report progress on stderr (default: when stderr is a terminal)"
+        )
 
     s = sub.add_parser("scan", help="compute findings")
     common(s)
@@ -145,11 +180,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 # --------------------------------------------------------------------------------- resolution
 
+
 def open_target(url: str):
     """(engine, connection name, saved Connection or None) for a URL, file or saved connection name."""
     from idemview.config import ConnectionStore, CredentialStore
     from idemview.ledger.connect import ConnectError, looks_like_url, open_engine, parse_url
     from idemview.masking.masker import register_secret, url_password_candidates
+
     # Whatever could be a password in the argument is known before any parser or message sees it,
     # so no message can echo it, however malformed the URL (issue #9).
     for pw in url_password_candidates(url):
@@ -164,9 +201,9 @@ def open_target(url: str):
         return redis_target, saved.name if saved is not None else None, saved
     try:
         if saved is not None:
-            pw = CredentialStore().get(saved.id)
-            register_secret(pw)
-            return open_engine(saved.url(pw)), saved.name, saved
+            stored = CredentialStore().get(saved.id)
+            register_secret(stored)
+            return open_engine(saved.url(stored)), saved.name, saved
         try:
             parsed = parse_url(url)
         except ConnectError as e:  # a malformed URL is an input error, not a connection failure
@@ -185,8 +222,10 @@ class RedisTarget:
 
 def _redis_target(url: str, saved) -> RedisTarget | None:
     from idemview.ledger.redis_snapshot import is_redis_url, redis_url_from_sqlalchemy
+
     if saved is not None and saved.dialect in ("redis", "rediss"):
         from idemview.config import CredentialStore
+
         return RedisTarget(redis_url_from_sqlalchemy(saved.url()), CredentialStore().get(saved.id))
     return RedisTarget(url) if is_redis_url(url) else None
 
@@ -195,17 +234,25 @@ def _open_redis(args, target: RedisTarget, saved=None):
     from idemview.layouts.layout import LayoutError
     from idemview.ledger.connect import ConnectError
     from idemview.ledger.redis_snapshot import RedisUrlError, open_redis_ledger, safe_redis_url
+
     spec = getattr(args, "layout", None) or (saved.layout if saved is not None and saved.layout else None)
     progress = None
     if sys.stderr.isatty():
+
         def progress(scanned, loaded):
             print(f"\rsnapshot: {scanned} keys scanned, {loaded} records", end="", file=sys.stderr, flush=True)
+
     try:
-        ledger = open_redis_ledger(target.url, layout=spec, password=target.password,
-                                   name=saved.name if saved is not None else None, progress=progress,
-                                   lock_timeout_s=getattr(args, "lock_timeout", None),
-                                   retry_threshold=getattr(args, "retry_threshold", None),
-                                   retention_s=getattr(args, "retention", None))
+        ledger = open_redis_ledger(
+            target.url,
+            layout=spec,
+            password=target.password,
+            name=saved.name if saved is not None else None,
+            progress=progress,
+            lock_timeout_s=getattr(args, "lock_timeout", None),
+            retry_threshold=getattr(args, "retry_threshold", None),
+            retention_s=getattr(args, "retention", None),
+        )
     except RedisUrlError as e:
         raise CliError(str(e), EXIT_USAGE) from None
     except ConnectError as e:
@@ -214,6 +261,7 @@ def _open_redis(args, target: RedisTarget, saved=None):
         raise CliError(str(e), EXIT_LAYOUT if e.missing or spec is None else EXIT_USAGE) from None
     except Exception as e:
         import redis
+
         if isinstance(e, redis.exceptions.RedisError):
             raise CliError(f"Redis at {safe_redis_url(target.url)} failed: {str(e)[:200]}", EXIT_CONNECT) from None
         raise
@@ -228,6 +276,7 @@ def _open_redis(args, target: RedisTarget, saved=None):
 def ledger_name(engine) -> str:
     """A name for an unsaved ledger: the SQLite file's name, or the database name on a server."""
     from idemview.ledger.dialects import SQLITE, family
+
     db = engine.url.database or ""
     return Path(db).name if family(engine) == SQLITE else (db or engine.dialect.name)
 
@@ -238,19 +287,24 @@ def resolve_ledger(args, engine, saved=None):
     preset's, else found as detection finds them) and the extra raw-value maps merged in (the
     connection's ``status_map`` / ``outcome_map``, then ``--map-status`` / ``--map-outcome``).
     Raises :class:`CliError` (exit 4 when the layout does not fit, 2 on a malformed map)."""
-    from idemview.ledger.detect import detect, locate
     from idemview.domain.model import Outcome
     from idemview.layouts.layout import LayoutError, load_layout, parse_value_map, with_value_maps
+    from idemview.ledger.detect import detect, locate
     from idemview.ledger.reader import Ledger
+
     if isinstance(engine, RedisTarget):
         return _open_redis(args, engine, saved)
     spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
     schema = getattr(args, "schema", None) or (saved.schema if saved is not None and saved.schema else None)
     try:
-        smap = {**parse_value_map(saved.status_map if saved is not None else {}),
-                **parse_value_map(getattr(args, "map_status", None) or [])}
-        omap = {**parse_value_map(saved.outcome_map if saved is not None else {}, Outcome, "outcome"),
-                **parse_value_map(getattr(args, "map_outcome", None) or [], Outcome, "outcome")}
+        smap = {
+            **parse_value_map(saved.status_map if saved is not None else {}),
+            **parse_value_map(getattr(args, "map_status", None) or []),
+        }
+        omap = {
+            **parse_value_map(saved.outcome_map if saved is not None else {}, Outcome, "outcome"),
+            **parse_value_map(getattr(args, "map_outcome", None) or [], Outcome, "outcome"),
+        }
     except LayoutError as e:
         raise CliError(str(e), EXIT_USAGE) from None
     try:
@@ -259,8 +313,9 @@ def resolve_ledger(args, engine, saved=None):
         else:
             matches = detect(engine)
             if not matches:
-                raise CliError("no preset fits this database; pass --layout NAME|FILE "
-                               "(see `idemview presets`)", EXIT_LAYOUT)
+                raise CliError(
+                    "no preset fits this database; pass --layout NAME|FILE (see `idemview presets`)", EXIT_LAYOUT
+                )
             layout = matches[0].layout
             if schema:
                 layout = locate(engine, layout, schema=schema)
@@ -268,10 +323,15 @@ def resolve_ledger(args, engine, saved=None):
             layout = with_value_maps(layout, smap, omap)
         except LayoutError as e:
             raise CliError(str(e), EXIT_USAGE) from None
-        return Ledger(engine, layout, lock_timeout_s=args.lock_timeout,
-                      retry_threshold=args.retry_threshold, retention_s=args.retention,
-                      name=saved.name if saved is not None else ledger_name(engine),
-                      naive_zone=saved.naive_zone if saved is not None else None)
+        return Ledger(
+            engine,
+            layout,
+            lock_timeout_s=args.lock_timeout,
+            retry_threshold=args.retry_threshold,
+            retention_s=args.retention,
+            name=saved.name if saved is not None else ledger_name(engine),
+            naive_zone=saved.naive_zone if saved is not None else None,
+        )
     except InvalidLayout as e:
         # A LayoutMismatch exits 4; so does a detected preset that turns out invalid here (the database
         # chose it, not the user).
@@ -280,8 +340,10 @@ def resolve_ledger(args, engine, saved=None):
 
 # ------------------------------------------------------------------------------------ commands
 
+
 def cmd_demo(args) -> int:
     from idemview.services.demo import DEFAULT_ANCHOR, is_demo_ledger, write_demo
+
     if "://" in args.path:
         raise CliError("demo PATH is a file for a new SQLite ledger, not a database URL")
     p = Path(args.path)
@@ -290,19 +352,23 @@ def cmd_demo(args) -> int:
             raise CliError(f"{p} exists and is not a demo ledger; refusing to replace it (--force replaces it)")
     if not p.parent.is_dir():
         raise CliError(f"the folder {p.parent} does not exist")
-    planted = write_demo(args.path, operations=args.operations, seed=args.seed,
-                         anchor=args.anchor or DEFAULT_ANCHOR)
+    planted = write_demo(args.path, operations=args.operations, seed=args.seed, anchor=args.anchor or DEFAULT_ANCHOR)
     kinds = ", ".join(f"{k} {len(v)}" for k, v in sorted(planted.incidents.items()))
-    print(f"wrote {args.path}: {planted.operations} operations, {planted.attempts} attempts; "
-          f"planted incidents: {kinds}; scan it with --now {planted.anchor.isoformat().replace('+00:00', 'Z')}")
+    print(
+        f"wrote {args.path}: {planted.operations} operations, {planted.attempts} attempts; "
+        f"planted incidents: {kinds}; scan it with --now {planted.anchor.isoformat().replace('+00:00', 'Z')}"
+    )
     return EXIT_OK
 
 
 def cmd_presets(args) -> int:
-    from idemview.layouts.layout import all_presets
     from idemview.layouts.kv import all_kv_presets
-    rows = [(l.name, l.title, l.table + (f" + {l.attempts.table}" if l.attempts.source == "table" else ""))
-            for l in all_presets()]
+    from idemview.layouts.layout import all_presets
+
+    rows = [
+        (l.name, l.title, l.table + (f" + {l.attempts.table}" if l.attempts.source == "table" else ""))
+        for l in all_presets()
+    ]
     rows += [(k.name, k.title, f"redis {k.match}") for k in all_kv_presets()]  # key-value layouts
     w = max(len(r[0]) for r in rows)
     w2 = max(len(r[2]) for r in rows)
@@ -313,13 +379,16 @@ def cmd_presets(args) -> int:
 
 def cmd_detect(args) -> int:
     from idemview.ledger.detect import detect
+
     engine, _name, _saved = open_target(args.url)
     if isinstance(engine, RedisTarget):
         return _detect_redis(engine)
     matches = detect(engine)
     if not matches:
-        print("no preset fits this database (no known ledger table found); build a layout file "
-              "and pass it with --layout", file=sys.stderr)
+        print(
+            "no preset fits this database (no known ledger table found); build a layout file and pass it with --layout",
+            file=sys.stderr,
+        )
         return EXIT_LAYOUT
     best = matches[0]
     print(f"{best.layout.name}\tconfidence {best.confidence:.2f}\t{best.reason}")
@@ -331,6 +400,7 @@ def cmd_detect(args) -> int:
 def _detect_redis(target: RedisTarget) -> int:
     from idemview.ledger.connect import ConnectError
     from idemview.ledger.redis_snapshot import RedisUrlError, connect_redis, detect_kv
+
     try:
         client = connect_redis(target.url, target.password)
     except RedisUrlError as e:
@@ -342,8 +412,11 @@ def _detect_redis(target: RedisTarget) -> int:
     finally:
         client.connection_pool.disconnect()
     if not matches:
-        print("no key-value preset fits the sampled keys; write a key-value layout (see idem-generic) "
-              "and pass it with --layout", file=sys.stderr)
+        print(
+            "no key-value preset fits the sampled keys; write a key-value layout (see idem-generic) "
+            "and pass it with --layout",
+            file=sys.stderr,
+        )
         return EXIT_LAYOUT
     best = matches[0]
     print(f"{best.layout.name}\tconfidence {best.confidence:.2f}\t{best.reason}")
@@ -366,6 +439,7 @@ def cmd_scan(args) -> int:
     from idemview.ledger.batch import for_batch
     from idemview.ledger.times import iso
     from idemview.masking.masker import Masker
+
     engine, _name, saved = open_target(args.url)
     # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
     ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
@@ -379,8 +453,11 @@ def cmd_scan(args) -> int:
     def kinds():
         for kind, fs in fe.iter_run():
             if show:
-                print(f"idemview: scan: {kind.value}: {len(fs)} ({time.monotonic() - t0:.1f} s)",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"idemview: scan: {kind.value}: {len(fs)} ({time.monotonic() - t0:.1f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             yield kind, fs
 
     counts: dict[str, int] = {}
@@ -393,40 +470,48 @@ def cmd_scan(args) -> int:
         n_ops, n_att = ledger.counts()
         w = sys.stdout.write
         dump = json.dumps
-        w("{\n" + f' "now": {dump(iso(fe.now))},\n "layout": {dump(ledger.layout.name)},\n'
-          f' "operations": {n_ops},\n "attempts": {n_att},\n')
+        w(
+            "{\n" + f' "now": {dump(iso(fe.now))},\n "layout": {dump(ledger.layout.name)},\n'
+            f' "operations": {n_ops},\n "attempts": {n_att},\n'
+        )
         um = {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()}
         w(f' "unmapped": {dump(um, ensure_ascii=False)},\n')
         if snap is not None:
             w(f' "server_time": {dump(iso(snap.server_time))},\n "snapshot": {dump(snap.to_json())},\n')
-        if getattr(ledger, 'effects', None) is not None:  # the second source the findings were reconciled with
-            w(f' "effects": {dump(ledger.effects.describe(), ensure_ascii=False)},\n')
+        fx_source = getattr(ledger, "effects", None)
+        if fx_source is not None:  # the second source the findings were reconciled with
+            w(f' "effects": {dump(fx_source.describe(), ensure_ascii=False)},\n')
         w(' "findings": [')
         first = True
         for kind, fs in kinds():
             for f in fs:
-                w(("\n  " if first else ",\n  ")
-                  + dump(masker.mask_value(f.to_json()), ensure_ascii=False))
+                w(("\n  " if first else ",\n  ") + dump(masker.mask_value(f.to_json()), ensure_ascii=False))
                 first = False
             if fs:
                 counts[kind.value] = len(fs)
                 sys.stdout.flush()
         um = {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()}
-        w(("\n ],\n" if not first else "],\n") + f' "counts": {dump(counts)},\n'
-          f' "unmapped": {dump(um, ensure_ascii=False)},\n'
-          f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n')
+        w(
+            ("\n ],\n" if not first else "],\n") + f' "counts": {dump(counts)},\n'
+            f' "unmapped": {dump(um, ensure_ascii=False)},\n'
+            f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n'
+        )
         return EXIT_OK
     n_ops, n_att = ledger.counts()
-    print(f"ledger   {ledger.name} ({getattr(ledger, 'source_dialect', ledger.dialect)}) with layout "
-          f"{ledger.layout.name}")
+    print(
+        f"ledger   {ledger.name} ({getattr(ledger, 'source_dialect', ledger.dialect)}) with layout {ledger.layout.name}"
+    )
     print(f"now      {iso(fe.now)}")
     if snap is not None:
-        print(f"server   {iso(snap.server_time)} (Redis TIME at the snapshot; {snap.scanned} keys scanned "
-              f"matching {snap.pattern!r}, {snap.loaded} records, {snap.without_ttl} without TTL, "
-              f"{snap.gone} gone while reading, {snap.undecodable + snap.wrong_type} unreadable)")
+        print(
+            f"server   {iso(snap.server_time)} (Redis TIME at the snapshot; {snap.scanned} keys scanned "
+            f"matching {snap.pattern!r}, {snap.loaded} records, {snap.without_ttl} without TTL, "
+            f"{snap.gone} gone while reading, {snap.undecodable + snap.wrong_type} unreadable)"
+        )
     print(f"size     {n_ops} operations, {n_att} attempts")
-    if getattr(ledger, "effects", None) is not None:
-        fx = ledger.effects.describe()
+    fx_source = getattr(ledger, "effects", None)
+    if fx_source is not None:
+        fx = fx_source.describe()
         how = "SQL joins in the ledger's database" if fx["same_database"] else "a streamed merge of two databases"
         print(f"effects  {fx['table']} ({fx['dialect']} {fx['database'] or fx['host']}), reconciled by {how}")
     per = [(kind, fs) for kind, fs in kinds()]
@@ -438,17 +523,17 @@ def cmd_scan(args) -> int:
     else:
         print("findings " + ", ".join(f"{k} {n}" for k, n in counts.items()))
     lay = ledger.layout
-    for what, flag, src in (("status", "--map-status", lay.status),
-                            ("outcome", "--map-outcome", lay.attempts.outcome)):
+    for what, flag, src in (("status", "--map-status", lay.status), ("outcome", "--map-outcome", lay.attempts.outcome)):
         if unmapped[what]:
             vals = sorted(unmapped[what].items(), key=lambda kv: (-kv[1], kv[0]))
-            print(f"unmapped {what} values (read as {src.default if src else 'unknown'}; map them with "
-                  f"{flag} RAW={what.upper()} or the connection's {what}_map): "
-                  + ", ".join(f"{masker.mask_text(r)!r} {n}" for r, n in vals[:20])
-                  + (f" … and {len(vals) - 20} more" if len(vals) > 20 else ""))
+            print(
+                f"unmapped {what} values (read as {src.default if src else 'unknown'}; map them with "
+                f"{flag} RAW={what.upper()} or the connection's {what}_map): "
+                + ", ".join(f"{masker.mask_text(r)!r} {n}" for r, n in vals[:20])
+                + (f" … and {len(vals) - 20} more" if len(vals) > 20 else "")
+            )
     if unsupported:
-        print("not checkable with this layout: "
-              + "; ".join(f"{k.value} ({why})" for k, why in unsupported.items()))
+        print("not checkable with this layout: " + "; ".join(f"{k.value} ({why})" for k, why in unsupported.items()))
     for kind, fs in per:
         if not fs:
             continue
@@ -474,7 +559,9 @@ def cmd_install_desktop(args) -> int:
     """``idemview install-desktop``: the .desktop entry, icons and metainfo under the user's data directory,
     launching this very program (the bundle's executable, or this environment's ``idemview`` script)."""
     import shutil
+
     from idemview.appinfo import install_desktop_files
+
     if getattr(sys, "frozen", False):  # the PyInstaller bundle
         command = [str(Path(sys.executable).resolve())]
     else:
@@ -492,8 +579,9 @@ def cmd_install_desktop(args) -> int:
 
 def cmd_gui(args) -> int:
     from idemview.qt.syslibs import GuiUnavailable, check_gui_libraries
+
     try:
-        check_gui_libraries()           # before PySide6 is imported: Qt aborts without xcb-cursor
+        check_gui_libraries()  # before PySide6 is imported: Qt aborts without xcb-cursor
         from idemview.qt.app import run_gui
     except ImportError as e:
         raise CliError(f"the GUI cannot start: {e}", EXIT_USAGE) from None
@@ -525,20 +613,29 @@ def cmd_open(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     import multiprocessing
+
     multiprocessing.freeze_support()  # a frozen bundle starts the GUI's findings process through main
     logging.basicConfig(level=logging.WARNING, format="idemview: %(levelname)s: %(message)s")
     from idemview.ledger.connect import redact
     from idemview.masking.masker import install_log_masking, register_secret, url_password_candidates
-    install_log_masking()           # every log record of the process is masked (DESIGN §6)
+
+    install_log_masking()  # every log record of the process is masked (DESIGN §6)
     raw = sys.argv[1:] if argv is None else argv
-    for a in raw:                   # a password anywhere on the command line is never echoed
+    for a in raw:  # a password anywhere on the command line is never echoed
         if isinstance(a, str) and "@" in a:
             for pw in url_password_candidates(a):
                 register_secret(pw)
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"demo": cmd_demo, "presets": cmd_presets, "detect": cmd_detect, "scan": cmd_scan,
-                "export": cmd_export, "open": cmd_open, "install-desktop": cmd_install_desktop}
+    handlers = {
+        "demo": cmd_demo,
+        "presets": cmd_presets,
+        "detect": cmd_detect,
+        "scan": cmd_scan,
+        "export": cmd_export,
+        "open": cmd_open,
+        "install-desktop": cmd_install_desktop,
+    }
     try:
         if args.command is None:
             return cmd_gui(args)
@@ -556,10 +653,13 @@ def main(argv: list[str] | None = None) -> int:
         print("idemview: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # last resort: one line, no traceback, no password
-        from idemview.ledger.connect import short_error
         from sqlalchemy.exc import DBAPIError, OperationalError
+
+        from idemview.ledger.connect import short_error
+
         if isinstance(e, OperationalError):
             from idemview.ledger.connect import statement_timed_out
+
             msg = short_error(e)
             if msg == "interrupted" and statement_timed_out():
                 print("idemview: a query ran past the statement timeout and was stopped", file=sys.stderr)
@@ -573,6 +673,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"idemview: the database refused a query: {short_error(e)}", file=sys.stderr)
             return EXIT_USAGE
         from idemview.ledger.dialects import DialectNotSupported
+
         if isinstance(e, DialectNotSupported):  # an engine idemview has no SQL for: say so plainly
             print(f"idemview: {redact(str(e))}", file=sys.stderr)
             return EXIT_USAGE
@@ -603,41 +704,66 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
 
     """``idemview export``: build the filter from the arguments, export, print one summary line."""
     try:
-        flt = Filter(findings=[FindingKind(k) for k in args.finding],
-                     statuses=[Status(s) for s in args.status], kinds=list(args.kind),
-                     key=args.key, intent=args.intent, scope=args.scope, since=args.since, until=args.until)
+        flt = Filter(
+            findings=[FindingKind(k) for k in args.finding],
+            statuses=[Status(s) for s in args.status],
+            kinds=list(args.kind),
+            key=args.key,
+            intent=args.intent,
+            scope=args.scope,
+            since=args.since,
+            until=args.until,
+        )
     except ValueError:
         bad_f = [k for k in args.finding if k not in {x.value for x in FindingKind}]
         if bad_f:
-            raise CliError(f"unknown finding kind {bad_f[0]!r}; one of: "
-                           + ", ".join(k.value for k in FindingKind)) from None
+            raise CliError(
+                f"unknown finding kind {bad_f[0]!r}; one of: " + ", ".join(k.value for k in FindingKind)
+            ) from None
         bad_s = next(s for s in args.status if s not in {x.value for x in Status})
-        raise CliError(f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
-                       f"values): one of " + ", ".join(s.value for s in Status)) from None
+        raise CliError(
+            f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
+            f"values): one of " + ", ".join(s.value for s in Status)
+        ) from None
     out = check_target(args.out, ledger, overwrite=args.force)  # TargetExists / TargetRefused: exit 2
     masker = Masker()
     progress = None
     if _progress_on(args):
         import time
+
         t0, last = time.monotonic(), [0.0]
 
         def progress(n: int) -> None:
             t = time.monotonic()
             if t - last[0] >= 1.0:
                 last[0] = t
-                print(f"idemview: export: {n:,} rows ({n / max(t - t0, 1e-9):,.0f} rows/s)",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"idemview: export: {n:,} rows ({n / max(t - t0, 1e-9):,.0f} rows/s)", file=sys.stderr, flush=True
+                )
+
     try:
-        res = export_evidence(ledger, flt, out, rows=args.rows, now=args.now, excel=args.excel,
-                              null_literal=args.null, connection_name=connection_name, masker=masker,
-                              overwrite=args.force, progress=progress,
-                              timeout_s=getattr(args, "timeout", None))
+        res = export_evidence(
+            ledger,
+            flt,
+            out,
+            rows=args.rows,
+            now=args.now,
+            excel=args.excel,
+            null_literal=args.null,
+            connection_name=connection_name,
+            masker=masker,
+            overwrite=args.force,
+            progress=progress,
+            timeout_s=getattr(args, "timeout", None),
+        )
     except ExportCancelled:
         raise CliError("export cancelled; no file written") from None
     except FinalNameTaken as e:
         raise CliError(str(e)) from None
     except OSError as e:  # disk full, permissions: the writer has removed its temporary files
         raise CliError(f"{_os_error_text(e)}; nothing was written under {out}") from None
-    print(f"wrote {res.rows} {args.rows} rows to {res.path} (sha256 {res.sha256[:16]}…) and "
-          f"{res.manifest_path}; filter: {masker.mask_text(flt.sentence())}")
+    print(
+        f"wrote {res.rows} {args.rows} rows to {res.path} (sha256 {res.sha256[:16]}…) and "
+        f"{res.manifest_path}; filter: {masker.mask_text(flt.sentence())}"
+    )
     return EXIT_OK

@@ -19,13 +19,17 @@ from pathlib import Path
 
 import platformdirs
 import tomli_w
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 
 log = logging.getLogger(__name__)
 
 KEYRING_SERVICE = "idemview"
-DIALECTS = {"sqlite": "sqlite", "postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql",
-            "mariadb": "mariadb+pymysql"}
+DIALECTS = {
+    "sqlite": "sqlite",
+    "postgresql": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
+}
 
 
 def config_dir() -> Path:
@@ -79,12 +83,18 @@ class Connection:
             drivername = DIALECTS[self.dialect]
         if self.dialect == "sqlite":
             return URL.create(drivername, database=self.database)
-        return URL.create(drivername, username=self.user or None, password=password or None,
-                          host=self.host or None, port=self.port, database=self.database or None,
-                          query={k: str(v) for k, v in self.tls.items()})
+        return URL.create(
+            drivername,
+            username=self.user or None,
+            password=password or None,
+            host=self.host or None,
+            port=self.port,
+            database=self.database or None,
+            query={k: str(v) for k, v in self.tls.items()},
+        )
 
     @classmethod
-    def from_url(cls, name: str, url: str) -> tuple["Connection", str | None]:
+    def from_url(cls, name: str, url: str) -> tuple[Connection, str | None]:
         """Split a pasted SQLAlchemy URL into fields; returns (connection, password or None).
 
         The user info ends at the last ``@`` before the host (libpq's reading,
@@ -93,29 +103,41 @@ class Connection:
         kept in the connection (it is saved to disk); a ``password=`` parameter is returned as the
         password when the user info has none. Raises ``ValueError`` on a malformed URL (message
         without the password)."""
-        from idemview.ledger.connect import split_url
         from idemview.masking.masker import MaskRules, register_secret, url_password_candidates
+        from idemview.urls import split_url
+
         for pw in url_password_candidates(url):
-            register_secret(pw)         # never echoed by any message from here on
+            register_secret(pw)  # never echoed by any message from here on
         try:
             u = split_url(url)
             u.port  # noqa: B018 - a non-numeric port raises here
         except Exception:
             raise ValueError("not a SQLAlchemy URL (expected e.g. postgresql://user@host:5432/db)") from None
         rules = MaskRules.default()
-        secret_params = {k: v for k, v in u.query.items()
-                         if rules.classify_url_param(k) is not None or rules.classify_name(k) is not None}
+        secret_params = {
+            k: v
+            for k, v in u.query.items()
+            if rules.classify_url_param(k) is not None or rules.classify_name(k) is not None
+        }
         password = u.password
-        if password is None and isinstance(secret_params.get("password"), str):
-            password = secret_params["password"]
+        given = secret_params.get("password")
+        if password is None and isinstance(given, str):
+            password = given
         for v in secret_params.values():
-            for x in (v if isinstance(v, tuple) else (v,)):
+            for x in v if isinstance(v, tuple) else (v,):
                 register_secret(x)
         backend = u.get_backend_name()
         driver = u.get_driver_name() if "+" in u.drivername else ""
-        c = cls(name=name, dialect=backend, driver=driver, host=u.host or "", port=u.port,
-                database=u.database or "", user=u.username or "",
-                tls={k: v for k, v in u.query.items() if isinstance(v, str) and k not in secret_params})
+        c = cls(
+            name=name,
+            dialect=backend,
+            driver=driver,
+            host=u.host or "",
+            port=u.port,
+            database=u.database or "",
+            user=u.username or "",
+            tls={k: v for k, v in u.query.items() if isinstance(v, str) and k not in secret_params},
+        )
         register_secret(password)
         return c, password
 
@@ -175,6 +197,7 @@ def keyring_backend_name() -> str:
     ``fail Keyring``; a chainer lists the backends it chains)."""
     try:
         import keyring
+
         kr = keyring.get_keyring()
     except Exception as e:  # a broken backend must not stop the app
         return f"none ({type(e).__name__})"
@@ -186,8 +209,10 @@ def keyring_backend_name() -> str:
 
 def _keyring_advice() -> str:
     if sys.platform.startswith("linux") or "bsd" in sys.platform:
-        return ("To remember passwords, run and unlock a Secret Service keyring (e.g. gnome-keyring) "
-                "or KWallet, then restart idemview.")
+        return (
+            "To remember passwords, run and unlock a Secret Service keyring (e.g. gnome-keyring) "
+            "or KWallet, then restart idemview."
+        )
     return "To remember passwords, unlock the system keychain, then restart idemview."
 
 
@@ -211,15 +236,20 @@ class CredentialStore:
         try:
             import keyring
             from keyring.backends import fail
+
             kr = keyring.get_keyring()
             if isinstance(kr, fail.Keyring):
-                self.notice = (f"No OS keyring is available (tried: {self.backend}): passwords are kept for "
-                               f"this session only. {_keyring_advice()}")
+                self.notice = (
+                    f"No OS keyring is available (tried: {self.backend}): passwords are kept for "
+                    f"this session only. {_keyring_advice()}"
+                )
                 return False
             return True
         except Exception as e:  # a broken backend must not stop the app
-            self.notice = (f"The OS keyring cannot be used ({self.backend}: {type(e).__name__}): passwords "
-                           f"are kept for this session only. {_keyring_advice()}")
+            self.notice = (
+                f"The OS keyring cannot be used ({self.backend}: {type(e).__name__}): passwords "
+                f"are kept for this session only. {_keyring_advice()}"
+            )
             return False
 
     def get(self, conn_id: str) -> str | None:
@@ -229,9 +259,11 @@ class CredentialStore:
             return None
         try:
             import keyring
+
             pw = keyring.get_password(KEYRING_SERVICE, conn_id)
             from idemview.masking.masker import register_secret
-            register_secret(pw)         # a password read from the keyring is never echoed either
+
+            register_secret(pw)  # a password read from the keyring is never echoed either
             return pw
         except Exception as e:
             self._degrade(e)
@@ -240,10 +272,12 @@ class CredentialStore:
     def set(self, conn_id: str, password: str) -> bool:
         """Store the password; True when it went to the keyring, False when kept for the session."""
         from idemview.masking.masker import register_secret
+
         register_secret(password)
         if self.available:
             try:
                 import keyring
+
                 keyring.set_password(KEYRING_SERVICE, conn_id, password)
                 self._memory.pop(conn_id, None)
                 return True
@@ -257,6 +291,7 @@ class CredentialStore:
         if self.available:
             try:
                 import keyring
+
                 keyring.delete_password(KEYRING_SERVICE, conn_id)
             except Exception:
                 pass
@@ -266,12 +301,14 @@ class CredentialStore:
         was = self.available
         self.available = False
         why = "it is locked" if type(e).__name__ == "KeyringLocked" else type(e).__name__
-        self.notice = (f"The OS keyring refused access ({self.backend}: {why}): passwords are kept for "
-                       f"this session only. {_keyring_advice()}")
+        self.notice = (
+            f"The OS keyring refused access ({self.backend}: {why}): passwords are kept for "
+            f"this session only. {_keyring_advice()}"
+        )
         if was:
-            log.warning("%s", self.notice)     # the same words as the GUI's notice (no secret in them)
+            log.warning("%s", self.notice)  # the same words as the GUI's notice (no secret in them)
             for fn in list(self.listeners):
                 try:
                     fn()
-                except Exception:       # a closed window's listener must not break the store
+                except Exception:  # a closed window's listener must not break the store
                     log.debug("keyring notice listener failed", exc_info=True)

@@ -29,9 +29,14 @@ def first_window_s(bundle: Path, extra: list[str]) -> float:
     (user + system, seconds, the whole run) to ``CPU`` — on a loaded machine it is the fairer figure."""
     with tempfile.TemporaryDirectory() as tmp:
         shown = Path(tmp) / "shown"
-        env = {**os.environ, "QT_QPA_PLATFORM": os.environ.get("QT_QPA_PLATFORM", "offscreen"),
-               "IDEMVIEW_QUIT_AFTER_MS": "0", "IDEMVIEW_SHOWN_FILE": str(shown),
-               "XDG_CONFIG_HOME": tmp, "XDG_DATA_HOME": tmp}
+        env = {
+            **os.environ,
+            "QT_QPA_PLATFORM": os.environ.get("QT_QPA_PLATFORM", "offscreen"),
+            "IDEMVIEW_QUIT_AFTER_MS": "0",
+            "IDEMVIEW_SHOWN_FILE": str(shown),
+            "XDG_CONFIG_HOME": tmp,
+            "XDG_DATA_HOME": tmp,
+        }
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.time()
         subprocess.run([bundle, *extra], env=env, check=True, capture_output=True)
@@ -52,9 +57,11 @@ def main() -> int:
     first = first_window_s(args.bundle, [])
     warm = [first_window_s(args.bundle, []) for _ in range(args.runs)]
     print(f"{'cold' if args.cold else 'first'} run: {first:.2f} s to first window")
-    print(f"warm: median {statistics.median(warm):.2f} s, min {min(warm):.2f} s over {args.runs} runs; "
-          f"CPU per warm run (user+sys, to exit) median {statistics.median(CPU[1:]):.2f} s; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"warm: median {statistics.median(warm):.2f} s, min {min(warm):.2f} s over {args.runs} runs; "
+        f"CPU per warm run (user+sys, to exit) median {statistics.median(CPU[1:]):.2f} s; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     return 0
 
 

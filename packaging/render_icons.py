@@ -49,6 +49,7 @@ def main() -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     sys.path.insert(0, str(ROOT))
     from idemview.appinfo import APP_ID
+
     for path in render(RESOURCES / f"{APP_ID}.svg", RESOURCES):
         print(path.relative_to(ROOT), path.stat().st_size, "bytes")
     return 0

@@ -28,6 +28,7 @@ def main() -> int:
     from idemview.qt import theme
     from idemview.qt.app import make_app
     from idemview.services.session import OpenSpec
+
     app = make_app()
     docs = ROOT / "docs"
     db = Path(tempfile.mkdtemp()) / "demo.db"
@@ -48,18 +49,28 @@ def main() -> int:
     from PySide6.QtCore import QRect
     from idemview.config import Connection, ConnectionStore
     from idemview.qt.settings import gui_settings
+
     store = ConnectionStore()
     for name, dialect, host, dbname, ago in (
-            ("payments (prod replica)", "postgresql", "db-replica.internal", "payments", 2),
-            ("celery results", "mysql", "mysql.internal", "celery", 30),
-            ("demo ledger", "sqlite", "", str(db), None)):
-        c = Connection(name=name, dialect=dialect, host=host, database=dbname, user="ledger_reader",
-                       layout="idemview" if dialect == "sqlite" else "")
+        ("payments (prod replica)", "postgresql", "db-replica.internal", "payments", 2),
+        ("celery results", "mysql", "mysql.internal", "celery", 30),
+        ("demo ledger", "sqlite", "", str(db), None),
+    ):
+        c = Connection(
+            name=name,
+            dialect=dialect,
+            host=host,
+            database=dbname,
+            user="ledger_reader",
+            layout="idemview" if dialect == "sqlite" else "",
+        )
         store.upsert(c)
         if ago is not None:
             from datetime import timedelta
-            gui_settings().setValue(f"recent/{c.id}", (datetime.now(timezone.utc) - timedelta(hours=ago))
-                                    .replace(microsecond=0).isoformat())
+
+            gui_settings().setValue(
+                f"recent/{c.id}", (datetime.now(timezone.utc) - timedelta(hours=ago)).replace(microsecond=0).isoformat()
+            )
     for scheme, suffix in ((Qt.ColorScheme.Light, ""), (Qt.ColorScheme.Dark, "-dark")):
         theme.apply_scheme(app, scheme)
         w = MainWindow()
@@ -82,8 +93,13 @@ def main() -> int:
             w.fit_to(QRect(0, 0, 1600, 1000))
             pump(settle=0.3)
         tab.filter_by_finding(FindingKind.DUPLICATE_EFFECT)
-        pump(lambda: tab.flt.findings == [FindingKind.DUPLICATE_EFFECT] and not tab.model.is_loading()
-             and tab.findings_settled())
+        pump(
+            lambda: (
+                tab.flt.findings == [FindingKind.DUPLICATE_EFFECT]
+                and not tab.model.is_loading()
+                and tab.findings_settled()
+            )
+        )
         tab.detail.payloads.setCurrentIndex(1)  # the provider's response, masked
         pump(settle=0.2)
         w.grab().save(str(docs / f"operation-detail{suffix}.png"))

@@ -9,7 +9,7 @@ Override the servers with ``IDEMVIEW_PG_ADMIN_URL`` and ``IDEMVIEW_MYSQL_ADMIN_U
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -25,12 +25,13 @@ MY_ADMIN = os.environ.get("IDEMVIEW_MYSQL_ADMIN_URL", "mysql+pymysql://root@127.
 DBNAME = f"idemview_t_{os.getpid()}"
 ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
-ANCHOR = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
 # On CI, property tests explore the same examples every run (a red CI must be reproducible); on a
 # developer's machine they keep searching new ones.
 try:
     from hypothesis import settings as _hyp_settings
+
     _hyp_settings.register_profile("ci", derandomize=True, print_blob=True)
     if ON_CI:
         _hyp_settings.load_profile("ci")
@@ -56,9 +57,14 @@ def _isolated(tmp_path_factory, monkeypatch):
     from tests.memkeyring import MemoryKeyring
 
     home = tmp_path_factory.mktemp("home")
-    for var, sub in (("IDEMVIEW_CONFIG_DIR", "config/idemview"), ("IDEMVIEW_DATA_DIR", "data/idemview"),
-                     ("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache"),
-                     ("XDG_STATE_HOME", "state")):
+    for var, sub in (
+        ("IDEMVIEW_CONFIG_DIR", "config/idemview"),
+        ("IDEMVIEW_DATA_DIR", "data/idemview"),
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("XDG_STATE_HOME", "state"),
+    ):
         monkeypatch.setenv(var, str(home / sub))
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "tests.memkeyring.MemoryKeyring")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), ROOT) if p))
@@ -114,6 +120,7 @@ def mysql_url():
 def _clear(engine):
     """Drop every table (fixtures recreate what they need)."""
     from sqlalchemy import MetaData
+
     md = MetaData()
     md.reflect(engine)
     md.drop_all(engine)
@@ -148,6 +155,7 @@ def sqlite_db(tmp_path):
 
 def _installed(module: str) -> bool:
     import importlib.util
+
     try:
         return importlib.util.find_spec(module) is not None
     except ImportError:  # a dotted name whose parent package is missing
@@ -158,12 +166,20 @@ def _installed(module: str) -> bool:
 #: and MySQL-family under both the ``mysql`` and the ``mariadb`` names (issue #9). Drivers that are not
 #: installed are left out; the ones this project installs (psycopg, PyMySQL) always run.
 DIALECT_NAMES = ["sqlite"] + [
-    name for name, module in (
-        ("postgresql+psycopg", "psycopg"), ("postgresql+psycopg2", "psycopg2"), ("postgresql+pg8000", "pg8000"),
-        ("mysql+pymysql", "pymysql"), ("mariadb+pymysql", "pymysql"), ("mysql+mysqldb", "MySQLdb"),
-        ("mariadb+mysqldb", "MySQLdb"), ("mysql+mysqlconnector", "mysql.connector"),
+    name
+    for name, module in (
+        ("postgresql+psycopg", "psycopg"),
+        ("postgresql+psycopg2", "psycopg2"),
+        ("postgresql+pg8000", "pg8000"),
+        ("mysql+pymysql", "pymysql"),
+        ("mariadb+pymysql", "pymysql"),
+        ("mysql+mysqldb", "MySQLdb"),
+        ("mariadb+mysqldb", "MySQLdb"),
+        ("mysql+mysqlconnector", "mysql.connector"),
         ("mariadb+mariadbconnector", "mariadb"),
-    ) if _installed(module)]
+    )
+    if _installed(module)
+]
 
 
 @pytest.fixture(params=DIALECT_NAMES)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import MetaData, insert
 
-from idemview.ledger.connect import open_engine
 from idemview.findings.engine import FindingEngine
 from idemview.layouts.layout import load_preset
+from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
 
 

@@ -8,7 +8,7 @@ filter bar and the manifest use the same sentence, so what an investigator saw i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from idemview.domain.model import FindingKind, Status
@@ -36,7 +36,7 @@ _FINDING_WORDS = {
 
 
 def _iso(t: datetime) -> str:
-    return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(slots=True)
@@ -66,8 +66,17 @@ class Filter:
     unmapped_status: bool = False
 
     def is_empty(self) -> bool:
-        return not (self.findings or self.statuses or self.kinds or self.key or self.intent
-                    or self.scope or self.since or self.until or self.unmapped_status)
+        return not (
+            self.findings
+            or self.statuses
+            or self.kinds
+            or self.key
+            or self.intent
+            or self.scope
+            or self.since
+            or self.until
+            or self.unmapped_status
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able structured form (for the manifest); instants as ISO-8601 UTC with ``Z``."""
@@ -84,18 +93,23 @@ class Filter:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Filter":
+    def from_dict(cls, d: dict[str, Any]) -> Filter:
         """Inverse of :meth:`to_dict`. Raises ``ValueError`` on an unknown kind or status."""
+
         def t(v):
             if not v:
                 return None
             return datetime.fromisoformat(v.replace("Z", "+00:00"))
+
         return cls(
             findings=[FindingKind(k) for k in d.get("findings") or []],
             statuses=[Status(s) for s in d.get("statuses") or []],
             kinds=list(d.get("kinds") or []),
-            key=d.get("key"), intent=d.get("intent"), scope=d.get("scope"),
-            since=t(d.get("since")), until=t(d.get("until")),
+            key=d.get("key"),
+            intent=d.get("intent"),
+            scope=d.get("scope"),
+            since=t(d.get("since")),
+            until=t(d.get("until")),
             unmapped_status=bool(d.get("unmapped_status", False)),
         )
 
@@ -124,7 +138,7 @@ class Filter:
             parts.append(f'whose intent reference contains "{self.intent}"')
 
         def fmt(t: datetime) -> str:
-            return t.astimezone(tz or timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            return t.astimezone(tz or UTC).strftime("%Y-%m-%d %H:%M:%S")
 
         if self.since and self.until:
             parts.append(f"created between {fmt(self.since)} and {fmt(self.until)} {zone_label}")

@@ -110,9 +110,9 @@ class Operation:
     fingerprint: str | None = None
     intent_ref: str | None = None
     effect_ref: str | None = None
-    request: "Payload | None" = None
-    response: "Payload | None" = None
-    error: "Payload | None" = None
+    request: Payload | None = None
+    response: Payload | None = None
+    error: Payload | None = None
     row_id: Any = None
 
 

@@ -10,36 +10,34 @@ under a temporary name and renames only when complete.
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import select
 
+from idemview.domain.filters import Filter
 from idemview.errors import TargetExists, TargetRefused
+from idemview.evidence.writer import ColumnSpec, ExportResult, write_evidence
+from idemview.findings.engine import FindingEngine
 from idemview.ledger.batch import for_batch
 from idemview.ledger.connect import describe
-from idemview.evidence.writer import ColumnSpec, ExportCancelled, ExportResult, write_evidence
-from idemview.domain.filters import Filter
-from idemview.findings.engine import FindingEngine
-from idemview.masking.masker import Masker
-from idemview.domain.model import FindingKind, Status
-from idemview.ledger.reader import Ledger, _json_list, json_array_attempts
+from idemview.ledger.reader import Ledger, json_array_attempts
 from idemview.ledger.times import decode_time, iso
+from idemview.masking.masker import Masker
 
-UTC = timezone.utc
+UTC = UTC
 ROW_KINDS = ("operations", "attempts", "findings", "effects")
 STREAM_BATCH = 5000
 #: Bytes of large cells (payloads, errors) fetched per round trip: the row count of a fetch adapts to
 #: it, so memory stays flat whether cells hold 100 bytes or 5 MB (issue 11).
 FETCH_BYTES = 8 << 20
-FIRST_FETCH = 1   # the first row tells the size of the next fetch
+FIRST_FETCH = 1  # the first row tells the size of the next fetch
 
-OP_TIMES = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at", "expires_at",
-            "last_attempt_at")
+OP_TIMES = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at", "expires_at", "last_attempt_at")
 
 
 @dataclass
@@ -79,6 +77,7 @@ def stream_rows(conn, q, big: list[int], batch_bytes: int = FETCH_BYTES, max_row
             yield from _stream(conn, q, big, batch_bytes, max_rows)
         finally:
             from idemview.ledger.connect import SQLITE_CACHE_KB, SQLITE_MMAP_BYTES
+
             try:
                 conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")
                 conn.exec_driver_sql(f"PRAGMA mmap_size = {SQLITE_MMAP_BYTES}")
@@ -116,12 +115,22 @@ def _finding_index(ledger: Ledger, now: datetime, kinds=None) -> dict[tuple[str,
 
 def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
     times = [t for t in OP_TIMES if t in ledger.layout.times or (t == "expires_at" and "expires_at" in ledger.epoch)]
-    cols = [ColumnSpec("ledger", "text"), ColumnSpec("record_id", "integer" if _int_rid(ledger) else "text"),
-            ColumnSpec("scope", "text"), ColumnSpec("idempotency_key", "text"), ColumnSpec("kind", "text"),
-            ColumnSpec("status", "text"), ColumnSpec("raw_status", "text")]
+    cols = [
+        ColumnSpec("ledger", "text"),
+        ColumnSpec("record_id", "integer" if _int_rid(ledger) else "text"),
+        ColumnSpec("scope", "text"),
+        ColumnSpec("idempotency_key", "text"),
+        ColumnSpec("kind", "text"),
+        ColumnSpec("status", "text"),
+        ColumnSpec("raw_status", "text"),
+    ]
     cols += [ColumnSpec(t, _time_kind(ledger, t)) for t in times]
-    cols += [ColumnSpec("attempt_count", "integer"), ColumnSpec("fingerprint", "text"),
-             ColumnSpec("intent_ref", "text"), ColumnSpec("effect_ref", "text")]
+    cols += [
+        ColumnSpec("attempt_count", "integer"),
+        ColumnSpec("fingerprint", "text"),
+        ColumnSpec("intent_ref", "text"),
+        ColumnSpec("effect_ref", "text"),
+    ]
     payloads = [p for p in ("request", "response", "error") if p in ledger.layout.fields]
     cols += [ColumnSpec(p, "json" if ledger.layout.fields[p].encoding == "json" else "text") for p in payloads]
     cols.append(ColumnSpec("findings", "text"))
@@ -172,11 +181,19 @@ def _payload_cell(pl):
 
 def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
     a = ledger.layout.attempts
-    cols = [ColumnSpec("ledger", "text"), ColumnSpec("scope", "text"), ColumnSpec("idempotency_key", "text"),
-            ColumnSpec("attempt", "integer"), ColumnSpec("started_at", "instant"),
-            ColumnSpec("finished_at", "instant"), ColumnSpec("outcome", "text"),
-            ColumnSpec("raw_outcome", "text"), ColumnSpec("effect_ref", "text"), ColumnSpec("worker", "text"),
-            ColumnSpec("error", "text")]
+    cols = [
+        ColumnSpec("ledger", "text"),
+        ColumnSpec("scope", "text"),
+        ColumnSpec("idempotency_key", "text"),
+        ColumnSpec("attempt", "integer"),
+        ColumnSpec("started_at", "instant"),
+        ColumnSpec("finished_at", "instant"),
+        ColumnSpec("outcome", "text"),
+        ColumnSpec("raw_outcome", "text"),
+        ColumnSpec("effect_ref", "text"),
+        ColumnSpec("worker", "text"),
+        ColumnSpec("error", "text"),
+    ]
     for i, k in ((4, "started_at"), (5, "finished_at")):
         tc = getattr(a, k, None)
         if tc is not None and tc.encoding == "naive":
@@ -185,11 +202,17 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
     def table_rows():
         q = ledger.attempts_select()
         tcols = [c.label(f"t_{k}") for k, (c, _tc) in ledger.att_time.items()]
-        q = (select(ledger.att_scope_expr.label("scope"), ledger.att_key_expr.label("key"),
-                    ledger.att_number_raw.label("number"), ledger.att_outcome.label("outcome"),
-                    ledger.att_raw_outcome.label("raw_outcome"), ledger.att_effect.label("effect_ref"),
-                    ledger.att_worker.label("worker"), ledger.att_error.label("error"), *tcols)
-             .where(ledger.att_where))
+        q = select(
+            ledger.att_scope_expr.label("scope"),
+            ledger.att_key_expr.label("key"),
+            ledger.att_number_raw.label("number"),
+            ledger.att_outcome.label("outcome"),
+            ledger.att_raw_outcome.label("raw_outcome"),
+            ledger.att_effect.label("effect_ref"),
+            ledger.att_worker.label("worker"),
+            ledger.att_error.label("error"),
+            *tcols,
+        ).where(ledger.att_where)
         clause = ledger.filter_clause(flt, now) if not flt.is_empty() else None
         if clause is not None or ledger.att_needs_join:
             q = q.select_from(ledger.att.join(ledger.ops, ledger.att_join))
@@ -222,13 +245,27 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
 
     def json_rows():
         col = ledger.ops.c[a.column]
-        q = (select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"), col.label("arr"))
-             .select_from(ledger.ops).where(ledger.filter_clause(flt, now)))
+        q = (
+            select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"), col.label("arr"))
+            .select_from(ledger.ops)
+            .where(ledger.filter_clause(flt, now))
+        )
         with ledger.engine.connect() as c:
             for r in stream_rows(c, q, [2]):
                 for at in json_array_attempts([r.arr], r.scope or "", r.key, a):
-                    yield (ledger.name, at.scope, at.key, at.number, at.started_at, at.finished_at,
-                           at.outcome.value, at.raw_outcome, at.effect_ref, at.worker, at.error)
+                    yield (
+                        ledger.name,
+                        at.scope,
+                        at.key,
+                        at.number,
+                        at.started_at,
+                        at.finished_at,
+                        at.outcome.value,
+                        at.raw_outcome,
+                        at.effect_ref,
+                        at.worker,
+                        at.error,
+                    )
 
     if a.source == "table":
         return ExportPlan(cols, table_rows(), "every attempt of the filtered operations")
@@ -238,20 +275,38 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
 
 
 def _findings(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
-    cols = [ColumnSpec("ledger", "text"), ColumnSpec("kind", "text"), ColumnSpec("severity", "text"),
-            ColumnSpec("scope", "text"), ColumnSpec("idempotency_key", "text"), ColumnSpec("at", "instant"),
-            ColumnSpec("explanation", "text"), ColumnSpec("evidence", "json")]
+    cols = [
+        ColumnSpec("ledger", "text"),
+        ColumnSpec("kind", "text"),
+        ColumnSpec("severity", "text"),
+        ColumnSpec("scope", "text"),
+        ColumnSpec("idempotency_key", "text"),
+        ColumnSpec("at", "instant"),
+        ColumnSpec("explanation", "text"),
+        ColumnSpec("evidence", "json"),
+    ]
     kinds = flt.findings or None
-    rest = Filter(statuses=flt.statuses, kinds=flt.kinds, key=flt.key, intent=flt.intent, scope=flt.scope,
-                  since=flt.since, until=flt.until)
+    rest = Filter(
+        statuses=flt.statuses,
+        kinds=flt.kinds,
+        key=flt.key,
+        intent=flt.intent,
+        scope=flt.scope,
+        since=flt.since,
+        until=flt.until,
+    )
 
     def rows():
         fs = FindingEngine(ledger, now).run(kinds)
         allowed = None
         if not rest.is_empty():
             # Findings of the operations the rest of the filter shows: the keys come from SQL.
-            q = (select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"))
-                 .select_from(ledger.ops).where(ledger.filter_clause(rest, now)).distinct())
+            q = (
+                select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"))
+                .select_from(ledger.ops)
+                .where(ledger.filter_clause(rest, now))
+                .distinct()
+            )
             with ledger.engine.connect() as c:
                 allowed = {(r.scope or "", r.key) for r in c.execute(q)}
         for f in fs:
@@ -269,23 +324,40 @@ def _effects(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
     if fx is None:
         raise ValueError(f"this ledger has no effect records to export: {ledger.effects_problem}")
     from idemview.ledger.effects import LINK_BATCH
-    cols = [ColumnSpec("ledger", "text"), ColumnSpec("scope", "text"), ColumnSpec("idempotency_key", "text"),
-            ColumnSpec("link", "text"), ColumnSpec("effect_record", "text"), ColumnSpec("reference", "text"),
-            ColumnSpec("at", "instant")]
+
+    cols = [
+        ColumnSpec("ledger", "text"),
+        ColumnSpec("scope", "text"),
+        ColumnSpec("idempotency_key", "text"),
+        ColumnSpec("link", "text"),
+        ColumnSpec("effect_record", "text"),
+        ColumnSpec("reference", "text"),
+        ColumnSpec("at", "instant"),
+    ]
     cols += [ColumnSpec(c, "text") for c in fx.spec.show]
 
     def rows():
-        q = (select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"),
-                    fx.operation_link.label("link"))
-             .select_from(ledger.ops).where(ledger.filter_clause(flt, now), fx.operation_link.is_not(None))
-             .distinct())
+        q = (
+            select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"), fx.operation_link.label("link"))
+            .select_from(ledger.ops)
+            .where(ledger.filter_clause(flt, now), fx.operation_link.is_not(None))
+            .distinct()
+        )
 
         def flush(batch):
             recs = fx.records_for({x[2] for x in batch})
             for scope, key, link in batch:
                 for e in recs.get(link, []):
-                    yield (ledger.name, scope, key, link, e.record_id, e.reference, e.at,
-                           *[e.shown.get(c) for c in fx.spec.show])
+                    yield (
+                        ledger.name,
+                        scope,
+                        key,
+                        link,
+                        e.record_id,
+                        e.reference,
+                        e.at,
+                        *[e.shown.get(c) for c in fx.spec.show],
+                    )
 
         batch: list = []
         with ledger.engine.connect() as c:
@@ -298,8 +370,12 @@ def _effects(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
             yield from flush(batch)
 
     src = fx.describe()
-    return ExportPlan(cols, rows(), f"the effect records ({src['table']}, {src['dialect']}"
-                                    f"{' ' + src['database'] if src['database'] else ''}) of the filtered operations")
+    return ExportPlan(
+        cols,
+        rows(),
+        f"the effect records ({src['table']}, {src['dialect']}"
+        f"{' ' + src['database'] if src['database'] else ''}) of the filtered operations",
+    )
 
 
 def plan_export(ledger: Ledger, flt: Filter, rows: str, now: datetime) -> ExportPlan:
@@ -340,20 +416,35 @@ def check_target(out_path: str | Path, ledger: Ledger | None = None, *, overwrit
 
 #: What the manifest says about the key behind the masked tags (``export_evidence(masking_key=...)``).
 MASKING_KEYS = {
-    "export": {"scope": "export", "note": "a random key made for this export alone: its tags match no "
-                                          "other export and no screen"},
-    "session": {"scope": "session", "note": "the key of the idemview window this export was started "
-                                            "from: its tags match the tags on that screen"},
+    "export": {
+        "scope": "export",
+        "note": "a random key made for this export alone: its tags match no other export and no screen",
+    },
+    "session": {
+        "scope": "session",
+        "note": "the key of the idemview window this export was started from: its tags match the tags on that screen",
+    },
 }
 
 
-def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *, rows: str = "operations",
-                    now: datetime | None = None, excel: bool = False, null_literal: str = "",
-                    connection_name: str | None = None, masker: Masker | None = None,
-                    progress: Callable[[int], Any] | None = None,
-                    cancel: Callable[[], bool] | None = None, overwrite: bool = False,
-                    masking_key: str = "export", sentence_shown: str | None = None,
-                    timeout_s: float | None = None) -> ExportResult:
+def export_evidence(
+    ledger: Ledger,
+    flt: Filter | None,
+    out_path: str | Path,
+    *,
+    rows: str = "operations",
+    now: datetime | None = None,
+    excel: bool = False,
+    null_literal: str = "",
+    connection_name: str | None = None,
+    masker: Masker | None = None,
+    progress: Callable[[int], Any] | None = None,
+    cancel: Callable[[], bool] | None = None,
+    overwrite: bool = False,
+    masking_key: str = "export",
+    sentence_shown: str | None = None,
+    timeout_s: float | None = None,
+) -> ExportResult:
     """Export what ``flt`` shows of ``ledger`` to ``out_path`` (CSV) plus its manifest.
 
     ``now`` (aware; default the current time) is the instant findings are computed for and is
@@ -381,8 +472,11 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
     manifest = {
         "ledger": {"connection": connection_name or ledger.name, **ident},
         "layout": {"name": ledger.layout.name, "sha256": ledger.layout.hash},
-        "filter": {"structured": flt.to_dict(), "sentence": flt.sentence(),
-                   **({"sentence_shown": sentence_shown} if sentence_shown else {})},
+        "filter": {
+            "structured": flt.to_dict(),
+            "sentence": flt.sentence(),
+            **({"sentence_shown": sentence_shown} if sentence_shown else {}),
+        },
         "now": iso(now),
         "masking_key": MASKING_KEYS[masking_key],
         "rows": {"kind": rows, "description": plan.description},
@@ -390,5 +484,15 @@ def export_evidence(ledger: Ledger, flt: Filter | None, out_path: str | Path, *,
     if ledger.effects is not None:
         # the second source the findings (and an effects export) were reconciled with
         manifest["effects"] = ledger.effects.describe()
-    return write_evidence(out_path, plan.columns, plan.rows, masker=masker, manifest=manifest, excel=excel,
-                          null_literal=null_literal, progress=progress, cancel=cancel, overwrite=overwrite)
+    return write_evidence(
+        out_path,
+        plan.columns,
+        plan.rows,
+        masker=masker,
+        manifest=manifest,
+        excel=excel,
+        null_literal=null_literal,
+        progress=progress,
+        cancel=cancel,
+        overwrite=overwrite,
+    )

@@ -33,16 +33,17 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 from idemview import __version__
-from idemview.masking.masker import Masker, normalize_name
 from idemview.domain.model import Payload
+from idemview.masking.masker import Masker, normalize_name
 
 __all__ = [
     "COLUMN_KINDS",
@@ -60,10 +61,28 @@ COLUMN_KINDS = ("text", "integer", "number", "instant", "naive_instant", "boolea
 MANIFEST_FORMAT = "idemview-evidence-manifest/1"
 _RESERVED = frozenset({"format", "tool", "exported_at", "columns", "row_count", "masking", "csv"})
 # Connection fields that must never reach a manifest (DESIGN §7: never a user name or password).
-_LEDGER_FORBIDDEN = frozenset({
-    "user", "username", "user_name", "login", "uid", "role", "password", "passwd", "pwd", "pass",
-    "secret", "token", "credentials", "credential", "auth", "authorization", "api_key", "private_key",
-})
+_LEDGER_FORBIDDEN = frozenset(
+    {
+        "user",
+        "username",
+        "user_name",
+        "login",
+        "uid",
+        "role",
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "secret",
+        "token",
+        "credentials",
+        "credential",
+        "auth",
+        "authorization",
+        "api_key",
+        "private_key",
+    }
+)
 
 #: Formatted characters held before they are written out (memory bounded by bytes, not rows).
 FLUSH_CHARS = 4 << 20
@@ -87,8 +106,10 @@ class FinalNameTaken(FileExistsError):
 
     def __init__(self, path: str, kept: list[str]):
         self.path, self.kept = path, list(kept)
-        super().__init__(f"{path} appeared while the export ran and was not replaced; the finished "
-                         f"export is kept as {' and '.join(self.kept)}")
+        super().__init__(
+            f"{path} appeared while the export ran and was not replaced; the finished "
+            f"export is kept as {' and '.join(self.kept)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -179,11 +200,11 @@ def _iso(v: datetime | date | time) -> str:
     """Aware datetime → ISO-8601 in UTC with ``+00:00``; naive or date/time → as is (no offset
     invented)."""
     tz = getattr(v, "tzinfo", None)
-    if tz is None or tz is timezone.utc or not isinstance(v, datetime):
+    if tz is None or tz is UTC or not isinstance(v, datetime):
         return v.isoformat()
     if v.utcoffset() is None:
         return v.isoformat()
-    return v.astimezone(timezone.utc).isoformat()
+    return v.astimezone(UTC).isoformat()
 
 
 def _json_default(o: Any) -> Any:
@@ -237,7 +258,7 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
     """One closure per column: mask, then format, then guard. Specialised per kind for speed.
     Masking is ``masker.mask_value(v, name)`` (or its precomputed equivalent ``for_column``)."""
     name = col.name
-    null = guard_formula(null)      # a NULL literal such as "=NULL()" is text like any other
+    null = guard_formula(null)  # a NULL literal such as "=NULL()" is text like any other
     for_column = getattr(masker, "for_column", None)
     mask = for_column(name) if for_column is not None else (lambda v: masker.mask_value(v, name))
     kind = col.kind
@@ -256,6 +277,7 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
         return v
 
     if kind == "text":
+
         def fmt(v: Any) -> str:
             if v is None:
                 return null
@@ -271,9 +293,11 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
             if s and s[0] in _FORMULA_START and _NUMERIC_RE.fullmatch(s) is None:
                 return "'" + s
             return s
+
         return fmt
 
     if kind == "integer":
+
         def fmt(v: Any) -> str:
             if v is None:
                 return null
@@ -296,16 +320,18 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
                 return str(int(m))
             if isinstance(m, float):
                 # A float cannot hold a long id exactly; say so by writing its exact repr.
-                if m.is_integer() and abs(m) < 2 ** 53:
+                if m.is_integer() and abs(m) < 2**53:
                     return str(int(m))
                 return _guard_nonnumeric(repr(m))
             s = _as_text(m)
             if _INT_TEXT_RE.fullmatch(s.strip()):
                 return s.strip().lstrip("+")
             return guard_formula(s)
+
         return fmt
 
     if kind == "number":
+
         def fmt(v: Any) -> str:
             if v is None:
                 return null
@@ -318,9 +344,11 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
                 return _guard_nonnumeric(str(m))
             s = _as_text(m)
             return s if _NUMERIC_RE.fullmatch(s) else guard_formula(s)
+
         return fmt
 
     if kind in ("instant", "naive_instant"):
+
         def fmt(v: Any) -> str:
             if v is None:
                 return null
@@ -329,19 +357,21 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
                     tz = v.tzinfo
                     if tz is None:
                         return v.isoformat()
-                    if tz is timezone.utc and kind == "instant":
+                    if tz is UTC and kind == "instant":
                         return v.isoformat()
                 m = mask(v)
             else:
                 m = mask(pre(v))
             if isinstance(m, (datetime, date, time)):
                 if kind == "naive_instant" and isinstance(m, datetime) and m.tzinfo is not None:
-                    return m.isoformat()          # keep the offset it has; do not convert
+                    return m.isoformat()  # keep the offset it has; do not convert
                 return _iso(m)
             return guard_formula(_as_text(m))
+
         return fmt
 
     if kind == "boolean":
+
         def fmt(v: Any) -> str:
             if v is None:
                 return null
@@ -351,6 +381,7 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
             if type(m) is int and m in (0, 1):
                 return "true" if m else "false"
             return guard_formula(_as_text(m))
+
         return fmt
 
     # json
@@ -365,6 +396,7 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
         if isinstance(m, str):
             return guard_formula(m)
         return _guard_nonnumeric(_dumps(m))
+
     return fmt
 
 
@@ -428,7 +460,7 @@ def _mask_uncounted(masker: Masker, v: Any) -> Any:
 
 
 def _utc_now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _write_atomic_temp(directory: str, final_name: str, data: bytes) -> str:
@@ -444,8 +476,13 @@ def _write_atomic_temp(directory: str, final_name: str, data: bytes) -> str:
     return tmp
 
 
-_NO_LINK_ERRNOS = frozenset(e for e in (getattr(errno, n, None) for n in (
-    "EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS", "EXDEV", "EMLINK", "EACCES")) if e is not None)
+_NO_LINK_ERRNOS = frozenset(
+    e
+    for e in (
+        getattr(errno, n, None) for n in ("EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS", "EXDEV", "EMLINK", "EACCES")
+    )
+    if e is not None
+)
 
 
 def _claim(tmp: str, final: str) -> None:
@@ -462,7 +499,7 @@ def _claim(tmp: str, final: str) -> None:
     except OSError as e:
         if e.errno not in _NO_LINK_ERRNOS:
             raise
-        fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)   # FileExistsError if taken
+        fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # FileExistsError if taken
         os.close(fd)
         try:
             os.replace(tmp, final)
@@ -543,7 +580,7 @@ def write_evidence(
         n = 0
         with os.fdopen(fd, "wb") as f:
             buf = io.StringIO()
-            w = csv.writer(buf, lineterminator="\r\n")   # excel dialect: RFC 4180 minimal quoting
+            w = csv.writer(buf, lineterminator="\r\n")  # excel dialect: RFC 4180 minimal quoting
 
             def flush() -> None:
                 nonlocal size
@@ -565,7 +602,7 @@ def write_evidence(
                     row = [row.get(x) for x in names]
                 elif len(row) != ncols:
                     raise ValueError(f"row {n + 1} has {len(row)} values for {ncols} columns")
-                cells = [fmt(v) for fmt, v in zip(fmts, row)]
+                cells = [fmt(v) for fmt, v in zip(fmts, row, strict=False)]
                 batch.append(cells)
                 n += 1
                 pending += 1
@@ -610,7 +647,7 @@ def write_evidence(
                 _claim(tmp, final)
             except FileExistsError:
                 kept = [tmp, mtmp]
-                tmp = mtmp = None           # finished work is kept, not cleaned up
+                tmp = mtmp = None  # finished work is kept, not cleaned up
                 raise FinalNameTaken(final, kept) from None
             claimed_tmp, tmp = tmp, None
             replaced = True
@@ -628,7 +665,7 @@ def write_evidence(
     except BaseException:
         _unlink_quiet(tmp)
         _unlink_quiet(mtmp)
-        if replaced:          # the CSV went in but its manifest did not: take the CSV back out
+        if replaced:  # the CSV went in but its manifest did not: take the CSV back out
             _unlink_quiet(final)
         raise
     if progress is not None:
@@ -636,9 +673,18 @@ def write_evidence(
     return ExportResult(final, mfinal, n, sha, size, counts)
 
 
-def _build_manifest(entries: Mapping[str, Any], cols: list[ColumnSpec], n: int, masker: Masker,
-                    counts: dict[str, int], base: str, sha: str, size: int, excel: bool,
-                    null_literal: str) -> dict[str, Any]:
+def _build_manifest(
+    entries: Mapping[str, Any],
+    cols: list[ColumnSpec],
+    n: int,
+    masker: Masker,
+    counts: dict[str, int],
+    base: str,
+    sha: str,
+    size: int,
+    excel: bool,
+    null_literal: str,
+) -> dict[str, Any]:
     caller: dict[str, Any] = {}
     for k, v in entries.items():
         v = _plain(v)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Iterable
 
 from sqlalchemy import and_, func, or_
 from sqlalchemy.sql.expression import ColumnElement
@@ -30,7 +30,7 @@ def key_batches(keys) -> Iterable[list]:
     """``keys`` (an iterable of (scope, key)) sorted and cut into lists of :data:`EVIDENCE_BATCH`."""
     keys = sorted(keys, key=lambda k: (k[0] is None, k[0] or "", k[1] is None, k[1] or ""))
     for i in range(0, len(keys), EVIDENCE_BATCH):
-        yield keys[i:i + EVIDENCE_BATCH]
+        yield keys[i : i + EVIDENCE_BATCH]
 
 
 def in_keys(scope_col, key_col, keys) -> ColumnElement:
@@ -73,8 +73,12 @@ def jsonable(v):
 
 def ev_sort(e: dict):
     """Sort key of duplicate_effect evidence items: records first, then attempts by number and time."""
-    return ("attempt" in e, e.get("attempt") or 0, e.get("started_at") or e.get("created_at") or "",
-            str(e.get("record")))
+    return (
+        "attempt" in e,
+        e.get("attempt") or 0,
+        e.get("started_at") or e.get("created_at") or "",
+        str(e.get("record")),
+    )
 
 
 def parse_iso(s):

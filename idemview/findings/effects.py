@@ -19,9 +19,9 @@ Nothing is written to either database.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Iterable, Iterator
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import and_, case, exists, false, func, literal, or_, select
 from sqlalchemy.sql.expression import ColumnElement
@@ -29,9 +29,9 @@ from sqlalchemy.sql.expression import ColumnElement
 from idemview.domain.model import EffectRecord, Finding, FindingKind, Severity
 from idemview.ledger.effects import EffectSource, byte_order
 from idemview.ledger.sqlx import time_before
-from idemview.ledger.times import from_epoch, human_duration, iso
+from idemview.ledger.times import from_epoch, iso
 
-UTC = timezone.utc
+UTC = UTC
 K = FindingKind
 #: Effect records listed as evidence per finding (the count is always exact).
 EVIDENCE_RECORDS = 20
@@ -58,7 +58,7 @@ class _KeyState:
     n_effects: int = 0
     links: set = field(default_factory=set)
     first_e: float | None = None
-    bad: bool = False        # failed, stuck or timed out
+    bad: bool = False  # failed, stuck or timed out
     completed: bool = False
     why: str = ""
 
@@ -76,8 +76,7 @@ class Reconciler:
         self.dup_reasons: dict = {}
         # only the ledger's own retention (its purge), not a dedup window guess
         ret = ledger.retention_s
-        self.orphans_since_e = (self.now.timestamp() - ret) if (ret is not None and self.fx.at_e is not None) \
-            else None
+        self.orphans_since_e = (self.now.timestamp() - ret) if (ret is not None and self.fx.at_e is not None) else None
 
     # ---------------------------------------------------------------------------- ledger side
 
@@ -89,24 +88,36 @@ class Reconciler:
         stuck = l.status_in(["in_progress"])
         le = lock_expired(l, self.now)
         stuck = and_(stuck, le) if le is not None else false()
-        timed = false()
+        timed: ColumnElement = false()
         a = l.attempts_select() if with_timeouts else None
         if a is not None:
             s = a.subquery("ta")
-            timed = exists(select(literal(1)).select_from(s).where(
-                s.c.outcome == "timed_out", s.c.scope == l.scope_expr, s.c.key == l.key_expr))
+            timed = exists(
+                select(literal(1))
+                .select_from(s)
+                .where(s.c.outcome == "timed_out", s.c.scope == l.scope_expr, s.c.key == l.key_expr)
+            )
         completed = l.status_in(["completed"])
         bad = case((failed, 1), (stuck, 1), (and_(timed, ~completed), 1), else_=0)
-        why = case((failed, literal("failed")), (stuck, literal("stuck")),
-                   (and_(timed, ~completed), literal("timed out")), else_=literal(""))
+        why = case(
+            (failed, literal("failed")),
+            (stuck, literal("stuck")),
+            (and_(timed, ~completed), literal("timed out")),
+            else_=literal(""),
+        )
         return bad, case((completed, 1), else_=0), why
 
     def _ops(self, with_timeouts: bool = True):
         l = self.l
         bad, comp, why = self._flags(with_timeouts)
-        return select(l.scope_expr.label("scope"), l.key_expr.label("key"),
-                      self.fx.operation_link.label("link"), bad.label("bad"), comp.label("comp"),
-                      why.label("why")).select_from(l.ops)
+        return select(
+            l.scope_expr.label("scope"),
+            l.key_expr.label("key"),
+            self.fx.operation_link.label("link"),
+            bad.label("bad"),
+            comp.label("comp"),
+            why.label("why"),
+        ).select_from(l.ops)
 
     # ----------------------------------------------------------------------------- running
 
@@ -115,14 +126,15 @@ class Reconciler:
         kinds = set(kinds) if kinds is not None else set(EFFECT_KINDS)
         if not kinds & set(EFFECT_KINDS):
             return []
-        states, orphans = (self._sql() if self.fx.same_database
-                           else self._merge(orphans_wanted=K.ORPHAN_EFFECT in kinds))
+        states, orphans = self._sql() if self.fx.same_database else self._merge(orphans_wanted=K.ORPHAN_EFFECT in kinds)
         out: list[Finding] = []
         want_dup, want_hidden = K.DUPLICATE_EFFECT in kinds, K.HIDDEN_SUCCESS in kinds
-        flagged = {k: st for k, st in states.items()
-                   if (want_dup and st.n_effects >= 2) or (want_hidden and st.bad and not st.completed)}
-        records = self.fx.records_for({x for st in flagged.values() for x in st.links},
-                                      limit_per_link=EVIDENCE_RECORDS)
+        flagged = {
+            k: st
+            for k, st in states.items()
+            if (want_dup and st.n_effects >= 2) or (want_hidden and st.bad and not st.completed)
+        }
+        records = self.fx.records_for({x for st in flagged.values() for x in st.links}, limit_per_link=EVIDENCE_RECORDS)
         where = self.fx.describe()["table"]
         for (scope, key), st in sorted(flagged.items()):
             recs = [e for x in sorted(st.links) for e in records.get(x, [])][:EVIDENCE_RECORDS]
@@ -131,24 +143,50 @@ class Reconciler:
             first = from_epoch(st.first_e) if st.first_e is not None else (recs[0].at if recs else None)
             if want_dup and st.n_effects >= 2:
                 self.dup_reasons[(scope, key)] = f"{st.n_effects} effect records in {where}"
-                out.append(Finding(K.DUPLICATE_EFFECT, Severity.CRITICAL, scope, key,
-                                   f"The operation with {who} has {st.n_effects} effect records in {where}: "
-                                   f"it took effect {st.n_effects} times.", ev, at=first))
+                out.append(
+                    Finding(
+                        K.DUPLICATE_EFFECT,
+                        Severity.CRITICAL,
+                        scope,
+                        key,
+                        f"The operation with {who} has {st.n_effects} effect records in {where}: "
+                        f"it took effect {st.n_effects} times.",
+                        ev,
+                        at=first,
+                    )
+                )
             if want_hidden and st.bad and not st.completed:
-                out.append(Finding(K.HIDDEN_SUCCESS, Severity.CRITICAL, scope, key,
-                                   f"The ledger says the operation with {who} {_said(st.why)}, yet "
-                                   f"{_records(st.n_effects)} in {where} {'shows' if st.n_effects == 1 else 'show'} it took effect"
-                                   + (f" ({iso(first)})" if first else "")
-                                   + ": a timeout hid a success, and a retry would repeat it.", ev, at=first))
+                out.append(
+                    Finding(
+                        K.HIDDEN_SUCCESS,
+                        Severity.CRITICAL,
+                        scope,
+                        key,
+                        f"The ledger says the operation with {who} {_said(st.why)}, yet "
+                        f"{_records(st.n_effects)} in {where} {'shows' if st.n_effects == 1 else 'show'} it took effect"
+                        + (f" ({iso(first)})" if first else "")
+                        + ": a timeout hid a success, and a retry would repeat it.",
+                        ev,
+                        at=first,
+                    )
+                )
         if K.ORPHAN_EFFECT in kinds and orphans:
-            recs = self.fx.records_for(orphans, limit_per_link=EVIDENCE_RECORDS)
+            by_link = self.fx.records_for(orphans, limit_per_link=EVIDENCE_RECORDS)
             for link in sorted(orphans):
                 n, first_e = orphans[link]
                 first = from_epoch(first_e) if first_e is not None else None
-                out.append(Finding(K.ORPHAN_EFFECT, Severity.MEDIUM, "", link,
-                                   f"{_records(n).capitalize()} in {where} {'links' if n == 1 else 'link'} to {link!r}, which no "
-                                   f"operation in the ledger accounts for.",
-                                   [_evidence(e) for e in recs.get(link, [])], at=first))
+                out.append(
+                    Finding(
+                        K.ORPHAN_EFFECT,
+                        Severity.MEDIUM,
+                        "",
+                        link,
+                        f"{_records(n).capitalize()} in {where} {'links' if n == 1 else 'link'} to {link!r}, which no "
+                        f"operation in the ledger accounts for.",
+                        [_evidence(e) for e in by_link.get(link, [])],
+                        at=first,
+                    )
+                )
         order = {k: i for i, k in enumerate(K)}
         out.sort(key=lambda f: (order[f.kind], f.scope, f.key))
         return out
@@ -162,35 +200,58 @@ class Reconciler:
         g = fx.grouped_select(None).subquery("g")
         # one row per (operation, link) with the records' flags, so that effects are counted once per
         # link however many records share it (all records of a key share a key link)
-        t1 = (select(l.scope_expr.label("scope"), l.key_expr.label("key"), link.label("link"),
-                     func.max(bad).label("bad"), func.max(comp).label("comp"), func.max(why).label("why"))
-              .select_from(l.ops).group_by(l.scope_expr, l.key_expr, link)).subquery("t1")
+        t1 = (
+            select(
+                l.scope_expr.label("scope"),
+                l.key_expr.label("key"),
+                link.label("link"),
+                func.max(bad).label("bad"),
+                func.max(comp).label("comp"),
+                func.max(why).label("why"),
+            )
+            .select_from(l.ops)
+            .group_by(l.scope_expr, l.key_expr, link)
+        ).subquery("t1")
         first = [func.min(g.c.first_e).label("first_e")] if "first_e" in g.c else []
         n = func.coalesce(func.sum(g.c.n), 0)
-        q = (select(t1.c.scope, t1.c.key, n.label("n"), func.max(t1.c.bad).label("bad"),
-                    func.max(t1.c.comp).label("comp"), func.max(t1.c.why).label("why"), *first)
-             .select_from(t1.outerjoin(g, t1.c.link == g.c.link))
-             .group_by(t1.c.scope, t1.c.key)
-             .having(or_(n >= 2, and_(n >= 1, func.max(t1.c.bad) == 1, func.max(t1.c.comp) == 0))))
+        q = (
+            select(
+                t1.c.scope,
+                t1.c.key,
+                n.label("n"),
+                func.max(t1.c.bad).label("bad"),
+                func.max(t1.c.comp).label("comp"),
+                func.max(t1.c.why).label("why"),
+                *first,
+            )
+            .select_from(t1.outerjoin(g, t1.c.link == g.c.link))
+            .group_by(t1.c.scope, t1.c.key)
+            .having(or_(n >= 2, and_(n >= 1, func.max(t1.c.bad) == 1, func.max(t1.c.comp) == 0)))
+        )
         states: dict = {}
         with l.engine.connect() as c:
             for r in c.execute(q):
                 m = r._mapping
-                states[(r.scope, r.key)] = _KeyState(int(r.n), set(), m.get("first_e"), bool(r.bad),
-                                                     bool(r.comp), r.why or "")
+                states[(r.scope, r.key)] = _KeyState(
+                    int(r.n), set(), m.get("first_e"), bool(r.bad), bool(r.comp), r.why or ""
+                )
             # the links of the flagged operations (for their evidence records)
             keys = list(states)
             for i in range(0, len(keys), 200):
-                batch = keys[i:i + 200]
+                batch = keys[i : i + 200]
                 cond = or_(*[and_(l.scope_expr == s_, l.key_expr == k_) for s_, k_ in batch])
-                for r in c.execute(select(l.scope_expr.label("scope"), l.key_expr.label("key"),
-                                          link.label("link")).where(cond, link.is_not(None)).distinct()):
+                for r in c.execute(
+                    select(l.scope_expr.label("scope"), l.key_expr.label("key"), link.label("link"))
+                    .where(cond, link.is_not(None))
+                    .distinct()
+                ):
                     states[(r.scope, r.key)].links.add(r.link)
             og = fx.grouped_select(self.orphans_since_e).subquery("og")
             # NOT IN over the plain link expression (no per-row flags): engines hash or index it once
             ol = self.fx.operation_link
             oq = select(og.c.link, og.c.n, *([og.c.first_e] if "first_e" in og.c else [])).where(
-                og.c.link.not_in(select(ol).select_from(self.l.ops).where(ol.is_not(None))))
+                og.c.link.not_in(select(ol).select_from(self.l.ops).where(ol.is_not(None)))
+            )
             orphans = {r.link: (int(r.n), r._mapping.get("first_e")) for r in c.execute(oq)}
         return states, orphans
 
@@ -209,8 +270,12 @@ class Reconciler:
     def _multi_keys(self) -> list:
         """(scope, key) of operations with several records (one grouped pass, no flags)."""
         l = self.l
-        q = (select(l.scope_expr.label("scope"), l.key_expr.label("key")).select_from(l.ops)
-             .group_by(l.scope_expr, l.key_expr).having(func.count() >= 2))
+        q = (
+            select(l.scope_expr.label("scope"), l.key_expr.label("key"))
+            .select_from(l.ops)
+            .group_by(l.scope_expr, l.key_expr)
+            .having(func.count() >= 2)
+        )
         with l.engine.connect() as c:
             return [(r[0], r[1]) for r in c.execute(q)]
 
@@ -221,15 +286,15 @@ class Reconciler:
             return set()
         t = a.subquery("ta")
         with self.l.engine.connect() as c:
-            return {(r[0], r[1]) for r in c.execute(select(t.c.scope, t.c.key)
-                                                    .where(t.c.outcome == "timed_out").distinct())}
+            return {
+                (r[0], r[1]) for r in c.execute(select(t.c.scope, t.c.key).where(t.c.outcome == "timed_out").distinct())
+            }
 
     def _records_where(self, c, cond) -> list:
         """``(scope, key, link, bad, comp, why)`` of the operation records matching ``cond``."""
         l = self.l
         bad, comp, why = self._flags(with_timeouts=False)
-        q = (select(l.scope_expr, l.key_expr, self.fx.operation_link, bad, comp, why)
-             .select_from(l.ops).where(cond))
+        q = select(l.scope_expr, l.key_expr, self.fx.operation_link, bad, comp, why).select_from(l.ops).where(cond)
         return [tuple(r) for r in c.execute(q)]
 
     def _merge(self, orphans_wanted: bool = True) -> tuple[dict, dict]:
@@ -244,11 +309,13 @@ class Reconciler:
         timed = self._timed_out()
         recs: dict = {}  # (scope, key) -> list of (link, bad, comp, why) of its records
         with l.engine.connect() as c:
+
             def take(rows):
                 for s_, k_, link, b, cm, w in rows:
                     if (s_, k_) in timed and not cm and not b:
                         b, w = 1, "timed out"
                     recs.setdefault((s_, k_), []).append((link, b, cm, w))
+
             take(self._records_where(c, and_(bad_expr == 1, ol.is_not(None))))
             cand = list(timed) + self._multi_keys()
             for batch in _batches(cand, 200):
@@ -274,8 +341,9 @@ class Reconciler:
                     counts[g[0]] = (int(g[1]), g[2] if fx.at_e is not None else None)
         states: dict = {}
         for ref, rs in recs.items():
-            st = _KeyState(0, set(), None, any(x[1] for x in rs), any(x[2] for x in rs),
-                           max((x[3] or "" for x in rs), default=""))
+            st = _KeyState(
+                0, set(), None, any(x[1] for x in rs), any(x[2] for x in rs), max((x[3] or "" for x in rs), default="")
+            )
             for link in {x[0] for x in rs if x[0] is not None and x[0] in counts}:
                 n, first_e = counts[link]
                 st.n_effects += n
@@ -309,12 +377,13 @@ class Reconciler:
 def _batches(items, n: int):
     items = list(items)
     for i in range(0, len(items), n):
-        yield items[i:i + n]
+        yield items[i : i + n]
 
 
 def _said(why: str) -> str:
-    return {"failed": "failed", "stuck": "is stuck in progress (its lock expired)",
-            "timed out": "timed out"}.get(why, "did not complete")
+    return {"failed": "failed", "stuck": "is stuck in progress (its lock expired)", "timed out": "timed out"}.get(
+        why, "did not complete"
+    )
 
 
 def _records(n: int) -> str:
@@ -322,8 +391,12 @@ def _records(n: int) -> str:
 
 
 def _evidence(e: EffectRecord) -> dict:
-    d = {"effect_record": _jsonable(e.record_id), "link": e.link, "reference": e.reference,
-         "at": iso(e.at) if e.at else None}
+    d = {
+        "effect_record": _jsonable(e.record_id),
+        "link": e.link,
+        "reference": e.reference,
+        "at": iso(e.at) if e.at else None,
+    }
     for k, v in e.shown.items():
         d[k] = _jsonable(v)
     return d
@@ -335,8 +408,9 @@ def _jsonable(v):
     return str(v)
 
 
-def merge_effect_findings(ledger_findings: list[Finding], effect_findings: list[Finding],
-                          reasons: dict | None = None) -> list[Finding]:
+def merge_effect_findings(
+    ledger_findings: list[Finding], effect_findings: list[Finding], reasons: dict | None = None
+) -> list[Finding]:
     """Join effect findings to the ledger's: a ``duplicate_effect`` the ledger already shows for the
     same operation gains the effect records as evidence and ``reasons[(scope, key)]`` (``"2 effect
     records in charges"``) in its sentence, instead of a second row."""

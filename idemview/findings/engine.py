@@ -10,10 +10,10 @@ without a fingerprint) is skipped and listed, with the reason, by :meth:`Finding
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 
-from sqlalchemy import and_, case, false, func, literal_column, null, or_, select, true, tuple_, union, union_all
+from sqlalchemy import and_, case, false, func, literal_column, null, or_, select, tuple_, union, union_all
 from sqlalchemy.sql.expression import Select
 
 from idemview.domain.filters import Filter
@@ -24,7 +24,7 @@ from idemview.findings.rules import DEFAULT_DEDUP_WINDOW_S, FindingRule  # noqa:
 from idemview.ledger.batch import for_batch
 from idemview.ledger.reader import Ledger
 
-UTC = timezone.utc
+UTC = UTC
 K = FindingKind
 
 #: ``timeout_s`` default of :meth:`FindingEngine.run`: keep the engine's interactive statement timeout.
@@ -125,15 +125,29 @@ class FindingEngine:
 
         one, zero = literal_column("1"), literal_column("0")
         ops_part = select(
-            o.c.scope, o.c.key, case((l.status_in(["completed"], o), one), else_=zero).label("comp"),
-            zero.label("succ"), nz(o.c.effect_ref).label("eff"),
-            (nz(o.c.fingerprint) if fp_o else null()).label("fp"), null().label("st"),
-            (o.c.expires_at_e if exp else null()).label("ex"), (o.c.created_at_e if rec else null()).label("cr"),
-            one.label("rec"))
+            o.c.scope,
+            o.c.key,
+            case((l.status_in(["completed"], o), one), else_=zero).label("comp"),
+            zero.label("succ"),
+            nz(o.c.effect_ref).label("eff"),
+            (nz(o.c.fingerprint) if fp_o else null()).label("fp"),
+            null().label("st"),
+            (o.c.expires_at_e if exp else null()).label("ex"),
+            (o.c.created_at_e if rec else null()).label("cr"),
+            one.label("rec"),
+        )
         att_part = select(
-            a.c.scope, a.c.key, zero, case((a.c.outcome == "succeeded", one), else_=zero),
-            nz(a.c.effect_ref), nz(a.c.fingerprint) if fp_a else null(),
-            a.c.started_at_e if exp else null(), null(), null(), zero)
+            a.c.scope,
+            a.c.key,
+            zero,
+            case((a.c.outcome == "succeeded", one), else_=zero),
+            nz(a.c.effect_ref),
+            nz(a.c.fingerprint) if fp_a else null(),
+            a.c.started_at_e if exp else null(),
+            null(),
+            null(),
+            zero,
+        )
         p = union_all(ops_part, att_part).subquery("p")
         de = or_(func.sum(p.c.comp) >= 2, func.sum(p.c.succ) >= 2, two_distinct(p.c.eff))
         kc = two_distinct(p.c.fp) if (fp_o or fp_a) else false()
@@ -142,9 +156,11 @@ class FindingEngine:
             rp.append(and_(func.sum(p.c.rec) >= 2, func.max(p.c.cr) > func.min(p.c.ex)))
         rp = or_(*rp) if rp else false()
         flag = lambda c: case((c, one), else_=zero)  # noqa: E731
-        return (select(p.c.scope, p.c.key, flag(de).label("is_de"), flag(kc).label("is_kc"),
-                       flag(rp).label("is_rp"))
-                .group_by(p.c.scope, p.c.key).having(or_(de, kc, rp)))
+        return (
+            select(p.c.scope, p.c.key, flag(de).label("is_de"), flag(kc).label("is_kc"), flag(rp).label("is_rp"))
+            .group_by(p.c.scope, p.c.key)
+            .having(or_(de, kc, rp))
+        )
 
     def _plan_passes(self, todo: list[FindingRule]) -> tuple[list[FindingRule], list]:
         """Split ``todo`` into rules run on their own and (rule, row filter) pairs sharing one pass
@@ -184,9 +200,8 @@ class FindingEngine:
                 m = row._mapping
                 for i in range(len(shared)):
                     if int(m[f"f{i}"] or 0):
-                        per[i].append(_Row(scope=m["scope"], key=m["key"],
-                                           **{n: m[f"r{i}_{n}"] for n in names[i]}))
-        return {r.kind: r.shape(self, rows) for (r, _rf), rows in zip(shared, per)}
+                        per[i].append(_Row(scope=m["scope"], key=m["key"], **{n: m[f"r{i}_{n}"] for n in names[i]}))
+        return {r.kind: r.shape(self, rows) for (r, _rf), rows in zip(shared, per, strict=False)}
 
     # ------------------------------------------------------------------ key sets (for filters)
 
@@ -201,15 +216,21 @@ class FindingEngine:
                 parts.append(select(s.c.scope, s.c.key))
         if not parts:
             return select(literal_column("''").label("scope"), literal_column("''").label("key")).where(
-                literal_column("1") == literal_column("0"))
+                literal_column("1") == literal_column("0")
+            )
         if len(parts) > 1:
             return union(*parts) if distinct else union_all(*parts)
         return parts[0].distinct() if distinct else parts[0]
 
     # ------------------------------------------------------------------------------ running
 
-    def run(self, kinds: Iterable[FindingKind] | None = None, flt: Filter | None = None, *,
-            timeout_s: float | None | object = INTERACTIVE) -> list[Finding]:
+    def run(
+        self,
+        kinds: Iterable[FindingKind] | None = None,
+        flt: Filter | None = None,
+        *,
+        timeout_s: float | None | object = INTERACTIVE,
+    ) -> list[Finding]:
         """All findings of ``kinds`` (default: every registered kind), ordered by kind (registry
         order), then scope and key.
 
@@ -221,8 +242,13 @@ class FindingEngine:
             out.extend(fs)
         return out
 
-    def iter_run(self, kinds: Iterable[FindingKind] | None = None, flt: Filter | None = None, *,
-                 timeout_s: float | None | object = INTERACTIVE) -> Iterator[tuple[FindingKind, list[Finding]]]:
+    def iter_run(
+        self,
+        kinds: Iterable[FindingKind] | None = None,
+        flt: Filter | None = None,
+        *,
+        timeout_s: float | None | object = INTERACTIVE,
+    ) -> Iterator[tuple[FindingKind, list[Finding]]]:
         """Like :meth:`run`, one ``(kind, findings)`` pair at a time as each kind is done (report
         order; each list sorted by scope, key), so a caller can write or show them as they come.
 
@@ -233,8 +259,11 @@ class FindingEngine:
         wanted = set(kinds) if kinds is not None else None
         # Kinds this ledger cannot have (layout or schema, see unsupported()) are not queried at all.
         skip = self._ledger_not_checkable()
-        todo = [r for r in registry.rules() if (wanted is None or r.kind in wanted)
-                and r.kind not in skip and not r.not_checkable(self.l)]
+        todo = [
+            r
+            for r in registry.rules()
+            if (wanted is None or r.kind in wanted) and r.kind not in skip and not r.not_checkable(self.l)
+        ]
         self._profile = None
         self.flt = flt if flt is not None and not flt.is_empty() else None
         interactive = self.l
@@ -271,6 +300,7 @@ class FindingEngine:
         finally:
             self.flt = None
             self.l = interactive
+
 
 def _indexed_leading(t) -> set[str]:
     """Lower-cased names of the columns that lead an index (or the primary key) of table ``t``."""

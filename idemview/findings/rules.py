@@ -35,7 +35,17 @@ from sqlalchemy.sql.expression import Select
 
 from idemview.domain.model import Finding, FindingKind, Severity
 from idemview.findings.common import (
-    KeyRow, as_int, dedupe, dur, ev_sort, in_keys, jsonable, key_batches, nonempty, parse_iso, two_distinct,
+    KeyRow,
+    as_int,
+    dedupe,
+    dur,
+    ev_sort,
+    in_keys,
+    jsonable,
+    key_batches,
+    nonempty,
+    parse_iso,
+    two_distinct,
     who,
 )
 from idemview.ledger.reader import Ledger
@@ -109,9 +119,11 @@ class RowFilter:
 
     def select(self, l: Ledger) -> Select:
         """The kind's own select (scope, key and ``cols``) over the operations table."""
-        return (select(l.scope_expr.label("scope"), l.key_expr.label("key"),
-                       *[x.label(n) for n, x in self.cols.items()])
-                .select_from(l.ops).where(self.cond))
+        return (
+            select(l.scope_expr.label("scope"), l.key_expr.label("key"), *[x.label(n) for n, x in self.cols.items()])
+            .select_from(l.ops)
+            .where(self.cond)
+        )
 
 
 def _status_cols(l: Ledger) -> list[str]:
@@ -138,8 +150,10 @@ class DuplicateEffect(FindingRule):
         if getattr(ledger, "effects", None) is not None:
             return None  # two effect records downstream are possible whatever the ledger's constraints
         if ledger.key_unique and ledger.att is None:
-            return (f"the ledger keeps one record per key ({ledger.key_unique}) and no attempts table: "
-                    f"no key can have two completed records, two successful attempts or two effects")
+            return (
+                f"the ledger keeps one record per key ({ledger.key_unique}) and no attempts table: "
+                f"no key can have two completed records, two successful attempts or two effects"
+            )
         return None
 
     def selects(self, e):
@@ -147,18 +161,24 @@ class DuplicateEffect(FindingRule):
         o = e.ops()
         parts = []
         # >= 2 completed records of one (scope, key)
-        parts.append(select(o.c.scope, o.c.key).where(l.status_in(["completed"], o))
-                     .group_by(o.c.scope, o.c.key).having(func.count() >= 2))
+        parts.append(
+            select(o.c.scope, o.c.key)
+            .where(l.status_in(["completed"], o))
+            .group_by(o.c.scope, o.c.key)
+            .having(func.count() >= 2)
+        )
         eff = [select(o.c.scope, o.c.key, o.c.effect_ref.label("eff")).where(nonempty(o.c.effect_ref))]
         a = e.atts()
         if a is not None:
-            parts.append(select(a.c.scope, a.c.key).where(a.c.outcome == "succeeded")
-                         .group_by(a.c.scope, a.c.key).having(func.count() >= 2))
-            eff.append(select(a.c.scope, a.c.key, a.c.effect_ref.label("eff"))
-                       .where(nonempty(a.c.effect_ref)))
+            parts.append(
+                select(a.c.scope, a.c.key)
+                .where(a.c.outcome == "succeeded")
+                .group_by(a.c.scope, a.c.key)
+                .having(func.count() >= 2)
+            )
+            eff.append(select(a.c.scope, a.c.key, a.c.effect_ref.label("eff")).where(nonempty(a.c.effect_ref)))
         ef = union_all(*eff).subquery("e") if len(eff) > 1 else eff[0].subquery("e")
-        parts.append(select(ef.c.scope, ef.c.key).group_by(ef.c.scope, ef.c.key)
-                     .having(two_distinct(ef.c.eff)))
+        parts.append(select(ef.c.scope, ef.c.key).group_by(ef.c.scope, ef.c.key).having(two_distinct(ef.c.eff)))
         return [union(*parts)]
 
     def run(self, e, c):
@@ -166,6 +186,7 @@ class DuplicateEffect(FindingRule):
         if getattr(e.l, "effects", None) is not None:
             # >= 2 effect records downstream: joined to the ledger's own finding for the same operation
             from idemview.findings.effects import Reconciler, merge_effect_findings
+
             rec = Reconciler(e.l, e.now)
             out = merge_effect_findings(out, _in_filter(e, c, rec.run([self.kind])), rec.dup_reasons)
         return out
@@ -183,26 +204,38 @@ class DuplicateEffect(FindingRule):
         o = e.ops()
         a = e.atts()
         for batch in key_batches(keys):
-            rows = c.execute(select(o.c.scope, o.c.key, o.c.rid, o.c.status, o.c.raw_status, o.c.effect_ref,
-                                    o.c.created_at_e)
-                             .where(in_keys(o.c.scope, o.c.key, batch),
-                                    or_(o.c.status == "completed", nonempty(o.c.effect_ref)))).fetchall()
+            rows = c.execute(
+                select(o.c.scope, o.c.key, o.c.rid, o.c.status, o.c.raw_status, o.c.effect_ref, o.c.created_at_e).where(
+                    in_keys(o.c.scope, o.c.key, batch), or_(o.c.status == "completed", nonempty(o.c.effect_ref))
+                )
+            ).fetchall()
             for r in rows:
-                ev[(r.scope, r.key)].append({"record": jsonable(r.rid), "status": r.status,
-                                             "effect_ref": r.effect_ref,
-                                             "created_at": iso(from_epoch(r.created_at_e))})
+                ev[(r.scope, r.key)].append(
+                    {
+                        "record": jsonable(r.rid),
+                        "status": r.status,
+                        "effect_ref": r.effect_ref,
+                        "created_at": iso(from_epoch(r.created_at_e)),
+                    }
+                )
             if a is None:
                 continue
-            rows = c.execute(select(a.c.scope, a.c.key, a.c.number, a.c.outcome, a.c.effect_ref,
-                                    a.c.started_at_e)
-                             .where(in_keys(a.c.scope, a.c.key, batch),
-                                    or_(a.c.outcome == "succeeded", nonempty(a.c.effect_ref)))).fetchall()
+            rows = c.execute(
+                select(a.c.scope, a.c.key, a.c.number, a.c.outcome, a.c.effect_ref, a.c.started_at_e).where(
+                    in_keys(a.c.scope, a.c.key, batch), or_(a.c.outcome == "succeeded", nonempty(a.c.effect_ref))
+                )
+            ).fetchall()
             for r in rows:
-                ev[(r.scope, r.key)].append({"attempt": as_int(r.number), "outcome": r.outcome,
-                                             "effect_ref": r.effect_ref,
-                                             "started_at": iso(from_epoch(r.started_at_e))})
+                ev[(r.scope, r.key)].append(
+                    {
+                        "attempt": as_int(r.number),
+                        "outcome": r.outcome,
+                        "effect_ref": r.effect_ref,
+                        "started_at": iso(from_epoch(r.started_at_e)),
+                    }
+                )
         out = []
-        for (scope, key) in keys:
+        for scope, key in keys:
             items = sorted(ev[(scope, key)], key=ev_sort)
             n_succ = sum(1 for x in items if x.get("outcome") == "succeeded")
             n_comp = sum(1 for x in items if x.get("status") == "completed")
@@ -214,10 +247,14 @@ class DuplicateEffect(FindingRule):
                 reasons.append(f"{len(effects)} distinct side effects were recorded ({', '.join(effects[:4])})")
             if n_comp >= 2:
                 reasons.append(f"{n_comp} records are completed")
-            expl = (f"The operation with {who(scope, key)} took effect more than once: "
-                    + "; ".join(reasons or ["several effects"]) + ".")
-            at = next((x.get("started_at") or x.get("created_at") for x in items
-                       if x.get("outcome") == "succeeded"), None)
+            expl = (
+                f"The operation with {who(scope, key)} took effect more than once: "
+                + "; ".join(reasons or ["several effects"])
+                + "."
+            )
+            at = next(
+                (x.get("started_at") or x.get("created_at") for x in items if x.get("outcome") == "succeeded"), None
+            )
             out.append(Finding(self.kind, self.severity, scope, key, expl, items, at=parse_iso(at)))
         return out
 
@@ -233,8 +270,10 @@ class ReplayAfterExpiry(FindingRule):
         if ledger.att is None and "last_attempt_at" not in ledger.epoch and ledger.layout.row_id is None:
             return "no attempt times and no row identity to tell records apart"
         if ledger.att is None and "last_attempt_at" not in ledger.epoch and ledger.key_unique:
-            return (f"the ledger keeps one record per key ({ledger.key_unique}) and no attempt times: "
-                    f"no later request for an expired key can be seen")
+            return (
+                f"the ledger keeps one record per key ({ledger.key_unique}) and no attempt times: "
+                f"no later request for an expired key can be seen"
+            )
         return None
 
     def selects(self, e, keys=None) -> list[Select]:
@@ -247,35 +286,63 @@ class ReplayAfterExpiry(FindingRule):
         a = e.atts()
         if a is not None:
             # An attempt that started after a record of its key had expired.
-            out.append(select(a.c.scope, a.c.key, a.c.number, a.c.outcome.label("outcome"),
-                              a.c.started_at_e.label("at_e"), func.min(o.c.expires_at_e).label("expires_e"),
-                              literal_column("'attempt'").label("what"))
-                       .select_from(a.join(o, and_(a.c.scope == o.c.scope, a.c.key == o.c.key)))
-                       .where(a.c.started_at_e > o.c.expires_at_e,
-                              in_keys(a.c.scope, a.c.key, keys) if keys is not None else true())
-                       .group_by(a.c.scope, a.c.key, a.c.number, a.c.outcome, a.c.started_at_e))
+            out.append(
+                select(
+                    a.c.scope,
+                    a.c.key,
+                    a.c.number,
+                    a.c.outcome.label("outcome"),
+                    a.c.started_at_e.label("at_e"),
+                    func.min(o.c.expires_at_e).label("expires_e"),
+                    literal_column("'attempt'").label("what"),
+                )
+                .select_from(a.join(o, and_(a.c.scope == o.c.scope, a.c.key == o.c.key)))
+                .where(
+                    a.c.started_at_e > o.c.expires_at_e,
+                    in_keys(a.c.scope, a.c.key, keys) if keys is not None else true(),
+                )
+                .group_by(a.c.scope, a.c.key, a.c.number, a.c.outcome, a.c.started_at_e)
+            )
         if lay.row_id is not None and "created_at" in l.epoch and not l.key_unique:
             # A newer record of the same key created after an older one had expired (impossible, and
             # a whole-table self-join saved, when the schema keeps one record per key).
             o2 = l.operations_select().subquery("o2")
-            out.append(select(o2.c.scope, o2.c.key, null().label("number"),
-                              case((o2.c.status == "completed", literal_column("'succeeded'")),
-                                   else_=literal_column("'unknown'")).label("outcome"),
-                              o2.c.created_at_e.label("at_e"), func.min(o.c.expires_at_e).label("expires_e"),
-                              literal_column("'record'").label("what"))
-                       .select_from(o2.join(o, and_(o2.c.scope == o.c.scope, o2.c.key == o.c.key,
-                                                    o2.c.rid != o.c.rid)))
-                       .where(o2.c.created_at_e > o.c.expires_at_e,
-                              in_keys(o2.c.scope, o2.c.key, keys) if keys is not None else true())
-                       .group_by(o2.c.scope, o2.c.key, o2.c.status, o2.c.created_at_e))
+            out.append(
+                select(
+                    o2.c.scope,
+                    o2.c.key,
+                    null().label("number"),
+                    case(
+                        (o2.c.status == "completed", literal_column("'succeeded'")), else_=literal_column("'unknown'")
+                    ).label("outcome"),
+                    o2.c.created_at_e.label("at_e"),
+                    func.min(o.c.expires_at_e).label("expires_e"),
+                    literal_column("'record'").label("what"),
+                )
+                .select_from(o2.join(o, and_(o2.c.scope == o.c.scope, o2.c.key == o.c.key, o2.c.rid != o.c.rid)))
+                .where(
+                    o2.c.created_at_e > o.c.expires_at_e,
+                    in_keys(o2.c.scope, o2.c.key, keys) if keys is not None else true(),
+                )
+                .group_by(o2.c.scope, o2.c.key, o2.c.status, o2.c.created_at_e)
+            )
         if a is None and "last_attempt_at" in l.epoch:
-            out.append(select(o.c.scope, o.c.key, o.c.attempt_count.label("number"),
-                              case((o.c.status == "completed", literal_column("'succeeded'")),
-                                   else_=literal_column("'unknown'")).label("outcome"),
-                              o.c.last_attempt_at_e.label("at_e"), o.c.expires_at_e.label("expires_e"),
-                              literal_column("'last_run'").label("what"))
-                       .where(o.c.last_attempt_at_e > o.c.expires_at_e,
-                              in_keys(o.c.scope, o.c.key, keys) if keys is not None else true()))
+            out.append(
+                select(
+                    o.c.scope,
+                    o.c.key,
+                    o.c.attempt_count.label("number"),
+                    case(
+                        (o.c.status == "completed", literal_column("'succeeded'")), else_=literal_column("'unknown'")
+                    ).label("outcome"),
+                    o.c.last_attempt_at_e.label("at_e"),
+                    o.c.expires_at_e.label("expires_e"),
+                    literal_column("'last_run'").label("what"),
+                ).where(
+                    o.c.last_attempt_at_e > o.c.expires_at_e,
+                    in_keys(o.c.scope, o.c.key, keys) if keys is not None else true(),
+                )
+            )
         return out
 
     def run(self, e, c):
@@ -292,18 +359,39 @@ class ReplayAfterExpiry(FindingRule):
         for (scope, key), rows in by.items():
             rows.sort(key=lambda r: (r.at_e or 0, r.what))
             succeeded = any(r.outcome == "succeeded" for r in rows)
-            ev = [{"replay": r.what, "attempt": as_int(r.number), "outcome": r.outcome,
-                   "started_at": iso(from_epoch(r.at_e)), "key_expired_at": iso(from_epoch(r.expires_e))}
-                  for r in rows]
+            ev = [
+                {
+                    "replay": r.what,
+                    "attempt": as_int(r.number),
+                    "outcome": r.outcome,
+                    "started_at": iso(from_epoch(r.at_e)),
+                    "key_expired_at": iso(from_epoch(r.expires_e)),
+                }
+                for r in rows
+            ]
             first = rows[0]
             late = (first.at_e - first.expires_e) if first.at_e is not None and first.expires_e is not None else None
-            what = {"attempt": f"attempt {as_int(first.number)}" if first.number is not None else "an attempt",
-                    "record": "a new record", "last_run": "the last run"}[first.what]
-            expl = (f"For {who(scope, key)}, {what} started {dur(late)} after the key had expired "
-                    f"({iso(from_epoch(first.expires_e))})"
-                    + (" and succeeded: the dedup window no longer protected it." if succeeded else "."))
-            out.append(Finding(self.kind, Severity.CRITICAL if succeeded else self.severity,
-                               scope, key, expl, ev, at=from_epoch(first.at_e)))
+            what = {
+                "attempt": f"attempt {as_int(first.number)}" if first.number is not None else "an attempt",
+                "record": "a new record",
+                "last_run": "the last run",
+            }[first.what]
+            expl = (
+                f"For {who(scope, key)}, {what} started {dur(late)} after the key had expired "
+                f"({iso(from_epoch(first.expires_e))})"
+                + (" and succeeded: the dedup window no longer protected it." if succeeded else ".")
+            )
+            out.append(
+                Finding(
+                    self.kind,
+                    Severity.CRITICAL if succeeded else self.severity,
+                    scope,
+                    key,
+                    expl,
+                    ev,
+                    at=from_epoch(first.at_e),
+                )
+            )
         return out
 
 
@@ -317,8 +405,10 @@ class KeyConflict(FindingRule):
         if "fingerprint" not in ledger.layout.fields and not fp_att:
             return "the layout maps no fingerprint"
         if ledger.key_unique and not fp_att:
-            return (f"the ledger keeps one record per key ({ledger.key_unique}) and no attempt "
-                    f"fingerprints: a key cannot carry two fingerprints")
+            return (
+                f"the ledger keeps one record per key ({ledger.key_unique}) and no attempt "
+                f"fingerprints: a key cannot carry two fingerprints"
+            )
         return None
 
     def selects(self, e):
@@ -326,12 +416,10 @@ class KeyConflict(FindingRule):
         srcs = []
         o = e.ops()
         if "fingerprint" in lay.fields:
-            srcs.append(select(o.c.scope, o.c.key, o.c.fingerprint.label("fp"))
-                        .where(nonempty(o.c.fingerprint)))
+            srcs.append(select(o.c.scope, o.c.key, o.c.fingerprint.label("fp")).where(nonempty(o.c.fingerprint)))
         a = e.atts()
         if a is not None and lay.attempts.fingerprint:
-            srcs.append(select(a.c.scope, a.c.key, a.c.fingerprint.label("fp"))
-                        .where(nonempty(a.c.fingerprint)))
+            srcs.append(select(a.c.scope, a.c.key, a.c.fingerprint.label("fp")).where(nonempty(a.c.fingerprint)))
         if not srcs:
             return []
         f = (union_all(*srcs) if len(srcs) > 1 else srcs[0]).subquery("f")
@@ -350,18 +438,26 @@ class KeyConflict(FindingRule):
         a = e.atts() if e.l.layout.attempts.fingerprint else None
         for batch in key_batches({(r.scope, r.key) for r in rows}):
             if "fingerprint" in e.l.layout.fields:
-                for r in c.execute(select(o.c.scope, o.c.key, o.c.fingerprint)
-                                   .where(in_keys(o.c.scope, o.c.key, batch), nonempty(o.c.fingerprint))):
+                for r in c.execute(
+                    select(o.c.scope, o.c.key, o.c.fingerprint).where(
+                        in_keys(o.c.scope, o.c.key, batch), nonempty(o.c.fingerprint)
+                    )
+                ):
                     fps[(r.scope, r.key)].add(r.fingerprint)
             if a is not None:
-                for r in c.execute(select(a.c.scope, a.c.key, a.c.fingerprint)
-                                   .where(in_keys(a.c.scope, a.c.key, batch), nonempty(a.c.fingerprint))):
+                for r in c.execute(
+                    select(a.c.scope, a.c.key, a.c.fingerprint).where(
+                        in_keys(a.c.scope, a.c.key, batch), nonempty(a.c.fingerprint)
+                    )
+                ):
                     fps[(r.scope, r.key)].add(r.fingerprint)
         out = []
         for r in rows:
             f = sorted(fps[(r.scope, r.key)])
-            expl = (f"The {who(r.scope, r.key)} was reused with {len(f)} different request "
-                    f"fingerprints: the same key was sent for different requests.")
+            expl = (
+                f"The {who(r.scope, r.key)} was reused with {len(f)} different request "
+                f"fingerprints: the same key was sent for different requests."
+            )
             out.append(Finding(self.kind, self.severity, r.scope, r.key, expl, [{"fingerprint": x} for x in f]))
         return out
 
@@ -379,44 +475,76 @@ class DuplicateIntent(FindingRule):
         l, lay = e.l, e.l.layout
         if "intent_ref" not in lay.fields:
             return []
-        window = l.retention_s if l.retention_s is not None else (
-            lay.dedup_window_seconds if lay.dedup_window_seconds is not None else DEFAULT_DEDUP_WINDOW_S)
+        window = (
+            l.retention_s
+            if l.retention_s is not None
+            else (lay.dedup_window_seconds if lay.dedup_window_seconds is not None else DEFAULT_DEDUP_WINDOW_S)
+        )
         # Two steps so the pairwise part stays small: first the (scope, intent) groups holding more than
         # one completed key (one grouped pass), then the pairs within those groups only. A direct
         # self-join of the whole ledger is quadratic on engines that cannot index a derived table.
         o = l.operations_select().subquery("o")
         done = l.status_in(["completed"], o)
-        cand = (select(o.c.scope, o.c.intent_ref)
-                .where(nonempty(o.c.intent_ref), done)
-                .group_by(o.c.scope, o.c.intent_ref)
-                .having(func.min(o.c.key) != func.max(o.c.key))).subquery("c")
+        cand = (
+            select(o.c.scope, o.c.intent_ref)
+            .where(nonempty(o.c.intent_ref), done)
+            .group_by(o.c.scope, o.c.intent_ref)
+            .having(func.min(o.c.key) != func.max(o.c.key))
+        ).subquery("c")
         ob = l.operations_select().subquery("ob")
-        base = (select(ob.c.scope, ob.c.key, ob.c.intent_ref, ob.c.created_at_e)
-                .join(cand, and_(cand.c.scope == ob.c.scope, cand.c.intent_ref == ob.c.intent_ref))
-                .where(l.status_in(["completed"], ob))).cte("intent_pairs")
+        base = (
+            select(ob.c.scope, ob.c.key, ob.c.intent_ref, ob.c.created_at_e)
+            .join(cand, and_(cand.c.scope == ob.c.scope, cand.c.intent_ref == ob.c.intent_ref))
+            .where(l.status_in(["completed"], ob))
+        ).cte("intent_pairs")
         o1, o2 = base.alias("o1"), base.alias("o2")
-        earlier = or_(o1.c.created_at_e < o2.c.created_at_e,
-                      and_(o1.c.created_at_e == o2.c.created_at_e, o1.c.key < o2.c.key))
-        return [select(o2.c.scope, o2.c.key, o2.c.intent_ref, func.min(o1.c.key).label("first_key"),
-                       func.count(distinct(o1.c.key)).label("n_other"),
-                       o2.c.created_at_e, func.min(o1.c.created_at_e).label("first_e"))
-                .select_from(o2.join(o1, and_(o1.c.scope == o2.c.scope, o1.c.intent_ref == o2.c.intent_ref,
-                                              o1.c.key != o2.c.key)))
-                .where(earlier, o2.c.created_at_e - o1.c.created_at_e <= window)
-                .group_by(o2.c.scope, o2.c.key, o2.c.intent_ref, o2.c.created_at_e)]
+        earlier = or_(
+            o1.c.created_at_e < o2.c.created_at_e, and_(o1.c.created_at_e == o2.c.created_at_e, o1.c.key < o2.c.key)
+        )
+        return [
+            select(
+                o2.c.scope,
+                o2.c.key,
+                o2.c.intent_ref,
+                func.min(o1.c.key).label("first_key"),
+                func.count(distinct(o1.c.key)).label("n_other"),
+                o2.c.created_at_e,
+                func.min(o1.c.created_at_e).label("first_e"),
+            )
+            .select_from(
+                o2.join(o1, and_(o1.c.scope == o2.c.scope, o1.c.intent_ref == o2.c.intent_ref, o1.c.key != o2.c.key))
+            )
+            .where(earlier, o2.c.created_at_e - o1.c.created_at_e <= window)
+            .group_by(o2.c.scope, o2.c.key, o2.c.intent_ref, o2.c.created_at_e)
+        ]
 
     def run(self, e, c):
         out = []
         for r in _fetch(c, e.restrict(self.selects(e))):
             gap = (r.created_at_e - r.first_e) if r.created_at_e is not None and r.first_e is not None else None
-            expl = (f"Intent {r.intent_ref!r} completed under {int(r.n_other) + 1} keys: "
-                    f"{who(r.scope, r.key)} was created {dur(gap)} after key {r.first_key!r} "
-                    f"completed the same intent — a fresh key was minted for a retry.")
-            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl,
-                               [{"intent_ref": r.intent_ref, "earlier_key": r.first_key,
-                                 "earlier_created_at": iso(from_epoch(r.first_e)),
-                                 "created_at": iso(from_epoch(r.created_at_e))}],
-                               at=from_epoch(r.created_at_e)))
+            expl = (
+                f"Intent {r.intent_ref!r} completed under {int(r.n_other) + 1} keys: "
+                f"{who(r.scope, r.key)} was created {dur(gap)} after key {r.first_key!r} "
+                f"completed the same intent — a fresh key was minted for a retry."
+            )
+            out.append(
+                Finding(
+                    self.kind,
+                    self.severity,
+                    r.scope,
+                    r.key,
+                    expl,
+                    [
+                        {
+                            "intent_ref": r.intent_ref,
+                            "earlier_key": r.first_key,
+                            "earlier_created_at": iso(from_epoch(r.first_e)),
+                            "created_at": iso(from_epoch(r.created_at_e)),
+                        }
+                    ],
+                    at=from_epoch(r.created_at_e),
+                )
+            )
         return out
 
 
@@ -427,7 +555,8 @@ class StuckInProgress(FindingRule):
     def not_checkable(self, ledger):
         tc = set(ledger.time_cols)
         if not ({"lock_expires_at", "locked_at"} & tc) or (
-                "lock_expires_at" not in tc and ledger.lock_timeout_s is None):
+            "lock_expires_at" not in tc and ledger.lock_timeout_s is None
+        ):
             return "the ledger keeps no lock time (or no lock timeout is set)"
         return None
 
@@ -442,11 +571,15 @@ class StuckInProgress(FindingRule):
             conds.append(time_before(col, tc, e.now - timedelta(seconds=l.lock_timeout_s), l.dialect))
         if not conds:
             return None
-        return RowFilter(and_(l.status_in(["in_progress"]), or_(*conds)),
-                         {"locked_e": l.epoch.get("locked_at", null()),
-                          "lock_exp_e": l.epoch.get("lock_expires_at", null()),
-                          "raw_status": l.raw_status_expr},
-                         _status_cols(l))
+        return RowFilter(
+            and_(l.status_in(["in_progress"]), or_(*conds)),
+            {
+                "locked_e": l.epoch.get("locked_at", null()),
+                "lock_exp_e": l.epoch.get("lock_expires_at", null()),
+                "raw_status": l.raw_status_expr,
+            },
+            _status_cols(l),
+        )
 
     def selects(self, e):
         rf = self.row_filter(e)
@@ -462,12 +595,27 @@ class StuckInProgress(FindingRule):
             if lock_end is None and r.locked_e is not None and e.l.lock_timeout_s is not None:
                 lock_end = r.locked_e + e.l.lock_timeout_s
             overdue = (e.now_e - lock_end) if lock_end is not None else None
-            expl = (f"The operation with {who(r.scope, r.key)} is still in progress but its lock "
-                    f"expired {dur(overdue)} ago: the worker that held it probably died.")
-            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl,
-                               [{"raw_status": jsonable(r.raw_status), "locked_at": iso(from_epoch(r.locked_e)),
-                                 "lock_expired_at": iso(from_epoch(lock_end))}],
-                               at=from_epoch(lock_end)))
+            expl = (
+                f"The operation with {who(r.scope, r.key)} is still in progress but its lock "
+                f"expired {dur(overdue)} ago: the worker that held it probably died."
+            )
+            out.append(
+                Finding(
+                    self.kind,
+                    self.severity,
+                    r.scope,
+                    r.key,
+                    expl,
+                    [
+                        {
+                            "raw_status": jsonable(r.raw_status),
+                            "locked_at": iso(from_epoch(r.locked_e)),
+                            "lock_expired_at": iso(from_epoch(lock_end)),
+                        }
+                    ],
+                    at=from_epoch(lock_end),
+                )
+            )
         return dedupe(out)
 
 
@@ -479,30 +627,33 @@ class UnresolvedFailure(FindingRule):
         l, lay = e.l, e.l.layout
         o = e.ops()
         o2 = l.operations_select().subquery("o2")
-        later = or_(o2.c.created_at_e >= o.c.created_at_e, o2.c.created_at_e.is_(None),
-                    o.c.created_at_e.is_(None))
+        later = or_(o2.c.created_at_e >= o.c.created_at_e, o2.c.created_at_e.is_(None), o.c.created_at_e.is_(None))
         # With one record per key (declared unique) the only record of the key is the failed one
         # itself: the same-key anti-join cannot match, and is left out (it cost a probe per failure).
         same = [] if l.key_unique else [and_(o2.c.scope == o.c.scope, o2.c.key == o.c.key)]
         if "intent_ref" in lay.fields:
-            same.append(and_(nonempty(o.c.intent_ref), o2.c.scope == o.c.scope,
-                             o2.c.intent_ref == o.c.intent_ref))
+            same.append(and_(nonempty(o.c.intent_ref), o2.c.scope == o.c.scope, o2.c.intent_ref == o.c.intent_ref))
         # NOT EXISTS (same key) AND NOT EXISTS (same intent), not NOT EXISTS (key OR intent): each is
         # then an anti-join the key or intent index serves (PostgreSQL cannot turn an OR into one and
         # re-scans the table for every failed record).
-        unresolved = [~select(literal_column("1")).select_from(o2)
-                      .where(l.status_in(["completed"], o2), later, cond).exists() for cond in same]
-        return [select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status)
-                .where(l.status_in(["failed"], o), *unresolved)]
+        unresolved = [
+            ~select(literal_column("1")).select_from(o2).where(l.status_in(["completed"], o2), later, cond).exists()
+            for cond in same
+        ]
+        return [
+            select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status).where(l.status_in(["failed"], o), *unresolved)
+        ]
 
     def row_filter(self, e):
         # A plain filter only when no anti-join is left: one record per key and no intent reference.
         l = e.l
         if not l.key_unique or "intent_ref" in l.layout.fields:
             return None
-        return RowFilter(l.status_in(["failed"]),
-                         {"created_at_e": l.epoch.get("created_at", null()), "raw_status": l.raw_status_expr},
-                         _status_cols(l))
+        return RowFilter(
+            l.status_in(["failed"]),
+            {"created_at_e": l.epoch.get("created_at", null()), "raw_status": l.raw_status_expr},
+            _status_cols(l),
+        )
 
     def run(self, e, c):
         return self.shape(e, _fetch(c, e.restrict(self.selects(e))))
@@ -510,13 +661,22 @@ class UnresolvedFailure(FindingRule):
     def shape(self, e, rows):
         out = []
         for r in rows:
-            expl = (f"The operation with {who(r.scope, r.key)} failed"
-                    + (f" ({r.raw_status})" if r.raw_status not in (None, "", "failed") else "")
-                    + " and nothing completed it afterwards, under this key or its intent.")
-            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl,
-                               [{"raw_status": jsonable(r.raw_status),
-                                 "created_at": iso(from_epoch(r.created_at_e))}],
-                               at=from_epoch(r.created_at_e)))
+            expl = (
+                f"The operation with {who(r.scope, r.key)} failed"
+                + (f" ({r.raw_status})" if r.raw_status not in (None, "", "failed") else "")
+                + " and nothing completed it afterwards, under this key or its intent."
+            )
+            out.append(
+                Finding(
+                    self.kind,
+                    self.severity,
+                    r.scope,
+                    r.key,
+                    expl,
+                    [{"raw_status": jsonable(r.raw_status), "created_at": iso(from_epoch(r.created_at_e))}],
+                    at=from_epoch(r.created_at_e),
+                )
+            )
         return dedupe(out)
 
 
@@ -525,8 +685,7 @@ class RetryStorm(FindingRule):
     severity = Severity.LOW
 
     def not_checkable(self, ledger):
-        if (ledger.attempt_count_expr is None and ledger.att is None
-                and ledger.layout.attempts.source != "json_array"):
+        if ledger.attempt_count_expr is None and ledger.att is None and ledger.layout.attempts.source != "json_array":
             return "the ledger keeps no attempt count"
         return None
 
@@ -535,8 +694,11 @@ class RetryStorm(FindingRule):
         if l.attempt_count_expr is None:
             return None
         ac = l.layout.fields.get("attempt_count")
-        return RowFilter(l.attempt_count_expr > l.retry_threshold, {"n": l.attempt_count_expr},
-                         [ac.column] if ac is not None and ac.column and not ac.json_path else [])
+        return RowFilter(
+            l.attempt_count_expr > l.retry_threshold,
+            {"n": l.attempt_count_expr},
+            [ac.column] if ac is not None and ac.column and not ac.json_path else [],
+        )
 
     def selects(self, e):
         l = e.l
@@ -546,8 +708,11 @@ class RetryStorm(FindingRule):
             return [rf.select(l)]
         a = e.atts()
         if a is not None:
-            return [select(a.c.scope, a.c.key, func.count().label("n"))
-                    .group_by(a.c.scope, a.c.key).having(func.count() > thr)]
+            return [
+                select(a.c.scope, a.c.key, func.count().label("n"))
+                .group_by(a.c.scope, a.c.key)
+                .having(func.count() > thr)
+            ]
         return []
 
     def run(self, e, c):
@@ -564,15 +729,16 @@ class RetryStorm(FindingRule):
         out = []
         thr = e.l.retry_threshold
         for r in rows:
-            expl = (f"The operation with {who(r.scope, r.key)} was attempted {as_int(r.n)} times "
-                    f"(threshold {thr}).")
-            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl,
-                               [{"attempts": as_int(r.n), "threshold": thr}]))
+            expl = f"The operation with {who(r.scope, r.key)} was attempted {as_int(r.n)} times (threshold {thr})."
+            out.append(
+                Finding(self.kind, self.severity, r.scope, r.key, expl, [{"attempts": as_int(r.n), "threshold": thr}])
+            )
         return out
 
     def _json_array_storms(self, e) -> list[Finding]:
         # JSON arrays are counted in Python, streamed (engines disagree on JSON array functions).
         from idemview.ledger.reader import _json_list
+
         l, thr = e.l, e.l.retry_threshold
         col = l.ops.c[l.layout.attempts.column]
         out = []
@@ -584,10 +750,17 @@ class RetryStorm(FindingRule):
             for r in res:
                 arr = _json_list(r.arr) or []
                 if len(arr) > thr:
-                    out.append(Finding(self.kind, self.severity, r.scope or "", r.key,
-                                       f"The operation with {who(r.scope, r.key)} was attempted "
-                                       f"{len(arr)} times (threshold {thr}).",
-                                       [{"attempts": len(arr), "threshold": thr}]))
+                    out.append(
+                        Finding(
+                            self.kind,
+                            self.severity,
+                            r.scope or "",
+                            r.key,
+                            f"The operation with {who(r.scope, r.key)} was attempted "
+                            f"{len(arr)} times (threshold {thr}).",
+                            [{"attempts": len(arr), "threshold": thr}],
+                        )
+                    )
         return out
 
 
@@ -623,18 +796,31 @@ class ExpiredKey(FindingRule):
         out = []
         for r in rows:
             ago = e.now_e - r.expires_e if r.expires_e is not None else None
-            expl = (f"The {who(r.scope, r.key)} expired {dur(ago)} ago "
-                    f"({iso(from_epoch(r.expires_e))}) and its record is still kept; a new request with "
-                    f"this key would no longer be deduplicated.")
-            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl,
-                               [{"expires_at": iso(from_epoch(r.expires_e)), "status": r.status}],
-                               at=from_epoch(r.expires_e)))
+            expl = (
+                f"The {who(r.scope, r.key)} expired {dur(ago)} ago "
+                f"({iso(from_epoch(r.expires_e))}) and its record is still kept; a new request with "
+                f"this key would no longer be deduplicated."
+            )
+            out.append(
+                Finding(
+                    self.kind,
+                    self.severity,
+                    r.scope,
+                    r.key,
+                    expl,
+                    [{"expires_at": iso(from_epoch(r.expires_e)), "status": r.status}],
+                    at=from_epoch(r.expires_e),
+                )
+            )
         return dedupe(out)
 
 
 def _effects_problem(ledger: Ledger) -> str | None:
-    return None if getattr(ledger, "effects", None) is not None else (
-        getattr(ledger, "effects_problem", None) or "the layout has no [effects] section (no effect records)")
+    return (
+        None
+        if getattr(ledger, "effects", None) is not None
+        else (getattr(ledger, "effects_problem", None) or "the layout has no [effects] section (no effect records)")
+    )
 
 
 def _in_filter(e: FindingEngine, c, fs: list[Finding]) -> list[Finding]:
@@ -648,8 +834,11 @@ def _in_filter(e: FindingEngine, c, fs: list[Finding]) -> list[Finding]:
     keys = {(f.scope, f.key) for f in fs if f.kind != K.ORPHAN_EFFECT}
     ok: set = set()
     for batch in key_batches(keys):
-        q = (select(l.scope_expr.label("scope"), l.key_expr.label("key")).select_from(l.ops)
-             .where(l.filter_clause(flt, e.now), in_keys(l.scope_expr, l.key_expr, batch)))
+        q = (
+            select(l.scope_expr.label("scope"), l.key_expr.label("key"))
+            .select_from(l.ops)
+            .where(l.filter_clause(flt, e.now), in_keys(l.scope_expr, l.key_expr, batch))
+        )
         ok |= {(r.scope, r.key) for r in c.execute(q)}
     return [f for f in fs if (f.scope, f.key) in ok or (f.kind == K.ORPHAN_EFFECT and only_kinds)]
 
@@ -668,6 +857,7 @@ class _EffectRule(FindingRule):
 
     def run(self, e, c):
         from idemview.findings.effects import Reconciler
+
         return _in_filter(e, c, Reconciler(e.l, e.now).run([self.kind]))
 
 
@@ -683,6 +873,14 @@ class OrphanEffect(_EffectRule):
 
 #: The built-in rules in report order (DESIGN §5); :mod:`idemview.findings.registry` registers them.
 BUILTIN_RULES: tuple[FindingRule, ...] = (
-    DuplicateEffect(), ReplayAfterExpiry(), KeyConflict(), DuplicateIntent(), StuckInProgress(),
-    UnresolvedFailure(), RetryStorm(), ExpiredKey(), HiddenSuccess(), OrphanEffect(),
+    DuplicateEffect(),
+    ReplayAfterExpiry(),
+    KeyConflict(),
+    DuplicateIntent(),
+    StuckInProgress(),
+    UnresolvedFailure(),
+    RetryStorm(),
+    ExpiredKey(),
+    HiddenSuccess(),
+    OrphanEffect(),
 )

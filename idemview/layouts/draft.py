@@ -21,10 +21,10 @@ from typing import Any
 import tomli_w
 
 from idemview.layouts.layout import (
-    EffectsSpec,
     PAYLOAD_FIELDS,
     PREDICATE_OPS,
     AttemptsSpec,
+    EffectsSpec,
     Layout,
     LayoutError,
     Predicate,
@@ -64,8 +64,12 @@ class TimeDraft:
             return None
         if isinstance(d, str):
             return cls(d)
-        return cls(d.get("column", ""), d.get("encoding", "datetime"), d.get("zone", "UTC"),
-                   copy.deepcopy(list(d.get("unless") or [])))
+        return cls(
+            d.get("column", ""),
+            d.get("encoding", "datetime"),
+            d.get("zone", "UTC"),
+            copy.deepcopy(list(d.get("unless") or [])),
+        )
 
     def to_model(self) -> dict[str, Any]:
         d: dict[str, Any] = {"column": self.column, "encoding": self.encoding}
@@ -96,8 +100,13 @@ class ValueDraft:
             return cls(column=d, payload=payload)
         if "value" in d:
             return cls(literal=d["value"], payload=payload)
-        return cls(d.get("column"), d.get("json_path"), d.get("encoding"), payload=payload,
-                   unless=copy.deepcopy(list(d.get("unless") or [])))
+        return cls(
+            d.get("column"),
+            d.get("json_path"),
+            d.get("encoding"),
+            payload=payload,
+            unless=copy.deepcopy(list(d.get("unless") or [])),
+        )
 
     def to_model(self) -> Any:
         if self.literal is not None:
@@ -556,9 +565,14 @@ def model_from_layout(layout: Layout) -> dict:
 def effects_model(fx: EffectsSpec) -> dict[str, Any]:
     """The TOML-shaped ``[effects]`` section of an :class:`~idemview.layouts.layout.EffectsSpec`
     (a :class:`LayoutDraft` keeps it verbatim among its ``extra`` sections)."""
-    d: dict[str, Any] = {"table": fx.table, "schema": fx.schema, "connection": fx.connection,
-                         "link": {"effect": fx.link_effect, "operation": fx.link_operation},
-                         "id": fx.id, "reference": fx.reference}
+    d: dict[str, Any] = {
+        "table": fx.table,
+        "schema": fx.schema,
+        "connection": fx.connection,
+        "link": {"effect": fx.link_effect, "operation": fx.link_operation},
+        "id": fx.id,
+        "reference": fx.reference,
+    }
     if fx.time is not None:
         d["time"] = _time_out(fx.time)
     if fx.where:

@@ -105,8 +105,15 @@ from idemview.errors import InvalidLayout, LayoutMismatch
 
 TIME_ENCODINGS = ("datetime", "naive", "epoch_s", "epoch_ms", "iso_text")
 PAYLOAD_ENCODINGS = ("json", "text", "binary", "pickle")
-TIME_FIELDS = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at",
-               "expires_at", "last_attempt_at")
+TIME_FIELDS = (
+    "created_at",
+    "updated_at",
+    "completed_at",
+    "locked_at",
+    "lock_expires_at",
+    "expires_at",
+    "last_attempt_at",
+)
 VALUE_FIELDS = ("attempt_count", "fingerprint", "intent_ref", "effect_ref")
 PAYLOAD_FIELDS = ("request", "response", "error")
 PREDICATE_OPS = ("is_null", "eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "like", "in_table", "any")
@@ -152,7 +159,7 @@ class TimeColumn:
     column: str
     encoding: str = "datetime"
     zone: str = "UTC"
-    unless: tuple["Predicate", ...] = ()  # the time is missing on records where any of these holds
+    unless: tuple[Predicate, ...] = ()  # the time is missing on records where any of these holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +170,7 @@ class ValueSource:
     json_path: str | None = None
     literal: Any = None
     encoding: str | None = None  # payload encoding for request/response/error
-    unless: tuple["Predicate", ...] = ()  # the value is NULL where any of these holds
+    unless: tuple[Predicate, ...] = ()  # the value is NULL where any of these holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,8 +234,8 @@ class AttemptsSpec:
     effect_ref: str | None = None
     worker: str | None = None
     fingerprint: str | None = None
-    where: tuple[Predicate, ...] = ()   # table: only rows matching these are attempts (state history)
-    column: str | None = None            # json_array
+    where: tuple[Predicate, ...] = ()  # table: only rows matching these are attempts (state history)
+    column: str | None = None  # json_array
     element: dict[str, str] = field(default_factory=dict)  # json_array: at/number/error/... keys
     element_time_encoding: str = "iso_text"
 
@@ -312,15 +319,15 @@ class Layout:
             return "retention"
         return None
 
-    def without_columns(self, missing: set[str]) -> "Layout":
+    def without_columns(self, missing: set[str]) -> Layout:
         """A copy that no longer reads the operations columns in ``missing`` (optional columns the
         database lacks, e.g. Celery's extended result columns): fields, times and kind using them go."""
         from dataclasses import replace
+
         times = {k: v for k, v in self.times.items() if v.column not in missing}
         fields_ = {k: v for k, v in self.fields.items() if v.column not in missing}
         kind = self.kind if not (self.kind and self.kind.column in missing) else None
-        return replace(self, times=times, fields=fields_, kind=kind,
-                       scope=[c for c in self.scope if c not in missing])
+        return replace(self, times=times, fields=fields_, kind=kind, scope=[c for c in self.scope if c not in missing])
 
     def window_seconds(self) -> float | None:
         """The dedup window used for ``duplicate_intent``: retention, else the declared window."""
@@ -329,8 +336,7 @@ class Layout:
     def tables(self) -> list[tuple[str | None, str]]:
         out = [(self.schema, self.table)]
         if self.attempts.source == "table" and self.attempts.table:
-            out.append((self.attempts.schema if self.attempts.schema is not None else self.schema,
-                        self.attempts.table))
+            out.append((self.attempts.schema if self.attempts.schema is not None else self.schema, self.attempts.table))
         return out
 
     def operations_columns(self) -> set[str]:
@@ -383,6 +389,7 @@ def _status_columns(s: StatusSource) -> set[str]:
 
 # ---------------------------------------------------------------------------------------- parsing
 
+
 def _err(where: str, msg: str) -> LayoutError:
     return LayoutError(f"layout {where}: {msg}")
 
@@ -397,6 +404,7 @@ def _time(where: str, name: str, v: Any) -> TimeColumn:
         zone = v.get("zone", "UTC")
         try:
             from zoneinfo import ZoneInfo
+
             ZoneInfo(zone)
         except Exception:
             raise _err(where, f"{name}: zone {zone!r} is not an IANA time zone") from None
@@ -423,8 +431,11 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
             raise _err(where, f"{name}: json_path must look like $.a.b (names of letters, digits, _ and -)")
         enc = v.get("encoding")
         if not payload and enc not in (None, "hex"):
-            raise _err(where, f"{name}: encoding {enc!r}: a reference takes only encoding = \"hex\" "
-                              f"(binary column shown as lowercase hex)")
+            raise _err(
+                where,
+                f'{name}: encoding {enc!r}: a reference takes only encoding = "hex" '
+                f"(binary column shown as lowercase hex)",
+            )
         if payload:
             enc = enc or "text"
             if enc not in PAYLOAD_ENCODINGS:
@@ -435,8 +446,9 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
         extra = set(v) - {"column", "json_path", "encoding", "unless"}
         if extra:
             raise _err(where, f"{name}: unknown entries {', '.join(sorted(extra))}")
-        return ValueSource(column=v["column"], json_path=jp, encoding=enc,
-                           unless=tuple(_predicate(where, p) for p in unless))
+        return ValueSource(
+            column=v["column"], json_path=jp, encoding=enc, unless=tuple(_predicate(where, p) for p in unless)
+        )
     raise _err(where, f"{name}: expected a column name or a table")
 
 
@@ -457,9 +469,12 @@ def _predicate(where: str, d: Any) -> Predicate:
         raise _err(where, f"{op} takes a list: {d!r}")
     if op == "is_null" and not isinstance(val, bool):
         raise _err(where, f"is_null takes true or false: {d!r}")
-    if op == "in_table" and not (isinstance(val, dict) and isinstance(val.get("table"), str)
-                                 and isinstance(val.get("column"), str)
-                                 and set(val) <= {"table", "column", "schema"}):
+    if op == "in_table" and not (
+        isinstance(val, dict)
+        and isinstance(val.get("table"), str)
+        and isinstance(val.get("column"), str)
+        and set(val) <= {"table", "column", "schema"}
+    ):
         raise _err(where, f"in_table takes {{table = ..., column = ...}} (and optionally schema): {d!r}")
     return Predicate(d["column"], op, val)
 
@@ -474,10 +489,10 @@ def _status(where: str, name: str, d: Any, target: type[Enum]) -> StatusSource:
         raise _err(where, f"{name}: expected a table")
     extra = set(d) - {"column", "map", "rules", "default", "raw", "null"}
     if extra:
-        raise _err(where, f"{name}: unknown entries {', '.join(sorted(extra))} (known: column, map, "
-                          "rules, default, raw, null)")
-    s = StatusSource(column=d.get("column"), raw=d.get("raw"), default=d.get("default", "unknown"),
-                     null=d.get("null"))
+        raise _err(
+            where, f"{name}: unknown entries {', '.join(sorted(extra))} (known: column, map, rules, default, raw, null)"
+        )
+    s = StatusSource(column=d.get("column"), raw=d.get("raw"), default=d.get("default", "unknown"), null=d.get("null"))
     if s.null is not None and s.null not in allowed:
         raise _err(where, f"{name}.null: {s.null!r} is not one of {', '.join(sorted(allowed))}")
     for k, v in (d.get("map") or {}).items():
@@ -524,11 +539,15 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         raise _err(origin, "[layout] name must be printable text of at most 100 characters")
     unknown = set(d) - {"layout", "operations", "attempts", "expiry", "tunables", "detect", "effects"}
     if unknown:
-        raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))} (known: layout, operations, "
-                           "attempts, expiry, tunables, effects)")
-    for sect, keys in (("expiry", {"retention_seconds", "retention_from", "lock_timeout_seconds",
-                                   "dedup_window_seconds"}),
-                       ("tunables", {"retry_threshold"})):
+        raise _err(
+            origin,
+            f"unknown sections: {', '.join(sorted(unknown))} (known: layout, operations, "
+            "attempts, expiry, tunables, effects)",
+        )
+    for sect, keys in (
+        ("expiry", {"retention_seconds", "retention_from", "lock_timeout_seconds", "dedup_window_seconds"}),
+        ("tunables", {"retry_threshold"}),
+    ):
         extra = set(d.get(sect) or {}) - keys
         if extra:
             raise _err(origin, f"[{sect}] has unknown entries: {', '.join(sorted(extra))}")
@@ -536,8 +555,20 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
     ops = d.get("operations")
     if not isinstance(ops, dict) or not isinstance(ops.get("table"), str):
         raise _err(where, "[operations] table is required")
-    unknown = set(ops) - {"table", "schema", "row_id", "key", "scope", "kind", "status", "times", "fields",
-                          "optional", "key_fallback", "key_required"}
+    unknown = set(ops) - {
+        "table",
+        "schema",
+        "row_id",
+        "key",
+        "scope",
+        "kind",
+        "status",
+        "times",
+        "fields",
+        "optional",
+        "key_fallback",
+        "key_required",
+    }
     if unknown:
         raise _err(where, f"[operations] has unknown entries: {', '.join(sorted(unknown))}")
     times = {}
@@ -548,8 +579,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
     fields = {}
     for k, v in (ops.get("fields") or {}).items():
         if k not in VALUE_FIELDS + PAYLOAD_FIELDS:
-            raise _err(where, f"[operations.fields] {k!r} is not one of "
-                              f"{', '.join(VALUE_FIELDS + PAYLOAD_FIELDS)}")
+            raise _err(where, f"[operations.fields] {k!r} is not one of {', '.join(VALUE_FIELDS + PAYLOAD_FIELDS)}")
         fields[k] = _value(where, f"operations.fields.{k}", v, payload=k in PAYLOAD_FIELDS)
     status = _status(where, "operations.status", ops.get("status", "unknown"), Status)
 
@@ -560,7 +590,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
     att = AttemptsSpec(source=src)
     if src == "table":
         if not isinstance(a.get("table"), str) or not isinstance(a.get("join"), dict) or not a["join"]:
-            raise _err(where, "[attempts] source = \"table\" needs table and join")
+            raise _err(where, '[attempts] source = "table" needs table and join')
         att.table, att.schema = a["table"], a.get("schema")
         att.join = {str(k): str(v) for k, v in a["join"].items()}
         att.number = a.get("number")
@@ -572,30 +602,40 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         att.where = tuple(_predicate(where, p) for p in a.get("where") or [])
     elif src == "json_array":
         if not isinstance(a.get("column"), str):
-            raise _err(where, "[attempts] source = \"json_array\" needs column")
+            raise _err(where, '[attempts] source = "json_array" needs column')
         att.column = a["column"]
         att.element = {str(k): str(v) for k, v in (a.get("element") or {}).items()}
         att.outcome = _status(where, "attempts.outcome", a.get("outcome", "failed"), Outcome)
         att.element_time_encoding = a.get("element_time_encoding", "iso_text")
     elif src == "counter" and "attempt_count" not in fields:
-        raise _err(where, "[attempts] source = \"counter\" needs operations.fields.attempt_count")
+        raise _err(where, '[attempts] source = "counter" needs operations.fields.attempt_count')
 
     exp = d.get("expiry") or {}
     tun = d.get("tunables") or {}
     lay = Layout(
-        name=name, title=meta.get("title", name), description=meta.get("description", ""),
-        source=meta.get("source", ""), table=ops["table"], schema=ops.get("schema"),
-        row_id=ops.get("row_id"), key=_cols(where, "operations.key", ops.get("key"), True),
+        name=name,
+        title=meta.get("title", name),
+        description=meta.get("description", ""),
+        source=meta.get("source", ""),
+        table=ops["table"],
+        schema=ops.get("schema"),
+        row_id=ops.get("row_id"),
+        key=_cols(where, "operations.key", ops.get("key"), True),
         scope=_cols(where, "operations.scope", ops.get("scope"), False),
         kind=_value(where, "operations.kind", ops["kind"]) if "kind" in ops else None,
-        status=status, times=times, fields=fields, attempts=att,
+        status=status,
+        times=times,
+        fields=fields,
+        attempts=att,
         retention_seconds=_num(where, "expiry.retention_seconds", exp.get("retention_seconds")),
         retention_from=exp.get("retention_from", "created_at"),
         lock_timeout_seconds=_num(where, "expiry.lock_timeout_seconds", exp.get("lock_timeout_seconds")),
         dedup_window_seconds=_num(where, "expiry.dedup_window_seconds", exp.get("dedup_window_seconds")),
         retry_threshold=_threshold(where, tun.get("retry_threshold", 5)),
         optional=_cols(where, "operations.optional", ops.get("optional"), False),
-        detect=d.get("detect") or {}, text=text, origin=origin,
+        detect=d.get("detect") or {},
+        text=text,
+        origin=origin,
         key_fallback=ops.get("key_fallback"),
         key_required=_cols(where, "operations.key_required", ops.get("key_required"), False),
         effects=_effects(where, d["effects"]) if "effects" in d else None,
@@ -619,21 +659,33 @@ def _effects(where: str, e: Any) -> EffectsSpec:
     if extra:
         raise _err(where, f"[effects] has unknown entries: {', '.join(sorted(extra))}")
     link = e.get("link")
-    if not (isinstance(link, dict) and set(link) == {"effect", "operation"}
-            and all(isinstance(v, str) and v for v in link.values())):
-        raise _err(where, "[effects] link = {effect = \"<effect column>\", operation = \"key\" | "
-                          "\"effect_ref\" | \"<operations column>\"} is required")
+    if not (
+        isinstance(link, dict)
+        and set(link) == {"effect", "operation"}
+        and all(isinstance(v, str) and v for v in link.values())
+    ):
+        raise _err(
+            where,
+            '[effects] link = {effect = "<effect column>", operation = "key" | '
+            '"effect_ref" | "<operations column>"} is required',
+        )
     if not isinstance(e.get("optional", False), bool):
         raise _err(where, "[effects] optional takes true or false")
     for k in ("schema", "connection", "id", "reference"):
         if e.get(k) is not None and not (isinstance(e[k], str) and e[k]):
             raise _err(where, f"[effects] {k} must be a non-empty string")
     return EffectsSpec(
-        table=e["table"], link_effect=link["effect"], link_operation=link["operation"],
-        schema=e.get("schema"), connection=e.get("connection"), id=e.get("id"), reference=e.get("reference"),
+        table=e["table"],
+        link_effect=link["effect"],
+        link_operation=link["operation"],
+        schema=e.get("schema"),
+        connection=e.get("connection"),
+        id=e.get("id"),
+        reference=e.get("reference"),
         time=_time(where, "effects.time", e["time"]) if e.get("time") is not None else None,
         where=tuple(_predicate(where, p) for p in e.get("where") or []),
-        show=_cols(where, "effects.show", e.get("show"), False), optional=e.get("optional", False),
+        show=_cols(where, "effects.show", e.get("show"), False),
+        optional=e.get("optional", False),
     )
 
 
@@ -653,8 +705,10 @@ def _threshold(where: str, v: Any) -> int:
 
 # ------------------------------------------------------------------------------ user value maps
 
-def parse_value_map(items: list[str] | dict[str, str] | None, target: type = Status,
-                    what: str = "status") -> dict[str, str]:
+
+def parse_value_map(
+    items: list[str] | dict[str, str] | None, target: type[Status] | type[Outcome] = Status, what: str = "status"
+) -> dict[str, str]:
     """``["RAW=STATUS", ...]`` (the CLI's ``--map-status``) or a ``{RAW: STATUS}`` table (a saved
     connection's ``status_map``) as a dict, checked against ``target`` (:class:`Status` or
     :class:`Outcome`). Raises :class:`LayoutError` with a one-line message on a malformed entry."""
@@ -681,6 +735,7 @@ def parse_value_map(items: list[str] | dict[str, str] | None, target: type = Sta
 
 def _merge_map(s: StatusSource, extra: dict[str, str], where: str) -> StatusSource:
     from dataclasses import replace
+
     if not extra:
         return s
     if s.maps():
@@ -693,25 +748,30 @@ def _merge_map(s: StatusSource, extra: dict[str, str], where: str) -> StatusSour
     raise LayoutError(f"{where} has no raw value column to map: --map-status/--map-outcome cannot apply")
 
 
-def with_value_maps(layout: Layout, status: dict[str, str] | None = None,
-                    outcome: dict[str, str] | None = None) -> Layout:
+def with_value_maps(
+    layout: Layout, status: dict[str, str] | None = None, outcome: dict[str, str] | None = None
+) -> Layout:
     """A copy of ``layout`` whose status (and attempt outcome) maps also map the user's extra raw
     values (a connection's ``status_map`` / ``outcome_map``, ``--map-status`` / ``--map-outcome``):
     values the preset does not know, without editing the preset. The user's entry wins over the
     preset's for the same raw value. Raises :class:`LayoutError` when the layout has no raw column."""
     from dataclasses import replace
+
     if not status and not outcome:
         return layout
     out = replace(layout, status=_merge_map(layout.status, status or {}, f"layout {layout.name!r} status"))
     if outcome:
         if layout.attempts.outcome is None or layout.attempts.source != "table":
             raise LayoutError(f"layout {layout.name!r} reads no raw attempt outcome to map")
-        out.attempts = replace(layout.attempts, outcome=_merge_map(
-            layout.attempts.outcome, outcome, f"layout {layout.name!r} attempt outcome"))
+        out.attempts = replace(
+            layout.attempts,
+            outcome=_merge_map(layout.attempts.outcome, outcome, f"layout {layout.name!r} attempt outcome"),
+        )
     return out
 
 
 # ---------------------------------------------------------------------------------------- presets
+
 
 def preset_names() -> list[str]:
     """Names of the shipped layouts (TOML data files in ``idemview/presets``), sorted."""

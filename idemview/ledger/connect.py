@@ -15,22 +15,23 @@ import re
 import sqlite3
 import threading
 import time
-from urllib.parse import quote
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from idemview.errors import CannotConnect
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
 from idemview.ledger.rawtext import decode_text
+from idemview.urls import _SCHEME_RE, looks_like_url, split_url  # noqa: F401  (re-exported)
 
 DEFAULT_STATEMENT_TIMEOUT_S = 60.0
-SQLITE_CACHE_KB = 262144            # 256 MiB page cache per connection (pages are read on demand)
-SQLITE_MMAP_BYTES = 1 << 30         # map up to 1 GiB of the file (address space, not memory)
-PG_WORK_MEM = "64MB"                # per sort/hash node of a findings query
+SQLITE_CACHE_KB = 262144  # 256 MiB page cache per connection (pages are read on demand)
+SQLITE_MMAP_BYTES = 1 << 30  # map up to 1 GiB of the file (address space, not memory)
+PG_WORK_MEM = "64MB"  # per sort/hash node of a findings query
 
 
 _TIMEOUTS = threading.local()
@@ -56,41 +57,13 @@ def redact(text_: str) -> str:
     (:func:`idemview.masking.masker.mask_message`, DESIGN §6)."""
     # Imported here: the masker sits above the ledger layer; messages are the one place it reaches down.
     from idemview.masking.masker import mask_message
+
     # the value only: closing brackets and quotes after it stay, and MySQL's "(using password: YES)"
     # (whether one was sent, not what it was) stays readable (issue #13 §9)
-    text_ = re.sub(r"(password\s*[=:]\s*)(?!\[)(?!(?:YES|NO)\b)(\S+?)([)\]}'\",;.]*)(?=\s|$)", r"\1***\3",
-                   str(text_), flags=re.I)
+    text_ = re.sub(
+        r"(password\s*[=:]\s*)(?!\[)(?!(?:YES|NO)\b)(\S+?)([)\]}'\",;.]*)(?=\s|$)", r"\1***\3", str(text_), flags=re.I
+    )
     return mask_message(text_)
-
-
-_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]{1,30}):/")
-
-
-def looks_like_url(text_: str) -> bool:
-    """True for ``scheme:/...`` (one slash or more, scheme of 2+ letters: ``C:/`` is a drive)."""
-    return _SCHEME_RE.match(text_) is not None
-
-
-def split_url(url: str) -> URL:
-    """Parse a SQLAlchemy URL string with :func:`sqlalchemy.engine.make_url`, except that the user info
-    ends at the LAST ``@`` before the host: ``postgresql://ops:ab@PW@cd@db/x`` is user ``ops``, password
-    ``ab@PW@cd``, host ``db``. (SQLAlchemy 2.0's ``make_url`` splits at the first ``@`` and makes
-    ``PW@cd@db`` the host; a password fragment would then show up as a host name, in messages and in
-    saved connections — issue #9.) Raises ``ArgumentError`` or ``ValueError`` like ``make_url``."""
-    from urllib.parse import quote, unquote
-    if "://" not in url or url.split("://", 1)[1].count("@") < 2:
-        return make_url(url)
-    # Two '@' or more: the last one ends the user info. (An '@' in a query value then makes the URL
-    # fail to connect with its host inside the masked password: a clear error, never a leak.)
-    scheme, rest = url.split("://", 1)
-    at = rest.rfind("@")
-    userinfo, hostpart = rest[:at], rest[at + 1:]
-    user, sep, pw = userinfo.partition(":")
-    # Percent-encode the user info as typed, then let make_url decode it: '@', '/', '?', '#' in a
-    # password are data, not delimiters.
-    fixed = (f"{scheme}://{quote(unquote(user), safe='')}"
-             + (f":{quote(unquote(pw), safe='')}" if sep else "") + f"@{hostpart}")
-    return make_url(fixed)
 
 
 def parse_url(url: str) -> URL:
@@ -100,14 +73,14 @@ def parse_url(url: str) -> URL:
     slash (``postgresql:/ops@db/x``) is a malformed URL, not a SQLite file name.
     Raises :class:`ConnectError` on a malformed URL (message without the password)."""
     from idemview.masking.masker import register_secret, url_password_candidates
-    for pw in url_password_candidates(url):     # no message of this process will show it
+
+    for pw in url_password_candidates(url):  # no message of this process will show it
         register_secret(pw)
     if "://" not in url:
         p = Path(url)
         m = _SCHEME_RE.match(url)
         if m and not p.exists():
-            raise ConnectError(f"not a database URL: {redact(url)!r} (a URL needs two slashes: "
-                               f"{m.group(1)}://...)")
+            raise ConnectError(f"not a database URL: {redact(url)!r} (a URL needs two slashes: {m.group(1)}://...)")
         if p.exists() or url.endswith((".db", ".sqlite", ".sqlite3")):
             return URL.create("sqlite", database=str(p))
     try:
@@ -115,8 +88,9 @@ def parse_url(url: str) -> URL:
         u.port  # noqa: B018 - a non-numeric port raises here, not later
         return u
     except (ArgumentError, ValueError):
-        raise ConnectError(f"not a database URL: {redact(url)!r} "
-                           "(expected e.g. postgresql://host/db or sqlite:///path.db)") from None
+        raise ConnectError(
+            f"not a database URL: {redact(url)!r} (expected e.g. postgresql://host/db or sqlite:///path.db)"
+        ) from None
 
 
 @dataclass
@@ -156,8 +130,13 @@ def _sqlite_authorizer(action, arg1, arg2, dbname, source):
     return sqlite3.SQLITE_OK
 
 
-def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMENT_TIMEOUT_S,
-                password: str | None = None, check: bool = True) -> Engine:
+def open_engine(
+    url: str | URL,
+    *,
+    statement_timeout_s: float = DEFAULT_STATEMENT_TIMEOUT_S,
+    password: str | None = None,
+    check: bool = True,
+) -> Engine:
     """A read-only SQLAlchemy :class:`Engine` for ``url``.
 
     ``password`` (e.g. from the keyring) replaces the URL's. ``statement_timeout_s`` bounds each
@@ -167,6 +146,7 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
     if password is not None:
         u = u.set(password=password)
     from idemview.masking.masker import register_secret
+
     register_secret(u.password)
     backend = u.get_backend_name()
     timeout_ms = int(statement_timeout_s * 1000)
@@ -182,6 +162,7 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
             # Percent-encode the path: '#', '?' and '%' in a file name would otherwise cut the URI (and
             # silently drop mode=ro, or open another file).
             uri = f"file:{quote(path.resolve().as_posix())}?mode=ro"
+
             def creator():
                 conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_SqliteConn)
                 # A TEXT cell that is not UTF-8 is read (as RawText, bytes kept) instead of aborting
@@ -206,6 +187,7 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
                         _TIMEOUTS.flag = True
                         return 1
                     return 0
+
                 conn.set_progress_handler(progress, 100_000)
                 conn._idem_start = start
                 conn._idem_deadline = deadline
@@ -224,8 +206,10 @@ def open_engine(url: str | URL, *, statement_timeout_s: float = DEFAULT_STATEMEN
                 u = u.set(drivername="postgresql+psycopg")
             # work_mem: findings group and join whole tables; with the stock 4 MB every hash and sort
             # spills to disk (a session setting, allowed in a read-only transaction).
-            opts = (f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms} "
-                    f"-c TimeZone=UTC -c work_mem={PG_WORK_MEM}")
+            opts = (
+                f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms} "
+                f"-c TimeZone=UTC -c work_mem={PG_WORK_MEM}"
+            )
             engine = create_engine(u, connect_args={"options": opts, "connect_timeout": 10}, **kw)
 
             @event.listens_for(engine, "connect")

@@ -49,11 +49,11 @@ def _sqlite_unique(t: Table, engine) -> list[list[Column]]:
     out = []
     try:
         with engine.connect() as conn:
-            for row in conn.exec_driver_sql(f"PRAGMA {schema}index_list(\"{t.name}\")").fetchall():
+            for row in conn.exec_driver_sql(f'PRAGMA {schema}index_list("{t.name}")').fetchall():
                 # (seq, name, unique, origin, partial)
                 if not row[2] or (len(row) > 4 and row[4]):
                     continue
-                info = conn.exec_driver_sql(f"PRAGMA {schema}index_info(\"{row[1]}\")").fetchall()
+                info = conn.exec_driver_sql(f'PRAGMA {schema}index_info("{row[1]}")').fetchall()
                 names = [r[2] for r in info]
                 if not names or any(n is None or n.lower() not in by_name for n in names):
                     continue  # an expression index (cid -2, no name)
@@ -86,19 +86,18 @@ def key_is_unique(ledger: Ledger) -> str | None:
         if nullable:
             try:
                 with ledger.engine.connect() as conn:
-                    hit = conn.execute(select(cols[0]).select_from(t)
-                                       .where(or_(*[c.is_(None) for c in nullable])).limit(1)).first()
+                    hit = conn.execute(
+                        select(cols[0]).select_from(t).where(or_(*[c.is_(None) for c in nullable])).limit(1)
+                    ).first()
             except SQLAlchemyError:
                 return None
             if hit is not None:
                 continue
-        what = "PRIMARY KEY" if t.primary_key is not None and set(cols) == set(t.primary_key.columns) \
-            else "UNIQUE"
+        what = "PRIMARY KEY" if t.primary_key is not None and set(cols) == set(t.primary_key.columns) else "UNIQUE"
         return f"{what} ({', '.join(c.name for c in cols)})"
     return None
 
 
 def _sqlite_rowid(t: Table, c: Column) -> bool:
     # An INTEGER PRIMARY KEY in SQLite is the rowid alias and can never be NULL.
-    return (c.primary_key and len(t.primary_key.columns) == 1
-            and type(c.type).__name__.upper() == "INTEGER")
+    return c.primary_key and len(t.primary_key.columns) == 1 and type(c.type).__name__.upper() == "INTEGER"

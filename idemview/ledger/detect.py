@@ -30,8 +30,8 @@ class Match:
     reason: str
     matched: int
     missing: list[str]
-    exact: int = 0   # names found with the preset's exact spelling (tells Hangfire's SQL Server and
-                     # PostgreSQL storages apart: same names, different case)
+    exact: int = 0  # names found with the preset's exact spelling (tells Hangfire's SQL Server and
+    # PostgreSQL storages apart: same names, different case)
 
 
 def _catalog(engine: Engine) -> dict[tuple[str | None, str], set[str]]:
@@ -121,9 +121,11 @@ def detect(engine: Engine, presets: list[Layout] | None = None) -> list[Match]:
         if att_found:
             fitted.attempts = replace(lay.attempts, table=att_found[1], schema=att_found[0])
         where = f"{found[0]}.{found[1]}" if found[0] else found[1]
-        reason = (f"table {where} has {len(have)} of the {len(need)} columns {lay.name} reads"
-                  + (f"; attempts table {att_found[1]} found" if att_found else "")
-                  + (f"; missing: {', '.join(missing[:6])}" if missing else ""))
+        reason = (
+            f"table {where} has {len(have)} of the {len(need)} columns {lay.name} reads"
+            + (f"; attempts table {att_found[1]} found" if att_found else "")
+            + (f"; missing: {', '.join(missing[:6])}" if missing else "")
+        )
         matches.append(Match(fitted, conf, reason, got, missing, exact))
     matches.sort(key=lambda m: (-(m.confidence >= 0.999), -m.confidence, -m.matched, -m.exact, m.layout.name))
     return matches
@@ -138,16 +140,16 @@ def locate(engine: Engine, layout: Layout, schema: str | None = None) -> Layout:
     table is found the way :func:`detect` finds it (any schema, case-insensitively, a prefixed name).
     Returns the layout unchanged when nothing better is found (opening it then says what is missing)."""
     if schema:
-        return replace(layout, schema=schema)   # an attempts table without its own schema follows
+        return replace(layout, schema=schema)  # an attempts table without its own schema follows
     try:
         cat = _catalog(engine)
     except Exception:  # reflection refused: let opening the ledger report it
         return layout
-    if layout.schema is not None and any(s is not None and s.lower() == layout.schema.lower()
-                                         and t.lower() == layout.table.lower() for (s, t) in cat):
+    if layout.schema is not None and any(
+        s is not None and s.lower() == layout.schema.lower() and t.lower() == layout.table.lower() for (s, t) in cat
+    ):
         return layout
-    if layout.schema is None and any(s is None and t.lower() == layout.table.lower()
-                                     for (s, t) in cat):
+    if layout.schema is None and any(s is None and t.lower() == layout.table.lower() for (s, t) in cat):
         return layout
     found = _find_table(cat, layout.schema, layout.table) or _find_table(cat, None, layout.table)
     if not found:

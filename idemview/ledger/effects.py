@@ -13,8 +13,9 @@ which is also Python's ``str`` order for UTF-8 text.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from sqlalchemy import String, and_, case, func, select, true
 from sqlalchemy.engine import Engine
@@ -70,6 +71,7 @@ def open_effects_engine(connection: str, base: str | Path | None = None) -> Engi
     Raises :class:`~idemview.ledger.connect.ConnectError` when it cannot be opened."""
     from idemview.config import ConnectionStore, CredentialStore
     from idemview.ledger.connect import ConnectError, open_engine, parse_url
+
     if "://" not in connection:
         p = Path(connection)
         if not p.is_absolute() and base is not None:
@@ -78,8 +80,9 @@ def open_effects_engine(connection: str, base: str | Path | None = None) -> Engi
             return open_engine(parse_url(str(p)))
         saved = ConnectionStore().find(connection)
         if saved is None:
-            raise ConnectError(f"effects connection {connection!r} is neither a URL, a SQLite file, "
-                               f"nor a saved connection")
+            raise ConnectError(
+                f"effects connection {connection!r} is neither a URL, a SQLite file, nor a saved connection"
+            )
         return open_engine(saved.url(CredentialStore().get(saved.id)))
     return open_engine(parse_url(connection))
 
@@ -99,8 +102,7 @@ class EffectSource:
         self.ledger = ledger
         self.engine = engine if engine is not None else ledger.engine
         self.same_database = self.engine is ledger.engine
-        schema = spec.schema if spec.schema is not None else (ledger.layout.schema if self.same_database
-                                                               else None)
+        schema = spec.schema if spec.schema is not None else (ledger.layout.schema if self.same_database else None)
         self.table = ledger._reflect(schema, spec.table, spec.columns(), "effects", engine=self.engine)
         t = self.table
         fx_dialect = family(self.engine)  # MySQL and MariaDB under either name
@@ -108,8 +110,7 @@ class EffectSource:
         self.where = and_(*[ledger._pred(t, p) for p in spec.where]) if spec.where else true()
         self.record_id = t.c[spec.id] if spec.id else None
         self.reference = link_text(t.c[spec.reference], fx_dialect) if spec.reference else None
-        self.at_e = (epoch_seconds(t.c[spec.time.column], spec.time, fx_dialect)
-                     if spec.time else None)
+        self.at_e = epoch_seconds(t.c[spec.time.column], spec.time, fx_dialect) if spec.time else None
         self.operation_link = self._operation_link()
 
     def _operation_link(self) -> ColumnElement:
@@ -119,20 +120,24 @@ class EffectSource:
             return led.key_expr
         if lo == "effect_ref":
             if "effect_ref" not in led.layout.fields:
-                raise LayoutError(f"layout {led.layout.name!r}: [effects] links on effect_ref, which "
-                                  f"[operations.fields] does not map")
+                raise LayoutError(
+                    f"layout {led.layout.name!r}: [effects] links on effect_ref, which [operations.fields] does not map"
+                )
             return led.effect_expr
         cols = {c.key: c for c in led.ops.c}
         col = cols[lo] if lo in cols else next((c for k, c in cols.items() if k.lower() == lo.lower()), None)
         if col is None:
-            raise LayoutError(f"layout {led.layout.name!r}: [effects] links on operations column {lo!r}, "
-                              f"which table {led.ops.name} lacks", [f"column {led.ops.name}.{lo}"])
+            raise LayoutError(
+                f"layout {led.layout.name!r}: [effects] links on operations column {lo!r}, "
+                f"which table {led.ops.name} lacks",
+                [f"column {led.ops.name}.{lo}"],
+            )
         return link_text(col, led.dialect)
 
     # ------------------------------------------------------------------------------------ selects
 
     def _columns(self) -> list[ColumnElement]:
-        cols = [self.link.label("link")]
+        cols: list[ColumnElement] = [self.link.label("link")]
         if self.record_id is not None:
             cols.append(self.record_id.label("record_id"))
         if self.reference is not None:
@@ -163,9 +168,13 @@ class EffectSource:
 
     def _record(self, r) -> EffectRecord:
         m = r._mapping
-        return EffectRecord(link=m["link"], record_id=m.get("record_id"), reference=m.get("reference"),
-                            at=from_epoch(m["at_e"]) if m.get("at_e") is not None else None,
-                            shown={c: m[f"show_{i}"] for i, c in enumerate(self.spec.show)})
+        return EffectRecord(
+            link=m["link"],
+            record_id=m.get("record_id"),
+            reference=m.get("reference"),
+            at=from_epoch(m["at_e"]) if m.get("at_e") is not None else None,
+            shown={c: m[f"show_{i}"] for i, c in enumerate(self.spec.show)},
+        )
 
     def records_for(self, links: Iterable[str], limit_per_link: int | None = None) -> dict[str, list[EffectRecord]]:
         """Effect records by link for ``links`` (queried in batches of :data:`LINK_BATCH`, each an
@@ -174,7 +183,7 @@ class EffectSource:
         links = sorted({x for x in links if x is not None})
         with self.engine.connect() as c:
             for i in range(0, len(links), LINK_BATCH):
-                batch = links[i:i + LINK_BATCH]
+                batch = links[i : i + LINK_BATCH]
                 for r in c.execute(self.records_select().where(self.link.in_(batch))):
                     rec = self._record(r)
                     lst = out.setdefault(rec.link, [])
@@ -188,13 +197,19 @@ class EffectSource:
         """The effect records of one operation (every record of ``(scope, key)``), for the detail view."""
         led = self.ledger
         with led.engine.connect() as c:
-            links = [r[0] for r in c.execute(
-                select(self.operation_link).select_from(led.ops)
-                .where(led.scope_expr == scope, led.key_expr == key, self.operation_link.is_not(None))
-                .distinct())]
+            links = [
+                r[0]
+                for r in c.execute(
+                    select(self.operation_link)
+                    .select_from(led.ops)
+                    .where(led.scope_expr == scope, led.key_expr == key, self.operation_link.is_not(None))
+                    .distinct()
+                )
+            ]
         recs = self.records_for(links)
-        return sorted((e for lst in recs.values() for e in lst),
-                      key=lambda e: (e.at is None, e.at or 0, str(e.record_id)))
+        return sorted(
+            (e for lst in recs.values() for e in lst), key=lambda e: (e.at is None, e.at or 0, str(e.record_id))
+        )
 
     def stream_grouped(self, recent_since_e: float | None = None, batch: int = 10000) -> Iterator[Any]:
         """:meth:`grouped_select` rows in byte order of the link, streamed (server-side cursor)."""
@@ -208,5 +223,6 @@ class EffectSource:
         """Where the effect records are read from, for manifests and the GUI (never a user name or
         password): ``{"table", "dialect", "host", "database", "same_database"}``."""
         from idemview.ledger.connect import describe
+
         where = f"{self.spec.schema}.{self.spec.table}" if self.spec.schema else self.spec.table
         return {"table": where, **describe(self.engine), "same_database": self.same_database}

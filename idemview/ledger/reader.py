@@ -10,36 +10,61 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import (
-    Integer, MetaData, String, Table, and_, case, cast, func, inspect, literal, literal_column, not_,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    and_,
+    case,
+    cast,
+    false,
+    func,
+    inspect,
+    literal,
+    literal_column,
+    null,
+    or_,
+    select,
+    true,
+    tuple_,
     type_coerce,
-    null, or_, select, true, false, tuple_,
 )
-from sqlalchemy import column as sa_column, table as sa_table
-from sqlalchemy.sql import sqltypes
-from sqlalchemy.sql.elements import Null
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy import column as sa_column
+from sqlalchemy import table as sa_table
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, NoSuchTableError
+from sqlalchemy.sql import sqltypes
+from sqlalchemy.sql.elements import Null
 from sqlalchemy.sql.expression import ColumnElement, Select
+from sqlalchemy.types import TypeDecorator
 
 from idemview.domain.filters import Filter
-from idemview.layouts.layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
 from idemview.domain.model import Attempt, Operation, Outcome, Payload, Status
+from idemview.layouts.layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
 from idemview.ledger.rawtext import LedgerText
 from idemview.ledger.sqlx import (
-    as_text, epoch_seconds, exact_text, hex_text, is_binary, json_text, stored_int, time_after, time_before,
+    as_text,
+    epoch_seconds,
+    exact_text,
+    hex_text,
+    is_binary,
+    json_text,
+    stored_int,
+    time_after,
+    time_before,
 )
 from idemview.ledger.times import decode_time, from_epoch
 
-UTC = timezone.utc
+UTC = UTC
 
 #: Sort keys the grid offers, each a normalized column name.
 SORTABLE = ("created_at", "key", "scope", "kind", "status", "expires_at", "attempt_count", "updated_at")
@@ -51,7 +76,7 @@ def _is_text(col) -> bool:
         # 'expired', a value the user maps): compare it as text.
         return False
     t = col.type
-    if isinstance(t, TypeDecorator):   # LedgerText (SQLite text columns) and the like
+    if isinstance(t, TypeDecorator):  # LedgerText (SQLite text columns) and the like
         t = t.impl_instance
     try:
         return isinstance(t, String) or t.python_type is str
@@ -79,8 +104,9 @@ def decode_payload(value: Any, encoding: str | None) -> Payload | None:
         try:
             value = bytes(value).decode("utf-8")
         except UnicodeDecodeError:
-            return Payload("binary", bytes(value), size=len(value),
-                           problem=f"declared {enc} but not UTF-8 text; shown as bytes")
+            return Payload(
+                "binary", bytes(value), size=len(value), problem=f"declared {enc} but not UTF-8 text; shown as bytes"
+            )
     if enc == "json":
         if isinstance(value, (dict, list, int, float, bool)):
             return Payload("json", value, size=None)
@@ -106,13 +132,15 @@ def with_naive_zone(layout: Layout, zone: str) -> Layout:
     :class:`LayoutError` for an unknown zone."""
     from dataclasses import replace
     from zoneinfo import ZoneInfo
+
     try:
         ZoneInfo(zone)
     except Exception:
         raise LayoutError(f"{zone!r} is not an IANA time zone (e.g. Europe/Berlin)") from None
     fix = lambda tc: replace(tc, zone=zone) if tc is not None and tc.encoding == "naive" else tc  # noqa: E731
-    att = replace(layout.attempts, started_at=fix(layout.attempts.started_at),
-                  finished_at=fix(layout.attempts.finished_at))
+    att = replace(
+        layout.attempts, started_at=fix(layout.attempts.started_at), finished_at=fix(layout.attempts.finished_at)
+    )
     return replace(layout, times={k: fix(v) for k, v in layout.times.items()}, attempts=att)
 
 
@@ -122,7 +150,9 @@ def _stay_in_database(layout: Layout) -> Layout:
     from the database the URL names, never from a same-named neighbour (issue #9, item 1). A schema
     the user wrote into their own layout is kept: they named it."""
     from dataclasses import replace
+
     from idemview.layouts.layout import load_preset, preset_names
+
     if layout.schema is None and layout.attempts.schema is None:
         return layout
     if layout.name not in preset_names():
@@ -143,10 +173,18 @@ class Ledger:
     ``naive_zone`` (IANA) says which zone the ledger's naive timestamps were written in.
     Raises :class:`LayoutError` (``missing`` set) when a table or column the layout names is absent."""
 
-    def __init__(self, engine: Engine, layout: Layout, *, name: str | None = None,
-                 lock_timeout_s: float | None = None, retry_threshold: int | None = None,
-                 retention_s: float | None = None, naive_zone: str | None = None,
-                 effects_engine: Engine | None = None):
+    def __init__(
+        self,
+        engine: Engine,
+        layout: Layout,
+        *,
+        name: str | None = None,
+        lock_timeout_s: float | None = None,
+        retry_threshold: int | None = None,
+        retention_s: float | None = None,
+        naive_zone: str | None = None,
+        effects_engine: Engine | None = None,
+    ):
         self.engine = engine
         if naive_zone and naive_zone != "UTC":
             layout = with_naive_zone(layout, naive_zone)
@@ -163,8 +201,9 @@ class Ledger:
         self.retry_threshold = retry_threshold if retry_threshold is not None else layout.retry_threshold
         self.retention_s = retention_s if retention_s is not None else layout.retention_seconds
         self.md = MetaData()
-        self.ops = self._reflect(layout.schema, layout.table, layout.operations_columns(), "operations",
-                                 optional=set(layout.optional))
+        self.ops = self._reflect(
+            layout.schema, layout.table, layout.operations_columns(), "operations", optional=set(layout.optional)
+        )
         absent = set(layout.optional) - {c.key for c in self.ops.c}
         if absent:
             layout = layout.without_columns(absent)
@@ -176,11 +215,14 @@ class Ledger:
             self.att = self._reflect(schema, a.table, layout.attempts_columns(), "attempts")
             missing = [f"column {a.table}.{c}" for c in a.join.values() if c not in self.ops.c]
             if missing:
-                raise LayoutError(f"layout {layout.name!r} joins attempts on a missing operations "
-                                  f"column: {', '.join(missing)}", missing)
+                raise LayoutError(
+                    f"layout {layout.name!r} joins attempts on a missing operations column: {', '.join(missing)}",
+                    missing,
+                )
         self._check_in_tables()
         self._build()
         from idemview.ledger.constraints import key_is_unique
+
         #: Why the schema allows at most one record per (scope, key), e.g. ``"UNIQUE (task_id)"``
         #: (read once here, so that the scan's "not checkable" list costs no query later), or None.
         self.key_unique: str | None = key_is_unique(self)
@@ -191,8 +233,9 @@ class Ledger:
         :class:`~idemview.ledger.effects.EffectSource`, or ``None`` with ``self.effects_problem`` saying
         why (no section; the effects database cannot be opened). A table or column the section names
         that is missing raises :class:`LayoutError` like any other layout mismatch."""
-        from idemview.ledger.effects import EffectSource, open_effects_engine
         from idemview.ledger.connect import ConnectError
+        from idemview.ledger.effects import EffectSource, open_effects_engine
+
         self.effects = None
         self._fx_keys: dict = {}
         self.effects_problem: str | None = "the layout has no [effects] section (no effect records)"
@@ -232,6 +275,7 @@ class Ledger:
                     yield from flat(p.value)
                 else:
                     yield p
+
         preds = list(flat(preds))
         insp = inspect(self.engine)
         for p in preds:
@@ -241,11 +285,19 @@ class Ledger:
             names = {n.lower() for n in insp.get_table_names(schema=schema)}
             if p.value["table"].lower() not in names:
                 where = f"{schema}.{p.value['table']}" if schema else p.value["table"]
-                raise LayoutError(f"layout {lay.name!r}: the table {where} (in_table) is not in the "
-                                  f"database", [f"table {where}"])
+                raise LayoutError(
+                    f"layout {lay.name!r}: the table {where} (in_table) is not in the database", [f"table {where}"]
+                )
 
-    def _reflect(self, schema, table, columns: set[str], role: str, optional: set[str] = frozenset(),
-                 engine: Engine | None = None) -> Table:
+    def _reflect(
+        self,
+        schema,
+        table,
+        columns: set[str],
+        role: str,
+        optional: set[str] = frozenset(),
+        engine: Engine | None = None,
+    ) -> Table:
         """The table ``schema.table`` reflected from ``engine`` (default: the ledger's), matched
         case-insensitively; raises :class:`LayoutError` naming what is missing."""
         engine = engine if engine is not None else self.engine
@@ -254,13 +306,15 @@ class Ledger:
             names = {n.lower(): n for n in insp.get_table_names(schema=schema)}
         except DBAPIError:
             # an unknown schema errors on some engines (and is merely empty on others)
-            raise LayoutError(f"layout {self.layout.name!r}: the schema {schema!r} is not in the database",
-                              [f"schema {schema}"]) from None
+            raise LayoutError(
+                f"layout {self.layout.name!r}: the schema {schema!r} is not in the database", [f"schema {schema}"]
+            ) from None
         real = names.get(table.lower())
         if real is None:
             where = f"{schema}.{table}" if schema else table
-            raise LayoutError(f"layout {self.layout.name!r}: the {role} table {where} is not in the "
-                              f"database", [f"table {where}"])
+            raise LayoutError(
+                f"layout {self.layout.name!r}: the {role} table {where} is not in the database", [f"table {where}"]
+            )
         # Column names match case-insensitively when there is no exact match (DDL run unquoted folds
         # case: Camel's processorName is processorname on PostgreSQL); the column then keeps the
         # layout's spelling as its key, while SQL uses the real, quoted name.
@@ -279,14 +333,14 @@ class Ledger:
                 # the text as it is: decode_time turns what it cannot parse into "missing".
                 # Text cells may hold bytes that are not UTF-8 (read as RawText): LedgerText binds
                 # such a value back as its stored bytes, so lookups and keyset cursors find it.
-                if sqlite and isinstance(info["type"], (sqltypes.DateTime, sqltypes.Date, sqltypes.Time,
-                                                        sqltypes.String)):
+                if sqlite and isinstance(
+                    info["type"], (sqltypes.DateTime, sqltypes.Date, sqltypes.Time, sqltypes.String)
+                ):
                     info["type"] = LedgerText()
 
             # another database gets metadata of its own (its table names may repeat the ledger's)
             md = self.md if engine is self.engine else MetaData()
-            t = Table(real, md, schema=schema, autoload_with=engine,
-                      listeners=[("column_reflect", _rekey)])
+            t = Table(real, md, schema=schema, autoload_with=engine, listeners=[("column_reflect", _rekey)])
         except NoSuchTableError:
             raise LayoutError(f"layout {self.layout.name!r}: cannot read table {table}", [f"table {table}"]) from None
         have = {c.key for c in t.c}
@@ -294,8 +348,10 @@ class Ledger:
         if missing:
             raise LayoutError(
                 f"layout {self.layout.name!r}: table {real} has no column "
-                + ", ".join(missing) + f" (it has: {', '.join(sorted(have))})",
-                [f"column {real}.{c}" for c in missing])
+                + ", ".join(missing)
+                + f" (it has: {', '.join(sorted(have))})",
+                [f"column {real}.{c}" for c in missing],
+            )
         return t
 
     # ----------------------------------------------------------------------------- expressions
@@ -343,14 +399,16 @@ class Ledger:
         """Several columns as one text value, joined with '/' (composite keys and scopes)."""
         if not cols:
             return literal_column("''")
-        parts = [func.coalesce(self._text(c), literal_column("''")) if len(cols) > 1 else self._text(c)
-                 for c in cols]
+        parts = [func.coalesce(self._text(c), literal_column("''")) if len(cols) > 1 else self._text(c) for c in cols]
         if len(cols) == 1 and self.dialect == MYSQL and is_binary(cols[0]):
             return self._ident(cols[0])
         out = parts[0]
         for p in parts[1:]:
-            out = out.op("||")(literal_column("'/'")).op("||")(p) if self.dialect != MYSQL else \
-                func.concat(out, literal_column("'/'"), p)
+            out = (
+                out.op("||")(literal_column("'/'")).op("||")(p)
+                if self.dialect != MYSQL
+                else func.concat(out, literal_column("'/'"), p)
+            )
         return self._exact(out)
 
     def _pred(self, t: Table, p: Predicate) -> ColumnElement:
@@ -377,7 +435,7 @@ class Ledger:
         if p.op == "le":
             return c <= v
         if p.op == "like":
-            return self._text(c).like(v)   # a JSON column (Oban meta) is matched as its text
+            return self._text(c).like(v)  # a JSON column (Oban meta) is matched as its text
         if p.op == "in_table":
             # Presence in another table: c IN (SELECT column FROM table); names quoted by SQLAlchemy.
             other = sa_table(v["table"], sa_column(v["column"]), schema=v.get("schema", t.schema))
@@ -389,8 +447,10 @@ class Ledger:
         if s.literal is not None:
             return literal_column(f"'{s.literal}'"), null()
         if s.rules:
-            whens = [(and_(*[self._pred(t, p) for p in r.when]) if r.when else true(),
-                      literal_column(f"'{r.status}'")) for r in s.rules]
+            whens = [
+                (and_(*[self._pred(t, p) for p in r.when]) if r.when else true(), literal_column(f"'{r.status}'"))
+                for r in s.rules
+            ]
             norm = case(*whens, else_=literal_column(f"'{s.default}'"))
             raw_col = s.raw or s.column
             raw = self._text(t.c[raw_col]) if raw_col else null()
@@ -400,12 +460,11 @@ class Ledger:
         whens = [(raw.is_(None), literal_column(f"'{s.null}'"))] if s.null is not None else []
         # Normalized values are fixed enum words: inlined (not user data); raw values are bound.
         whens += [(raw == k, literal_column(f"'{v}'")) for k, v in s.map.items()]
-        norm = case(*whens, else_=literal_column(f"'{s.default}'")) if whens \
-            else literal_column(f"'{s.default}'")
+        norm = case(*whens, else_=literal_column(f"'{s.default}'")) if whens else literal_column(f"'{s.default}'")
         return norm, raw
 
     def status_in(self, statuses: Sequence[str], sub=None) -> ColumnElement:
-        """"Normalized status is one of ``statuses``", sargable where the layout maps a status column:
+        """ "Normalized status is one of ``statuses``", sargable where the layout maps a status column:
         compiled to the raw values that map there (``raw IN (...)``, which the column's index serves)
         instead of a CASE over every row. ``sub``: a subquery of :meth:`operations_select` to test
         (its ``raw_status`` / ``status`` columns) instead of the operations table."""
@@ -453,23 +512,23 @@ class Ledger:
             # are all NULL, or one lacking a column the key only holds with (key_required: pg-boss's
             # unique index on (name, singleton_on, singleton_key) exists only where singleton_on is set).
             fb = self._text(t.c[lay.key_fallback])
-            fb = (func.concat(literal_column("'#'"), fb) if self.dialect == MYSQL
-                  else literal_column("'#'").op("||")(fb))
+            fb = func.concat(literal_column("'#'"), fb) if self.dialect == MYSQL else literal_column("'#'").op("||")(fb)
             fb = self._exact(fb)
             if len(lay.key) == 1 and not lay.key_required:
                 self.key_expr = func.coalesce(self.key_expr, fb)
             else:
-                no_key = or_(and_(*[t.c[c].is_(None) for c in lay.key]),
-                             *[t.c[c].is_(None) for c in lay.key_required])
+                no_key = or_(and_(*[t.c[c].is_(None) for c in lay.key]), *[t.c[c].is_(None) for c in lay.key_required])
                 self.key_expr = case((no_key, fb), else_=self.key_expr)
         self.scope_expr = self._joined([t.c[c] for c in lay.scope])
         self.kind_expr = self._value_expr(t, lay.kind) if lay.kind else null()
         self.status_expr, self.raw_status_expr = self._status_expr(t, lay.status)
         self.rid = t.c[lay.row_id] if lay.row_id else None
         self.time_cols: dict[str, tuple[ColumnElement, TimeColumn]] = {
-            k: (self._guarded(t, t.c[tc.column], tc.unless), tc) for k, tc in lay.times.items()}
+            k: (self._guarded(t, t.c[tc.column], tc.unless), tc) for k, tc in lay.times.items()
+        }
         self.epoch: dict[str, ColumnElement] = {
-            k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.time_cols.items()}
+            k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.time_cols.items()
+        }
         mode = lay.expiry_mode()
         if mode == "retention" and self.retention_s is not None:
             self.epoch["expires_at"] = self.epoch[lay.retention_from] + self.retention_s
@@ -533,15 +592,30 @@ class Ledger:
         """Normalized operations: one row per record with labelled columns ``scope, key, kind,
         status, raw_status, rid, <time>_e`` (epoch seconds), ``attempt_count, fingerprint,
         intent_ref, effect_ref``."""
-        cols = [self.scope_expr.label("scope"), self.key_expr.label("key"), self.kind_expr.label("kind"),
-                self.status_expr.label("status"), self.raw_status_expr.label("raw_status"),
-                (self.rid if self.rid is not None else null()).label("rid")]
-        for k in ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at",
-                  "expires_at", "last_attempt_at"):
+        cols = [
+            self.scope_expr.label("scope"),
+            self.key_expr.label("key"),
+            self.kind_expr.label("kind"),
+            self.status_expr.label("status"),
+            self.raw_status_expr.label("raw_status"),
+            (self.rid if self.rid is not None else null()).label("rid"),
+        ]
+        for k in (
+            "created_at",
+            "updated_at",
+            "completed_at",
+            "locked_at",
+            "lock_expires_at",
+            "expires_at",
+            "last_attempt_at",
+        ):
             cols.append((self.epoch.get(k, null())).label(f"{k}_e"))
-        cols += [(self.attempt_count_expr if self.attempt_count_expr is not None else null()).label("attempt_count"),
-                 self.fingerprint_expr.label("fingerprint"), self.intent_expr.label("intent_ref"),
-                 self.effect_expr.label("effect_ref")]
+        cols += [
+            (self.attempt_count_expr if self.attempt_count_expr is not None else null()).label("attempt_count"),
+            self.fingerprint_expr.label("fingerprint"),
+            self.intent_expr.label("intent_ref"),
+            self.effect_expr.label("effect_ref"),
+        ]
         return select(*cols).select_from(self.ops)
 
     def attempts_select(self) -> Select | None:
@@ -549,12 +623,17 @@ class Ledger:
         started_at_e, finished_at_e, effect_ref, fingerprint``."""
         if self.att is None:
             return None
-        cols = [self.att_scope_expr.label("scope"), self.att_key_expr.label("key"),
-                self.att_number.label("number"), self.att_outcome.label("outcome"),
-                self.att_raw_outcome.label("raw_outcome"),
-                self.att_epoch.get("started_at", null()).label("started_at_e"),
-                self.att_epoch.get("finished_at", null()).label("finished_at_e"),
-                self.att_effect.label("effect_ref"), self.att_fingerprint.label("fingerprint")]
+        cols = [
+            self.att_scope_expr.label("scope"),
+            self.att_key_expr.label("key"),
+            self.att_number.label("number"),
+            self.att_outcome.label("outcome"),
+            self.att_raw_outcome.label("raw_outcome"),
+            self.att_epoch.get("started_at", null()).label("started_at_e"),
+            self.att_epoch.get("finished_at", null()).label("finished_at_e"),
+            self.att_effect.label("effect_ref"),
+            self.att_fingerprint.label("fingerprint"),
+        ]
         q = select(*cols).select_from(self.att)
         if self.att_needs_join:
             q = select(*cols).select_from(self.att.join(self.ops, self.att_join))
@@ -589,6 +668,7 @@ class Ledger:
             parts.append(self.unmapped_status_clause())
         if flt.findings:
             from idemview.findings.engine import FindingEngine
+
             now = now or datetime.now(UTC)
             fe = FindingEngine(self, now)
             effect_only = {"hidden_success", "orphan_effect"}
@@ -610,8 +690,9 @@ class Ledger:
         cache = self._fx_keys
         ck = (wanted, now)
         if ck not in cache:
-            from idemview.findings.effects import Reconciler
             from idemview.domain.model import FindingKind
+            from idemview.findings.effects import Reconciler
+
             fs = Reconciler(self, now).run([FindingKind(k) for k in wanted])
             cache.clear()
             cache[ck] = {(f.scope, f.key) for f in fs if f.kind.value != "orphan_effect"}
@@ -632,11 +713,15 @@ class Ledger:
         out: dict[str, dict[str, int]] = {"status": {}, "outcome": {}}
 
         def grouped(c, what, raw, cond, table, *where):
-            if isinstance(raw, Null):   # rules without a raw column: one count, nothing to group by
+            if isinstance(raw, Null):  # rules without a raw column: one count, nothing to group by
                 q = select(null().label("raw"), func.count().label("n")).select_from(table).where(cond, *where)
             else:
-                q = (select(raw.label("raw"), func.count().label("n")).select_from(table)
-                     .where(cond, *where).group_by(raw))
+                q = (
+                    select(raw.label("raw"), func.count().label("n"))
+                    .select_from(table)
+                    .where(cond, *where)
+                    .group_by(raw)
+                )
             for r in c.execute(q):
                 if int(r.n):
                     k = _raw_key(r.raw)
@@ -667,12 +752,18 @@ class Ledger:
         """Columns of the operations page select: normalized expressions plus raw time columns (and the
         payload columns unless ``payloads`` is False: a grid page does not show them)."""
         lay, t = self.layout, self.ops
-        cols = [self.scope_expr.label("scope"), self.key_expr.label("key"), self.kind_expr.label("kind"),
-                self.status_expr.label("status"), self.raw_status_expr.label("raw_status"),
-                (self.rid if self.rid is not None else null()).label("rid"),
-                (self.attempt_count_raw if self.attempt_count_raw is not None else null()).label("attempt_count"),
-                self.fingerprint_expr.label("fingerprint"), self.intent_expr.label("intent_ref"),
-                self.effect_expr.label("effect_ref")]
+        cols = [
+            self.scope_expr.label("scope"),
+            self.key_expr.label("key"),
+            self.kind_expr.label("kind"),
+            self.status_expr.label("status"),
+            self.raw_status_expr.label("raw_status"),
+            (self.rid if self.rid is not None else null()).label("rid"),
+            (self.attempt_count_raw if self.attempt_count_raw is not None else null()).label("attempt_count"),
+            self.fingerprint_expr.label("fingerprint"),
+            self.intent_expr.label("intent_ref"),
+            self.effect_expr.label("effect_ref"),
+        ]
         for k, (c, _tc) in self.time_cols.items():
             cols.append(c.label(f"t_{k}"))
         if "expires_at" not in self.time_cols and "expires_at" in self.epoch:
@@ -687,8 +778,13 @@ class Ledger:
 
     def row_to_operation(self, r) -> Operation:
         m = r._mapping
-        op = Operation(scope=m["scope"] or "", key=m["key"] if m["key"] is not None else "",
-                       kind=m["kind"], raw_status=m["raw_status"], row_id=m["rid"])
+        op = Operation(
+            scope=m["scope"] or "",
+            key=m["key"] if m["key"] is not None else "",
+            kind=m["kind"],
+            raw_status=m["raw_status"],
+            row_id=m["rid"],
+        )
         try:
             op.status = Status(m["status"])
         except ValueError:
@@ -725,9 +821,17 @@ class Ledger:
             return self.time_cols[lay.retention_from][0]
         return self.key_expr
 
-    def page(self, flt: Filter | None = None, *, sort: str = "created_at", descending: bool = False,
-             after: tuple | None = None, limit: int = 200, now: datetime | None = None,
-             payloads: bool = True) -> Page:
+    def page(
+        self,
+        flt: Filter | None = None,
+        *,
+        sort: str = "created_at",
+        descending: bool = False,
+        after: tuple | None = None,
+        limit: int = 200,
+        now: datetime | None = None,
+        payloads: bool = True,
+    ) -> Page:
         """One page of normalized operations, filtered and sorted by the database (keyset paging).
 
         ``after`` is the previous page's ``cursor``. The sort is made total with the row identity (or
@@ -767,8 +871,9 @@ class Ledger:
             cursor = (last["_s"] is None, last["_s"], last["_t"])
         return Page(ops, cursor)
 
-    def iter_operations(self, flt: Filter | None = None, *, now: datetime | None = None,
-                        batch: int = 5000) -> Iterator[Operation]:
+    def iter_operations(
+        self, flt: Filter | None = None, *, now: datetime | None = None, batch: int = 5000
+    ) -> Iterator[Operation]:
         """Every operation matching ``flt``, streamed (server-side cursor where the driver has one)."""
         q = select(*self._op_columns()).select_from(self.ops).where(self.filter_clause(flt, now))
         tie = self.rid if self.rid is not None else self.key_expr
@@ -780,8 +885,7 @@ class Ledger:
 
     def records(self, scope: str, key: str) -> list[Operation]:
         """Every record of one operation (a ledger without a unique key may hold several)."""
-        q = (select(*self._op_columns()).select_from(self.ops)
-             .where(self.scope_expr == scope, self.key_expr == key))
+        q = select(*self._op_columns()).select_from(self.ops).where(self.scope_expr == scope, self.key_expr == key)
         with self.engine.connect() as c:
             return [self.row_to_operation(r) for r in c.execute(q)]
 
@@ -790,23 +894,36 @@ class Ledger:
         array is decoded here (never in SQL); a counter-only ledger has none to list."""
         a = self.layout.attempts
         if a.source == "table":
-            t = self.att
-            cols = [self.att_number_raw.label("number"), self.att_outcome.label("outcome"),
-                    self.att_raw_outcome.label("raw_outcome"), self.att_effect.label("effect_ref"),
-                    self.att_error.label("error"), self.att_worker.label("worker")]
+            cols = [
+                self.att_number_raw.label("number"),
+                self.att_outcome.label("outcome"),
+                self.att_raw_outcome.label("raw_outcome"),
+                self.att_effect.label("effect_ref"),
+                self.att_error.label("error"),
+                self.att_worker.label("worker"),
+            ]
             for k, (c, _tc) in self.att_time.items():
                 cols.append(c.label(f"t_{k}"))
             src = self.att.join(self.ops, self.att_join) if self.att_needs_join else self.att
-            q = (select(*cols).select_from(src)
-                 .where(self.att_scope_expr == scope, self.att_key_expr == key, self.att_where))
+            q = (
+                select(*cols)
+                .select_from(src)
+                .where(self.att_scope_expr == scope, self.att_key_expr == key, self.att_where)
+            )
             with self.engine.connect() as c:
                 rows = c.execute(q).fetchall()
             out = []
             for r in rows:
                 m = r._mapping
-                at = Attempt(scope=scope, key=key, number=stored_number(m["number"]), raw_outcome=m["raw_outcome"],
-                             effect_ref=m["effect_ref"], worker=m["worker"],
-                             error=_short_text(m["error"]))
+                at = Attempt(
+                    scope=scope,
+                    key=key,
+                    number=stored_number(m["number"]),
+                    raw_outcome=m["raw_outcome"],
+                    effect_ref=m["effect_ref"],
+                    worker=m["worker"],
+                    error=_short_text(m["error"]),
+                )
                 try:
                     at.outcome = Outcome(m["outcome"])
                 except ValueError:
@@ -815,11 +932,16 @@ class Ledger:
                     setattr(at, k, decode_time(m[f"t_{k}"], tc))
                 out.append(at)
             # A number stored as something else ('many') sorts after the numbered attempts.
-            out.sort(key=lambda x: (not _is_int(x.number), x.number if _is_int(x.number) else 0,
-                                    x.started_at or datetime.max.replace(tzinfo=UTC)))
+            out.sort(
+                key=lambda x: (
+                    not _is_int(x.number),
+                    x.number if _is_int(x.number) else 0,
+                    x.started_at or datetime.max.replace(tzinfo=UTC),
+                )
+            )
             return out
         if a.source == "json_array":
-            q = (select(self.ops.c[a.column]).where(self.scope_expr == scope, self.key_expr == key))
+            q = select(self.ops.c[a.column]).where(self.scope_expr == scope, self.key_expr == key)
             with self.engine.connect() as c:
                 cells = [r[0] for r in c.execute(q)]
             return json_array_attempts(cells, scope, key, a)
@@ -837,8 +959,7 @@ class Ledger:
                 n_att = c.execute(select(func.sum(self.attempt_count_expr))).scalar() or 0
             elif a.source == "json_array":
                 n_att = 0
-                res = c.execution_options(stream_results=True, yield_per=5000).execute(
-                    select(self.ops.c[a.column]))
+                res = c.execution_options(stream_results=True, yield_per=5000).execute(select(self.ops.c[a.column]))
                 for (cell,) in res:
                     arr = _json_list(cell)
                     n_att += len(arr) if arr else 0
@@ -866,9 +987,9 @@ def stored_number(v: Any) -> Any:
     if v is None or _is_int(v):
         return v
     if isinstance(v, float):
-        return int(v) if v.is_integer() and abs(v) < 2 ** 63 else v
+        return int(v) if v.is_integer() and abs(v) < 2**63 else v
     if isinstance(v, Decimal):
-        return int(v) if v.is_finite() and v == v.to_integral_value() and abs(v) < 2 ** 63 else v
+        return int(v) if v.is_finite() and v == v.to_integral_value() and abs(v) < 2**63 else v
     if isinstance(v, (bytes, bytearray, memoryview)):
         v = bytes(v).decode("utf-8", "backslashreplace")
     if isinstance(v, str) and _INT_TEXT.fullmatch(v):
@@ -891,7 +1012,7 @@ def _unmapped(s: StatusSource, raw, norm) -> ColumnElement | None:
         outside = raw.not_in(keys) if keys else raw.is_not(None)
         return outside if s.null is not None else or_(outside, raw.is_(None))
     if s.default != "unknown":
-        return None   # rules whose catch-all is a real status map every record
+        return None  # rules whose catch-all is a real status map every record
     return norm == literal_column("'unknown'")
 
 
@@ -942,15 +1063,23 @@ def json_array_attempts(cells: Sequence[Any], scope: str, key: str, spec) -> lis
                 n = int(n) if n is not None else i + 1
             except (TypeError, ValueError):
                 n = i + 1
-            out.append(Attempt(scope=scope, key=key, number=n,
-                               started_at=decode_time(e.get(el.get("at", "at")), tc),
-                               outcome=Outcome(default_outcome), raw_outcome="error",
-                               error=_short_text(e.get(el.get("error", "error")))))
+            out.append(
+                Attempt(
+                    scope=scope,
+                    key=key,
+                    number=n,
+                    started_at=decode_time(e.get(el.get("at", "at")), tc),
+                    outcome=Outcome(default_outcome),
+                    raw_outcome="error",
+                    error=_short_text(e.get(el.get("error", "error"))),
+                )
+            )
     out.sort(key=lambda x: x.number or 0)
     return out
 
 
 # ------------------------------------------------------------------------------ overview & search
+
 
 @dataclass
 class Histogram:
@@ -963,15 +1092,21 @@ class Histogram:
     source: str
 
 
-def _bucket_expr(ledger: "Ledger", epoch_expr, start_e: float, width: float):
+def _bucket_expr(ledger: Ledger, epoch_expr, start_e: float, width: float):
     x = (epoch_expr - start_e) / width
     if ledger.dialect == "sqlite":
         return cast(x, Integer)  # x >= 0 here, so truncation is floor (SQLite may lack floor())
     return func.floor(x)
 
 
-def histogram(ledger: "Ledger", start: datetime, end: datetime, buckets: int = 120,
-              flt: Filter | None = None, now: datetime | None = None) -> Histogram:
+def histogram(
+    ledger: Ledger,
+    start: datetime,
+    end: datetime,
+    buckets: int = 120,
+    flt: Filter | None = None,
+    now: datetime | None = None,
+) -> Histogram:
     """Attempts started in [start, end) counted per bucket and outcome, computed in the database.
 
     Ledgers without attempt times fall back to operations created per bucket, by status. ``flt``
@@ -986,8 +1121,11 @@ def histogram(ledger: "Ledger", start: datetime, end: datetime, buckets: int = 1
     if ledger.att is not None and "started_at" in ledger.att_epoch:
         e = ledger.att_epoch["started_at"]
         b = _bucket_expr(ledger, e, start_e, width).label("b")
-        q = (select(b, ledger.att_outcome.label("o"), func.count().label("n"))
-             .select_from(ledger.att).where(e >= start_e, e < end_e, ledger.att_where))
+        q = (
+            select(b, ledger.att_outcome.label("o"), func.count().label("n"))
+            .select_from(ledger.att)
+            .where(e >= start_e, e < end_e, ledger.att_where)
+        )
         if clause is not None or ledger.att_needs_join:
             q = q.select_from(ledger.att.join(ledger.ops, ledger.att_join))
             if clause is not None:
@@ -996,8 +1134,11 @@ def histogram(ledger: "Ledger", start: datetime, end: datetime, buckets: int = 1
     elif "created_at" in ledger.epoch:
         e = ledger.epoch["created_at"]
         b = _bucket_expr(ledger, e, start_e, width).label("b")
-        q = (select(b, ledger.status_expr.label("o"), func.count().label("n"))
-             .select_from(ledger.ops).where(e >= start_e, e < end_e))
+        q = (
+            select(b, ledger.status_expr.label("o"), func.count().label("n"))
+            .select_from(ledger.ops)
+            .where(e >= start_e, e < end_e)
+        )
         if clause is not None:
             q = q.where(clause)
         source = "operations"
@@ -1013,7 +1154,7 @@ def histogram(ledger: "Ledger", start: datetime, end: datetime, buckets: int = 1
     return Histogram(edges, counts, source)
 
 
-def time_span(ledger: "Ledger") -> tuple[datetime | None, datetime | None]:
+def time_span(ledger: Ledger) -> tuple[datetime | None, datetime | None]:
     """(earliest, latest) instant of the ledger's activity (attempt starts, else record creation)."""
     if ledger.att is not None and "started_at" in ledger.att_epoch:
         e, src = ledger.att_epoch["started_at"], ledger.att
@@ -1026,14 +1167,17 @@ def time_span(ledger: "Ledger") -> tuple[datetime | None, datetime | None]:
     return from_epoch(lo), from_epoch(hi)
 
 
-def find_operations(ledger: "Ledger", text_: str, limit: int = 50) -> list[Operation]:
+def find_operations(ledger: Ledger, text_: str, limit: int = 50) -> list[Operation]:
     """Operations whose idempotency key or intent reference equals ``text_``, then those containing it
     (exact matches first), at most ``limit``. Used by the search across all open ledgers."""
     t = text_.strip()
     if not t:
         return []
-    exact = or_(ledger.key_expr == t, ledger.intent_expr == t) if "intent_ref" in ledger.layout.fields \
+    exact = (
+        or_(ledger.key_expr == t, ledger.intent_expr == t)
+        if "intent_ref" in ledger.layout.fields
         else ledger.key_expr == t
+    )
     q = select(*ledger._op_columns()).select_from(ledger.ops).where(exact).limit(limit)
     with ledger.engine.connect() as c:
         out = [ledger.row_to_operation(r) for r in c.execute(q)]
@@ -1041,13 +1185,13 @@ def find_operations(ledger: "Ledger", text_: str, limit: int = 50) -> list[Opera
             like = ledger.key_expr.contains(t, autoescape=True)
             if "intent_ref" in ledger.layout.fields:
                 like = or_(like, ledger.intent_expr.contains(t, autoescape=True))
-            q2 = (select(*ledger._op_columns()).select_from(ledger.ops)
-                  .where(like, ~exact).limit(limit - len(out)))
+            q2 = select(*ledger._op_columns()).select_from(ledger.ops).where(like, ~exact).limit(limit - len(out))
             out += [ledger.row_to_operation(r) for r in c.execute(q2)]
     return out
 
 
 # ------------------------------------------------------------------------------------- indexes
+
 
 @dataclass
 class IndexWarning:
@@ -1062,8 +1206,10 @@ class IndexWarning:
 
     @property
     def message(self) -> str:
-        return (f"{self.table} has no index on ({', '.join(self.columns)}): {self.purpose} read the whole "
-                f"table. Suggested: {self.ddl}")
+        return (
+            f"{self.table} has no index on ({', '.join(self.columns)}): {self.purpose} read the whole "
+            f"table. Suggested: {self.ddl}"
+        )
 
     def __str__(self) -> str:  # pragma: no cover - convenience
         return self.message
@@ -1091,10 +1237,10 @@ def _leading_columns(insp, table: Table) -> list[list[str]]:
 def _has_index(indexes: list[list[str]], wanted: list[str]) -> bool:
     """An index whose leading columns are ``wanted`` in any order (a prefix serves lookups and groups)."""
     w = {c.lower() for c in wanted}
-    return any(len(cols) >= len(w) and set(cols[:len(w)]) == w for cols in indexes)
+    return any(len(cols) >= len(w) and set(cols[: len(w)]) == w for cols in indexes)
 
 
-def index_warnings(ledger: "Ledger") -> list[IndexWarning]:
+def index_warnings(ledger: Ledger) -> list[IndexWarning]:
     """Indexes the layout's queries rely on that the database lacks, found by reflection.
 
     Checked: the operations key (scope + key columns: findings group and look up by it), the time the
@@ -1115,8 +1261,9 @@ def index_warnings(ledger: "Ledger") -> list[IndexWarning]:
         qt = f"{t.schema}.{t.name}" if t.schema else t.name
         qtq = f"{q(t.schema)}.{q(t.name)}" if t.schema else q(t.name)
         ixname = ("ix_" + t.name + "_" + "_".join(cols))[:63]
-        out.append(IndexWarning(qt, cols, purpose,
-                                f"CREATE INDEX {q(ixname)} ON {qtq} ({', '.join(q(c) for c in cols)})"))
+        out.append(
+            IndexWarning(qt, cols, purpose, f"CREATE INDEX {q(ixname)} ON {qtq} ({', '.join(q(c) for c in cols)})")
+        )
 
     idx = {ledger.ops.name: _leading_columns(insp, ledger.ops)}
     check(ledger.ops, lay.scope + lay.key, "findings and the operation view", also=lay.key)

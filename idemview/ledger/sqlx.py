@@ -17,22 +17,31 @@ seconds), never another engine's SQL.
 from __future__ import annotations
 
 import operator
-
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import (
-    BigInteger, DateTime, Float, Integer, LargeBinary, String, and_, cast, literal, literal_column, type_coerce,
+    BigInteger,
+    DateTime,
+    Float,
+    Integer,
+    LargeBinary,
+    String,
+    and_,
+    cast,
+    literal,
+    literal_column,
+    type_coerce,
 )
-from sqlalchemy.types import TypeDecorator
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
+from sqlalchemy.types import TypeDecorator
 
 from idemview.layouts.layout import TimeColumn
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family, not_supported
 from idemview.ledger.rawtext import RawText, decode_text
 
-UTC = timezone.utc
+UTC = UTC
 
 
 class _EpochOf(FunctionElement):
@@ -62,8 +71,10 @@ def _epoch_pg(arg: str) -> str:
 def _epoch_pg_text(a: str) -> str:
     # A cast of malformed text would abort the whole query; only text shaped like ISO-8601 is cast.
     pattern = r"^\d{4}-\d\d-\d\d([ T]\d\d:\d\d(:\d\d(\.\d+)?)?)?\s*(Z|[+-]\d\d(:?\d\d)?)?$"
-    return (f"CASE WHEN CAST({a} AS TEXT) ~ '{pattern}' THEN "
-            f"CAST(EXTRACT(EPOCH FROM CAST(CAST({a} AS TEXT) AS TIMESTAMPTZ)) AS DOUBLE PRECISION) END")
+    return (
+        f"CASE WHEN CAST({a} AS TEXT) ~ '{pattern}' THEN "
+        f"CAST(EXTRACT(EPOCH FROM CAST(CAST({a} AS TEXT) AS TIMESTAMPTZ)) AS DOUBLE PRECISION) END"
+    )
 
 
 def _epoch_mysql(arg: str) -> str:
@@ -76,8 +87,10 @@ def _epoch_mysql(arg: str) -> str:
 def _epoch_mysql_text(a: str) -> str:
     # ISO text: drop the 'T' and a 'Z'; CAST gives NULL (a warning) for text it cannot parse. Explicit
     # numeric offsets are not applied on MySQL/MariaDB (documented limitation).
-    return (f"(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
-            f"CAST(REPLACE(REPLACE({a}, 'T', ' '), 'Z', '') AS DATETIME(6))) / 1000000.0)")
+    return (
+        f"(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
+        f"CAST(REPLACE(REPLACE({a}, 'T', ' '), 'Z', '') AS DATETIME(6))) / 1000000.0)"
+    )
 
 
 _EPOCH = {SQLITE: _epoch_sqlite, POSTGRESQL: _epoch_pg, MYSQL: _epoch_mysql}
@@ -176,15 +189,17 @@ def _time_cmp(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: st
     return out
 
 
-def time_before(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: str,
-                inclusive: bool = True) -> ColumnElement:
+def time_before(
+    col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: str, inclusive: bool = True
+) -> ColumnElement:
     """SQL predicate ``col <= instant`` (``<`` when not inclusive), compiled into the column's encoding
     so that an index on ``col`` can serve it. ``instant`` must be aware."""
     return _time_cmp(col, tc, instant, dialect, operator.le if inclusive else operator.lt)
 
 
-def time_after(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: str,
-               inclusive: bool = True) -> ColumnElement:
+def time_after(
+    col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: str, inclusive: bool = True
+) -> ColumnElement:
     """SQL predicate ``col >= instant`` (``>`` when not inclusive), in the column's encoding."""
     return _time_cmp(col, tc, instant, dialect, operator.ge if inclusive else operator.gt)
 
@@ -331,16 +346,18 @@ def _stored_int(el, compiler, **kw):
         # SQLite keeps any value in any column, and CAST invents numbers: CAST('many' AS INTEGER) is 0,
         # CAST(1e20 AS INTEGER) is 9223372036854775807. Only a value that reads back unchanged as an
         # integer is one.
-        return (f"(CASE WHEN CAST(CAST({a} AS INTEGER) AS TEXT) = CAST({a} AS TEXT) "
-                f"THEN CAST({a} AS INTEGER) END)")
+        return f"(CASE WHEN CAST(CAST({a} AS INTEGER) AS TEXT) = CAST({a} AS TEXT) THEN CAST({a} AS INTEGER) END)"
     if fam == POSTGRESQL:
         # A failed cast aborts the whole statement on PostgreSQL: cast only integer-shaped text.
-        return (f"(CASE WHEN CAST({a} AS TEXT) ~ '^\\s*[-+]?[0-9]{{1,18}}\\s*$' "
-                f"THEN CAST(CAST({a} AS TEXT) AS BIGINT) END)")
+        return (
+            f"(CASE WHEN CAST({a} AS TEXT) ~ '^\\s*[-+]?[0-9]{{1,18}}\\s*$' THEN CAST(CAST({a} AS TEXT) AS BIGINT) END)"
+        )
     if fam == MYSQL:
         # MySQL's CAST gives 0 for 'many' and clamps 1e20 (with a warning only).
-        return (f"(CASE WHEN CAST({a} AS CHAR) REGEXP '^[[:space:]]*[-+]?[0-9]{{1,18}}[[:space:]]*$' "
-                f"THEN CAST({a} AS SIGNED) END)")
+        return (
+            f"(CASE WHEN CAST({a} AS CHAR) REGEXP '^[[:space:]]*[-+]?[0-9]{{1,18}}[[:space:]]*$' "
+            f"THEN CAST({a} AS SIGNED) END)"
+        )
     return f"CAST({a} AS BIGINT)"
 
 

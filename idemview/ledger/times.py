@@ -7,14 +7,14 @@ value: ``None``, empty text and anything it cannot parse give ``None``.
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from idemview.layouts.layout import TimeColumn
 
-UTC = timezone.utc
+UTC = UTC
 
 
 @lru_cache(maxsize=64)

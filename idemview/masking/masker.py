@@ -39,11 +39,12 @@ import json
 import logging
 import re
 import secrets
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 from uuid import UUID
 
 from idemview.domain.model import Payload
@@ -68,17 +69,47 @@ __all__ = [
 # Kinds
 
 #: Kinds that are credentials: never revealable, whatever the GUI asks.
-CREDENTIAL_KINDS: frozenset[str] = frozenset({
-    "password", "secret", "token", "api_key", "private_key", "authorization", "cookie", "session",
-    "credential", "pin", "cvv", "signature", "jwt", "bearer", "basic", "aws_key", "github_token",
-    "stripe_key", "slack_token", "google_api_key", "aws_secret",
-})
+CREDENTIAL_KINDS: frozenset[str] = frozenset(
+    {
+        "password",
+        "secret",
+        "token",
+        "api_key",
+        "private_key",
+        "authorization",
+        "cookie",
+        "session",
+        "credential",
+        "pin",
+        "cvv",
+        "signature",
+        "jwt",
+        "bearer",
+        "basic",
+        "aws_key",
+        "github_token",
+        "stripe_key",
+        "slack_token",
+        "google_api_key",
+        "aws_secret",
+    }
+)
 
 #: Built-in detectors. Only the personal-data ones may be switched off by configuration;
 #: credential detectors are always on (credentials are never revealed, DESIGN §6).
 DETECTORS: tuple[str, ...] = (
-    "private_key", "url_password", "url_param", "jwt", "provider_key", "auth_header",
-    "email", "iban", "phone", "ssn", "card", "named_value",
+    "private_key",
+    "url_password",
+    "url_param",
+    "jwt",
+    "provider_key",
+    "auth_header",
+    "email",
+    "iban",
+    "phone",
+    "ssn",
+    "card",
+    "named_value",
 )
 OPTIONAL_DETECTORS: frozenset[str] = frozenset({"email", "iban", "card", "phone", "ssn"})
 
@@ -92,69 +123,197 @@ _KIND_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 # Normalised word or phrase (words joined by "_") -> kind. Longest phrase wins.
 _FIELD_WORDS: dict[str, str] = {
     # credentials
-    "password": "password", "passwd": "password", "pwd": "password", "pass": "password",
-    "passphrase": "password", "pass_phrase": "password", "passwords": "password",
-    "secret": "secret", "secrets": "secret",
-    "token": "token", "otp": "token", "totp": "token", "verification_code": "token",
+    "password": "password",
+    "passwd": "password",
+    "pwd": "password",
+    "pass": "password",
+    "passphrase": "password",
+    "pass_phrase": "password",
+    "passwords": "password",
+    "secret": "secret",
+    "secrets": "secret",
+    "token": "token",
+    "otp": "token",
+    "totp": "token",
+    "verification_code": "token",
     "mfa_code": "token",
-    "api_key": "api_key", "apikey": "api_key", "api_token": "api_key", "access_key": "api_key",
-    "private_key": "private_key", "secret_key": "private_key", "signing_key": "private_key",
-    "encryption_key": "private_key", "master_key": "private_key", "ssh_key": "private_key",
-    "hmac_key": "private_key", "privatekey": "private_key",
-    "secret_access_key": "aws_secret", "aws_secret_key": "aws_secret",
-    "authorization": "authorization", "auth": "authorization",
-    "cookie": "cookie", "cookies": "cookie",
-    "session": "session", "sessionid": "session", "jsessionid": "session", "phpsessid": "session",
-    "credential": "credential", "credentials": "credential", "creds": "credential",
+    "api_key": "api_key",
+    "apikey": "api_key",
+    "api_token": "api_key",
+    "access_key": "api_key",
+    "private_key": "private_key",
+    "secret_key": "private_key",
+    "signing_key": "private_key",
+    "encryption_key": "private_key",
+    "master_key": "private_key",
+    "ssh_key": "private_key",
+    "hmac_key": "private_key",
+    "privatekey": "private_key",
+    "secret_access_key": "aws_secret",
+    "aws_secret_key": "aws_secret",
+    "authorization": "authorization",
+    "auth": "authorization",
+    "cookie": "cookie",
+    "cookies": "cookie",
+    "session": "session",
+    "sessionid": "session",
+    "jsessionid": "session",
+    "phpsessid": "session",
+    "credential": "credential",
+    "credentials": "credential",
+    "creds": "credential",
     "signature": "signature",
     "pin": "pin",
-    "cvv": "cvv", "cvc": "cvv", "cvv2": "cvv", "cvc2": "cvv", "csc": "cvv",
-    "security_code": "cvv", "card_verification": "cvv",
+    "cvv": "cvv",
+    "cvc": "cvv",
+    "cvv2": "cvv",
+    "cvc2": "cvv",
+    "csc": "cvv",
+    "security_code": "cvv",
+    "card_verification": "cvv",
     # personal data (revealable one cell at a time)
-    "card": "card", "card_number": "card", "cardnumber": "card", "credit_card": "card",
-    "creditcard": "card", "cc_number": "card", "ccnumber": "card", "pan": "card",
+    "card": "card",
+    "card_number": "card",
+    "cardnumber": "card",
+    "credit_card": "card",
+    "creditcard": "card",
+    "cc_number": "card",
+    "ccnumber": "card",
+    "pan": "card",
     "primary_account_number": "card",
-    "ssn": "ssn", "social_security_number": "ssn",
+    "ssn": "ssn",
+    "social_security_number": "ssn",
     "iban": "iban",
-    "email": "email", "e_mail": "email", "email_address": "email", "emailaddress": "email",
-    "phone": "phone", "phone_number": "phone", "phonenumber": "phone", "telephone": "phone",
-    "mobile": "phone", "msisdn": "phone",
+    "email": "email",
+    "e_mail": "email",
+    "email_address": "email",
+    "emailaddress": "email",
+    "phone": "phone",
+    "phone_number": "phone",
+    "phonenumber": "phone",
+    "telephone": "phone",
+    "mobile": "phone",
+    "msisdn": "phone",
 }
 
 # Substrings of the glued lower-case name (``userpassword``, ``xapikey``) -> kind. Only long,
 # unambiguous stems: short ones (pan, pin, auth) would hit "company", "spinner", "author".
 _GLUED_NAMES: dict[str, str] = {
-    "password": "password", "passwd": "password", "passphrase": "password", "secret": "secret",
+    "password": "password",
+    "passwd": "password",
+    "passphrase": "password",
+    "secret": "secret",
     "secretaccesskey": "aws_secret",
-    "apikey": "api_key", "accesskey": "api_key", "secretkey": "private_key",
-    "privatekey": "private_key", "accesstoken": "token", "refreshtoken": "token",
-    "authtoken": "token", "bearertoken": "token", "idtoken": "token", "sessionid": "session",
-    "sessiontoken": "session", "credential": "credential", "creditcard": "card",
-    "cardnumber": "card", "emailaddress": "email", "phonenumber": "phone",
+    "apikey": "api_key",
+    "accesskey": "api_key",
+    "secretkey": "private_key",
+    "privatekey": "private_key",
+    "accesstoken": "token",
+    "refreshtoken": "token",
+    "authtoken": "token",
+    "bearertoken": "token",
+    "idtoken": "token",
+    "sessionid": "session",
+    "sessiontoken": "session",
+    "credential": "credential",
+    "creditcard": "card",
+    "cardnumber": "card",
+    "emailaddress": "email",
+    "phonenumber": "phone",
     "authorization": "authorization",
 }
 
 # Words that turn a sensitive word into metadata about it (counts, types, times, display parts).
-_QUALIFIERS: frozenset[str] = frozenset({
-    "count", "counts", "used", "usage", "total", "max", "min", "limit", "limits", "remaining",
-    "length", "len", "size", "type", "types", "kind", "scheme", "method", "methods", "provider",
-    "mode", "expires", "expiry", "expiration", "exp", "ttl", "timeout", "verified", "enabled",
-    "required", "present", "version", "status", "state", "policy", "rotated", "changed", "updated",
-    "created", "issued", "revoked", "refreshed", "last4", "last", "first6", "bin", "brand",
-    "country", "funding", "network", "fingerprint", "month", "year", "name", "domain", "path",
-    "page", "pagination", "cursor", "continuation", "template", "subject", "format", "amount",
-    "currency", "is", "has", "strength", "algorithm", "alg",
-})
+_QUALIFIERS: frozenset[str] = frozenset(
+    {
+        "count",
+        "counts",
+        "used",
+        "usage",
+        "total",
+        "max",
+        "min",
+        "limit",
+        "limits",
+        "remaining",
+        "length",
+        "len",
+        "size",
+        "type",
+        "types",
+        "kind",
+        "scheme",
+        "method",
+        "methods",
+        "provider",
+        "mode",
+        "expires",
+        "expiry",
+        "expiration",
+        "exp",
+        "ttl",
+        "timeout",
+        "verified",
+        "enabled",
+        "required",
+        "present",
+        "version",
+        "status",
+        "state",
+        "policy",
+        "rotated",
+        "changed",
+        "updated",
+        "created",
+        "issued",
+        "revoked",
+        "refreshed",
+        "last4",
+        "last",
+        "first6",
+        "bin",
+        "brand",
+        "country",
+        "funding",
+        "network",
+        "fingerprint",
+        "month",
+        "year",
+        "name",
+        "domain",
+        "path",
+        "page",
+        "pagination",
+        "cursor",
+        "continuation",
+        "template",
+        "subject",
+        "format",
+        "amount",
+        "currency",
+        "is",
+        "has",
+        "strength",
+        "algorithm",
+        "alg",
+    }
+)
 # "*_id" names reference an object, except for session ids, which are the credential itself.
 _ID_WORDS: frozenset[str] = frozenset({"id", "ids", "uuid"})
 _ID_SENSITIVE_KINDS: frozenset[str] = frozenset({"session"})
 
 # Extra names sensitive only as URL query/fragment parameters (?key=AIza..., ?sig=..., X-Amz-*).
 _URL_PARAM_NAMES: dict[str, str] = {
-    "key": "api_key", "sig": "signature", "signature": "signature",
-    "x_amz_signature": "signature", "x_amz_credential": "credential",
-    "x_amz_security_token": "token", "x_goog_signature": "signature",
-    "x_goog_credential": "credential", "code": "token", "client_secret": "secret",
+    "key": "api_key",
+    "sig": "signature",
+    "signature": "signature",
+    "x_amz_signature": "signature",
+    "x_amz_credential": "credential",
+    "x_amz_security_token": "token",
+    "x_goog_signature": "signature",
+    "x_goog_credential": "credential",
+    "code": "token",
+    "client_secret": "secret",
 }
 
 
@@ -227,7 +386,7 @@ class MaskRules:
     keep_card_last4: bool = True
 
     @classmethod
-    def default(cls) -> "MaskRules":
+    def default(cls) -> MaskRules:
         """The shipped rules: every detector on, the field names of DESIGN §6."""
         return cls(
             field_words=MappingProxyType(dict(_FIELD_WORDS)),
@@ -241,7 +400,7 @@ class MaskRules:
         )
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None) -> "MaskRules":
+    def from_config(cls, config: Mapping[str, Any] | None) -> MaskRules:
         """The default rules extended by a ``[masking]`` table of the config file::
 
             fields = ["member_no", {name = "tax_ref", kind = "tax_id", credential = false}]
@@ -298,10 +457,15 @@ class MaskRules:
                 raise ValueError(f"masking detector {d!r} guards credentials and cannot be disabled")
             detectors.discard(d)
         return cls(
-            field_words=base.field_words, glued_names=base.glued_names, qualifiers=base.qualifiers,
-            extra_fields=MappingProxyType(extra), not_sensitive=not_sensitive,
-            url_param_names=base.url_param_names, credential_kinds=frozenset(cred),
-            detectors=frozenset(detectors), patterns=tuple(patterns),
+            field_words=base.field_words,
+            glued_names=base.glued_names,
+            qualifiers=base.qualifiers,
+            extra_fields=MappingProxyType(extra),
+            not_sensitive=not_sensitive,
+            url_param_names=base.url_param_names,
+            credential_kinds=frozenset(cred),
+            detectors=frozenset(detectors),
+            patterns=tuple(patterns),
             keep_card_last4=bool(config.get("keep_card_last4", True)),
         )
 
@@ -321,7 +485,7 @@ class MaskRules:
         fw = self.field_words
         for size in (3, 2, 1):
             for i in range(n - size + 1):
-                kind = fw.get("_".join(words[i:i + size]))
+                kind = fw.get("_".join(words[i : i + size]))
                 if kind is not None:
                     break
             if kind is not None:
@@ -360,8 +524,7 @@ class MaskRules:
             "not_sensitive": sorted(self.not_sensitive),
             "url_param_names": sorted(self.url_param_names),
             "credential_kinds": sorted(self.credential_kinds),
-            "patterns": [{"kind": p.kind, "regex": p.regex, "credential": p.credential}
-                         for p in self.patterns],
+            "patterns": [{"kind": p.kind, "regex": p.regex, "credential": p.credential} for p in self.patterns],
             "keep_card_last4": self.keep_card_last4,
             "tag": "[kind#first 6 hex of HMAC-SHA256(value) under a per-export random key]",
         }
@@ -394,37 +557,115 @@ def _iin_plausible(d: str) -> bool:
     positives such as 13-digit epoch milliseconds (leading 1) and random 16-digit ids."""
     n = len(d)
     a = d[0]
-    if a == "4":                                      # Visa
+    if a == "4":  # Visa
         return n in (13, 16, 19)
-    if a == "5":                                      # Mastercard 51-55, Maestro 50/56-59
+    if a == "5":  # Mastercard 51-55, Maestro 50/56-59
         return 16 <= n <= 19
-    if a == "2":                                      # Mastercard 2-series 2221-2720
+    if a == "2":  # Mastercard 2-series 2221-2720
         return n == 16 and 2221 <= int(d[:4]) <= 2720
-    if a == "6":                                      # Discover, UnionPay, Maestro
+    if a == "6":  # Discover, UnionPay, Maestro
         return 16 <= n <= 19
     if a == "3":
         ab = d[:2]
-        if ab in ("34", "37"):                        # Amex
+        if ab in ("34", "37"):  # Amex
             return n == 15
-        if ab in ("30", "36", "38", "39"):            # Diners
+        if ab in ("30", "36", "38", "39"):  # Diners
             return n in (14, 16, 19)
-        if ab == "35":                                # JCB
+        if ab == "35":  # JCB
             return 16 <= n <= 19
     return False
 
 
 # ISO 13616 IBAN lengths by country (SWIFT IBAN registry).
 _IBAN_LENGTHS: dict[str, int] = {
-    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
-    "BI": 27, "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27,
-    "DK": 18, "DO": 28, "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27,
-    "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22,
-    "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32,
-    "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25, "MC": 27, "MD": 24, "ME": 22, "MK": 19,
-    "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18, "NO": 15, "OM": 23, "PK": 24,
-    "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33, "SA": 24, "SC": 31,
-    "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28, "TL": 23,
-    "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+    "AD": 24,
+    "AE": 23,
+    "AL": 28,
+    "AT": 20,
+    "AZ": 28,
+    "BA": 20,
+    "BE": 16,
+    "BG": 22,
+    "BH": 22,
+    "BI": 27,
+    "BR": 29,
+    "BY": 28,
+    "CH": 21,
+    "CR": 22,
+    "CY": 28,
+    "CZ": 24,
+    "DE": 22,
+    "DJ": 27,
+    "DK": 18,
+    "DO": 28,
+    "EE": 20,
+    "EG": 29,
+    "ES": 24,
+    "FI": 18,
+    "FK": 18,
+    "FO": 18,
+    "FR": 27,
+    "GB": 22,
+    "GE": 22,
+    "GI": 23,
+    "GL": 18,
+    "GR": 27,
+    "GT": 28,
+    "HR": 21,
+    "HU": 28,
+    "IE": 22,
+    "IL": 23,
+    "IQ": 23,
+    "IS": 26,
+    "IT": 27,
+    "JO": 30,
+    "KW": 30,
+    "KZ": 20,
+    "LB": 28,
+    "LC": 32,
+    "LI": 21,
+    "LT": 20,
+    "LU": 20,
+    "LV": 21,
+    "LY": 25,
+    "MC": 27,
+    "MD": 24,
+    "ME": 22,
+    "MK": 19,
+    "MN": 20,
+    "MR": 27,
+    "MT": 31,
+    "MU": 30,
+    "NI": 28,
+    "NL": 18,
+    "NO": 15,
+    "OM": 23,
+    "PK": 24,
+    "PL": 28,
+    "PS": 29,
+    "PT": 25,
+    "QA": 29,
+    "RO": 24,
+    "RS": 22,
+    "RU": 33,
+    "SA": 24,
+    "SC": 31,
+    "SD": 18,
+    "SE": 24,
+    "SI": 19,
+    "SK": 24,
+    "SM": 27,
+    "SO": 23,
+    "ST": 25,
+    "SV": 28,
+    "TL": 23,
+    "TN": 24,
+    "TR": 26,
+    "UA": 29,
+    "VA": 22,
+    "VG": 24,
+    "XK": 20,
+    "YE": 30,
 }
 
 
@@ -466,16 +707,21 @@ def _looks_random(s: str) -> bool:
 # (ids, statuses, kinds: the common case) is returned untouched in well under a microsecond.
 # Byte "shape" of a text for digit-based detectors: digit -> 0, A-Z -> 2, '-' '.' -> 3, a-z -> 4,
 # else 1. bytes.translate / in / count run in C, far faster than a regex with a \d start.
-_SHAPE = bytes((0 if 48 <= i <= 57 else 2 if 65 <= i <= 90 else 3 if i in (45, 46)
-                else 4 if 97 <= i <= 122 else 1) for i in range(256))
+_SHAPE = bytes(
+    (0 if 48 <= i <= 57 else 2 if 65 <= i <= 90 else 3 if i in (45, 46) else 4 if 97 <= i <= 122 else 1)
+    for i in range(256)
+)
 _PROVIDER_GATE_RE = re.compile(
     r"AKIA|ASIA|gh[pousr]_|github_pat_|_live_|_test_|whsec_|xox|xapp-|AIza|ya29\.|sk-|glpat-"
-    r"|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack")
+    r"|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack"
+)
 _STEM_GATE_RE = re.compile(
     r"b(?:earer|asic)|token|p(?:ass|wd|an|in|hone)|s(?:ecret|ess|sn|ig)|key|auth"
-    r"|c(?:ookie|red|ard|vv|vc|sc|ode)|iban|m(?:ail|obile|sisdn)|otp")
-_F_URL, _F_AT, _F_JWT, _F_PEM, _F_CARD, _F_PHONE, _F_IBAN, _F_PROV, _F_STEM, _F_AWS, _F_PHONE00, \
-    _F_SSN, _F_LABEL = (1 << i for i in range(13))
+    r"|c(?:ookie|red|ard|vv|vc|sc|ode)|iban|m(?:ail|obile|sisdn)|otp"
+)
+_F_URL, _F_AT, _F_JWT, _F_PEM, _F_CARD, _F_PHONE, _F_IBAN, _F_PROV, _F_STEM, _F_AWS, _F_PHONE00, _F_SSN, _F_LABEL = (
+    1 << i for i in range(13)
+)
 # AWS secret keys (40 base64 characters) need an AWS or "secret" context (on lower-cased text).
 _AWS_GATE_RE = re.compile(r"akia|asia|aws|secret")
 
@@ -505,28 +751,27 @@ def _families(text: str) -> int:
             f |= _F_STEM
     if len(text) >= 15 and _PROVIDER_GATE_RE.search(text) is not None:
         f |= _F_PROV
-    if len(text) >= 40 and f & (_F_STEM | _F_PROV):     # "secret" / "AKIA" (more in the detector)
+    if len(text) >= 40 and f & (_F_STEM | _F_PROV):  # "secret" / "AKIA" (more in the detector)
         f |= _F_AWS
     sh = text.encode("utf-8", "surrogatepass").translate(_SHAPE)
     nd = sh.count(0)
-    if nd >= 6 and low is not None and (f & _F_STEM or "tel" in low or "social" in low
-                                        or "cell" in low):
+    if nd >= 6 and low is not None and (f & _F_STEM or "tel" in low or "social" in low or "cell" in low):
         f |= _F_LABEL
     if nd >= 9:
         if nd >= 10 and " " in text and _phone00_start(text):
             f |= _F_PHONE00
-        if sh.find(b"\0\0\0\3\0\0\3\0\0\0\0") >= 0:   # SSN "ddd-dd-dddd"
+        if sh.find(b"\0\0\0\3\0\0\3\0\0\0\0") >= 0:  # SSN "ddd-dd-dddd"
             f |= _F_SSN
     if nd >= 4:
-        if nd >= 10 and sh.find(b"\0\0\0\0") >= 0:       # cards and NANP phones have a 4-digit group
+        if nd >= 10 and sh.find(b"\0\0\0\0") >= 0:  # cards and NANP phones have a 4-digit group
             if nd >= 13:
                 f |= _F_CARD
-            if sh.find(b"\0\0\0\3\0\0\0\0") >= 0:          # NANP ends "ddd-dddd" / "ddd.dddd"
+            if sh.find(b"\0\0\0\3\0\0\0\0") >= 0:  # NANP ends "ddd-dddd" / "ddd.dddd"
                 f |= _F_PHONE
         if sh.find(b"\2\2\0\0") >= 0:
             f |= _F_IBAN
         else:
-            m = _CCDD_LOWER_RE.search(sh)                 # lower case: "ccdd" (literal search: fast)
+            m = _CCDD_LOWER_RE.search(sh)  # lower case: "ccdd" (literal search: fast)
             if m is not None and _lower_iban_start(text, sh, m.start()):
                 f |= _F_IBAN
     return f
@@ -538,10 +783,13 @@ def _phone00_start(text: str) -> bool:
     i = text.find("00")
     n = len(text)
     while i >= 0:
-        if i + 2 < n and "1" <= text[i + 2] <= "9" and (
-                i == 0 or not text[i - 1].isalnum() and text[i - 1] not in "_+-./:"):
+        if (
+            i + 2 < n
+            and "1" <= text[i + 2] <= "9"
+            and (i == 0 or not text[i - 1].isalnum() and text[i - 1] not in "_+-./:")
+        ):
             return True
-        i = text.find("00", i + 2)      # a "00" at i+1 follows a "0": not a word start
+        i = text.find("00", i + 2)  # a "00" at i+1 follows a "0": not a word start
     return False
 
 
@@ -553,10 +801,11 @@ def _lower_iban_start(text: str, sh: bytes, p: int) -> bool:
     JSON escape such as ``\\n``) with a known country ``cc``. Lower-case hex ids often have that
     shape, so the country and boundary are checked here rather than by the IBAN regex."""
     if len(sh) != len(text):
-        return True                              # non-ASCII: indices differ, let the regex decide
+        return True  # non-ASCII: indices differ, let the regex decide
     while p >= 0:
-        if (p == 0 or sh[p - 1] not in (0, 2, 4) or (p >= 2 and text[p - 2] == "\\")) \
-                and text[p:p + 2].upper() in _IBAN_LENGTHS:
+        if (p == 0 or sh[p - 1] not in (0, 2, 4) or (p >= 2 and text[p - 2] == "\\")) and text[
+            p : p + 2
+        ].upper() in _IBAN_LENGTHS:
             return True
         p = sh.find(b"\4\4\0\0", p + 1)
     return False
@@ -570,11 +819,14 @@ _ESC = r"(?<=\\[ntrbf])|(?<=\\u[0-9a-fA-F]{4})"
 # RFC 7468 PEM private key blocks (also PGP "PRIVATE KEY BLOCK"); an unterminated block to the end.
 _PEM_RE = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
-    r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S)
+    r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+    re.S,
+)
 
 # RFC 3986 userinfo "user:password@" in any scheme://  (postgres://, redis://, https://, amqp://...)
 _URL_USERINFO_RE = re.compile(
-    r"(?:(?<![A-Za-z0-9+.\-])|" + _ESC + r")(?<!\\)[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/?#@\"'<>\[\]]*:([^\s/\"'<>]*)@")
+    r"(?:(?<![A-Za-z0-9+.\-])|" + _ESC + r")(?<!\\)[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/?#@\"'<>\[\]]*:([^\s/\"'<>]*)@"
+)
 
 # Query / fragment / matrix parameters: ?token=..., &sig=..., #access_token=..., ;jsessionid=...
 _URL_PARAM_RE = re.compile(r"[?&#;]([A-Za-z][\w.\-]{0,63})=([^&#\s\"'<>]+)")
@@ -582,7 +834,8 @@ _URL_PARAM_RE = re.compile(r"[?&#;]([A-Za-z][\w.\-]{0,63})=([^&#\s\"'<>]+)")
 # RFC 7519 JWT / RFC 7515 JWS compact form: base64url(JSON header) starts with "eyJ" ({").
 _JWT_RE = re.compile(
     r"(?:(?<![A-Za-z0-9_\-])|" + _ESC + r")eyJ[A-Za-z0-9_\-]{2,}\.(?:eyJ[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*){0,3}"
-    r"|[A-Za-z0-9_\-]{2,}(?:\.[A-Za-z0-9_\-]*){1,3})")
+    r"|[A-Za-z0-9_\-]{2,}(?:\.[A-Za-z0-9_\-]*){1,3})"
+)
 
 # Provider key formats, as documented by each provider (prefix + charset + length).
 _PROVIDER_RE = re.compile(
@@ -605,8 +858,11 @@ _AUTH_CONTEXT_RE = re.compile(r"(?i)authori[sz]ation|auth\b|x-auth")
 
 # E-mail addresses (RFC 5322 dot-atom, minus quote characters and separators that occur in URLs).
 _EMAIL_RE = re.compile(
-    r"(?:(?<![A-Za-z0-9!#$%*+^_{|}~.\-])|" + _ESC + r")(?<!\\)[A-Za-z0-9!#$%*+^_{|}~\-](?:[A-Za-z0-9!#$%*+^_{|}~.\-]{0,63})"
-    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9\-])")
+    r"(?:(?<![A-Za-z0-9!#$%*+^_{|}~.\-])|"
+    + _ESC
+    + r")(?<!\\)[A-Za-z0-9!#$%*+^_{|}~\-](?:[A-Za-z0-9!#$%*+^_{|}~.\-]{0,63})"
+    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9\-])"
+)
 
 # Candidate IBAN (ISO 13616): country, 2 check digits, BBAN, optionally in groups separated by
 # spaces; upper or lower case (validated upper-cased, see _iban_case_ok).
@@ -624,6 +880,7 @@ def _iban_case_ok(s: str) -> bool:
         return False
     return " " in s or not (_HEX_CHARS.issuperset(s) and not s[4:].isdigit())
 
+
 # Runs of >= 13 digits with single space/dash/dot separators; card windows are searched inside a run.
 _CARD_RUN_RE = re.compile(r"(?<!\d)\d(?:[ .\-]?\d){12,}(?!\d)")
 _DIGITS_RE = re.compile(r"\d+")
@@ -634,8 +891,10 @@ _CARD_TEXT_RE = re.compile(r"\s*\d[\d .\-]*\d\s*")
 _AWS_SECRET_RE = re.compile(r"(?:(?<![A-Za-z0-9/+=])|" + _ESC + r")[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 
 # US SSN "ddd-dd-dddd" (SSA: area not 000/666/9xx, group not 00, serial not 0000); dates are 4-2-2.
-_SSN_RE = re.compile(r"(?:(?<![\w\-./:])|" + _ESC + r")(?!000|666|9)\d{3}-(?!00)\d{2}-(?!0000)\d{4}"
-                     r"(?![\w\-]|[.:/]\d)")
+_SSN_RE = re.compile(
+    r"(?:(?<![\w\-./:])|" + _ESC + r")(?!000|666|9)\d{3}-(?!00)\d{2}-(?!0000)\d{4}"
+    r"(?![\w\-]|[.:/]\d)"
+)
 # International numbers written with the "00" prefix and spaces (ITU-T E.123): "0044 20 7946 0958".
 _PHONE00_RE = re.compile(r"(?:(?<![\w+\-./:])|" + _ESC + r")00[1-9]\d{0,3}(?: \d{1,4}){2,5}(?![\w\-./:]| \d)")
 # A phone or SSN right after its label word, no ":" needed: "tel 020 7946 0958", "ssn 078 05 1120".
@@ -643,18 +902,22 @@ _LABEL_NUM_RE = re.compile(
     r"(?<![A-Za-z0-9_])(?i:(?P<ssn>ssn|social[ \-]security(?:[ \-](?:number|no\.?|nr\.?))?)"
     r"|phone|tel|telephone|mobile|cell(?:phone)?|msisdn)\.?"
     r"(?i:[ \t]*(?:number|no\.?|nr\.?|#))?[ \t]*[:=#]?[ \t]*"
-    r"(?P<num>\(?\+?\d[\d ().\-/]{4,22}\d)(?!\d)")
+    r"(?P<num>\(?\+?\d[\d ().\-/]{4,22}\d)(?!\d)"
+)
 
 # E.164-ish phone numbers need a leading + (ITU-T E.164: at most 15 digits); NANP needs its
 # formatted shape. Plain digit runs are not phones: they are ids, order numbers, epochs.
 _PHONE_RE = re.compile(r"(?:(?<![\w+/.])|" + _ESC + r")\+[1-9][\d ()\-]{6,24}\d(?!\d)")
-_NANP_RE = re.compile(r"(?:(?<![\w\-.])|" + _ESC + r")(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[\-.])[2-9]\d{2}[\-.]\d{4}(?!\d|[\-.]\d)")
+_NANP_RE = re.compile(
+    r"(?:(?<![\w\-.])|" + _ESC + r")(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[\-.])[2-9]\d{2}[\-.]\d{4}(?!\d|[\-.]\d)"
+)
 
 # name=value, name: value, "name": "value", \"name\": \"value\" (JSON in JSON), name => value.
 _KV_RE = re.compile(
     r"(?:(?<![\w.\-])|" + _ESC + r")(?<!\\)(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\?[\"'])?[ \t]*(?:=>|[:=])[ \t]*"
     r"(?P<val>(?P<q1>\\\"(?:[^\"\\]|\\[^\"])*?\\\")|(?P<q2>\"(?:[^\"\\\n]|\\.)*\")|(?P<q3>'[^'\n]*')"
-    r"|(?P<bare>(?:(?i:bearer|basic|token)[ \t]+)?[^\s&,;\"'<>(){}\[\]]+))")
+    r"|(?P<bare>(?:(?i:bearer|basic|token)[ \t]+)?[^\s&,;\"'<>(){}\[\]]+))"
+)
 # Continuation of an unquoted credential value (see Masker._kv_value_end): characters of a word,
 # then more words after a space/","/"&" unless that word starts another name=value pair.
 _KV_WORD = r"""(?:[^\s;,&"'\\]|'(?=\w)|\\\\|\\(?![nrtbfu"'\\]))"""
@@ -667,9 +930,29 @@ _NUMBERISH_KINDS = frozenset({"phone", "ssn", "card", "iban"})
 # password was set). Exact spellings only: a password that *is* one of these stays visible.
 # YES / NO: MySQL's "Access denied for user 'app'@'host' (using password: YES)" says whether a password
 # was sent, not what it was; masking it hid the one useful word of the message (issue #13 §9).
-_KV_SKIP_VALUES = frozenset({"null", "NULL", "None", "none", "true", "false", "True", "False",
-                             "undefined", "nil", "", "***", "********", "YES", "NO", "Yes", "No",
-                             "yes", "no"})
+_KV_SKIP_VALUES = frozenset(
+    {
+        "null",
+        "NULL",
+        "None",
+        "none",
+        "true",
+        "false",
+        "True",
+        "False",
+        "undefined",
+        "nil",
+        "",
+        "***",
+        "********",
+        "YES",
+        "NO",
+        "Yes",
+        "No",
+        "yes",
+        "no",
+    }
+)
 
 _PHONE_SPLIT_RE = re.compile(r"\d+")
 
@@ -701,23 +984,27 @@ class Masker:
         self._key_cache: dict[str, tuple[str, str | None, tuple[str, ...]]] = {}
         det = self.rules.detectors
         # (detector, families that must have triggered, function), in the order they must run.
-        self._steps = [(bits, fn) for name, bits, fn in (
-            ("private_key", _F_PEM, self._d_pem),
-            ("url_password", _F_URL, self._d_url_password),
-            ("url_param", _F_STEM, self._d_url_param),
-            ("jwt", _F_JWT, self._d_jwt),
-            ("provider_key", _F_PROV, self._d_provider),
-            ("provider_key", _F_AWS, self._d_aws_secret),
-            ("auth_header", _F_STEM, self._d_auth),
-            ("email", _F_AT, self._d_email),
-            ("iban", _F_IBAN, self._d_iban),
-            ("phone", _F_PHONE, self._d_phone),    # before cards: "+4915123456789" is a phone
-            ("phone", _F_PHONE00, self._d_phone00),
-            ("ssn", _F_SSN, self._d_ssn),
-            ("named_value", _F_LABEL, self._d_labelled_number),
-            ("card", _F_CARD, self._d_card),
-            ("named_value", _F_STEM, self._d_kv),
-        ) if name in det]
+        self._steps = [
+            (bits, fn)
+            for name, bits, fn in (
+                ("private_key", _F_PEM, self._d_pem),
+                ("url_password", _F_URL, self._d_url_password),
+                ("url_param", _F_STEM, self._d_url_param),
+                ("jwt", _F_JWT, self._d_jwt),
+                ("provider_key", _F_PROV, self._d_provider),
+                ("provider_key", _F_AWS, self._d_aws_secret),
+                ("auth_header", _F_STEM, self._d_auth),
+                ("email", _F_AT, self._d_email),
+                ("iban", _F_IBAN, self._d_iban),
+                ("phone", _F_PHONE, self._d_phone),  # before cards: "+4915123456789" is a phone
+                ("phone", _F_PHONE00, self._d_phone00),
+                ("ssn", _F_SSN, self._d_ssn),
+                ("named_value", _F_LABEL, self._d_labelled_number),
+                ("card", _F_CARD, self._d_card),
+                ("named_value", _F_STEM, self._d_kv),
+            )
+            if name in det
+        ]
 
     def __repr__(self) -> str:
         return f"<Masker rules={self.rules.describe()['rules_sha256'][:12]} key=<hidden>>"
@@ -798,6 +1085,7 @@ class Masker:
                 if v is None or v is True or v is False:
                     return v
                 return tag_whole(kind, v, cnt)
+
             return masked_column
         tc = self._text_cache
         mask_text = self._mask_text
@@ -820,6 +1108,7 @@ class Masker:
             if t is dict:
                 return mask_dict(v, cnt)
             return mask_value(v, None, cnt)
+
         return plain_column
 
     def mask_row(self, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -857,8 +1146,7 @@ class Masker:
             digits = "".join(ch for ch in raw if ch.isdigit())
             norm = digits
             # Last four only for a value that is itself a card number (not JSON holding one).
-            if self.rules.keep_card_last4 and 13 <= len(digits) <= 19 \
-                    and _CARD_TEXT_RE.fullmatch(raw) is not None:
+            if self.rules.keep_card_last4 and 13 <= len(digits) <= 19 and _CARD_TEXT_RE.fullmatch(raw) is not None:
                 last4 = digits[-4:]
         elif kind == "iban":
             norm = raw.replace(" ", "").upper()
@@ -867,7 +1155,7 @@ class Masker:
         elif kind in ("phone", "ssn"):
             norm = "".join(ch for ch in raw if ch.isdigit())
             if kind == "phone" and norm.startswith("00"):
-                norm = norm[2:]                      # "0044 20 ..." is "+44 20 ..."
+                norm = norm[2:]  # "0044 20 ..." is "+44 20 ..."
         else:
             norm = raw
         t = f"[{kind}#{self._hex(norm)} …{last4}]" if last4 else f"[{kind}#{self._hex(norm)}]"
@@ -912,20 +1200,24 @@ class Masker:
             return self._mask_dict(value, cnt)
         if t is list or t is tuple:
             return self._mask_list(value, cnt)
-        if isinstance(value, str):           # str subclasses (enums): keep the object if unchanged
+        if isinstance(value, str):  # str subclasses (enums): keep the object if unchanged
             out = self._mask_text(str(value), cnt)
             return value if out == value else out
-        if isinstance(value, (int, float, Decimal, datetime, date, time, timedelta, UUID,
-                              bytes, bytearray, memoryview)):
+        if isinstance(
+            value, (int, float, Decimal, datetime, date, time, timedelta, UUID, bytes, bytearray, memoryview)
+        ):
             return value
         if isinstance(value, Mapping):
             return self._mask_dict(value, cnt)
         if isinstance(value, (list, tuple)):
             return self._mask_list(value, cnt)
         if isinstance(value, Payload):
-            return Payload(value.encoding, self._mask_value(value.value, None, cnt),
-                           value.size, None if value.problem is None
-                           else self._mask_text(value.problem, cnt))
+            return Payload(
+                value.encoding,
+                self._mask_value(value.value, None, cnt),
+                value.size,
+                None if value.problem is None else self._mask_text(value.problem, cnt),
+            )
         # Unknown object: what leaves is its text, so mask that.
         return self._mask_text(str(value), cnt)
 
@@ -956,7 +1248,7 @@ class Masker:
             if key_kinds:
                 for kk in key_kinds:
                     cnt[kk] = cnt.get(kk, 0) + 1
-                if mk in out:                    # two keys masked alike: keep both
+                if mk in out:  # two keys masked alike: keep both
                     mk = f"{mk}~{len(out)}"
             if v is None or v is True or v is False:
                 out[mk] = v
@@ -1004,7 +1296,7 @@ class Masker:
         local: list[str] = []
         if self.rules.patterns:
             out = self._d_patterns(out, local)
-        if len(out) >= 6:                       # nothing we detect by shape is shorter
+        if len(out) >= 6:  # nothing we detect by shape is shorter
             fams = _families(out)
             if fams:
                 for bits, step in self._steps:
@@ -1038,7 +1330,8 @@ class Masker:
                 found.append(kind)
                 base = m.start()
                 g = m.group()
-                return g[:s - base] + self._tag(kind, m.string[s:e]) + g[e - base:]
+                return g[: s - base] + self._tag(kind, m.string[s:e]) + g[e - base :]
+
             text = rx.sub(repl, text)
         return text
 
@@ -1049,6 +1342,7 @@ class Masker:
         def repl(m: re.Match[str]) -> str:
             found.append("private_key")
             return self._tag("private_key", m.group())
+
         return _PEM_RE.sub(repl, text)
 
     def _d_url_password(self, text: str, found: list[str]) -> str:
@@ -1062,6 +1356,7 @@ class Masker:
             found.append("password")
             s = m.start(1) - m.start()
             return m.group()[:s] + self._tag("password", pw) + "@"
+
         return _URL_USERINFO_RE.sub(repl, text)
 
     def _d_url_param(self, text: str, found: list[str]) -> str:
@@ -1079,7 +1374,8 @@ class Masker:
             if kind is None or _at_tag(m.string, m.start(2)):
                 return m.group()
             found.append(kind)
-            return m.group()[:m.start(2) - m.start()] + self._tag(kind, m.group(2))
+            return m.group()[: m.start(2) - m.start()] + self._tag(kind, m.group(2))
+
         return _URL_PARAM_RE.sub(repl, text)
 
     def _d_jwt(self, text: str, found: list[str]) -> str:
@@ -1089,6 +1385,7 @@ class Masker:
         def repl(m: re.Match[str]) -> str:
             found.append("jwt")
             return self._tag("jwt", m.group())
+
         return _JWT_RE.sub(repl, text)
 
     def _d_provider(self, text: str, found: list[str]) -> str:
@@ -1098,6 +1395,7 @@ class Masker:
                 kind = "slack_token"
             found.append(kind)
             return self._tag(kind, m.group())
+
         return _PROVIDER_RE.sub(repl, text)
 
     def _d_auth(self, text: str, found: list[str]) -> str:
@@ -1106,13 +1404,14 @@ class Masker:
             if len(cred) < 6 or _at_tag(m.string, m.start(3)):
                 return m.group()
             if not _looks_random(cred):
-                before = m.string[max(0, m.start() - 40):m.start()]
+                before = m.string[max(0, m.start() - 40) : m.start()]
                 if _AUTH_CONTEXT_RE.search(before) is None:
                     return m.group()
             scheme = m.group(1).lower()
             kind = "token" if scheme == "token" else scheme
             found.append(kind)
             return m.group(1) + m.group(2) + self._tag(kind, cred)
+
         return _AUTH_RE.sub(repl, text)
 
     def _d_aws_secret(self, text: str, found: list[str]) -> str:
@@ -1122,9 +1421,10 @@ class Masker:
         def repl(m: re.Match[str]) -> str:
             s = m.group()
             if not (_has_upper(s) and _has_lower(s) and (_has_digit(s) or "/" in s or "+" in s)):
-                return s                  # hex digests, words: not a base64 secret
+                return s  # hex digests, words: not a base64 secret
             found.append("aws_secret")
             return self._tag("aws_secret", s)
+
         return _AWS_SECRET_RE.sub(repl, text)
 
     def _d_email(self, text: str, found: list[str]) -> str:
@@ -1134,6 +1434,7 @@ class Masker:
         def repl(m: re.Match[str]) -> str:
             found.append("email")
             return self._tag("email", m.group())
+
         return _EMAIL_RE.sub(repl, text)
 
     def _d_iban(self, text: str, found: list[str]) -> str:
@@ -1152,11 +1453,10 @@ class Masker:
                     if s[k] != " ":
                         cnt += 1
                     k += 1
-                if cnt == length and (k == len(s) or s[k] == " ") and iban_valid(s[:k]) \
-                        and _iban_case_ok(s[:k]):
+                if cnt == length and (k == len(s) or s[k] == " ") and iban_valid(s[:k]) and _iban_case_ok(s[:k]):
                     end = k
             if end > 0:
-                parts.append(text[pos:m.start()])
+                parts.append(text[pos : m.start()])
                 parts.append(self._tag("iban", s[:end]))
                 found.append("iban")
                 pos = m.start() + end
@@ -1175,8 +1475,8 @@ class Masker:
         while m is not None:
             base = m.start()
             for s, e in _card_spans(m.group()):
-                parts.append(text[pos:base + s])
-                parts.append(self._tag("card", text[base + s:base + e]))
+                parts.append(text[pos : base + s])
+                parts.append(self._tag("card", text[base + s : base + e]))
                 found.append("card")
                 pos = base + e
             m = _CARD_RUN_RE.search(text, m.end())
@@ -1187,9 +1487,11 @@ class Masker:
         if "+" in text:
             text = _PHONE_RE.sub(lambda m: self._phone_repl(m, found), text)
         if "-" in text or "." in text or "(" in text:
+
             def nanp(m: re.Match[str]) -> str:
                 found.append("phone")
                 return self._tag("phone", m.group())
+
             text = _NANP_RE.sub(nanp, text)
         return text
 
@@ -1200,12 +1502,14 @@ class Masker:
                 return m.group()
             found.append("phone")
             return self._tag("phone", m.group())
+
         return _PHONE00_RE.sub(repl, text)
 
     def _d_ssn(self, text: str, found: list[str]) -> str:
         def repl(m: re.Match[str]) -> str:
             found.append("ssn")
             return self._tag("ssn", m.group())
+
         return _SSN_RE.sub(repl, text)
 
     def _d_labelled_number(self, text: str, found: list[str]) -> str:
@@ -1218,14 +1522,15 @@ class Masker:
             if kind not in det or not (n == 9 if kind == "ssn" else 7 <= n <= 15):
                 return m.group()
             found.append(kind)
-            return m.group()[:m.start("num") - m.start()] + self._tag(kind, num)
+            return m.group()[: m.start("num") - m.start()] + self._tag(kind, num)
+
         return _LABEL_NUM_RE.sub(repl, text)
 
     def _phone_repl(self, m: re.Match[str], found: list[str]) -> str:
         s = m.group()
-        after = m.string[m.end():m.end() + 2]
+        after = m.string[m.end() : m.end() + 2]
         if len(after) == 2 and after[0] in ".," and after[1].isdigit():
-            return s                                  # "+12345678.90" is an amount, not a phone
+            return s  # "+12345678.90" is an amount, not a phone
         # Take whole digit groups while the total stays within E.164's 15 digits.
         total = 0
         end = 0
@@ -1258,13 +1563,16 @@ class Masker:
             else:
                 bare = m.group("bare")
                 sp = bare.find(" ") if " " in bare else bare.find("\t")
-                if sp > 0:                                  # "Bearer xyz": keep the scheme
+                if sp > 0:  # "Bearer xyz": keep the scheme
                     while bare[sp] in " \t":
                         sp += 1
                     vs += sp
             val = text[vs:ve]
-            if kind is None or _at_tag(text, vs) or (
-                    m.group("bare") is not None and val.lower() in ("bearer", "basic", "token")):
+            if (
+                kind is None
+                or _at_tag(text, vs)
+                or (m.group("bare") is not None and val.lower() in ("bearer", "basic", "token"))
+            ):
                 m = _KV_RE.search(text, m.start("val"))
                 continue
             if m.group("bare") is not None:
@@ -1282,7 +1590,6 @@ class Masker:
             return text
         parts.append(text[last:])
         return "".join(parts)
-
 
     def _kv_value_end(self, text: str, ve: int, kind: str) -> int:
         """Where an unquoted value after a sensitive name ends (its first word ends at ``ve``).
@@ -1315,7 +1622,7 @@ class Masker:
         while end > ve and text[end - 1] in ")]}>":
             closer = text[end - 1]
             opener = "([{<"[")]}>".index(closer)]
-            seg = text[ve - 1:end]
+            seg = text[ve - 1 : end]
             if seg.count(opener) >= seg.count(closer):
                 break
             end -= 1
@@ -1324,8 +1631,7 @@ class Masker:
 
 _MISSING = object()
 # Exact types that never carry text, passed through unless their column is sensitive by name.
-_PASSTHROUGH_TYPES = frozenset({int, float, Decimal, datetime, date, time, timedelta, UUID,
-                                bool, type(None)})
+_PASSTHROUGH_TYPES = frozenset({int, float, Decimal, datetime, date, time, timedelta, UUID, bool, type(None)})
 
 
 _has_upper = re.compile(r"[A-Z]").search
@@ -1345,7 +1651,7 @@ def _card_spans(run: str) -> Iterable[tuple[int, int]]:
         d = groups[0][0]
         if 13 <= len(d) <= 19 and _iin_plausible(d) and luhn_valid(d):
             yield (0, len(run))
-        return                                   # >19 unseparated digits: an id, not a card
+        return  # >19 unseparated digits: an id, not a card
     i = 0
     n = len(groups)
     while i < n:
@@ -1355,8 +1661,12 @@ def _card_spans(run: str) -> Iterable[tuple[int, int]]:
             digits += groups[j][0]
             if len(digits) > 19:
                 break
-            if len(digits) >= 13 and _card_shape([len(g[0]) for g in groups[i:j + 1]]) \
-                    and _iin_plausible(digits) and luhn_valid(digits):
+            if (
+                len(digits) >= 13
+                and _card_shape([len(g[0]) for g in groups[i : j + 1]])
+                and _iin_plausible(digits)
+                and luhn_valid(digits)
+            ):
                 hit = j
                 break
         if hit is None:
@@ -1392,7 +1702,7 @@ class MaskingLogFilter(logging.Filter):
         mask = self.masker.mask_message
         try:
             msg = record.getMessage()
-        except Exception:          # bad format args: mask what we have rather than drop the record
+        except Exception:  # bad format args: mask what we have rather than drop the record
             msg = f"{record.msg} {record.args!r}"
         record.msg = mask(msg)
         record.args = None
@@ -1418,12 +1728,13 @@ class MaskingLogFilter(logging.Filter):
 _USERINFO_MSG_RE = re.compile(
     r"(?<![^\s\"'`<>(\[{=,;|])"
     r"(?:(?P<pre1>[A-Za-z][A-Za-z0-9+.\-]{0,30}:/{1,3}[^\s:/@\"'<>\[\]]{0,256}):(?P<pw1>\S{1,1024})@"
-    r"|(?P<pre2>[^\s:/@\"'<>\[\]]{0,256}):(?P<pw2>(?!//)\S{1,1024})@)")
+    r"|(?P<pre2>[^\s:/@\"'<>\[\]]{0,256}):(?P<pw2>(?!//)\S{1,1024})@)"
+)
 
 #: Secrets shorter than this are not scrubbed as literal strings (a 3-letter password would eat
 #: ordinary words); shape detection still applies to them.
 MIN_KNOWN_SECRET_LEN = 5
-_KNOWN_SECRETS: dict[str, None] = {}          # insertion-ordered set, bounded
+_KNOWN_SECRETS: dict[str, None] = {}  # insertion-ordered set, bounded
 _KNOWN_MAX = 512
 _MESSAGE_MASKER: Masker | None = None
 
@@ -1432,7 +1743,7 @@ def mask_userinfo(text: str, tag: Callable[[str], str] | None = None) -> str:
     """Replace the password of every ``user:password@host`` shape in ``text`` by ``tag(password)``
     (default: ``[password]``), whether or not the text parses as a URL. Tags already there are kept
     (idempotent). Used by every message path through :meth:`Masker.mask_message`."""
-    if _USERINFO_QUICK_RE.search(text) is None:     # C-speed: no "x:...@" in any token, nothing to do
+    if _USERINFO_QUICK_RE.search(text) is None:  # C-speed: no "x:...@" in any token, nothing to do
         return text
     tag = tag or (lambda _pw: "[password]")
 
@@ -1448,11 +1759,12 @@ def mask_userinfo(text: str, tag: Callable[[str], str] | None = None) -> str:
         t = m.group()
         c = t.find(":")
         a = t.rfind("@")
-        if c < 0 or a < c:                      # most tokens: no "x:y@" possible, no regex run
+        if c < 0 or a < c:  # most tokens: no "x:y@" possible, no regex run
             return t
-        if len(t) > 2048:                       # a blob: mask from the first ':' to the last '@', in O(n)
-            return t[:c + 1] + tag(t[c + 1:a]) + t[a:]
+        if len(t) > 2048:  # a blob: mask from the first ':' to the last '@', in O(n)
+            return t[: c + 1] + tag(t[c + 1 : a]) + t[a:]
         return _USERINFO_MSG_RE.sub(repl, t)
+
     return _TOKEN_RE.sub(token, text)
 
 
@@ -1466,6 +1778,7 @@ def url_password_candidates(url: str) -> list[str]:
     as typed and percent-decoded. Empty when there is no ``@``. Used to register the secret before
     the string reaches any parser or message."""
     from urllib.parse import unquote
+
     if not isinstance(url, str) or "@" not in url:
         return []
     out: list[str] = []
@@ -1473,7 +1786,7 @@ def url_password_candidates(url: str) -> list[str]:
     # "ops:/ pw@host" is both shapes at once: read with a scheme it holds no password, so it is read
     # again without one, which takes "/ pw" (never "//...": that is a scheme's colon, not a password).
     for rest in (re.sub(r"^[A-Za-z][A-Za-z0-9+.\-]{0,30}:/+", "", url, count=1), url):
-        userinfo = rest[:rest.rfind("@")]
+        userinfo = rest[: rest.rfind("@")]
         if ":" not in userinfo:
             continue
         pw = userinfo.split(":", 1)[1]
@@ -1493,8 +1806,14 @@ def register_secret(secret: str | None) -> None:
     if not isinstance(secret, str) or len(secret) < MIN_KNOWN_SECRET_LEN:
         return
     from urllib.parse import quote
-    forms = {secret, quote(secret, safe=""), quote(secret, safe=":@/?#"), repr(secret)[1:-1],
-             json.dumps(secret, ensure_ascii=False)[1:-1]}
+
+    forms = {
+        secret,
+        quote(secret, safe=""),
+        quote(secret, safe=":@/?#"),
+        repr(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+    }
     for f in forms:
         if len(f) >= MIN_KNOWN_SECRET_LEN:
             _KNOWN_SECRETS.pop(f, None)
@@ -1548,7 +1867,8 @@ def install_log_masking(masker: Masker | None = None) -> None:
         record = previous(*args, **kwargs)
         try:
             flt.filter(record)
-        except Exception:       # masking must never lose a log record
+        except Exception:  # masking must never lose a log record
             pass
         return record
+
     logging.setLogRecordFactory(factory)

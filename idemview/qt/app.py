@@ -10,35 +10,38 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from idemview.appinfo import APP_ID
 
-UTC = timezone.utc
+UTC = UTC
 DEMO_MAX_AGE_S = 86400
 
 
 def demo_path() -> Path:
     from idemview.config import data_dir
+
     return data_dir() / "demo.db"
 
 
 def ensure_demo(path: Path | None = None) -> Path:
     """The demo ledger's path, (re)written when missing or older than a day."""
     from idemview.services.demo import write_demo
+
     p = path or demo_path()
     from idemview.services.demo_effects import layout_path_for
-    if (not p.exists() or not layout_path_for(p).exists()
-            or time.time() - p.stat().st_mtime > DEMO_MAX_AGE_S):
+
+    if not p.exists() or not layout_path_for(p).exists() or time.time() - p.stat().st_mtime > DEMO_MAX_AGE_S:
         anchor = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
         write_demo(p, anchor=anchor)
     return p
 
 
 def demo_spec(path: Path | None = None):
-    from idemview.services.session import OpenSpec
     from idemview.services.demo_effects import layout_path_for
+    from idemview.services.session import OpenSpec
+
     p = ensure_demo(path)
     lay = layout_path_for(p)
     # the demo's layout reconciles with its charges file (hidden successes, double charges, orphans)
@@ -48,11 +51,14 @@ def demo_spec(path: Path | None = None):
 def make_app(argv: list[str] | None = None):
     """The QApplication, styled for the system colour scheme (created once)."""
     from PySide6.QtWidgets import QApplication
+
     from idemview.qt import theme
+
     app = QApplication.instance()
     if app is None:
         from idemview.qt.syslibs import check_gui_libraries
-        check_gui_libraries()       # before Qt loads its platform plugin (it aborts the process)
+
+        check_gui_libraries()  # before Qt loads its platform plugin (it aborts the process)
         app = QApplication(argv if argv is not None else sys.argv[:1])
         app.setApplicationName("idemview")
         app.setOrganizationName("idemview")
@@ -65,7 +71,9 @@ def make_app(argv: list[str] | None = None):
 def app_icon():
     """The app icon as a QIcon with every shipped PNG size (an empty icon when the files are missing)."""
     from PySide6.QtGui import QIcon
+
     from idemview import appinfo
+
     icon = QIcon()
     for size in appinfo.ICON_SIZES:
         try:
@@ -81,6 +89,7 @@ def _quit_after(app) -> None:
     if set, then receives one JSON object: ``shown`` (that instant, Unix time in seconds), ``icon_sizes``
     (window icon sizes loaded) and ``keyring`` (CredentialStore.backend, probed after that instant)."""
     import os
+
     try:
         ms = int(os.environ.get("IDEMVIEW_QUIT_AFTER_MS", ""))
     except ValueError:
@@ -92,9 +101,18 @@ def _quit_after(app) -> None:
         target = os.environ.get("IDEMVIEW_SHOWN_FILE")
         if target:
             import json
+
             from idemview.config import CredentialStore
-            Path(target).write_text(json.dumps({"shown": now, "icon_sizes": len(app.windowIcon().availableSizes()),
-                                                "keyring": CredentialStore().backend}))
+
+            Path(target).write_text(
+                json.dumps(
+                    {
+                        "shown": now,
+                        "icon_sizes": len(app.windowIcon().availableSizes()),
+                        "keyring": CredentialStore().backend,
+                    }
+                )
+            )
         QTimer.singleShot(max(0, ms), app.quit)
 
     QTimer.singleShot(0, shown)
@@ -105,13 +123,17 @@ def run_gui(demo: bool = False, link: tuple[str, str | None, str | None] | None 
     ``idemview open`` (a deep link to one operation). Raises
     :class:`idemview.qt.syslibs.GuiUnavailable` (one line) when a system library Qt needs is missing."""
     import logging
+
     from idemview.masking.masker import install_log_masking
-    install_log_masking()       # every log record is masked in the GUI too (DESIGN §6)
+
+    install_log_masking()  # every log record is masked in the GUI too (DESIGN §6)
     logging.getLogger("idemview").debug("starting the GUI")
     app = make_app()
     from idemview.qt.applog import install_log
+
     install_log()
     from idemview.qt.mainwindow import MainWindow
+
     w = MainWindow()
     w.show()
     if demo:

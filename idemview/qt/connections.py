@@ -13,18 +13,38 @@ from dataclasses import replace
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QDialog, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
-    QListWidget, QListWidgetItem, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget,
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
 )
 
 from idemview.config import Connection, ConnectionStore, CredentialStore
 from idemview.layouts.layout import all_presets
 from idemview.qt import theme
-from idemview.services.session import OpenSpec, SharedMasker
 from idemview.qt.workers import JobError, Runner
+from idemview.services.session import OpenSpec, SharedMasker
 
-TYPES = [("SQLite file", "sqlite"), ("PostgreSQL", "postgresql"), ("MySQL", "mysql"), ("MariaDB", "mariadb"),
-         ("Redis", "redis"), ("Redis (TLS)", "rediss")]
+TYPES = [
+    ("SQLite file", "sqlite"),
+    ("PostgreSQL", "postgresql"),
+    ("MySQL", "mysql"),
+    ("MariaDB", "mariadb"),
+    ("Redis", "redis"),
+    ("Redis (TLS)", "rediss"),
+]
 DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306, "redis": 6379, "rediss": 6379}
 
 
@@ -33,11 +53,13 @@ def test_connection(conn: Connection, password: str | None, layout: str, token) 
     Returns one line of plain words (runs on a worker thread)."""
     if conn.dialect in ("redis", "rediss"):
         from idemview.ledger.redis_snapshot import test_redis
+
         return test_redis(conn.url(password), layout)
+    from idemview.layouts.layout import load_layout, load_preset, preset_names
     from idemview.ledger.connect import open_engine, session_is_read_only
     from idemview.ledger.detect import detect
-    from idemview.layouts.layout import load_layout, load_preset, preset_names
     from idemview.ledger.reader import Ledger
+
     engine = open_engine(conn.url(password), statement_timeout_s=20)
     try:
         ro = session_is_read_only(engine)
@@ -68,8 +90,10 @@ def show_keyring_notice(label: QLabel, credentials: CredentialStore) -> None:
         label.setText("⚠ " + credentials.notice)
         label.setWordWrap(True)
         label.setToolTip(f"keyring backend tried: {credentials.backend}")
-        label.setStyleSheet("padding:4px; border-radius:3px; background:%s; color:%s" % (
-            theme.colour(theme.SEVERITY_COLOURS, theme.Severity.MEDIUM).name(), "black"))
+        label.setStyleSheet(
+            "padding:4px; border-radius:3px; color:black; background:"
+            + theme.colour(theme.SEVERITY_COLOURS, theme.Severity.MEDIUM).name()
+        )
         label.show()
     else:
         label.clear()
@@ -80,10 +104,11 @@ class ConnectionDialog(QDialog):
     """Saved connections on the left, the selected one's fields on the right. ``spec`` is set when
     the user presses Connect."""
 
-    keyring_changed = Signal()      # emitted (from any thread) when the keyring turns out unusable
+    keyring_changed = Signal()  # emitted (from any thread) when the keyring turns out unusable
 
-    def __init__(self, credentials: CredentialStore, masker: SharedMasker, parent=None,
-                 store: ConnectionStore | None = None):
+    def __init__(
+        self, credentials: CredentialStore, masker: SharedMasker, parent=None, store: ConnectionStore | None = None
+    ):
         super().__init__(parent)
         self.setWindowTitle("Connections")
         self.credentials, self.masker = credentials, masker
@@ -173,11 +198,13 @@ class ConnectionDialog(QDialog):
         for lay in all_presets():
             self.layout_box.addItem(f"{lay.name} — {lay.title}", lay.name)
         from idemview.layouts.kv import all_kv_presets
+
         for kv in all_kv_presets():  # key-value layouts, for Redis connections
             self.layout_box.addItem(f"{kv.name} — {kv.title} (Redis)", kv.name)
         self.edit_layout_btn = QPushButton("Edit layout…")
-        self.edit_layout_btn.setToolTip("Map or adjust the layout against this database (opened read-only), "
-                                        "starting from the chosen preset")
+        self.edit_layout_btn.setToolTip(
+            "Map or adjust the layout against this database (opened read-only), starting from the chosen preset"
+        )
         self.edit_layout_btn.clicked.connect(self.edit_layout)
         lay_row = QHBoxLayout()
         lay_row.addWidget(self.layout_box, 1)
@@ -213,8 +240,12 @@ class ConnectionDialog(QDialog):
         bottom.addWidget(close)
         outer.addLayout(bottom)
         self.resize(880, 600)
-        for sig in (self.type.currentIndexChanged, self.file.textChanged, self.host.textChanged,
-                    self.dbname.textChanged):
+        for sig in (
+            self.type.currentIndexChanged,
+            self.file.textChanged,
+            self.host.textChanged,
+            self.dbname.textChanged,
+        ):
             sig.connect(self._live_list_text)
         self.keyring_changed.connect(self._sync_keyring)
         self._keyring_listener = self.keyring_changed.emit
@@ -265,7 +296,7 @@ class ConnectionDialog(QDialog):
             self.list.item(row).setText(self._list_text(self.form_connection()))
 
     def _select(self, row: int):
-        for i, c in enumerate(self.conns[:self.list.count()]):  # unsaved edits of the one left behind
+        for i, c in enumerate(self.conns[: self.list.count()]):  # unsaved edits of the one left behind
             self.list.item(i).setText(self._list_text(c))
         if 0 <= row < len(self.conns):
             self._show(self.conns[row])
@@ -295,7 +326,9 @@ class ConnectionDialog(QDialog):
         j = self.layout_box.findData(layout or "")
         if layout and (j < 0 or j >= self.layout_box.count() - self._file_items):
             from pathlib import Path
+
             from idemview.layouts.layout import LayoutError, load_layout
+
             try:  # a small local file: reading its name here does not touch the database
                 name = load_layout(layout).name
             except (LayoutError, OSError, ValueError):
@@ -316,8 +349,9 @@ class ConnectionDialog(QDialog):
             self.port.setValue(DEFAULT_PORTS.get(self.type.currentData(), 0))
 
     def _browse(self):
-        p, _ = QFileDialog.getOpenFileName(self, "SQLite ledger", self.file.text(),
-                                           "SQLite (*.db *.sqlite *.sqlite3);;All files (*)")
+        p, _ = QFileDialog.getOpenFileName(
+            self, "SQLite ledger", self.file.text(), "SQLite (*.db *.sqlite *.sqlite3);;All files (*)"
+        )
         if p:
             self.file.setText(p)
 
@@ -328,13 +362,19 @@ class ConnectionDialog(QDialog):
         base = self._current or Connection(name="")
         d = self.type.currentData()
         tls = {"sslmode": self.sslmode.currentText()} if self.sslmode.currentText() and d == "postgresql" else {}
-        return replace(base, name=self.name.text().strip() or "unnamed", dialect=d,
-                       driver=base.driver if base.dialect == d else "",
-                       host=self.host.text().strip() if d != "sqlite" else "",
-                       port=(self.port.value() or None) if d != "sqlite" else None,
-                       database=self.file.text().strip() if d == "sqlite" else self.dbname.text().strip(),
-                       user=self.user.text().strip() if d != "sqlite" else "", tls=tls,
-                       layout=self.layout_box.currentData() or "", naive_zone=self.zone.text().strip() or "UTC")
+        return replace(
+            base,
+            name=self.name.text().strip() or "unnamed",
+            dialect=d,
+            driver=base.driver if base.dialect == d else "",
+            host=self.host.text().strip() if d != "sqlite" else "",
+            port=(self.port.value() or None) if d != "sqlite" else None,
+            database=self.file.text().strip() if d == "sqlite" else self.dbname.text().strip(),
+            user=self.user.text().strip() if d != "sqlite" else "",
+            tls=tls,
+            layout=self.layout_box.currentData() or "",
+            naive_zone=self.zone.text().strip() or "UTC",
+        )
 
     def new(self):
         c = Connection(name="new connection", dialect="sqlite")
@@ -347,6 +387,7 @@ class ConnectionDialog(QDialog):
     def duplicate(self):
         c = self.form_connection()
         import uuid
+
         d = replace(c, id=uuid.uuid4().hex, name=c.name + " (copy)")
         pw = self.password.text()
         self.conns.append(d)
@@ -387,7 +428,8 @@ class ConnectionDialog(QDialog):
 
     def save(self) -> Connection:
         from idemview.masking.masker import register_secret
-        register_secret(self.password.text())      # never echoed by any message
+
+        register_secret(self.password.text())  # never echoed by any message
         c = self.form_connection()
         self._current = c
         self.conns = [x for x in self.conns if x.id != c.id] + [c]
@@ -397,12 +439,16 @@ class ConnectionDialog(QDialog):
         if pw and c.dialect != "sqlite":
             if self.remember.isChecked():
                 stored = self.credentials.set(c.id, pw)
-                where = "; password saved in the OS keyring" if stored else \
-                    "; password kept for this session only (no usable OS keyring: see the notice)"
+                where = (
+                    "; password saved in the OS keyring"
+                    if stored
+                    else "; password kept for this session only (no usable OS keyring: see the notice)"
+                )
             else:
                 self.credentials._memory[c.id] = pw  # session only, by the user's choice
                 where = "; password kept for this session only" + (
-                    "" if self.credentials.available else " (no usable OS keyring: see the notice)")
+                    "" if self.credentials.available else " (no usable OS keyring: see the notice)"
+                )
         self._reload_list(c.id)
         self.result.setText(f"Saved {c.name}{where}.")
         return c
@@ -411,6 +457,7 @@ class ConnectionDialog(QDialog):
 
     def test(self):
         from idemview.masking.masker import register_secret
+
         c, pw, lay = self.form_connection(), self.password.text() or None, self.layout_box.currentData() or ""
         register_secret(pw)
         self.result.setText("Testing…")
@@ -423,6 +470,7 @@ class ConnectionDialog(QDialog):
         def fail(err: JobError):
             self.test_btn.setEnabled(True)
             self.result.setText("⚠ " + self.masker.free_text(err.message))
+
         self.runner.submit("test", lambda tok: test_connection(c, pw, lay, tok), done, fail)
 
     def edit_layout(self):
@@ -434,8 +482,9 @@ class ConnectionDialog(QDialog):
         self.result.setText("Opening the database read-only for the layout editor…")
 
         def job(tok):
-            from idemview.ledger.connect import open_engine
             from idemview.layouts.layout import load_layout, preset_names
+            from idemview.ledger.connect import open_engine
+
             engine = open_engine(c.url(pw), statement_timeout_s=20)
             try:
                 lay = start if start is None or start in preset_names() else load_layout(start)
@@ -446,6 +495,7 @@ class ConnectionDialog(QDialog):
 
         def opened(res):
             from idemview.qt.layout_editor import LayoutEditor
+
             engine, lay = res
             self.edit_layout_btn.setEnabled(True)
             self.result.setText("Layout editor open: Save there sets this connection's layout.")
@@ -459,6 +509,7 @@ class ConnectionDialog(QDialog):
         def fail(err: JobError):
             self.edit_layout_btn.setEnabled(True)
             self.result.setText("⚠ " + self.masker.free_text(err.message))
+
         self.runner.submit("layout", job, opened, fail)
 
     def _layout_saved(self, path: str):
@@ -471,9 +522,18 @@ class ConnectionDialog(QDialog):
     def connect_(self):
         c = self.save()
         pw = self.password.text() or self.credentials.get(c.id)
-        self.spec = OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
-                             colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None,
-                             schema=c.schema or None, status_map=dict(c.status_map), outcome_map=dict(c.outcome_map))
+        self.spec = OpenSpec(
+            url=c.url(),
+            name=c.name,
+            layout=c.layout or None,
+            password=pw or None,
+            colour=c.colour,
+            connection_id=c.id,
+            naive_zone=c.naive_zone or None,
+            schema=c.schema or None,
+            status_map=dict(c.status_map),
+            outcome_map=dict(c.outcome_map),
+        )
         self.accept()
 
     def done(self, r):  # noqa: D401 - Qt override

@@ -12,15 +12,27 @@ from datetime import datetime
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QFont, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
-    QAbstractItemView, QFrame, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QMenu, QPlainTextEdit,
-    QScrollArea, QSizePolicy, QSplitter, QTableView, QTabWidget, QToolButton, QVBoxLayout, QWidget,
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QPlainTextEdit,
+    QScrollArea,
+    QSizePolicy,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
 )
 
 from idemview.domain.model import Finding, Operation, Payload
 from idemview.qt import theme
 from idemview.qt.models import AttemptsModel
-from idemview.services.session import ATT_REVEAL, OP_REVEAL, Detail, reveal_state, tag_at
 from idemview.qt.timeline import TimelineWidget
+from idemview.services.session import Detail, reveal_state, tag_at
 
 
 def mono() -> QFont:
@@ -35,8 +47,10 @@ def render_payload(p: Payload | None) -> str:
         return "(empty)"
     if p.encoding == "pickle":
         size = f"{p.size} bytes" if p.size is not None else "size unknown"
-        return f"pickled, not decoded ({size}).\n\nidemview never unpickles: unpickling runs code chosen by " \
-               "whoever wrote the row."
+        return (
+            f"pickled, not decoded ({size}).\n\nidemview never unpickles: unpickling runs code chosen by "
+            "whoever wrote the row."
+        )
     head = f"⚠ {p.problem}\n\n" if p.problem else ""
     v = p.value
     if isinstance(v, (bytes, bytearray)):
@@ -52,7 +66,7 @@ def render_payload(p: Payload | None) -> str:
 def hexdump(b: bytes, limit: int = 4096) -> str:
     lines = [f"{len(b)} bytes, shown as hex"]
     for i in range(0, min(len(b), limit), 16):
-        chunk = b[i:i + 16]
+        chunk = b[i : i + 16]
         hx = " ".join(f"{c:02x}" for c in chunk)
         asc = "".join(chr(c) if 32 <= c < 127 else "." for c in chunk)
         lines.append(f"{i:08x}  {hx:<47}  {asc}")
@@ -70,17 +84,25 @@ class OperationDetail(QWidget):
     #: "Copy link" was clicked (the tab knows the ledger and builds the command)
     link_requested = Signal()
 
-    HEADER_FIELDS = [("key", "Idempotency key"), ("scope", "Scope"), ("kind", "Kind"),
-                     ("raw_status", "Status (ledger)"), ("fingerprint", "Fingerprint"), ("intent_ref", "Intent"),
-                     ("effect_ref", "Effect")]
+    HEADER_FIELDS = [
+        ("key", "Idempotency key"),
+        ("scope", "Scope"),
+        ("kind", "Kind"),
+        ("raw_status", "Status (ledger)"),
+        ("fingerprint", "Fingerprint"),
+        ("intent_ref", "Intent"),
+        ("effect_ref", "Effect"),
+    ]
     ATT_COLUMNS = {5: "worker", 6: "effect_ref", 7: "error"}
 
     def __init__(self, parent=None):
         super().__init__(parent)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
-        self.placeholder = QLabel("Double-click an operation (or press Enter) to read its timeline.\n"
-                                  "F8 / Shift+F8 walk through the findings, most severe first.")
+        self.placeholder = QLabel(
+            "Double-click an operation (or press Enter) to read its timeline.\n"
+            "F8 / Shift+F8 walk through the findings, most severe first."
+        )
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setWordWrap(True)
         outer.addWidget(self.placeholder)
@@ -102,8 +124,9 @@ class OperationDetail(QWidget):
         self.copy_btn.setToolTip("Copy the idempotency key as shown (masked values stay masked)")
         self.copy_btn.clicked.connect(self._copy_key)
         self.link_btn = QToolButton(text="Copy link")
-        self.link_btn.setToolTip("Copy an `idemview open …` command that opens this operation "
-                                 "(for a colleague; never carries a password)")
+        self.link_btn.setToolTip(
+            "Copy an `idemview open …` command that opens this operation (for a colleague; never carries a password)"
+        )
         self.link_btn.clicked.connect(lambda: self.link_requested.emit())
         top.addWidget(self.title, 1)
         top.addWidget(self.copy_btn)
@@ -201,6 +224,7 @@ class OperationDetail(QWidget):
         z = theme.TIME.zone()
         if rec is not None and self._revealed:
             from dataclasses import replace
+
             rec = replace(rec, **{w[1]: v for w, v in self._revealed.items() if w[0] == "op"})
         self.title.setText(rec.key if rec else "(operation not found)")
         if rec is None:
@@ -210,20 +234,26 @@ class OperationDetail(QWidget):
             rows = [
                 ("Scope", html.escape(rec.scope or "(none)")),
                 ("Kind", html.escape(str(rec.kind or "—"))),
-                ("Status", f'<span style="color:{sc}"><b>{theme.STATUS_GLYPHS[rec.status]} '
-                           f'{theme.STATUS_WORDS[rec.status]}</b></span> (ledger: {html.escape(str(rec.raw_status))})'),
+                (
+                    "Status",
+                    f'<span style="color:{sc}"><b>{theme.STATUS_GLYPHS[rec.status]} '
+                    f"{theme.STATUS_WORDS[rec.status]}</b></span> (ledger: {html.escape(str(rec.raw_status))})",
+                ),
                 ("Created", f"{theme.TIME.fmt(rec.created_at)} {z}"),
                 ("Expires", f"{theme.TIME.fmt(rec.expires_at)} {z}" + self._expired_note(rec)),
                 ("Fingerprint", f"<code>{html.escape(str(rec.fingerprint or '—'))}</code>"),
                 ("Intent", f"<code>{html.escape(str(rec.intent_ref or '—'))}</code>"),
                 ("Effect", f"<code>{html.escape(str(rec.effect_ref or '—'))}</code>"),
-                ("Attempts", str(rec.attempt_count if rec.attempt_count is not None else len(d.attempts))
-                 + (f" · {len(d.records)} records for this key" if len(d.records) > 1 else "")),
+                (
+                    "Attempts",
+                    str(rec.attempt_count if rec.attempt_count is not None else len(d.attempts))
+                    + (f" · {len(d.records)} records for this key" if len(d.records) > 1 else ""),
+                ),
             ]
             muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
             cells = "".join(
-                f'<tr><td style="padding-right:10px; color:{muted}">{k}</td><td>{v}</td></tr>'
-                for k, v in rows)
+                f'<tr><td style="padding-right:10px; color:{muted}">{k}</td><td>{v}</td></tr>' for k, v in rows
+            )
             self.header.setText(f"<table cellspacing=0 cellpadding=1>{cells}</table>")
         self.findings_box.setText(self._findings_html(d.findings, d.explanations))
         self.findings_box.setVisible(True)
@@ -231,12 +261,16 @@ class OperationDetail(QWidget):
         expires = rec.expires_at if rec else None
         self.timeline.set_operation(d.attempts, created, expires, self._now)
         self.timeline_scroll.setFixedHeight(min(self.timeline.sizeHint().height(), 260) + 2)
-        self.timeline_title.setText(f"<b>Timeline</b> — {len(d.attempts)} attempt"
-                                    f"{'s' if len(d.attempts) != 1 else ''} ({z})")
+        self.timeline_title.setText(
+            f"<b>Timeline</b> — {len(d.attempts)} attempt{'s' if len(d.attempts) != 1 else ''} ({z})"
+        )
         self.effects_box.setText(self._effects_html(d))
         self.effects_box.setVisible(bool(d.effects_where or d.effects_problem))
-        self.attempts_model.set_attempts(d.attempts, self.timeline.after_expiry_rows(),
-                                         {(w[1], w[2]): v for w, v in self._revealed.items() if w[0] == "att"})
+        self.attempts_model.set_attempts(
+            d.attempts,
+            self.timeline.after_expiry_rows(),
+            {(w[1], w[2]): v for w, v in self._revealed.items() if w[0] == "att"},
+        )
         self.attempts.resizeColumnsToContents()
         for name in ("Request", "Response", "Error"):
             p = getattr(rec, name.lower()) if rec else None
@@ -262,11 +296,16 @@ class OperationDetail(QWidget):
         keys = list(d.effects[0].shown)
         head = "".join(f"<th align=left>{html.escape(h)}</th>" for h in ["record", "reference", f"at ({z})", *keys])
         rows = []
-        for e in d.effects[:self.EFFECTS_SHOWN]:
-            cells = [str(e.record_id if e.record_id is not None else "—"), str(e.reference or "—"),
-                     theme.TIME.fmt(e.at) if e.at else "—", *[str(e.shown.get(k, "—")) for k in keys]]
-            rows.append("<tr>" + "".join(f"<td style='padding-right:10px'>{html.escape(c)}</td>" for c in cells)
-                        + "</tr>")
+        for e in d.effects[: self.EFFECTS_SHOWN]:
+            cells = [
+                str(e.record_id if e.record_id is not None else "—"),
+                str(e.reference or "—"),
+                theme.TIME.fmt(e.at) if e.at else "—",
+                *[str(e.shown.get(k, "—")) for k in keys],
+            ]
+            rows.append(
+                "<tr>" + "".join(f"<td style='padding-right:10px'>{html.escape(c)}</td>" for c in cells) + "</tr>"
+            )
         more = f"<br><i>… and {n - self.EFFECTS_SHOWN} more</i>" if n > self.EFFECTS_SHOWN else ""
         warn = " <span style='color:#b00020'><b>‼ more than one</b></span>" if n > 1 else ""
         return f"{title}{warn}<table cellspacing=0 cellpadding=1><tr>{head}</tr>{''.join(rows)}</table>{more}"
@@ -282,9 +321,11 @@ class OperationDetail(QWidget):
         parts = []
         for f in fs:
             c = theme.colour(theme.SEVERITY_COLOURS, f.severity).name()
-            parts.append(f'<p style="margin:2px 0"><span style="color:{c}"><b>{theme.SEVERITY_GLYPHS[f.severity]} '
-                         f'{f.severity.value} · {theme.KIND_WORDS[f.kind]}</b></span> — '
-                         f'{html.escape(expl.get(id(f), f.kind.value))}</p>')
+            parts.append(
+                f'<p style="margin:2px 0"><span style="color:{c}"><b>{theme.SEVERITY_GLYPHS[f.severity]} '
+                f"{f.severity.value} · {theme.KIND_WORDS[f.kind]}</b></span> — "
+                f"{html.escape(expl.get(id(f), f.kind.value))}</p>"
+            )
         parts.append('<p style="margin:2px 0"><i>Evidence for a human decision, not a verdict.</i></p>')
         return "".join(parts)
 
@@ -292,10 +333,12 @@ class OperationDetail(QWidget):
         out = []
         z = theme.TIME.zone()
         for i, r in enumerate(recs, 1):
-            out.append(f"record {i}: status {r.status.value} (ledger: {r.raw_status}), created "
-                       f"{theme.TIME.fmt(r.created_at)} {z}, updated {theme.TIME.fmt(r.updated_at)}, completed "
-                       f"{theme.TIME.fmt(r.completed_at)}, locked {theme.TIME.fmt(r.locked_at)}, lock expires "
-                       f"{theme.TIME.fmt(r.lock_expires_at)}, expires {theme.TIME.fmt(r.expires_at)}")
+            out.append(
+                f"record {i}: status {r.status.value} (ledger: {r.raw_status}), created "
+                f"{theme.TIME.fmt(r.created_at)} {z}, updated {theme.TIME.fmt(r.updated_at)}, completed "
+                f"{theme.TIME.fmt(r.completed_at)}, locked {theme.TIME.fmt(r.locked_at)}, lock expires "
+                f"{theme.TIME.fmt(r.lock_expires_at)}, expires {theme.TIME.fmt(r.expires_at)}"
+            )
         return "\n".join(out) or "(no record)"
 
     def _copy_key(self):
@@ -331,8 +374,9 @@ class OperationDetail(QWidget):
         attr = self.ATT_COLUMNS.get(col)
         if d is None or attr is None or not 0 <= row < len(d.attempts):
             return None
-        return self._reveal_action("Reveal this value", str(getattr(d.attempts[row], attr) or ""),
-                                   ("att", row, attr), parent or self)
+        return self._reveal_action(
+            "Reveal this value", str(getattr(d.attempts[row], attr) or ""), ("att", row, attr), parent or self
+        )
 
     def payload_reveal_action(self, viewer: str, pos: int, parent=None) -> QAction | None:
         """The action for the masked value under text position ``pos`` of a payload viewer."""

@@ -5,13 +5,24 @@ evidence manifest records, so what the investigator saw is what the export says.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from PySide6.QtCore import QDateTime, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
-    QComboBox, QDateTimeEdit, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
-    QMenu, QSizePolicy, QToolButton, QVBoxLayout, QWidget,
+    QComboBox,
+    QDateTimeEdit,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
 )
 
 from idemview.domain.filters import Filter
@@ -19,9 +30,16 @@ from idemview.domain.model import DEFAULT_SEVERITY, FindingKind, Status
 from idemview.qt import theme
 from idemview.qt.flow import FlowLayout
 
-UTC = timezone.utc
-RANGES = [("All time", None), ("Last 1 h", 3600), ("Last 6 h", 6 * 3600), ("Last 24 h", 86400),
-          ("Last 7 days", 7 * 86400), ("Custom…", "custom"), ("Overview selection", "region")]
+UTC = UTC
+RANGES = [
+    ("All time", None),
+    ("Last 1 h", 3600),
+    ("Last 6 h", 6 * 3600),
+    ("Last 24 h", 86400),
+    ("Last 7 days", 7 * 86400),
+    ("Custom…", "custom"),
+    ("Overview selection", "region"),
+]
 
 
 class CustomRangeDialog(QDialog):
@@ -54,6 +72,7 @@ class CustomRangeDialog(QDialog):
 
 def _qtz():
     from PySide6.QtCore import QTimeZone
+
     return QTimeZone.utc() if theme.TIME.utc else QTimeZone.systemTimeZone()
 
 
@@ -151,15 +170,25 @@ class FilterBar(QWidget):
         if self._range_secs:
             until = None
             since = (datetime.now(UTC) - timedelta(seconds=self._range_secs)).replace(microsecond=0)
-        return Filter(findings=[k for k in FindingKind if self.chips[k].isChecked()],
-                      statuses=[s for s, a in self.status_actions.items() if a.isChecked()],
-                      kinds=list(f.kinds), key=self.key_edit.text() or None,
-                      intent=self.intent_edit.text() or None, scope=self.scope_edit.text() or None,
-                      since=since, until=until, unmapped_status=f.unmapped_status)
+        return Filter(
+            findings=[k for k in FindingKind if self.chips[k].isChecked()],
+            statuses=[s for s, a in self.status_actions.items() if a.isChecked()],
+            kinds=list(f.kinds),
+            key=self.key_edit.text() or None,
+            intent=self.intent_edit.text() or None,
+            scope=self.scope_edit.text() or None,
+            since=since,
+            until=until,
+            unmapped_status=f.unmapped_status,
+        )
 
-    def set_counts(self, counts: dict[FindingKind, int], unsupported: dict[FindingKind, str],
-                   totals: dict[FindingKind, int] | None = None,
-                   severities: dict | None = None):
+    def set_counts(
+        self,
+        counts: dict[FindingKind, int],
+        unsupported: dict[FindingKind, str],
+        totals: dict[FindingKind, int] | None = None,
+        severities: dict | None = None,
+    ):
         """Chip counts: ``counts`` of the filtered set, ``totals`` of the whole ledger (given when the
         filter narrows: the chip reads "7 of 63"); ``severities`` the worst severity found per kind
         (the chip's glyph matches the findings panel: a critical replay shows the critical glyph)."""
@@ -169,8 +198,9 @@ class FilterBar(QWidget):
         self._render_chips()
 
     def chip_severity(self, k: FindingKind):
-        return self._severities.get(k, DEFAULT_SEVERITY[k]) if getattr(self, "_severities", None) \
-            else DEFAULT_SEVERITY[k]
+        return (
+            self._severities.get(k, DEFAULT_SEVERITY[k]) if getattr(self, "_severities", None) else DEFAULT_SEVERITY[k]
+        )
 
     def _render_chips(self):
         totals = getattr(self, "_totals", None)
@@ -184,14 +214,18 @@ class FilterBar(QWidget):
             b.setText(f"{theme.SEVERITY_GLYPHS[sev]} {theme.KIND_SHORT[k]}" + shown)
             col = theme.colour(theme.SEVERITY_COLOURS, sev).name()
             b.setEnabled(why is None)
-            b.setToolTip((why if why.startswith(("still", "the check")) else
-                          f"Not checkable with this layout: {why}") if why else
-                         f"{sev.value} — show only operations with a {theme.KIND_WORDS[k]}")
+            b.setToolTip(
+                (why if why.startswith(("still", "the check")) else f"Not checkable with this layout: {why}")
+                if why
+                else f"{sev.value} — show only operations with a {theme.KIND_WORDS[k]}"
+            )
             b.setStyleSheet(
-                "QToolButton { border: 1px solid %s; border-radius: 9px; padding: 1px 8px; }"
-                "QToolButton:checked { background: %s; color: white; }" % (col, col)
-                if n else "QToolButton { border: 1px solid palette(mid); border-radius: 9px; padding: 1px 8px; }"
-                "QToolButton:checked { background: palette(highlight); color: palette(highlighted-text); }")
+                f"QToolButton {{ border: 1px solid {col}; border-radius: 9px; padding: 1px 8px; }}"
+                f"QToolButton:checked {{ background: {col}; color: white; }}"
+                if n
+                else "QToolButton { border: 1px solid palette(mid); border-radius: 9px; padding: 1px 8px; }"
+                "QToolButton:checked { background: palette(highlight); color: palette(highlighted-text); }"
+            )
 
     def set_findings(self, kinds: list[FindingKind]):
         self._mute = True

@@ -9,34 +9,55 @@ plain words (with Reconnect when the connection was lost) and what was already s
 from __future__ import annotations
 
 import gc
+from datetime import UTC, datetime
 
-from datetime import datetime, timezone
-
-from PySide6.QtCore import QObject, QModelIndex, QRect, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QColor, QFontMetrics, QGuiApplication, QKeySequence, QPainter, QPalette, QPen
+from PySide6.QtCore import QModelIndex, QObject, QRect, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QColor, QFontMetrics, QGuiApplication, QKeySequence, QPainter, QPalette
 from PySide6.QtWidgets import (
-    QAbstractItemView, QFrame, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter,
-    QStyledItemDelegate, QStyle, QTableView, QToolButton, QVBoxLayout, QWidget,
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QStyle,
+    QStyledItemDelegate,
+    QTableView,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
 )
 from sqlalchemy import func, select
 
 from idemview.domain.filters import Filter
-from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind
-from idemview.qt.unmapped import UnmappedNotice
+from idemview.domain.model import Finding, FindingKind
 from idemview.qt import theme
 from idemview.qt.detail import OperationDetail
 from idemview.qt.elide import ElidedLabel
-from idemview.qt.theme import plural
 from idemview.qt.filterbar import FilterBar
-from idemview.qt.models import COL_FINDINGS, COL_KEY, FindingsModel, FindingsRole, OperationsModel, RowRole, OP_COLUMNS
+from idemview.qt.models import COL_FINDINGS, OP_COLUMNS, FindingsModel, FindingsRole, OperationsModel, RowRole
 from idemview.qt.overview import IncidentOverview
-from idemview.services.session import (
-    FilteredFindings, FindingsResult, Opened, OpenSpec, SharedMasker, findings_in_filter, load_detail,
-    filtered_span, open_ledger, overview, reveal_state, reveal_value, scan,
-)
+from idemview.qt.theme import plural
+from idemview.qt.unmapped import UnmappedNotice
 from idemview.qt.workers import JobError, Runner
+from idemview.services.session import (
+    FilteredFindings,
+    FindingsResult,
+    Opened,
+    OpenSpec,
+    SharedMasker,
+    filtered_span,
+    findings_in_filter,
+    load_detail,
+    open_ledger,
+    overview,
+    reveal_state,
+    reveal_value,
+    scan,
+)
 
-UTC = timezone.utc
+UTC = UTC
 
 
 class BadgeDelegate(QStyledItemDelegate):
@@ -61,8 +82,11 @@ class BadgeDelegate(QStyledItemDelegate):
             w = fm.horizontalAdvance(label) + 12
             if x + w > option.rect.right() - 2:
                 painter.setPen(option.palette.color(QPalette.ColorRole.Text))
-                painter.drawText(QRect(x, option.rect.top(), 30, option.rect.height()),
-                                 Qt.AlignmentFlag.AlignVCenter, f"+{len(fs) - len(seen) + 1}")
+                painter.drawText(
+                    QRect(x, option.rect.top(), 30, option.rect.height()),
+                    Qt.AlignmentFlag.AlignVCenter,
+                    f"+{len(fs) - len(seen) + 1}",
+                )
                 break
             r = QRectF(x, option.rect.top() + 3, w, option.rect.height() - 6)
             c = theme.colour(theme.SEVERITY_COLOURS, f.severity)
@@ -96,8 +120,8 @@ class Banner(QFrame):
         self.hide()
 
     def show_error(self, text: str, reconnect: bool):
-        self.setStyleSheet("#banner { background: %s; border-radius: 4px; } #banner QLabel { color: white; }"
-                           % theme.colour(theme.SEVERITY_COLOURS, theme.Severity.CRITICAL).darker(115).name())
+        bg = theme.colour(theme.SEVERITY_COLOURS, theme.Severity.CRITICAL).darker(115).name()
+        self.setStyleSheet(f"#banner {{ background: {bg}; border-radius: 4px; }} #banner QLabel {{ color: white; }}")
         self.label.setText("⚠ " + text)
         self.reconnect.setVisible(reconnect)
         self.show()
@@ -166,7 +190,7 @@ class LedgerTab(QWidget):
         self.detection.setAlignment(Qt.AlignmentFlag.AlignRight)
         info.addWidget(self.badge)
         info.addWidget(self.where, 3)
-        self.unmapped = UnmappedNotice()   # raw values the layout does not map (issue 12)
+        self.unmapped = UnmappedNotice()  # raw values the layout does not map (issue 12)
         self.unmapped.toggled.connect(self._only_unmapped)
         info.addWidget(self.unmapped)
         info.addWidget(self.detection, 2)
@@ -197,8 +221,10 @@ class LedgerTab(QWidget):
         # the instant every finding on screen was computed for (F5 / live refresh move it)
         self.as_of = ElidedLabel("Findings as of —", min_chars=10)
         self.as_of.setObjectName("findingsAsOf")
-        self.as_of.setToolTip("Findings (stuck, expired, …) are computed for this instant; F5 re-scans "
-                              "for the current time. An export from this window records the same instant.")
+        self.as_of.setToolTip(
+            "Findings (stuck, expired, …) are computed for this instant; F5 re-scans "
+            "for the current time. An export from this window records the same instant."
+        )
         fl.addWidget(self.as_of)
         self.findings_model = FindingsModel(self)
         self.findings_view = QTableView()
@@ -298,6 +324,7 @@ class LedgerTab(QWidget):
 
     def restore_splitters(self):
         from idemview.qt.settings import gui_settings
+
         st = gui_settings()
         for name, sp in self.splitters.items():
             v = st.value(f"splitters/{name}")
@@ -320,8 +347,10 @@ class LedgerTab(QWidget):
             self.badge.setText(" SESSION NOT READ-ONLY ")
             self.badge.setToolTip("This session did not confirm it is read-only: idemview still only reads")
         self._on_open_badge_only()
-        self.where.setText(f"{self.masker.free_text(self.spec.name)} · {o.where} · "
-                           f"{plural(o.n_ops, 'operation')} · {plural(o.n_att, 'attempt')}")
+        self.where.setText(
+            f"{self.masker.free_text(self.spec.name)} · {o.where} · "
+            f"{plural(o.n_ops, 'operation')} · {plural(o.n_att, 'attempt')}"
+        )
         self.detection.setText(self.masker.free_text(o.detection))
         self.detection.setToolTip(self.masker.free_text(o.detection))
         self.overview.set_span(*o.span)
@@ -364,12 +393,20 @@ class LedgerTab(QWidget):
         self._show_as_of()
         ledger, now = self.ledger, self.now
         from idemview.findings.engine import FindingEngine
+
         unsupported = FindingEngine(ledger, now).unsupported()  # pure Python: no query
         old = self._scan
         if old.get("proc") is not None:
             old["proc"].cancel()
-        self._scan = {"now": now, "parts": {}, "expl": {}, "unsupported": unsupported, "failed": {},
-                      "pending": {k for k in FindingKind if k not in unsupported}, "proc": None}
+        self._scan = {
+            "now": now,
+            "parts": {},
+            "expl": {},
+            "unsupported": unsupported,
+            "failed": {},
+            "pending": {k for k in FindingKind if k not in unsupported},
+            "proc": None,
+        }
         if self._scan["pending"] and not self._scan_in_process(self._scan):
             self._scan_in_threads(self._scan, list(self._scan["pending"]))
         if not self._scan["pending"]:
@@ -389,9 +426,12 @@ class LedgerTab(QWidget):
         # slow on this ledger (or times out) holds nothing else back.
         ledger, masker, now = self.ledger, self.masker, st["now"]
         for k in kinds:
-            self.runner.submit(f"findings:{k.value}", lambda tok, k=k: scan(ledger, masker, now, tok, [k]),
-                               lambda res, k=k, st=st: self._on_kind(st, k, res),
-                               lambda err, k=k, st=st: self._on_kind_error(st, k, err))
+            self.runner.submit(
+                f"findings:{k.value}",
+                lambda tok, k=k: scan(ledger, masker, now, tok, [k]),
+                lambda res, k=k, st=st: self._on_kind(st, k, res),
+                lambda err, k=k, st=st: self._on_kind_error(st, k, err),
+            )
 
     def _scan_in_process(self, st: dict) -> bool:
         """Start the scan of ``st``'s pending kinds in a child process (results come back in batches
@@ -400,16 +440,25 @@ class LedgerTab(QWidget):
         if not self.scan_process or ":memory:" in str(url) or str(url).startswith(("redis", "rediss")):
             return False
         from idemview.services.scanproc import ScanProcess
+
         kinds = [k for k in FindingKind if k in st["pending"]]
         relay = self._scan_relay
         try:
             st["proc"] = ScanProcess(
-                url, self.spec.password, self.ledger.layout, self.spec.name, st["now"], kinds,
+                url,
+                self.spec.password,
+                self.ledger.layout,
+                self.spec.name,
+                st["now"],
+                kinds,
                 self.masker.process_key(),
                 on_message=lambda what, kind, payload: relay.emit((st, what, kind, payload)),
-                on_exit=lambda err: relay.emit((st, "exit", None, err)), gate=self.scan_gate)
+                on_exit=lambda err: relay.emit((st, "exit", None, err)),
+                gate=self.scan_gate,
+            )
         except Exception as e:  # noqa: BLE001 - e.g. a layout that cannot be pickled: use threads
             import logging
+
             logging.getLogger(__name__).info("findings scan in threads: %s", self.masker.free_text(str(e)))
             return False
         return True
@@ -444,6 +493,7 @@ class LedgerTab(QWidget):
             q = select(func.count()).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
             with ledger.engine.connect() as c:
                 return int(c.execute(q).scalar() or 0)
+
         self.runner.submit("count", count, self._on_count, lambda e: None)
         self._update_footer()
 
@@ -471,19 +521,27 @@ class LedgerTab(QWidget):
     def scan_complete(self) -> bool:
         # the findings shown must come from a merge made after the last kind arrived: an earlier
         # partial merge can land after the pending set emptied (the full merge still on its worker)
-        return (self.findings is not None and not self._scan["pending"] and self._merged_scan is self._scan
-                and self.findings_settled())
+        return (
+            self.findings is not None
+            and not self._scan["pending"]
+            and self._merged_scan is self._scan
+            and self.findings_settled()
+        )
 
     def findings_settled(self) -> bool:
         """Chips, panel, markers and F8 show the current findings narrowed to the current filter."""
-        return (self.filtered_findings is not None and self._narrowed_res is self.findings
-                and not self.runner.is_pending("narrow"))
+        return (
+            self.filtered_findings is not None
+            and self._narrowed_res is self.findings
+            and not self.runner.is_pending("narrow")
+        )
 
     def _merge_scan(self, st: dict):
         # Kinds finish one by one; merging (and redrawing badges, chips, markers) once per burst rather
         # than once per kind keeps the GUI thread's share of a big scan small.
         if getattr(self, "_merge_timer", None) is None:
             from PySide6.QtCore import QTimer
+
             self._merge_timer = QTimer(self, singleShot=True, interval=80)
             self._merge_timer.timeout.connect(lambda: self._do_merge(self._scan))
         if not st["pending"]:
@@ -496,6 +554,7 @@ class LedgerTab(QWidget):
         if st is not self._scan:
             return
         from idemview.services.session import merge_findings
+
         fs = [f for k in FindingKind for f in st["parts"].get(k, [])]
         unsupported = dict(st["unsupported"])
         for k in st["pending"]:
@@ -506,10 +565,12 @@ class LedgerTab(QWidget):
         # Grouping and sorting tens of thousands of findings runs on a worker; the GUI only swaps in
         # the result (stale merges are dropped by the runner's per-channel generation).
         complete = not st["pending"]
-        self.runner.submit("merge", lambda tok: merge_findings(now, fs, unsupported, expl),
-                           lambda res, st=st: self._on_findings(res, st if complete else None)
-                           if st is self._scan else None,
-                           lambda err: self.show_error(err))
+        self.runner.submit(
+            "merge",
+            lambda tok: merge_findings(now, fs, unsupported, expl),
+            lambda res, st=st: self._on_findings(res, st if complete else None) if st is self._scan else None,
+            lambda err: self.show_error(err),
+        )
 
     def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None):
         self.findings = res
@@ -528,7 +589,7 @@ class LedgerTab(QWidget):
         self.message.emit(f"{self.spec.name}: {plural(len(res.findings), 'finding')}")
 
     def _show_as_of(self):
-        """"Findings as of 12:03:10 UTC": the `now` of the scan on screen (and of an export from here)."""
+        """ "Findings as of 12:03:10 UTC": the `now` of the scan on screen (and of an export from here)."""
         if self.now is None:
             self.as_of.setText("Findings as of —")
             return
@@ -537,8 +598,10 @@ class LedgerTab(QWidget):
         if self.findings is None or self.findings.now != self.now or self._scanning:
             text = f"Findings as of {theme.TIME.fmt_short(self.now)} {theme.TIME.zone()} · scanning…"
         self.as_of.setText(text)
-        self.as_of.setToolTip(f"Computed for now = {theme.TIME.fmt(self.now)} {theme.TIME.zone()}; F5 "
-                              "re-scans for the current time; an export from this window records it")
+        self.as_of.setToolTip(
+            f"Computed for now = {theme.TIME.fmt(self.now)} {theme.TIME.zone()}; F5 "
+            "re-scans for the current time; an export from this window records it"
+        )
 
     def _narrow(self):
         """Findings of the filtered operations, computed on a worker (SQL look-ups of the keys that
@@ -547,9 +610,12 @@ class LedgerTab(QWidget):
         if res is None:
             return
         ledger, flt, now = self.ledger, self.flt, res.now
-        self.runner.submit("narrow", lambda tok: findings_in_filter(ledger, res, flt, now, tok),
-                           lambda ff, res=res: self._on_narrowed(res, ff) if res is self.findings else None,
-                           self.show_error)
+        self.runner.submit(
+            "narrow",
+            lambda tok: findings_in_filter(ledger, res, flt, now, tok),
+            lambda ff, res=res: self._on_narrowed(res, ff) if res is self.findings else None,
+            self.show_error,
+        )
 
     def _on_narrowed(self, res: FindingsResult, ff: FilteredFindings):
         self.filtered_findings = ff
@@ -559,15 +625,18 @@ class LedgerTab(QWidget):
         self.findings_model.set_result(res, ff)
         n_ops = len(res.by_ref)
         if ff.base_filtered:
-            head = (f"<b>Findings</b> — {ff.n_findings:,} of {plural(ff.n_total, 'finding')} in the filter "
-                    f"({plural(n_ops, 'operation')} in all)")
+            head = (
+                f"<b>Findings</b> — {ff.n_findings:,} of {plural(ff.n_total, 'finding')} in the filter "
+                f"({plural(n_ops, 'operation')} in all)"
+            )
         else:
             head = f"<b>Findings</b> — {plural(ff.n_total, 'finding')} on {plural(n_ops, 'operation')}"
         if self._scanning:
             head += " · scanning…"
         self.findings_title.setText(head)
-        self.findings_title.setToolTip("Counts follow the filter and the time window; click a row to show "
-                                       "only those operations")
+        self.findings_title.setToolTip(
+            "Counts follow the filter and the time window; click a row to show only those operations"
+        )
         self.overview.set_findings(ff.markers, res.explanations)
         self._ordered = ff.ordered
         self._finding_pos = -1
@@ -579,8 +648,9 @@ class LedgerTab(QWidget):
         if not r or r[1] <= r[0]:
             return
         ledger, flt, now = self.ledger, self.flt, self.now or datetime.now(UTC)
-        self.runner.submit("overview", lambda tok: overview(ledger, r[0], r[1], flt, now),
-                           self.overview.set_histogram, self.show_error)
+        self.runner.submit(
+            "overview", lambda tok: overview(ledger, r[0], r[1], flt, now), self.overview.set_histogram, self.show_error
+        )
 
     # -------------------------------------------------------------------------------- filter
 
@@ -604,10 +674,16 @@ class LedgerTab(QWidget):
         if self.ledger is None:
             return
         ledger, flt, now = self.ledger, self.flt, self.now or datetime.now(UTC)
-        self.runner.submit("fit", lambda tok: filtered_span(ledger, flt, now),
-                           lambda span: self.overview.fit_to(*span) if span[0] else
-                           self.message.emit("No operation matches the filter: nothing to fit"),
-                           self.show_error)
+        self.runner.submit(
+            "fit",
+            lambda tok: filtered_span(ledger, flt, now),
+            lambda span: (
+                self.overview.fit_to(*span)
+                if span[0]
+                else self.message.emit("No operation matches the filter: nothing to fit")
+            ),
+            self.show_error,
+        )
 
     def _only_unmapped(self, on: bool):
         self.filterbar._flt.unmapped_status = on
@@ -637,8 +713,12 @@ class LedgerTab(QWidget):
         ledger, masker = self.ledger, self.masker
         fs = list(self.findings.by_ref.get((scope, key), [])) if self.findings else []
         expl = self.findings.explanations if self.findings else {}
-        self.runner.submit("detail", lambda tok: load_detail(ledger, masker, scope, key, fs, expl),
-                           lambda d: self.detail.set_detail(d, self.now), self.show_error)
+        self.runner.submit(
+            "detail",
+            lambda tok: load_detail(ledger, masker, scope, key, fs, expl),
+            lambda d: self.detail.set_detail(d, self.now),
+            self.show_error,
+        )
         self._shown_ref = (scope, key)
         self._select_shown(scroll=True)
 
@@ -706,8 +786,9 @@ class LedgerTab(QWidget):
         self._finding_pos = (self._finding_pos + step) % len(self._ordered)
         f = self._ordered[self._finding_pos]
         self.open_operation(f.scope, f.key)
-        self.message.emit(f"Finding {self._finding_pos + 1} of {len(self._ordered)}: {f.severity.value} "
-                          f"{theme.KIND_WORDS[f.kind]}")
+        self.message.emit(
+            f"Finding {self._finding_pos + 1} of {len(self._ordered)}: {f.severity.value} {theme.KIND_WORDS[f.kind]}"
+        )
 
     # --------------------------------------------------------------------------------- errors
 
@@ -728,6 +809,7 @@ class LedgerTab(QWidget):
 
         def ping(tok):
             from idemview.ledger.connect import session_is_read_only
+
             return session_is_read_only(engine)
 
         self.runner.submit("open", ping, lambda _ro: self.refresh(), self.show_error)
@@ -753,8 +835,7 @@ class LedgerTab(QWidget):
         n = self.model.rowCount()
         parts = []
         if self._count is not None:
-            parts.append(f"{plural(self._count, 'operation')} match{'es' if self._count == 1 else ''} · "
-                         f"{n:,} loaded")
+            parts.append(f"{plural(self._count, 'operation')} match{'es' if self._count == 1 else ''} · {n:,} loaded")
         else:
             parts.append(f"{n:,} loaded")
         if self.model.is_loading():
@@ -769,9 +850,10 @@ class LedgerTab(QWidget):
         self.footer.setText(" · ".join(parts))
 
     def copy_link(self) -> str | None:
-        """"Copy link": the ``idemview open …`` command for the operation in the detail (no password;
+        """ "Copy link": the ``idemview open …`` command for the operation in the detail (no password;
         the raw key, since a masked one would find nothing — refused when the key is a credential)."""
         from idemview.services.session import deep_link
+
         d = self.detail.detail
         if d is None:
             return None
@@ -791,6 +873,7 @@ class LedgerTab(QWidget):
             self.open_operation(scope, key)
             return
         from idemview.ledger.reader import find_operations
+
         ledger = self.ledger
 
         def find(tok):
@@ -801,6 +884,7 @@ class LedgerTab(QWidget):
                 self.open_operation(*refs[0])
             else:
                 self.message.emit("No operation with that idempotency key in this ledger")
+
         self.runner.submit("link", find, found, self.show_error)
 
     def copy_selection(self):
@@ -814,7 +898,7 @@ class LedgerTab(QWidget):
     # -------------------------------------------------------------------------- reveal one cell
 
     def grid_reveal_action(self, index: QModelIndex, parent=None) -> QAction | None:
-        """"Reveal this value" for a grid cell: enabled for a masked non-credential value, disabled with
+        """ "Reveal this value" for a grid cell: enabled for a masked non-credential value, disabled with
         "credentials are never revealed" otherwise. The value is re-read on a worker (never kept)."""
         field = OperationsModel.REVEALABLE.get(index.column()) if index.isValid() else None
         if field is None:
@@ -830,14 +914,24 @@ class LedgerTab(QWidget):
         r, row, col = self.model.row(index.row()), index.row(), index.column()
 
         def go():
-            self.reveal(r.scope_raw, r.key_raw, ("op", field), r.row_id,
-                        lambda v: self.model.set_revealed(row, col, v) if self.model.rowCount() > row
-                        and self.model.row(row) is r else None)
+            self.reveal(
+                r.scope_raw,
+                r.key_raw,
+                ("op", field),
+                r.row_id,
+                lambda v: (
+                    self.model.set_revealed(row, col, v)
+                    if self.model.rowCount() > row and self.model.row(row) is r
+                    else None
+                ),
+            )
+
         a.triggered.connect(go)
         return a
 
     def _grid_menu(self, pos):
         from PySide6.QtWidgets import QMenu
+
         menu = QMenu(self.grid)
         menu.setToolTipsVisible(True)
         menu.addAction(self.copy_action)
@@ -857,12 +951,17 @@ class LedgerTab(QWidget):
         ledger, masker = self.ledger, self.masker
 
         def refused(err: JobError):
-            msg = err.message.split(": ", 1)[1] if err.message.startswith("RevealRefused: ") else \
-                self.masker.free_text(err.message)
+            msg = (
+                err.message.split(": ", 1)[1]
+                if err.message.startswith("RevealRefused: ")
+                else self.masker.free_text(err.message)
+            )
             self.last_reveal_refusal = msg
             self.message.emit(f"Not revealed: {msg}")
-        self.runner.submit("reveal", lambda tok: reveal_value(ledger, masker, scope, key, where, row_id),
-                           on_value, refused)
+
+        self.runner.submit(
+            "reveal", lambda tok: reveal_value(ledger, masker, scope, key, where, row_id), on_value, refused
+        )
 
     def close_tab(self):
         if self._scan.get("proc") is not None:
@@ -881,8 +980,12 @@ class LedgerTab(QWidget):
 
     def _on_open_badge_only(self):
         o = self.opened
-        col = theme.colour(theme.OUTCOME_COLOURS, theme.Outcome.SUCCEEDED).name() if o.read_only else \
-            theme.colour(theme.SEVERITY_COLOURS, theme.Severity.HIGH).name()
+        col = (
+            theme.colour(theme.OUTCOME_COLOURS, theme.Outcome.SUCCEEDED).name()
+            if o.read_only
+            else theme.colour(theme.SEVERITY_COLOURS, theme.Severity.HIGH).name()
+        )
         fg = "black" if theme.is_dark() else "white"
-        self.badge.setStyleSheet(f"#roBadge {{ background: {col}; color: {fg}; border-radius: 3px; "
-                                 f"font-weight: bold; padding: 1px 4px; }}")
+        self.badge.setStyleSheet(
+            f"#roBadge {{ background: {col}; color: {fg}; border-radius: 3px; font-weight: bold; padding: 1px 4px; }}"
+        )

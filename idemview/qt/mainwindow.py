@@ -18,15 +18,34 @@ from __future__ import annotations
 import html
 import sys
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QAbstractItemView, QApplication, QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDockWidget,
-    QFileDialog, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMainWindow, QMessageBox,
-    QProgressDialog, QPushButton, QSpinBox, QTableView, QTabWidget, QToolBar, QToolButton, QVBoxLayout,
+    QAbstractItemView,
+    QApplication,
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDockWidget,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMessageBox,
+    QProgressDialog,
+    QPushButton,
+    QSpinBox,
+    QTableView,
+    QTabWidget,
+    QToolBar,
+    QToolButton,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -34,12 +53,12 @@ from idemview.config import CredentialStore
 from idemview.qt import theme
 from idemview.qt.elide import ElidedLabel
 from idemview.qt.ledgertab import LedgerTab
-from idemview.qt.settings import gui_settings
 from idemview.qt.models import SearchModel
-from idemview.services.session import OpenSpec, SharedMasker, search
+from idemview.qt.settings import gui_settings
 from idemview.qt.workers import JobError, Runner
+from idemview.services.session import OpenSpec, SharedMasker, search
 
-UTC = timezone.utc
+UTC = UTC
 
 try:  # the evidence export core arrives separately; the action is disabled until it does
     from idemview.evidence.plan import check_target, export_evidence  # type: ignore[attr-defined]
@@ -83,8 +102,7 @@ class ExportDialog(QDialog):
         self.ledger = ledger
         self.overwrite = False
         form = QFormLayout(self)
-        self.sentence = QLabel(f"<b>{html.escape(sentence)}</b><br>masked, with a manifest "
-                               "(FILE.csv.manifest.json)")
+        self.sentence = QLabel(f"<b>{html.escape(sentence)}</b><br>masked, with a manifest (FILE.csv.manifest.json)")
         self.sentence.setWordWrap(True)
         form.addRow("Exports", self.sentence)
         self.rows = QComboBox()
@@ -120,8 +138,9 @@ class ExportDialog(QDialog):
 
     def _browse(self):
         # the native dialog asks about replacing an existing file itself; we still check it on Export
-        p, _ = QFileDialog.getSaveFileName(self, "Export evidence", self.path.text(), "CSV (*.csv)",
-                                           options=QFileDialog.Option.DontConfirmOverwrite)
+        p, _ = QFileDialog.getSaveFileName(
+            self, "Export evidence", self.path.text(), "CSV (*.csv)", options=QFileDialog.Option.DontConfirmOverwrite
+        )
         if p:
             self.path.setText(p if p.endswith(".csv") else p + ".csv")
 
@@ -130,9 +149,13 @@ class ExportDialog(QDialog):
         self.problem.setVisible(bool(text))
 
     def ask_replace(self, path: str) -> bool:
-        box = QMessageBox(QMessageBox.Icon.Question, "Replace the file?",
-                          f"{path} already exists (or its manifest does).\nReplace it?",
-                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self)
+        box = QMessageBox(
+            QMessageBox.Icon.Question,
+            "Replace the file?",
+            f"{path} already exists (or its manifest does).\nReplace it?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            self,
+        )
         box.setDefaultButton(QMessageBox.StandardButton.No)
         return box.exec() == QMessageBox.StandardButton.Yes
 
@@ -162,7 +185,7 @@ class ExportDialog(QDialog):
 class MainWindow(QMainWindow):
     """idemview's main window (see the module docstring for the shortcuts)."""
 
-    keyring_changed = Signal()      # the credential store found the keyring unusable (any thread)
+    keyring_changed = Signal()  # the credential store found the keyring unusable (any thread)
 
     def __init__(self, credentials: CredentialStore | None = None):
         # Qt calls into Python once per cell and role while painting; each call must take the GIL from
@@ -206,7 +229,7 @@ class MainWindow(QMainWindow):
         self.credentials.listeners.append(self._keyring_listener)
         self._sync_keyring_notice()
         self._help_menu()
-        self.restore_geometry()   # fits the screen (issue #13), or the remembered geometry
+        self.restore_geometry()  # fits the screen (issue #13), or the remembered geometry
         self.refresh_start_page()
         self._sync_actions()
         app = QApplication.instance()
@@ -254,6 +277,7 @@ class MainWindow(QMainWindow):
         st = gui_settings()
         st.setValue("window/geometry", self.saveGeometry())
         from idemview.qt.app import demo_path
+
         ids = []
         for t in self.ledger_tabs():
             if t.spec.connection_id:
@@ -284,8 +308,10 @@ class MainWindow(QMainWindow):
         w.setObjectName("startPage")
         v = QVBoxLayout(w)
         v.addStretch(1)
-        t = QLabel("<h2>idemview</h2><p>Open an operation ledger to see its idempotency keys, attempts, "
-                   "outcomes and findings. Every connection is read-only.</p>")
+        t = QLabel(
+            "<h2>idemview</h2><p>Open an operation ledger to see its idempotency keys, attempts, "
+            "outcomes and findings. Every connection is read-only.</p>"
+        )
         t.setAlignment(Qt.AlignmentFlag.AlignCenter)
         t.setWordWrap(True)
         v.addWidget(t)
@@ -318,6 +344,7 @@ class MainWindow(QMainWindow):
     def recent_connections(self) -> list[tuple]:
         """Saved connections as (Connection, last opened ISO string or ""), last opened first."""
         from idemview.config import ConnectionStore
+
         st = gui_settings()
         try:
             conns = ConnectionStore().load()
@@ -340,11 +367,19 @@ class MainWindow(QMainWindow):
             self.start_list.addWidget(head)
         for c, last in rows:
             where = c.database if c.dialect == "sqlite" else f"{c.host or 'localhost'}/{c.database}"
-            when = "never opened" if not last else "last opened " + theme.TIME.fmt(
-                datetime.fromisoformat(last), seconds=False) + " " + theme.TIME.zone()
+            when = (
+                "never opened"
+                if not last
+                else "last opened "
+                + theme.TIME.fmt(datetime.fromisoformat(last), seconds=False)
+                + " "
+                + theme.TIME.zone()
+            )
             b = QPushButton(f"{c.name}   ·   {c.dialect} {where}   ·   {when}")
-            b.setStyleSheet("QPushButton { text-align: left; padding: 5px 10px; border: 1px solid palette(mid);"
-                            " border-radius: 4px; } QPushButton:hover { background: palette(midlight); }")
+            b.setStyleSheet(
+                "QPushButton { text-align: left; padding: 5px 10px; border: 1px solid palette(mid);"
+                " border-radius: 4px; } QPushButton:hover { background: palette(midlight); }"
+            )
             b.setToolTip(f"Open {c.name} (read-only)")
             b.clicked.connect(lambda _=False, cid=c.id: self.open_saved(cid))
             self.start_list.addWidget(b)
@@ -356,12 +391,22 @@ class MainWindow(QMainWindow):
     def open_saved(self, conn_id: str) -> LedgerTab | None:
         """Open a saved connection by id (its password from the keyring)."""
         from idemview.config import ConnectionStore
+
         c = next((c for c in ConnectionStore().load() if c.id == conn_id), None)
         if c is None:
             return None
         pw = self.credentials.get(c.id)
-        return self.open_spec(OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
-                                       colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None))
+        return self.open_spec(
+            OpenSpec(
+                url=c.url(),
+                name=c.name,
+                layout=c.layout or None,
+                password=pw or None,
+                colour=c.colour,
+                connection_id=c.id,
+                naive_zone=c.naive_zone or None,
+            )
+        )
 
     def saved_tabs(self) -> list[str]:
         """The tabs open at the last close: saved-connection ids, or "demo"."""
@@ -387,6 +432,7 @@ class MainWindow(QMainWindow):
 
     def open_log_folder(self) -> str:
         from idemview.qt.applog import log_dir
+
         d = str(log_dir())
         QDesktopServices.openUrl(QUrl.fromLocalFile(d))
         return d
@@ -431,8 +477,9 @@ class MainWindow(QMainWindow):
         self.zone_btn.toggled.connect(self._zone_toggled)
         tb.addWidget(self.zone_btn)
         spacer = QWidget()
-        spacer.setSizePolicy(spacer.sizePolicy().horizontalPolicy().Expanding,
-                             spacer.sizePolicy().verticalPolicy().Preferred)
+        spacer.setSizePolicy(
+            spacer.sizePolicy().horizontalPolicy().Expanding, spacer.sizePolicy().verticalPolicy().Preferred
+        )
         tb.addWidget(spacer)
         self.search_box = QLineEdit()
         self.search_box.setPlaceholderText("Search key or intent in all ledgers (Ctrl+K)")
@@ -461,6 +508,7 @@ class MainWindow(QMainWindow):
         self.search_dock.setObjectName("searchDock")
         self.search_dock.setWidget(w)
         from idemview.qt.ledgertab import BadgeDelegate
+
         self.search_view.setItemDelegateForColumn(SearchModel.COL_FINDINGS, BadgeDelegate(self.search_view))
         self.search_view.verticalHeader().setDefaultSectionSize(22)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.search_dock)
@@ -471,6 +519,7 @@ class MainWindow(QMainWindow):
             s = QShortcut(QKeySequence(keys), self)
             s.activated.connect(fn)
             return s
+
         sc("Ctrl+K", self.focus_search)
         sc("Ctrl+F", self.focus_filter)
         sc("F8", lambda: self._tab_call("step_finding", 1))
@@ -484,8 +533,9 @@ class MainWindow(QMainWindow):
         self.act_layout.setEnabled(has)
         if export_evidence is None:
             self.act_export.setEnabled(False)
-            self.act_export.setToolTip("Evidence export is not available in this build "
-                                       "(the idemview.evidence.plan module is missing)")
+            self.act_export.setToolTip(
+                "Evidence export is not available in this build (the idemview.evidence.plan module is missing)"
+            )
         else:
             self.act_export.setEnabled(has)
             self.act_export.setToolTip("Export what the filter shows, masked, with a manifest (Ctrl+E)")
@@ -507,8 +557,9 @@ class MainWindow(QMainWindow):
     def open_spec(self, spec: OpenSpec) -> LedgerTab:
         """Open a ledger in a new tab (connection and reading happen on worker threads)."""
         if spec.connection_id:
-            gui_settings().setValue(f"recent/{spec.connection_id}",
-                                    datetime.now(UTC).replace(microsecond=0).isoformat())
+            gui_settings().setValue(
+                f"recent/{spec.connection_id}", datetime.now(UTC).replace(microsecond=0).isoformat()
+            )
         tab = LedgerTab(spec, self.masker, self)
         tab.message.connect(lambda m: self.show_status(m, 8000))
         i = self.tabs.addTab(tab, spec.name)
@@ -540,12 +591,14 @@ class MainWindow(QMainWindow):
 
     def _sync_keyring_notice(self):
         from idemview.qt.connections import show_keyring_notice
+
         show_keyring_notice(self.keyring_notice, self.credentials)
 
     def open_link(self, target: str, key: str | None = None, scope: str | None = None) -> LedgerTab | None:
         """``idemview open TARGET [--key KEY] [--scope S]``: open the ledger (a saved connection's name,
         a URL or a SQLite file) and, once it is open, the operation."""
         from idemview.services.session import spec_for_target
+
         try:
             spec = spec_for_target(target, self.credentials)
         except Exception as e:  # noqa: BLE001 - a bad link is a message, never a crash
@@ -553,18 +606,22 @@ class MainWindow(QMainWindow):
             return None
         tab = self.open_spec(spec)
         if key:
+
             def go():
                 if tab.ledger is not None:
                     tab.open_key(key, scope)
+
             tab.opened_signal.connect(go)
         return tab
 
     def open_demo(self):
         from idemview.qt.app import demo_spec
+
         self.open_spec(demo_spec())
 
     def show_connections(self):
         from idemview.qt.connections import ConnectionDialog
+
         dlg = ConnectionDialog(self.credentials, self.masker, self)
         if dlg.exec() == QDialog.DialogCode.Accepted and dlg.spec is not None:
             self.open_spec(dlg.spec)
@@ -598,13 +655,17 @@ class MainWindow(QMainWindow):
         self._search_left = len(tabs)
         self.search_status.setText(f"Searching {theme.plural(len(tabs), 'ledger')}…" + self._not_searched_text())
         self._size_search_dock()
-        for i, t in enumerate(tabs):
-            ledger, masker, name = t.ledger, self.masker, t.title()
+        masker = self.masker
+        for t in tabs:
+            ledger, name = t.ledger, t.title()
             idx = self.tabs.indexOf(t)
             by_ref = t.findings.by_ref if t.findings is not None else {}
-            t.runner.submit("search", lambda tok, l=ledger, n=name, ix=idx, br=by_ref:
-                            search(l, masker, text, ix, n, br),
-                            self._search_hits, lambda e, n=name: self._search_failed(e, n))
+            t.runner.submit(
+                "search",
+                lambda tok, l=ledger, n=name, ix=idx, br=by_ref: search(l, masker, text, ix, n, br),
+                self._search_hits,
+                lambda e, n=name: self._search_failed(e, n),
+            )
         if not tabs:
             self._search_done(count=False)
 
@@ -626,8 +687,10 @@ class MainWindow(QMainWindow):
         n = self.search_model.rowCount()
         ledgers = len({h.ledger_name for h in self.search_model.hits()})
         state = "" if self._search_left <= 0 else " (still searching)"
-        self.search_status.setText(f"{theme.plural(n, 'operation')} in {theme.plural(ledgers, 'ledger')}{state}"
-                                   " — double-click to open" + self._not_searched_text())
+        self.search_status.setText(
+            f"{theme.plural(n, 'operation')} in {theme.plural(ledgers, 'ledger')}{state}"
+            " — double-click to open" + self._not_searched_text()
+        )
         self.search_view.resizeColumnsToContents()
 
     def _size_search_dock(self):
@@ -677,6 +740,7 @@ class MainWindow(QMainWindow):
         if t is None or t.opened is None:
             return
         from idemview.qt.layout_editor import LayoutEditor
+
         ed = LayoutEditor(t.opened.engine, t.ledger.layout, t.spec.connection_id, now=t.now, parent=self)
         ed.saved.connect(lambda path, t=t: self._layout_saved(t, path))
         ed.finished.connect(ed.deleteLater)
@@ -685,11 +749,13 @@ class MainWindow(QMainWindow):
 
     def _layout_saved(self, tab: LedgerTab, path: str):
         from dataclasses import replace
+
         i = self.tabs.indexOf(tab)
         if i < 0:
             return
         if tab.spec.connection_id:
             from idemview.config import ConnectionStore
+
             store = ConnectionStore()
             for c in store.load():
                 if c.id == tab.spec.connection_id:
@@ -729,19 +795,33 @@ class MainWindow(QMainWindow):
         pd.setMinimumDuration(0)
         pd.canceled.connect(flag.set)
         self.export_progress = pd
-        prog.changed.connect(lambda n: pd.setLabelText(
-            f"Exporting evidence… {theme.plural(n, 'row')}" if isinstance(n, int) else "Exporting evidence…"))
+        prog.changed.connect(
+            lambda n: pd.setLabelText(
+                f"Exporting evidence… {theme.plural(n, 'row')}" if isinstance(n, int) else "Exporting evidence…"
+            )
+        )
         ledger, name = t.ledger, t.title()
         # The session's key with counts of its own: a tag in the file is the tag on screen, and the
         # manifest counts only this export's masks (and says whose key it is).
         masker = self.masker.export_masker()
 
         def run(tok):
-            return export_evidence(ledger, flt, out, rows=rows, now=now, excel=excel, null_literal=null,
-                                   connection_name=name, masker=masker,
-                                   progress=lambda *a: prog.changed.emit(a[0] if a else None),
-                                   cancel=flag, overwrite=overwrite, masking_key="session",
-                                   sentence_shown=shown)
+            return export_evidence(
+                ledger,
+                flt,
+                out,
+                rows=rows,
+                now=now,
+                excel=excel,
+                null_literal=null,
+                connection_name=name,
+                masker=masker,
+                progress=lambda *a: prog.changed.emit(a[0] if a else None),
+                cancel=flag,
+                overwrite=overwrite,
+                masking_key="session",
+                sentence_shown=shown,
+            )
 
         def ok(res):
             pd.close()
@@ -754,6 +834,7 @@ class MainWindow(QMainWindow):
                 self.show_status("Export cancelled; no file written", 8000)
                 return
             self._notify(QMessageBox.Icon.Warning, "Export failed", self.masker.free_text(err.message))
+
         self.runner.submit("export", run, ok, fail)
         pd.show()
 
@@ -766,9 +847,12 @@ class MainWindow(QMainWindow):
 
     def _export_done(self, res, rows: str):
         folder = str(Path(res.path).parent)
-        box = self._notify(QMessageBox.Icon.Information, "Evidence exported",
-                           f"Exported {theme.plural(res.rows, rows[:-1] + ' row')}, masked.\n\nCSV: {res.path}\n"
-                           f"Manifest: {res.manifest_path}\nSHA-256: {res.sha256}")
+        box = self._notify(
+            QMessageBox.Icon.Information,
+            "Evidence exported",
+            f"Exported {theme.plural(res.rows, rows[:-1] + ' row')}, masked.\n\nCSV: {res.path}\n"
+            f"Manifest: {res.manifest_path}\nSHA-256: {res.sha256}",
+        )
         b = box.addButton("Open folder", QMessageBox.ButtonRole.ActionRole)
         b.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(folder)))
         self.export_done_box = box

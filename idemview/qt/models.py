@@ -8,16 +8,23 @@ from __future__ import annotations
 
 import gc
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QFont
 
 from idemview.domain.filters import Filter
-from idemview.domain.model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Severity
+from idemview.domain.model import SEVERITY_ORDER, Attempt, FindingKind, Severity
 from idemview.qt import theme
-from idemview.services.session import FindingsResult, kind_summary, OpRow, SearchHit, SharedMasker, fetch_page, severity_of
 from idemview.qt.workers import JobError, Runner
+from idemview.services.session import (
+    FindingsResult,
+    OpRow,
+    SearchHit,
+    SharedMasker,
+    fetch_page,
+    kind_summary,
+)
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -37,6 +44,7 @@ def _probe_none_leak() -> bool:
 
         def data(self, index, role=Qt.ItemDataRole.DisplayRole):
             return None
+
     m = _M()
     before = sys.getrefcount(None)
     for _ in range(64):
@@ -49,16 +57,24 @@ if _probe_none_leak():
     # the interpreter then aborts ("deallocating None"). pyproject.toml pins PySide6 below 6.12; this
     # catches an environment that installed it anyway, with a clear message instead of a later abort.
     import PySide6
-    raise ImportError(f"PySide6 {PySide6.__version__} loses references to None (a known binding bug); "
-                      "install PySide6-Essentials<6.12 (pip install -e . does)")
+
+    raise ImportError(
+        f"PySide6 {PySide6.__version__} loses references to None (a known binding bug); "
+        "install PySide6-Essentials<6.12 (pip install -e . does)"
+    )
 
 
 # (header, sort key in Ledger.SORTABLE or None)
 #: Columns whose first sort click sorts descending (Qt.InitialSortOrderRole).
 FIRST_DESCENDING = frozenset({"attempt_count", "created_at", "expires_at"})
 OP_COLUMNS = [
-    ("Idempotency key", "key"), ("Scope", "scope"), ("Kind", "kind"), ("Status", "status"),
-    ("Created", "created_at"), ("Expires", "expires_at"), ("Attempts", "attempt_count"),
+    ("Idempotency key", "key"),
+    ("Scope", "scope"),
+    ("Kind", "kind"),
+    ("Status", "status"),
+    ("Created", "created_at"),
+    ("Expires", "expires_at"),
+    ("Attempts", "attempt_count"),
     ("Findings", None),
 ]
 COL_KEY, COL_SCOPE, COL_KIND, COL_STATUS, COL_CREATED, COL_EXPIRES, COL_ATTEMPTS, COL_FINDINGS = range(8)
@@ -99,8 +115,9 @@ class OperationsModel(QAbstractTableModel):
     def set_ledger(self, ledger) -> None:
         self.ledger = ledger
 
-    def set_query(self, flt: Filter | None = None, now: datetime | None = None,
-                  findings: FindingsResult | None = None) -> None:
+    def set_query(
+        self, flt: Filter | None = None, now: datetime | None = None, findings: FindingsResult | None = None
+    ) -> None:
         """Restart from the first page with a new filter (the old answer is dropped even if late)."""
         if flt is not None:
             self.flt = flt
@@ -135,9 +152,14 @@ class OperationsModel(QAbstractTableModel):
         now, by_ref, limit = self.now, self.by_ref, self.page_size
         self._started = True
         self._set_loading(True)
-        self.runner.submit("page", lambda tok: fetch_page(ledger, masker, flt, sort, desc, after, limit,
-                                                         now or datetime.now(theme.UTC), by_ref),
-                           self._on_page, self._on_error)
+        self.runner.submit(
+            "page",
+            lambda tok: fetch_page(
+                ledger, masker, flt, sort, desc, after, limit, now or datetime.now(theme.UTC), by_ref
+            ),
+            self._on_page,
+            self._on_error,
+        )
 
     def _on_page(self, result):
         rows, cursor = result
@@ -207,8 +229,11 @@ class OperationsModel(QAbstractTableModel):
             return "Click to sort by this column (the database sorts; nothing is sorted in memory)"
         if role == Qt.ItemDataRole.InitialSortOrderRole:
             # the first click shows what an incident needs first: most attempts, newest, latest expiry
-            return Qt.SortOrder.DescendingOrder if OP_COLUMNS[section][1] in FIRST_DESCENDING \
+            return (
+                Qt.SortOrder.DescendingOrder
+                if OP_COLUMNS[section][1] in FIRST_DESCENDING
                 else Qt.SortOrder.AscendingOrder
+            )
         return None
 
     def row(self, i: int) -> OpRow:
@@ -255,8 +280,7 @@ class OperationsModel(QAbstractTableModel):
                 return "—" if r.attempts is None else str(r.attempts)
             if c == COL_FINDINGS:
                 # plain-text form (the delegate paints badges; this is for copy and accessibility)
-                return ", ".join(f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_WORDS[f.kind]}"
-                                 for f in self._fs(r))
+                return ", ".join(f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_WORDS[f.kind]}" for f in self._fs(r))
         elif role == Qt.ItemDataRole.ToolTipRole:
             if c == COL_STATUS:
                 return f"{theme.STATUS_WORDS[r.status]} (ledger says: {r.raw_status})"
@@ -305,8 +329,12 @@ class AttemptsModel(QAbstractTableModel):
         self._after_expiry: set[int] = set()
         self._revealed: dict[tuple[int, str], str] = {}
 
-    def set_attempts(self, atts: list[Attempt], after_expiry: set[int] | None = None,
-                     revealed: dict[tuple[int, str], str] | None = None):
+    def set_attempts(
+        self,
+        atts: list[Attempt],
+        after_expiry: set[int] | None = None,
+        revealed: dict[tuple[int, str], str] | None = None,
+    ):
         """``revealed``: (row, field) -> a value the user chose to reveal (shown instead of the mask)."""
         self.beginResetModel()
         self._rows = list(atts)
@@ -321,8 +349,11 @@ class AttemptsModel(QAbstractTableModel):
         return 0 if parent.isValid() else len(self.HEADERS)
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
-                and 0 <= section < len(self.HEADERS):
+        if (
+            orientation == Qt.Orientation.Horizontal
+            and role == Qt.ItemDataRole.DisplayRole
+            and 0 <= section < len(self.HEADERS)
+        ):
             h = self.HEADERS[section]
             return f"{h} ({theme.TIME.zone()})" if h in ("Started", "Finished") else h
         return None
@@ -333,8 +364,11 @@ class AttemptsModel(QAbstractTableModel):
         a, c = self._rows[index.row()], index.column()
         rv = self._revealed.get((index.row(), {5: "worker", 6: "effect_ref", 7: "error"}.get(c, "")))
         if rv is not None and role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
-            return rv.splitlines()[0][:200] if role == Qt.ItemDataRole.DisplayRole and c == 7 and rv else \
-                (rv if role == Qt.ItemDataRole.DisplayRole else "revealed on request:\n" + rv)
+            return (
+                rv.splitlines()[0][:200]
+                if role == Qt.ItemDataRole.DisplayRole and c == 7 and rv
+                else (rv if role == Qt.ItemDataRole.DisplayRole else "revealed on request:\n" + rv)
+            )
         if role == Qt.ItemDataRole.DisplayRole:
             if c == 0:
                 return "—" if a.number is None else str(a.number)
@@ -386,8 +420,7 @@ class FindingsModel(QAbstractTableModel):
                 rows.append((k, sev_k, n, res.unsupported.get(k)))
             if narrowed is not None and narrowed.base_filtered:
                 self._totals = dict(narrowed.total_ops)
-                rows.sort(key=lambda r: (r[3] is not None, self._totals.get(r[0], 0) == 0,
-                                         SEVERITY_ORDER[r[1]]))
+                rows.sort(key=lambda r: (r[3] is not None, self._totals.get(r[0], 0) == 0, SEVERITY_ORDER[r[1]]))
             else:
                 rows.sort(key=lambda r: (r[3] is not None, r[2] == 0, SEVERITY_ORDER[r[1]]))
         self._rows = rows
@@ -495,8 +528,11 @@ class SearchModel(QAbstractTableModel):
         return 0 if parent.isValid() else len(self.HEADERS)
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
-                and 0 <= section < len(self.HEADERS):
+        if (
+            orientation == Qt.Orientation.Horizontal
+            and role == Qt.ItemDataRole.DisplayRole
+            and 0 <= section < len(self.HEADERS)
+        ):
             h = self.HEADERS[section]
             return f"{h} ({theme.TIME.zone()})" if h == "Created" else h
         return None
@@ -506,8 +542,16 @@ class SearchModel(QAbstractTableModel):
             return None
         h, c = self._hits[index.row()], index.column()
         if role == Qt.ItemDataRole.DisplayRole:
-            return [h.ledger_name, h.key, h.scope, f"{theme.STATUS_GLYPHS[h.status]} {theme.STATUS_WORDS[h.status]}",
-                    self.findings_text(h), h.kind, h.intent, theme.TIME.fmt(h.created_at)][c]
+            return [
+                h.ledger_name,
+                h.key,
+                h.scope,
+                f"{theme.STATUS_GLYPHS[h.status]} {theme.STATUS_WORDS[h.status]}",
+                self.findings_text(h),
+                h.kind,
+                h.intent,
+                theme.TIME.fmt(h.created_at),
+            ][c]
         if role == FindingsRole and c == self.COL_FINDINGS:
             return h.findings
         if role == Qt.ItemDataRole.ForegroundRole and c == 3:

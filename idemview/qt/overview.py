@@ -13,11 +13,11 @@ buckets sized to the view).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
@@ -25,14 +25,22 @@ from idemview.domain.model import SEVERITY_ORDER, Finding, Outcome, Severity, St
 from idemview.ledger.reader import Histogram
 from idemview.qt import theme
 
-UTC = timezone.utc
-_STACK = [Outcome.SUCCEEDED, Outcome.REJECTED, Outcome.IN_PROGRESS, Outcome.UNKNOWN, Outcome.TIMED_OUT,
-          Outcome.FAILED]
-_STATUS_AS_OUTCOME = {Status.COMPLETED.value: Outcome.SUCCEEDED, Status.FAILED.value: Outcome.FAILED,
-                      Status.IN_PROGRESS.value: Outcome.IN_PROGRESS, Status.NEW.value: Outcome.UNKNOWN,
-                      Status.UNKNOWN.value: Outcome.UNKNOWN}
-_SEV_SYMBOL = {Severity.CRITICAL: "star", Severity.HIGH: "t", Severity.MEDIUM: "d", Severity.LOW: "o",
-               Severity.INFO: "s"}
+UTC = UTC
+_STACK = [Outcome.SUCCEEDED, Outcome.REJECTED, Outcome.IN_PROGRESS, Outcome.UNKNOWN, Outcome.TIMED_OUT, Outcome.FAILED]
+_STATUS_AS_OUTCOME = {
+    Status.COMPLETED.value: Outcome.SUCCEEDED,
+    Status.FAILED.value: Outcome.FAILED,
+    Status.IN_PROGRESS.value: Outcome.IN_PROGRESS,
+    Status.NEW.value: Outcome.UNKNOWN,
+    Status.UNKNOWN.value: Outcome.UNKNOWN,
+}
+_SEV_SYMBOL = {
+    Severity.CRITICAL: "star",
+    Severity.HIGH: "t",
+    Severity.MEDIUM: "d",
+    Severity.LOW: "o",
+    Severity.INFO: "s",
+}
 _GLYPH_SYMBOLS: dict = {}
 
 
@@ -43,6 +51,7 @@ def _sev_symbol(sev: Severity):
         return _SEV_SYMBOL[sev]
     if sev not in _GLYPH_SYMBOLS:
         from PySide6.QtGui import QFont, QPainterPath, QTransform
+
         path = QPainterPath()
         f = QFont()
         f.setBold(True)
@@ -62,7 +71,7 @@ MAX_MARKERS = 2000  # finding markers drawn on the overview at most
 class _SelectViewBox(pg.ViewBox):
     """Left-drag selects a time window instead of panning; the wheel zooms time only."""
 
-    def __init__(self, owner: "IncidentOverview"):
+    def __init__(self, owner: IncidentOverview):
         super().__init__(enableMenu=False)
         self.owner = owner
         self.setMouseEnabled(x=True, y=False)
@@ -186,8 +195,10 @@ class IncidentOverview(QWidget):
             words = f"■ {theme.outcome_glyph(o)} {theme.OUTCOME_WORDS[o]}".replace(" ", "&nbsp;")
             parts.append(f'<span style="color:{c}">{words}</span>')
         g = theme.SEVERITY_GLYPHS
-        parts.append(f"·&nbsp;findings:&nbsp;{g[Severity.CRITICAL]}&nbsp;critical {g[Severity.HIGH]}&nbsp;high "
-                     f"{g[Severity.MEDIUM]}&nbsp;medium {g[Severity.LOW]}&nbsp;low")
+        parts.append(
+            f"·&nbsp;findings:&nbsp;{g[Severity.CRITICAL]}&nbsp;critical {g[Severity.HIGH]}&nbsp;high "
+            f"{g[Severity.MEDIUM]}&nbsp;medium {g[Severity.LOW]}&nbsp;low"
+        )
         self.legend.setText(" ".join(parts))
         self._draw()
 
@@ -277,8 +288,7 @@ class IncidentOverview(QWidget):
                 if not vals.any():
                     continue
                 c = theme.colour(theme.OUTCOME_COLOURS, o)
-                bar = pg.BarGraphItem(x=centers, height=vals, width=width, y0=base.copy(), brush=c,
-                                      pen=pg.mkPen(None))
+                bar = pg.BarGraphItem(x=centers, height=vals, width=width, y0=base.copy(), brush=c, pen=pg.mkPen(None))
                 self.plot.addItem(bar)
                 self._bars.append(bar)
                 base += vals
@@ -302,14 +312,21 @@ class IncidentOverview(QWidget):
         x = np.fromiter((f.at.timestamp() for f in shown), dtype=float, count=len(shown))
         data = np.empty(len(shown), dtype=object)
         data[:] = shown
-        self._markers.setData(x=x, y=np.full(len(shown), ymax * 1.08), data=data,
-                              symbol=[_sev_symbol(f.severity) for f in shown],
-                              brush=[brushes[f.severity] for f in shown], pen=edge)
+        self._markers.setData(
+            x=x,
+            y=np.full(len(shown), ymax * 1.08),
+            data=data,
+            symbol=[_sev_symbol(f.severity) for f in shown],
+            brush=[brushes[f.severity] for f in shown],
+            pen=edge,
+        )
 
     def _tip(self, x, y, data):
         f: Finding = data
-        return (f"{f.severity.value}: {theme.KIND_WORDS[f.kind]} at {theme.TIME.fmt(f.at)} "
-                f"{theme.TIME.zone()}\n{self._explanations.get(id(f), '')}\n(click to open the operation)")
+        return (
+            f"{f.severity.value}: {theme.KIND_WORDS[f.kind]} at {theme.TIME.fmt(f.at)} "
+            f"{theme.TIME.zone()}\n{self._explanations.get(id(f), '')}\n(click to open the operation)"
+        )
 
     def _marker_clicked(self, _item, points, _ev=None):
         if len(points):
@@ -328,8 +345,10 @@ class IncidentOverview(QWidget):
         if hi - lo < 1:
             return
         self.clear_btn.setEnabled(True)
-        self.region_chosen.emit(datetime.fromtimestamp(lo, UTC).replace(microsecond=0),
-                                datetime.fromtimestamp(hi, UTC).replace(microsecond=0))
+        self.region_chosen.emit(
+            datetime.fromtimestamp(lo, UTC).replace(microsecond=0),
+            datetime.fromtimestamp(hi, UTC).replace(microsecond=0),
+        )
 
     def select_window(self, since: datetime, until: datetime):
         """Select a window programmatically (tests, keyboard users) and filter by it."""

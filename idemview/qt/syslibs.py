@@ -55,4 +55,5 @@ def check_gui_libraries(platform: str | None = None) -> None:
         fed = " ".join(m[2] for m in missing)
         raise GuiUnavailable(
             f"the GUI needs the system library {libs} for Qt's X11 (xcb) platform: install it with "
-            f"`sudo apt install {deb}` (Debian/Ubuntu) or `sudo dnf install {fed}` (Fedora)")
+            f"`sudo apt install {deb}` (Debian/Ubuntu) or `sudo dnf install {fed}` (Fedora)"
+        )

@@ -8,7 +8,7 @@ it changes; the severity/outcome colours have a light and a dark variant chosen 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QGuiApplication, QPalette
@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication
 
 from idemview.domain.model import FindingKind, Outcome, Severity, Status
 
-UTC = timezone.utc
+UTC = UTC
 
 # (light, dark) colours: dark variants are lighter so they keep contrast on a dark background.
 OUTCOME_COLOURS = {
@@ -41,16 +41,43 @@ SEVERITY_COLOURS = {
     Severity.LOW: ("#1565c0", "#64b5f6"),
     Severity.INFO: ("#546e7a", "#b0bec5"),
 }
-SEVERITY_GLYPHS = {Severity.CRITICAL: "‼", Severity.HIGH: "▲", Severity.MEDIUM: "◆",
-                   Severity.LOW: "●", Severity.INFO: "ℹ"}
-STATUS_GLYPHS = {Status.COMPLETED: "✓", Status.FAILED: "✗", Status.IN_PROGRESS: "⟳",
-                 Status.NEW: "○", Status.UNKNOWN: "?"}
-_OUTCOME_GLYPHS = {Outcome.SUCCEEDED: "✓", Outcome.FAILED: "✗", Outcome.TIMED_OUT: "⏱",
-                   Outcome.REJECTED: "⊘", Outcome.IN_PROGRESS: "⟳", Outcome.UNKNOWN: "?"}
-STATUS_WORDS = {Status.COMPLETED: "completed", Status.FAILED: "failed", Status.IN_PROGRESS: "in progress",
-                Status.NEW: "new", Status.UNKNOWN: "unknown"}
-OUTCOME_WORDS = {Outcome.SUCCEEDED: "succeeded", Outcome.FAILED: "failed", Outcome.TIMED_OUT: "timed out",
-                 Outcome.REJECTED: "rejected", Outcome.IN_PROGRESS: "in progress", Outcome.UNKNOWN: "unknown"}
+SEVERITY_GLYPHS = {
+    Severity.CRITICAL: "‼",
+    Severity.HIGH: "▲",
+    Severity.MEDIUM: "◆",
+    Severity.LOW: "●",
+    Severity.INFO: "ℹ",
+}
+STATUS_GLYPHS = {
+    Status.COMPLETED: "✓",
+    Status.FAILED: "✗",
+    Status.IN_PROGRESS: "⟳",
+    Status.NEW: "○",
+    Status.UNKNOWN: "?",
+}
+_OUTCOME_GLYPHS = {
+    Outcome.SUCCEEDED: "✓",
+    Outcome.FAILED: "✗",
+    Outcome.TIMED_OUT: "⏱",
+    Outcome.REJECTED: "⊘",
+    Outcome.IN_PROGRESS: "⟳",
+    Outcome.UNKNOWN: "?",
+}
+STATUS_WORDS = {
+    Status.COMPLETED: "completed",
+    Status.FAILED: "failed",
+    Status.IN_PROGRESS: "in progress",
+    Status.NEW: "new",
+    Status.UNKNOWN: "unknown",
+}
+OUTCOME_WORDS = {
+    Outcome.SUCCEEDED: "succeeded",
+    Outcome.FAILED: "failed",
+    Outcome.TIMED_OUT: "timed out",
+    Outcome.REJECTED: "rejected",
+    Outcome.IN_PROGRESS: "in progress",
+    Outcome.UNKNOWN: "unknown",
+}
 KIND_WORDS = {
     FindingKind.DUPLICATE_EFFECT: "duplicate effect",
     FindingKind.REPLAY_AFTER_EXPIRY: "replay after expiry",
@@ -65,11 +92,16 @@ KIND_WORDS = {
 }
 # Short badge labels for the grid (the full words are in the tooltip).
 KIND_SHORT = {
-    FindingKind.DUPLICATE_EFFECT: "dup effect", FindingKind.REPLAY_AFTER_EXPIRY: "replay",
-    FindingKind.KEY_CONFLICT: "conflict", FindingKind.DUPLICATE_INTENT: "dup intent",
-    FindingKind.STUCK_IN_PROGRESS: "stuck", FindingKind.UNRESOLVED_FAILURE: "unresolved",
-    FindingKind.RETRY_STORM: "storm", FindingKind.EXPIRED_KEY: "expired",
-    FindingKind.HIDDEN_SUCCESS: "hidden success", FindingKind.ORPHAN_EFFECT: "orphan",
+    FindingKind.DUPLICATE_EFFECT: "dup effect",
+    FindingKind.REPLAY_AFTER_EXPIRY: "replay",
+    FindingKind.KEY_CONFLICT: "conflict",
+    FindingKind.DUPLICATE_INTENT: "dup intent",
+    FindingKind.STUCK_IN_PROGRESS: "stuck",
+    FindingKind.UNRESOLVED_FAILURE: "unresolved",
+    FindingKind.RETRY_STORM: "storm",
+    FindingKind.EXPIRED_KEY: "expired",
+    FindingKind.HIDDEN_SUCCESS: "hidden success",
+    FindingKind.ORPHAN_EFFECT: "orphan",
 }
 
 
@@ -161,8 +193,9 @@ class TimeFormat(QObject):
 
     def tz(self):
         """The ``tzinfo`` times are shown in (UTC or this computer's zone)."""
-        from datetime import timezone as _tz
-        return _tz.utc if self.utc else datetime.now().astimezone().tzinfo
+        from datetime import UTC
+
+        return UTC if self.utc else datetime.now().astimezone().tzinfo
 
     def convert(self, t: datetime) -> datetime:
         return t.astimezone(UTC) if self.utc else t.astimezone()
@@ -184,6 +217,7 @@ TIME = TimeFormat()
 def duration(seconds: float | None) -> str:
     """A duration on a timeline or in a table (milliseconds and tenths shown); "—" when unknown."""
     from idemview.ledger.times import human_duration
+
     return "—" if seconds is None else human_duration(seconds, fine=True)
 
 

@@ -10,7 +10,7 @@ with a heavy outline and "⚠ after expiry", since those are the ones that may h
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette, QPen
@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from idemview.domain.model import Attempt, Outcome, Severity
 from idemview.qt import theme
 
-UTC = timezone.utc
+UTC = UTC
 
 
 @dataclass
@@ -48,8 +48,9 @@ class TimelineWidget(QWidget):
         self._rects: list[tuple[QRectF, Lane]] = []
         theme.TIME.changed.connect(self.update)
 
-    def set_operation(self, attempts: list[Attempt], created: datetime | None, expires: datetime | None,
-                      now: datetime | None):
+    def set_operation(
+        self, attempts: list[Attempt], created: datetime | None, expires: datetime | None, now: datetime | None
+    ):
         self.created, self.expires, self.now = created, expires, now
         self.lanes = [Lane(a, bool(expires and a.started_at and a.started_at > expires)) for a in attempts]
         self.setFixedHeight(self.sizeHint().height())
@@ -104,8 +105,11 @@ class TimelineWidget(QWidget):
         span = self._span()
         if not self.lanes:
             p.setPen(text)
-            msg = "No attempts recorded for this operation (the ledger keeps only a counter)." \
-                if self.created else "No operation open."
+            msg = (
+                "No attempts recorded for this operation (the ledger keeps only a counter)."
+                if self.created
+                else "No operation open."
+            )
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, msg)
             return
         if span is None:
@@ -157,8 +161,11 @@ class TimelineWidget(QWidget):
             if a.started_at is None:
                 continue
             s = a.started_at.timestamp()
-            f = a.finished_at.timestamp() if a.finished_at else (self.now.timestamp() if self.now and
-                                                                 a.outcome == Outcome.IN_PROGRESS else s)
+            f = (
+                a.finished_at.timestamp()
+                if a.finished_at
+                else (self.now.timestamp() if self.now and a.outcome == Outcome.IN_PROGRESS else s)
+            )
             bx, bw = X(s), max(6.0, X(min(f, hi)) - X(s))
             col = theme.colour(theme.OUTCOME_COLOURS, a.outcome)
             r = QRectF(bx, y + 4, bw, self.LANE_H - 8)
@@ -173,8 +180,10 @@ class TimelineWidget(QWidget):
                 p.setBrush(Qt.BrushStyle.NoBrush)
                 p.setPen(QPen(theme.colour(theme.SEVERITY_COLOURS, Severity.CRITICAL), 2.5))
                 p.drawRoundedRect(r.adjusted(-2, -2, 2, 2), 4, 4)
-            label = f"#{a.number if a.number is not None else '?'} {theme.outcome_glyph(a.outcome)} " \
-                    f"{theme.OUTCOME_WORDS[a.outcome]}"
+            label = (
+                f"#{a.number if a.number is not None else '?'} {theme.outcome_glyph(a.outcome)} "
+                f"{theme.OUTCOME_WORDS[a.outcome]}"
+            )
             if a.started_at and a.finished_at:
                 label += f" · {theme.duration((a.finished_at - a.started_at).total_seconds())}"
             if lane.after_expiry:
@@ -214,8 +223,11 @@ class TimelineWidget(QWidget):
                 if r.adjusted(-3, -3, 3, 3).contains(ev.position() if hasattr(ev, "position") else QPointF(ev.pos())):
                     a = lane.attempt
                     z = theme.TIME.zone()
-                    tip = [f"attempt #{a.number}: {theme.OUTCOME_WORDS[a.outcome]} (ledger says {a.raw_outcome})",
-                           f"started {theme.TIME.fmt(a.started_at)} {z}", f"finished {theme.TIME.fmt(a.finished_at)} {z}"]
+                    tip = [
+                        f"attempt #{a.number}: {theme.OUTCOME_WORDS[a.outcome]} (ledger says {a.raw_outcome})",
+                        f"started {theme.TIME.fmt(a.started_at)} {z}",
+                        f"finished {theme.TIME.fmt(a.finished_at)} {z}",
+                    ]
                     if a.worker:
                         tip.append(f"worker {a.worker}")
                     if a.effect_ref:
@@ -225,9 +237,11 @@ class TimelineWidget(QWidget):
                     if lane.after_expiry:
                         tip.append("⚠ started after the key had expired: the dedup check could not stop it")
                     from PySide6.QtWidgets import QToolTip
+
                     QToolTip.showText(ev.globalPos(), "\n".join(tip), self)
                     return True
             from PySide6.QtWidgets import QToolTip
+
             QToolTip.hideText()
             return True
         return super().event(ev)

@@ -41,10 +41,15 @@ class UnmappedNotice(QWidget):
         for what, vals in (("status", st), ("outcome", oc)):
             if vals:
                 top = sorted(vals.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
-                parts.append(f"{what} " + ", ".join(f"{masker.free_text(r)} ({n:,})" for r, n in top)
-                             + (" …" if len(vals) > 5 else ""))
+                parts.append(
+                    f"{what} "
+                    + ", ".join(f"{masker.free_text(r)} ({n:,})" for r, n in top)
+                    + (" …" if len(vals) > 5 else "")
+                )
         self.label.setText("⚠ Unmapped " + "; ".join(parts))
-        self.label.setToolTip("Raw values this layout does not map are shown as the layout's default "
-                              "(usually unknown). Map them in the connection's settings (status_map).")
+        self.label.setToolTip(
+            "Raw values this layout does not map are shown as the layout's default "
+            "(usually unknown). Map them in the connection's settings (status_map)."
+        )
         self.button.setVisible(bool(st))
         self.show()

@@ -24,10 +24,10 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
-import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -36,6 +36,7 @@ from idemview.ledger.connect import short_error
 from idemview.services.cancel import Cancelled, CancelToken, bind_token, current_token, watch_engine  # noqa: F401 - re-exported for the GUI
 
 log = logging.getLogger(__name__)
+
 
 @dataclass
 class JobError:
@@ -48,8 +49,9 @@ class JobError:
     detail: str = ""
 
 
-_WRITE_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG", "EIO")
-                          if hasattr(errno, n))
+_WRITE_ERRNOS = frozenset(
+    getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG", "EIO") if hasattr(errno, n)
+)
 
 
 def describe_error(e: BaseException) -> JobError:
@@ -57,6 +59,7 @@ def describe_error(e: BaseException) -> JobError:
     (:func:`idemview.masking.masker.mask_message`): a driver's error can quote ledger data (an e-mail,
     a card number) or a connection string, and a banner is a message like any other (DESIGN §6)."""
     from idemview.masking.masker import mask_message
+
     err = _describe_error(e)
     err.message = mask_message(err.message)
     if err.detail:
@@ -71,21 +74,36 @@ def _describe_error(e: BaseException) -> JobError:
         msg = short_error(e)
         lost = bool(getattr(e, "connection_invalidated", False))
         low = msg.lower()
-        if "interrupted" in low or "canceling statement due to user request" in low or \
-                "query execution was interrupted" in low:
+        if (
+            "interrupted" in low
+            or "canceling statement due to user request" in low
+            or "query execution was interrupted" in low
+        ):
             return JobError("the query was cancelled", cancelled=True)
         if "statement timeout" in low or "max_execution_time" in low or "max_statement_time" in low:
             return JobError(f"the query ran past its time limit: {msg}")
-        if isinstance(e, OperationalError) and any(w in low for w in (
-                "connection", "server closed", "terminat", "could not connect", "lost", "gone away",
-                "unable to open", "no such file", "broken pipe")):
+        if isinstance(e, OperationalError) and any(
+            w in low
+            for w in (
+                "connection",
+                "server closed",
+                "terminat",
+                "could not connect",
+                "lost",
+                "gone away",
+                "unable to open",
+                "no such file",
+                "broken pipe",
+            )
+        ):
             lost = True
-        return JobError(("connection lost: " if lost else "the database refused a query: ") + msg,
-                        connection_lost=lost)
+        return JobError(("connection lost: " if lost else "the database refused a query: ") + msg, connection_lost=lost)
     from idemview.ledger.connect import ConnectError
+
     if isinstance(e, ConnectError):
         return JobError(str(e), connection_lost=True)
     from idemview.evidence.writer import FinalNameTaken
+
     if isinstance(e, FinalNameTaken):
         return JobError(str(e))
     if isinstance(e, OSError) and not isinstance(e, ConnectionError) and e.errno in _WRITE_ERRNOS:
@@ -93,8 +111,10 @@ def _describe_error(e: BaseException) -> JobError:
         where = f" {e.filename}" if e.filename else ""
         return JobError(f"cannot write{where}: {e.strerror}")
     from idemview.ledger.connect import redact
-    return JobError(f"{type(e).__name__}: {redact(str(e))[:300]}",
-                    detail="".join(traceback.format_exception(e))[-4000:])
+
+    return JobError(
+        f"{type(e).__name__}: {redact(str(e))[:300]}", detail="".join(traceback.format_exception(e))[-4000:]
+    )
 
 
 class _Relay(QObject):
@@ -140,6 +160,7 @@ def pool() -> QThreadPool:
         # interval several of them can keep the GUI thread waiting for the GIL for hundreds of ms.
         # A 1 ms interval hands the GIL back to the event loop far more often, at ~no cost.
         import sys
+
         sys.setswitchinterval(0.0005)
     return p
 
@@ -161,8 +182,15 @@ class Runner(QObject):
         self._gen: dict[str, int] = {}
         self._pending: dict[str, tuple[CancelToken, Callable | None, Callable | None]] = {}
 
-    def submit(self, channel: str, fn: Callable[[CancelToken], Any], on_ok: Callable[[Any], None] | None = None,
-               on_error: Callable[[JobError], None] | None = None, *, cancel_previous: bool = True) -> int:
+    def submit(
+        self,
+        channel: str,
+        fn: Callable[[CancelToken], Any],
+        on_ok: Callable[[Any], None] | None = None,
+        on_error: Callable[[JobError], None] | None = None,
+        *,
+        cancel_previous: bool = True,
+    ) -> int:
         gen = self._gen.get(channel, 0) + 1
         self._gen[channel] = gen
         prev = self._pending.get(channel)

@@ -23,7 +23,6 @@ from idemview.ledger.connect import Interrupter
 _local = threading.local()
 
 
-
 class Cancelled(errors.Cancelled):
     """Raised inside a job whose token was cancelled before a statement started."""
 
@@ -54,7 +53,7 @@ def current_token() -> CancelToken | None:
     return getattr(_local, "token", None)
 
 
-_watched: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+_watched: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def watch_engine(engine: Engine) -> None:
@@ -82,8 +81,6 @@ def watch_engine(engine: Engine) -> None:
         raw = conn.connection.dbapi_connection
         with tok._lock:
             tok._active.pop(id(raw), None)
-
-
 
 
 def bind_token(token: CancelToken | None) -> None:

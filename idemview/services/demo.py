@@ -17,15 +17,25 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import (
-    BigInteger, Column, DateTime, Index, Integer, MetaData, String, Table, Text, create_engine, insert,
+    BigInteger,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    insert,
 )
 from sqlalchemy.engine import Engine
 
-UTC = timezone.utc
+UTC = UTC
 DEFAULT_ANCHOR = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 RETENTION = timedelta(hours=24)
 LOCK = timedelta(minutes=5)
@@ -44,48 +54,57 @@ def reference_metadata() -> MetaData:
     Times are ``DateTime`` holding UTC (naive in the database). (scope, idempotency_key) is indexed but
     deliberately not unique: a replay after the record was purged, or a bug, can add a second record."""
     md = MetaData()
-    Table("operations", md,
-          Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
-          Column("scope", String(64), nullable=False, default=""),
-          Column("idempotency_key", String(128), nullable=False),
-          Column("kind", String(64)),
-          Column("status", String(16), nullable=False),
-          Column("request_hash", String(64)),
-          Column("intent_ref", String(64)),
-          Column("effect_ref", String(64)),
-          Column("attempt_count", Integer, nullable=False, default=0),
-          Column("created_at", DateTime),
-          Column("updated_at", DateTime),
-          Column("completed_at", DateTime),
-          Column("locked_at", DateTime),
-          Column("lock_expires_at", DateTime),
-          Column("expires_at", DateTime),
-          Column("request_body", Text),
-          Column("response_body", Text),
-          Column("error", Text),
-          Index("ix_operations_scope_key", "scope", "idempotency_key"),
-          Index("ix_operations_created_at", "created_at"),
-          Index("ix_operations_expires_at", "expires_at"),
-          Index("ix_operations_intent_ref", "intent_ref"),
-          Index("ix_operations_status", "status"))
-    Table("attempts", md,
-          Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
-          Column("scope", String(64), nullable=False, default=""),
-          Column("idempotency_key", String(128), nullable=False),
-          Column("attempt_no", Integer, nullable=False),
-          Column("started_at", DateTime),
-          Column("finished_at", DateTime),
-          Column("outcome", String(16), nullable=False),
-          Column("request_hash", String(64)),
-          Column("effect_ref", String(64)),
-          Column("worker", String(64)),
-          Column("error", Text),
-          Index("ix_attempts_scope_key", "scope", "idempotency_key"),
-          Index("ix_attempts_started_at", "started_at"))
-    Table("idemview_demo_planted", md,
-          Column("kind", String(32), primary_key=True),
-          Column("scope", String(64), primary_key=True),
-          Column("idempotency_key", String(128), primary_key=True))
+    Table(
+        "operations",
+        md,
+        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+        Column("scope", String(64), nullable=False, default=""),
+        Column("idempotency_key", String(128), nullable=False),
+        Column("kind", String(64)),
+        Column("status", String(16), nullable=False),
+        Column("request_hash", String(64)),
+        Column("intent_ref", String(64)),
+        Column("effect_ref", String(64)),
+        Column("attempt_count", Integer, nullable=False, default=0),
+        Column("created_at", DateTime),
+        Column("updated_at", DateTime),
+        Column("completed_at", DateTime),
+        Column("locked_at", DateTime),
+        Column("lock_expires_at", DateTime),
+        Column("expires_at", DateTime),
+        Column("request_body", Text),
+        Column("response_body", Text),
+        Column("error", Text),
+        Index("ix_operations_scope_key", "scope", "idempotency_key"),
+        Index("ix_operations_created_at", "created_at"),
+        Index("ix_operations_expires_at", "expires_at"),
+        Index("ix_operations_intent_ref", "intent_ref"),
+        Index("ix_operations_status", "status"),
+    )
+    Table(
+        "attempts",
+        md,
+        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+        Column("scope", String(64), nullable=False, default=""),
+        Column("idempotency_key", String(128), nullable=False),
+        Column("attempt_no", Integer, nullable=False),
+        Column("started_at", DateTime),
+        Column("finished_at", DateTime),
+        Column("outcome", String(16), nullable=False),
+        Column("request_hash", String(64)),
+        Column("effect_ref", String(64)),
+        Column("worker", String(64)),
+        Column("error", Text),
+        Index("ix_attempts_scope_key", "scope", "idempotency_key"),
+        Index("ix_attempts_started_at", "started_at"),
+    )
+    Table(
+        "idemview_demo_planted",
+        md,
+        Column("kind", String(32), primary_key=True),
+        Column("scope", String(64), primary_key=True),
+        Column("idempotency_key", String(128), primary_key=True),
+    )
     return md
 
 
@@ -123,8 +142,10 @@ class _Gen:
     def payload(self, kind: str, scope: str) -> tuple[dict, str]:
         r = self.r
         who = r.choice(FIRST)
-        body: dict = {"tenant": scope, "customer": {"email": f"{who}.{r.randint(1, 999)}@example.com",
-                                                  "name": who.title()}}
+        body: dict = {
+            "tenant": scope,
+            "customer": {"email": f"{who}.{r.randint(1, 999)}@example.com", "name": who.title()},
+        }
         if kind in ("payment.capture", "refund.create"):
             body["amount"] = r.randint(100, 250_000)
             body["currency"] = r.choice(("usd", "eur", "gbp"))
@@ -147,32 +168,78 @@ class _Gen:
     def _hex(key: str, salt: str, n: int = 24) -> str:
         return hashlib.sha256(f"{salt}:{key}".encode()).hexdigest()[:n]
 
-    def charge(self, key: str, body: dict, effect: str | None, created: datetime, *, obj: str = "charge",
-               status: str = "succeeded") -> dict:
+    def charge(
+        self,
+        key: str,
+        body: dict,
+        effect: str | None,
+        created: datetime,
+        *,
+        obj: str = "charge",
+        status: str = "succeeded",
+    ) -> dict:
         card = (body.get("card") or {}).get("number", "4242424242424242")
         email = body["customer"]["email"]
         return {
-            "id": effect, "object": obj, "amount": body.get("amount"), "currency": body.get("currency"),
-            "status": status, "created": int(created.replace(tzinfo=UTC).timestamp()), "livemode": True,
-            "payment_method_details": {"type": "card", "card": {
-                "brand": {"4": "visa", "5": "mastercard", "3": "amex"}.get(card[0], "card"),
-                "last4": card[-4:], "fingerprint": self._hex(key, "fp", 16)}},
+            "id": effect,
+            "object": obj,
+            "amount": body.get("amount"),
+            "currency": body.get("currency"),
+            "status": status,
+            "created": int(created.replace(tzinfo=UTC).timestamp()),
+            "livemode": True,
+            "payment_method_details": {
+                "type": "card",
+                "card": {
+                    "brand": {"4": "visa", "5": "mastercard", "3": "amex"}.get(card[0], "card"),
+                    "last4": card[-4:],
+                    "fingerprint": self._hex(key, "fp", 16),
+                },
+            },
             "billing_details": {"email": email, "phone": "+4915123456789", "name": body["customer"]["name"]},
-            "receipt_email": email, "receipt_url": f"https://pay.example.com/receipts/{self._hex(key, 'rc')}"
-                                                  f"?token=rt_{self._hex(key, 'rt', 32)}",
+            "receipt_email": email,
+            "receipt_url": f"https://pay.example.com/receipts/{self._hex(key, 'rc')}"
+            f"?token=rt_{self._hex(key, 'rt', 32)}",
             "metadata": {"idempotency_key": key},
         }
 
-    def op(self, *, scope, key, kind, status, created, attempts: list[dict], intent=None, effect=None,
-           fp=None, body=None, expires=None, error=None, locked=None, completed=None, response=None):
+    def op(
+        self,
+        *,
+        scope,
+        key,
+        kind,
+        status,
+        created,
+        attempts: list[dict],
+        intent=None,
+        effect=None,
+        fp=None,
+        body=None,
+        expires=None,
+        error=None,
+        locked=None,
+        completed=None,
+        response=None,
+    ):
         self._op_id += 1
         n = len(attempts)
         last = max((a["finished_at"] or a["started_at"] for a in attempts), default=created)
         row = {
-            "id": self._op_id, "scope": scope, "idempotency_key": key, "kind": kind, "status": status,
-            "request_hash": fp, "intent_ref": intent, "effect_ref": effect, "attempt_count": n,
-            "created_at": created, "updated_at": last, "completed_at": completed,
-            "locked_at": locked, "lock_expires_at": (locked + LOCK) if locked else None,
+            "id": self._op_id,
+            "scope": scope,
+            "idempotency_key": key,
+            "kind": kind,
+            "status": status,
+            "request_hash": fp,
+            "intent_ref": intent,
+            "effect_ref": effect,
+            "attempt_count": n,
+            "created_at": created,
+            "updated_at": last,
+            "completed_at": completed,
+            "locked_at": locked,
+            "lock_expires_at": (locked + LOCK) if locked else None,
             "expires_at": expires if expires is not None else created + RETENTION,
             "request_body": json.dumps(body) if body is not None else None,
             "response_body": json.dumps(response) if response is not None else None,
@@ -181,11 +248,21 @@ class _Gen:
         self.ops.append(row)
         for i, a in enumerate(attempts, 1):
             self._att_id += 1
-            self.atts.append({"id": self._att_id, "scope": scope, "idempotency_key": key,
-                              "attempt_no": a.get("no", i), "started_at": a["started_at"],
-                              "finished_at": a["finished_at"], "outcome": a["outcome"],
-                              "request_hash": a.get("fp", fp), "effect_ref": a.get("effect"),
-                              "worker": a.get("worker") or self.r.choice(WORKERS), "error": a.get("error")})
+            self.atts.append(
+                {
+                    "id": self._att_id,
+                    "scope": scope,
+                    "idempotency_key": key,
+                    "attempt_no": a.get("no", i),
+                    "started_at": a["started_at"],
+                    "finished_at": a["finished_at"],
+                    "outcome": a["outcome"],
+                    "request_hash": a.get("fp", fp),
+                    "effect_ref": a.get("effect"),
+                    "worker": a.get("worker") or self.r.choice(WORKERS),
+                    "error": a.get("error"),
+                }
+            )
         return row
 
     def attempt_chain(self, created: datetime, outcomes: list[str], effect_prefix: str) -> list[dict]:
@@ -196,12 +273,14 @@ class _Gen:
             if o == "succeeded":
                 a["effect"] = self.ref(effect_prefix)
             elif o == "failed":
-                a["error"] = self.r.choice((
-                    "card_declined: insufficient funds",
-                    "upstream 503 from provider",
-                    "connection reset by peer (postgres://app:hunter2@db.internal:5432/payments)",
-                    "rate limited; retry after 2s",
-                ))
+                a["error"] = self.r.choice(
+                    (
+                        "card_declined: insufficient funds",
+                        "upstream 503 from provider",
+                        "connection reset by peer (postgres://app:hunter2@db.internal:5432/payments)",
+                        "rate limited; retry after 2s",
+                    )
+                )
             elif o == "timed_out":
                 a["error"] = "provider did not answer within 30 s"
             out.append(a)
@@ -209,12 +288,18 @@ class _Gen:
         return out
 
 
-EFFECT_PREFIX = {"payment.capture": "ch", "refund.create": "re", "email.send": "em",
-                 "invoice.create": "in", "webhook.deliver": "wh"}
+EFFECT_PREFIX = {
+    "payment.capture": "ch",
+    "refund.create": "re",
+    "email.send": "em",
+    "invoice.create": "in",
+    "webhook.deliver": "wh",
+}
 
 
-def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
-             anchor: datetime = DEFAULT_ANCHOR, batch: int = 5000) -> Planted:
+def generate(
+    engine: Engine, *, operations: int = 2000, seed: int = 7, anchor: datetime = DEFAULT_ANCHOR, batch: int = 5000
+) -> Planted:
     """Create the reference tables on ``engine`` (dropping demo tables already there) and fill them.
 
     ``operations`` is the number of ordinary operations (planted ones come on top, about 40). Rows are
@@ -223,7 +308,7 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
     r = g.r
     A = g.anchor
     # --- ordinary traffic in the 6 hours before the anchor; ~3 % older than the dedup window
-    for i in range(operations):
+    for _ in range(operations):
         scope, kind = r.choice(SCOPES), r.choices(KINDS, weights=(5, 1, 3, 2, 3))[0]
         old = r.random() < 0.03
         created = A - (timedelta(hours=r.uniform(25, 70)) if old else timedelta(seconds=r.randint(60, 6 * 3600)))
@@ -239,9 +324,20 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
         body, fp = g.payload(kind, scope)
         atts = g.attempt_chain(created, outcomes, EFFECT_PREFIX[kind])
         key = g.key()
-        g.op(scope=scope, key=key, kind=kind, status="succeeded", created=created, attempts=atts,
-             intent=g.ref("ord"), effect=atts[-1]["effect"], fp=fp, body=body,
-             completed=atts[-1]["finished_at"], response={"id": atts[-1]["effect"], "status": "ok"})
+        g.op(
+            scope=scope,
+            key=key,
+            kind=kind,
+            status="succeeded",
+            created=created,
+            attempts=atts,
+            intent=g.ref("ord"),
+            effect=atts[-1]["effect"],
+            fp=fp,
+            body=body,
+            completed=atts[-1]["finished_at"],
+            response={"id": atts[-1]["effect"], "status": "ok"},
+        )
         if old:
             g.planted.add("expired_key", scope, key)
 
@@ -257,12 +353,25 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
         scope, key, created, body, fp = plant_base()
         atts = g.attempt_chain(created, ["succeeded", "succeeded"], "ch")
         atts[0]["outcome"] = "succeeded"
-        atts[0]["error"] = (f"ReadTimeout: POST https://api.payments.example.com/v1/charges gave no answer "
-                            f"within 30.0 s (Authorization: Bearer sk_live_{g._hex(key, 'sk')}); the provider "
-                            f"captured {atts[0]['effect']} anyway")
-        g.op(scope=scope, key=key, kind="payment.capture", status="succeeded", created=created,
-             attempts=atts, intent=g.ref("ord"), effect=atts[1]["effect"], fp=fp, body=body,
-             completed=atts[1]["finished_at"], response=g.charge(key, body, atts[1]["effect"], created))
+        atts[0]["error"] = (
+            f"ReadTimeout: POST https://api.payments.example.com/v1/charges gave no answer "
+            f"within 30.0 s (Authorization: Bearer sk_live_{g._hex(key, 'sk')}); the provider "
+            f"captured {atts[0]['effect']} anyway"
+        )
+        g.op(
+            scope=scope,
+            key=key,
+            kind="payment.capture",
+            status="succeeded",
+            created=created,
+            attempts=atts,
+            intent=g.ref("ord"),
+            effect=atts[1]["effect"],
+            fp=fp,
+            body=body,
+            completed=atts[1]["finished_at"],
+            response=g.charge(key, body, atts[1]["effect"], created),
+        )
         g.planted.add("duplicate_effect", scope, key)
     # --- replay_after_expiry: a client retried 2 days later; the key had expired and it charged again
     for i in range(3):
@@ -270,15 +379,40 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
         atts = g.attempt_chain(created, ["succeeded"], "ch")
         replay_at = (A - timedelta(minutes=r.randint(20, 200))).replace(microsecond=0)
         outcome = "succeeded" if i < 2 else "rejected"
-        atts.append({"started_at": replay_at, "finished_at": replay_at + timedelta(seconds=3),
-                     "outcome": outcome, "effect": g.ref("ch") if outcome == "succeeded" else None,
-                     "error": None if outcome == "succeeded" else json.dumps({"error": {
-                         "type": "invalid_request_error", "code": "charge_already_captured",
-                         "message": "This charge was already captured; the retry was refused.",
-                         "request_id": f"req_{g._hex(key, 'rq', 14)}"}})})
-        g.op(scope=scope, key=key, kind="payment.capture", status="succeeded", created=created,
-             attempts=atts, intent=g.ref("ord"), effect=atts[0]["effect"], fp=fp, body=body,
-             completed=atts[0]["finished_at"], response=g.charge(key, body, atts[0]["effect"], created))
+        atts.append(
+            {
+                "started_at": replay_at,
+                "finished_at": replay_at + timedelta(seconds=3),
+                "outcome": outcome,
+                "effect": g.ref("ch") if outcome == "succeeded" else None,
+                "error": None
+                if outcome == "succeeded"
+                else json.dumps(
+                    {
+                        "error": {
+                            "type": "invalid_request_error",
+                            "code": "charge_already_captured",
+                            "message": "This charge was already captured; the retry was refused.",
+                            "request_id": f"req_{g._hex(key, 'rq', 14)}",
+                        }
+                    }
+                ),
+            }
+        )
+        g.op(
+            scope=scope,
+            key=key,
+            kind="payment.capture",
+            status="succeeded",
+            created=created,
+            attempts=atts,
+            intent=g.ref("ord"),
+            effect=atts[0]["effect"],
+            fp=fp,
+            body=body,
+            completed=atts[0]["finished_at"],
+            response=g.charge(key, body, atts[0]["effect"], created),
+        )
         g.planted.add("replay_after_expiry", scope, key)
         g.planted.add("expired_key", scope, key)
         if outcome == "succeeded":
@@ -288,97 +422,225 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
         scope, key, created, body, fp = plant_base("refund.create")
         atts = g.attempt_chain(created, ["succeeded"], "re")
         t = atts[0]["finished_at"] + timedelta(minutes=r.randint(1, 30))
-        atts.append({"started_at": t, "finished_at": t + timedelta(seconds=1), "outcome": "rejected",
-                     "fp": hashlib.sha256(f"other-{key}".encode()).hexdigest()[:32],
-                     "error": "422 key reused with different parameters: " + json.dumps({"error": {
-                         "type": "idempotency_error",
-                         "message": "Keys for idempotent requests can only be used with the same parameters "
-                                    "they were first used with.",
-                         "request_id": f"req_{g._hex(key, 'rq', 14)}"}})})
-        g.op(scope=scope, key=key, kind="refund.create", status="succeeded", created=created,
-             attempts=atts, intent=g.ref("ord"), effect=atts[0]["effect"], fp=fp, body=body,
-             completed=atts[0]["finished_at"],
-             response=g.charge(key, body, atts[0]["effect"], created, obj="refund"))
+        atts.append(
+            {
+                "started_at": t,
+                "finished_at": t + timedelta(seconds=1),
+                "outcome": "rejected",
+                "fp": hashlib.sha256(f"other-{key}".encode()).hexdigest()[:32],
+                "error": "422 key reused with different parameters: "
+                + json.dumps(
+                    {
+                        "error": {
+                            "type": "idempotency_error",
+                            "message": "Keys for idempotent requests can only be used with the same parameters "
+                            "they were first used with.",
+                            "request_id": f"req_{g._hex(key, 'rq', 14)}",
+                        }
+                    }
+                ),
+            }
+        )
+        g.op(
+            scope=scope,
+            key=key,
+            kind="refund.create",
+            status="succeeded",
+            created=created,
+            attempts=atts,
+            intent=g.ref("ord"),
+            effect=atts[0]["effect"],
+            fp=fp,
+            body=body,
+            completed=atts[0]["finished_at"],
+            response=g.charge(key, body, atts[0]["effect"], created, obj="refund"),
+        )
         g.planted.add("key_conflict", scope, key)
     # --- duplicate_intent: the client minted a fresh key for its retry of the same order
     for _ in range(3):
         scope, key1, created, body, fp = plant_base()
         intent = g.ref("ord")
         a1 = g.attempt_chain(created, ["succeeded"], "ch")
-        g.op(scope=scope, key=key1, kind="payment.capture", status="succeeded", created=created,
-             attempts=a1, intent=intent, effect=a1[0]["effect"], fp=fp, body=body,
-             completed=a1[0]["finished_at"])
+        g.op(
+            scope=scope,
+            key=key1,
+            kind="payment.capture",
+            status="succeeded",
+            created=created,
+            attempts=a1,
+            intent=intent,
+            effect=a1[0]["effect"],
+            fp=fp,
+            body=body,
+            completed=a1[0]["finished_at"],
+        )
         key2 = g.key()
         c2 = created + timedelta(minutes=r.randint(2, 40))
         a2 = g.attempt_chain(c2, ["succeeded"], "ch")
-        g.op(scope=scope, key=key2, kind="payment.capture", status="succeeded", created=c2,
-             attempts=a2, intent=intent, effect=a2[0]["effect"], fp=fp, body=body,
-             completed=a2[0]["finished_at"])
+        g.op(
+            scope=scope,
+            key=key2,
+            kind="payment.capture",
+            status="succeeded",
+            created=c2,
+            attempts=a2,
+            intent=intent,
+            effect=a2[0]["effect"],
+            fp=fp,
+            body=body,
+            completed=a2[0]["finished_at"],
+        )
         g.planted.add("duplicate_intent", scope, key2)
     # --- stuck_in_progress: the worker died holding the lock
     for _ in range(3):
         scope, key, created, body, fp = plant_base("invoice.create")
         atts = [{"started_at": created, "finished_at": None, "outcome": "running"}]
-        row = g.op(scope=scope, key=key, kind="invoice.create", status="running", created=created,
-                   attempts=atts, intent=g.ref("inv"), fp=fp, body=body, locked=created)
-        row["error"] = (f"worker stopped heart-beating while rendering the invoice PDF (OOMKilled: container "
-                        f"exceeded 512Mi); last log line: uploading to s3://invoices-{scope}/"
-                        f"{g._hex(key, 'pdf', 12)}.pdf?X-Amz-Signature={g._hex(key, 'sig', 64)}")
+        row = g.op(
+            scope=scope,
+            key=key,
+            kind="invoice.create",
+            status="running",
+            created=created,
+            attempts=atts,
+            intent=g.ref("inv"),
+            fp=fp,
+            body=body,
+            locked=created,
+        )
+        row["error"] = (
+            f"worker stopped heart-beating while rendering the invoice PDF (OOMKilled: container "
+            f"exceeded 512Mi); last log line: uploading to s3://invoices-{scope}/"
+            f"{g._hex(key, 'pdf', 12)}.pdf?X-Amz-Signature={g._hex(key, 'sig', 64)}"
+        )
         g.planted.add("stuck_in_progress", scope, key)
     # an in-progress operation whose lock is still valid: not stuck
     scope, key, _c, body, fp = plant_base("invoice.create")
     recent = (A - timedelta(seconds=60)).replace(microsecond=0)
-    g.op(scope=scope, key=key, kind="invoice.create", status="running", created=recent,
-         attempts=[{"started_at": recent, "finished_at": None, "outcome": "running"}],
-         intent=g.ref("inv"), fp=fp, body=body, locked=recent)
+    g.op(
+        scope=scope,
+        key=key,
+        kind="invoice.create",
+        status="running",
+        created=recent,
+        attempts=[{"started_at": recent, "finished_at": None, "outcome": "running"}],
+        intent=g.ref("inv"),
+        fp=fp,
+        body=body,
+        locked=recent,
+    )
     # --- unresolved_failure: failed for good, nothing completed it
     for i in range(3):
         scope, key, created, body, fp = plant_base("email.send")
         atts = g.attempt_chain(created, ["failed", "failed"], "em")
         email = body["customer"]["email"]
         if i == 0:  # the mail service's own database refused it: the driver's words, kept readable
-            atts[-1]["error"] = ("(pymysql.err.OperationalError) (1045, \"Access denied for user "
-                                 "'mailer'@'10.0.3.7' (using password: YES)\")")
+            atts[-1]["error"] = (
+                '(pymysql.err.OperationalError) (1045, "Access denied for user '
+                "'mailer'@'10.0.3.7' (using password: YES)\")"
+            )
         else:
             atts[-1]["error"] = f"550 5.1.1 <{email}>: Recipient address rejected: User unknown"
-        response = {"provider": "smtp.example.net", "smtp": {
-            "code": 550 if i else None, "enhanced": "5.1.1" if i else None, "recipient": email,
-            "message": atts[-1]["error"]}, "api_key": f"pm_live_{g._hex(key, 'pm', 32)}",
-            "attempts": len(atts)}
-        g.op(scope=scope, key=key, kind="email.send", status="failed", created=created, attempts=atts,
-             intent=g.ref("msg"), fp=fp, body=body, error=atts[-1]["error"], response=response)
+        response = {
+            "provider": "smtp.example.net",
+            "smtp": {
+                "code": 550 if i else None,
+                "enhanced": "5.1.1" if i else None,
+                "recipient": email,
+                "message": atts[-1]["error"],
+            },
+            "api_key": f"pm_live_{g._hex(key, 'pm', 32)}",
+            "attempts": len(atts),
+        }
+        g.op(
+            scope=scope,
+            key=key,
+            kind="email.send",
+            status="failed",
+            created=created,
+            attempts=atts,
+            intent=g.ref("msg"),
+            fp=fp,
+            body=body,
+            error=atts[-1]["error"],
+            response=response,
+        )
         g.planted.add("unresolved_failure", scope, key)
     # a failure that a later operation for the same intent resolved: not a finding
     scope, key, created, body, fp = plant_base("email.send")
     intent = g.ref("msg")
     atts = g.attempt_chain(created, ["failed"], "em")
-    g.op(scope=scope, key=key, kind="email.send", status="failed", created=created, attempts=atts,
-         intent=intent, fp=fp, body=body, error=atts[-1]["error"])
+    g.op(
+        scope=scope,
+        key=key,
+        kind="email.send",
+        status="failed",
+        created=created,
+        attempts=atts,
+        intent=intent,
+        fp=fp,
+        body=body,
+        error=atts[-1]["error"],
+    )
     c2 = created + timedelta(minutes=5)
     a2 = g.attempt_chain(c2, ["succeeded"], "em")
-    g.op(scope=scope, key=g.key(), kind="email.send", status="succeeded", created=c2, attempts=a2,
-         intent=intent, effect=a2[0]["effect"], fp=fp, body=body, completed=a2[0]["finished_at"])
+    g.op(
+        scope=scope,
+        key=g.key(),
+        kind="email.send",
+        status="succeeded",
+        created=c2,
+        attempts=a2,
+        intent=intent,
+        effect=a2[0]["effect"],
+        fp=fp,
+        body=body,
+        completed=a2[0]["finished_at"],
+    )
     # --- retry_storm: 7 failures then a success
     for _ in range(3):
         scope, key, created, body, fp = plant_base("webhook.deliver")
         atts = g.attempt_chain(created, ["failed"] * 7 + ["succeeded"], "wh")
         for a in atts[:-1]:
             a["error"] = f"HTTP 502 Bad Gateway from {body['url']} after {a['finished_at'] - a['started_at']}"
-        g.op(scope=scope, key=key, kind="webhook.deliver", status="succeeded", created=created,
-             attempts=atts, intent=g.ref("evt"), effect=atts[-1]["effect"], fp=fp, body=body,
-             completed=atts[-1]["finished_at"], response={
-                 "status": 200, "headers": {
-                     "Set-Cookie": f"session={g._hex(key, 'ck', 32)}; Path=/; HttpOnly",
-                     "X-Request-Id": g._hex(key, "xr", 16)},
-                 "body": {"accepted": True, "delivery": atts[-1]["effect"]}})
+        g.op(
+            scope=scope,
+            key=key,
+            kind="webhook.deliver",
+            status="succeeded",
+            created=created,
+            attempts=atts,
+            intent=g.ref("evt"),
+            effect=atts[-1]["effect"],
+            fp=fp,
+            body=body,
+            completed=atts[-1]["finished_at"],
+            response={
+                "status": 200,
+                "headers": {
+                    "Set-Cookie": f"session={g._hex(key, 'ck', 32)}; Path=/; HttpOnly",
+                    "X-Request-Id": g._hex(key, "xr", 16),
+                },
+                "body": {"accepted": True, "delivery": atts[-1]["effect"]},
+            },
+        )
         g.planted.add("retry_storm", scope, key)
     # --- damaged data that must not crash anything: NULL times, broken JSON
     scope, key, created, body, fp = plant_base("email.send")
     atts = g.attempt_chain(created, ["succeeded"], "em")
-    row = g.op(scope=scope, key=key, kind="email.send", status="succeeded", created=created, attempts=atts,
-               intent=g.ref("msg"), effect=atts[0]["effect"], fp=fp, body=body,
-               completed=atts[0]["finished_at"])
-    row["request_body"] = '{"customer": {"email": "broken@example.com", '   # truncated JSON
+    row = g.op(
+        scope=scope,
+        key=key,
+        kind="email.send",
+        status="succeeded",
+        created=created,
+        attempts=atts,
+        intent=g.ref("msg"),
+        effect=atts[0]["effect"],
+        fp=fp,
+        body=body,
+        completed=atts[0]["finished_at"],
+    )
+    row["request_body"] = '{"customer": {"email": "broken@example.com", '  # truncated JSON
     row["created_at"] = None
     row["expires_at"] = None
 
@@ -395,9 +657,9 @@ def generate(engine: Engine, *, operations: int = 2000, seed: int = 7,
     t_ops, t_att, t_pl = md.tables["operations"], md.tables["attempts"], md.tables["idemview_demo_planted"]
     with engine.begin() as c:
         for i in range(0, len(g.ops), batch):
-            c.execute(insert(t_ops), g.ops[i:i + batch])
+            c.execute(insert(t_ops), g.ops[i : i + batch])
         for i in range(0, len(g.atts), batch):
-            c.execute(insert(t_att), g.atts[i:i + batch])
+            c.execute(insert(t_att), g.atts[i : i + batch])
         seen = set()
         rows = []
         for kind, refs in g.planted.incidents.items():
@@ -415,16 +677,22 @@ def is_demo_ledger(path: str | Path) -> bool:
     ``idemview demo`` replaces only those without ``--force``."""
     import sqlite3
     from urllib.parse import quote
+
     try:
         with sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True) as c:
-            return c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                             "name = 'idemview_demo_planted'").fetchone() is not None
+            return (
+                c.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idemview_demo_planted'"
+                ).fetchone()
+                is not None
+            )
     except sqlite3.Error:
         return False
 
 
-def write_demo(path: str | Path, *, operations: int = 2000, seed: int = 7,
-               anchor: datetime = DEFAULT_ANCHOR) -> Planted:
+def write_demo(
+    path: str | Path, *, operations: int = 2000, seed: int = 7, anchor: datetime = DEFAULT_ANCHOR
+) -> Planted:
     """Write a demo SQLite ledger at ``path`` (replacing the file). Same arguments, same bytes."""
     p = Path(path)
     if p.exists():
@@ -439,6 +707,7 @@ def write_demo(path: str | Path, *, operations: int = 2000, seed: int = 7,
         eng.dispose()
     # the provider's charges in a second file, and the layout that reconciles with them (issue #16)
     from idemview.services.demo_effects import write_demo_effects
+
     for kind, refs in write_demo_effects(p, seed=seed, anchor=anchor).items():
         for scope, key in refs:
             planted.add(kind, scope, key)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
-UTC = timezone.utc
+UTC = UTC
 CHARGING = ("payment.capture", "refund.create")
 
 EFFECTS_SECTION = """
@@ -71,6 +71,7 @@ def demo_layout_text(effects_file: str) -> str:
     """The ``idemview`` preset's TOML plus the demo's ``[effects]`` section (``effects_file`` relative
     to the layout file's folder, or absolute)."""
     from idemview.layouts.layout import load_preset
+
     text = load_preset("idemview").text.replace('name = "idemview"', 'name = "idemview-demo"', 1)
     return text.rstrip() + "\n" + EFFECTS_SECTION.format(connection=effects_file.replace("\\", "/"))
 
@@ -86,8 +87,9 @@ def _parse(v) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
-def write_demo_effects(ledger_path: str | Path, *, seed: int = 7,
-                       anchor: datetime | None = None) -> dict[str, list[tuple[str, str]]]:
+def write_demo_effects(
+    ledger_path: str | Path, *, seed: int = 7, anchor: datetime | None = None
+) -> dict[str, list[tuple[str, str]]]:
     """Write the charges file and the layout file for the demo ledger at ``ledger_path``; returns what
     was planted: finding kind -> [(scope, key)] (orphans: ``("", key)``). Replaces earlier demo files;
     raises ``ValueError`` for an existing effects file that is not one of idemview's demos."""
@@ -104,16 +106,22 @@ def write_demo_effects(ledger_path: str | Path, *, seed: int = 7,
         ep.unlink()
     r = random.Random(seed * 7919 + 16)
     with sqlite3.connect(f"file:{quote(str(lp.resolve()))}?mode=ro", uri=True) as c:
-        ops = c.execute("SELECT scope, idempotency_key, kind, status, created_at, completed_at, locked_at, "
-                        "lock_expires_at, request_body FROM operations ORDER BY id").fetchall()
-        timed = {(s, k) for s, k in c.execute("SELECT DISTINCT scope, idempotency_key FROM attempts "
-                                               "WHERE outcome = 'timed_out'")}
+        ops = c.execute(
+            "SELECT scope, idempotency_key, kind, status, created_at, completed_at, locked_at, "
+            "lock_expires_at, request_body FROM operations ORDER BY id"
+        ).fetchall()
+        timed = {
+            (s, k)
+            for s, k in c.execute("SELECT DISTINCT scope, idempotency_key FROM attempts WHERE outcome = 'timed_out'")
+        }
         succeeded: dict = {}
-        for s_, k_, ref, fin in c.execute("SELECT scope, idempotency_key, effect_ref, finished_at FROM attempts "
-                                          "WHERE outcome = 'succeeded' ORDER BY id"):
+        for s_, k_, ref, fin in c.execute(
+            "SELECT scope, idempotency_key, effect_ref, finished_at FROM attempts "
+            "WHERE outcome = 'succeeded' ORDER BY id"
+        ):
             succeeded.setdefault((s_, k_), []).append((ref, fin))
     if anchor is None:
-        anchor = max((_parse(o[4]) for o in ops if o[4]), default=datetime.now(UTC))
+        anchor = max((t for o in ops if (t := _parse(o[4])) is not None), default=datetime.now(UTC))
     anchor = anchor.astimezone(UTC)
     completed_keys = {(o[0], o[1]) for o in ops if o[3] == "succeeded"}
     charges: list[tuple] = []
@@ -121,6 +129,7 @@ def write_demo_effects(ledger_path: str | Path, *, seed: int = 7,
 
     def charge(scope, key, at: datetime, body: str | None, status="succeeded", charge_id=None):
         import json
+
         amount, currency, email = r.randint(100, 250_000), "usd", None
         try:
             b = json.loads(body) if body else {}
@@ -128,8 +137,18 @@ def write_demo_effects(ledger_path: str | Path, *, seed: int = 7,
             email = (b.get("customer") or {}).get("email")
         except (ValueError, TypeError, AttributeError):
             pass
-        charges.append((len(charges) + 1, charge_id or f"ch_{r.getrandbits(72):018x}", key, amount, currency,
-                        status, email, _iso(at)))
+        charges.append(
+            (
+                len(charges) + 1,
+                charge_id or f"ch_{r.getrandbits(72):018x}",
+                key,
+                amount,
+                currency,
+                status,
+                email,
+                _iso(at),
+            )
+        )
 
     done = set()
     for scope, key, kind, status, created, completed, *_rest, body in ops:
@@ -138,21 +157,36 @@ def write_demo_effects(ledger_path: str | Path, *, seed: int = 7,
         if kind in CHARGING and status == "succeeded" and (scope, key) not in done:
             done.add((scope, key))
             for ref, fin in succeeded.get((scope, key)) or [(None, completed)]:
-                charge(scope, key, _parse(fin) or _parse(completed) or _parse(created), body,
-                       charge_id=ref if ref and ref.startswith(("ch_", "re_")) else None)
+                charge(
+                    scope,
+                    key,
+                    _parse(fin) or _parse(completed) or _parse(created) or anchor,
+                    body,
+                    charge_id=ref if ref and ref.startswith(("ch_", "re_")) else None,
+                )
+
     # hidden successes: the provider charged, the ledger says failed / stuck / timed out
     def pick(pred, n):
         cands = [o for o in ops if (o[0], o[1]) not in completed_keys and pred(o)]
         return r.sample(cands, min(n, len(cands)))
-    stuck = lambda o: o[3] == "running" and o[7] and _parse(o[7]) <= anchor  # noqa: E731
+
+    def stuck(o) -> bool:
+        lock_end = _parse(o[7])
+        return o[3] == "running" and lock_end is not None and lock_end <= anchor
+
     for o in pick(lambda o: o[3] == "failed", 2) + pick(stuck, 1) + pick(lambda o: (o[0], o[1]) in timed, 1):
         if (o[0], o[1]) in {tuple(x) for x in planted.get("hidden_success", [])}:
             continue
         charge(o[0], o[1], (_parse(o[4]) or anchor) + timedelta(seconds=r.randint(2, 40)), o[8])
         planted.setdefault("hidden_success", []).append((o[0], o[1]))
     # double charges: a completed payment whose retry charged again
-    doubles = [o for o in ops if o[2] == "payment.capture" and o[3] == "succeeded"
-               and sum(1 for x in ops if (x[0], x[1]) == (o[0], o[1])) == 1]
+    doubles = [
+        o
+        for o in ops
+        if o[2] == "payment.capture"
+        and o[3] == "succeeded"
+        and sum(1 for x in ops if (x[0], x[1]) == (o[0], o[1])) == 1
+    ]
     for o in r.sample(doubles, min(3, len(doubles))):
         charge(o[0], o[1], (_parse(o[5]) or anchor) + timedelta(seconds=r.randint(30, 90)), o[8])
         planted.setdefault("duplicate_effect", []).append((o[0], o[1]))
@@ -165,8 +199,10 @@ def write_demo_effects(ledger_path: str | Path, *, seed: int = 7,
     with sqlite3.connect(ep) as c:
         c.executescript(_SCHEMA)
         c.executemany("INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?)", charges)
-        c.executemany("INSERT INTO idemview_demo_planted VALUES (?, ?, ?)",
-                      [(k, s, key) for k, refs in planted.items() for s, key in refs])
+        c.executemany(
+            "INSERT INTO idemview_demo_planted VALUES (?, ?, ?)",
+            [(k, s, key) for k, refs in planted.items() for s, key in refs],
+        )
     c.close()
     layout_path_for(lp).write_text(demo_layout_text(ep.name), encoding="utf-8")
     return planted

@@ -28,10 +28,20 @@ class ScanOutcome:
     not_checkable: dict[FindingKind, str] = field(default_factory=dict)
 
 
-def scan_findings(url: str, layout: str, now: datetime, *, kinds: list[FindingKind] | None = None,
-                  flt: Filter | None = None, password: str | None = None, naive_zone: str | None = None,
-                  lock_timeout_s: float | None = None, retry_threshold: int | None = None,
-                  retention_s: float | None = None, timeout_s: float | None = None) -> ScanOutcome:
+def scan_findings(
+    url: str,
+    layout: str,
+    now: datetime,
+    *,
+    kinds: list[FindingKind] | None = None,
+    flt: Filter | None = None,
+    password: str | None = None,
+    naive_zone: str | None = None,
+    lock_timeout_s: float | None = None,
+    retry_threshold: int | None = None,
+    retention_s: float | None = None,
+    timeout_s: float | None = None,
+) -> ScanOutcome:
     """Open ``url`` read-only with ``layout`` (preset name or layout file) and compute the findings of
     ``kinds`` (default all) for ``now`` (aware), restricted in SQL to the operations ``flt`` matches.
 
@@ -44,10 +54,17 @@ def scan_findings(url: str, layout: str, now: datetime, *, kinds: list[FindingKi
     from idemview.ledger.batch import for_batch
     from idemview.ledger.connect import open_engine
     from idemview.ledger.reader import Ledger
+
     engine = open_engine(url, password=password)
     try:
-        ledger = Ledger(engine, load_layout(layout), naive_zone=naive_zone, lock_timeout_s=lock_timeout_s,
-                        retry_threshold=retry_threshold, retention_s=retention_s)
+        ledger = Ledger(
+            engine,
+            load_layout(layout),
+            naive_zone=naive_zone,
+            lock_timeout_s=lock_timeout_s,
+            retry_threshold=retry_threshold,
+            retention_s=retention_s,
+        )
         fe = FindingEngine(for_batch(ledger, timeout_s), now)
         fs = fe.run(kinds, flt)
         return ScanOutcome(fe.now, fs, fe.unsupported())

@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.engine import URL, Engine
 
-from idemview.ledger.connect import open_engine, safe_url, session_is_read_only
 from idemview.domain.filters import Filter
+from idemview.domain.model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Operation, Severity, Status
 from idemview.findings.engine import FindingEngine
 from idemview.layouts.layout import Layout, load_layout, load_preset, preset_names
-from idemview.domain.model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Operation, Severity, Status
+from idemview.ledger.connect import open_engine, safe_url, session_is_read_only
 from idemview.ledger.reader import Histogram, Ledger, Page, find_operations, histogram, time_span
 from idemview.services.cancel import CancelToken, watch_engine
 
-UTC = timezone.utc
+UTC = UTC
 
 try:  # the masking engine lands from its own branch; the GUI never shows a value without it
     from idemview.masking.masker import Masker
@@ -41,6 +41,7 @@ class SharedMasker:
         if Masker is None:
             raise RuntimeError("idemview.masking.masker is missing: the GUI will not show unmasked values")
         import secrets
+
         # The session's tag key: random, kept in memory only (never stored, logged or pickled). It is
         # shared with an export started from this window and with the findings process, so a tag on
         # screen is the same tag in the file (DESIGN §6: "equal within one session or export").
@@ -111,9 +112,9 @@ class OpenSpec:
     colour: str = ""
     connection_id: str | None = None
     naive_zone: str | None = None  # IANA zone of the ledger's naive timestamps (a saved connection's)
-    schema: str | None = None      # where the layout's tables are (a saved connection's; empty: found)
-    status_map: dict[str, str] = field(default_factory=dict)    # extra raw status -> status
-    outcome_map: dict[str, str] = field(default_factory=dict)   # extra raw outcome -> outcome
+    schema: str | None = None  # where the layout's tables are (a saved connection's; empty: found)
+    status_map: dict[str, str] = field(default_factory=dict)  # extra raw status -> status
+    outcome_map: dict[str, str] = field(default_factory=dict)  # extra raw outcome -> outcome
 
 
 @dataclass
@@ -130,9 +131,15 @@ class Opened:
     unmapped: dict[str, dict[str, int]] = field(default_factory=lambda: {"status": {}, "outcome": {}})
 
 
-def fit_layout(engine: Engine, layout: Layout, *, schema: str | None = None,
-               status_map: dict[str, str] | None = None,
-               outcome_map: dict[str, str] | None = None, located: bool = False) -> Layout:
+def fit_layout(
+    engine: Engine,
+    layout: Layout,
+    *,
+    schema: str | None = None,
+    status_map: dict[str, str] | None = None,
+    outcome_map: dict[str, str] | None = None,
+    located: bool = False,
+) -> Layout:
     """The layout as it applies to this database and connection: its tables looked up where they are
     (``schema``, else the preset's schema, else found as detection finds them: DESIGN §9; skipped when
     ``located``, i.e. detection already placed it) and the connection's extra raw-value maps merged in.
@@ -140,10 +147,12 @@ def fit_layout(engine: Engine, layout: Layout, *, schema: str | None = None,
     from idemview.domain.model import Outcome
     from idemview.layouts.layout import parse_value_map, with_value_maps
     from idemview.ledger.detect import locate
+
     if schema or not located:
         layout = locate(engine, layout, schema=schema or None)
-    return with_value_maps(layout, parse_value_map(status_map or {}),
-                           parse_value_map(outcome_map or {}, Outcome, "outcome"))
+    return with_value_maps(
+        layout, parse_value_map(status_map or {}), parse_value_map(outcome_map or {}, Outcome, "outcome")
+    )
 
 
 def unmapped(ledger: Ledger) -> dict[str, dict[str, int]]:
@@ -156,6 +165,7 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
     """Connect read-only, choose the layout (given or detected), reflect it, and read the basics.
     A ``redis://`` / ``rediss://`` URL is read through a snapshot (:mod:`idemview.ledger.redis_snapshot`)."""
     from idemview.ledger.redis_snapshot import is_redis_url
+
     if is_redis_url(spec.url):
         return _open_redis(spec, token)
     engine = open_engine(spec.url, password=spec.password)
@@ -172,23 +182,32 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
             detection = f"layout {layout.name} (chosen)"
         else:
             from idemview.ledger.detect import detect
+
             matches = detect(engine)
             if not matches:
                 from idemview.layouts.layout import LayoutError
+
                 raise LayoutError("no preset fits this database: choose or build a layout")
             m = matches[0]
             layout = m.layout
             detection = f"detected {m.layout.name} ({m.confidence:.0%}): {m.reason}"
-        layout = fit_layout(engine, layout, schema=spec.schema, status_map=spec.status_map,
-                            outcome_map=spec.outcome_map, located=detection.startswith("detected"))
+        layout = fit_layout(
+            engine,
+            layout,
+            schema=spec.schema,
+            status_map=spec.status_map,
+            outcome_map=spec.outcome_map,
+            located=detection.startswith("detected"),
+        )
         ledger = Ledger(engine, layout, name=spec.name, naive_zone=spec.naive_zone)
         token.check()
         ro = session_is_read_only(engine)
         n_ops, n_att = ledger.counts()
         span = time_span(ledger)
         token.check()
-        return Opened(engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url),
-                      unmapped=ledger.unmapped_counts())
+        return Opened(
+            engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url), unmapped=ledger.unmapped_counts()
+        )
     except BaseException:
         engine.dispose()
         raise
@@ -196,14 +215,16 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
 
 def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
     from idemview.ledger.redis_snapshot import open_redis_ledger, redis_url_from_sqlalchemy
+
     url = spec.url if isinstance(spec.url, str) else redis_url_from_sqlalchemy(spec.url)
     lay = spec.layout if not isinstance(spec.layout, Layout) else None  # SQL layouts do not apply
     ledger = open_redis_ledger(url, layout=lay or None, password=spec.password, name=spec.name, token=token)
     watch_engine(ledger.engine)
     n_ops, n_att = ledger.counts()
     info = ledger.snapshot
-    detection = ledger.detection + (f"; snapshot of {info.loaded} records at server time "
-                                    f"{info.server_time:%Y-%m-%d %H:%M:%S} UTC")
+    detection = ledger.detection + (
+        f"; snapshot of {info.loaded} records at server time {info.server_time:%Y-%m-%d %H:%M:%S} UTC"
+    )
     if info.write_warning:
         detection += f"; warning: {info.write_warning}"
     # The snapshot session is asked like any other (query_only); Redis itself got only allowlisted reads.
@@ -219,15 +240,16 @@ class FindingsResult:
     counts: dict[FindingKind, int]
     unsupported: dict[FindingKind, str]
     explanations: dict[int, str]  # id(finding) -> masked explanation
-    ordered: list[Finding] = field(default_factory=list)   # most severe first (F8 order)
-    markers: list[Finding] = field(default_factory=list)   # what the overview draws (bounded)
-    kind_rows: list[tuple] = field(default_factory=list)   # (kind, worst severity, operations) per kind
+    ordered: list[Finding] = field(default_factory=list)  # most severe first (F8 order)
+    markers: list[Finding] = field(default_factory=list)  # what the overview draws (bounded)
+    kind_rows: list[tuple] = field(default_factory=list)  # (kind, worst severity, operations) per kind
 
 
 def kind_summary(findings: list[Finding]) -> list[tuple]:
     """(kind, most severe severity, distinct operations) for every kind, in one pass (run on a worker:
     a big ledger carries tens of thousands of findings)."""
     from idemview.domain.model import DEFAULT_SEVERITY
+
     sev: dict[FindingKind, Severity] = {}
     refs: dict[FindingKind, set] = {k: set() for k in FindingKind}
     for f in findings:
@@ -237,8 +259,9 @@ def kind_summary(findings: list[Finding]) -> list[tuple]:
     return [(k, sev.get(k, DEFAULT_SEVERITY[k]), len(refs[k])) for k in FindingKind]
 
 
-def scan(ledger: Ledger, masker: SharedMasker, now: datetime, token: CancelToken,
-         kinds: list[FindingKind] | None = None) -> FindingsResult:
+def scan(
+    ledger: Ledger, masker: SharedMasker, now: datetime, token: CancelToken, kinds: list[FindingKind] | None = None
+) -> FindingsResult:
     """Findings of ``kinds`` (default all) for ``now``; explanations masked."""
     fe = FindingEngine(ledger, now)
     fs = fe.run(kinds)
@@ -246,8 +269,9 @@ def scan(ledger: Ledger, masker: SharedMasker, now: datetime, token: CancelToken
     return merge_findings(fe.now, fs, fe.unsupported(), {id(f): masker.free_text(f.explanation) for f in fs})
 
 
-def merge_findings(now: datetime, fs: list[Finding], unsupported: dict[FindingKind, str],
-                   explanations: dict[int, str]) -> FindingsResult:
+def merge_findings(
+    now: datetime, fs: list[Finding], unsupported: dict[FindingKind, str], explanations: dict[int, str]
+) -> FindingsResult:
     by_ref: dict[tuple[str, str], list[Finding]] = {}
     counts: dict[FindingKind, int] = {k: 0 for k in FindingKind}
     for f in fs:
@@ -255,13 +279,11 @@ def merge_findings(now: datetime, fs: list[Finding], unsupported: dict[FindingKi
         counts[f.kind] += 1
     for lst in by_ref.values():
         lst.sort(key=lambda f: SEVERITY_ORDER[f.severity])
-    ordered = sorted(fs, key=lambda f: (SEVERITY_ORDER[f.severity], f.kind.value,
-                                        f.at.timestamp() if f.at else 0))
+    ordered = sorted(fs, key=lambda f: (SEVERITY_ORDER[f.severity], f.kind.value, f.at.timestamp() if f.at else 0))
     # The overview shows at most MARKERS findings with a time, most severe first, never info (expired
     # keys are many and old); chosen here, on the worker, so the GUI thread only draws.
     markers = [f for f in ordered if f.at is not None and f.severity != Severity.INFO][:MARKERS]
-    return FindingsResult(now, fs, by_ref, counts, unsupported, explanations, ordered, markers,
-                          kind_summary(fs))
+    return FindingsResult(now, fs, by_ref, counts, unsupported, explanations, ordered, markers, kind_summary(fs))
 
 
 MARKERS = 2000
@@ -291,16 +313,26 @@ class FilteredFindings:
 
 
 def _base_filter(flt: Filter) -> Filter:
-    return Filter(statuses=list(flt.statuses), kinds=list(flt.kinds), key=flt.key, intent=flt.intent,
-                  scope=flt.scope, since=flt.since, until=flt.until)
+    return Filter(
+        statuses=list(flt.statuses),
+        kinds=list(flt.kinds),
+        key=flt.key,
+        intent=flt.intent,
+        scope=flt.scope,
+        since=flt.since,
+        until=flt.until,
+    )
 
 
-def refs_in_filter(ledger: Ledger, flt: Filter, now: datetime, refs, token: CancelToken | None = None,
-                   batch: int = 400) -> set[tuple[str, str]]:
+def refs_in_filter(
+    ledger: Ledger, flt: Filter, now: datetime, refs, token: CancelToken | None = None, batch: int = 400
+) -> set[tuple[str, str]]:
     """Which of ``refs`` ((scope, key) pairs) the filter ``flt`` shows, asked in SQL batches of
     ``batch`` keys (indexed look-ups by (scope, key); runs on a worker). Raises what the database
     raises."""
-    from sqlalchemy import and_, or_, select as _select
+    from sqlalchemy import and_, or_
+    from sqlalchemy import select as _select
+
     refs = list(refs)
     out: set[tuple[str, str]] = set()
     where = ledger.filter_clause(flt, now)
@@ -309,21 +341,21 @@ def refs_in_filter(ledger: Ledger, flt: Filter, now: datetime, refs, token: Canc
         for i in range(0, len(refs), batch):
             if token is not None:
                 token.check()
-            part = refs[i:i + batch]
+            part = refs[i : i + batch]
             # keys by scope: one IN per scope keeps the statement short and index-friendly
             by_scope: dict[Any, list] = {}
             for sc, k in part:
                 by_scope.setdefault(sc, []).append(k)
-            cond = or_(*[and_(se.is_(None) if sc is None else se == sc, ke.in_(ks))
-                         for sc, ks in by_scope.items()])
+            cond = or_(*[and_(se.is_(None) if sc is None else se == sc, ke.in_(ks)) for sc, ks in by_scope.items()])
             q = _select(se, ke).select_from(ledger.ops).where(and_(where, cond))
             for sc, k in c.execute(q):
                 out.add((sc, k))
     return out
 
 
-def findings_in_filter(ledger: Ledger | None, res: FindingsResult, flt: Filter, now: datetime,
-                       token: CancelToken | None = None) -> FilteredFindings:
+def findings_in_filter(
+    ledger: Ledger | None, res: FindingsResult, flt: Filter, now: datetime, token: CancelToken | None = None
+) -> FilteredFindings:
     """Narrow a scan's findings to what ``flt`` shows (see :class:`FilteredFindings`). Without a
     constraint other than finding kinds no query is made; otherwise only the operations that carry a
     finding are looked up, in SQL (:func:`refs_in_filter`). Runs on a worker."""
@@ -341,36 +373,62 @@ def findings_in_filter(ledger: Ledger | None, res: FindingsResult, flt: Filter, 
     total_ops = {k: n for k, _s, n in (res.kind_rows or kind_summary(res.findings))}
     chosen = set(flt.findings)
     walk = [f for f in fs if not chosen or f.kind in chosen]
-    ordered = sorted(walk, key=lambda f: (SEVERITY_ORDER[f.severity], f.kind.value,
-                                          f.at.timestamp() if f.at else 0))
+    ordered = sorted(walk, key=lambda f: (SEVERITY_ORDER[f.severity], f.kind.value, f.at.timestamp() if f.at else 0))
     markers = [f for f in ordered if f.at is not None and f.severity != Severity.INFO][:MARKERS]
     # the panel keeps the whole-ledger worst severity per kind, so a glyph never changes with a filter
     sev = {k: s for k, s, _n in (res.kind_rows or kind_summary(res.findings))}
     kind_rows = [(k, sev.get(k, s), n) for k, s, n in rows]
-    return FilteredFindings(counts, ops, dict(res.counts), total_ops, ordered, markers, kind_rows,
-                            not base.is_empty(), len(fs), len(res.findings))
+    return FilteredFindings(
+        counts,
+        ops,
+        dict(res.counts),
+        total_ops,
+        ordered,
+        markers,
+        kind_rows,
+        not base.is_empty(),
+        len(fs),
+        len(res.findings),
+    )
 
 
-def to_rows(ops: list[Operation], masker: SharedMasker,
-            by_ref: dict[tuple[str, str], list[Finding]] | None) -> list[OpRow]:
+def to_rows(
+    ops: list[Operation], masker: SharedMasker, by_ref: dict[tuple[str, str], list[Finding]] | None
+) -> list[OpRow]:
     out = []
     for op in ops:
-        out.append(OpRow(
-            scope_raw=op.scope, key_raw=op.key, row_id=op.row_id,
-            key=masker.text(op.key, "idempotency_key"), scope=masker.text(op.scope, "scope") if op.scope else "",
-            kind=masker.text(op.kind, "kind") if op.kind else "",
-            status=op.status, raw_status=masker.text(op.raw_status, "status"),
-            created_at=op.created_at, expires_at=op.expires_at, attempts=op.attempt_count,
-            intent=masker.text(op.intent_ref, "intent_ref") if op.intent_ref else "",
-            findings=list((by_ref or {}).get((op.scope, op.key), []))))
+        out.append(
+            OpRow(
+                scope_raw=op.scope,
+                key_raw=op.key,
+                row_id=op.row_id,
+                key=masker.text(op.key, "idempotency_key"),
+                scope=masker.text(op.scope, "scope") if op.scope else "",
+                kind=masker.text(op.kind, "kind") if op.kind else "",
+                status=op.status,
+                raw_status=masker.text(op.raw_status, "status"),
+                created_at=op.created_at,
+                expires_at=op.expires_at,
+                attempts=op.attempt_count,
+                intent=masker.text(op.intent_ref, "intent_ref") if op.intent_ref else "",
+                findings=list((by_ref or {}).get((op.scope, op.key), [])),
+            )
+        )
     return out
 
 
-def fetch_page(ledger: Ledger, masker: SharedMasker, flt: Filter, sort: str, descending: bool,
-               after: tuple | None, limit: int, now: datetime,
-               by_ref: dict | None) -> tuple[list[OpRow], tuple | None]:
-    page: Page = ledger.page(flt, sort=sort, descending=descending, after=after, limit=limit, now=now,
-                             payloads=False)
+def fetch_page(
+    ledger: Ledger,
+    masker: SharedMasker,
+    flt: Filter,
+    sort: str,
+    descending: bool,
+    after: tuple | None,
+    limit: int,
+    now: datetime,
+    by_ref: dict | None,
+) -> tuple[list[OpRow], tuple | None]:
+    page: Page = ledger.page(flt, sort=sort, descending=descending, after=after, limit=limit, now=now, payloads=False)
     return to_rows(page.rows, masker, by_ref), page.cursor
 
 
@@ -393,31 +451,51 @@ class Detail:
 
 def _mask_effect(e, m: SharedMasker):
     from dataclasses import replace
-    return replace(e, link=m.text(e.link, "link"), reference=m.value(e.reference, "reference"),
-                   record_id=m.value(e.record_id, "id"),
-                   shown={k: m.value(v, k) for k, v in e.shown.items()})
+
+    return replace(
+        e,
+        link=m.text(e.link, "link"),
+        reference=m.value(e.reference, "reference"),
+        record_id=m.value(e.record_id, "id"),
+        shown={k: m.value(v, k) for k, v in e.shown.items()},
+    )
 
 
 def _mask_op(op: Operation, m: SharedMasker) -> Operation:
     from dataclasses import replace
+
     return replace(
-        op, scope=m.text(op.scope, "scope") if op.scope else "", key=m.text(op.key, "idempotency_key"),
-        kind=m.value(op.kind, "kind"), raw_status=m.value(op.raw_status, "status"),
-        fingerprint=m.value(op.fingerprint, "fingerprint"), intent_ref=m.value(op.intent_ref, "intent_ref"),
+        op,
+        scope=m.text(op.scope, "scope") if op.scope else "",
+        key=m.text(op.key, "idempotency_key"),
+        kind=m.value(op.kind, "kind"),
+        raw_status=m.value(op.raw_status, "status"),
+        fingerprint=m.value(op.fingerprint, "fingerprint"),
+        intent_ref=m.value(op.intent_ref, "intent_ref"),
         effect_ref=m.value(op.effect_ref, "effect_ref"),
-        request=m.value(op.request, "request"), response=m.value(op.response, "response"),
-        error=m.value(op.error, "error"))
+        request=m.value(op.request, "request"),
+        response=m.value(op.response, "response"),
+        error=m.value(op.error, "error"),
+    )
 
 
 def _mask_att(a: Attempt, m: SharedMasker) -> Attempt:
     from dataclasses import replace
-    return replace(a, scope="", key="", raw_outcome=m.value(a.raw_outcome, "outcome"),
-                   error=m.value(a.error, "error"), effect_ref=m.value(a.effect_ref, "effect_ref"),
-                   worker=m.value(a.worker, "worker"))
+
+    return replace(
+        a,
+        scope="",
+        key="",
+        raw_outcome=m.value(a.raw_outcome, "outcome"),
+        error=m.value(a.error, "error"),
+        effect_ref=m.value(a.effect_ref, "effect_ref"),
+        worker=m.value(a.worker, "worker"),
+    )
 
 
-def load_detail(ledger: Ledger, masker: SharedMasker, scope: str, key: str,
-                findings: list[Finding], explanations: dict[int, str]) -> Detail:
+def load_detail(
+    ledger: Ledger, masker: SharedMasker, scope: str, key: str, findings: list[Finding], explanations: dict[int, str]
+) -> Detail:
     recs = ledger.records(scope, key)
     atts = ledger.attempts(scope, key, recs)
     recs.sort(key=lambda o: (o.created_at is None, o.created_at or datetime.max.replace(tzinfo=UTC)))
@@ -427,30 +505,51 @@ def load_detail(ledger: Ledger, masker: SharedMasker, scope: str, key: str,
         fx = ledger.effects.describe()
         where = f"{fx['table']} ({fx['dialect']} {fx['database'] or fx['host']})"
         effects = [_mask_effect(e, masker) for e in ledger.effects.records_of_operation(scope, key)]
-    return Detail(scope, key, [_mask_op(r, masker) for r in recs], [_mask_att(a, masker) for a in atts],
-                  findings, explanations, ledger.layout.window_seconds(), ledger.lock_timeout_s,
-                  effects, where, problem)
+    return Detail(
+        scope,
+        key,
+        [_mask_op(r, masker) for r in recs],
+        [_mask_att(a, masker) for a in atts],
+        findings,
+        explanations,
+        ledger.layout.window_seconds(),
+        ledger.lock_timeout_s,
+        effects,
+        where,
+        problem,
+    )
 
 
-def overview(ledger: Ledger, start: datetime, end: datetime, flt: Filter, now: datetime,
-             buckets: int = 120) -> Histogram:
+def overview(
+    ledger: Ledger, start: datetime, end: datetime, flt: Filter, now: datetime, buckets: int = 120
+) -> Histogram:
     # The overview ignores the filter's own time bounds: it is where those bounds are chosen.
-    f = Filter(findings=list(flt.findings), statuses=list(flt.statuses), kinds=list(flt.kinds),
-               key=flt.key, intent=flt.intent, scope=flt.scope)
+    f = Filter(
+        findings=list(flt.findings),
+        statuses=list(flt.statuses),
+        kinds=list(flt.kinds),
+        key=flt.key,
+        intent=flt.intent,
+        scope=flt.scope,
+    )
     return histogram(ledger, start, end, buckets=buckets, flt=f, now=now)
 
 
 def filtered_span(ledger: Ledger, flt: Filter, now: datetime) -> tuple[datetime | None, datetime | None]:
     """(earliest, latest) ``created_at`` of the operations ``flt`` shows (one min/max query, on a
     worker); ``(None, None)`` when none match or the layout has no creation time."""
-    from sqlalchemy import func as _f, select as _select
+    from sqlalchemy import func as _f
+    from sqlalchemy import select as _select
+
     from idemview.ledger.times import from_epoch
+
     if "created_at" not in ledger.epoch:
         return None, None
     e = ledger.epoch["created_at"]
     with ledger.engine.connect() as c:
-        lo, hi = c.execute(_select(_f.min(e), _f.max(e)).select_from(ledger.ops)
-                           .where(ledger.filter_clause(flt, now))).one()
+        lo, hi = c.execute(
+            _select(_f.min(e), _f.max(e)).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
+        ).one()
     return from_epoch(lo), from_epoch(hi)
 
 
@@ -469,8 +568,14 @@ class SearchHit:
     findings: list[Finding] = field(default_factory=list)  # most severe first
 
 
-def search(ledger: Ledger, masker: SharedMasker, text: str, tab_index: int, name: str,
-           by_ref: dict[tuple[str, str], list[Finding]] | None = None) -> list[SearchHit]:
+def search(
+    ledger: Ledger,
+    masker: SharedMasker,
+    text: str,
+    tab_index: int,
+    name: str,
+    by_ref: dict[tuple[str, str], list[Finding]] | None = None,
+) -> list[SearchHit]:
     """Operations whose idempotency key or intent reference contains ``text`` (at most 50, masked),
     each with its findings from ``by_ref`` (the tab's last scan). Runs on a worker."""
     ops = find_operations(ledger, text, limit=50)
@@ -479,11 +584,21 @@ def search(ledger: Ledger, masker: SharedMasker, text: str, tab_index: int, name
         if (op.scope, op.key) in seen:
             continue
         seen.add((op.scope, op.key))
-        out.append(SearchHit(name, tab_index, op.scope, op.key, masker.text(op.key, "idempotency_key"),
-                             masker.text(op.scope, "scope") if op.scope else "", op.status,
-                             masker.text(op.kind, "kind") if op.kind else "",
-                             masker.text(op.intent_ref, "intent_ref") if op.intent_ref else "",
-                             op.created_at, list((by_ref or {}).get((op.scope, op.key), []))))
+        out.append(
+            SearchHit(
+                name,
+                tab_index,
+                op.scope,
+                op.key,
+                masker.text(op.key, "idempotency_key"),
+                masker.text(op.scope, "scope") if op.scope else "",
+                op.status,
+                masker.text(op.kind, "kind") if op.kind else "",
+                masker.text(op.intent_ref, "intent_ref") if op.intent_ref else "",
+                op.created_at,
+                list((by_ref or {}).get((op.scope, op.key), [])),
+            )
+        )
     return out
 
 
@@ -493,13 +608,21 @@ def severity_of(fs: list[Finding]) -> Severity | None:
 
 # ------------------------------------------------------------------------------ reveal one cell
 
+
 class RevealRefused(Exception):
     """A value that may not (or cannot) be revealed; the message is plain words, never the value."""
 
 
 #: Operation fields the GUI may reveal, with the column name masking knows them by.
-OP_REVEAL = {"key": "idempotency_key", "scope": "scope", "kind": "kind", "raw_status": "status",
-             "fingerprint": "fingerprint", "intent_ref": "intent_ref", "effect_ref": "effect_ref"}
+OP_REVEAL = {
+    "key": "idempotency_key",
+    "scope": "scope",
+    "kind": "kind",
+    "raw_status": "status",
+    "fingerprint": "fingerprint",
+    "intent_ref": "intent_ref",
+    "effect_ref": "effect_ref",
+}
 #: Attempt fields the GUI may reveal.
 ATT_REVEAL = {"worker": "worker", "effect_ref": "effect_ref", "error": "error", "raw_outcome": "outcome"}
 CREDENTIAL_TOOLTIP = "credentials are never revealed"
@@ -510,10 +633,11 @@ def reveal_state(shown: str | None) -> tuple[bool, str]:
     Decided from the tags' kinds, so the menu needs no raw value; :func:`reveal_value` checks again
     with :meth:`Masker.is_credential` on the raw value before anything is shown."""
     from idemview.masking.masker import CREDENTIAL_KINDS, TAG_RE
+
     tags = TAG_RE.findall(shown or "")
     if not tags:
         return False, "nothing is masked here"
-    if any(t[1:t.index("#")] in CREDENTIAL_KINDS for t in tags):
+    if any(t[1 : t.index("#")] in CREDENTIAL_KINDS for t in tags):
         return False, CREDENTIAL_TOOLTIP
     return True, "Show this one value unmasked (read again from the database, never logged)"
 
@@ -521,6 +645,7 @@ def reveal_state(shown: str | None) -> tuple[bool, str]:
 def tag_at(text: str, pos: int) -> str | None:
     """The masking tag in ``text`` that spans position ``pos`` (a cursor), if any."""
     from idemview.masking.masker import TAG_RE
+
     for m in TAG_RE.finditer(text):
         if m.start() <= pos <= m.end():
             return m.group(0)
@@ -544,8 +669,7 @@ def _leaf_for_tag(masker: SharedMasker, value: Any, tag: str, name: str | None) 
     return (name, value) if tag in str(masker.value(value, name)) else None
 
 
-def reveal_value(ledger: Ledger, masker: SharedMasker, scope: str, key: str, where: tuple,
-                 row_id: Any = None) -> str:
+def reveal_value(ledger: Ledger, masker: SharedMasker, scope: str, key: str, where: tuple, row_id: Any = None) -> str:
     """Re-read one operation and return one of its values unmasked (runs on a worker).
 
     ``where``: ``("op", field)`` (a field of :data:`OP_REVEAL`), ``("att", index, field)`` (an attempt
@@ -582,11 +706,13 @@ def reveal_value(ledger: Ledger, masker: SharedMasker, scope: str, key: str, whe
         raise RevealRefused(CREDENTIAL_TOOLTIP)
     if isinstance(raw, (dict, list)):
         import json
+
         return json.dumps(raw, ensure_ascii=False, default=str)
     return raw if isinstance(raw, str) else str(raw)
 
 
 # ------------------------------------------------------------------------------- deep links
+
 
 def deep_link(spec: OpenSpec, scope: str, key: str) -> str:
     """The shell command that opens this operation: ``idemview open URL --key KEY [--scope S]``.
@@ -595,7 +721,9 @@ def deep_link(spec: OpenSpec, scope: str, key: str) -> str:
     the colleague's own keyring), else the URL *without* its password (never ``***``: a link must
     still work when the password is supplied another way). Quoted for a POSIX shell (shlex)."""
     import shlex
+
     from sqlalchemy.engine import make_url
+
     if spec.connection_id:
         target = spec.name
     else:
@@ -603,8 +731,7 @@ def deep_link(spec: OpenSpec, scope: str, key: str) -> str:
         try:
             u = make_url(u) if not isinstance(u, URL) else u
             # URL.set(password=None) means "unchanged": _replace really drops it
-            target = u._replace(password=None).render_as_string(hide_password=False) if u.password \
-                else str(spec.url)
+            target = u._replace(password=None).render_as_string(hide_password=False) if u.password else str(spec.url)
             if u.get_backend_name() == "sqlite" and u.database:
                 target = u.database
         except Exception:  # noqa: BLE001 - a bare path
@@ -619,12 +746,21 @@ def spec_for_target(target: str, credentials=None) -> OpenSpec:
     """An :class:`OpenSpec` for ``idemview open TARGET``: a saved connection's name (layout, zone and
     the keyring password of that connection), else a URL or SQLite file (layout detected)."""
     from idemview.config import ConnectionStore
+
     c = ConnectionStore().find(target)
     if c is not None:
         pw = credentials.get(c.id) if credentials is not None else None
-        return OpenSpec(url=c.url(), name=c.name, layout=c.layout or None, password=pw or None,
-                        colour=c.colour, connection_id=c.id, naive_zone=c.naive_zone or None)
+        return OpenSpec(
+            url=c.url(),
+            name=c.name,
+            layout=c.layout or None,
+            password=pw or None,
+            colour=c.colour,
+            connection_id=c.id,
+            naive_zone=c.naive_zone or None,
+        )
     from idemview.ledger.connect import parse_url, safe_url
+
     u = parse_url(target)
     name = u.database.rsplit("/", 1)[-1] if u.get_backend_name() == "sqlite" and u.database else safe_url(u)
     return OpenSpec(url=target, name=name)

@@ -3,7 +3,6 @@ that proves what was exported; no planted secret (nor any 6-character piece of o
 
 import csv
 import hashlib
-import io
 import json
 import logging
 import sqlite3
@@ -13,16 +12,15 @@ import pytest
 from sqlalchemy import create_engine, insert
 
 from idemview.cli import main
-from idemview.ledger.connect import open_engine
-from idemview.services.demo import generate, reference_metadata, write_demo
-from idemview.evidence.writer import verify_evidence
-from idemview.evidence.plan import export_evidence
 from idemview.domain.filters import Filter
-from idemview.layouts.layout import load_preset
-from idemview.masking.masker import Masker
 from idemview.domain.model import FindingKind, Status
+from idemview.evidence.plan import export_evidence
+from idemview.evidence.writer import verify_evidence
+from idemview.layouts.layout import load_preset
+from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
-
+from idemview.masking.masker import Masker
+from idemview.services.demo import generate, reference_metadata, write_demo
 from tests.conftest import ANCHOR
 
 NOW = "2026-11-30T12:00:00Z"
@@ -42,8 +40,10 @@ def demo(tmp_path_factory):
 
 def planted(path, kind):
     with sqlite3.connect(path) as c:
-        return {(s, k) for s, k in c.execute(
-            "SELECT scope, idempotency_key FROM idemview_demo_planted WHERE kind = ?", (kind,))}
+        return {
+            (s, k)
+            for s, k in c.execute("SELECT scope, idempotency_key FROM idemview_demo_planted WHERE kind = ?", (kind,))
+        }
 
 
 def test_cli_export_duplicate_effect_gives_exactly_the_planted_operations(demo, tmp_path, capsys):
@@ -90,8 +90,14 @@ def test_export_on_postgres_streams_the_same_rows(pg_url, tmp_path):
     for url in (pg_url, str(sq)):
         eng = open_engine(url)
         led = Ledger(eng, load_preset("idemview"))
-        r = export_evidence(led, Filter(statuses=[Status.COMPLETED]), tmp_path / f"o{len(outs)}.csv",
-                            rows="attempts", now=ANCHOR, masker=Masker(key=b"k" * 32))
+        r = export_evidence(
+            led,
+            Filter(statuses=[Status.COMPLETED]),
+            tmp_path / f"o{len(outs)}.csv",
+            rows="attempts",
+            now=ANCHOR,
+            masker=Masker(key=b"k" * 32),
+        )
         outs.append(sorted(tuple((k, v) for k, v in row.items() if k != "ledger") for row in read_csv(r.path)))
         eng.dispose()
     assert outs[0] == outs[1] and len(outs[0]) > 200
@@ -112,7 +118,7 @@ SECRETS = {
     "url_token": "tkn9f8e7d6c5b4a3",
 }
 LOOKALIKES = {
-    "order": "ORD-3141592653589793",          # 16 digits that fail Luhn
+    "order": "ORD-3141592653589793",  # 16 digits that fail Luhn
     "uuid": "123e4567-e89b-12d3-a456-426614174000",
     "ts": "2026-11-30T11:59:59Z",
     "ms": "1764503999000",
@@ -124,25 +130,56 @@ def secrets_ledger(path):
     md = reference_metadata()
     md.create_all(eng)
     t0 = ANCHOR.replace(tzinfo=None) - timedelta(hours=1)
-    body = {"customer": {"email": SECRETS["email"], "iban": "see notes"},
-            "payment": {"card": SECRETS["card"], "notes": f"backup card {SECRETS['card_spaced']}, "
-                                                          f"IBAN {SECRETS['iban']}"},
-            "headers": {"Authorization": f"Bearer {SECRETS['bearer']}", "X-Trace": LOOKALIKES["uuid"]},
-            "order": LOOKALIKES["order"], "at": LOOKALIKES["ts"], "ms": LOOKALIKES["ms"],
-            "session_jwt": SECRETS["jwt"]}
-    err = (f"POST https://api.example.net/v1/charge?access_token={SECRETS['url_token']} failed; "
-           f"db postgresql://svc:{SECRETS['dsn_password']}@db.internal/pay; key {SECRETS['aws']}; "
-           f"stripe {SECRETS['stripe']}; order {LOOKALIKES['order']}")
+    body = {
+        "customer": {"email": SECRETS["email"], "iban": "see notes"},
+        "payment": {"card": SECRETS["card"], "notes": f"backup card {SECRETS['card_spaced']}, IBAN {SECRETS['iban']}"},
+        "headers": {"Authorization": f"Bearer {SECRETS['bearer']}", "X-Trace": LOOKALIKES["uuid"]},
+        "order": LOOKALIKES["order"],
+        "at": LOOKALIKES["ts"],
+        "ms": LOOKALIKES["ms"],
+        "session_jwt": SECRETS["jwt"],
+    }
+    err = (
+        f"POST https://api.example.net/v1/charge?access_token={SECRETS['url_token']} failed; "
+        f"db postgresql://svc:{SECRETS['dsn_password']}@db.internal/pay; key {SECRETS['aws']}; "
+        f"stripe {SECRETS['stripe']}; order {LOOKALIKES['order']}"
+    )
     ops = []
     for i in range(2):
-        ops.append({"id": i + 1, "scope": "acme", "idempotency_key": f"k-{i}", "kind": "payment.capture",
-                    "status": "failed", "request_hash": "h", "intent_ref": LOOKALIKES["order"],
-                    "effect_ref": None, "attempt_count": 1, "created_at": t0, "updated_at": t0,
-                    "expires_at": t0 + timedelta(days=1), "request_body": json.dumps(body),
-                    "response_body": json.dumps({"email": SECRETS["email"]}), "error": err})
-    atts = [{"id": i + 1, "scope": "acme", "idempotency_key": f"k-{i}", "attempt_no": 1, "started_at": t0,
-             "finished_at": t0, "outcome": "failed", "request_hash": "h", "worker": "w1", "error": err}
-            for i in range(2)]
+        ops.append(
+            {
+                "id": i + 1,
+                "scope": "acme",
+                "idempotency_key": f"k-{i}",
+                "kind": "payment.capture",
+                "status": "failed",
+                "request_hash": "h",
+                "intent_ref": LOOKALIKES["order"],
+                "effect_ref": None,
+                "attempt_count": 1,
+                "created_at": t0,
+                "updated_at": t0,
+                "expires_at": t0 + timedelta(days=1),
+                "request_body": json.dumps(body),
+                "response_body": json.dumps({"email": SECRETS["email"]}),
+                "error": err,
+            }
+        )
+    atts = [
+        {
+            "id": i + 1,
+            "scope": "acme",
+            "idempotency_key": f"k-{i}",
+            "attempt_no": 1,
+            "started_at": t0,
+            "finished_at": t0,
+            "outcome": "failed",
+            "request_hash": "h",
+            "worker": "w1",
+            "error": err,
+        }
+        for i in range(2)
+    ]
     with eng.begin() as c:
         c.execute(insert(md.tables["operations"]), ops)
         c.execute(insert(md.tables["attempts"]), atts)
@@ -151,7 +188,7 @@ def secrets_ledger(path):
 
 def pieces(secret, n=6):
     s = secret
-    return {s[i:i + n] for i in range(len(s) - n + 1)}
+    return {s[i : i + n] for i in range(len(s) - n + 1)}
 
 
 @pytest.mark.parametrize("rows", ["operations", "attempts", "findings"])
@@ -161,8 +198,14 @@ def test_no_planted_secret_leaves_in_csv_manifest_or_log(tmp_path, rows, caplog)
     caplog.set_level(logging.DEBUG)
     eng = open_engine(str(db))
     led = Ledger(eng, load_preset("idemview"))
-    res = export_evidence(led, Filter(), tmp_path / "e.csv", rows=rows, now=ANCHOR,
-                          masker=Masker(key=b"fixed-key-for-a-deterministic-test"))
+    res = export_evidence(
+        led,
+        Filter(),
+        tmp_path / "e.csv",
+        rows=rows,
+        now=ANCHOR,
+        masker=Masker(key=b"fixed-key-for-a-deterministic-test"),
+    )
     eng.dispose()
     blob = "\n".join([open(res.path, encoding="utf-8").read(), open(res.manifest_path).read(), caplog.text])
     for name, secret in SECRETS.items():

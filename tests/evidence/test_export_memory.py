@@ -24,12 +24,18 @@ def _peak(fn) -> int:
 
 def test_csv_is_written_out_by_bytes(tmp_path):
     def rows():
-        for i in range(40):                       # 40 cells of 2 MB: 80 MB in all
+        for i in range(40):  # 40 cells of 2 MB: 80 MB in all
             yield (i, ("x" * 63 + "\n") * (2 * MB // 64))
 
     def run():
-        write_evidence(tmp_path / "big.csv", [ColumnSpec("n", "integer"), ColumnSpec("body", "text")], rows(),
-                       masker=Masker(), manifest={"rows": {"kind": "test"}})
+        write_evidence(
+            tmp_path / "big.csv",
+            [ColumnSpec("n", "integer"), ColumnSpec("body", "text")],
+            rows(),
+            masker=Masker(),
+            manifest={"rows": {"kind": "test"}},
+        )
+
     peak = _peak(run)
     assert (tmp_path / "big.csv").stat().st_size > 80 * MB
     assert peak < 40 * MB, f"peak {peak / MB:.0f} MB: the rows were held until the 1000-row batch"
@@ -42,7 +48,7 @@ def test_fetches_are_sized_by_bytes(tmp_path):
     t = Table("t", md, Column("id", Integer, primary_key=True), Column("body", Text))
     md.create_all(eng)
     with eng.begin() as c:
-        for i in range(30):                       # 30 cells of 1 MB
+        for i in range(30):  # 30 cells of 1 MB
             c.execute(insert(t), {"id": i, "body": chr(97 + i % 26) * MB})
     seen = []
 
@@ -50,6 +56,7 @@ def test_fetches_are_sized_by_bytes(tmp_path):
         with eng.connect() as c:
             for r in stream_rows(c, select(t.c.id, t.c.body), [1], batch_bytes=2 * MB):
                 seen.append(r[0])
+
     peak = _peak(run)
     eng.dispose()
     assert seen == list(range(30))

@@ -26,8 +26,9 @@ def _rows(n, on_row=None):
 
 
 def _write(path, rows, **kw):
-    return write_evidence(path, COLS, rows, masker=Masker(key=b"k" * 32), manifest={"ledger": {"connection": "t"}},
-                          check_every=10, **kw)
+    return write_evidence(
+        path, COLS, rows, masker=Masker(key=b"k" * 32), manifest={"ledger": {"connection": "t"}}, check_every=10, **kw
+    )
 
 
 def _parts(folder: Path) -> list[Path]:
@@ -38,8 +39,10 @@ def _parts(folder: Path) -> list[Path]:
 def link_mode(request, monkeypatch):
     """Both ways of claiming a name: a hard link, and the fallback where links are unsupported."""
     if request.param == "no-link":
+
         def no_link(src, dst, *a, **k):
             raise OSError(errno.EPERM, "Operation not permitted")
+
         monkeypatch.setattr(writer.os, "link", no_link)
     return request.param
 
@@ -48,13 +51,13 @@ def test_csv_created_meanwhile_is_not_replaced(tmp_path, link_mode):
     out = tmp_path / "out.csv"
     with pytest.raises(FinalNameTaken) as e:
         _write(out, _rows(100, lambda: out.write_text("theirs")))
-    assert out.read_text() == "theirs"                             # not replaced
+    assert out.read_text() == "theirs"  # not replaced
     assert not Path(str(out) + ".manifest.json").exists()
     kept = [Path(p) for p in e.value.kept]
     assert kept == _parts(tmp_path) or sorted(kept) == _parts(tmp_path)
     assert all(str(p) in str(e.value) for p in kept) and "\n" not in str(e.value)
     csv_part = next(p for p in kept if ".manifest.json" not in p.name)
-    assert csv_part.read_bytes().count(b"\r\n") == 101     # the finished export, header + 100 rows
+    assert csv_part.read_bytes().count(b"\r\n") == 101  # the finished export, header + 100 rows
 
 
 def test_manifest_created_meanwhile_is_not_replaced(tmp_path, link_mode):
@@ -63,7 +66,7 @@ def test_manifest_created_meanwhile_is_not_replaced(tmp_path, link_mode):
     with pytest.raises(FinalNameTaken) as e:
         _write(out, _rows(100, lambda: man.write_text("theirs")))
     assert man.read_text() == "theirs"
-    assert not out.exists()                                        # no CSV without its manifest
+    assert not out.exists()  # no CSV without its manifest
     assert len(_parts(tmp_path)) == 2 and str(man) in str(e.value)
 
 
@@ -83,6 +86,7 @@ def test_normal_export_claims_both_names_and_leaves_no_temp(tmp_path, link_mode)
 @pytest.fixture
 def demo(tmp_path):
     from idemview.services.demo import write_demo
+
     db = tmp_path / "demo.db"
     write_demo(db, operations=30)
     return db
@@ -93,8 +97,9 @@ def test_cli_stops_with_one_line_naming_the_kept_file(tmp_path, demo, capsys, mo
     real = writer._write_atomic_temp
 
     def racing(directory, final_name, data):
-        out.write_text("theirs")             # another process, while the manifest is being written
+        out.write_text("theirs")  # another process, while the manifest is being written
         return real(directory, final_name, data)
+
     monkeypatch.setattr(writer, "_write_atomic_temp", racing)
     code = main(["export", str(demo), "--out", str(out)])
     _, err = capsys.readouterr()
@@ -146,6 +151,7 @@ def test_disk_full_during_export_is_one_line_and_leaves_nothing(tmp_path, demo, 
 def test_disk_full_on_a_real_small_filesystem(tmp_path, capsys):
     """The same on a real 64 KiB tmpfs (needs root and mount; skipped where the test cannot mount)."""
     from idemview.services.demo import write_demo
+
     demo = tmp_path / "demo.db"
     write_demo(demo, operations=1500)
     mnt = tmp_path / "small"
@@ -168,6 +174,7 @@ def test_disk_full_on_a_real_small_filesystem(tmp_path, capsys):
 def test_gui_banner_for_a_taken_name_and_a_full_disk():
     pytest.importorskip("PySide6")
     from idemview.qt.workers import describe_error
+
     err = describe_error(FinalNameTaken("/x/out.csv", ["/x/.out.csv.1.part", "/x/.out.csv.manifest.json.2.part"]))
     assert err.message.startswith("/x/out.csv appeared") and "/x/.out.csv.1.part" in err.message
     err = describe_error(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/x/.out.csv.1.part"))

@@ -10,12 +10,14 @@ import json
 import os
 import re
 import tracemalloc
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
 
 from idemview import __version__
+from idemview.domain.filters import Filter
+from idemview.domain.model import FindingKind, Payload, Status
 from idemview.evidence.writer import (
     ColumnSpec,
     ExportCancelled,
@@ -23,21 +25,29 @@ from idemview.evidence.writer import (
     verify_evidence,
     write_evidence,
 )
-from idemview.domain.filters import Filter
 from idemview.masking.masker import Masker
-from idemview.domain.model import FindingKind, Payload, Status
 
 KEY = b"e" * 32
-UTC = timezone.utc
-LEDGER = {"name": "payments-prod", "dialect": "postgresql", "host": "db.internal", "database": "pay",
-          "user": "svc_ledger_reader", "password": "Tr0ub4dor&3",
-          "url": "postgresql+psycopg://svc_ledger_reader:Tr0ub4dor&3@db.internal:5432/pay?sslmode=require"}
+UTC = UTC
+LEDGER = {
+    "name": "payments-prod",
+    "dialect": "postgresql",
+    "host": "db.internal",
+    "database": "pay",
+    "user": "svc_ledger_reader",
+    "password": "Tr0ub4dor&3",
+    "url": "postgresql+psycopg://svc_ledger_reader:Tr0ub4dor&3@db.internal:5432/pay?sslmode=require",
+}
 
 
 def manifest_entries(**extra):
-    f = Filter(statuses=[Status.FAILED], findings=[FindingKind.DUPLICATE_EFFECT],
-               key="jane@example.com", since=datetime(2024, 5, 1, 10, tzinfo=UTC),
-               until=datetime(2024, 5, 1, 12, tzinfo=UTC))
+    f = Filter(
+        statuses=[Status.FAILED],
+        findings=[FindingKind.DUPLICATE_EFFECT],
+        key="jane@example.com",
+        since=datetime(2024, 5, 1, 10, tzinfo=UTC),
+        until=datetime(2024, 5, 1, 12, tzinfo=UTC),
+    )
     d = {
         "ledger": dict(LEDGER),
         "layout": {"name": "rocket-rides", "sha256": "ab" * 32},
@@ -85,8 +95,11 @@ def test_basic_export_bytes_and_manifest(tmp_path):
     assert man["tool"] == {"name": "idemview", "version": __version__}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", man["exported_at"])
     assert man["row_count"] == 2 and man["rows"] == "operations"
-    assert man["columns"] == [{"name": "key", "kind": "text"}, {"name": "attempts", "kind": "integer"},
-                              {"name": "note", "kind": "text"}]
+    assert man["columns"] == [
+        {"name": "key", "kind": "text"},
+        {"name": "attempts", "kind": "integer"},
+        {"name": "note", "kind": "text"},
+    ]
     assert man["csv"]["sha256"] == hashlib.sha256(raw).hexdigest()
     assert man["csv"]["bytes"] == len(raw) and man["csv"]["file"] == "out.csv"
     assert man["now"] == "2024-05-02T09:30:00+00:00"
@@ -103,8 +116,13 @@ def test_manifest_never_holds_user_or_password_and_is_masked(tmp_path):
     man = json.loads(text)
     for s in ("svc_ledger_reader", "Tr0ub4dor", "sslmode", "jane@example.com"):
         assert s not in text
-    assert man["ledger"] == {"name": "payments-prod", "dialect": "postgresql", "host": "db.internal",
-                             "database": "pay", "url": "postgresql+psycopg://db.internal:5432/pay"}
+    assert man["ledger"] == {
+        "name": "payments-prod",
+        "dialect": "postgresql",
+        "host": "db.internal",
+        "database": "pay",
+        "url": "postgresql+psycopg://db.internal:5432/pay",
+    }
     # the filter searched for an e-mail: the manifest shows the same tag the CSV would
     tag = Masker(key=KEY).tag("email", "jane@example.com")
     assert man["filter"]["structured"]["key"] == tag
@@ -113,8 +131,11 @@ def test_manifest_never_holds_user_or_password_and_is_masked(tmp_path):
 
 
 def test_manifest_strips_credentials_anywhere_in_ledger(tmp_path):
-    ledger = {"name": "x", "connection": {"Username": "bob", "PWD": "s3cr3t!", "host": "h"},
-              "dsn": "mysql://bob:s3cr3t!@h/db"}
+    ledger = {
+        "name": "x",
+        "connection": {"Username": "bob", "PWD": "s3cr3t!", "host": "h"},
+        "dsn": "mysql://bob:s3cr3t!@h/db",
+    }
     export(tmp_path, [ColumnSpec("k")], [("x",)], manifest={"ledger": ledger})
     text = (tmp_path / "out.csv.manifest.json").read_text("utf-8")
     assert "bob" not in text and "s3cr3t" not in text
@@ -132,8 +153,13 @@ def test_reserved_manifest_keys_are_refused(tmp_path):
 
 
 def test_formula_injection_guard_in_raw_bytes(tmp_path):
-    cols = [ColumnSpec("=HYPERLINK(\"x\")", "text"), ColumnSpec("n", "integer"),
-            ColumnSpec("x", "number"), ColumnSpec("j", "json"), ColumnSpec("-b", "boolean")]
+    cols = [
+        ColumnSpec('=HYPERLINK("x")', "text"),
+        ColumnSpec("n", "integer"),
+        ColumnSpec("x", "number"),
+        ColumnSpec("j", "json"),
+        ColumnSpec("-b", "boolean"),
+    ]
     rows = [
         ("=1+1", -5, -1.5, {"a": "=cmd"}, True),
         ("+SUM(A1)", -9223372036854775808, Decimal("-0.10"), -7, False),
@@ -148,12 +174,12 @@ def test_formula_injection_guard_in_raw_bytes(tmp_path):
     raw = (tmp_path / "out.csv").read_bytes()
     lines = raw.split(b"\r\n")
     assert lines[0] == b'"\'=HYPERLINK(""x"")",n,x,j,\'-b'
-    assert lines[1] == b"'=1+1,-5,-1.5,\"{\"\"a\"\":\"\"=cmd\"\"}\",true"
-    assert lines[2] == b"'+SUM(A1),-9223372036854775808,-0.10,-7,false"   # JSON number -7
-    assert lines[3] == b"-2,0,-3e5,'=bad,"       # a plain number in a text column is not a formula (#9)
+    assert lines[1] == b'\'=1+1,-5,-1.5,"{""a"":""=cmd""}",true'
+    assert lines[2] == b"'+SUM(A1),-9223372036854775808,-0.10,-7,false"  # JSON number -7
+    assert lines[3] == b"-2,0,-3e5,'=bad,"  # a plain number in a text column is not a formula (#9)
     assert lines[4] == b"'@import,12,'=1+2,'@x,'=no"
     assert lines[5] == b"'\tTAB,1,2,,true"
-    assert lines[6] == b"\"'\rCR\",1,2,,false"
+    assert lines[6] == b'"\'\rCR",1,2,,false'
     assert lines[7] == b"'\x00NUL,1,2,,"
     assert lines[8] == b'safe = text,\'-x,nan,"[1,""-y""]",'
     # and it reads back as the guarded text
@@ -166,7 +192,7 @@ def test_formula_injection_guard_in_raw_bytes(tmp_path):
 
 
 def test_long_integers_are_exact(tmp_path):
-    big = 1234567890123456789                         # 19 digits: not representable as float
+    big = 1234567890123456789  # 19 digits: not representable as float
     assert float(big) != big
     cols = [ColumnSpec("id", "integer"), ColumnSpec("amount", "number"), ColumnSpec("ref", "text")]
     rows = [
@@ -242,12 +268,15 @@ def test_booleans_bytes_payloads_and_mapping_rows(tmp_path):
     rows = [
         {"ok": True, "raw": b"caf\xc3\xa9", "request": Payload("pickle", None, size=120)},
         {"ok": 0, "raw": b"\xff\x00", "request": Payload("json", {"b": 1})},
-        {"raw": b"=x"},                                           # missing keys are NULL
+        {"raw": b"=x"},  # missing keys are NULL
     ]
     res = export(tmp_path, cols, rows)
     back = read_rows(tmp_path / "out.csv")[1:]
-    assert back == [["true", "café", "pickled, not decoded (120 bytes)"],
-                    ["false", "0xff00", '{"b":1}'], ["", "'=x", ""]]
+    assert back == [
+        ["true", "café", "pickled, not decoded (120 bytes)"],
+        ["false", "0xff00", '{"b":1}'],
+        ["", "'=x", ""],
+    ]
     assert res.rows == 3
 
 
@@ -264,15 +293,29 @@ def test_unknown_column_kind_and_bad_rows(tmp_path):
 
 
 def test_cells_are_masked_through_the_masker(tmp_path):
-    cols = [ColumnSpec("key", "text"), ColumnSpec("customer_email", "text"),
-            ColumnSpec("card_number", "integer"), ColumnSpec("request", "json"),
-            ColumnSpec("error", "text"), ColumnSpec("tokens_used", "integer")]
+    cols = [
+        ColumnSpec("key", "text"),
+        ColumnSpec("customer_email", "text"),
+        ColumnSpec("card_number", "integer"),
+        ColumnSpec("request", "json"),
+        ColumnSpec("error", "text"),
+        ColumnSpec("tokens_used", "integer"),
+    ]
     rows = [
-        ("k1", "jane@example.com", 4242424242424242,
-         {"amount": 1000, "password": "hunter2", "card": {"number": "4242 4242 4242 4242"},
-          "note": "mail JANE@example.com"},
-         "connect postgres://app:hunter2@db/x failed", 1200),
-        ("k2", "jane@example.com", None, None, "=HYPERLINK(\"http://x?token=abc123\")", 7),
+        (
+            "k1",
+            "jane@example.com",
+            4242424242424242,
+            {
+                "amount": 1000,
+                "password": "hunter2",
+                "card": {"number": "4242 4242 4242 4242"},
+                "note": "mail JANE@example.com",
+            },
+            "connect postgres://app:hunter2@db/x failed",
+            1200,
+        ),
+        ("k2", "jane@example.com", None, None, '=HYPERLINK("http://x?token=abc123")', 7),
     ]
     masker = Masker(key=KEY)
     res = export(tmp_path, cols, rows, masker=masker)
@@ -281,13 +324,13 @@ def test_cells_are_masked_through_the_masker(tmp_path):
         assert s not in raw
     back = read_rows(tmp_path / "out.csv")
     t_email = Masker(key=KEY).tag("email", "jane@example.com")
-    assert back[1][1] == t_email and back[2][1] == t_email          # same value, same tag
+    assert back[1][1] == t_email and back[2][1] == t_email  # same value, same tag
     assert re.fullmatch(r"\[card#[0-9a-f]{6} …4242\]", back[1][2])
     req = json.loads(back[1][3])
     assert req["amount"] == 1000 and req["note"] == f"mail {t_email}"
     assert re.fullmatch(r"\[password#[0-9a-f]{6}\]", req["password"])
     assert re.fullmatch(r"\[card#[0-9a-f]{6}\]", req["card"])
-    assert back[1][3] == json.dumps(req, ensure_ascii=False, separators=(",", ":"))   # compact
+    assert back[1][3] == json.dumps(req, ensure_ascii=False, separators=(",", ":"))  # compact
     assert re.fullmatch(r"connect postgres://app:\[password#[0-9a-f]{6}\]@db/x failed", back[1][4])
     assert re.fullmatch(r"'=HYPERLINK\(\"http://x\?token=\[token#[0-9a-f]{6}\]\"\)", back[2][4])
     assert back[1][5] == "1200"
@@ -299,7 +342,7 @@ def test_cells_are_masked_through_the_masker(tmp_path):
 
 def test_counts_are_per_export_with_a_shared_masker(tmp_path):
     masker = Masker(key=KEY)
-    masker.mask_text("a@b.co")                                      # e.g. the grid, earlier
+    masker.mask_text("a@b.co")  # e.g. the grid, earlier
     res = export(tmp_path, [ColumnSpec("e")], [("c@d.co",), ("x",)], masker=masker)
     assert res.masking == {"email": 1}
     assert masker.counts == {"email": 2}
@@ -340,12 +383,18 @@ def test_cancel_leaves_nothing(tmp_path):
         calls.append(n)
 
     def cancel():
-        return len(calls) >= 3                                      # after 3 batches
+        return len(calls) >= 3  # after 3 batches
 
     rows = ((f"k{i}", i) for i in range(100_000))
     with pytest.raises(ExportCancelled, match="after 300 rows"):
-        export(tmp_path, [ColumnSpec("key"), ColumnSpec("n", "integer")], rows,
-               progress=progress, cancel=cancel, check_every=100)
+        export(
+            tmp_path,
+            [ColumnSpec("key"), ColumnSpec("n", "integer")],
+            rows,
+            progress=progress,
+            cancel=cancel,
+            check_every=100,
+        )
     assert calls == [100, 200, 300]
     assert dir_listing(tmp_path) == []
 
@@ -400,4 +449,4 @@ def test_memory_stays_flat_in_row_count(tmp_path):
             tracemalloc.stop()
 
     small, large = peak(5_000), peak(60_000)
-    assert large < small + 512 * 1024, (small, large)     # 12x the rows, < 0.5 MB more
+    assert large < small + 512 * 1024, (small, large)  # 12x the rows, < 0.5 MB more

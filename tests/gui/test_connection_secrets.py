@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from keyring.backends import fail
-from PySide6.QtWidgets import QComboBox, QLabel, QLineEdit, QListWidget, QAbstractButton
+from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QLineEdit, QListWidget
 
 from idemview.config import ConnectionStore, CredentialStore
 from idemview.services.session import SharedMasker
@@ -23,10 +23,12 @@ W = 6
 @pytest.fixture
 def dialog(qtbot, tmp_path, monkeypatch):
     import idemview.masking.masker as m
+
     monkeypatch.setenv("IDEMVIEW_CONFIG_DIR", str(tmp_path / "config"))
     before = keyring.get_keyring()
     keyring.set_keyring(fail.Keyring())
     from idemview.qt.connections import ConnectionDialog
+
     store = ConnectionStore(tmp_path / "connections.toml")
     dlg = ConnectionDialog(CredentialStore(), SharedMasker(), store=store)
     qtbot.addWidget(dlg)
@@ -103,8 +105,11 @@ NEUTRAL = "Qq" * 12
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(pw=st.text(alphabet=st.sampled_from(string.printable), min_size=6, max_size=24),
-       dialect=st.sampled_from(DIALECTS), shape=st.sampled_from(sorted(SHAPES)))
+@given(
+    pw=st.text(alphabet=st.sampled_from(string.printable), min_size=6, max_size=24),
+    dialect=st.sampled_from(DIALECTS),
+    shape=st.sampled_from(sorted(SHAPES)),
+)
 def test_fill_and_save_never_show_or_store_a_password(dialog, pw, dialect, shape):
     """A leak is a 6-character window of the password (typed or percent-encoded) in the dialog's text or
     the saved file that the same steps with a neutral password do not produce (fixed text is no leak)."""
@@ -113,6 +118,6 @@ def test_fill_and_save_never_show_or_store_a_password(dialog, pw, dialect, shape
     shown, saved = fill_and_save(dlg, toml, make(dialect, pw))
     b_shown, b_saved = fill_and_save(dlg, toml, make(dialect, NEUTRAL))
     forms = {pw, quote(pw, safe="")}
-    wins = {f[i:i + W] for f in forms for i in range(len(f) - W + 1)}
+    wins = {f[i : i + W] for f in forms for i in range(len(f) - W + 1)}
     leaks = sorted(w for w in wins if (w in shown and w not in b_shown) or (w in saved and w not in b_saved))
     assert not leaks, (make(dialect, pw), leaks)

@@ -1,12 +1,12 @@
 """The demo opened as `idemview --demo` opens it (issue #16): its layout reconciles with the charges
 file, so the findings panel has hidden successes and orphans, and the detail lists effect records."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("propagateSizeHints")]
-HOUR = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
+HOUR = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 @pytest.fixture(autouse=True)
@@ -21,6 +21,7 @@ def window(qtbot):
 
     from idemview.qt import theme
     from idemview.qt.mainwindow import MainWindow
+
     theme.apply_scheme(QApplication.instance())
     w = MainWindow()
     qtbot.addWidget(w)
@@ -30,6 +31,7 @@ def window(qtbot):
     for t in w.ledger_tabs():
         t.close_tab()
     from idemview.qt.workers import pool
+
     pool().waitForDone(10000)
 
 
@@ -38,12 +40,14 @@ def test_demo_shows_hidden_success_double_charge_and_effect_records(qtbot, windo
 
     from idemview.qt.app import demo_spec
     from idemview.services.demo_effects import effects_path_for
+
     spec = demo_spec(tmp_path / "demo.db")
     with sqlite3.connect(effects_path_for(tmp_path / "demo.db")) as c:
         planted = {tuple(r) for r in c.execute("SELECT kind, scope, idempotency_key FROM idemview_demo_planted")}
     tab = window.open_spec(spec)
-    qtbot.waitUntil(lambda: tab.scan_complete() and tab.model.rowCount() > 0 and not tab.model.is_loading(),
-                    timeout=60000)
+    qtbot.waitUntil(
+        lambda: tab.scan_complete() and tab.model.rowCount() > 0 and not tab.model.is_loading(), timeout=60000
+    )
     assert tab._scan["failed"] == {}, "every finding kind was checked"
     fs = tab.findings.findings
     assert {f.kind.value for f in fs} >= {"stuck_in_progress", "expired_key", "hidden_success", "orphan_effect"}
@@ -51,15 +55,14 @@ def test_demo_shows_hidden_success_double_charge_and_effect_records(qtbot, windo
     assert got == {p for p in planted if p[0] != "duplicate_effect"}
     hidden = sorted(p for p in planted if p[0] == "hidden_success")[0]
     tab.open_operation(hidden[1], hidden[2])
-    qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == hidden[2],
-                    timeout=20000)
+    qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == hidden[2], timeout=20000)
     text = tab.detail.effects_box.text()
     assert "Effect records</b> — 1 in charges (sqlite" in text and "ch_" in text
     assert "@example.com" not in text  # the customer's e-mail is masked
     double = sorted(p for p in planted if p[0] == "duplicate_effect")[0]
     tab.open_operation(double[1], double[2])
-    qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == double[2],
-                    timeout=20000)
+    qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == double[2], timeout=20000)
     assert "— 2 in charges" in tab.detail.effects_box.text() and "more than one" in tab.detail.effects_box.text()
     import os
+
     window.grab().save(os.environ.get("IDEMVIEW_SHOT", str(tmp_path / "effects.png")))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import create_engine, event
@@ -17,16 +17,20 @@ from sqlalchemy.engine import Engine
 
 from idemview.domain.model import FindingKind, Status
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_level_fail("WARNING"),
-              pytest.mark.qt_log_ignore("propagateSizeHints")]
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
 
-UTC = timezone.utc
+UTC = UTC
 ROWS_TO_SCROLL = 5_000
 
 
 @pytest.fixture(scope="module")
 def big_ledger(tmp_path_factory):
     from idemview.services.demo import generate
+
     p = tmp_path_factory.mktemp("big") / "big.db"
     eng = create_engine(f"sqlite:///{p}")
     generate(eng, operations=20_000, anchor=datetime.now(UTC).replace(minute=0, second=0, microsecond=0))
@@ -38,10 +42,11 @@ def test_ledger_open_scroll_filter_runs_no_statement_on_the_gui_thread(qtbot, bi
     monkeypatch.setenv("IDEMVIEW_CONFIG_DIR", str(tmp_path))
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
+
     from idemview.qt import theme
     from idemview.qt.mainwindow import MainWindow
-    from idemview.services.session import OpenSpec
     from idemview.qt.workers import pool
+    from idemview.services.session import OpenSpec
 
     threads: list[threading.Thread] = []
     rec = lambda *a: threads.append(threading.current_thread())  # noqa: E731
@@ -61,6 +66,7 @@ def test_ledger_open_scroll_filter_runs_no_statement_on_the_gui_thread(qtbot, bi
         now = time.monotonic()
         gaps.append(now - last[0])
         last[0] = now
+
     timer.timeout.connect(tick)
     timer.start()
     t_open = time.monotonic()
@@ -78,15 +84,25 @@ def test_ledger_open_scroll_filter_runs_no_statement_on_the_gui_thread(qtbot, bi
         qtbot.wait(50)
         # filter: by status, then by a finding kind (SQL subquery over the whole ledger)
         tab.filterbar.status_actions[Status.FAILED].setChecked(True)
-        qtbot.waitUntil(lambda: tab.flt.statuses == [Status.FAILED] and tab.model.rowCount() > 0
-                        and not tab.model.is_loading(), timeout=60_000)
+        qtbot.waitUntil(
+            lambda: tab.flt.statuses == [Status.FAILED] and tab.model.rowCount() > 0 and not tab.model.is_loading(),
+            timeout=60_000,
+        )
         assert all(r.status == Status.FAILED for r in tab.model.rows())
         tab.filterbar.clear()
         tab.filter_by_finding(FindingKind.STUCK_IN_PROGRESS)
-        qtbot.waitUntil(lambda: tab.flt.findings == [FindingKind.STUCK_IN_PROGRESS]
-                        and tab.model.rowCount() > 0 and not tab.model.is_loading(), timeout=60_000)
-        qtbot.waitUntil(lambda: not {"findings:stuck_in_progress", "findings:expired_key"}
-                        & set(tab.runner.pending()), timeout=60_000)
+        qtbot.waitUntil(
+            lambda: (
+                tab.flt.findings == [FindingKind.STUCK_IN_PROGRESS]
+                and tab.model.rowCount() > 0
+                and not tab.model.is_loading()
+            ),
+            timeout=60_000,
+        )
+        qtbot.waitUntil(
+            lambda: not {"findings:stuck_in_progress", "findings:expired_key"} & set(tab.runner.pending()),
+            timeout=60_000,
+        )
         qtbot.wait(200)
     finally:
         timer.stop()
@@ -95,8 +111,10 @@ def test_ledger_open_scroll_filter_runs_no_statement_on_the_gui_thread(qtbot, bi
             t.close_tab()
         pool().waitForDone(90_000)
     stall = max(gaps)
-    print(f"\nfirst rows after {t_first_rows:.2f} s; {ROWS_TO_SCROLL} rows scrolled; "
-          f"{len(gaps)} ticks; max event-loop stall {stall * 1000:.0f} ms (not asserted: see make bench)")
+    print(
+        f"\nfirst rows after {t_first_rows:.2f} s; {ROWS_TO_SCROLL} rows scrolled; "
+        f"{len(gaps)} ticks; max event-loop stall {stall * 1000:.0f} ms (not asserted: see make bench)"
+    )
     assert threads, "no statement was recorded"
     assert threading.main_thread() not in threads, "a statement ran on the GUI thread"
     assert len(gaps) > 10, "the event loop kept ticking"

@@ -15,7 +15,7 @@ from keyring.errors import KeyringLocked
 from idemview.config import Connection, ConnectionStore, CredentialStore
 from idemview.services.session import SharedMasker
 
-SHOTS = os.environ.get("IDEMVIEW_SHOTS")        # a folder: save screenshots there to look at them
+SHOTS = os.environ.get("IDEMVIEW_SHOTS")  # a folder: save screenshots there to look at them
 
 
 class MemoryKeyring(KeyringBackend):
@@ -65,13 +65,15 @@ def backend(request, monkeypatch, tmp_path):
 
 def _store(tmp_path):
     store = ConnectionStore(tmp_path / "connections.toml")
-    store.upsert(Connection(name="payments", dialect="postgresql", host="127.0.0.1", port=1, database="pay",
-                            user="ops"))
+    store.upsert(
+        Connection(name="payments", dialect="postgresql", host="127.0.0.1", port=1, database="pay", user="ops")
+    )
     return store
 
 
 def _window(qtbot, creds):
     from idemview.qt.mainwindow import MainWindow
+
     w = MainWindow(credentials=creds)
     qtbot.addWidget(w)
     w.show()
@@ -80,6 +82,7 @@ def _window(qtbot, creds):
 
 def _dialog(qtbot, creds, store, parent=None):
     from idemview.qt.connections import ConnectionDialog
+
     dlg = ConnectionDialog(creds, SharedMasker(), parent, store=store)
     qtbot.addWidget(dlg)
     dlg.show()
@@ -94,10 +97,10 @@ def _shot(widget, name):
 @pytest.mark.parametrize("backend", [LockedKeyring], indirect=True)
 def test_locked_keyring_shows_the_same_notice_in_dialog_and_main_window(qtbot, backend, tmp_path):
     creds = CredentialStore()
-    assert creds.available                     # a backend is there: only using it shows it is locked
+    assert creds.available  # a backend is there: only using it shows it is locked
     w = _window(qtbot, creds)
     assert not w.keyring_notice.isVisible()
-    dlg = _dialog(qtbot, creds, _store(tmp_path), parent=w)   # showing the saved one reads its password
+    dlg = _dialog(qtbot, creds, _store(tmp_path), parent=w)  # showing the saved one reads its password
     assert not creds.available
     qtbot.waitUntil(lambda: w.keyring_notice.isVisible(), timeout=5000)
     assert dlg.notice.isVisible()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import create_engine, event
@@ -25,7 +25,7 @@ pytestmark = [
     pytest.mark.qt_log_ignore("propagateSizeHints"),
 ]
 
-UTC = timezone.utc
+UTC = UTC
 HOUR = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 
 
@@ -42,6 +42,7 @@ def query_threads():
 
     def rec(conn, cursor, statement, params, context, executemany):
         seen.append((statement, threading.current_thread()))
+
     event.listen(Engine, "before_cursor_execute", rec)
     yield seen
     event.remove(Engine, "before_cursor_execute", rec)
@@ -55,9 +56,11 @@ def assert_off_gui_thread(seen):
 
 @pytest.fixture
 def window(qtbot):
+    from PySide6.QtWidgets import QApplication
+
     from idemview.qt import theme
     from idemview.qt.mainwindow import MainWindow
-    from PySide6.QtWidgets import QApplication
+
     theme.apply_scheme(QApplication.instance())
     w = MainWindow()
     qtbot.addWidget(w)
@@ -67,12 +70,14 @@ def window(qtbot):
     for t in w.ledger_tabs():
         t.close_tab()
     from idemview.qt.workers import pool
+
     pool().waitForDone(10000)
 
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory):
     from idemview.services.demo import write_demo
+
     p = tmp_path_factory.mktemp("demo") / "demo.db"
     planted = write_demo(p, anchor=HOUR)
     return p, planted
@@ -80,8 +85,9 @@ def demo_db(tmp_path_factory):
 
 def open_and_wait(qtbot, window, spec):
     tab = window.open_spec(spec)
-    qtbot.waitUntil(lambda: tab.scan_complete() and tab.model.rowCount() > 0
-                    and not tab.model.is_loading(), timeout=30000)
+    qtbot.waitUntil(
+        lambda: tab.scan_complete() and tab.model.rowCount() > 0 and not tab.model.is_loading(), timeout=30000
+    )
     return tab
 
 
@@ -90,13 +96,14 @@ def load_all(qtbot, tab):
         if tab.model.canFetchMore():
             tab.model.fetchMore()
         return tab.model.is_exhausted() and not tab.runner.is_pending("page")
+
     qtbot.waitUntil(done, timeout=30000)
 
 
 from tests.gui.conftest import spec_for  # noqa: E402  (the demo opened as `idemview --demo` opens it)
 
-
 # ------------------------------------------------------------------------------------------ tests
+
 
 def test_demo_opens_with_findings_and_readonly_badge(qtbot, window, demo_db, query_threads):
     path, planted = demo_db
@@ -112,8 +119,9 @@ def test_demo_opens_with_findings_and_readonly_badge(qtbot, window, demo_db, que
     assert_off_gui_thread(query_threads)
 
 
-@pytest.mark.parametrize("kind", [FindingKind.DUPLICATE_EFFECT, FindingKind.STUCK_IN_PROGRESS,
-                                  FindingKind.REPLAY_AFTER_EXPIRY])
+@pytest.mark.parametrize(
+    "kind", [FindingKind.DUPLICATE_EFFECT, FindingKind.STUCK_IN_PROGRESS, FindingKind.REPLAY_AFTER_EXPIRY]
+)
 def test_filter_by_finding_shows_exactly_its_operations(qtbot, window, demo_db, kind, query_threads):
     path, _ = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
@@ -131,15 +139,18 @@ def test_filter_by_finding_shows_exactly_its_operations(qtbot, window, demo_db, 
 def test_findings_panel_click_filters_grid(qtbot, window, demo_db):
     path, _ = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
-    row = next(i for i in range(tab.findings_model.rowCount())
-               if tab.findings_model.kind_at(i) == FindingKind.KEY_CONFLICT)
+    row = next(
+        i for i in range(tab.findings_model.rowCount()) if tab.findings_model.kind_at(i) == FindingKind.KEY_CONFLICT
+    )
     from PySide6.QtCore import Qt
+
     rect = tab.findings_view.visualRect(tab.findings_model.index(row, 1))
     qtbot.mouseClick(tab.findings_view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     qtbot.waitUntil(lambda: tab.flt.findings == [FindingKind.KEY_CONFLICT], timeout=5000)
     load_all(qtbot, tab)
-    assert {r.key_raw for r in tab.model.rows()} == \
-        {f.key for f in tab.findings.findings if f.kind == FindingKind.KEY_CONFLICT}
+    assert {r.key_raw for r in tab.model.rows()} == {
+        f.key for f in tab.findings.findings if f.kind == FindingKind.KEY_CONFLICT
+    }
 
 
 def test_operation_timeline_attempts(qtbot, window, demo_db, query_threads):
@@ -170,6 +181,7 @@ def test_f8_walks_findings_most_severe_first(qtbot, window, demo_db):
     path, _ = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
     from PySide6.QtCore import Qt
+
     window.activateWindow()
     tab.grid.setFocus()
     qtbot.keyClick(tab.grid, Qt.Key.Key_F8)
@@ -183,10 +195,12 @@ def test_grid_sort_is_a_database_query(qtbot, window, demo_db, query_threads):
     path, _ = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
     from PySide6.QtCore import Qt
+
     n_before = len(query_threads)
     tab.grid.sortByColumn(0, Qt.SortOrder.AscendingOrder)
-    qtbot.waitUntil(lambda: tab.model.sort_key == "key" and tab.model.rowCount() > 0
-                    and not tab.model.is_loading(), timeout=10000)
+    qtbot.waitUntil(
+        lambda: tab.model.sort_key == "key" and tab.model.rowCount() > 0 and not tab.model.is_loading(), timeout=10000
+    )
     keys = [r.key_raw for r in tab.model.rows()]
     assert keys == sorted(keys)
     assert any("ORDER BY" in s for s, _t in query_threads[n_before:])
@@ -197,6 +211,7 @@ def test_time_window_from_overview_filters(qtbot, window, demo_db):
     path, _ = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
     from datetime import timedelta
+
     since, until = HOUR - timedelta(hours=2), HOUR
     tab.overview.select_window(since, until)
     qtbot.waitUntil(lambda: tab.flt.since is not None, timeout=5000)
@@ -214,11 +229,16 @@ def test_slow_query_cancel_keeps_ui_responsive(qtbot, window, demo_db):
 
     def slow(tok):
         from sqlalchemy import text
+
         rec["start"] = time.monotonic()
         try:
             with engine.connect() as c:
-                c.execute(text("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r "
-                               "WHERE i < 5000000000) SELECT count(*) FROM r")).scalar()
+                c.execute(
+                    text(
+                        "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r "
+                        "WHERE i < 5000000000) SELECT count(*) FROM r"
+                    )
+                ).scalar()
         finally:
             rec["end"] = time.monotonic()
 
@@ -239,6 +259,7 @@ def test_slow_query_cancel_keeps_ui_responsive(qtbot, window, demo_db):
 
 def test_error_banner_and_what_was_shown_stays(qtbot, window, demo_db, tmp_path):
     from idemview.qt.workers import JobError
+
     path, _ = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
     n = tab.model.rowCount()
@@ -277,6 +298,7 @@ def test_connection_dialog_paste_url_save_and_test(qtbot, demo_db, tmp_path):
     from idemview.config import ConnectionStore, CredentialStore
     from idemview.qt.connections import ConnectionDialog
     from idemview.services.session import SharedMasker
+
     store = ConnectionStore(tmp_path / "connections.toml")
     creds = CredentialStore()
     creds.available, creds.notice = False, "No OS keyring is available: passwords are kept for this session only."
@@ -287,8 +309,12 @@ def test_connection_dialog_paste_url_save_and_test(qtbot, demo_db, tmp_path):
     dlg.name.setText("payments")
     dlg.url.setText("postgresql+psycopg://app:s3cr%40t@db.internal:6543/payments?sslmode=require")
     dlg.split_btn.click()
-    assert (dlg.host.text(), dlg.port.value(), dlg.dbname.text(), dlg.user.text()) == \
-        ("db.internal", 6543, "payments", "app")
+    assert (dlg.host.text(), dlg.port.value(), dlg.dbname.text(), dlg.user.text()) == (
+        "db.internal",
+        6543,
+        "payments",
+        "app",
+    )
     assert dlg.password.text() == "s3cr@t" and dlg.url.text() == ""
     assert dlg.sslmode.currentText() == "require"
     c = dlg.save()
@@ -307,10 +333,12 @@ def test_connection_dialog_paste_url_save_and_test(qtbot, demo_db, tmp_path):
 
 # ------------------------------------------------------------------------------------ PostgreSQL
 
+
 @pytest.fixture(scope="module")
 def pg_demo(request):
     url = request.getfixturevalue("pg_url")
     from idemview.services.demo import generate
+
     eng = create_engine(url)
     planted = generate(eng, anchor=HOUR)
     eng.dispose()
@@ -320,6 +348,7 @@ def pg_demo(request):
 @pytest.mark.postgres
 def test_postgres_ledger_filter_and_search_across_two_ledgers(qtbot, window, demo_db, pg_demo, query_threads):
     from idemview.services.session import OpenSpec
+
     url, planted = pg_demo
     pg = open_and_wait(qtbot, window, OpenSpec(url=url, name="payments-pg", layout=None))
     assert pg.badge.text().strip() == "READ-ONLY"
@@ -329,7 +358,7 @@ def test_postgres_ledger_filter_and_search_across_two_ledgers(qtbot, window, dem
     load_all(qtbot, pg)
     assert {(r.scope_raw, r.key_raw) for r in pg.model.rows()} == set(planted.incidents["duplicate_intent"])
     # the SQLite demo has the same seed, so the same keys: a search finds the key in both ledgers
-    lite = open_and_wait(qtbot, window, spec_for(demo_db[0], "demo-sqlite"))
+    open_and_wait(qtbot, window, spec_for(demo_db[0], "demo-sqlite"))
     scope, key = sorted(planted.incidents["duplicate_effect"])[0]
     window.search_box.setText(key)
     window.search_all(key)
@@ -338,7 +367,7 @@ def test_postgres_ledger_filter_and_search_across_two_ledgers(qtbot, window, dem
     assert {h.ledger_name for h in hits} == {"payments-pg", "demo-sqlite"}
     assert all(h.key_raw == key for h in hits[:2])
     # double-click opens it in its ledger
-    from PySide6.QtCore import Qt
+
     row = next(i for i, h in enumerate(hits) if h.ledger_name == "payments-pg")
     window.search_view.doubleClicked.emit(window.search_model.index(row, 1))
     qtbot.waitUntil(lambda: pg.detail.detail is not None and pg.detail.detail.key_raw == key, timeout=10000)
@@ -350,30 +379,34 @@ def test_postgres_ledger_filter_and_search_across_two_ledgers(qtbot, window, dem
 @pytest.mark.postgres
 def test_postgres_cancel_pg_sleep(qtbot, window, pg_demo):
     from idemview.services.session import OpenSpec
+
     url, _ = pg_demo
     tab = open_and_wait(qtbot, window, OpenSpec(url=url, name="pg", layout="idemview"))
     engine, rec, got = tab.ledger.engine, {}, []
 
     def slow(tok):
         from sqlalchemy import text
+
         rec["start"] = time.monotonic()
         try:
             with engine.connect() as c:
                 c.execute(text("SELECT pg_sleep(30)"))
         finally:
             rec["end"] = time.monotonic()
+
     gaps = _tick_gaps(qtbot)
     tab.runner.submit("custom", slow, got.append, got.append)
     qtbot.waitUntil(lambda: "start" in rec, timeout=5000)
     qtbot.wait(300)
     tab.cancel_all()
-    qtbot.waitUntil(lambda: "end" in rec, timeout=5000)   # pg_sleep(30) was cancelled in the server
+    qtbot.waitUntil(lambda: "end" in rec, timeout=5000)  # pg_sleep(30) was cancelled in the server
     qtbot.wait(100)
     assert got == []
     assert gaps.stop(), "the event loop kept ticking while the query ran"
 
 
 # ------------------------------------------------------------------------------------- helpers
+
 
 class _Gaps:
     def __init__(self, timer, gaps):
@@ -387,6 +420,7 @@ class _Gaps:
 def _tick_gaps(qtbot, interval_ms=10):
     """A 10 ms timer recording the gaps between its ticks: the event loop's stalls."""
     from PySide6.QtCore import QTimer
+
     gaps, last = [], [time.monotonic()]
     t = QTimer()
     t.setInterval(interval_ms)
@@ -395,6 +429,7 @@ def _tick_gaps(qtbot, interval_ms=10):
         now = time.monotonic()
         gaps.append(now - last[0])
         last[0] = now
+
     t.timeout.connect(tick)
     t.start()
     return _Gaps(t, gaps)
@@ -402,14 +437,16 @@ def _tick_gaps(qtbot, interval_ms=10):
 
 # ------------------------------------------------------------------------------------ export / reveal
 
+
 def _planted_secrets(path) -> list[str]:
     """Secrets the demo plants in its payloads and errors (a bearer token, a DSN password, e-mails)."""
     import re
     import sqlite3
+
     with sqlite3.connect(path) as c:
-        text = "\n".join(str(v) for row in c.execute("SELECT request_body, response_body, error FROM operations")
-                         for v in row if v) + "\n".join(r[0] for r in c.execute(
-                             "SELECT error FROM attempts WHERE error IS NOT NULL"))
+        text = "\n".join(
+            str(v) for row in c.execute("SELECT request_body, response_body, error FROM operations") for v in row if v
+        ) + "\n".join(r[0] for r in c.execute("SELECT error FROM attempts WHERE error IS NOT NULL"))
     found = set(re.findall(r"sk_live_[0-9a-f]+", text)) | set(re.findall(r"tok_[0-9a-f]+", text))
     found |= set(re.findall(r"[\w.]+@example\.com", text))
     if "hunter2" in text:
@@ -422,8 +459,10 @@ def test_export_duplicate_effect_through_the_dialog(qtbot, window, demo_db, tmp_
     import csv
     import json
     import sqlite3
+
     from PySide6.QtGui import QDesktopServices
     from PySide6.QtWidgets import QMessageBox
+
     path, _ = demo_db
     opened: list = []
     monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(lambda url: opened.append(url) or True))
@@ -460,8 +499,12 @@ def test_export_duplicate_effect_through_the_dialog(qtbot, window, demo_db, tmp_
     box = window.export_done_box
     assert box.isVisible()
     with sqlite3.connect(path) as c:
-        in_ledger = {(s, k) for s, k in c.execute(
-            "SELECT scope, idempotency_key FROM idemview_demo_planted WHERE kind = 'duplicate_effect'")}
+        in_ledger = {
+            (s, k)
+            for s, k in c.execute(
+                "SELECT scope, idempotency_key FROM idemview_demo_planted WHERE kind = 'duplicate_effect'"
+            )
+        }
     # the demo opens with its charges file: double charges found there are duplicate effects too
     planted = set(demo_db[1].incidents["duplicate_effect"])
     assert in_ledger < planted
@@ -486,8 +529,9 @@ def test_export_duplicate_effect_through_the_dialog(qtbot, window, demo_db, tmp_
 def test_connection_list_follows_the_form_and_naive_zone_reaches_the_ledger(qtbot, demo_db, tmp_path):
     from idemview.config import ConnectionStore, CredentialStore
     from idemview.qt.connections import ConnectionDialog
-    from idemview.services.session import SharedMasker, open_ledger
     from idemview.services.cancel import CancelToken
+    from idemview.services.session import SharedMasker, open_ledger
+
     creds = CredentialStore()
     creds.available, creds.notice = False, "no keyring"
     dlg = ConnectionDialog(creds, SharedMasker(), store=ConnectionStore(tmp_path / "c.toml"))
@@ -507,8 +551,7 @@ def test_connection_list_follows_the_form_and_naive_zone_reaches_the_ledger(qtbo
     assert dlg.spec.naive_zone == "Europe/Berlin"
     opened = open_ledger(dlg.spec, CancelToken())
     try:
-        assert all(tc.zone == "Europe/Berlin" for tc in opened.ledger.layout.times.values()
-                   if tc.encoding == "naive")
+        assert all(tc.zone == "Europe/Berlin" for tc in opened.ledger.layout.times.values() if tc.encoding == "naive")
     finally:
         opened.engine.dispose()
 
@@ -517,18 +560,22 @@ def test_reveal_one_cell_but_never_a_credential(qtbot, window, demo_db, tmp_path
     import json
     import shutil
     import sqlite3
+
     from idemview.qt.models import COL_KEY
+
     path = tmp_path / "reveal.db"
     shutil.copy(demo_db[0], path)
     with sqlite3.connect(path) as c:
         (a_id,), (b_id,) = c.execute("SELECT id FROM operations ORDER BY created_at DESC LIMIT 2").fetchall()
         c.execute("UPDATE operations SET idempotency_key = 'signup-ann.lee@example.com' WHERE id = ?", (a_id,))
-        c.execute("UPDATE operations SET idempotency_key = 'Bearer sk_live_0123456789abcdef01234567' "
-                  "WHERE id = ?", (b_id,))
+        c.execute(
+            "UPDATE operations SET idempotency_key = 'Bearer sk_live_0123456789abcdef01234567' WHERE id = ?", (b_id,)
+        )
         scope, key, body = c.execute(
             "SELECT o.scope, o.idempotency_key, o.request_body FROM operations o WHERE EXISTS (SELECT 1 FROM "
             "attempts a WHERE a.scope = o.scope AND a.idempotency_key = o.idempotency_key AND a.error LIKE "
-            "'%hunter2%') AND o.request_body LIKE '%Bearer%' ORDER BY o.id LIMIT 1").fetchone()
+            "'%hunter2%') AND o.request_body LIKE '%Bearer%' ORDER BY o.id LIMIT 1"
+        ).fetchone()
     email = json.loads(body)["customer"]["email"]
     tab = open_and_wait(qtbot, window, spec_for(path, "reveal"))
     rows = tab.model.rows()
@@ -584,6 +631,7 @@ def test_edit_layout_from_the_connection_dialog_and_from_a_tab(qtbot, window, de
     from idemview.layouts.layout import load_layout
     from idemview.qt.connections import ConnectionDialog
     from idemview.services.session import SharedMasker
+
     path, _ = demo_db
     creds = CredentialStore()
     creds.available, creds.notice = False, "no keyring"
@@ -615,8 +663,7 @@ def test_edit_layout_from_the_connection_dialog_and_from_a_tab(qtbot, window, de
     ed.name_edit.setText("demo-tab")
     out = ed.save(tmp_path / "tab.toml")
     assert load_layout(str(out)).name == "demo-tab"
-    qtbot.waitUntil(lambda: window.current_tab() is not tab and window.current_tab().ledger is not None,
-                    timeout=15000)
+    qtbot.waitUntil(lambda: window.current_tab() is not tab and window.current_tab().ledger is not None, timeout=15000)
     assert window.current_tab().ledger.layout.name == "demo-tab" and len(window.ledger_tabs()) == 1
     ed.close()
     assert_off_gui_thread(query_threads)

@@ -20,21 +20,27 @@ def _isolated(monkeypatch, tmp_path):
 def dbos_file(path, statuses):
     """A DBOS SQLite system database (no schemas) with one workflow per status."""
     c = sqlite3.connect(path)
-    c.execute("CREATE TABLE workflow_status (workflow_uuid TEXT PRIMARY KEY, status TEXT, name TEXT, "
-              "created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, recovery_attempts BIGINT DEFAULT 0, "
-              "inputs TEXT, output TEXT, error TEXT, completed_at BIGINT, workflow_deadline_epoch_ms BIGINT)")
-    c.executemany("INSERT INTO workflow_status (workflow_uuid, status, name, created_at, updated_at) "
-                  "VALUES (?, ?, 'checkout', ?, ?)",
-                  [(f"wf-{i}", s, MS - i * 1000, MS - i * 1000) for i, s in enumerate(statuses)])
+    c.execute(
+        "CREATE TABLE workflow_status (workflow_uuid TEXT PRIMARY KEY, status TEXT, name TEXT, "
+        "created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, recovery_attempts BIGINT DEFAULT 0, "
+        "inputs TEXT, output TEXT, error TEXT, completed_at BIGINT, workflow_deadline_epoch_ms BIGINT)"
+    )
+    c.executemany(
+        "INSERT INTO workflow_status (workflow_uuid, status, name, created_at, updated_at) "
+        "VALUES (?, ?, 'checkout', ?, ?)",
+        [(f"wf-{i}", s, MS - i * 1000, MS - i * 1000) for i, s in enumerate(statuses)],
+    )
     c.commit()
     c.close()
 
 
 def test_notice_lists_unmapped_values_and_filters_to_them(qtbot, tmp_path):
     from PySide6.QtWidgets import QApplication
+
     from idemview.qt import theme
     from idemview.qt.mainwindow import MainWindow
     from idemview.services.session import OpenSpec
+
     path = tmp_path / "dbos.db"
     dbos_file(path, ["SUCCESS", "PAUSED", "PAUSED", "ERROR", "RETRIES_EXCEEDED"])
     theme.apply_scheme(QApplication.instance())
@@ -42,12 +48,13 @@ def test_notice_lists_unmapped_values_and_filters_to_them(qtbot, tmp_path):
     qtbot.addWidget(w)
     w.resize(1400, 900)
     w.show()
-    tab = w.open_spec(OpenSpec(url=str(path), name="dbos", layout="dbos"))   # preset schema 'dbos' absent
-    qtbot.waitUntil(lambda: tab.opened is not None and tab.model.rowCount() == 5
-                    and not tab.model.is_loading(), timeout=30000)
+    tab = w.open_spec(OpenSpec(url=str(path), name="dbos", layout="dbos"))  # preset schema 'dbos' absent
+    qtbot.waitUntil(
+        lambda: tab.opened is not None and tab.model.rowCount() == 5 and not tab.model.is_loading(), timeout=30000
+    )
     assert tab.unmapped.isVisible()
     assert "PAUSED (2)" in tab.unmapped.label.text()
-    assert "RETRIES_EXCEEDED" not in tab.unmapped.label.text()    # a legacy spelling the preset maps
+    assert "RETRIES_EXCEEDED" not in tab.unmapped.label.text()  # a legacy spelling the preset maps
     w.grab().save(str(tmp_path / "unmapped.png"))
     tab.unmapped.button.setChecked(True)
     qtbot.waitUntil(lambda: tab.model.rowCount() == 2 and not tab.model.is_loading(), timeout=30000)
@@ -57,4 +64,5 @@ def test_notice_lists_unmapped_values_and_filters_to_them(qtbot, tmp_path):
     for t in w.ledger_tabs():
         t.close_tab()
     from idemview.qt.workers import pool
+
     pool().waitForDone(10000)

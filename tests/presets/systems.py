@@ -38,15 +38,25 @@ ALL = ("sqlite", "postgresql", "mysql")
 
 def _celery(w, values):
     c = CORE()
-    load(w, c.celery_md(), {"celery_taskmeta": [c.cel_row(i + 1, f"t-{i}", v, NOW - i * M)
-                                               for i, v in enumerate(values)]})
+    load(
+        w,
+        c.celery_md(),
+        {"celery_taskmeta": [c.cel_row(i + 1, f"t-{i}", v, NOW - i * M) for i, v in enumerate(values)]},
+    )
     return load_preset("celery"), {f"t-{i}": v for i, v in enumerate(values)}
 
 
 def _dcr(w, values):
     a = QUEUES()
-    load(w, a.dcr_md(), {"django_celery_results_taskresult": [
-        a.dcr_row(i + 1, f"t-{i}", v, NOW - i * M, NOW - i * M) for i, v in enumerate(values)]})
+    load(
+        w,
+        a.dcr_md(),
+        {
+            "django_celery_results_taskresult": [
+                a.dcr_row(i + 1, f"t-{i}", v, NOW - i * M, NOW - i * M) for i, v in enumerate(values)
+            ]
+        },
+    )
     return load_preset("django-celery-results"), {f"t-{i}": v for i, v in enumerate(values)}
 
 
@@ -62,15 +72,17 @@ def _airflow(w, values):
 
 def _oban(w, values):
     a = QUEUES()
-    load(w, a.oban_md(), {"oban_jobs": [a.oban_row(i + 1, "MyApp.Workers.Charge", v, NOW - i * M)
-                                        for i, v in enumerate(values)]})
+    load(
+        w,
+        a.oban_md(),
+        {"oban_jobs": [a.oban_row(i + 1, "MyApp.Workers.Charge", v, NOW - i * M) for i, v in enumerate(values)]},
+    )
     return load_preset("oban"), {str(i + 1): v for i, v in enumerate(values)}
 
 
 def _river(w, values):
     a = QUEUES()
-    load(w, a.river_md(), {"river_job": [a.river_row(i + 1, "charge", v, NOW - i * M)
-                                         for i, v in enumerate(values)]})
+    load(w, a.river_md(), {"river_job": [a.river_row(i + 1, "charge", v, NOW - i * M) for i, v in enumerate(values)]})
     return load_preset("river"), {str(i + 1): v for i, v in enumerate(values)}
 
 
@@ -85,7 +97,9 @@ def _hangfire(lower):
                 c.execute(text(f'CREATE SCHEMA "{schema}"'))
         a.hf_load(w, [(i + 1, [(v, None, 0)], NOW - i * M) for i, v in enumerate(values)], schema, lower)
         return load_preset("hangfire-postgresql" if lower else "hangfire"), {
-            str(i + 1): v for i, v in enumerate(values)}
+            str(i + 1): v for i, v in enumerate(values)
+        }
+
     return loader
 
 
@@ -133,10 +147,20 @@ def _powertools(w, values):
 
 def _idemview(w, values):
     from idemview.services.demo import reference_metadata
+
     md: MetaData = reference_metadata()
-    rows = [{"id": i + 1, "scope": "shop", "idempotency_key": f"k-{i}", "kind": "charge", "status": v,
-             "created_at": (NOW - i * M).replace(tzinfo=None), "attempt_count": 1}
-            for i, v in enumerate(values)]
+    rows = [
+        {
+            "id": i + 1,
+            "scope": "shop",
+            "idempotency_key": f"k-{i}",
+            "kind": "charge",
+            "status": v,
+            "created_at": (NOW - i * M).replace(tzinfo=None),
+            "attempt_count": 1,
+        }
+        for i, v in enumerate(values)
+    ]
     load(w, md, {"operations": rows})
     return load_preset("idemview"), {f"k-{i}": v for i, v in enumerate(values)}
 
@@ -170,6 +194,7 @@ def fitted(layout, engine):
     """``layout`` with its tables looked up where this database keeps them, as the CLI and the GUI do
     (a preset's schema is a default: DBOS on SQLite has none)."""
     from idemview.ledger.detect import locate
+
     return locate(engine, layout)
 
 

@@ -6,7 +6,7 @@ streamed merge); a clean pair reports nothing."""
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import BigInteger, Column, DateTime, Integer, MetaData, String, Table, create_engine, insert
+from sqlalchemy import BigInteger, Column, DateTime, Integer, MetaData, String, Table, create_engine
 from sqlalchemy.engine import make_url
 
 from idemview.domain.model import FindingKind
@@ -15,7 +15,6 @@ from idemview.layouts.layout import LayoutError, load_preset, parse_layout
 from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
 from idemview.services.demo import reference_metadata
-
 from tests.conftest import ANCHOR
 from tests.ledgers import load
 from tests.presets.test_planted_stripe_powertools_celery import stripe_clean, stripe_md, stripe_row
@@ -28,13 +27,16 @@ naive = lambda t: t.replace(tzinfo=None)  # noqa: E731
 
 def charges_md() -> MetaData:
     md = MetaData()
-    Table("charges", md,
-          Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
-          Column("charge_id", String(64), nullable=False),
-          Column("idem_key", String(128)),
-          Column("amount", Integer),
-          Column("currency", String(3)),
-          Column("created_at", DateTime))
+    Table(
+        "charges",
+        md,
+        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+        Column("charge_id", String(64), nullable=False),
+        Column("idem_key", String(128)),
+        Column("amount", Integer),
+        Column("currency", String(3)),
+        Column("created_at", DateTime),
+    )
     return md
 
 
@@ -57,46 +59,84 @@ def reference_layout(connection: str | None = None):
 
 def op(i, key, status, *, scope="s1", created=None, locked=None, lock_exp=None):
     created = created or NOW - 2 * H
-    return {"id": i, "scope": scope, "idempotency_key": key, "kind": "payment.capture", "status": status,
-            "attempt_count": 1, "created_at": naive(created), "expires_at": naive(created + 24 * H),
-            "locked_at": naive(locked) if locked else None,
-            "lock_expires_at": naive(lock_exp) if lock_exp else None,
-            "completed_at": naive(created + timedelta(seconds=5)) if status == "succeeded" else None}
+    return {
+        "id": i,
+        "scope": scope,
+        "idempotency_key": key,
+        "kind": "payment.capture",
+        "status": status,
+        "attempt_count": 1,
+        "created_at": naive(created),
+        "expires_at": naive(created + 24 * H),
+        "locked_at": naive(locked) if locked else None,
+        "lock_expires_at": naive(lock_exp) if lock_exp else None,
+        "completed_at": naive(created + timedelta(seconds=5)) if status == "succeeded" else None,
+    }
 
 
 def att(i, key, outcome, *, scope="s1", no=1):
-    return {"id": i, "scope": scope, "idempotency_key": key, "attempt_no": no, "outcome": outcome,
-            "started_at": naive(NOW - 2 * H), "finished_at": naive(NOW - 2 * H + timedelta(seconds=30))}
+    return {
+        "id": i,
+        "scope": scope,
+        "idempotency_key": key,
+        "attempt_no": no,
+        "outcome": outcome,
+        "started_at": naive(NOW - 2 * H),
+        "finished_at": naive(NOW - 2 * H + timedelta(seconds=30)),
+    }
 
 
 def charge(i, key, *, at=None, ref=None):
-    return {"id": i, "charge_id": ref or f"ch_{i:04d}", "idem_key": key, "amount": 1250, "currency": "usd",
-            "created_at": naive(at or NOW - H)}
+    return {
+        "id": i,
+        "charge_id": ref or f"ch_{i:04d}",
+        "idem_key": key,
+        "amount": 1250,
+        "currency": "usd",
+        "created_at": naive(at or NOW - H),
+    }
 
 
-CLEAN_OPS = [op(1, "k-ok-1", "succeeded"), op(2, "k-ok-2", "succeeded"),
-             op(3, "k-failed-no-charge", "failed"), op(4, "k-running", "running", locked=NOW - H / 60,
-                                                       lock_exp=NOW + H)]
-CLEAN_ATTS = [att(1, "k-ok-1", "succeeded"), att(2, "k-ok-2", "timed_out"), att(3, "k-ok-2", "succeeded", no=2),
-              att(4, "k-failed-no-charge", "failed")]
+CLEAN_OPS = [
+    op(1, "k-ok-1", "succeeded"),
+    op(2, "k-ok-2", "succeeded"),
+    op(3, "k-failed-no-charge", "failed"),
+    op(4, "k-running", "running", locked=NOW - H / 60, lock_exp=NOW + H),
+]
+CLEAN_ATTS = [
+    att(1, "k-ok-1", "succeeded"),
+    att(2, "k-ok-2", "timed_out"),
+    att(3, "k-ok-2", "succeeded", no=2),
+    att(4, "k-failed-no-charge", "failed"),
+]
 CLEAN_CHARGES = [charge(1, "k-ok-1"), charge(2, "k-ok-2"), charge(3, "k-running")]
 
 PLANTED_OPS = CLEAN_OPS + [
-    op(10, "k-double", "succeeded"),                                  # charged twice
-    op(11, "k-failed-but-charged", "failed"),                         # hidden success (failed)
+    op(10, "k-double", "succeeded"),  # charged twice
+    op(11, "k-failed-but-charged", "failed"),  # hidden success (failed)
     op(12, "k-stuck-but-charged", "running", locked=NOW - 2 * H, lock_exp=NOW - H),  # hidden (stuck)
-    op(13, "k-timeout-but-charged", "failed", scope="s2"),            # hidden (timed out + failed)
-    op(14, "k-retried", "failed"), op(15, "k-retried", "succeeded"),  # failed then completed: clean
-    op(16, "Case-Key", "succeeded"),                                   # case differs from the charge's
+    op(13, "k-timeout-but-charged", "failed", scope="s2"),  # hidden (timed out + failed)
+    op(14, "k-retried", "failed"),
+    op(15, "k-retried", "succeeded"),  # failed then completed: clean
+    op(16, "Case-Key", "succeeded"),  # case differs from the charge's
 ]
-PLANTED_ATTS = CLEAN_ATTS + [att(10, "k-double", "succeeded"), att(11, "k-failed-but-charged", "failed"),
-                             att(12, "k-timeout-but-charged", "timed_out", scope="s2"),
-                             att(13, "k-retried", "failed"), att(14, "k-retried", "succeeded", no=2),
-                             att(15, "Case-Key", "succeeded")]
+PLANTED_ATTS = CLEAN_ATTS + [
+    att(10, "k-double", "succeeded"),
+    att(11, "k-failed-but-charged", "failed"),
+    att(12, "k-timeout-but-charged", "timed_out", scope="s2"),
+    att(13, "k-retried", "failed"),
+    att(14, "k-retried", "succeeded", no=2),
+    att(15, "Case-Key", "succeeded"),
+]
 PLANTED_CHARGES = CLEAN_CHARGES + [
-    charge(10, "k-double"), charge(11, "k-double"), charge(12, "k-failed-but-charged"),
-    charge(13, "k-stuck-but-charged"), charge(14, "k-timeout-but-charged"), charge(15, "k-retried"),
-    charge(16, "Case-Key"), charge(17, "case-key"),                    # only the exact spelling matches
+    charge(10, "k-double"),
+    charge(11, "k-double"),
+    charge(12, "k-failed-but-charged"),
+    charge(13, "k-stuck-but-charged"),
+    charge(14, "k-timeout-but-charged"),
+    charge(15, "k-retried"),
+    charge(16, "Case-Key"),
+    charge(17, "case-key"),  # only the exact spelling matches
     charge(18, "k-never-recorded"),
 ]
 PLANTED = {
@@ -116,8 +156,11 @@ def load_reference(writable, ops, atts):
 
 def effect_findings(ledger) -> tuple[set, list]:
     fs = FindingEngine(ledger, NOW).run()
-    return {(f.kind.value, f.scope, f.key) for f in fs if f.kind.value in EFFECT_KINDS
-            and ("effect record" in f.explanation or f.kind.value != "duplicate_effect")}, fs
+    return {
+        (f.kind.value, f.scope, f.key)
+        for f in fs
+        if f.kind.value in EFFECT_KINDS and ("effect record" in f.explanation or f.kind.value != "duplicate_effect")
+    }, fs
 
 
 def test_same_database_planted(db):
@@ -161,12 +204,10 @@ def _cross(ledger_w, ledger_url, fx_w, fx_url, ops, atts, charges, via_layout: b
             led = Ledger(eng, reference_layout(connection=fx_url))
         else:
             fx = open_engine(fx_url)
-            led = Ledger(eng, reference_layout(connection="ignored-when-an-engine-is-given"),
-                         effects_engine=fx)
+            led = Ledger(eng, reference_layout(connection="ignored-when-an-engine-is-given"), effects_engine=fx)
         assert not led.effects.same_database
         got, _ = effect_findings(led)
-        assert led.effects.describe()["dialect"] == make_url(fx_url).get_backend_name() if "://" in fx_url \
-            else True
+        assert led.effects.describe()["dialect"] == make_url(fx_url).get_backend_name() if "://" in fx_url else True
     finally:
         eng.dispose()
         if fx is not None:
@@ -182,11 +223,11 @@ def test_sqlite_ledger_postgresql_effects(tmp_path, pg_url, via_layout):
     lw = create_engine(f"sqlite:///{tmp_path / 'ledger.db'}")
     fw = create_engine(pg_url)
     try:
-        got = _cross(lw, str(tmp_path / "ledger.db"), fw, pg_url, PLANTED_OPS, PLANTED_ATTS, PLANTED_CHARGES,
-                     via_layout)
+        got = _cross(
+            lw, str(tmp_path / "ledger.db"), fw, pg_url, PLANTED_OPS, PLANTED_ATTS, PLANTED_CHARGES, via_layout
+        )
         assert got == PLANTED
-        clean = _cross(lw, str(tmp_path / "ledger.db"), fw, pg_url, CLEAN_OPS, CLEAN_ATTS, CLEAN_CHARGES,
-                       via_layout)
+        clean = _cross(lw, str(tmp_path / "ledger.db"), fw, pg_url, CLEAN_OPS, CLEAN_ATTS, CLEAN_CHARGES, via_layout)
         assert clean == set()
     finally:
         lw.dispose()
@@ -209,22 +250,34 @@ def test_postgresql_ledger_mariadb_effects(pg_url, mysql_url, dialect):
 
 # ------------------------------------------------------------------------ stripe-style + rides
 
+
 def rides_md() -> MetaData:
     """rocket-rides-atomic schema.sql: rides (idempotency_key_id is a UNIQUE foreign key there)."""
     md = MetaData()
-    Table("rides", md,
-          Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
-          Column("created_at", DateTime(timezone=True), nullable=False),
-          Column("idempotency_key_id", BigInteger, unique=True),
-          Column("origin_lat", Integer), Column("target_lat", Integer),
-          Column("stripe_charge_id", String(50), unique=True),
-          Column("user_id", BigInteger, nullable=False))
+    Table(
+        "rides",
+        md,
+        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        Column("idempotency_key_id", BigInteger, unique=True),
+        Column("origin_lat", Integer),
+        Column("target_lat", Integer),
+        Column("stripe_charge_id", String(50), unique=True),
+        Column("user_id", BigInteger, nullable=False),
+    )
     return md
 
 
 def ride(i, key_id, charge, *, user=1, at=None):
-    return {"id": i, "created_at": naive(at or NOW - H), "idempotency_key_id": key_id, "origin_lat": 0,
-            "target_lat": 1, "stripe_charge_id": charge, "user_id": user}
+    return {
+        "id": i,
+        "created_at": naive(at or NOW - H),
+        "idempotency_key_id": key_id,
+        "origin_lat": 0,
+        "target_lat": 1,
+        "stripe_charge_id": charge,
+        "user_id": user,
+    }
 
 
 def test_stripe_style_rides(db):
@@ -236,12 +289,20 @@ def test_stripe_style_rides(db):
         stripe_row(11, "ride-no-charge-00000001", 7, created=NOW - H, locked=NOW - H, point="ride_created"),
     ]
     load(writable, stripe_md(), {"idempotency_keys": rows})
-    load(writable, rides_md(), {"rides": [
-        ride(1, 1, "ch_ok_1"), ride(2, 10, "ch_stuck"), ride(3, 11, None),
-        ride(4, 999, "ch_lost", at=NOW - 2 * H),         # its key row is gone: an orphan within 72 h
-        ride(5, 998, "ch_old", at=NOW - 100 * H),        # older than the 72 h retention: not judged
-        ride(6, None, "ch_reaped"),                      # ON DELETE SET NULL: no link at all
-    ]})
+    load(
+        writable,
+        rides_md(),
+        {
+            "rides": [
+                ride(1, 1, "ch_ok_1"),
+                ride(2, 10, "ch_stuck"),
+                ride(3, 11, None),
+                ride(4, 999, "ch_lost", at=NOW - 2 * H),  # its key row is gone: an orphan within 72 h
+                ride(5, 998, "ch_old", at=NOW - 100 * H),  # older than the 72 h retention: not judged
+                ride(6, None, "ch_reaped"),  # ON DELETE SET NULL: no link at all
+            ]
+        },
+    )
     eng = open_engine(url)
     try:
         got, _ = effect_findings(Ledger(eng, load_preset("stripe-style")))
@@ -276,13 +337,19 @@ def test_required_effects_table_missing_is_a_layout_mismatch(sqlite_db):
         eng.dispose()
 
 
-@pytest.mark.parametrize("section, message", [
-    ('[effects]\nlink = { effect = "a", operation = "key" }\n', "[effects] table is required"),
-    ('[effects]\ntable = "t"\n', "link = "),
-    ('[effects]\ntable = "t"\nlink = { effect = "a" }\n', "link = "),
-    ('[effects]\ntable = "t"\nlink = { effect = "a", operation = "key" }\ncolour = "red"\n', "unknown entries: colour"),
-    ('[effects]\ntable = "t"\nlink = { effect = "a", operation = "key" }\noptional = "yes"\n', "optional takes"),
-])
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        ('[effects]\nlink = { effect = "a", operation = "key" }\n', "[effects] table is required"),
+        ('[effects]\ntable = "t"\n', "link = "),
+        ('[effects]\ntable = "t"\nlink = { effect = "a" }\n', "link = "),
+        (
+            '[effects]\ntable = "t"\nlink = { effect = "a", operation = "key" }\ncolour = "red"\n',
+            "unknown entries: colour",
+        ),
+        ('[effects]\ntable = "t"\nlink = { effect = "a", operation = "key" }\noptional = "yes"\n', "optional takes"),
+    ],
+)
 def test_effects_section_errors(section, message):
     with pytest.raises(LayoutError) as e:
         parse_layout(load_preset("idemview").text + "\n" + section, "test")
@@ -291,9 +358,11 @@ def test_effects_section_errors(section, message):
 
 def test_demo_effects_found_exactly(tmp_path):
     import sqlite3
+
     from idemview.layouts.layout import load_layout
     from idemview.services.demo import write_demo
     from idemview.services.demo_effects import effects_path_for, layout_path_for
+
     p = tmp_path / "demo.db"
     planted = write_demo(p, operations=400, seed=5)
     with sqlite3.connect(effects_path_for(p)) as c:
@@ -308,8 +377,11 @@ def test_demo_effects_found_exactly(tmp_path):
     finally:
         eng.dispose()
         led.effects.engine.dispose()
-    effect_dups = {("duplicate_effect", f.scope, f.key) for f in fs if f.kind == FindingKind.DUPLICATE_EFFECT
-                   and "effect records in charges" in f.explanation}
+    effect_dups = {
+        ("duplicate_effect", f.scope, f.key)
+        for f in fs
+        if f.kind == FindingKind.DUPLICATE_EFFECT and "effect records in charges" in f.explanation
+    }
     got = {(f.kind.value, f.scope, f.key) for f in fs if f.kind.value in ("hidden_success", "orphan_effect")}
     # every double charge planted is found (ledger duplicates that charged twice show it as well)
     assert effect_dups >= {x for x in want if x[0] == "duplicate_effect"}

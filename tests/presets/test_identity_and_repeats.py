@@ -13,12 +13,13 @@ from sqlalchemy import text
 from idemview.cli import main
 from tests.conftest import ANCHOR
 from tests.ledgers import load, scan
-from tests.presets.systems import drop_system_schemas, CORE, FLOWS, QUEUES
+from tests.presets.systems import CORE, FLOWS, QUEUES, drop_system_schemas
 
 NOW = ANCHOR
 M = timedelta(minutes=1)
 H = timedelta(hours=1)
 NOW_ISO = "2026-11-30T12:00:00Z"
+
 
 @pytest.fixture(autouse=True)
 def _system_schemas(request):
@@ -26,7 +27,6 @@ def _system_schemas(request):
     drop_system_schemas(request)
     yield
     drop_system_schemas(request)
-
 
 
 def engine_of(url: str) -> str:
@@ -47,6 +47,7 @@ def cli_json(capsys, *argv):
 
 # ------------------------------------------------------------------ the three reported inputs
 
+
 def test_dbos_retries_exceeded_is_an_unresolved_failure_and_layout_dbos_works_without_schemas(db, capsys):
     """Inputs 1 and 2: DBOS < 1.8.0 wrote RETRIES_EXCEEDED; `scan dbos.db --layout dbos` on SQLite (no
     schemas) finds workflow_status as detection does (it exited 4 before)."""
@@ -58,9 +59,16 @@ def test_dbos_retries_exceeded_is_an_unresolved_failure_and_layout_dbos_works_wi
         with writable.begin() as c:
             c.execute(text("DROP SCHEMA IF EXISTS dbos CASCADE"))
             c.execute(text("CREATE SCHEMA dbos"))
-    load(writable, b.dbos_md(schema), {"workflow_status": [
-        b.wf("order-7", "RETRIES_EXCEEDED", NOW - 5 * H, recoveries=51),
-        b.wf("order-8", "SUCCESS", NOW - 4 * H, done=NOW - 4 * H + M)]})
+    load(
+        writable,
+        b.dbos_md(schema),
+        {
+            "workflow_status": [
+                b.wf("order-7", "RETRIES_EXCEEDED", NOW - 5 * H, recoveries=51),
+                b.wf("order-8", "SUCCESS", NOW - 4 * H, done=NOW - 4 * H + M),
+            ]
+        },
+    )
     doc = cli_json(capsys, url, "--layout", "dbos")
     got = {(f["kind"], f["key"]) for f in doc["findings"]}
     assert ("unresolved_failure", "order-7") in got
@@ -73,8 +81,17 @@ def boss_slot_rows(slots, *, queue="report-tick", key="tick"):
     b = FLOWS()
     rows = []
     for n, slot in enumerate(slots, 1):
-        r = b.boss_row(n, queue, "completed", slot, key=key, started=slot, completed=slot + timedelta(seconds=5),
-                       output={"ok": True}, slot=slot)
+        r = b.boss_row(
+            n,
+            queue,
+            "completed",
+            slot,
+            key=key,
+            started=slot,
+            completed=slot + timedelta(seconds=5),
+            output={"ok": True},
+            slot=slot,
+        )
         rows.append(r)
     return rows
 
@@ -98,19 +115,22 @@ def test_pgboss_two_jobs_in_one_slot_are_a_duplicate_effect(db):
 
 # ------------------------------------------------------------------------- intended repeats
 
+
 def test_good_job_cron_runs_are_clean_but_equal_jobs_are_a_duplicate_intent(db):
     only(db, "postgresql", why="GoodJob supports PostgreSQL only")
     writable, url = db
     a = QUEUES()
     specs = []
-    for i in range(1, 4):   # a */5 cron with the same (empty) arguments, one job per cron slot
+    for i in range(1, 4):  # a */5 cron with the same (empty) arguments, one job per cron slot
         t = NOW - (20 - 5 * i) * M
         job, ex = a.gj_job(i, "DigestJob", t, performed=t, finished=t + M, args=[])
         job["cron_key"], job["cron_at"] = "digest", t.replace(tzinfo=None)
         specs.append((job, ex))
-    t = NOW - 2 * H   # the same work enqueued twice, not by cron
-    specs += [a.gj_job(10, "RefundJob", t, performed=t, finished=t + M, args=[9]),
-              a.gj_job(11, "RefundJob", t + 5 * M, performed=t + 5 * M, finished=t + 6 * M, args=[9])]
+    t = NOW - 2 * H  # the same work enqueued twice, not by cron
+    specs += [
+        a.gj_job(10, "RefundJob", t, performed=t, finished=t + M, args=[9]),
+        a.gj_job(11, "RefundJob", t + 5 * M, performed=t + 5 * M, finished=t + 6 * M, args=[9]),
+    ]
     for job, _ex in specs:
         job.setdefault("cron_key", None)
         job.setdefault("cron_at", None)
@@ -123,12 +143,12 @@ def test_oban_cron_runs_are_clean_but_equal_jobs_are_a_duplicate_intent(db):
     writable, url = db
     a = QUEUES()
     rows = []
-    for i in range(1, 4):   # Oban.Plugins.Cron: "* * * * *", args %{}, meta with cron_expr
+    for i in range(1, 4):  # Oban.Plugins.Cron: "* * * * *", args %{}, meta with cron_expr
         r = a.oban_row(i, "MyApp.Workers.Tick", "completed", NOW - (10 - i) * M, args={})
         r["meta"] = {"cron": True, "cron_expr": "* * * * *", "cron_name": "MyApp.Workers.Tick"}
         r["completed_at"] = (NOW - (10 - i) * M + timedelta(seconds=3)).replace(tzinfo=None)
         rows.append(r)
-    for i, t in ((10, NOW - H), (11, NOW - H + timedelta(seconds=20))):   # enqueued twice within 60 s
+    for i, t in ((10, NOW - H), (11, NOW - H + timedelta(seconds=20))):  # enqueued twice within 60 s
         r = a.oban_row(i, "MyApp.Workers.Refund", "completed", t, args={"refund_id": 9})
         r["completed_at"] = (t + timedelta(seconds=3)).replace(tzinfo=None)
         rows.append(r)
@@ -155,11 +175,15 @@ def test_river_periodic_and_other_period_jobs_are_clean(db):
     only(db, "sqlite", "postgresql", why="River has no MySQL/MariaDB driver")
     writable, url = db
     a = QUEUES()
-    rows = [a.river_row(i, "tick", "completed", NOW - (10 - i) * M) for i in range(1, 4)]      # periodic
-    rows += [a.river_row(4, "report", "completed", NOW - 3 * H, unique=b"\x01period-a"),       # ByPeriod
-             a.river_row(5, "report", "completed", NOW - 2 * H, unique=b"\x01period-b")]
-    rows += [a.river_row(6, "refund", "completed", NOW - 2 * H, unique=b"\x02same"),
-             a.river_row(7, "refund", "completed", NOW - H, unique=b"\x02same")]           # uniqueness broke
+    rows = [a.river_row(i, "tick", "completed", NOW - (10 - i) * M) for i in range(1, 4)]  # periodic
+    rows += [
+        a.river_row(4, "report", "completed", NOW - 3 * H, unique=b"\x01period-a"),  # ByPeriod
+        a.river_row(5, "report", "completed", NOW - 2 * H, unique=b"\x01period-b"),
+    ]
+    rows += [
+        a.river_row(6, "refund", "completed", NOW - 2 * H, unique=b"\x02same"),
+        a.river_row(7, "refund", "completed", NOW - H, unique=b"\x02same"),
+    ]  # uniqueness broke
     for r in rows:
         r["args"] = {}
     load(writable, a.river_md(), {"river_job": rows})
@@ -170,12 +194,15 @@ def test_river_periodic_and_other_period_jobs_are_clean(db):
 def test_celery_periodic_tasks_and_airflow_scheduled_runs_are_clean(db):
     writable, url = db
     c = CORE()
-    load(writable, c.celery_md(), {"celery_taskmeta": [
-        c.cel_row(i, f"beat-{i}", "SUCCESS", NOW - i * H) for i in range(1, 4)]})
+    load(
+        writable,
+        c.celery_md(),
+        {"celery_taskmeta": [c.cel_row(i, f"beat-{i}", "SUCCESS", NOW - i * H) for i in range(1, 4)]},
+    )
     assert scan(url, "celery", NOW)[0] == set()
     a = QUEUES()
     rows = []
-    for i in range(1, 4):   # one DAG run per schedule interval: distinct run_ids
+    for i in range(1, 4):  # one DAG run per schedule interval: distinct run_ids
         r = a.af_row("nightly", "export", "success", 1, start=NOW - i * H, end=NOW - i * H + M)
         r["run_id"] = f"scheduled__2026-11-30T0{i}:00:00+00:00"
         rows.append(r)
@@ -186,13 +213,14 @@ def test_celery_periodic_tasks_and_airflow_scheduled_runs_are_clean(db):
 def test_solid_queue_recurring_runs_are_clean(db):
     writable, url = db
     s = FLOWS().SQ()
-    for i in range(1, 4):   # a recurring task: one job per run_at (solid_queue_recurring_executions)
+    for i in range(1, 4):  # a recurring task: one job per run_at (solid_queue_recurring_executions)
         s.job(i, "finished", NOW - i * H, klass="NightlyDigestJob")
     s.load(writable)
     assert scan(url, "solid-queue", NOW)[0] == set()
 
 
 # ----------------------------------------------------------- waiting states with a deadline
+
 
 def test_airflow_deferred_task_is_stuck_only_past_its_trigger_timeout(db):
     """A deferred task waits on the triggerer with its own deadline (trigger_timeout): past it, the
@@ -204,10 +232,12 @@ def test_airflow_deferred_task_is_stuck_only_past_its_trigger_timeout(db):
         r = a.af_row("payouts", task, "deferred", 1, start=NOW - 2 * H, heartbeat=NOW - 2 * H)
         r["trigger_timeout"] = timeout
         rows.append(r)
-    r = a.af_row("payouts", "run", "running", 1, start=NOW - 2 * H, heartbeat=NOW - H)   # its lease lapsed
+    r = a.af_row("payouts", "run", "running", 1, start=NOW - 2 * H, heartbeat=NOW - H)  # its lease lapsed
     r["trigger_timeout"] = None
     rows.append(r)
     load(writable, a.airflow_md(), {"task_instance": rows, "task_instance_history": []})
     got, _ = scan(url, "airflow", NOW)
-    assert got == {("stuck_in_progress", "", a.af_key("payouts", "wait_late")),
-                   ("stuck_in_progress", "", a.af_key("payouts", "run"))}
+    assert got == {
+        ("stuck_in_progress", "", a.af_key("payouts", "wait_late")),
+        ("stuck_in_progress", "", a.af_key("payouts", "run")),
+    }

@@ -15,11 +15,12 @@ from idemview.config import Connection, ConnectionStore
 from idemview.layouts.layout import all_presets
 from tests.conftest import ANCHOR
 from tests.ledgers import load
-from tests.presets.systems import drop_system_schemas, FLOWS, QUEUES
+from tests.presets.systems import FLOWS, QUEUES, drop_system_schemas
 
 M = timedelta(minutes=1)
 NOW_ISO = "2026-11-30T12:00:00Z"
 WITH_SCHEMA = sorted(l.name for l in all_presets() if l.schema)
+
 
 @pytest.fixture(autouse=True)
 def _system_schemas(request):
@@ -27,7 +28,6 @@ def _system_schemas(request):
     drop_system_schemas(request)
     yield
     drop_system_schemas(request)
-
 
 
 @pytest.fixture(autouse=True)
@@ -44,9 +44,21 @@ def moved(md: MetaData, schema: str | None) -> MetaData:
     schema) in ``schema`` (None: the database's default schema)."""
     out = MetaData()
     for t in md.sorted_tables:
-        Table(t.name, out, *[Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable,
-                                    server_default=c.server_default.arg if c.server_default is not None else None)
-                             for c in t.columns], schema=schema)
+        Table(
+            t.name,
+            out,
+            *[
+                Column(
+                    c.name,
+                    c.type,
+                    primary_key=c.primary_key,
+                    nullable=c.nullable,
+                    server_default=c.server_default.arg if c.server_default is not None else None,
+                )
+                for c in t.columns
+            ],
+            schema=schema,
+        )
     return out
 
 
@@ -58,28 +70,37 @@ def fill(preset: str, writable, schema: str | None) -> int:
             c.execute(text(f'CREATE SCHEMA "{schema}"'))
     if preset == "dbos":
         b = FLOWS()
-        load(writable, b.dbos_md(schema), {"workflow_status": [b.wf(f"wf-{i}", "SUCCESS", ANCHOR - i * M,
-                                                                     done=ANCHOR - i * M) for i in range(3)]})
+        load(
+            writable,
+            b.dbos_md(schema),
+            {"workflow_status": [b.wf(f"wf-{i}", "SUCCESS", ANCHOR - i * M, done=ANCHOR - i * M) for i in range(3)]},
+        )
         return 3
     if preset in ("hangfire", "hangfire-postgresql"):
         a = QUEUES()
-        a.hf_load(writable, [(i, [("Enqueued", None, 0), ("Succeeded", None, 1)], ANCHOR - i * M)
-                             for i in (1, 2)], schema, preset == "hangfire-postgresql")
+        a.hf_load(
+            writable,
+            [(i, [("Enqueued", None, 0), ("Succeeded", None, 1)], ANCHOR - i * M) for i in (1, 2)],
+            schema,
+            preset == "hangfire-postgresql",
+        )
         return 2
     if preset == "pg-boss":
         b = FLOWS()
-        with writable.begin() as c:   # the job_state enum type lives in pgboss (as pg-boss creates it)
+        with writable.begin() as c:  # the job_state enum type lives in pgboss (as pg-boss creates it)
             c.execute(text("CREATE SCHEMA IF NOT EXISTS pgboss"))
-        load(writable, moved(b.pgboss_md(), schema), {"job": [
-            b.boss_row(i, "q", "completed", ANCHOR - i * M) for i in (1, 2, 3, 4)]})
+        load(
+            writable,
+            moved(b.pgboss_md(), schema),
+            {"job": [b.boss_row(i, "q", "completed", ANCHOR - i * M) for i in (1, 2, 3, 4)]},
+        )
         return 4
     if preset == "convoy":
         b = FLOWS()
         c = b.Convoy()
         c.delivery("d-1", "ep-1", "Success", ANCHOR - M, [200], key="k-1")
         md = moved(b.convoy_md(), schema)
-        load(writable, md, {"events": c.events, "event_deliveries": c.deliveries,
-                            "delivery_attempts": c.attempts})
+        load(writable, md, {"events": c.events, "event_deliveries": c.deliveries, "delivery_attempts": c.attempts})
         return 1
     raise AssertionError(f"no fixture for {preset}: add one (every preset naming a schema is tested)")
 
@@ -101,7 +122,7 @@ def test_layout_name_finds_tables_outside_the_presets_schema(db, capsys, preset)
         pytest.skip(f"{preset} runs on PostgreSQL only")
     if preset == "dbos" and eng == "mysql":
         pytest.skip("DBOS has no MySQL system database")
-    n = fill(preset, writable, None)   # the default schema, not the preset's
+    n = fill(preset, writable, None)  # the default schema, not the preset's
     code, doc, err = scan_json(capsys, url, "--layout", preset)
     assert code == 0, err
     assert doc["layout"] == preset and doc["operations"] == n

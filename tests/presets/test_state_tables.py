@@ -13,9 +13,10 @@ import pytest
 from idemview.layouts.layout import load_preset, preset_names
 from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
-from tests.presets.systems import drop_system_schemas, SYSTEMS, fitted, holds_other_values
+from tests.presets.systems import SYSTEMS, drop_system_schemas, fitted, holds_other_values
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "presets" / "states-and-identity.md"
+
 
 @pytest.fixture(autouse=True)
 def _system_schemas(request):
@@ -23,7 +24,6 @@ def _system_schemas(request):
     drop_system_schemas(request)
     yield
     drop_system_schemas(request)
-
 
 
 def doc_sections() -> dict[str, str]:

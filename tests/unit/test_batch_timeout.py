@@ -17,11 +17,9 @@ from idemview.ledger.batch import for_batch
 from idemview.ledger.connect import batch_engine, open_engine
 from idemview.ledger.reader import Ledger
 from idemview.services.demo import generate
-
 from tests.conftest import ANCHOR
 
-SLOW_SQLITE = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
-               "SELECT count(*) FROM c")
+SLOW_SQLITE = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) FROM c"
 
 
 def test_sqlite_batch_engine_lifts_and_sets_the_limit(sqlite_db):
@@ -38,7 +36,7 @@ def test_sqlite_batch_engine_lifts_and_sets_the_limit(sqlite_db):
         with pytest.raises(OperationalError):
             with batch_engine(eng, 0.0).connect() as c:
                 c.exec_driver_sql(SLOW_SQLITE).scalar()
-        with eng.connect() as c:   # back in the pool: the interactive limit again
+        with eng.connect() as c:  # back in the pool: the interactive limit again
             assert c.connection.dbapi_connection._idem_deadline == [0.0]
     finally:
         eng.dispose()
@@ -93,7 +91,7 @@ def test_export_and_scan_are_not_cut_by_the_interactive_limit(db, tmp_path):
     generate(writable, operations=2000, seed=5)
     eng, led = _tiny_interactive_limit(url)
     try:
-        if eng.dialect.name in ("sqlite", "postgresql"):   # the limit is real: interactively it is cut
+        if eng.dialect.name in ("sqlite", "postgresql"):  # the limit is real: interactively it is cut
             with pytest.raises(OperationalError):
                 FindingEngine(led, ANCHOR).run()
         res = export_evidence(led, None, tmp_path / "ops.csv", now=ANCHOR)
@@ -107,12 +105,26 @@ def test_export_and_scan_are_not_cut_by_the_interactive_limit(db, tmp_path):
 
 def test_cli_scan_takes_timeout_and_progress(tmp_path, capsys):
     from sqlalchemy import create_engine
+
     path = tmp_path / "demo.db"
     w = create_engine(f"sqlite:///{path}")
     generate(w, operations=300, seed=2)
     w.dispose()
-    rc = main(["scan", str(path), "--layout", "idemview", "--now", "2026-11-30T12:00:00Z", "--format", "json",
-               "--timeout", "600", "--progress"])
+    rc = main(
+        [
+            "scan",
+            str(path),
+            "--layout",
+            "idemview",
+            "--now",
+            "2026-11-30T12:00:00Z",
+            "--format",
+            "json",
+            "--timeout",
+            "600",
+            "--progress",
+        ]
+    )
     out, err = capsys.readouterr()
     assert rc == 0
     doc = json.loads(out)

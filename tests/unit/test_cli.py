@@ -27,8 +27,9 @@ def demo(tmp_path_factory):
 
 def planted(path):
     with sqlite3.connect(path) as c:
-        return {(k, s, key) for k, s, key in c.execute(
-            "SELECT kind, scope, idempotency_key FROM idemview_demo_planted")}
+        return {
+            (k, s, key) for k, s, key in c.execute("SELECT kind, scope, idempotency_key FROM idemview_demo_planted")
+        }
 
 
 def test_presets_lists_the_core_presets(capsys):
@@ -50,10 +51,9 @@ def test_scan_json_reports_exactly_the_planted_incidents(capsys, demo):
     assert code == 0, err
     doc = json.loads(out)
     # DESIGN §9's keys, plus "unmapped" (issue 12) and "not_checkable" (kind -> why; issue 11)
-    assert set(doc) == {"now", "layout", "operations", "attempts", "counts", "unmapped", "findings",
-                        "not_checkable"}
+    assert set(doc) == {"now", "layout", "operations", "attempts", "counts", "unmapped", "findings", "not_checkable"}
     assert doc["unmapped"] == {"status": {}, "outcome": {}}
-    assert set(doc["not_checkable"]) == {"hidden_success", "orphan_effect"}   # the demo has no [effects]
+    assert set(doc["not_checkable"]) == {"hidden_success", "orphan_effect"}  # the demo has no [effects]
     assert all("[effects]" in why for why in doc["not_checkable"].values())
     assert doc["now"] == ANCHOR and doc["layout"] == "idemview"
     assert doc["operations"] == 400 + 29  # ordinary + planted records
@@ -98,6 +98,7 @@ def test_layout_that_does_not_fit_exit_4(capsys, demo):
 
 def test_layout_file_with_missing_column_exit_4(capsys, demo, tmp_path):
     from importlib import resources
+
     text = (resources.files("idemview.layouts.presets") / "idemview.toml").read_text()
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace('fingerprint = "request_hash"', 'fingerprint = "req_digest"'))
@@ -133,7 +134,8 @@ def test_unrelated_database_exit_4(capsys, tmp_path):
 
 def test_console_script_runs(demo):
     """The installed entry point behaves like main() (no traceback on errors)."""
-    r = subprocess.run([sys.executable, "-m", "idemview.cli", "scan", str(demo), "--layout", "nope"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "idemview.cli", "scan", str(demo), "--layout", "nope"], capture_output=True, text=True
+    )
     assert r.returncode == 2
     assert "no preset named 'nope'" in r.stderr and "Traceback" not in r.stderr

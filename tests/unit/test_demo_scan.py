@@ -4,15 +4,12 @@ and the same content gives identical findings on SQLite, PostgreSQL and MariaDB.
 import json
 from collections import Counter
 
-import pytest
-
-from idemview.ledger.connect import open_engine
-from idemview.services.demo import generate, write_demo
+from idemview.domain.model import FindingKind
 from idemview.findings.engine import FindingEngine
 from idemview.layouts.layout import load_preset
-from idemview.domain.model import FindingKind
+from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
-
+from idemview.services.demo import generate, write_demo
 from tests.conftest import ANCHOR
 
 
@@ -39,6 +36,7 @@ def test_demo_planted_incidents_are_found_exactly(db):
 
 def test_same_content_gives_identical_findings_on_every_engine(tmp_path, pg_url, mysql_url):
     from sqlalchemy import create_engine
+
     outputs = {}
     sqlite_path = tmp_path / "l.db"
     for name, url in (("sqlite", str(sqlite_path)), ("postgresql", pg_url), ("mysql", mysql_url)):
@@ -61,7 +59,7 @@ def test_same_seed_same_file(tmp_path):
 
 def test_demo_severities_and_replay_escalation(tmp_path):
     path = tmp_path / "d.db"
-    planted = write_demo(path, operations=100, seed=1)
+    write_demo(path, operations=100, seed=1)
     fs, _ = _scan(str(path))
     sev = Counter((f.kind.value, f.severity.value) for f in fs)
     # two planted replays succeeded (critical), one was rejected (high)
@@ -76,6 +74,7 @@ def test_demo_severities_and_replay_escalation(tmp_path):
 def test_findings_depend_on_now(tmp_path):
     """Half a day later the traffic's keys are not yet expired; three days later they all are."""
     from datetime import timedelta
+
     path = tmp_path / "d.db"
     planted = write_demo(path, operations=100, seed=2)
     early, _ = _scan(str(path), ANCHOR)
@@ -89,17 +88,33 @@ def test_findings_depend_on_now(tmp_path):
 def test_keys_differing_only_in_case_accent_or_trailing_space_stay_apart(db):
     """MariaDB's default collation would merge these keys into false duplicate effects."""
     from datetime import timedelta
+
     from sqlalchemy import insert
+
     from idemview.services.demo import reference_metadata
+
     writable, url = db
     md = reference_metadata()
     md.drop_all(writable)
     md.create_all(writable)
     t0 = ANCHOR.replace(tzinfo=None) - timedelta(minutes=30)
     keys = ["Order-ABC", "order-abc", "café", "cafe", "trail ", "trail"]
-    ops = [{"id": i + 1, "scope": "s", "idempotency_key": k, "kind": "payment.capture", "status": "succeeded",
-            "request_hash": f"h{i}", "intent_ref": f"ord-{i}", "effect_ref": f"ch_{i}", "attempt_count": 1,
-            "created_at": t0, "expires_at": t0 + timedelta(days=1)} for i, k in enumerate(keys)]
+    ops = [
+        {
+            "id": i + 1,
+            "scope": "s",
+            "idempotency_key": k,
+            "kind": "payment.capture",
+            "status": "succeeded",
+            "request_hash": f"h{i}",
+            "intent_ref": f"ord-{i}",
+            "effect_ref": f"ch_{i}",
+            "attempt_count": 1,
+            "created_at": t0,
+            "expires_at": t0 + timedelta(days=1),
+        }
+        for i, k in enumerate(keys)
+    ]
     with writable.begin() as c:
         c.execute(insert(md.tables["operations"]), ops)
     fs, (n_ops, _n) = _scan(url)

@@ -14,7 +14,6 @@ from idemview.layouts.layout import load_preset
 from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
 from idemview.services.demo import generate
-
 from tests.conftest import ANCHOR
 
 
@@ -64,7 +63,7 @@ def test_engine_runs_what_the_registry_holds(demo, monkeypatch):
         registry.register(original, replace=True)
     assert calls == [ANCHOR]
     assert [f.key for f in fs if f.kind == FindingKind.RETRY_STORM] == ["probe"]
-    assert registry.kinds() == list(FindingKind)   # the swap kept the order
+    assert registry.kinds() == list(FindingKind)  # the swap kept the order
 
 
 def test_run_with_a_filter_keeps_only_the_filtered_operations(demo):

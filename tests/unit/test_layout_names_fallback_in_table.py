@@ -7,11 +7,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, text
 
-from idemview.ledger.connect import open_engine
 from idemview.findings.engine import FindingEngine
 from idemview.layouts.layout import LayoutError, parse_layout
+from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
-
 from tests.conftest import ANCHOR
 from tests.ledgers import load
 
@@ -34,10 +33,16 @@ def test_columns_match_case_insensitively(db):
         c.execute(text("DROP TABLE IF EXISTS msgs"))
         # unquoted DDL: PostgreSQL folds these names to lower case, SQLite and MariaDB keep them
         c.execute(text("CREATE TABLE msgs (procName VARCHAR(50), msgId VARCHAR(50), doneAt TIMESTAMP NULL)"))
-        c.execute(text("INSERT INTO msgs (procName, msgId, doneAt) VALUES "
-                       "('p', 'm1', '2026-11-30 10:00:00'), ('p', 'm1', '2026-11-30 10:00:01'), "
-                       "('p', 'm2', '2026-11-30 10:00:00')"))
-    led, got = _run(url, """
+        c.execute(
+            text(
+                "INSERT INTO msgs (procName, msgId, doneAt) VALUES "
+                "('p', 'm1', '2026-11-30 10:00:00'), ('p', 'm1', '2026-11-30 10:00:01'), "
+                "('p', 'm2', '2026-11-30 10:00:00')"
+            )
+        )
+    led, got = _run(
+        url,
+        """
 [layout]
 name = "t"
 [operations]
@@ -47,14 +52,21 @@ scope = ["procName"]
 status = "completed"
 [operations.times]
 created_at = { column = "doneAt", encoding = "naive" }
-""")
+""",
+    )
     assert got == {("duplicate_effect", "p", "m1")}
 
 
 def _jobs_md():
     md = MetaData()
-    Table("jobs", md, Column("id", Integer, primary_key=True), Column("dedup", String(50)),
-          Column("finished_at", DateTime), Column("arguments", Text))
+    Table(
+        "jobs",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("dedup", String(50)),
+        Column("finished_at", DateTime),
+        Column("arguments", Text),
+    )
     Table("failed", md, Column("id", Integer, primary_key=True), Column("job_id", Integer))
     return md
 
@@ -81,15 +93,16 @@ attempt_count = { column = "arguments", json_path = "$.executions" }
 def test_key_fallback_in_table_and_json_counter(db):
     writable, url = db
     t = naive = NOW.replace(tzinfo=None) - timedelta(hours=1)
-    rows = [{"id": 1, "dedup": None, "finished_at": t, "arguments": '{"executions": 0}'},
-            {"id": 2, "dedup": None, "finished_at": t, "arguments": '{"executions": 0}'},   # no key: not a dup
-            {"id": 3, "dedup": "k", "finished_at": t, "arguments": '{"executions": 1}'},
-            {"id": 4, "dedup": "k", "finished_at": naive, "arguments": '{"executions": 0}'},
-            {"id": 5, "dedup": None, "finished_at": None, "arguments": '{"executions": 7}'}]
+    rows = [
+        {"id": 1, "dedup": None, "finished_at": t, "arguments": '{"executions": 0}'},
+        {"id": 2, "dedup": None, "finished_at": t, "arguments": '{"executions": 0}'},  # no key: not a dup
+        {"id": 3, "dedup": "k", "finished_at": t, "arguments": '{"executions": 1}'},
+        {"id": 4, "dedup": "k", "finished_at": naive, "arguments": '{"executions": 0}'},
+        {"id": 5, "dedup": None, "finished_at": None, "arguments": '{"executions": 7}'},
+    ]
     load(writable, _jobs_md(), {"jobs": rows, "failed": [{"id": 1, "job_id": 5}]})
     led, got = _run(url, JOBS)
-    assert got == {("duplicate_effect", "", "k"), ("unresolved_failure", "", "#5"),
-                   ("retry_storm", "", "#5")}
+    assert got == {("duplicate_effect", "", "k"), ("unresolved_failure", "", "#5"), ("retry_storm", "", "#5")}
     eng = open_engine(url)
     led = Ledger(eng, parse_layout(JOBS))
     ops = {o.key: o for o in led.iter_operations()}
@@ -111,10 +124,13 @@ def test_in_table_names_a_missing_table(sqlite_db):
     assert e.value.missing == ["table failed"]
 
 
-@pytest.mark.parametrize("bad,msg", [
-    ('{ column = "id", in_table = "failed" }', "in_table takes"),
-    ('{ column = "id", in_table = { table = "failed" } }', "in_table takes"),
-])
+@pytest.mark.parametrize(
+    "bad,msg",
+    [
+        ('{ column = "id", in_table = "failed" }', "in_table takes"),
+        ('{ column = "id", in_table = { table = "failed" } }', "in_table takes"),
+    ],
+)
 def test_in_table_form_is_checked(bad, msg):
     with pytest.raises(LayoutError, match=msg):
         parse_layout(JOBS.replace('{ column = "id", in_table = { table = "failed", column = "job_id" } }', bad))

@@ -15,13 +15,16 @@ def _make_table(eng):
         c.execute(text("INSERT INTO t (a) VALUES (1)"))
 
 
-@pytest.mark.parametrize("sql", [
-    "INSERT INTO t (a) VALUES (2)",
-    "UPDATE t SET a = 3",
-    "DELETE FROM t",
-    "CREATE TABLE created_by_idemview (x INTEGER)",
-    "DROP TABLE t",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO t (a) VALUES (2)",
+        "UPDATE t SET a = 3",
+        "DELETE FROM t",
+        "CREATE TABLE created_by_idemview (x INTEGER)",
+        "DROP TABLE t",
+    ],
+)
 def test_writes_are_refused_by_the_database(db, sql):
     writable, url = db
     _make_table(writable)
@@ -52,8 +55,7 @@ def test_sqlite_statement_timeout_interrupts(sqlite_db):
     writable, path = sqlite_db
     _make_table(writable)
     ro = open_engine(path, statement_timeout_s=0.2)
-    slow = ("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 100000000) "
-            "SELECT count(*) FROM r")
+    slow = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 100000000) SELECT count(*) FROM r"
     with pytest.raises(DBAPIError, match="interrupted"):
         with ro.connect() as c:
             c.execute(text(slow)).scalar()

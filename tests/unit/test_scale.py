@@ -13,14 +13,13 @@ from itertools import combinations
 import pytest
 from sqlalchemy import text
 
-from idemview.ledger.connect import open_engine
-from idemview.services.demo import generate
 from idemview.domain.filters import Filter
+from idemview.domain.model import Status
 from idemview.findings.engine import FindingEngine
 from idemview.layouts.layout import load_preset
-from idemview.domain.model import Status
+from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger, index_warnings
-
+from idemview.services.demo import generate
 from tests.conftest import ANCHOR
 
 
@@ -64,7 +63,7 @@ def test_keyset_pages_cover_every_row_once_in_order(db, sort):
                     present = [v for v in vals if v is not None]
                     assert vals == present + [None] * (len(vals) - len(present)), "NULLs come last"
                     assert present == sorted(present, reverse=desc)
-                    for a, b in zip(pages, pages[1:]):
+                    for a, b in zip(pages, pages[1:], strict=False):
                         if getattr(a, sort) == getattr(b, sort):
                             assert (a.row_id > b.row_id) if desc else (a.row_id < b.row_id)
     finally:
@@ -88,8 +87,10 @@ def test_status_filter_selects_the_normalized_statuses(db):
 def test_key_profile_gives_the_same_findings_as_the_per_kind_queries(db):
     eng, led = _ledger(db, ops=400)
     try:
+
         def keyset(fs):
             return sorted((f.kind.value, f.scope, f.key, f.severity.value, f.explanation) for f in fs)
+
         with_profile = FindingEngine(led, ANCHOR, use_profile=True).run()
         without = FindingEngine(led, ANCHOR, use_profile=False).run()
         assert keyset(with_profile) == keyset(without)
@@ -111,5 +112,7 @@ def test_index_warnings_name_missing_indexes_only(sqlite_db):
     ws = index_warnings(Ledger(eng, load_preset("idemview")))
     eng.dispose()
     assert sorted((w.table, tuple(w.columns)) for w in ws) == [
-        ("attempts", ("scope", "idempotency_key")), ("operations", ("created_at",))]
+        ("attempts", ("scope", "idempotency_key")),
+        ("operations", ("created_at",)),
+    ]
     assert all("CREATE INDEX" in w.ddl and w.table in w.message for w in ws)

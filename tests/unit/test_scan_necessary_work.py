@@ -13,7 +13,6 @@ from idemview.findings.engine import FindingEngine
 from idemview.layouts.layout import load_preset
 from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
-
 from tests.conftest import ANCHOR
 from tests.ledgers import load
 
@@ -24,27 +23,51 @@ H = timedelta(hours=1)
 def celery_md(unique=True, not_null=False) -> MetaData:
     """celery_taskmeta as Celery's SQLAlchemy backend creates it (UNIQUE task_id), date_done indexed."""
     md = MetaData()
-    Table("celery_taskmeta", md,
-          Column("id", Integer, primary_key=True, autoincrement=True),
-          Column("task_id", String(155), unique=unique, nullable=not not_null),
-          Column("status", String(50)), Column("result", LargeBinary), Column("date_done", DateTime),
-          Column("traceback", Text), Column("kwargs", LargeBinary),
-          Column("name", String(155)), Column("retries", Integer),
-          Index("ix_celery_taskmeta_date_done", "date_done"))
+    Table(
+        "celery_taskmeta",
+        md,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("task_id", String(155), unique=unique, nullable=not not_null),
+        Column("status", String(50)),
+        Column("result", LargeBinary),
+        Column("date_done", DateTime),
+        Column("traceback", Text),
+        Column("kwargs", LargeBinary),
+        Column("name", String(155)),
+        Column("retries", Integer),
+        Index("ix_celery_taskmeta_date_done", "date_done"),
+    )
     return md
 
 
 def rows(extra=()):
     def r(i, tid, status, done, retries=0):
-        return {"id": i, "task_id": tid, "status": status, "date_done": (NOW - done).replace(tzinfo=None),
-                "traceback": None, "name": "t", "retries": retries}
-    base = [r(1, "ok-1", "SUCCESS", H / 6), r(2, "stuck-2", "STARTED", 3 * H), r(3, "failed-3", "FAILURE", 2 * H),
-            r(4, "storm-4", "SUCCESS", H, retries=9), r(5, "old-5", "SUCCESS", 30 * H)]
+        return {
+            "id": i,
+            "task_id": tid,
+            "status": status,
+            "date_done": (NOW - done).replace(tzinfo=None),
+            "traceback": None,
+            "name": "t",
+            "retries": retries,
+        }
+
+    base = [
+        r(1, "ok-1", "SUCCESS", H / 6),
+        r(2, "stuck-2", "STARTED", 3 * H),
+        r(3, "failed-3", "FAILURE", 2 * H),
+        r(4, "storm-4", "SUCCESS", H, retries=9),
+        r(5, "old-5", "SUCCESS", 30 * H),
+    ]
     return base + [r(*x) for x in extra]
 
 
-WANT = {("stuck_in_progress", "stuck-2"), ("unresolved_failure", "failed-3"), ("retry_storm", "storm-4"),
-        ("expired_key", "old-5")}
+WANT = {
+    ("stuck_in_progress", "stuck-2"),
+    ("unresolved_failure", "failed-3"),
+    ("retry_storm", "storm-4"),
+    ("expired_key", "old-5"),
+}
 
 
 def scan_logged(url):
@@ -69,8 +92,8 @@ def test_unique_key_skips_impossible_kinds_and_shares_one_pass(db):
     assert led.key_unique == "UNIQUE (task_id)"
     assert "UNIQUE (task_id)" in unsupported[K.DUPLICATE_EFFECT]
     assert "UNIQUE (task_id)" in unsupported[K.REPLAY_AFTER_EXPIRY]
-    assert not any("GROUP BY" in s.upper() for s in stmts), stmts     # no grouping over a unique key
-    assert not any("EXISTS" in s.upper() for s in stmts), stmts       # no anti-join for failures
+    assert not any("GROUP BY" in s.upper() for s in stmts), stmts  # no grouping over a unique key
+    assert not any("EXISTS" in s.upper() for s in stmts), stmts  # no anti-join for failures
     # expired_key runs alone through the date_done index; stuck, unresolved and retry_storm share a pass
     assert len(stmts) == 2, stmts
 
@@ -100,10 +123,13 @@ def test_not_null_unique_needs_no_probe(db):
         eng.dispose()
 
 
-@pytest.mark.parametrize("ddl", [
-    "CREATE UNIQUE INDEX ux_done ON celery_taskmeta (task_id) WHERE status = 'SUCCESS'",   # partial
-    "CREATE UNIQUE INDEX ux_lower ON celery_taskmeta (lower(task_id))",                    # expression
-])
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "CREATE UNIQUE INDEX ux_done ON celery_taskmeta (task_id) WHERE status = 'SUCCESS'",  # partial
+        "CREATE UNIQUE INDEX ux_lower ON celery_taskmeta (lower(task_id))",  # expression
+    ],
+)
 def test_partial_or_expression_unique_index_is_not_a_unique_key(sqlite_db, ddl):
     writable, url = sqlite_db
     load(writable, celery_md(unique=False), {"celery_taskmeta": rows()})
@@ -120,6 +146,7 @@ def test_primary_key_on_the_key_counts(db):
     md = MetaData()
     Table("oban_jobs", md, Column("id", Integer, primary_key=True))
     from idemview.ledger.constraints import unique_column_sets
+
     md.create_all(writable)
     ro = open_engine(url)
     try:
@@ -135,8 +162,11 @@ def test_cli_imports_neither_qt_nor_pandas(tmp_path, command):
     """The CLI's scan and export import neither Qt nor pandas (checked in a fresh interpreter)."""
     import subprocess
     import sys as _sys
+
     from sqlalchemy import create_engine
+
     from idemview.services.demo import generate
+
     path = tmp_path / "demo.db"
     w = create_engine(f"sqlite:///{path}")
     generate(w, operations=100, seed=1)
@@ -144,9 +174,11 @@ def test_cli_imports_neither_qt_nor_pandas(tmp_path, command):
     args = [command, str(path), "--layout", "idemview", "--now", "2026-11-30T12:00:00Z"]
     if command == "export":
         args += ["--out", str(tmp_path / "x.csv")]
-    code = ("import sys; from idemview.cli import main; rc = main(%r); "
-            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'PySide6', 'shiboken6', 'numpy'}); "
-            "print('HEAVY', heavy, rc, file=sys.stderr)" % (args,))
+    code = (
+        f"import sys; from idemview.cli import main; rc = main({args!r}); "
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'PySide6', 'shiboken6', 'numpy'}); "
+        "print('HEAVY', heavy, rc, file=sys.stderr)"
+    )
     p = subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert "HEAVY [] 0" in p.stderr, p.stderr[-2000:]
 
@@ -155,11 +187,19 @@ def test_sqlite_column_level_unique_is_read(sqlite_db):
     """``task_id VARCHAR(155) UNIQUE`` (column level) is an automatic index SQLAlchemy does not reflect."""
     writable, url = sqlite_db
     with writable.begin() as c:
-        c.execute(text("CREATE TABLE celery_taskmeta (id INTEGER PRIMARY KEY, task_id VARCHAR(155) UNIQUE, "
-                       "status VARCHAR(50), result BLOB, date_done DATETIME, traceback TEXT, name VARCHAR(155), "
-                       "kwargs BLOB, retries INTEGER)"))
-        c.execute(text("INSERT INTO celery_taskmeta (id, task_id, status, date_done, retries) "
-                       "VALUES (1, 'a', 'SUCCESS', '2026-11-30 11:00:00', 0)"))
+        c.execute(
+            text(
+                "CREATE TABLE celery_taskmeta (id INTEGER PRIMARY KEY, task_id VARCHAR(155) UNIQUE, "
+                "status VARCHAR(50), result BLOB, date_done DATETIME, traceback TEXT, name VARCHAR(155), "
+                "kwargs BLOB, retries INTEGER)"
+            )
+        )
+        c.execute(
+            text(
+                "INSERT INTO celery_taskmeta (id, task_id, status, date_done, retries) "
+                "VALUES (1, 'a', 'SUCCESS', '2026-11-30 11:00:00', 0)"
+            )
+        )
     fs, unsupported, stmts, led = scan_logged(url)
     assert led.key_unique == "UNIQUE (task_id)"
     assert K.DUPLICATE_EFFECT in unsupported

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
 import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 
 from sqlalchemy import create_engine
 
@@ -15,7 +15,6 @@ from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
 from idemview.services.demo import generate
 from idemview.services.scan_process import scan_findings
-
 from tests.conftest import ANCHOR
 
 
@@ -26,13 +25,20 @@ def test_scan_in_a_worker_process_equals_the_scan_here(tmp_path):
     w.dispose()
     eng = open_engine(str(path))
     here = FindingEngine(Ledger(eng, load_preset("idemview")), ANCHOR).run(
-        [FindingKind.UNRESOLVED_FAILURE, FindingKind.DUPLICATE_EFFECT], Filter(statuses=[Status.FAILED]))
+        [FindingKind.UNRESOLVED_FAILURE, FindingKind.DUPLICATE_EFFECT], Filter(statuses=[Status.FAILED])
+    )
     eng.dispose()
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
-        out = ex.submit(scan_findings, str(path), "idemview", ANCHOR,
-                        kinds=[FindingKind.UNRESOLVED_FAILURE, FindingKind.DUPLICATE_EFFECT],
-                        flt=Filter(statuses=[Status.FAILED])).result(timeout=120)
+        out = ex.submit(
+            scan_findings,
+            str(path),
+            "idemview",
+            ANCHOR,
+            kinds=[FindingKind.UNRESOLVED_FAILURE, FindingKind.DUPLICATE_EFFECT],
+            flt=Filter(statuses=[Status.FAILED]),
+        ).result(timeout=120)
     assert out.now == ANCHOR
-    assert here and [(f.kind, f.key, f.explanation) for f in out.findings] == \
-        [(f.kind, f.key, f.explanation) for f in here]
+    assert here and [(f.kind, f.key, f.explanation) for f in out.findings] == [
+        (f.kind, f.key, f.explanation) for f in here
+    ]
     assert FindingKind.HIDDEN_SUCCESS in out.not_checkable

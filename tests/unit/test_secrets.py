@@ -20,6 +20,7 @@ from idemview.ledger.connect import ConnectError, parse_url, redact, short_error
 def _forget_known_secrets():
     """Secrets registered by one test (the CLI registers what it is given) must not mask another's text."""
     import idemview.masking.masker as m
+
     yield
     m._KNOWN_SECRETS.clear()
 
@@ -35,51 +36,66 @@ def run(capsys, *argv):
 
 # ------------------------------------------------------------------------------ 2: one slash
 
+
 @pytest.mark.parametrize("command", [["detect"], ["scan"], ["export", "--out", "OUT"]])
-@pytest.mark.parametrize("url", [
-    f"postgresql+psycopg:/ops:{PW}@127.0.0.1/ledger",
-    f"postgresql+psycopg:/ops:{PW}@127.0.0.1/ledger.db",
-    f"mysql+pymysql:/ops:{PW}@127.0.0.1:1/ledger",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql+psycopg:/ops:{PW}@127.0.0.1/ledger",
+        f"postgresql+psycopg:/ops:{PW}@127.0.0.1/ledger.db",
+        f"mysql+pymysql:/ops:{PW}@127.0.0.1:1/ledger",
+    ],
+)
 def test_url_with_one_slash_is_an_input_error_without_the_password(capsys, tmp_path, command, url):
     argv = [command[0], url] + [str(tmp_path / "o.csv") if a == "OUT" else a for a in command[1:]]
     code, out, err = run(capsys, *argv)
     assert code == 2
     assert PW not in out + err and "Zx9PW" not in out + err
     assert err.count("\n") == 1 and "not a database URL" in err and "two slashes" in err
-    assert "ops:[password#" in err                      # the shape stays recognisable, masked
+    assert "ops:[password#" in err  # the shape stays recognisable, masked
     assert not (tmp_path / "o.csv").exists()
 
 
-@pytest.mark.parametrize("text", [
-    f"postgresql+psycopg:/ops:{PW}@127.0.0.1/ledger",
-    f"oops, ops:{PW}@db.internal refused",
-    f"dsn='ops:{PW}@127.0.0.1:5432/x'",
-    f"mariadb+pymysql://ops:{PW}@/ledger",              # no host
-    f"redis://:{PW}@cache:6379/0",
-    f"postgresql://ops:ab@{PW}@cd@127.0.0.1:1/ledger",  # raw '@' in the password
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"postgresql+psycopg:/ops:{PW}@127.0.0.1/ledger",
+        f"oops, ops:{PW}@db.internal refused",
+        f"dsn='ops:{PW}@127.0.0.1:5432/x'",
+        f"mariadb+pymysql://ops:{PW}@/ledger",  # no host
+        f"redis://:{PW}@cache:6379/0",
+        f"postgresql://ops:ab@{PW}@cd@127.0.0.1:1/ledger",  # raw '@' in the password
+    ],
+)
 def test_userinfo_shape_is_masked_in_any_message(text):
     masked = redact(text)
     assert PW not in masked and "[password#" in masked
-    assert redact(masked) == masked                     # idempotent: tags are not masked again
+    assert redact(masked) == masked  # idempotent: tags are not masked again
 
 
 def test_messages_without_credentials_are_unchanged():
-    for text in ("cannot connect to postgresql+psycopg://127.0.0.1:1/ledger: connection refused",
-                 "postgresql://db.internal:5432/ledger", "at 12:30:01 nothing happened",
-                 "no preset fits this database"):
+    for text in (
+        "cannot connect to postgresql+psycopg://127.0.0.1:1/ledger: connection refused",
+        "postgresql://db.internal:5432/ledger",
+        "at 12:30:01 nothing happened",
+        "no preset fits this database",
+    ):
         assert redact(text) == text
 
 
 # ------------------------------------------------------------------------------ 3: raw '@'
 
+
 def test_raw_at_in_password_ends_user_info_at_the_last_at():
     u = parse_url("postgresql://ops:ab@PW@cd@127.0.0.1:1/ledger")
     assert (u.username, u.password, u.host, u.port, u.database) == ("ops", "ab@PW@cd", "127.0.0.1", 1, "ledger")
     u = parse_url("mariadb+pymysql://ops:a@b/c?d#e@127.0.0.1:1/ledger?charset=utf8mb4")
-    assert (u.password, u.host, u.database, dict(u.query)) == ("a@b/c?d#e", "127.0.0.1", "ledger",
-                                                              {"charset": "utf8mb4"})
+    assert (u.password, u.host, u.database, dict(u.query)) == (
+        "a@b/c?d#e",
+        "127.0.0.1",
+        "ledger",
+        {"charset": "utf8mb4"},
+    )
     # well-formed URLs parse exactly as make_url parses them
     u = parse_url("postgresql+psycopg://ops:p%40ss@db:5432/x?sslmode=require")
     assert (u.username, u.password, u.host, u.port) == ("ops", "p@ss", "db", 5432)
@@ -106,11 +122,14 @@ def test_sqlite_error_text_with_ledger_data_is_masked_by_the_cli(tmp_path, capsy
     """End to end: a TEXT value with an e-mail, a card, an API key and one invalid UTF-8 byte. Whether
     the export reads it (bytes are data, issue #9 item 5) or fails, nothing of it shows unmasked."""
     from idemview.services.demo import write_demo
+
     db = tmp_path / "ledger.db"
     write_demo(db, operations=20)
     con = sqlite3.connect(db)
-    con.execute("UPDATE operations SET error = CAST(? || X'FF' AS TEXT) WHERE id = (SELECT min(id) FROM operations)",
-                (f"payer {EMAIL} card {CARD} key {KEY} ",))
+    con.execute(
+        "UPDATE operations SET error = CAST(? || X'FF' AS TEXT) WHERE id = (SELECT min(id) FROM operations)",
+        (f"payer {EMAIL} card {CARD} key {KEY} ",),
+    )
     con.commit()
     con.close()
     out_csv = tmp_path / "out.csv"
@@ -122,17 +141,23 @@ def test_sqlite_error_text_with_ledger_data_is_masked_by_the_cli(tmp_path, capsy
         assert not _leaks(out_csv.read_text("utf-8", "replace"))
 
 
-@pytest.mark.parametrize("exc", [
-    sqlite3.OperationalError(ERROR_TEXT),
-    ValueError(ERROR_TEXT),
-])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        sqlite3.OperationalError(ERROR_TEXT),
+        ValueError(ERROR_TEXT),
+    ],
+)
 def test_every_cli_error_path_masks_ledger_data(monkeypatch, capsys, tmp_path, exc):
     from sqlalchemy.exc import OperationalError
+
     import idemview.cli as cli
+
     wrapped = OperationalError("SELECT ...", {}, exc) if isinstance(exc, sqlite3.Error) else exc
 
     def boom(args):
         raise wrapped
+
     monkeypatch.setattr(cli, "cmd_detect", boom)
     code, out, err = run(capsys, "detect", str(tmp_path / "x.db"))
     assert code in (2, 3) and err.count("\n") == 1
@@ -141,6 +166,7 @@ def test_every_cli_error_path_masks_ledger_data(monkeypatch, capsys, tmp_path, e
 
 def test_short_error_and_connect_error_mask_ledger_data():
     from sqlalchemy.exc import OperationalError
+
     msg = short_error(OperationalError("SELECT 1", {}, sqlite3.OperationalError(ERROR_TEXT)))
     assert not _leaks(msg) and "Could not decode to UTF-8" in msg
     with pytest.raises(ConnectError) as e:
@@ -151,9 +177,14 @@ def test_short_error_and_connect_error_mask_ledger_data():
 def test_gui_banner_masks_ledger_data():
     pytest.importorskip("PySide6")
     from sqlalchemy.exc import OperationalError
+
     from idemview.qt.workers import describe_error
-    for e in (OperationalError("SELECT 1", {}, sqlite3.OperationalError(ERROR_TEXT)),
-              RuntimeError(ERROR_TEXT), ConnectError(f"cannot connect: ops:{PW}@127.0.0.1:1 {EMAIL}")):
+
+    for e in (
+        OperationalError("SELECT 1", {}, sqlite3.OperationalError(ERROR_TEXT)),
+        RuntimeError(ERROR_TEXT),
+        ConnectError(f"cannot connect: ops:{PW}@127.0.0.1:1 {EMAIL}"),
+    ):
         err = describe_error(e)
         assert not _leaks(err.message + err.detail) and PW not in err.message + err.detail
 
@@ -184,26 +215,31 @@ def test_known_secret_with_a_space_is_scrubbed(capsys, tmp_path):
 
 # ------------------------------------------------------------------------------ 11: libxcb-cursor
 
+
 def test_missing_xcb_cursor_is_one_line_naming_the_package(tmp_path):
     import os
     import subprocess
     import sys
-    code = ("import ctypes.util, sys\n"
-            "real = ctypes.util.find_library\n"
-            "ctypes.util.find_library = lambda n: None if n == 'xcb-cursor' else real(n)\n"
-            "from idemview.cli import main\n"
-            "sys.exit(main(['--demo']))\n")
+
+    code = (
+        "import ctypes.util, sys\n"
+        "real = ctypes.util.find_library\n"
+        "ctypes.util.find_library = lambda n: None if n == 'xcb-cursor' else real(n)\n"
+        "from idemview.cli import main\n"
+        "sys.exit(main(['--demo']))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env.update(QT_QPA_PLATFORM="xcb", IDEMVIEW_DATA_DIR=str(tmp_path), IDEMVIEW_CONFIG_DIR=str(tmp_path))
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stderr
     assert p.stderr.count("\n") == 1
     assert "libxcb-cursor0" in p.stderr and "xcb-util-cursor" in p.stderr
-    assert not (tmp_path / "demo.db").exists()          # stopped before doing anything
+    assert not (tmp_path / "demo.db").exists()  # stopped before doing anything
 
 
 def test_xcb_check_only_for_the_xcb_platform():
     from idemview.qt.syslibs import missing_libraries, qt_platform
+
     assert missing_libraries("xcb", find=lambda n: None) == [("xcb-cursor", "libxcb-cursor0", "xcb-util-cursor")]
     assert missing_libraries("xcb", find=lambda n: "libxcb-cursor.so.0") == []
     assert missing_libraries("offscreen", find=lambda n: None) == []
@@ -215,6 +251,7 @@ def test_xcb_check_only_for_the_xcb_platform():
 def test_gui_free_text_masks_like_messages():
     """Banners, status lines and dialog results go through SharedMasker.free_text (keeps session tags)."""
     from idemview.services.session import SharedMasker
+
     sm = SharedMasker()
     out = sm.free_text(f"connect pg:/ops:{PW}@127.0.0.1 for {EMAIL}")
     assert PW not in out and EMAIL not in out and "[password#" in out and "[email#" in out
@@ -227,14 +264,18 @@ def test_userinfo_in_a_long_token_is_masked_too():
     assert PW not in out and out.endswith("@127.0.0.1") and "[password#" in out
 
 
-@pytest.mark.parametrize("typed, expected", [
-    ("ops:/ 0000@127.0.0.1:1/ledger", ["/ 0000"]),          # no scheme; the password starts with "/"
-    ("pg:/ops:pw12 34@h/db", ["pw12 34"]),                  # one slash after the scheme
-    ("postgresql://ops:ab@PW@cd@h/db", ["ab@PW@cd"]),        # raw "@": up to the last one
-    ("postgresql://ops:p%40ss%20w@h/db", ["p%40ss%20w", "p@ss w"]),
-    ("postgresql://ops@h/db", []),                          # a user, no password
-    ("mysql://h/db", []),
-])
+@pytest.mark.parametrize(
+    "typed, expected",
+    [
+        ("ops:/ 0000@127.0.0.1:1/ledger", ["/ 0000"]),  # no scheme; the password starts with "/"
+        ("pg:/ops:pw12 34@h/db", ["pw12 34"]),  # one slash after the scheme
+        ("postgresql://ops:ab@PW@cd@h/db", ["ab@PW@cd"]),  # raw "@": up to the last one
+        ("postgresql://ops:p%40ss%20w@h/db", ["p%40ss%20w", "p@ss w"]),
+        ("postgresql://ops@h/db", []),  # a user, no password
+        ("mysql://h/db", []),
+    ],
+)
 def test_url_password_candidates_read_every_shape(typed, expected):
     from idemview.masking.masker import url_password_candidates
+
     assert url_password_candidates(typed) == expected

@@ -28,6 +28,7 @@ from idemview.cli import main
 def _forget_known_secrets():
     """Secrets registered by one test (the CLI registers what it is given) must not mask another's text."""
     import idemview.masking.masker as m
+
     yield
     m._KNOWN_SECRETS.clear()
 
@@ -51,7 +52,7 @@ passwords = st.text(alphabet=st.sampled_from(string.printable), min_size=6, max_
 def windows(pw: str) -> set[str]:
     out = set()
     for form in {pw, quote(pw, safe=""), unquote(pw)}:
-        out |= {form[i:i + W] for i in range(len(form) - W + 1)}
+        out |= {form[i : i + W] for i in range(len(form) - W + 1)}
     return out
 
 
@@ -84,10 +85,11 @@ def test_cli_never_shows_a_password(capsys, caplog, tmp_path, pw, dialect, shape
     assert pw not in got or pw in baseline
 
 
-@pytest.mark.parametrize("shape", ["one_slash", "one_slash_db", "no_scheme"])   # the shapes echoed whole
+@pytest.mark.parametrize("shape", ["one_slash", "one_slash_db", "no_scheme"])  # the shapes echoed whole
 def test_property_oracle_sees_a_leak(capsys, caplog, tmp_path, shape, monkeypatch):
     """The oracle is not trivially true: with message masking switched off, a password shows."""
     import idemview.masking.masker as m
+
     monkeypatch.setattr(m.Masker, "mask_message", lambda self, text: str(text))
     monkeypatch.setattr(m, "_KNOWN_SECRETS", {})
     pw = "Xy7@pw/d?#%41"

@@ -10,7 +10,6 @@ dropped the session."""
 from __future__ import annotations
 
 import json
-
 import time
 
 import pytest

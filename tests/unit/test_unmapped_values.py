@@ -31,8 +31,11 @@ def _isolated(monkeypatch, tmp_path):
 
 def celery_ledger(writable, statuses):
     c = CORE()
-    load(writable, c.celery_md(), {"celery_taskmeta": [
-        c.cel_row(i + 1, f"t-{i}", s, ANCHOR - (i + 2) * 60 * M) for i, s in enumerate(statuses)]})
+    load(
+        writable,
+        c.celery_md(),
+        {"celery_taskmeta": [c.cel_row(i + 1, f"t-{i}", s, ANCHOR - (i + 2) * 60 * M) for i, s in enumerate(statuses)]},
+    )
 
 
 def run(capsys, *argv):
@@ -66,8 +69,21 @@ def test_scan_text_lists_unmapped_values(db, capsys):
 def test_map_status_option_maps_an_unknown_value(db, capsys):
     writable, url = db
     celery_ledger(writable, ["SUCCESS", "PROGRESS", "CHARGE_DECLINED"])
-    code, out, err = run(capsys, "scan", url, "--layout", "celery", "--now", NOW_ISO, "--format", "json",
-                         "--map-status", "CHARGE_DECLINED=failed", "--map-status", "PROGRESS=in_progress")
+    code, out, err = run(
+        capsys,
+        "scan",
+        url,
+        "--layout",
+        "celery",
+        "--now",
+        NOW_ISO,
+        "--format",
+        "json",
+        "--map-status",
+        "CHARGE_DECLINED=failed",
+        "--map-status",
+        "PROGRESS=in_progress",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["unmapped"] == {"status": {}, "outcome": {}}
@@ -77,8 +93,11 @@ def test_map_status_option_maps_an_unknown_value(db, capsys):
 def test_a_saved_connection_maps_values_and_names_the_schema(sqlite_db, capsys):
     writable, path = sqlite_db
     celery_ledger(writable, ["SUCCESS", "CHARGE_DECLINED"])
-    ConnectionStore().upsert(Connection(name="billing", dialect="sqlite", database=path, layout="celery",
-                                        status_map={"CHARGE_DECLINED": "failed"}))
+    ConnectionStore().upsert(
+        Connection(
+            name="billing", dialect="sqlite", database=path, layout="celery", status_map={"CHARGE_DECLINED": "failed"}
+        )
+    )
     code, out, err = run(capsys, "scan", "billing", "--now", NOW_ISO, "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
@@ -100,13 +119,17 @@ def test_unmapped_outcomes_and_the_filter(db):
     """Attempt outcomes outside the map are counted too; Filter(unmapped_status=True) narrows the grid
     to the records whose status is unmapped, compiled to SQL."""
     from idemview.services.demo import reference_metadata
+
     writable, url = db
     t = ANCHOR.replace(tzinfo=None)
-    ops = [{"id": i, "scope": "s", "idempotency_key": f"k{i}", "kind": "charge", "status": st, "created_at": t}
-           for i, st in enumerate(["succeeded", "paused", "failed", "paused"], 1)]
-    atts = [{"id": 1, "scope": "s", "idempotency_key": "k1", "attempt_no": 1, "outcome": "succeeded",
-             "started_at": t}, {"id": 2, "scope": "s", "idempotency_key": "k2", "attempt_no": 1,
-                                "outcome": "throttled", "started_at": t}]
+    ops = [
+        {"id": i, "scope": "s", "idempotency_key": f"k{i}", "kind": "charge", "status": st, "created_at": t}
+        for i, st in enumerate(["succeeded", "paused", "failed", "paused"], 1)
+    ]
+    atts = [
+        {"id": 1, "scope": "s", "idempotency_key": "k1", "attempt_no": 1, "outcome": "succeeded", "started_at": t},
+        {"id": 2, "scope": "s", "idempotency_key": "k2", "attempt_no": 1, "outcome": "throttled", "started_at": t},
+    ]
     load(writable, reference_metadata(), {"operations": ops, "attempts": atts})
     eng = open_engine(url)
     try:
@@ -136,37 +159,44 @@ def test_value_maps_apply_to_derived_states_through_their_raw_column():
     assert parse_value_map({"A": "failed"}) == {"A": "failed"}
 
 
-BASE = '''
+BASE = """
 [layout]
 name = "t"
 [operations]
 table = "jobs"
 key = ["k", "slot"]
-'''
+"""
 
 
-@pytest.mark.parametrize("extra,msg", [
-    ('key_required = ["slot"]\n', "needs key_fallback"),
-    ('key_fallback = "id"\nkey_required = ["other"]\n', "names key columns"),
-    ('status = { column = "s", null = "bogus" }\n', "null"),
-    ('status = { column = "s", otherwise = "new" }\n', "unknown entries"),
-    ('[operations.fields]\nrequest = { column = "r", unless = [{ column = "c", is_null = true }] }\n', "unless"),
-    ('[operations.times]\nlocked_at = { column = "hb", unless = { column = "s", eq = "x" } }\n', "unless"),
-    ('[operations.times]\nlocked_at = { column = "hb", until = "x" }\n', "unknown entries"),
-])
+@pytest.mark.parametrize(
+    "extra,msg",
+    [
+        ('key_required = ["slot"]\n', "needs key_fallback"),
+        ('key_fallback = "id"\nkey_required = ["other"]\n', "names key columns"),
+        ('status = { column = "s", null = "bogus" }\n', "null"),
+        ('status = { column = "s", otherwise = "new" }\n', "unknown entries"),
+        ('[operations.fields]\nrequest = { column = "r", unless = [{ column = "c", is_null = true }] }\n', "unless"),
+        ('[operations.times]\nlocked_at = { column = "hb", unless = { column = "s", eq = "x" } }\n', "unless"),
+        ('[operations.times]\nlocked_at = { column = "hb", until = "x" }\n', "unknown entries"),
+    ],
+)
 def test_layout_additions_are_validated(extra, msg):
     with pytest.raises(LayoutError, match=msg):
         parse_layout(BASE + extra)
 
 
 def test_layout_additions_parse():
-    lay = parse_layout(BASE + 'key_fallback = "id"\nkey_required = ["slot"]\n'
-                       'status = { column = "s", map = { a = "new" }, null = "new", default = "failed" }\n'
-                       '[operations.fields]\nintent_ref = { column = "args", unless = [{ column = "cron", '
-                       'is_null = false }] }\n')
+    lay = parse_layout(
+        BASE + 'key_fallback = "id"\nkey_required = ["slot"]\n'
+        'status = { column = "s", map = { a = "new" }, null = "new", default = "failed" }\n'
+        '[operations.fields]\nintent_ref = { column = "args", unless = [{ column = "cron", '
+        "is_null = false }] }\n"
+    )
     assert lay.key_required == ["slot"] and lay.status.null == "new" and lay.status.default == "failed"
     assert lay.fields["intent_ref"].unless[0].column == "cron"
     assert {"slot", "id", "cron"} <= lay.operations_columns()
-    lay = parse_layout(BASE + '[operations.times]\nlock_expires_at = { column = "deadline", unless = '
-                       '[{ column = "state", ne = "deferred" }] }\n')
+    lay = parse_layout(
+        BASE + '[operations.times]\nlock_expires_at = { column = "deadline", unless = '
+        '[{ column = "state", ne = "deferred" }] }\n'
+    )
     assert lay.times["lock_expires_at"].unless[0].op == "ne" and "state" in lay.operations_columns()

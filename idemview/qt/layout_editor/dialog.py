@@ -497,8 +497,10 @@ class LayoutEditor(QDialog):
         self.fx_link.setToolTip("the effect table's column that names its operation")
         f.addRow("Linked by column", self.fx_link)
         self.fx_link_to = QComboBox()
-        self.fx_link_to.setToolTip("what that column holds: the idempotency key, the operation's effect "
-                                   "reference, or an operations-table column (a foreign key to its row id)")
+        self.fx_link_to.setToolTip(
+            "what that column holds: the idempotency key, the operation's effect "
+            "reference, or an operations-table column (a foreign key to its row id)"
+        )
         f.addRow("which holds", self.fx_link_to)
         self.fx_id = ColumnCombo()
         f.addRow("Record identity", self.fx_id)
@@ -537,10 +539,12 @@ class LayoutEditor(QDialog):
         other = sec.get("connection")
         self.fx_note.setText(
             f"The effect records live in another database ({other}); this page edits effects in the "
-            "ledger's own database, so that section is kept as it is." if other else
-            "Reconciliation reports duplicate_effect (≥ 2 records for one operation), hidden_success (the "
+            "ledger's own database, so that section is kept as it is."
+            if other
+            else "Reconciliation reports duplicate_effect (≥ 2 records for one operation), hidden_success (the "
             "ledger says failed, stuck or timed out, yet a record exists) and orphan_effect. Effects in "
-            "another database: add connection = \"…\" to the saved file (docs/effects.md).")
+            'another database: add connection = "…" to the saved file (docs/effects.md).'
+        )
         self.tabs.widget(self.tabs.count() - 1).setEnabled(not other)
 
     def _fill_fx_columns(self, sec: dict | None = None):
@@ -548,8 +552,11 @@ class LayoutEditor(QDialog):
         cols = list(t.columns) if t else []
         sec = sec or {}
         link = sec.get("link") or {}
-        for cb, v in ((self.fx_link, link.get("effect")), (self.fx_id, sec.get("id")),
-                      (self.fx_reference, sec.get("reference"))):
+        for cb, v in (
+            (self.fx_link, link.get("effect")),
+            (self.fx_id, sec.get("id")),
+            (self.fx_reference, sec.get("reference")),
+        ):
             cb.set_columns(cols)
             cb.set_value(v, emit=False)
         self.fx_time.column.set_columns(cols)
@@ -573,9 +580,13 @@ class LayoutEditor(QDialog):
         t = _tsplit(self.fx_table.currentData())
         if not t or not self.fx_link.value():
             return None
-        d: dict = {"table": t[1], "schema": t[0],
-                   "link": {"effect": self.fx_link.value(), "operation": self.fx_link_to.currentData() or "key"},
-                   "id": self.fx_id.value(), "reference": self.fx_reference.value()}
+        d: dict = {
+            "table": t[1],
+            "schema": t[0],
+            "link": {"effect": self.fx_link.value(), "operation": self.fx_link_to.currentData() or "key"},
+            "id": self.fx_id.value(),
+            "reference": self.fx_reference.value(),
+        }
         tv = self.fx_time.value()
         if tv:
             d["time"] = tv
@@ -612,8 +623,14 @@ class LayoutEditor(QDialog):
             w.valueChanged.connect(ch)
         self.name_edit.textChanged.connect(ch)
         self.fx_table.currentIndexChanged.connect(lambda _i: (self._fill_fx_columns(), ch()))
-        for w in (self.fx_link, self.fx_link_to, self.fx_id, self.fx_reference, self.fx_time.column,
-                  self.fx_time.encoding):
+        for w in (
+            self.fx_link,
+            self.fx_link_to,
+            self.fx_id,
+            self.fx_reference,
+            self.fx_time.column,
+            self.fx_time.encoding,
+        ):
             w.currentIndexChanged.connect(ch)
         self.fx_show.changed.connect(ch)
         self.key_list.changed.connect(ch)
@@ -725,6 +742,7 @@ class LayoutEditor(QDialog):
 
     def _show_error(self, message: str | None):
         from idemview.masking.masker import mask_message
+
         # session tags first (equal to the grid's), then what only messages need: known secrets and
         # user:password@host shapes (issue #9)
         self.last_error = mask_message(self.masker.mask_text(message)) if message else None
