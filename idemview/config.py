@@ -169,7 +169,7 @@ class ConnectionStore:
         return out
 
     def save(self, conns: list[Connection]) -> None:
-        d = {"connections": {}}
+        d: dict[str, dict] = {"connections": {}}
         for c in conns:
             e = {k: v for k, v in asdict(c).items() if k != "id" and v not in (None, "", {})}
             d["connections"][c.id] = e

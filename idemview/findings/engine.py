@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 from sqlalchemy import and_, case, false, func, literal_column, null, or_, select, tuple_, union, union_all
-from sqlalchemy.sql.expression import Select
+from sqlalchemy.sql.expression import ColumnElement, CompoundSelect, Select
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import Finding, FindingKind
@@ -123,7 +123,8 @@ class FindingEngine:
         def nz(x):
             return case((nonempty(x), x), else_=null())
 
-        one, zero = literal_column("1"), literal_column("0")
+        one: ColumnElement = literal_column("1")
+        zero: ColumnElement = literal_column("0")
         ops_part = select(
             o.c.scope,
             o.c.key,
@@ -151,10 +152,10 @@ class FindingEngine:
         p = union_all(ops_part, att_part).subquery("p")
         de = or_(func.sum(p.c.comp) >= 2, func.sum(p.c.succ) >= 2, two_distinct(p.c.eff))
         kc = two_distinct(p.c.fp) if (fp_o or fp_a) else false()
-        rp = [func.max(p.c.st) > func.min(p.c.ex)] if exp else []
+        rps: list[ColumnElement] = [func.max(p.c.st) > func.min(p.c.ex)] if exp else []
         if rec:
-            rp.append(and_(func.sum(p.c.rec) >= 2, func.max(p.c.cr) > func.min(p.c.ex)))
-        rp = or_(*rp) if rp else false()
+            rps.append(and_(func.sum(p.c.rec) >= 2, func.max(p.c.cr) > func.min(p.c.ex)))
+        rp = or_(*rps) if rps else false()
         flag = lambda c: case((c, one), else_=zero)  # noqa: E731
         return (
             select(p.c.scope, p.c.key, flag(de).label("is_de"), flag(kc).label("is_kc"), flag(rp).label("is_rp"))
@@ -185,7 +186,8 @@ class FindingEngine:
         """One select over the operations table for several row-filter kinds: ``scope, key``, a flag
         ``f<i>`` per kind and each kind's columns as ``r<i>_<name>``, where any condition holds."""
         l = self.l
-        one, zero = literal_column("1"), literal_column("0")
+        one: ColumnElement = literal_column("1")
+        zero: ColumnElement = literal_column("0")
         cols = [l.scope_expr.label("scope"), l.key_expr.label("key")]
         for i, (_r, rf) in enumerate(shared):
             cols.append(case((rf.cond, one), else_=zero).label(f"f{i}"))
@@ -205,7 +207,7 @@ class FindingEngine:
 
     # ------------------------------------------------------------------ key sets (for filters)
 
-    def keys_with(self, kinds: Iterable[FindingKind], distinct: bool = True) -> Select:
+    def keys_with(self, kinds: Iterable[FindingKind], distinct: bool = True) -> Select | CompoundSelect:
         """A select of distinct ``scope, key`` rows of operations carrying any of ``kinds`` (used as
         the grid's and the export's finding filter). ``distinct=False`` allows repeated rows (enough
         for ``IN``, and it spares the engine a de-duplication that can steer it to a whole-table scan)."""
@@ -288,15 +290,15 @@ class FindingEngine:
                 alone, shared = self._plan_passes(todo)
                 shared_kinds = {r.kind for r, _rf in shared}
                 shared_out: dict[FindingKind, list[Finding]] | None = None
-                for r in todo:
-                    if r.kind in shared_kinds:
+                for rule in todo:
+                    if rule.kind in shared_kinds:
                         if shared_out is None:
                             shared_out = self._shared_pass(c, shared)
-                        fs = shared_out.pop(r.kind)
+                        fs = shared_out.pop(rule.kind)
                     else:
-                        fs = r.run(self, c)
+                        fs = rule.run(self, c)
                     fs.sort(key=lambda f: (f.scope, f.key, f.explanation))
-                    yield r.kind, fs
+                    yield rule.kind, fs
         finally:
             self.flt = None
             self.l = interactive

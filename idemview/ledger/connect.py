@@ -254,7 +254,7 @@ def open_engine(
         except (DBAPIError, SQLAlchemyError, OSError) as e:
             engine.dispose()
             if backend == "sqlite" and "not a database" in str(e):
-                raise ConnectError(f"{redact(u.database)} is not a SQLite database") from None
+                raise ConnectError(f"{redact(u.database or '')} is not a SQLite database") from None
             raise ConnectError(f"cannot connect to {safe_url(u)}: {short_error(e)}") from None
     return engine
 
@@ -323,7 +323,7 @@ def safe_url(u: URL | str) -> str:
         try:
             u = split_url(u)
         except (ArgumentError, ValueError):
-            return redact(u)
+            return redact(str(u))
     return redact(u._replace(username=None, password=None).render_as_string(hide_password=True))
 
 
@@ -348,7 +348,7 @@ def session_is_read_only(engine: Engine) -> bool:
         if fam == MYSQL:
             for var in ("@@session.transaction_read_only", "@@session.tx_read_only"):
                 try:
-                    return bool(int(c.exec_driver_sql(f"SELECT {var}").scalar()))
+                    return bool(int(c.exec_driver_sql(f"SELECT {var}").scalar() or 0))
                 except DBAPIError:
                     continue
     return False

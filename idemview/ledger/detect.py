@@ -103,7 +103,7 @@ def detect(engine: Engine, presets: list[Layout] | None = None) -> list[Match]:
         total += len(optional)
         got += len(optional & cols)
         att_found = None
-        if lay.attempts.source == "table":
+        if lay.attempts.source == "table" and lay.attempts.table:
             att_found = _find_table(cat, found[0], lay.attempts.table)
             need_a = {c.lower() for c in lay.attempts_columns()}
             total += len(need_a)

@@ -648,12 +648,12 @@ def generate(
     md.drop_all(engine)
     # Indexes are created one by one in name order: Table.indexes is a set, and a stable DDL order keeps
     # "same seed, same file" true to the byte.
-    indexes = sorted((i for t in md.tables.values() for i in t.indexes), key=lambda i: i.name)
+    indexes = sorted((i for t in md.tables.values() for i in t.indexes), key=lambda i: str(i.name))
     for t in md.tables.values():
         t.indexes.clear()
     md.create_all(engine)
-    for i in indexes:
-        i.create(engine)
+    for ix in indexes:
+        ix.create(engine)
     t_ops, t_att, t_pl = md.tables["operations"], md.tables["attempts"], md.tables["idemview_demo_planted"]
     with engine.begin() as c:
         for i in range(0, len(g.ops), batch):
