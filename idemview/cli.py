@@ -16,6 +16,7 @@ from pathlib import Path
 
 from idemview import __version__
 from idemview.errors import EXIT_CONNECT, EXIT_LAYOUT, EXIT_OK, EXIT_USAGE, IdemviewError, InvalidLayout
+from idemview.urls import hide_password
 
 UTC = UTC
 __all__ = ["EXIT_CONNECT", "EXIT_LAYOUT", "EXIT_OK", "EXIT_USAGE", "CliError", "main"]
@@ -195,7 +196,9 @@ def open_target(url: str):
     if "://" not in url and not Path(url).exists():
         saved = ConnectionStore().find(url)
         if saved is None and not url.endswith((".db", ".sqlite", ".sqlite3")) and not looks_like_url(url):
-            raise CliError(f"{url!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE)
+            raise CliError(
+                f"{hide_password(url)!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE
+            )
     redis_target = _redis_target(url, saved)
     if redis_target is not None:  # read by a snapshot in resolve_ledger (idemview.ledger.redis_snapshot)
         return redis_target, saved.name if saved is not None else None, saved

@@ -40,3 +40,26 @@ def split_url(url: str) -> URL:
         + f"@{hostpart}"
     )
     return make_url(fixed)
+
+
+def hide_password(typed: str) -> str:
+    """``typed`` (a connection string as the user typed it, well-formed or not) with the password part
+    replaced by ``***``, however short or odd it is: the text between the user's ``:`` and the LAST
+    ``@``, read first with a ``scheme:/``/``scheme://`` prefix, then without one (``ops: pw@host``).
+    Unlike the masker's shape rules this needs no minimum length and allows spaces, because the whole
+    string is known to be a connection string (issue #9). Text without ``@`` is returned unchanged."""
+    if "@" not in typed:
+        return typed
+    at = typed.rfind("@")
+    m = _SCHEME_RE.match(typed)
+    starts = ([m.end()] if m else []) + [0]
+    for start in starts:
+        while start < at and typed[start] == "/":
+            start += 1
+        colon = typed.find(":", start, at)
+        if colon < 0:
+            continue
+        if start == 0 and typed.startswith("//", colon + 1):  # "scheme://user@host": no password
+            continue
+        return typed[: colon + 1] + "***" + typed[at:]
+    return typed

@@ -26,7 +26,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 from idemview.errors import CannotConnect
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
 from idemview.ledger.rawtext import decode_text
-from idemview.urls import _SCHEME_RE, looks_like_url, split_url  # noqa: F401  (re-exported)
+from idemview.urls import _SCHEME_RE, hide_password, looks_like_url, split_url  # noqa: F401  (re-exported)
 
 DEFAULT_STATEMENT_TIMEOUT_S = 60.0
 SQLITE_CACHE_KB = 262144  # 256 MiB page cache per connection (pages are read on demand)
@@ -80,16 +80,22 @@ def parse_url(url: str) -> URL:
         p = Path(url)
         m = _SCHEME_RE.match(url)
         if m and not p.exists():
-            raise ConnectError(f"not a database URL: {redact(url)!r} (a URL needs two slashes: {m.group(1)}://...)")
+            raise ConnectError(
+                f"not a database URL: {redact(hide_password(url))!r} (a URL needs two slashes: {m.group(1)}://...)"
+            )
         if p.exists() or url.endswith((".db", ".sqlite", ".sqlite3")):
             return URL.create("sqlite", database=str(p))
     try:
         u = split_url(url)
         u.port  # noqa: B018 - a non-numeric port raises here, not later
+        # postgres:// (Heroku, libpq, most PaaS) is the name SQLAlchemy 1.4 dropped: same database
+        backend, plus, driver = u.drivername.partition("+")
+        if backend == "postgres":
+            u = u.set(drivername="postgresql" + plus + driver)
         return u
     except (ArgumentError, ValueError):
         raise ConnectError(
-            f"not a database URL: {redact(url)!r} (expected e.g. postgresql://host/db or sqlite:///path.db)"
+            f"not a database URL: {redact(hide_password(url))!r} (expected e.g. postgresql://host/db or sqlite:///path.db)"
         ) from None
 
 
@@ -255,7 +261,17 @@ def open_engine(
             engine.dispose()
             if backend == "sqlite" and "not a database" in str(e):
                 raise ConnectError(f"{redact(u.database or '')} is not a SQLite database") from None
+            if backend == "sqlite" and u.database and Path(u.database).is_dir():
+                raise ConnectError(f"{redact(u.database)} is a folder, not a SQLite database file") from None
             raise ConnectError(f"cannot connect to {safe_url(u)}: {short_error(e)}") from None
+        except (AttributeError, LookupError, TypeError, ValueError) as e:
+            # A driver that chokes on a URL setting (pymysql with ?charset=bogus raises AttributeError)
+            # before it reaches the server: the setting is the user's to fix, said in one line.
+            engine.dispose()
+            raise ConnectError(
+                f"cannot connect to {safe_url(u)}: the driver refused the connection settings "
+                f"({type(e).__name__}: {redact(str(e))})"
+            ) from None
     return engine
 
 

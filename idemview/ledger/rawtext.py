@@ -61,7 +61,9 @@ class RawText(str):
         return self
 
     def __repr__(self) -> str:
-        return f"RawText({self.raw!r})"
+        # Messages quote keys with !r ("key 'abc'"): show the same escaped form the grid shows
+        # ('key-\xff'), not Python's constructor syntax; the bytes stay in .raw.
+        return "'" + str.__str__(self) + "'"
 
 
 def decode_text(b: bytes) -> str:

@@ -231,8 +231,11 @@ class Ledger:
     def _bind_effects(self, effects_engine: Engine | None) -> None:
         """Bind the layout's ``[effects]`` section (DESIGN §5): ``self.effects`` is an
         :class:`~idemview.ledger.effects.EffectSource`, or ``None`` with ``self.effects_problem`` saying
-        why (no section; the effects database cannot be opened). A table or column the section names
-        that is missing raises :class:`LayoutError` like any other layout mismatch."""
+        why (no section; an ``optional`` section whose database or table is absent). An effects database
+        that cannot be opened raises :class:`~idemview.ledger.connect.ConnectError` (exit 3) unless the
+        section is ``optional``: an incident run asking "did we charge twice?" must not pass quietly
+        without the charges. A table or column the section names that is missing raises
+        :class:`LayoutError` like any other layout mismatch."""
         from idemview.ledger.connect import ConnectError
         from idemview.ledger.effects import EffectSource, open_effects_engine
 
@@ -248,6 +251,9 @@ class Ledger:
             try:
                 effects_engine = open_effects_engine(spec.connection, base)
             except ConnectError as e:
+                if not spec.optional:
+                    name = self.layout.name
+                    raise ConnectError(f"the effects database of layout {name!r} cannot be opened: {e}") from None
                 self.effects_problem = f"the effects database cannot be opened: {e}"
                 return
         try:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
-UTC = UTC
 CHARGING = ("payment.capture", "refund.create")
 
 EFFECTS_SECTION = """
@@ -180,12 +180,9 @@ def write_demo_effects(
         charge(o[0], o[1], (_parse(o[4]) or anchor) + timedelta(seconds=r.randint(2, 40)), o[8])
         planted.setdefault("hidden_success", []).append((o[0], o[1]))
     # double charges: a completed payment whose retry charged again
+    records_per_key = Counter((o[0], o[1]) for o in ops)  # one pass: the demo may hold 10^5+ operations
     doubles = [
-        o
-        for o in ops
-        if o[2] == "payment.capture"
-        and o[3] == "succeeded"
-        and sum(1 for x in ops if (x[0], x[1]) == (o[0], o[1])) == 1
+        o for o in ops if o[2] == "payment.capture" and o[3] == "succeeded" and records_per_key[(o[0], o[1])] == 1
     ]
     for o in r.sample(doubles, min(3, len(doubles))):
         charge(o[0], o[1], (_parse(o[5]) or anchor) + timedelta(seconds=r.randint(30, 90)), o[8])

@@ -119,7 +119,10 @@ def test_undecodable_text_scan_and_export(bad_utf8, tmp_path, capsys):
     assert main(["scan", bad_utf8, "--layout", "idemview", "--now", "2026-11-30T12:00:00Z", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["operations"] == 5 and doc["attempts"] == 5
-    assert [f["key"] for f in doc["findings"] if f["kind"] == "duplicate_effect"] == [SHOWN]
+    dup = [f for f in doc["findings"] if f["kind"] == "duplicate_effect"]
+    assert [f["key"] for f in dup] == [SHOWN]
+    # the explanation quotes the key as the grid shows it, not as Python's RawText(b'...') constructor
+    assert f"key '{SHOWN}'" in dup[0]["explanation"] and "RawText" not in dup[0]["explanation"]
     for rows, n in (("operations", 5), ("attempts", 5), ("findings", None)):
         out = tmp_path / f"{rows}.csv"
         assert (

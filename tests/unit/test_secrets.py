@@ -279,3 +279,57 @@ def test_url_password_candidates_read_every_shape(typed, expected):
     from idemview.masking.masker import url_password_candidates
 
     assert url_password_candidates(typed) == expected
+
+
+@pytest.mark.parametrize(
+    "typed, shown",
+    [
+        ("ops:/ pw@host", "ops:***@host"),  # a 3-character password with a leading slash and space
+        ("ops: pw@host", "ops:***@host"),
+        ("x:/ ab@host/db", "x:***@host/db"),
+        ("postgresql:/u: p w@h/db", "postgresql:/u:***@h/db"),
+        ("postgresql://ops:a@b@h/db", "postgresql://ops:***@h/db"),
+        ("postgresql://ops@h/db", "postgresql://ops@h/db"),  # no password
+        ("/var/lib/ledger.db", "/var/lib/ledger.db"),
+    ],
+)
+def test_hide_password_needs_no_minimum_length(typed, shown):
+    from idemview.urls import hide_password
+
+    assert hide_password(typed) == shown
+
+
+@pytest.mark.parametrize("typed", ["ops:/ Qj@host", "ops: Qj@host", "x:/ Qj@host/db", "ops:/ Zq@127.0.0.1:1/l"])
+def test_cli_hides_short_passwords_in_malformed_urls(typed, capsys):
+    """Found by a tester: passwords under five characters were echoed in "not a database URL" messages."""
+    assert main(["scan", typed]) == 2
+    err = capsys.readouterr().err
+    pw = typed.split("@")[0].split(":", 1)[1].lstrip("/")
+    echoed = err.split("'")[1]  # the typed string, as the message quotes it
+    assert err.count("\n") == 1 and pw.strip() not in echoed and echoed.endswith(typed[typed.rfind("@") :])
+
+
+def test_postgres_scheme_is_postgresql(pg_url):
+    """postgres:// (Heroku, libpq, most hosting) is read as postgresql://."""
+    from idemview.ledger.connect import open_engine
+
+    url = pg_url.replace("postgresql+psycopg://", "postgres://", 1)
+    assert url.startswith("postgres://")
+    eng = open_engine(parse_url(url))
+    try:
+        assert eng.dialect.name == "postgresql"
+    finally:
+        eng.dispose()
+
+
+def test_driver_refusing_a_setting_is_a_connect_error(mysql_url, capsys):
+    """pymysql raises AttributeError for ?charset=bogus: one line, exit 3, no password, no traceback."""
+    url = mysql_url.replace("root@", "root:Hunter2x@", 1) + "?charset=bogus"
+    assert main(["scan", url, "--layout", "idemview"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "charset" in err and "Hunter2x" not in err and "unexpected" not in err
+
+
+def test_a_folder_is_not_a_ledger(tmp_path, capsys):
+    assert main(["scan", str(tmp_path)]) == 3
+    assert "is a folder" in capsys.readouterr().err
