@@ -168,7 +168,11 @@ def child(ledger: str, fx_url: str, mode: str) -> dict:
     with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True) as c:
         for _ in c.execute("SELECT idempotency_key FROM operations"):
             n1 += 1
-    if mode == "cross":
+    if mode == "cross" and "://" not in fx_url:  # a second SQLite file
+        with sqlite3.connect(f"file:{fx_url}?mode=ro", uri=True) as c:
+            for _ in c.execute("SELECT idem_key FROM charges"):
+                n2 += 1
+    elif mode == "cross":
         eng = create_engine(fx_url)
         with eng.connect() as c:
             for _ in c.execution_options(stream_results=True, yield_per=5000).execute(
@@ -192,10 +196,22 @@ def child(ledger: str, fx_url: str, mode: str) -> dict:
     eng = open_engine(ledger, statement_timeout_s=3600)
     fx = open_engine(fx_url, statement_timeout_s=3600) if mode == "cross" else None
     anon = _AnonPeak()
+    prof = None
+    if os.environ.get("IDEMVIEW_BENCH_PROFILE"):
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
     t0 = time.perf_counter()
     led = Ledger(eng, parse_layout(text_, "bench"), effects_engine=fx)
     fs = Reconciler(led, NOW).run()
     out["reconcile_s"] = time.perf_counter() - t0
+    if prof is not None:
+        import pstats
+
+        prof.disable()
+        with open(os.environ["IDEMVIEW_BENCH_PROFILE"], "w") as f:
+            pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(45)
     counts: dict = {}
     for f in fs:
         counts[f.kind.value] = counts.get(f.kind.value, 0) + 1
@@ -217,6 +233,25 @@ def main() -> int:
         help="also measure with an index in byte order on each link column (what a DBA who "
         'reconciles often would add): PostgreSQL COLLATE "C", SQLite on the key alone',
     )
+    ap.add_argument(
+        "--pairs",
+        default="sqlite+postgresql,sqlite+sqlite,same",
+        help="comma list of the pairs to measure: sqlite+postgresql (SQLite ledger, PostgreSQL effects: "
+        "merge), sqlite+sqlite (two SQLite files: merge), same (one SQLite file: SQL joins)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure every pair this many times, the pairs alternating round by round (each child "
+        "process runs its baseline and then the reconciliation, in the same minutes)",
+    )
+    ap.add_argument(
+        "--profile",
+        metavar="PREFIX",
+        default=None,
+        help="write a cProfile of each reconciliation (cumulative, top 45) to PREFIX-<pair>.txt",
+    )
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(*a.child)))
@@ -226,10 +261,16 @@ def main() -> int:
         f"### Reconciliation with effect records ({a.size} operations, {sys.platform}, "
         f"{os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d})",
         "",
-        "| pair | baseline: read both link columns | reconcile | ratio | peak RSS (anonymous) | findings = planted |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| pair | baseline: read both link columns | reconcile | ratio | peak RSS (anonymous) | load (1 min) "
+        "| findings = planted |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    runs = [("cross", ledger, pg_url), ("same", same, f"sqlite:///{same}")]
+    every = {
+        "sqlite+postgresql": ("cross", ledger, pg_url),
+        "sqlite+sqlite": ("cross", ledger, str(same)),  # the charges of the one-file pair, read as a 2nd file
+        "same": ("same", same, f"sqlite:///{same}"),
+    }
+    runs = [(k, *every[k]) for k in a.pairs.split(",")]
     if a.byte_order_indexes:
         import psycopg
 
@@ -238,24 +279,37 @@ def main() -> int:
             pc.execute('CREATE INDEX IF NOT EXISTS ix_charges_key_c ON charges (idem_key COLLATE "C")')
         with sqlite3.connect(ledger) as c:
             c.execute("CREATE INDEX IF NOT EXISTS ix_operations_key ON operations (idempotency_key)")
-        runs = [("cross", ledger, pg_url)]
-    for mode, lp, url in runs:
-        res = json.loads(
-            subprocess.run(
-                [sys.executable, __file__, "--child", str(lp), url, mode], check=True, capture_output=True, text=True
-            ).stdout
-        )
-        ok = res["counts"] == {k: v for k, v in planted.items() if v}
-        label = "SQLite ledger + PostgreSQL effects (merge)" if mode == "cross" else "one SQLite file (SQL joins)"
-        if a.byte_order_indexes:
-            label += ", byte-order indexes on both link columns"
-        lines.append(
-            f"| {label} | {res['baseline_s']:.2f} s | {res['reconcile_s']:.2f} s | "
-            f"{res['reconcile_s'] / res['baseline_s']:.2f}x | {res['peak_rss_mb']:.0f} MB "
-            f"({res['peak_anon_mb']:.0f} MB) | "
-            f"{'yes' if ok else 'NO: ' + json.dumps(res['counts'])} |"
-        )
-        print(lines[-1], flush=True)
+        runs = [r for r in runs if r[1] == "cross"]
+    labels = {
+        "sqlite+postgresql": "SQLite ledger + PostgreSQL effects (merge)",
+        "sqlite+sqlite": "SQLite ledger + SQLite effects, two files (merge)",
+        "same": "one SQLite file (SQL joins)",
+    }
+    for _round in range(a.rounds):
+        for pair, mode, lp, url in runs:
+            env = dict(os.environ)
+            if a.profile:
+                env["IDEMVIEW_BENCH_PROFILE"] = f"{a.profile}-{pair}.txt"
+            res = json.loads(
+                subprocess.run(
+                    [sys.executable, __file__, "--child", str(lp), url, mode],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                ).stdout
+            )
+            ok = res["counts"] == {k: v for k, v in planted.items() if v}
+            label = labels[pair]
+            if a.byte_order_indexes:
+                label += ", byte-order indexes on both link columns"
+            lines.append(
+                f"| {label} | {res['baseline_s']:.2f} s | {res['reconcile_s']:.2f} s | "
+                f"{res['reconcile_s'] / res['baseline_s']:.2f}x | {res['peak_rss_mb']:.0f} MB "
+                f"({res['peak_anon_mb']:.0f} MB) | {os.getloadavg()[0]:.1f} | "
+                f"{'yes' if ok else 'NO: ' + json.dumps(res['counts'])} |"
+            )
+            print(lines[-1], flush=True)
     if a.byte_order_indexes:  # the cached ledgers stay as the systems' own schema
         with psycopg.connect(f"host=127.0.0.1 user=postgres dbname={db}", autocommit=True) as pc:
             pc.execute("DROP INDEX IF EXISTS ix_charges_key_c")
