@@ -138,6 +138,7 @@ PLANTED_CHARGES = CLEAN_CHARGES + [
     charge(16, "Case-Key"),
     charge(17, "case-key"),  # only the exact spelling matches
     charge(18, "k-never-recorded"),
+    charge(19, "k-ok-1 "),  # a trailing space is another link (MariaDB's PAD SPACE would merge it)
 ]
 PLANTED = {
     ("duplicate_effect", "s1", "k-double"),
@@ -146,6 +147,7 @@ PLANTED = {
     ("hidden_success", "s2", "k-timeout-but-charged"),
     ("orphan_effect", "", "case-key"),
     ("orphan_effect", "", "k-never-recorded"),
+    ("orphan_effect", "", "k-ok-1 "),
 }
 
 
@@ -243,6 +245,59 @@ def test_postgresql_ledger_mariadb_effects(pg_url, mysql_url, dialect):
     try:
         assert _cross(lw, pg_url, fw, fx_url, PLANTED_OPS, PLANTED_ATTS, PLANTED_CHARGES, True) == PLANTED
         assert _cross(lw, pg_url, fw, fx_url, CLEAN_OPS, CLEAN_ATTS, CLEAN_CHARGES, True) == set()
+    finally:
+        lw.dispose()
+        fw.dispose()
+
+
+def nocase_charges_md() -> MetaData:
+    """charges whose link column compares loosely on SQLite (COLLATE NOCASE): its index sorts and
+    groups 'Case-Key' with 'case-key', the reconciliation must not."""
+    md = charges_md()
+    md.tables["charges"].c.idem_key.type = String(128, collation="NOCASE")
+    return md
+
+
+def test_sqlite_ledger_sqlite_effects_nocase_column(tmp_path):
+    from sqlalchemy import Index
+
+    lw = create_engine(f"sqlite:///{tmp_path / 'ledger.db'}")
+    fw = create_engine(f"sqlite:///{tmp_path / 'charges.db'}")
+    md = nocase_charges_md()
+    Index("ix_charges_idem_key", md.tables["charges"].c.idem_key)
+    try:
+        load_reference(lw, PLANTED_OPS, PLANTED_ATTS)
+        load(fw, md, {"charges": PLANTED_CHARGES})
+        eng, fx = open_engine(str(tmp_path / "ledger.db")), open_engine(str(tmp_path / "charges.db"))
+        try:
+            led = Ledger(eng, reference_layout(connection="ignored"), effects_engine=fx)
+            assert not led.effects.same_database
+            got, fs = effect_findings(led)
+        finally:
+            eng.dispose()
+            fx.dispose()
+    finally:
+        lw.dispose()
+        fw.dispose()
+    assert got == PLANTED
+    # the evidence of 'Case-Key' is not joined by the loose index: no duplicate, and the orphan
+    # 'case-key' lists its own record only
+    orphan = next(f for f in fs if f.kind == FindingKind.ORPHAN_EFFECT and f.key == "case-key")
+    assert [e["reference"] for e in orphan.evidence] == ["ch_0017"]
+
+
+@pytest.mark.postgres
+@pytest.mark.mysql
+@pytest.mark.parametrize("effects", ["postgresql", "sqlite"])
+def test_mariadb_ledger_cross_effects(tmp_path, pg_url, mysql_url, effects):
+    """A MySQL/MariaDB ledger (binary-cast keys: lookups instead of the (scope, key) join) merged with
+    effects on another engine; its keys compare exactly though its collation would not."""
+    fx_url = pg_url if effects == "postgresql" else str(tmp_path / "charges.db")
+    lw = create_engine(mysql_url)
+    fw = create_engine(pg_url if effects == "postgresql" else f"sqlite:///{tmp_path / 'charges.db'}")
+    try:
+        assert _cross(lw, mysql_url, fw, fx_url, PLANTED_OPS, PLANTED_ATTS, PLANTED_CHARGES, True) == PLANTED
+        assert _cross(lw, mysql_url, fw, fx_url, CLEAN_OPS, CLEAN_ATTS, CLEAN_CHARGES, True) == set()
     finally:
         lw.dispose()
         fw.dispose()
