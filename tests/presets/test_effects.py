@@ -303,6 +303,67 @@ def test_mariadb_ledger_cross_effects(tmp_path, pg_url, mysql_url, effects):
         fw.dispose()
 
 
+REF_SECTION = """
+[effects]
+table = "charges"
+connection = "ignored"
+link = { effect = "charge_id", operation = "effect_ref" }
+id = "id"
+time = { column = "created_at", encoding = "datetime" }
+"""
+
+
+def _with_ref(row, ref):
+    return {**row, "effect_ref": ref}
+
+
+REF_OPS = [
+    _with_ref(op(1, "k-ok", "succeeded"), "ch_ok"),
+    _with_ref(op(2, "k-twice", "succeeded"), "ch_twice"),  # one reference charged twice
+    _with_ref(op(3, "k-failed", "failed"), "ch_failed"),  # hidden success
+    _with_ref(op(4, "k-split", "failed"), "ch_split_1"),  # two records, two references, one charge each:
+    _with_ref(op(5, "k-split", "succeeded"), "ch_split_2"),  # two effects for one operation
+    _with_ref(op(6, "k-none", "failed"), None),
+]
+REF_CHARGES = [
+    charge(1, "x", ref="ch_ok"),
+    charge(2, "x", ref="ch_twice"),
+    charge(3, "x", ref="ch_twice"),
+    charge(4, "x", ref="ch_failed"),
+    charge(5, "x", ref="ch_split_1"),
+    charge(6, "x", ref="ch_split_2"),
+    charge(7, "x", ref="ch_lost"),
+]
+
+
+@pytest.mark.parametrize("effects", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_cross_link_on_effect_ref(tmp_path, request, effects):
+    """Across databases with a link that is not the key: operations with several records are summed
+    over all their links."""
+    lw = create_engine(f"sqlite:///{tmp_path / 'ledger.db'}")
+    fx_url = request.getfixturevalue("pg_url") if effects == "postgresql" else str(tmp_path / "charges.db")
+    fw = create_engine(fx_url if effects == "postgresql" else f"sqlite:///{fx_url}")
+    try:
+        load_reference(lw, REF_OPS, [])
+        load(fw, charges_md(), {"charges": REF_CHARGES})
+        eng, fx = open_engine(str(tmp_path / "ledger.db")), open_engine(fx_url)
+        try:
+            layout = parse_layout(load_preset("idemview").text + REF_SECTION, "test")
+            got, _ = effect_findings(Ledger(eng, layout, effects_engine=fx))
+        finally:
+            eng.dispose()
+            fx.dispose()
+    finally:
+        lw.dispose()
+        fw.dispose()
+    assert got == {
+        ("duplicate_effect", "s1", "k-twice"),
+        ("duplicate_effect", "s1", "k-split"),
+        ("hidden_success", "s1", "k-failed"),
+        ("orphan_effect", "", "ch_lost"),
+    }
+
+
 # ------------------------------------------------------------------------ stripe-style + rides
 
 
