@@ -13,7 +13,7 @@ which is also Python's ``str`` order for UTF-8 text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -115,7 +115,9 @@ def sequential_pass(c: Connection, text_as_bytes: bool = False) -> Iterator[None
         yield
         return
     raw: Any = c.connection.dbapi_connection
-    old = {p: c.exec_driver_sql(f"PRAGMA {p}").scalar() for p in ("mmap_size", "cache_size", "temp_store")}
+    old: dict[str, Any] = {
+        p: c.exec_driver_sql(f"PRAGMA {p}").scalar() for p in ("mmap_size", "cache_size", "temp_store")
+    }
     old_factory = raw.text_factory
     c.exec_driver_sql("PRAGMA mmap_size = 0")
     c.exec_driver_sql(f"PRAGMA cache_size = -{SEQUENTIAL_CACHE_KB}")
@@ -133,7 +135,7 @@ def sequential_pass(c: Connection, text_as_bytes: bool = False) -> Iterator[None
                 pass
 
 
-def stream_raw(engine: Engine, q: Select, batch: int = STREAM_BATCH) -> Iterator[list]:
+def stream_raw(engine: Engine, q: Select, batch: int = STREAM_BATCH) -> Iterator[Sequence[Any]]:
     """The rows of ``q`` as the driver's plain tuples, ``batch`` rows per list, for one sequential pass.
 
     PostgreSQL and MySQL/MariaDB: a server-side cursor, ``batch`` rows per round trip, no SQLAlchemy
@@ -317,7 +319,7 @@ class EffectSource:
             (e for lst in recs.values() for e in lst), key=lambda e: (e.at is None, e.at or 0, str(e.record_id))
         )
 
-    def stream_links(self, recent_since_e: float | None = None) -> Iterator[list]:
+    def stream_links(self, recent_since_e: float | None = None) -> Iterator[Sequence[Any]]:
         """Per link, in byte order: ``(link, n)`` — and ``n_recent`` (the records at or after
         ``recent_since_e``) when that and a time column are given — as chunks of driver tuples
         (:func:`stream_raw`; links as the driver returns them, see :func:`links_as_bytes`).
