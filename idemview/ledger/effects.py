@@ -219,6 +219,15 @@ class EffectSource:
         self.record_id = t.c[spec.id] if spec.id else None
         self.reference = link_text(t.c[spec.reference], fx_dialect) if spec.reference else None
         self.at_e = epoch_seconds(t.c[spec.time.column], spec.time, fx_dialect) if spec.time else None
+        # Grouping every record with its time: on SQLite an expression the link's index cannot serve, so
+        # that the table is read in storage order and grouped in a temporary B-tree — through the index
+        # each record's time would be one more random probe of the table (3.6 s instead of ~1 s at 1M).
+        # Lookups (IN lists) and the merge's count-only pass keep ``link``, which the index serves.
+        self._group_link = (
+            as_text(t.c[spec.link_effect]).collate("BINARY")
+            if fx_dialect == "sqlite" and self.at_e is not None
+            else self.link
+        )
         self.operation_link = self._operation_link()
 
     def _operation_link(self) -> ColumnElement:
@@ -264,15 +273,16 @@ class EffectSource:
         ``since_e``: only records at or after that epoch second. ``recent_since_e``: also ``n_recent``,
         the records at or after it (records older than the ledger's retention may belong to operations
         already purged from it)."""
-        cols = [self.link.label("link"), func.count().label("n")]
+        link = self._group_link
+        cols = [link.label("link"), func.count().label("n")]
         if self.at_e is not None:
             cols.append(func.min(self.at_e).label("first_e"))
             if recent_since_e is not None:
                 cols.append(func.sum(case((self.at_e >= recent_since_e, 1), else_=0)).label("n_recent"))
-        q = select(*cols).select_from(self.table).where(self.where, self.link.is_not(None))
+        q = select(*cols).select_from(self.table).where(self.where, link.is_not(None))
         if since_e is not None and self.at_e is not None:
             q = q.where(self.at_e >= since_e)
-        return q.group_by(self.link)
+        return q.group_by(link)
 
     def _record(self, r) -> EffectRecord:
         m = r._mapping
