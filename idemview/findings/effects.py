@@ -242,7 +242,7 @@ class Reconciler:
             .having(or_(n >= 2, and_(n >= 1, func.max(t1.c.bad) == 1, func.max(t1.c.comp) == 0)))
         )
         states: dict = {}
-        with l.engine.connect() as c:
+        with l.engine.connect() as c, sequential_pass(c):
             for r in c.execute(q):
                 m = r._mapping
                 states[(r.scope, r.key)] = _KeyState(
