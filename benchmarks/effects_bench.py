@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
 """Reconciliation benchmark (issue #16): N operations in a SQLite ledger against N effect records in a
-PostgreSQL database — the cross-database merge — and the same pair in one SQLite file (SQL joins).
+PostgreSQL database or in a second SQLite file — the cross-database merge — and the same pair in one
+SQLite file (SQL joins).
 
-    python benchmarks/effects_bench.py [--size 1m] [--out BENCHMARKS-effects.md]
+    python benchmarks/effects_bench.py [--size 1m] [--pairs sqlite+postgresql,sqlite+sqlite,same]
+        [--rounds N] [--byte-order-indexes] [--profile PREFIX] [--out BENCHMARKS-effects.md]
+
+CPU seconds (``process_time``) of this process are given beside wall seconds: on a loaded machine wall
+time is mostly the wait for a core; a PostgreSQL server's own work is not in them.
 
 Baseline, run in the same child process: reading both link columns alone (``SELECT idempotency_key
-FROM operations`` streamed from SQLite, ``SELECT idem_key FROM charges`` streamed from PostgreSQL) — the
+FROM operations`` from SQLite with ``sqlite3``, ``SELECT idem_key FROM charges`` streamed from PostgreSQL
+through SQLAlchemy or read from the second SQLite file with ``sqlite3``) — the
 least any reconciliation must do. Target: reconcile <= 2x that, peak RSS <= 300 MB. Ledgers are cached
 in benchmarks/.cache (SQLite) and the PostgreSQL database ``idemview_bench_fx_<size>``.
 Planted: 0.1 % hidden successes (failed with a charge), 0.1 % double charges, 0.05 % orphans; the
-findings are checked against them (a mismatch is printed loudly).
+findings are checked against them (a mismatch is printed loudly). Peak RSS is the child's ``ru_maxrss``
+(baseline and reconciliation; file pages SQLite maps count in it), in parentheses the peak of RssAnon
+sampled every 50 ms during the reconciliation.
 """
 
 from __future__ import annotations
@@ -163,12 +171,16 @@ def child(ledger: str, fx_url: str, mode: str) -> dict:
     from sqlalchemy import create_engine, text
 
     out = {}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     n1 = n2 = 0
     with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True) as c:
         for _ in c.execute("SELECT idempotency_key FROM operations"):
             n1 += 1
-    if mode == "cross":
+    if mode == "cross" and "://" not in fx_url:  # a second SQLite file
+        with sqlite3.connect(f"file:{fx_url}?mode=ro", uri=True) as c:
+            for _ in c.execute("SELECT idem_key FROM charges"):
+                n2 += 1
+    elif mode == "cross":
         eng = create_engine(fx_url)
         with eng.connect() as c:
             for _ in c.execution_options(stream_results=True, yield_per=5000).execute(
@@ -181,6 +193,7 @@ def child(ledger: str, fx_url: str, mode: str) -> dict:
             for _ in c.execute("SELECT idem_key FROM charges"):
                 n2 += 1
     out["baseline_s"] = time.perf_counter() - t0
+    out["baseline_cpu_s"] = time.process_time() - c0
     out["rows"] = [n1, n2]
     from idemview.findings.effects import Reconciler
     from idemview.layouts.layout import load_preset, parse_layout
@@ -192,10 +205,23 @@ def child(ledger: str, fx_url: str, mode: str) -> dict:
     eng = open_engine(ledger, statement_timeout_s=3600)
     fx = open_engine(fx_url, statement_timeout_s=3600) if mode == "cross" else None
     anon = _AnonPeak()
-    t0 = time.perf_counter()
+    prof = None
+    if os.environ.get("IDEMVIEW_BENCH_PROFILE"):
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    t0, c0 = time.perf_counter(), time.process_time()
     led = Ledger(eng, parse_layout(text_, "bench"), effects_engine=fx)
     fs = Reconciler(led, NOW).run()
     out["reconcile_s"] = time.perf_counter() - t0
+    out["reconcile_cpu_s"] = time.process_time() - c0
+    if prof is not None:
+        import pstats
+
+        prof.disable()
+        with open(os.environ["IDEMVIEW_BENCH_PROFILE"], "w") as f:
+            pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(45)
     counts: dict = {}
     for f in fs:
         counts[f.kind.value] = counts.get(f.kind.value, 0) + 1
@@ -217,6 +243,25 @@ def main() -> int:
         help="also measure with an index in byte order on each link column (what a DBA who "
         'reconciles often would add): PostgreSQL COLLATE "C", SQLite on the key alone',
     )
+    ap.add_argument(
+        "--pairs",
+        default="sqlite+postgresql,sqlite+sqlite,same",
+        help="comma list of the pairs to measure: sqlite+postgresql (SQLite ledger, PostgreSQL effects: "
+        "merge), sqlite+sqlite (two SQLite files: merge), same (one SQLite file: SQL joins)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure every pair this many times, the pairs alternating round by round (each child "
+        "process runs its baseline and then the reconciliation, in the same minutes)",
+    )
+    ap.add_argument(
+        "--profile",
+        metavar="PREFIX",
+        default=None,
+        help="write a cProfile of each reconciliation (cumulative, top 45) to PREFIX-<pair>.txt",
+    )
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(*a.child)))
@@ -226,10 +271,16 @@ def main() -> int:
         f"### Reconciliation with effect records ({a.size} operations, {sys.platform}, "
         f"{os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d})",
         "",
-        "| pair | baseline: read both link columns | reconcile | ratio | peak RSS (anonymous) | findings = planted |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| pair | baseline: read both link columns (CPU) | reconcile (CPU) | ratio | peak RSS (anonymous) "
+        "| load (1 min) | findings = planted |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    runs = [("cross", ledger, pg_url), ("same", same, f"sqlite:///{same}")]
+    every = {
+        "sqlite+postgresql": ("cross", ledger, pg_url),
+        "sqlite+sqlite": ("cross", ledger, str(same)),  # the charges of the one-file pair, read as a 2nd file
+        "same": ("same", same, f"sqlite:///{same}"),
+    }
+    runs = [(k, *every[k]) for k in a.pairs.split(",")]
     if a.byte_order_indexes:
         import psycopg
 
@@ -238,24 +289,38 @@ def main() -> int:
             pc.execute('CREATE INDEX IF NOT EXISTS ix_charges_key_c ON charges (idem_key COLLATE "C")')
         with sqlite3.connect(ledger) as c:
             c.execute("CREATE INDEX IF NOT EXISTS ix_operations_key ON operations (idempotency_key)")
-        runs = [("cross", ledger, pg_url)]
-    for mode, lp, url in runs:
-        res = json.loads(
-            subprocess.run(
-                [sys.executable, __file__, "--child", str(lp), url, mode], check=True, capture_output=True, text=True
-            ).stdout
-        )
-        ok = res["counts"] == {k: v for k, v in planted.items() if v}
-        label = "SQLite ledger + PostgreSQL effects (merge)" if mode == "cross" else "one SQLite file (SQL joins)"
-        if a.byte_order_indexes:
-            label += ", byte-order indexes on both link columns"
-        lines.append(
-            f"| {label} | {res['baseline_s']:.2f} s | {res['reconcile_s']:.2f} s | "
-            f"{res['reconcile_s'] / res['baseline_s']:.2f}x | {res['peak_rss_mb']:.0f} MB "
-            f"({res['peak_anon_mb']:.0f} MB) | "
-            f"{'yes' if ok else 'NO: ' + json.dumps(res['counts'])} |"
-        )
-        print(lines[-1], flush=True)
+        runs = [r for r in runs if r[1] == "cross"]
+    labels = {
+        "sqlite+postgresql": "SQLite ledger + PostgreSQL effects (merge)",
+        "sqlite+sqlite": "SQLite ledger + SQLite effects, two files (merge)",
+        "same": "one SQLite file (SQL joins)",
+    }
+    for _round in range(a.rounds):
+        for pair, mode, lp, url in runs:
+            env = dict(os.environ)
+            if a.profile:
+                env["IDEMVIEW_BENCH_PROFILE"] = f"{a.profile}-{pair}.txt"
+            res = json.loads(
+                subprocess.run(
+                    [sys.executable, __file__, "--child", str(lp), url, mode],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                ).stdout
+            )
+            ok = res["counts"] == {k: v for k, v in planted.items() if v}
+            label = labels[pair]
+            if a.byte_order_indexes:
+                label += ", byte-order indexes on both link columns"
+            lines.append(
+                f"| {label} | {res['baseline_s']:.2f} s ({res['baseline_cpu_s']:.2f} s) | "
+                f"{res['reconcile_s']:.2f} s ({res['reconcile_cpu_s']:.2f} s) | "
+                f"{res['reconcile_s'] / res['baseline_s']:.2f}x | {res['peak_rss_mb']:.0f} MB "
+                f"({res['peak_anon_mb']:.0f} MB) | {os.getloadavg()[0]:.1f} | "
+                f"{'yes' if ok else 'NO: ' + json.dumps(res['counts'])} |"
+            )
+            print(lines[-1], flush=True)
     if a.byte_order_indexes:  # the cached ledgers stay as the systems' own schema
         with psycopg.connect(f"host=127.0.0.1 user=postgres dbname={db}", autocommit=True) as pc:
             pc.execute("DROP INDEX IF EXISTS ix_charges_key_c")

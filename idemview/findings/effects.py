@@ -22,12 +22,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 
 from sqlalchemy import and_, case, exists, false, func, literal, or_, select
 from sqlalchemy.sql.expression import ColumnElement
+from sqlalchemy.sql.util import ClauseAdapter
 
 from idemview.domain.model import EffectRecord, Finding, FindingKind, Severity
-from idemview.ledger.effects import EffectSource, byte_order
+from idemview.ledger.dialects import family
+from idemview.ledger.effects import (
+    EffectSource,
+    byte_order,
+    link_bytes,
+    link_from_bytes,
+    links_as_bytes,
+    sequential_pass,
+    stream_raw,
+)
 from idemview.ledger.sqlx import time_before
 from idemview.ledger.times import from_epoch, iso
 
@@ -36,6 +47,8 @@ K = FindingKind
 #: Effect records listed as evidence per finding (the count is always exact).
 EVIDENCE_RECORDS = 20
 EFFECT_KINDS = (K.DUPLICATE_EFFECT, K.HIDDEN_SUCCESS, K.ORPHAN_EFFECT)
+#: Links per IN list when the ledger is asked for the records behind effect links.
+LEDGER_IN_BATCH = 5000
 
 
 def lock_expired(ledger, now: datetime) -> ColumnElement | None:
@@ -229,7 +242,7 @@ class Reconciler:
             .having(or_(n >= 2, and_(n >= 1, func.max(t1.c.bad) == 1, func.max(t1.c.comp) == 0)))
         )
         states: dict = {}
-        with l.engine.connect() as c:
+        with l.engine.connect() as c, sequential_pass(c):
             for r in c.execute(q):
                 m = r._mapping
                 states[(r.scope, r.key)] = _KeyState(
@@ -257,15 +270,13 @@ class Reconciler:
 
     # ------------------------------------------------------------- different databases: merge
 
-    def _ledger_links(self, batch: int = 20000) -> Iterator:
-        """Every operation link, in byte order (the orphan merge reads nothing else)."""
+    def _ledger_link_chunks(self) -> Iterator[list]:
+        """Every operation link in byte order, as lists of UTF-8 bytes (the orphan merge reads nothing
+        else; on SQLite the sort runs over the stored bytes, no row is decoded)."""
         ol = self.fx.operation_link
         q = select(ol).select_from(self.l.ops).where(ol.is_not(None)).order_by(byte_order(ol))
-        with self.l.engine.connect() as c:
-            res = c.execution_options(stream_results=True, yield_per=batch).execute(q)
-            for part in res.partitions():
-                for r in part:
-                    yield r[0]
+        for rows in stream_raw(self.l.engine, q):
+            yield links_as_bytes([r[0] for r in rows])
 
     def _multi_keys(self) -> list:
         """(scope, key) of operations with several records (one grouped pass, no flags)."""
@@ -290,6 +301,33 @@ class Reconciler:
                 (r[0], r[1]) for r in c.execute(select(t.c.scope, t.c.key).where(t.c.outcome == "timed_out").distinct())
             }
 
+    def _bad_where(self) -> ColumnElement:
+        """SQL: the record failed or is stuck (``bad`` of :meth:`_flags` without timeouts), as a
+        condition the status column's index can serve (``raw IN (...)``) instead of a CASE per row."""
+        l = self.l
+        le = lock_expired(l, self.now)
+        stuck = and_(l.status_in(["in_progress"]), le) if le is not None else false()
+        return or_(l.status_in(["failed"]), stuck)
+
+    def _records_of_bad_operations(self, c) -> list:
+        """``(scope, key, link, bad, comp, why)`` of every record of the operations that have a failed
+        or stuck record: those operations (by the status index) joined back through (scope, key)."""
+        l = self.l
+        inner = l.ops.alias("bad_ops")
+        ad = ClauseAdapter(inner)
+        b = (
+            select(ad.traverse(l.scope_expr).label("s"), ad.traverse(l.key_expr).label("k"))
+            .select_from(inner)
+            .where(ad.traverse(self._bad_where()))
+            .distinct()
+            .subquery("b")
+        )
+        bad, comp, why = self._flags(with_timeouts=False)
+        q = select(l.scope_expr, l.key_expr, self.fx.operation_link, bad, comp, why).select_from(
+            l.ops.join(b, and_(l.scope_expr == b.c.s, l.key_expr == b.c.k))
+        )
+        return [tuple(r) for r in c.execute(q)]
+
     def _records_where(self, c, cond) -> list:
         """``(scope, key, link, bad, comp, why)`` of the operation records matching ``cond``."""
         l = self.l
@@ -300,12 +338,13 @@ class Reconciler:
     def _merge(self, orphans_wanted: bool = True) -> tuple[dict, dict]:
         """Across two databases. Only candidates are looked up on each side: the ledger's failed /
         stuck / timed-out records and its keys with several records, and the effect links with >= 2
-        records (``HAVING``, in the effects database); each side is then asked for the other's half of
-        those few links (``IN`` lists). Orphans need every link of both sides: two link-only streams in
-        byte order, merged (only when ``orphan_effect`` is asked for)."""
+        records; each side is then asked for the other's half of those few links (``IN`` lists).
+
+        With ``orphan_effect`` asked for, every link of both sides is read once, in byte order, and
+        merged (:meth:`_stream_merge`): that one pass also yields the links with several records and
+        the counts of the candidates' links, so the effect table is not grouped a second time."""
         l, fx = self.l, self.fx
         ol = fx.operation_link
-        bad_expr, comp_expr, _why = self._flags(with_timeouts=False)
         timed = self._timed_out()
         recs: dict = {}  # (scope, key) -> list of (link, bad, comp, why) of its records
         with l.engine.connect() as c:
@@ -316,62 +355,113 @@ class Reconciler:
                         b, w = 1, "timed out"
                     recs.setdefault((s_, k_), []).append((link, b, cm, w))
 
-            take(self._records_where(c, and_(bad_expr == 1, ol.is_not(None))))
-            cand = list(timed) + self._multi_keys()
+            if fx.spec.link_operation == "key":
+                # Every record of an operation has the same link (its key): the link's count is the
+                # operation's, so only the failed / stuck / timed-out operations need all their
+                # records (one that completed clears them) — no grouping of the whole ledger.
+                if family(l.engine) != "mysql":
+                    take(self._records_of_bad_operations(c))
+                    cand = sorted(set(timed) - set(recs))
+                else:  # joins on binary casts would not use the (scope, key) index: lookups instead
+                    take(self._records_where(c, self._bad_where()))
+                    cand = sorted(set(timed) | set(recs))
+                    recs.clear()
+            else:
+                take(self._records_where(c, and_(self._bad_where(), ol.is_not(None))))
+                cand = list(timed) + self._multi_keys()
             for batch in _batches(cand, 200):
                 take(self._records_where(c, or_(*[and_(l.scope_expr == s_, l.key_expr == k_) for s_, k_ in batch])))
-        # effect links with several records: one operation's double effect at least
-        dup_groups: dict = {}
-        with fx.engine.connect() as c:
-            q = fx.grouped_select(None).having(func.count() >= 2)
-            for g in c.execute(q):
-                dup_groups[g[0]] = (int(g[1]), g[2] if fx.at_e is not None else None)
-        # the ledger records behind those links
-        with l.engine.connect() as c:
-            for batch in _batches(sorted(dup_groups), 500):
+        cand_links = {x[0] for rs in recs.values() for x in rs if x[0] is not None}
+        counts: dict = {}  # link -> number of effect records
+        orphans: dict = {}
+        if orphans_wanted:
+            orphans, dup_links, counts = self._stream_merge(cand_links)
+            counts.update(dup_links)
+        else:
+            # effect links with several records: one operation's double effect at least
+            with fx.engine.connect() as c:
+                dup_links = {g[0]: int(g[1]) for g in c.execute(fx.grouped_select(None).having(func.count() >= 2))}
+            counts.update(dup_links)
+            with fx.engine.connect() as c:
+                for batch in _batches(sorted(cand_links - set(counts)), 500):
+                    for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
+                        counts[g[0]] = int(g[1])
+        # the ledger records behind the links with several records (and their other links' counts)
+        # (an operation not yet among them has all its records behind its links: with several records
+        # it is a candidate already, unless its link is its key). Large IN lists: without an index on
+        # the link alone each statement is one pass over the operations.
+        more: set = set()
+        new: dict = {}
+        with l.engine.connect() as c, sequential_pass(c):
+            for batch in _batches(sorted(dup_links), LEDGER_IN_BATCH):
                 for row in self._records_where(c, ol.in_(batch)):
                     if (row[0], row[1]) not in recs:
-                        recs.setdefault((row[0], row[1]), []).append(row[2:])
-        # effect counts of every candidate link
-        links = {x[0] for rs in recs.values() for x in rs if x[0] is not None}
-        counts: dict = dict(dup_groups)
-        with fx.engine.connect() as c:
-            for batch in _batches(sorted(links - set(counts)), 500):
-                for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
-                    counts[g[0]] = (int(g[1]), g[2] if fx.at_e is not None else None)
+                        new.setdefault((row[0], row[1]), []).append(row[2:])
+                        more.add(row[2])
+        recs.update(new)
+        more -= set(counts)
+        if more:
+            with fx.engine.connect() as c:
+                for batch in _batches(sorted(more), 500):
+                    for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
+                        counts[g[0]] = int(g[1])
         states: dict = {}
         for ref, rs in recs.items():
             st = _KeyState(
                 0, set(), None, any(x[1] for x in rs), any(x[2] for x in rs), max((x[3] or "" for x in rs), default="")
             )
             for link in {x[0] for x in rs if x[0] is not None and x[0] in counts}:
-                n, first_e = counts[link]
-                st.n_effects += n
+                st.n_effects += counts[link]
                 st.links.add(link)
-                if first_e is not None and (st.first_e is None or first_e < st.first_e):
-                    st.first_e = first_e
             if st.n_effects >= 2 or (st.n_effects and st.bad and not st.completed):
                 states[ref] = st
-        return states, (self._orphans_merge() if orphans_wanted else {})
+        # the earliest effect time, read for the reported links only
+        first = self._first_times({x for st in states.values() for x in st.links} | set(orphans))
+        for st in states.values():
+            ts = [first[x] for x in st.links if first.get(x) is not None]
+            st.first_e = min(ts) if ts else None
+        return states, {k: (n, first.get(k)) for k, n in orphans.items()}
 
-    def _orphans_merge(self) -> dict:
-        """Effect links no operation link matches: two link-only streams merged in byte order."""
+    def _first_times(self, links: set) -> dict:
+        """link -> earliest effect time (epoch seconds) for ``links`` (none without a time column)."""
+        fx = self.fx
+        if fx.at_e is None or not links:
+            return {}
+        out: dict = {}
+        with fx.engine.connect() as c:
+            for batch in _batches(sorted(links), 500):
+                for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
+                    out[g[0]] = g[2]
+        return out
+
+    def _stream_merge(self, cand_links: set) -> tuple[dict, dict, dict]:
+        """One pass over both sides' links in byte order (two streams of plain driver tuples, compared
+        as UTF-8 bytes). Returns ``(orphans, dup_links, counts)``: effect links no operation link
+        matches (link -> records inside the retention), links with >= 2 records (link -> n), and the
+        number of records of each of ``cand_links`` that has any. Memory: one fetch of each side, the
+        candidates, and the links found."""
         since = self.orphans_since_e
-        has_first = self.fx.at_e is not None
-        has_recent = has_first and since is not None
+        has_recent = since is not None and self.fx.at_e is not None
+        want = {link_bytes(x): x for x in cand_links}
         orphans: dict = {}
-        ops = self._ledger_links()
+        dup_links: dict = {}
+        counts: dict = {}
+        ops = chain.from_iterable(self._ledger_link_chunks())
         op = next(ops, None)
-        for g in self.fx.stream_grouped(since):
-            link = g[0]
-            while op is not None and op < link:
-                op = next(ops, None)
-            if op == link:
-                continue
-            n_recent = int(g[3] or 0) if has_recent else int(g[1])
-            if n_recent > 0:
-                orphans[link] = (n_recent, g[2] if has_first else None)
-        return orphans
+        for rows in self.fx.stream_links(since):
+            for link, r in zip(links_as_bytes([r[0] for r in rows]), rows, strict=True):
+                while op is not None and op < link:
+                    op = next(ops, None)
+                if op == link:
+                    if r[1] >= 2:
+                        dup_links[link_from_bytes(link)] = int(r[1])
+                    if link in want:
+                        counts[want[link]] = int(r[1])
+                else:
+                    n_recent = int(r[2] or 0) if has_recent else int(r[1])
+                    if n_recent > 0:
+                        orphans[link_from_bytes(link)] = n_recent
+        return orphans, dup_links, counts
 
 
 def _batches(items, n: int):

@@ -138,6 +138,7 @@ PLANTED_CHARGES = CLEAN_CHARGES + [
     charge(16, "Case-Key"),
     charge(17, "case-key"),  # only the exact spelling matches
     charge(18, "k-never-recorded"),
+    charge(19, "k-ok-1 "),  # a trailing space is another link (MariaDB's PAD SPACE would merge it)
 ]
 PLANTED = {
     ("duplicate_effect", "s1", "k-double"),
@@ -146,6 +147,7 @@ PLANTED = {
     ("hidden_success", "s2", "k-timeout-but-charged"),
     ("orphan_effect", "", "case-key"),
     ("orphan_effect", "", "k-never-recorded"),
+    ("orphan_effect", "", "k-ok-1 "),
 }
 
 
@@ -246,6 +248,120 @@ def test_postgresql_ledger_mariadb_effects(pg_url, mysql_url, dialect):
     finally:
         lw.dispose()
         fw.dispose()
+
+
+def nocase_charges_md() -> MetaData:
+    """charges whose link column compares loosely on SQLite (COLLATE NOCASE): its index sorts and
+    groups 'Case-Key' with 'case-key', the reconciliation must not."""
+    md = charges_md()
+    md.tables["charges"].c.idem_key.type = String(128, collation="NOCASE")
+    return md
+
+
+def test_sqlite_ledger_sqlite_effects_nocase_column(tmp_path):
+    from sqlalchemy import Index
+
+    lw = create_engine(f"sqlite:///{tmp_path / 'ledger.db'}")
+    fw = create_engine(f"sqlite:///{tmp_path / 'charges.db'}")
+    md = nocase_charges_md()
+    Index("ix_charges_idem_key", md.tables["charges"].c.idem_key)
+    try:
+        load_reference(lw, PLANTED_OPS, PLANTED_ATTS)
+        load(fw, md, {"charges": PLANTED_CHARGES})
+        eng, fx = open_engine(str(tmp_path / "ledger.db")), open_engine(str(tmp_path / "charges.db"))
+        try:
+            led = Ledger(eng, reference_layout(connection="ignored"), effects_engine=fx)
+            assert not led.effects.same_database
+            got, fs = effect_findings(led)
+        finally:
+            eng.dispose()
+            fx.dispose()
+    finally:
+        lw.dispose()
+        fw.dispose()
+    assert got == PLANTED
+    # the evidence of 'Case-Key' is not joined by the loose index: no duplicate, and the orphan
+    # 'case-key' lists its own record only
+    orphan = next(f for f in fs if f.kind == FindingKind.ORPHAN_EFFECT and f.key == "case-key")
+    assert [e["reference"] for e in orphan.evidence] == ["ch_0017"]
+
+
+@pytest.mark.postgres
+@pytest.mark.mysql
+@pytest.mark.parametrize("effects", ["postgresql", "sqlite"])
+def test_mariadb_ledger_cross_effects(tmp_path, pg_url, mysql_url, effects):
+    """A MySQL/MariaDB ledger (binary-cast keys: lookups instead of the (scope, key) join) merged with
+    effects on another engine; its keys compare exactly though its collation would not."""
+    fx_url = pg_url if effects == "postgresql" else str(tmp_path / "charges.db")
+    lw = create_engine(mysql_url)
+    fw = create_engine(pg_url if effects == "postgresql" else f"sqlite:///{tmp_path / 'charges.db'}")
+    try:
+        assert _cross(lw, mysql_url, fw, fx_url, PLANTED_OPS, PLANTED_ATTS, PLANTED_CHARGES, True) == PLANTED
+        assert _cross(lw, mysql_url, fw, fx_url, CLEAN_OPS, CLEAN_ATTS, CLEAN_CHARGES, True) == set()
+    finally:
+        lw.dispose()
+        fw.dispose()
+
+
+REF_SECTION = """
+[effects]
+table = "charges"
+connection = "ignored"
+link = { effect = "charge_id", operation = "effect_ref" }
+id = "id"
+time = { column = "created_at", encoding = "datetime" }
+"""
+
+
+def _with_ref(row, ref):
+    return {**row, "effect_ref": ref}
+
+
+REF_OPS = [
+    _with_ref(op(1, "k-ok", "succeeded"), "ch_ok"),
+    _with_ref(op(2, "k-twice", "succeeded"), "ch_twice"),  # one reference charged twice
+    _with_ref(op(3, "k-failed", "failed"), "ch_failed"),  # hidden success
+    _with_ref(op(4, "k-split", "failed"), "ch_split_1"),  # two records, two references, one charge each:
+    _with_ref(op(5, "k-split", "succeeded"), "ch_split_2"),  # two effects for one operation
+    _with_ref(op(6, "k-none", "failed"), None),
+]
+REF_CHARGES = [
+    charge(1, "x", ref="ch_ok"),
+    charge(2, "x", ref="ch_twice"),
+    charge(3, "x", ref="ch_twice"),
+    charge(4, "x", ref="ch_failed"),
+    charge(5, "x", ref="ch_split_1"),
+    charge(6, "x", ref="ch_split_2"),
+    charge(7, "x", ref="ch_lost"),
+]
+
+
+@pytest.mark.parametrize("effects", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_cross_link_on_effect_ref(tmp_path, request, effects):
+    """Across databases with a link that is not the key: operations with several records are summed
+    over all their links."""
+    lw = create_engine(f"sqlite:///{tmp_path / 'ledger.db'}")
+    fx_url = request.getfixturevalue("pg_url") if effects == "postgresql" else str(tmp_path / "charges.db")
+    fw = create_engine(fx_url if effects == "postgresql" else f"sqlite:///{fx_url}")
+    try:
+        load_reference(lw, REF_OPS, [])
+        load(fw, charges_md(), {"charges": REF_CHARGES})
+        eng, fx = open_engine(str(tmp_path / "ledger.db")), open_engine(fx_url)
+        try:
+            layout = parse_layout(load_preset("idemview").text + REF_SECTION, "test")
+            got, _ = effect_findings(Ledger(eng, layout, effects_engine=fx))
+        finally:
+            eng.dispose()
+            fx.dispose()
+    finally:
+        lw.dispose()
+        fw.dispose()
+    assert got == {
+        ("duplicate_effect", "s1", "k-twice"),
+        ("duplicate_effect", "s1", "k-split"),
+        ("hidden_success", "s1", "k-failed"),
+        ("orphan_effect", "", "ch_lost"),
+    }
 
 
 # ------------------------------------------------------------------------ stripe-style + rides
