@@ -223,7 +223,7 @@ class Reconciler:
                 func.max(why).label("why"),
             )
             .select_from(l.ops)
-            .group_by(l.scope_expr, l.key_expr, link)
+            .group_by(*_operation_identity(l), link)
         ).subquery("t1")
         first = [func.min(g.c.first_e).label("first_e")] if "first_e" in g.c else []
         n = func.coalesce(func.sum(g.c.n), 0)
@@ -284,7 +284,7 @@ class Reconciler:
         q = (
             select(l.scope_expr.label("scope"), l.key_expr.label("key"))
             .select_from(l.ops)
-            .group_by(l.scope_expr, l.key_expr)
+            .group_by(*_operation_identity(l))
             .having(func.count() >= 2)
         )
         with l.engine.connect() as c:
@@ -462,6 +462,12 @@ class Reconciler:
                     if n_recent > 0:
                         orphans[link_from_bytes(link)] = n_recent
         return orphans, dup_links, counts
+
+
+def _operation_identity(l) -> list[ColumnElement]:
+    """What to GROUP BY for one operation: (scope, key), or the key alone when the layout has no scope
+    (its scope is the constant '', which PostgreSQL refuses in GROUP BY: "non-integer constant")."""
+    return [l.scope_expr, l.key_expr] if l.layout.scope else [l.key_expr]
 
 
 def _batches(items, n: int):

@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import String, and_, case, func, select, true, type_coerce
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine.cursor import BufferedRowCursorFetchStrategy
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement, Select
 from sqlalchemy.types import TypeDecorator
@@ -143,11 +144,20 @@ def stream_raw(engine: Engine, q: Select, batch: int = STREAM_BATCH) -> Iterator
     the pass runs under :func:`sequential_pass`."""
     with engine.connect() as c, sequential_pass(c, text_as_bytes=True):
         res = c.execution_options(stream_results=True, max_row_buffer=batch).execute(q)
-        # a server-side result keeps its first row(s) in a buffer, unprocessed: take them first
-        buffered = getattr(res.cursor_strategy, "_rowbuffer", None)
-        if buffered:
-            yield list(buffered)
-            buffered.clear()
+        # A server-side result keeps its first row(s) in a buffer, unprocessed: take them first. The
+        # buffer is SQLAlchemy's own attribute (2.0/2.1); should a release rename it, the rows are read
+        # through the public, slower partitions() instead of being skipped.
+        strategy = res.cursor_strategy
+        if isinstance(strategy, BufferedRowCursorFetchStrategy):
+            buffered = getattr(strategy, "_rowbuffer", None)
+            if buffered is None:
+                for part in res.partitions(batch):
+                    yield [tuple(r) for r in part]
+                res.close()
+                return
+            if buffered:
+                yield list(buffered)
+                buffered.clear()
         cur = res.cursor
         while True:
             rows = cur.fetchmany(batch)
