@@ -49,6 +49,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
+from operator import methodcaller
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -465,6 +467,264 @@ def map_record(kv: KvLayout, value: Any) -> dict[str, Any]:
 _TIME_NAMES = frozenset(("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at"))
 
 
+# ------------------------------------------------------------------------- the compiled mapping
+#
+# map_record above is the mapping written plainly (and the reference a test compares against); the
+# snapshot runs the same mapping compiled once per layout into closures (compile_layout): no walk over
+# the layout's configuration, no per-field dispatch and no intermediate dict per key.
+
+_fromisoformat = datetime.fromisoformat
+_fromtimestamp = datetime.fromtimestamp
+_COLUMN = {"fingerprint": "request_hash", "request": "request_body", "response": "response_body"}
+
+
+def _iso_time(v) -> str | None:
+    """:func:`sql_time` of ``iso_text``: text that ``fromisoformat`` reads as it is (Celery's
+    ``date_done``) is parsed straight away; anything else goes the general way (same result)."""
+    if v.__class__ is str:
+        try:
+            t = _fromisoformat(v)
+        except ValueError:
+            return sql_time(v, "iso_text")
+        if t.tzinfo is not None:
+            if t.utcoffset():
+                t = t.astimezone(UTC)
+            t = t.replace(tzinfo=None)
+        return t.isoformat(" ", "microseconds")
+    return sql_time(v, "iso_text")
+
+
+def _getter(path: str) -> Callable[[dict], Any]:
+    """``kv.get(d, path)`` for a decoded dict ``d`` as one call (a C call for a plain field name)."""
+    if "." not in path:
+        return methodcaller("get", path)
+    parts = tuple(path.split("."))
+
+    def walk(d):
+        cur: Any = d
+        for part in parts:
+            if not isinstance(cur, dict) or part not in cur:
+                return None
+            cur = cur[part]
+        return cur
+
+    return walk
+
+
+def _text_of(g: Callable[[dict], Any]) -> Callable[[dict], Any]:
+    def f(d):
+        v = g(d)
+        return v if v.__class__ is str else _text(v)
+
+    return f
+
+
+def _int_of(g: Callable[[dict], Any], add: int) -> Callable[[dict], Any]:
+    def f(d):
+        v = g(d)
+        try:
+            return int(v) + add if v is not None and v != "" else None
+        except (TypeError, ValueError):
+            return None
+
+    return f
+
+
+def _json_of(g: Callable[[dict], Any]) -> Callable[[dict], Any]:
+    def f(d):
+        v = g(d)
+        if v is None:
+            return None
+        if isinstance(v, str):  # a hash field or a JSON-in-a-string response (Powertools data)
+            try:
+                _loads(v)
+                return v
+            except ValueError:
+                return json.dumps(v, ensure_ascii=False)
+        return _dumps_sorted(v)
+
+    return f
+
+
+def _gather_of(names: tuple[str, ...]) -> Callable[[dict], Any]:
+    gets = tuple((n, _getter(n)) for n in names)
+
+    def f(d):
+        got = {n: g(d) for n, g in gets}
+        for x in got.values():
+            if x is not None:
+                return _dumps_sorted(got)  # json or text: the text of a dict is its canonical JSON
+        return None
+
+    return f
+
+
+def _hash_of(names: tuple[str, ...]) -> Callable[[dict], Any]:
+    gets = tuple(_getter(n) for n in names)
+    sha = hashlib.sha256
+
+    def f(d):
+        vals = [g(d) for g in gets]
+        for x in vals:
+            if x is not None:
+                return sha(_dumps_sorted_bytes(vals)).hexdigest()[:32]
+        return None
+
+    return f
+
+
+def _dumps_sorted_bytes(v) -> bytes:
+    """:func:`_dumps_sorted` as UTF-8 bytes (for a hash: no decode and encode again)."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(v, option=_orjson.OPT_SORT_KEYS | _orjson.OPT_NON_STR_KEYS, default=str)
+        except (TypeError, _orjson.JSONEncodeError):
+            pass  # e.g. an integer beyond 64 bits: the stdlib writes it
+    return _SORTED(v).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class CompiledLayout:
+    """A key-value layout's per-key mapping, compiled once (:func:`compile_layout`).
+
+    For a decoded value ``value`` and ``d`` (``value`` when it is a dict, else ``{}``):
+    ``values(d)`` lists the mapped ``operations`` columns named by ``columns``, in that order;
+    ``kind(d)`` is the kind the value names (``None`` when the layout maps none); ``status(value)``
+    the raw status; ``attempt(raw_status, d, kind, vals)`` the attempt row's columns from
+    ``attempt_no`` to ``error`` (``None`` when the layout derives no attempt)."""
+
+    columns: tuple[str, ...]
+    values: Callable[[dict], list]
+    kind: Callable[[dict], Any] | None
+    status: Callable[[Any], str | None]
+    attempt: Callable[[Any, dict, Any, list], tuple] | None
+
+
+_COMPILED: dict[int, tuple[KvLayout, CompiledLayout]] = {}
+
+
+def compile_layout(kv: KvLayout) -> CompiledLayout:
+    """The mapping of :func:`map_record` (plus the raw status and the attempt) for ``kv`` as closures,
+    built once per layout: the same results, a fraction of the per-key work."""
+    hit = _COMPILED.get(id(kv))
+    if hit is not None and hit[0] is kv:
+        return hit[1]
+    time_slot: dict[tuple[str, str], int] = {}  # (value field, encoding) -> slot: parsed once per key
+    time_src: list[tuple[Callable, Callable]] = []
+    cols: list[tuple[str, str, Any]] = []  # (normalized name, column, time slot or function of d)
+    kind_fn = None
+    for name, f in kv.fields.items():
+        fn: Any
+        if f.hash_of:
+            fn = _hash_of(f.hash_of)
+        elif f.gather:
+            fn = _gather_of(f.fields)
+        elif name in _TIME_NAMES:
+            enc = f.encoding or "iso_text"
+            k = (f.fields[0], enc)
+            if k not in time_slot:
+                time_slot[k] = len(time_src)
+                parse = _iso_time if enc == "iso_text" else partial(sql_time, enc=enc)
+                time_src.append((_getter(f.fields[0]), parse))
+            fn = time_slot[k]
+        elif name == "attempt_count":
+            fn = _int_of(_getter(f.fields[0]), f.add)
+        elif name in ("request", "response", "error") and f.encoding == "json":
+            fn = _json_of(_getter(f.fields[0]))
+        else:
+            fn = _text_of(_getter(f.fields[0]))
+        if name == "kind":
+            kind_fn = fn
+        else:
+            cols.append((name, _COLUMN.get(name, name), fn))
+    plan = tuple(fn for _n, _c, fn in cols)
+    if time_src:
+        srcs = tuple(time_src)
+        steps = tuple((fn, -1) if callable(fn) else (None, fn) for fn in plan)
+
+        def values(d):
+            ts = [p(g(d)) for g, p in srcs]
+            return [ts[s] if fn is None else fn(d) for fn, s in steps]
+
+    else:
+
+        def values(d):
+            return [fn(d) for fn in plan]
+
+    status: Callable[[Any], str | None]
+    if kv.encoding == "plain":
+
+        def status(value):
+            return value if isinstance(value, str) else None
+
+    elif kv.status_field is None:
+
+        def status(value):
+            return None
+
+    else:
+        sget = _getter(kv.status_field)
+
+        def status(value):
+            if not isinstance(value, dict):
+                return None
+            v = sget(value)
+            return v if v is None or v.__class__ is str else str(v)
+
+    attempt = _compile_attempt(kv, [n for n, _c, _f in cols], kind_fn) if kv.attempt else None
+    out = CompiledLayout(tuple(c for _n, c, _f in cols), values, kind_fn, status, attempt)
+    if len(_COMPILED) >= 64:  # layouts edited and reopened in one session: keep it bounded
+        _COMPILED.clear()
+    _COMPILED[id(kv)] = (kv, out)
+    return out
+
+
+def _compile_attempt(kv: KvLayout, names: list[str], kind_fn) -> Callable[[Any, dict, Any, list], tuple]:
+    """The attempt a record proves: (attempt_no, started_at, finished_at, outcome, request_hash,
+    effect_ref, worker, error), from the raw status, ``d``, the value's kind and the mapped values."""
+    idx = {n: i for i, n in enumerate(names)}
+    outcome_of = {Status.COMPLETED: "succeeded", Status.FAILED: "failed", Status.IN_PROGRESS: "running"}
+    by_raw: dict[Any, tuple[str, bool]] = {}
+
+    def judged(raw):  # (outcome, failed) of a raw status: a handful of distinct ones
+        hit = by_raw.get(raw)
+        if hit is None:
+            st = kv.status(raw)
+            hit = by_raw[raw] = (outcome_of.get(st, "unknown"), st == Status.FAILED)
+        return hit
+
+    def when(which: str):
+        src = kv.attempt.get(which)
+        if src is None:
+            return lambda d, kind, vals: None
+        if src == "kind" and "kind" in kv.fields:
+            return lambda d, kind, vals: kind
+        if src in idx:
+            i = idx[src]
+            return lambda d, kind, vals: vals[i]
+        g = _getter(src)
+        return lambda d, kind, vals: sql_time(g(d), "iso_text")
+
+    started, finished = when("started_at"), when("finished_at")
+    i_n, i_fp, i_eff, i_err = (idx.get(n) for n in ("attempt_count", "fingerprint", "effect_ref", "error"))
+    wget = _getter(kv.attempt["worker"]) if "worker" in kv.attempt else None
+
+    def attempt(raw, d, kind, vals):
+        outcome, failed = judged(raw)
+        return (
+            (vals[i_n] if i_n is not None else None) or 1,
+            started(d, kind, vals),
+            finished(d, kind, vals),
+            outcome,
+            vals[i_fp] if i_fp is not None else None,
+            vals[i_eff] if i_eff is not None else None,
+            _text(wget(d)) if wget is not None else None,
+            vals[i_err] if failed and i_err is not None else None,
+        )
+
+    return attempt
+
+
 # ---------------------------------------------------------------------------------- the snapshot
 
 
@@ -734,19 +994,21 @@ def snapshot(
     info.server_time = t0
     info.clock_skew_s = round((t0 - datetime.now(UTC)).total_seconds(), 3)
     read = "HGETALL" if kv.encoding == "hash" else "GET"
-    outcome = {Status.COMPLETED: "succeeded", Status.FAILED: "failed", Status.IN_PROGRESS: "running"}
+    comp = compile_layout(kv)
+    values_of, kind_of, status_of, attempt_of = comp.values, comp.kind, comp.status, comp.attempt
     rid = 0
+    op_cols = ("id", "scope", "idempotency_key", "kind", "status", "expires_at", *comp.columns)
     op_sql = (
-        "INSERT INTO operations (id, scope, idempotency_key, kind, status, request_hash, "
-        "intent_ref, effect_ref, attempt_count, created_at, updated_at, completed_at, locked_at, "
-        "lock_expires_at, expires_at, request_body, response_body, error) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+        f"INSERT INTO operations ({', '.join(op_cols)}) VALUES ({','.join('?' * len(op_cols))}) "
         "ON CONFLICT (scope, idempotency_key) DO NOTHING"
-    )  # SCAN may return a key twice
+    )  # SCAN may return a key twice; the columns the layout does not map stay NULL
     att_sql = (
         "INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, "
         "outcome, request_hash, effect_ref, worker, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
     )
+    ResponseError = redis.exceptions.ResponseError
+    hashed = kv.encoding == "hash"
+    empty: dict = {}
     try:
         for n_scanned, n_skipped, wanted, at, values, pttls in _prefetched(
             _read_batches(client, kv, read, batch, token), token
@@ -758,13 +1020,11 @@ def snapshot(
                     progress(info.scanned, info.loaded)
                 continue
             ops, atts = [], []
-            for i, (_k, (scope, key, kind)) in enumerate(wanted):
-                raw, pttl = values[i], pttls[i]
-                if isinstance(raw, redis.exceptions.ResponseError):
-                    info.wrong_type += 1
-                    continue
-                if raw is None or raw == {} or (isinstance(pttl, int) and pttl == -2):
-                    if read == "GET" and raw is None and isinstance(pttl, int) and pttl != -2:
+            for (_k, (scope, key, kind)), raw, pttl in zip(wanted, values, pttls, strict=True):
+                if raw is None or raw == {} or pttl == -2 or isinstance(raw, ResponseError):
+                    if isinstance(raw, ResponseError):
+                        info.wrong_type += 1
+                    elif not hashed and raw is None and isinstance(pttl, int) and pttl != -2:
                         info.wrong_type += 1  # MGET reads a key of another type as nil; it exists
                     else:
                         info.gone += 1
@@ -773,59 +1033,23 @@ def snapshot(
                 if value is None:
                     info.undecodable += 1
                     continue
-                rec = map_record(kv, value)
-                raw_status = kv.raw_status(value)
-                expires = None
-                if isinstance(pttl, int) and pttl >= 0:
-                    expires = datetime.fromtimestamp(at + pttl / 1000.0, UTC)
+                d = value if isinstance(value, dict) else empty
+                vals = values_of(d)
+                raw_status = status_of(value)
+                if pttl.__class__ is int and pttl >= 0:
+                    expires = (
+                        _fromtimestamp(at + pttl / 1000.0, UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+                    )
                 else:
+                    expires = None
                     info.without_ttl += 1
                 rid += 1
+                vkind = kind_of(d) if kind_of is not None else None
                 ops.append(
-                    (
-                        rid,
-                        scope,
-                        key,
-                        rec.get("kind") or kind,
-                        raw_status if raw_status is not None else "",
-                        rec.get("fingerprint"),
-                        rec.get("intent_ref"),
-                        rec.get("effect_ref"),
-                        rec.get("attempt_count"),
-                        rec.get("created_at"),
-                        rec.get("updated_at"),
-                        rec.get("completed_at"),
-                        rec.get("locked_at"),
-                        rec.get("lock_expires_at"),
-                        _sql_time(expires),
-                        rec.get("request"),
-                        rec.get("response"),
-                        rec.get("error"),
-                    )
+                    (rid, scope, key, vkind or kind, raw_status if raw_status is not None else "", expires, *vals)
                 )
-                if kv.attempt:
-                    st = kv.status(raw_status)
-                    a_when = {
-                        k: (rec.get(v) if v in rec else sql_time(kv.get(value, v), "iso_text"))
-                        for k, v in kv.attempt.items()
-                        if k in ("started_at", "finished_at")
-                    }
-                    worker = kv.get(value, kv.attempt["worker"]) if "worker" in kv.attempt else None
-                    atts.append(
-                        (
-                            rid,
-                            scope,
-                            key,
-                            rec.get("attempt_count") or 1,
-                            a_when.get("started_at"),
-                            a_when.get("finished_at"),
-                            outcome.get(st, "unknown"),
-                            rec.get("fingerprint"),
-                            rec.get("effect_ref"),
-                            _text(worker),
-                            rec.get("error") if st == Status.FAILED else None,
-                        )
-                    )
+                if attempt_of is not None:
+                    atts.append((rid, scope, key, *attempt_of(raw_status, d, vkind, vals)))
             before = keeper.total_changes
             keeper.executemany(op_sql, ops)
             info.loaded += keeper.total_changes - before
