@@ -682,3 +682,38 @@ def test_python_api_opens_a_redis_ledger(redis_db):
     raw.set("other", "1")
     with pytest.raises(LayoutMismatch, match="no key-value preset fits"):
         api.open(url)
+
+
+def test_a_key_scan_returns_twice_is_loaded_once(redis_db, monkeypatch):
+    """SCAN may return a key twice (a rehash during the scan): the first read is kept, the twin and its
+    attempt dropped, the count corrected, and the unique (scope, key) index is there afterwards."""
+    from sqlalchemy import text
+
+    from idemview.layouts.kv import load_kv_preset
+    from idemview.ledger import redis_snapshot as rs
+
+    url, raw = redis_db
+    now = server_now(raw)
+    for i in range(5):
+        put_celery(raw, f"t{i}", "SUCCESS", done=now, extended={"name": "shop.charge", "args": [i]})
+    scan = rs._scan_batches
+
+    def twice(client, pattern, count, token=None):
+        batches = list(scan(client, pattern, count, token))
+        yield from batches
+        yield from batches  # every key again, as a later batch
+        yield [b"celery-task-meta-t0", b"celery-task-meta-t0"]  # and twice within one batch
+
+    monkeypatch.setattr(rs, "_scan_batches", twice)
+    c = rs.connect_redis(url)
+    engine, info = rs.snapshot(c, load_kv_preset("celery-redis-extended"))
+    c.connection_pool.disconnect()
+    assert info.scanned == 12 and info.loaded == 5
+    with engine.connect() as conn:
+        keys = [r[0] for r in conn.execute(text("SELECT idempotency_key FROM operations ORDER BY id"))]
+        assert keys == sorted(keys, key=keys.index) and sorted(keys) == [f"t{i}" for i in range(5)]
+        assert conn.execute(text("SELECT count(*) FROM attempts")).scalar() == 5
+        assert conn.execute(text("SELECT max(id) FROM operations")).scalar() == 5  # the first reads kept
+        idx = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'index'"))}
+        assert "ux_operations_scope_key" in idx
+    engine.dispose()
