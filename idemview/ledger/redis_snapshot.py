@@ -43,8 +43,10 @@ import gc
 import hashlib
 import inspect as _inspect
 import json
+import pickle
 import re
 import sqlite3
+import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -501,7 +503,7 @@ def _getter(path: str) -> Callable[[dict], Any]:
         return methodcaller("get", path)
     parts = tuple(path.split("."))
 
-    def walk(d):
+    def walk(d: dict) -> Any:
         cur: Any = d
         for part in parts:
             if not isinstance(cur, dict) or part not in cur:
@@ -951,6 +953,159 @@ def _prefetched(batches, token, depth: int = 2):
         th.join(timeout=30)
 
 
+def _rows(client, kv: KvLayout, batch: int, token):
+    """Per SCAN batch: ``(counts, ops, atts)``, the rows of ``operations`` and ``attempts`` (ids
+    numbered from 1 in reading order) and ``counts`` = (scanned, not matching, gone, wrong type,
+    undecodable, without TTL). Reads on a thread one batch ahead (:func:`_prefetched`)."""
+    import redis
+
+    read = "HGETALL" if kv.encoding == "hash" else "GET"
+    comp = compile_layout(kv)
+    values_of, kind_of, status_of, attempt_of = comp.values, comp.kind, comp.status, comp.attempt
+    ResponseError = redis.exceptions.ResponseError
+    hashed = kv.encoding == "hash"
+    empty: dict = {}
+    rid = 0
+    for n_scanned, n_skipped, wanted, at, values, pttls in _prefetched(
+        _read_batches(client, kv, read, batch, token), token
+    ):
+        gone = wrong_type = undecodable = without_ttl = 0
+        ops: list[tuple] = []
+        atts: list[tuple] = []
+        for (_k, (scope, key, kind)), raw, pttl in zip(wanted, values, pttls, strict=True):
+            if raw is None or raw == {} or pttl == -2 or isinstance(raw, ResponseError):
+                if isinstance(raw, ResponseError):
+                    wrong_type += 1
+                elif not hashed and raw is None and isinstance(pttl, int) and pttl != -2:
+                    wrong_type += 1  # MGET reads a key of another type as nil; it exists
+                else:
+                    gone += 1
+                continue
+            value = decode_value(kv, raw)
+            if value is None:
+                undecodable += 1
+                continue
+            d = value if isinstance(value, dict) else empty
+            vals = values_of(d)
+            raw_status = status_of(value)
+            if pttl.__class__ is int and pttl >= 0:
+                expires = _fromtimestamp(at + pttl / 1000.0, UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+            else:
+                expires = None
+                without_ttl += 1
+            rid += 1
+            vkind = kind_of(d) if kind_of is not None else None
+            ops.append((rid, scope, key, vkind or kind, raw_status if raw_status is not None else "", expires, *vals))
+            if attempt_of is not None:
+                atts.append((rid, scope, key, *attempt_of(raw_status, d, vkind, vals)))
+        yield (n_scanned, n_skipped, gone, wrong_type, undecodable, without_ttl), ops, atts
+
+
+#: The database size (DBSIZE) from which the snapshot maps keys in a second process by default.
+WORKER_MIN_KEYS = 50_000
+
+
+def _dbsize(client) -> int:
+    import redis
+
+    try:
+        return int(client.dbsize())
+    except redis.exceptions.RedisError:
+        return 0
+
+
+def _send(out, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(len(data).to_bytes(8, "little"))
+    out.write(data)
+    out.flush()
+
+
+def _recv(inp):
+    head = inp.read(8)
+    if len(head) < 8:
+        raise EOFError
+    n = int.from_bytes(head, "little")
+    data = inp.read(n)
+    if len(data) < n:
+        raise EOFError
+    return pickle.loads(data)  # noqa: S301 - from idemview's own worker process
+
+
+def _worker_main() -> None:
+    """The second process of a snapshot (``python -c``, see :func:`_rows_in_worker`): reads (url,
+    password, layout, batch) from stdin, opens its own read-only connection and writes :func:`_rows`
+    per batch to stdout, then ``None``; an error is written instead and ends it. A full pipe blocks
+    the writer, so at most about two batches are in flight."""
+    gc.disable()  # as in the parent's load: no reference cycles are made
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write into the pipe
+    try:
+        url, password, kv, batch = _recv(inp)
+        client = connect_redis(url, password)
+        try:
+            for item in _rows(client, kv, batch, None):
+                _send(out, item)
+        finally:
+            client.connection_pool.disconnect()
+        _send(out, None)
+    except BaseException as e:  # noqa: BLE001 - handed to the parent, raised there
+        try:
+            _send(out, e)
+        except Exception:  # noqa: BLE001 - an exception that does not pickle: its words
+            _send(out, RuntimeError(f"{type(e).__name__}: {e}"))
+
+
+def _rows_in_worker(url: str, password: str | None, kv: KvLayout, batch: int, token):
+    """:func:`_rows`, computed in a second process while this one loads SQLite. The process is a
+    fresh interpreter running :func:`_worker_main` (not multiprocessing: that would import the
+    caller's ``__main__`` again, and fork is unsafe beside Qt's threads); the password goes through
+    its stdin, never its command line. The token is checked between batches; leaving early (cancel,
+    an error here) kills the process."""
+    import os
+    import subprocess
+
+    import idemview
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(idemview.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from idemview.ledger.redis_snapshot import _worker_main; _worker_main()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    done = False
+    try:
+        _send(proc.stdin, (url, password, kv, batch))
+        proc.stdin.close()
+        while True:
+            if token is not None:
+                token.check()
+            try:
+                item = _recv(proc.stdout)
+            except EOFError:
+                raise RuntimeError(
+                    f"the Redis snapshot's worker process ended unexpectedly (exit code {proc.poll()})"
+                ) from None
+            if item is None or isinstance(item, BaseException):
+                done = True
+                if item is None:
+                    return
+                raise item
+            yield item
+    finally:
+        if not done:
+            proc.kill()  # left early: stopped
+        proc.stdout.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def snapshot(
     client,
     kv: KvLayout,
@@ -960,13 +1115,20 @@ def snapshot(
     progress: Callable[[int, int], Any] | None = None,
     token=None,
     check_rights: bool = True,
+    password: str | None = None,
+    worker: bool | None = None,
 ):
     """Read every key of ``kv`` into a fresh in-memory SQLite database in the reference layout.
 
     Returns ``(engine, info)``: a read-only SQLAlchemy engine and a :class:`SnapshotInfo`.
     ``progress(scanned, loaded)`` is called after each batch; ``token`` (a
     :class:`~idemview.services.cancel.CancelToken`) is checked between batches and raises
-    :class:`~idemview.services.cancel.Cancelled`. Redis errors propagate as ``redis.RedisError``."""
+    :class:`~idemview.services.cancel.Cancelled`. Redis errors propagate as ``redis.RedisError``.
+
+    ``worker``: read, decode and map the keys in a second process (its own read-only connection to
+    ``url`` with ``password``) while this one loads SQLite, so two cores work; ``None`` (default)
+    does so when ``url`` is given and the database holds at least :data:`WORKER_MIN_KEYS` keys. The
+    rows are the same either way."""
     import redis
 
     info = SnapshotInfo(
@@ -994,10 +1156,7 @@ def snapshot(
     t0 = server_time(client)
     info.server_time = t0
     info.clock_skew_s = round((t0 - datetime.now(UTC)).total_seconds(), 3)
-    read = "HGETALL" if kv.encoding == "hash" else "GET"
     comp = compile_layout(kv)
-    values_of, kind_of, status_of, attempt_of = comp.values, comp.kind, comp.status, comp.attempt
-    rid = 0
     op_cols = ("id", "scope", "idempotency_key", "kind", "status", "expires_at", *comp.columns)
     # the columns the layout does not map stay NULL
     op_sql = f"INSERT INTO operations ({', '.join(op_cols)}) VALUES ({','.join('?' * len(op_cols))})"
@@ -1005,57 +1164,22 @@ def snapshot(
         "INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, "
         "outcome, request_hash, effect_ref, worker, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
     )
-    ResponseError = redis.exceptions.ResponseError
-    hashed = kv.encoding == "hash"
-    empty: dict = {}
-    # The load makes millions of short-lived acyclic objects (decoded values, rows), which reference
-    # counting frees; the cyclic collector's passes over them cost ~7% of the load: paused meanwhile
-    # (process-wide, for the load's duration; collected as usual afterwards).
+    if worker is None:  # a second process pays off on a large keyspace only (it starts in ~1 s)
+        worker = bool(url) and not getattr(sys, "frozen", False) and _dbsize(client) >= WORKER_MIN_KEYS
+    rows = _rows_in_worker(url, password, kv, batch, token) if worker else _rows(client, kv, batch, token)
     paused = gc.isenabled()
-    gc.disable()
+    gc.disable()  # see _rows: the load makes no reference cycles
     try:
-        for n_scanned, n_skipped, wanted, at, values, pttls in _prefetched(
-            _read_batches(client, kv, read, batch, token), token
-        ):
-            info.scanned += n_scanned
-            info.not_matching += n_skipped
-            if not wanted:
-                if progress:
-                    progress(info.scanned, info.loaded)
-                continue
-            ops, atts = [], []
-            for (_k, (scope, key, kind)), raw, pttl in zip(wanted, values, pttls, strict=True):
-                if raw is None or raw == {} or pttl == -2 or isinstance(raw, ResponseError):
-                    if isinstance(raw, ResponseError):
-                        info.wrong_type += 1
-                    elif not hashed and raw is None and isinstance(pttl, int) and pttl != -2:
-                        info.wrong_type += 1  # MGET reads a key of another type as nil; it exists
-                    else:
-                        info.gone += 1
-                    continue
-                value = decode_value(kv, raw)
-                if value is None:
-                    info.undecodable += 1
-                    continue
-                d = value if isinstance(value, dict) else empty
-                vals = values_of(d)
-                raw_status = status_of(value)
-                if pttl.__class__ is int and pttl >= 0:
-                    expires = (
-                        _fromtimestamp(at + pttl / 1000.0, UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
-                    )
-                else:
-                    expires = None
-                    info.without_ttl += 1
-                rid += 1
-                vkind = kind_of(d) if kind_of is not None else None
-                ops.append(
-                    (rid, scope, key, vkind or kind, raw_status if raw_status is not None else "", expires, *vals)
-                )
-                if attempt_of is not None:
-                    atts.append((rid, scope, key, *attempt_of(raw_status, d, vkind, vals)))
-            keeper.executemany(op_sql, ops)
-            info.loaded += len(ops)
+        for counts, ops, atts in rows:
+            info.scanned += counts[0]
+            info.not_matching += counts[1]
+            info.gone += counts[2]
+            info.wrong_type += counts[3]
+            info.undecodable += counts[4]
+            info.without_ttl += counts[5]
+            if ops:
+                keeper.executemany(op_sql, ops)
+                info.loaded += len(ops)
             if atts:
                 keeper.executemany(att_sql, atts)
             if progress:
@@ -1221,13 +1345,15 @@ def open_redis_ledger(
     lock_timeout_s=None,
     retry_threshold=None,
     retention_s=None,
+    worker: bool | None = None,
 ):
     """Connect read-only, choose the key-value layout (given, else detected from a key sample), take a
     snapshot and return a :class:`~idemview.ledger.reader.Ledger` on it. The ledger carries
     ``not_checkable`` (kind -> reason), ``snapshot`` (:class:`SnapshotInfo`), ``kv_layout``,
     ``source_dialect`` ("redis") and ``detection`` (how the layout was chosen).
 
-    Raises :class:`ConnectError` (cannot connect), :class:`LayoutError` (no layout fits, bad layout)."""
+    ``worker``: see :func:`snapshot`. Raises :class:`ConnectError` (cannot connect),
+    :class:`LayoutError` (no layout fits, bad layout)."""
 
     client = connect_redis(url, password)
     try:
@@ -1247,7 +1373,9 @@ def open_redis_ledger(
                 )
             kv = matches[0].layout
             detection = f"detected {kv.name} ({matches[0].confidence:.0%}): {matches[0].reason}"
-        engine, info = snapshot(client, kv, url=url, batch=batch, progress=progress, token=token)
+        engine, info = snapshot(
+            client, kv, url=url, password=password, batch=batch, progress=progress, token=token, worker=worker
+        )
     finally:
         client.connection_pool.disconnect()
     ledger = RedisLedger(
