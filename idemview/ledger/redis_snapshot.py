@@ -16,10 +16,11 @@ A consistent snapshot, bounded
     batch one pipeline of ``GET``/``HGETALL`` + ``PTTL`` per key. SCAN guarantees every key present for
     the whole scan is returned (possibly twice: the twin is dropped when the unique (scope, key) index
     is built, after the load); a key that expires between SCAN and GET is counted as gone. The next
-    batch is read on a thread while this one is decoded and loaded (the socket wait releases the GIL). From :data:`WORKER_MIN_KEYS` keys the
-    reading, decoding and mapping run in a second process (:func:`_rows_in_worker`, its own read-only
-    connection) while this one loads SQLite, so both cores work; the rows are the same. The layout's
-    mapping is compiled once into closures (:func:`compile_layout`). Progress is reported per batch and a
+    batch is read on a thread while this one is decoded and loaded (the socket wait releases the
+    GIL). From :data:`WORKER_MIN_KEYS` keys the reading, decoding and mapping run in a second process
+    (:func:`_rows_in_worker`, its own read-only connection) while this one loads SQLite, so both cores
+    work; the rows are the same. The layout's mapping is compiled once into closures
+    (:func:`compile_layout`). Progress is reported per batch and a
     :class:`~idemview.services.cancel.CancelToken` stops it between batches. The server's own clock
     (``TIME``) is read before and after; ``expires_at`` = server time at the read + PTTL, so the TTL is
     exact whatever the local clock says, and the server time is shown beside ``now``.
