@@ -17,9 +17,9 @@ A consistent snapshot, bounded
     the whole scan is returned (possibly twice: the twin is dropped when the unique (scope, key) index
     is built, after the load); a key that expires between SCAN and GET is counted as gone. The next
     batch is read on a thread while this one is decoded and loaded (the socket wait releases the
-    GIL). From :data:`WORKER_MIN_KEYS` keys the reading, decoding and mapping run in a second process
-    (:func:`_rows_in_worker`, its own read-only connection) while this one loads SQLite, so both cores
-    work; the rows are the same. The layout's mapping is compiled once into closures
+    GIL). From :data:`WORKER_MIN_KEYS` keys the decoding and mapping run in a second process
+    (:func:`_rows_in_worker`, which never talks to Redis) while this one reads and loads SQLite, so
+    both cores work; the rows are the same. The layout's mapping is compiled once into closures
     (:func:`compile_layout`). Progress is reported per batch and a
     :class:`~idemview.services.cancel.CancelToken` stops it between batches. The server's own clock
     (``TIME``) is read before and after; ``expires_at`` = server time at the read + PTTL, so the TTL is
@@ -957,26 +957,34 @@ def _prefetched(batches, token, depth: int = 2):
         th.join(timeout=30)
 
 
-def _rows(client, kv: KvLayout, batch: int, token):
-    """Per SCAN batch: ``(counts, ops, atts)``, the rows of ``operations`` and ``attempts`` (ids
-    numbered from 1 in reading order) and ``counts`` = (scanned, not matching, gone, wrong type,
-    undecodable, without TTL). Reads on a thread one batch ahead (:func:`_prefetched`)."""
-    import redis
+class _Mapper:
+    """Rows of the reference tables from read batches: ``batch(...)`` -> ``(counts, ops, atts)``, the
+    ``operations`` and ``attempts`` rows (ids numbered from 1 in reading order, across batches) and
+    ``counts`` = (scanned, not matching, gone, wrong type, undecodable, without TTL)."""
 
-    read = "HGETALL" if kv.encoding == "hash" else "GET"
-    comp = compile_layout(kv)
-    values_of, kind_of, status_of, attempt_of = comp.values, comp.kind, comp.status, comp.attempt
-    ResponseError = redis.exceptions.ResponseError
-    hashed = kv.encoding == "hash"
-    empty: dict = {}
-    rid = 0
-    for n_scanned, n_skipped, wanted, at, values, pttls in _prefetched(
-        _read_batches(client, kv, read, batch, token), token
-    ):
+    def __init__(self, kv: KvLayout):
+        import redis
+
+        self.kv = kv
+        self.comp = compile_layout(kv)
+        self.rid = 0
+        self.error_type = redis.exceptions.ResponseError
+
+    def batch(self, n_scanned: int, n_skipped: int, parts: list, at: float, values: list, pttls: list):
+        kv, ResponseError = self.kv, self.error_type
+        values_of, kind_of, status_of, attempt_of = (
+            self.comp.values,
+            self.comp.kind,
+            self.comp.status,
+            self.comp.attempt,
+        )
+        hashed = kv.encoding == "hash"
+        empty: dict = {}
+        rid = self.rid
         gone = wrong_type = undecodable = without_ttl = 0
         ops: list[tuple] = []
         atts: list[tuple] = []
-        for (_k, (scope, key, kind)), raw, pttl in zip(wanted, values, pttls, strict=True):
+        for (scope, key, kind), raw, pttl in zip(parts, values, pttls, strict=True):
             if raw is None or raw == {} or pttl == -2 or isinstance(raw, ResponseError):
                 if isinstance(raw, ResponseError):
                     wrong_type += 1
@@ -1002,7 +1010,23 @@ def _rows(client, kv: KvLayout, batch: int, token):
             ops.append((rid, scope, key, vkind or kind, raw_status if raw_status is not None else "", expires, *vals))
             if attempt_of is not None:
                 atts.append((rid, scope, key, *attempt_of(raw_status, d, vkind, vals)))
-        yield (n_scanned, n_skipped, gone, wrong_type, undecodable, without_ttl), ops, atts
+        self.rid = rid
+        return (n_scanned, n_skipped, gone, wrong_type, undecodable, without_ttl), ops, atts
+
+
+def _reads(client, kv: KvLayout, batch: int, token):
+    """``(keys scanned, keys skipped, [(scope, key, kind)], read time, values, PTTLs)`` per SCAN batch."""
+    read = "HGETALL" if kv.encoding == "hash" else "GET"
+    for n_scanned, n_skipped, wanted, at, values, pttls in _read_batches(client, kv, read, batch, token):
+        yield n_scanned, n_skipped, [p for _k, p in wanted], at, values, pttls
+
+
+def _rows(client, kv: KvLayout, batch: int, token):
+    """:meth:`_Mapper.batch` of every batch, in this process; the next batch read on a thread
+    (:func:`_prefetched`) while this one is mapped and loaded."""
+    m = _Mapper(kv)
+    for item in _prefetched(_reads(client, kv, batch, token), token):
+        yield m.batch(*item)
 
 
 #: The database size (DBSIZE) from which the snapshot maps keys in a second process by default.
@@ -1033,25 +1057,20 @@ def _recv(inp):
     data = inp.read(n)
     if len(data) < n:
         raise EOFError
-    return pickle.loads(data)  # noqa: S301 - from idemview's own worker process
+    return pickle.loads(data)  # noqa: S301 - between idemview and its own worker process
 
 
 def _worker_main() -> None:
-    """The second process of a snapshot (``python -c``, see :func:`_rows_in_worker`): reads (url,
-    password, layout, batch) from stdin, opens its own read-only connection and writes :func:`_rows`
-    per batch to stdout, then ``None``; an error is written instead and ends it. A full pipe blocks
-    the writer, so at most about two batches are in flight."""
+    """The second process of a snapshot (``python -c``, see :func:`_rows_in_worker`): reads the layout,
+    then read batches from stdin and writes :meth:`_Mapper.batch` of each to stdout, until ``None``
+    (answered with ``None``); an error is written instead and ends it. It never talks to Redis."""
     gc.disable()  # as in the parent's load: no reference cycles are made
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the pipe
     try:
-        url, password, kv, batch = _recv(inp)
-        client = connect_redis(url, password)
-        try:
-            for item in _rows(client, kv, batch, None):
-                _send(out, item)
-        finally:
-            client.connection_pool.disconnect()
+        m = _Mapper(_recv(inp))
+        while (item := _recv(inp)) is not None:
+            _send(out, m.batch(*item))
         _send(out, None)
     except BaseException as e:  # noqa: BLE001 - handed to the parent, raised there
         try:
@@ -1060,12 +1079,13 @@ def _worker_main() -> None:
             _send(out, RuntimeError(f"{type(e).__name__}: {e}"))
 
 
-def _rows_in_worker(url: str, password: str | None, kv: KvLayout, batch: int, token):
-    """:func:`_rows`, computed in a second process while this one loads SQLite. The process is a
-    fresh interpreter running :func:`_worker_main` (not multiprocessing: that would import the
-    caller's ``__main__`` again, and fork is unsafe beside Qt's threads); the password goes through
-    its stdin, never its command line. The token is checked between batches; leaving early (cancel,
-    an error here) kills the process."""
+def _rows_in_worker(client, kv: KvLayout, batch: int, token):
+    """:func:`_rows` with the decoding and mapping in a second process: a thread here reads the
+    batches from Redis and hands them to the process through its stdin, the rows come back through
+    its stdout while this thread loads them (pipes: at most a few batches in flight, the memory stays
+    bounded). The process is a fresh interpreter running :func:`_worker_main`, not multiprocessing
+    (which would import the caller's ``__main__`` again; fork is unsafe beside Qt's threads). The token
+    is checked between batches; leaving early (cancel, an error) kills the process."""
     import os
     import subprocess
 
@@ -1080,29 +1100,57 @@ def _rows_in_worker(url: str, password: str | None, kv: KvLayout, batch: int, to
         env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
+    to_worker, from_worker = proc.stdin, proc.stdout
+    failed: list[BaseException] = []
+    stop = threading.Event()
+
+    def feed():
+        try:
+            _send(to_worker, kv)
+            for item in _reads(client, kv, batch, None):
+                if stop.is_set():
+                    return
+                _send(to_worker, item)
+            _send(to_worker, None)
+        except BaseException as e:  # noqa: BLE001 - a Redis error: raised by the consumer
+            failed.append(e)
+        finally:
+            try:
+                to_worker.close()  # the worker sees the end: it answers None, or stops
+            except OSError:
+                pass
+
+    feeder = threading.Thread(target=feed, name="idemview-redis-read", daemon=True)
+    feeder.start()
     done = False
     try:
-        _send(proc.stdin, (url, password, kv, batch))
-        proc.stdin.close()
         while True:
             if token is not None:
                 token.check()
             try:
-                item = _recv(proc.stdout)
+                item = _recv(from_worker)
             except EOFError:
+                done = True
+                if failed:
+                    raise failed[0] from None
                 raise RuntimeError(
                     f"the Redis snapshot's worker process ended unexpectedly (exit code {proc.poll()})"
                 ) from None
             if item is None or isinstance(item, BaseException):
                 done = True
+                feeder.join()
+                if failed:  # the reading failed (the worker saw a truncated stream)
+                    raise failed[0]
                 if item is None:
                     return
                 raise item
             yield item
     finally:
+        stop.set()
         if not done:
-            proc.kill()  # left early: stopped
-        proc.stdout.close()
+            proc.kill()  # left early: stopped (a blocked feeder write fails and ends it)
+        from_worker.close()
+        feeder.join(timeout=30)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -1119,7 +1167,6 @@ def snapshot(
     progress: Callable[[int, int], Any] | None = None,
     token=None,
     check_rights: bool = True,
-    password: str | None = None,
     worker: bool | None = None,
 ):
     """Read every key of ``kv`` into a fresh in-memory SQLite database in the reference layout.
@@ -1129,10 +1176,9 @@ def snapshot(
     :class:`~idemview.services.cancel.CancelToken`) is checked between batches and raises
     :class:`~idemview.services.cancel.Cancelled`. Redis errors propagate as ``redis.RedisError``.
 
-    ``worker``: read, decode and map the keys in a second process (its own read-only connection to
-    ``url`` with ``password``) while this one loads SQLite, so two cores work; ``None`` (default)
-    does so when ``url`` is given and the database holds at least :data:`WORKER_MIN_KEYS` keys. The
-    rows are the same either way."""
+    ``worker``: decode and map the values in a second process while this one reads Redis and loads
+    SQLite, so two cores work; ``None`` (default) does so when the database holds at least
+    :data:`WORKER_MIN_KEYS` keys. The rows are the same either way."""
     import redis
 
     info = SnapshotInfo(
@@ -1169,8 +1215,8 @@ def snapshot(
         "outcome, request_hash, effect_ref, worker, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
     )
     if worker is None:  # a second process pays off on a large keyspace only (it starts in ~1 s)
-        worker = bool(url) and not getattr(sys, "frozen", False) and _dbsize(client) >= WORKER_MIN_KEYS
-    rows = _rows_in_worker(url, password, kv, batch, token) if worker else _rows(client, kv, batch, token)
+        worker = not getattr(sys, "frozen", False) and _dbsize(client) >= WORKER_MIN_KEYS
+    rows = _rows_in_worker(client, kv, batch, token) if worker else _rows(client, kv, batch, token)
     paused = gc.isenabled()
     gc.disable()  # see _rows: the load makes no reference cycles
     try:
@@ -1377,9 +1423,7 @@ def open_redis_ledger(
                 )
             kv = matches[0].layout
             detection = f"detected {kv.name} ({matches[0].confidence:.0%}): {matches[0].reason}"
-        engine, info = snapshot(
-            client, kv, url=url, password=password, batch=batch, progress=progress, token=token, worker=worker
-        )
+        engine, info = snapshot(client, kv, url=url, batch=batch, progress=progress, token=token, worker=worker)
     finally:
         client.connection_pool.disconnect()
     ledger = RedisLedger(

@@ -789,10 +789,11 @@ def test_worker_process_loads_the_same_snapshot(redis_db):
     assert got[True][1] == got[False][1]
 
 
-def test_worker_process_errors_and_cancel_reach_the_caller(redis_db):
+def test_worker_process_errors_and_cancel_reach_the_caller(redis_db, monkeypatch):
+    import redis
+
     from idemview.layouts.kv import load_kv_preset
-    from idemview.ledger.connect import ConnectError
-    from idemview.ledger.redis_snapshot import connect_redis, snapshot
+    from idemview.ledger import redis_snapshot as rs
     from idemview.services.cancel import Cancelled, CancelToken
 
     url, raw = redis_db
@@ -800,9 +801,7 @@ def test_worker_process_errors_and_cancel_reach_the_caller(redis_db):
     for i in range(200):
         put_celery(raw, f"c{i}", "SUCCESS", done=now)
     kv = load_kv_preset("celery-redis")
-    c = connect_redis(url)
-    with pytest.raises(ConnectError):  # the worker's own connection fails: said here
-        snapshot(c, kv, url=url.replace("127.0.0.1:", "127.0.0.1:1"), worker=True)
+    c = rs.connect_redis(url)
     tok = CancelToken()
 
     def prog(s, n):
@@ -810,5 +809,17 @@ def test_worker_process_errors_and_cancel_reach_the_caller(redis_db):
             tok.cancel()
 
     with pytest.raises(Cancelled):
-        snapshot(c, kv, url=url, batch=50, progress=prog, token=tok, worker=True)
+        rs.snapshot(c, kv, url=url, batch=50, progress=prog, token=tok, worker=True)
+    read = rs._read_batches
+
+    def fails_midway(*a, **kw):
+        it = read(*a, **kw)
+        yield next(it)
+        raise redis.exceptions.ConnectionError("connection lost while reading")
+
+    monkeypatch.setattr(rs, "_read_batches", fails_midway)
+    with pytest.raises(redis.exceptions.ConnectionError, match="connection lost"):
+        rs.snapshot(c, kv, url=url, batch=50, worker=True)
+    with pytest.raises(redis.exceptions.ConnectionError, match="connection lost"):
+        rs.snapshot(c, kv, url=url, batch=50, worker=False)
     c.connection_pool.disconnect()
