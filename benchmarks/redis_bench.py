@@ -111,7 +111,7 @@ def main() -> int:
         "--worker",
         choices=("auto", "on", "off"),
         default="auto",
-        help="decode and map the values in a second process: auto (from 50k keys, the default), on, off",
+        help="decode and map the values in a second process: auto (from 500k keys, the default), on, off",
     )
     ap.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()

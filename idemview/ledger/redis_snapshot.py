@@ -1029,8 +1029,9 @@ def _rows(client, kv: KvLayout, batch: int, token):
         yield m.batch(*item)
 
 
-#: The database size (DBSIZE) from which the snapshot maps keys in a second process by default.
-WORKER_MIN_KEYS = 50_000
+#: The database size (DBSIZE) from which the snapshot maps keys in a second process by default: measured
+#: to shorten the snapshot at 1M keys, to lengthen it at 100k and 200k (the process's start, the pickling).
+WORKER_MIN_KEYS = 500_000
 
 
 def _dbsize(client) -> int:
