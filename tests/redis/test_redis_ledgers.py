@@ -682,3 +682,144 @@ def test_python_api_opens_a_redis_ledger(redis_db):
     raw.set("other", "1")
     with pytest.raises(LayoutMismatch, match="no key-value preset fits"):
         api.open(url)
+
+
+def test_a_key_scan_returns_twice_is_loaded_once(redis_db, monkeypatch):
+    """SCAN may return a key twice (a rehash during the scan): the first read is kept, the twin and its
+    attempt dropped, the count corrected, and the unique (scope, key) index is there afterwards."""
+    from sqlalchemy import text
+
+    from idemview.layouts.kv import load_kv_preset
+    from idemview.ledger import redis_snapshot as rs
+
+    url, raw = redis_db
+    now = server_now(raw)
+    for i in range(5):
+        put_celery(raw, f"t{i}", "SUCCESS", done=now, extended={"name": "shop.charge", "args": [i]})
+    scan = rs._scan_batches
+
+    def twice(client, pattern, count, token=None):
+        batches = list(scan(client, pattern, count, token))
+        yield from batches
+        yield from batches  # every key again, as a later batch
+        yield [b"celery-task-meta-t0", b"celery-task-meta-t0"]  # and twice within one batch
+
+    monkeypatch.setattr(rs, "_scan_batches", twice)
+    c = rs.connect_redis(url)
+    engine, info = rs.snapshot(c, load_kv_preset("celery-redis-extended"))
+    c.connection_pool.disconnect()
+    assert info.scanned == 12 and info.loaded == 5
+    with engine.connect() as conn:
+        keys = [r[0] for r in conn.execute(text("SELECT idempotency_key FROM operations ORDER BY id"))]
+        assert keys == sorted(keys, key=keys.index) and sorted(keys) == [f"t{i}" for i in range(5)]
+        assert conn.execute(text("SELECT count(*) FROM attempts")).scalar() == 5
+        assert conn.execute(text("SELECT max(id) FROM operations")).scalar() == 5  # the first reads kept
+        idx = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'index'"))}
+        assert "ux_operations_scope_key" in idx
+    engine.dispose()
+
+
+def _rows_of(engine):
+    from sqlalchemy import text
+
+    with engine.connect() as c:
+        ops = [
+            tuple(r)
+            for r in c.execute(
+                text(
+                    "SELECT id, scope, idempotency_key, kind, status, request_hash, intent_ref, effect_ref, "
+                    "attempt_count, created_at, updated_at, completed_at, locked_at, lock_expires_at, "
+                    "expires_at IS NULL, request_body, response_body, error FROM operations ORDER BY id"
+                )
+            )
+        ]
+        atts = [tuple(r) for r in c.execute(text("SELECT * FROM attempts ORDER BY id"))]
+    return ops, atts
+
+
+def test_worker_process_loads_the_same_snapshot(redis_db):
+    """Read, decoded and mapped in a second process or in this one: the same rows and counts."""
+    from idemview.layouts.kv import load_kv_preset
+    from idemview.ledger.redis_snapshot import connect_redis, snapshot
+
+    url, raw = redis_db
+    now = server_now(raw)
+    for i in range(120):
+        status = ("SUCCESS", "FAILURE", "STARTED", "RETRY")[i % 4]
+        put_celery(
+            raw,
+            f"w{i}",
+            status,
+            done=now - timedelta(minutes=i) if i % 7 else None,
+            result={"charge": f"ch_{i}"} if status == "SUCCESS" else None,
+            traceback="Traceback\nCardError" if status == "FAILURE" else None,
+            ttl_s=None if i % 11 == 0 else 3600,
+            extended={"name": "shop.charge", "args": [i // 2], "retries": i % 9, "worker": f"celery@w{i % 3}"},
+        )
+    raw.set("celery-task-meta-broken", b"\xff{not json")
+    raw.hset("celery-task-meta-hash", mapping={"status": "SUCCESS"})
+    kv = load_kv_preset("celery-redis-extended")
+    got = {}
+    for worker in (False, True):
+        c = connect_redis(url)
+        seen: list = []
+        engine, info = snapshot(
+            c, kv, url=url, batch=25, worker=worker, progress=lambda s, n, seen=seen: seen.append((s, n))
+        )
+        c.connection_pool.disconnect()
+        counts = {
+            k: getattr(info, k) for k in ("scanned", "loaded", "gone", "wrong_type", "undecodable", "without_ttl")
+        }
+        got[worker] = (_rows_of(engine), counts)
+        assert seen and seen[-1] == (info.scanned, info.loaded)
+        engine.dispose()
+    assert got[True][1] == {
+        "scanned": 122,
+        "loaded": 120,
+        "gone": 0,
+        "wrong_type": 1,
+        "undecodable": 1,
+        "without_ttl": 11,
+    }
+    # SCAN's order is the server's: compare the rows by key, the ids aside
+    by_key = {w: sorted(r[1:] for r in rows[0][0]) for w, rows in got.items()}
+    assert by_key[True] == by_key[False] and len(by_key[True]) == 120
+    att = {w: sorted(r[1:] for r in rows[0][1]) for w, rows in got.items()}
+    assert att[True] == att[False] and len(att[True]) == 120
+    assert got[True][1] == got[False][1]
+
+
+def test_worker_process_errors_and_cancel_reach_the_caller(redis_db, monkeypatch):
+    import redis
+
+    from idemview.layouts.kv import load_kv_preset
+    from idemview.ledger import redis_snapshot as rs
+    from idemview.services.cancel import Cancelled, CancelToken
+
+    url, raw = redis_db
+    now = server_now(raw)
+    for i in range(200):
+        put_celery(raw, f"c{i}", "SUCCESS", done=now)
+    kv = load_kv_preset("celery-redis")
+    c = rs.connect_redis(url)
+    tok = CancelToken()
+
+    def prog(s, n):
+        if n >= 50:
+            tok.cancel()
+
+    with pytest.raises(Cancelled):
+        rs.snapshot(c, kv, url=url, batch=50, progress=prog, token=tok, worker=True)
+    read = rs._read_batches
+
+    def fails_midway(*a, **kw):
+        it = read(*a, **kw)
+        yield next(it)
+        raise redis.exceptions.ConnectionError("connection lost while reading")
+
+    monkeypatch.setattr(rs, "_read_batches", fails_midway)
+    with pytest.raises(redis.exceptions.ConnectionError, match="connection lost"):
+        rs.snapshot(c, kv, url=url, batch=50, worker=True)
+    with pytest.raises(redis.exceptions.ConnectionError, match="connection lost"):
+        rs.snapshot(c, kv, url=url, batch=50, worker=False)
+    c.connection_pool.disconnect()
