@@ -36,7 +36,15 @@ from idemview.qt import theme
 from idemview.qt.detail import OperationDetail
 from idemview.qt.elide import ElidedLabel
 from idemview.qt.filterbar import FilterBar
-from idemview.qt.models import COL_FINDINGS, OP_COLUMNS, FindingsModel, FindingsRole, OperationsModel, RowRole
+from idemview.qt.models import (
+    COL_EFFECTS,
+    COL_FINDINGS,
+    OP_COLUMNS,
+    FindingsModel,
+    FindingsRole,
+    OperationsModel,
+    RowRole,
+)
 from idemview.qt.overview import IncidentOverview
 from idemview.qt.theme import plural
 from idemview.qt.unmapped import UnmappedNotice
@@ -255,6 +263,9 @@ class LedgerTab(QWidget):
         self.model.loading_changed.connect(lambda _b: self._update_footer())
         self.model.page_loaded.connect(lambda _n: self._update_footer())
         self.model.error.connect(self.show_error)
+        self.model.effects_error.connect(
+            lambda err: self.message.emit("Effect records not counted: " + self.masker.free_text(err.message))
+        )
         self.grid = QTableView()
         self.grid.setModel(self.model)
         self.grid.setObjectName("operationsGrid")
@@ -270,8 +281,10 @@ class LedgerTab(QWidget):
         self.grid.setSortingEnabled(True)
         self.grid.horizontalHeader().setStretchLastSection(True)
         self.grid.setItemDelegateForColumn(COL_FINDINGS, BadgeDelegate(self.grid))
-        for i, w in enumerate((195, 70, 112, 104, 140, 140, 62)):
+        # key and times never elided; at 1280 px the Effects column (issue #16 §4) still shows whole
+        for i, w in enumerate((195, 70, 112, 100, 140, 140, 62, 56)):
             self.grid.setColumnWidth(i, w)
+        self.grid.setColumnHidden(COL_EFFECTS, True)  # shown once the ledger's layout has [effects]
         self._current_timer = QTimer(self, singleShot=True, interval=120)
         self._current_timer.timeout.connect(self._open_current)
         # a *selected* row opens (focus alone makes a row current without selecting it)
@@ -311,7 +324,7 @@ class LedgerTab(QWidget):
         main.addWidget(self.detail)
         main.setStretchFactor(0, 3)
         main.setStretchFactor(1, 2)
-        main.setSizes([960, 440])
+        main.setSizes([1000, 380])  # the grid's nine columns want the width; the detail has a minimum
         v.addWidget(main, 1)
         self.restore_splitters()
         self._count: int | None = None
@@ -340,6 +353,7 @@ class LedgerTab(QWidget):
     def _on_open(self, o: Opened):
         self.opened = o
         self.model.set_ledger(o.ledger)
+        self.grid.setColumnHidden(COL_EFFECTS, not self.model.has_effects())
         if o.read_only:
             self.badge.setText(" READ-ONLY ")
             self.badge.setToolTip("The database session itself refuses writes (asked the live session)")
@@ -892,7 +906,11 @@ class LedgerTab(QWidget):
         idx = self.grid.currentIndex()
         if not idx.isValid():
             return
-        vals = [str(self.model.data(self.model.index(idx.row(), c)) or "") for c in range(len(OP_COLUMNS))]
+        vals = [
+            str(self.model.data(self.model.index(idx.row(), c)) or "")
+            for c in range(len(OP_COLUMNS))
+            if not self.grid.isColumnHidden(c)
+        ]
         QGuiApplication.clipboard().setText("\t".join(vals))
 
     # -------------------------------------------------------------------------- reveal one cell

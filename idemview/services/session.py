@@ -433,6 +433,71 @@ def fetch_page(
 
 
 @dataclass
+class EffectCounts:
+    """Effect records per operation of one grid page (issue #16 §4): ``counts[(scope, key)]``, and
+    ``where`` they were counted ("charges (sqlite demo-effects.db)")."""
+
+    counts: dict[tuple[str, str], int]
+    where: str
+    queries: int  # statements it took: 1, or 2 when links are read from the ledger's own database first
+
+
+def effects_where(ledger: Ledger) -> str:
+    """Where the layout's effect records are read, in words ("" without effects). No query."""
+    if ledger.effects is None:
+        return ""
+    fx = ledger.effects.describe()
+    return f"{fx['table']} ({fx['dialect']} {fx['database'] or fx['host']})"
+
+
+def effect_counts(ledger: Ledger, refs, token: CancelToken | None = None) -> EffectCounts:
+    """How many effect records each operation in ``refs`` ((scope, key) pairs, one grid page) has —
+    the count the detail pane lists (:meth:`EffectSource.records_of_operation`), for a whole page at
+    once: one grouped count over the page's links (``GROUP BY link`` with an ``IN`` list the link
+    index serves). When the effects link on the idempotency key the links are the keys; otherwise the
+    page's links are read first from the operations table (one more statement). Runs on a worker."""
+    from sqlalchemy import and_, or_
+    from sqlalchemy import select as _select
+
+    refs = list(dict.fromkeys(refs))
+    fx = ledger.effects
+    if fx is None or not refs:
+        return EffectCounts({}, effects_where(ledger), 0)
+    queries = 0
+    links_of: dict[tuple[str, str], set[str]] = {}
+    if fx.spec.link_operation == "key":
+        links_of = {(sc, k): {k} for sc, k in refs if k is not None}
+    else:
+        se, ke = ledger.scope_expr, ledger.key_expr
+        by_scope: dict[Any, list] = {}
+        for sc, k in refs:
+            by_scope.setdefault(sc, []).append(k)
+        cond = or_(*[and_(se.is_(None) if sc is None else se == sc, ke.in_(ks)) for sc, ks in by_scope.items()])
+        q = (
+            _select(se, ke, fx.operation_link)
+            .select_from(ledger.ops)
+            .where(cond, fx.operation_link.is_not(None))
+            .distinct()
+        )
+        with ledger.engine.connect() as c:
+            for sc, k, link in c.execute(q):
+                links_of.setdefault((sc, k), set()).add(link)
+        queries += 1
+    if token is not None:
+        token.check()
+    links = sorted({x for s in links_of.values() for x in s})
+    per_link: dict[str, int] = {}
+    if links:
+        gq = fx.grouped_select().where(fx.link.in_(links))
+        with fx.engine.connect() as c:
+            for r in c.execute(gq):
+                per_link[r.link] = int(r.n)
+        queries += 1
+    counts = {ref: sum(per_link.get(x, 0) for x in links_of.get(ref, ())) for ref in refs}
+    return EffectCounts(counts, effects_where(ledger), queries)
+
+
+@dataclass
 class Detail:
     """An operation opened in the detail pane: records, attempts, findings (all masked for display)."""
 
@@ -502,8 +567,7 @@ def load_detail(
     effects, where = [], ""
     problem = (ledger.effects_problem or "") if ledger.layout.effects is not None else ""
     if ledger.effects is not None:
-        fx = ledger.effects.describe()
-        where = f"{fx['table']} ({fx['dialect']} {fx['database'] or fx['host']})"
+        where = effects_where(ledger)
         effects = [_mask_effect(e, masker) for e in ledger.effects.records_of_operation(scope, key)]
     return Detail(
         scope,
