@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-from sqlalchemy import func, select
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import Finding, FindingKind
@@ -55,6 +54,7 @@ from idemview.services.session import (
     Opened,
     OpenSpec,
     SharedMasker,
+    count_matching,
     filtered_span,
     findings_in_filter,
     load_detail,
@@ -503,10 +503,10 @@ class LedgerTab(QWidget):
         if ledger is None:
             return
 
+        scanned = self.model.scanned
+
         def count(tok):
-            q = select(func.count()).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
-            with ledger.engine.connect() as c:
-                return int(c.execute(q).scalar() or 0)
+            return count_matching(ledger, flt, now, scanned)
 
         self.runner.submit("count", count, self._on_count, lambda e: None)
         self._update_footer()
@@ -589,7 +589,11 @@ class LedgerTab(QWidget):
     def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None):
         self.findings = res
         self._merged_scan = complete_scan
+        # a finding filter still waiting on its SQL gets the scan's answer instead (issue 11 §3)
+        requery = self.model.waits_on_finding_sql() and self.model.scan_answers(self.flt, res)
         self.model.refresh_findings(res)
+        if requery:
+            self._requery()
         gc.freeze()  # findings live until the next scan; keep full GC passes from walking them (GIL)
         self._scanning = bool(self._scan["pending"]) or complete_scan is None
         self._show_as_of()

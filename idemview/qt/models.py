@@ -109,6 +109,8 @@ class OperationsModel(QAbstractTableModel):
         self.flt = Filter()
         self.now: datetime | None = None
         self.by_ref: dict | None = None
+        self.scanned: FindingsResult | None = None  # the tab's scan: a finding filter uses its answer
+        self._sql_findings = False  # the page in flight runs the findings' SQL (the scan had no answer)
         self.sort_key, self.descending = "created_at", True
         self._rows: list[OpRow] = []
         self._cursor: tuple | None = None
@@ -149,6 +151,7 @@ class OperationsModel(QAbstractTableModel):
             self.now = now
         if findings is not None:
             self.by_ref = findings.by_ref
+            self.scanned = findings
         self._cancel_effect_counts()
         self.beginResetModel()
         self._rows, self._cursor = [], None
@@ -170,22 +173,39 @@ class OperationsModel(QAbstractTableModel):
         # Badges are looked up at paint time (_fs), so new findings cost O(1) here however many rows
         # are loaded: no loop over tens of thousands of rows on the GUI thread.
         self.by_ref = findings.by_ref
+        self.scanned = findings
         if self._rows:
             self.dataChanged.emit(self.index(0, COL_FINDINGS), self.index(len(self._rows) - 1, COL_FINDINGS))
 
     def _request(self, after):
         ledger, masker, flt, sort, desc = self.ledger, self.masker, self.flt, self.sort_key, self.descending
-        now, by_ref, limit = self.now, self.by_ref, self.page_size
+        now, by_ref, limit, scanned = self.now, self.by_ref, self.page_size, self.scanned
         self._started = True
+        self._sql_findings = bool(flt.findings) and not self.scan_answers(flt)
         self._set_loading(True)
         self.runner.submit(
             "page",
             lambda tok: fetch_page(
-                ledger, masker, flt, sort, desc, after, limit, now or datetime.now(theme.UTC), by_ref
+                ledger, masker, flt, sort, desc, after, limit, now or datetime.now(theme.UTC), by_ref, scanned
             ),
             self._on_page,
             self._on_error,
         )
+
+    def scan_answers(self, flt: Filter, res: FindingsResult | None = None) -> bool:
+        """The scan ``res`` (default the model's) has answered every finding kind ``flt`` chooses, for
+        this query's ``now`` (cheap: no loop over findings)."""
+        res = res if res is not None else self.scanned
+        return (
+            res is not None
+            and self.now is not None
+            and res.now == self.now
+            and not any(k in res.unsupported for k in flt.findings)
+        )
+
+    def waits_on_finding_sql(self) -> bool:
+        """The first page of a finding filter is being asked in SQL (the scan had not answered yet)."""
+        return self._loading and self._sql_findings and not self._rows
 
     def _on_page(self, result):
         rows, cursor = result

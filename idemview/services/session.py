@@ -417,6 +417,60 @@ def to_rows(
     return out
 
 
+#: Above this many operations a finding filter is asked in SQL again rather than as a key list.
+SCANNED_REFS_MAX = 5000
+_refs_cache: dict[str, Any] = {}
+_refs_lock = threading.Lock()
+
+
+def scanned_refs(res: FindingsResult | None, flt: Filter, now: datetime | None) -> list[tuple[str, str]] | None:
+    """The (scope, key) of the operations with findings of ``flt.findings``, taken from a scan that
+    already answered (``res`` for the same ``now``, every chosen kind complete), or None: then the
+    filter runs the findings' SQL. A list of at most :data:`SCANNED_REFS_MAX` keys is looked up through
+    the key index, where the findings' SQL may walk a whole table (Celery's ``status`` has no index).
+    Runs on a worker (one pass over the scan's operations; the last answer is kept)."""
+    if not flt.findings or res is None or now is None or res.now != now:
+        return None
+    kinds = frozenset(flt.findings)
+    if any(k in res.unsupported for k in kinds):  # still scanning, failed, or not checkable
+        return None
+    with _refs_lock:
+        if _refs_cache.get("res") is res and _refs_cache.get("kinds") == kinds:
+            return _refs_cache["refs"]
+    refs = [ref for ref, fs in res.by_ref.items() if any(f.kind in kinds for f in fs)]
+    out = refs if len(refs) <= SCANNED_REFS_MAX else None
+    with _refs_lock:
+        _refs_cache.update(res=res, kinds=kinds, refs=out)
+    return out
+
+
+class _RefsFiltered:
+    """``ledger`` whose :meth:`filter_clause` replaces the finding kinds of a filter by a list of
+    (scope, key) (see :func:`scanned_refs`); everything else is the ledger's own."""
+
+    def __init__(self, ledger: Ledger, refs: list[tuple[str, str]]):
+        self._ledger, self._refs = ledger, refs
+
+    def __getattr__(self, name):
+        return getattr(self._ledger, name)
+
+    def filter_clause(self, flt: Filter | None, now: datetime | None = None):
+        from dataclasses import replace
+
+        from sqlalchemy import and_, false, or_
+
+        led = self._ledger
+        base = led.filter_clause(replace(flt, findings=[]) if flt is not None else None, now)
+        if not self._refs:
+            return and_(base, false())
+        se, ke = led.scope_expr, led.key_expr
+        by_scope: dict[Any, list] = {}
+        for sc, k in self._refs:
+            by_scope.setdefault(sc, []).append(k)
+        cond = or_(*[and_(se.is_(None) if sc is None else se == sc, ke.in_(ks)) for sc, ks in by_scope.items()])
+        return and_(base, cond)
+
+
 def fetch_page(
     ledger: Ledger,
     masker: SharedMasker,
@@ -427,9 +481,29 @@ def fetch_page(
     limit: int,
     now: datetime,
     by_ref: dict | None,
+    scanned: FindingsResult | None = None,
 ) -> tuple[list[OpRow], tuple | None]:
-    page: Page = ledger.page(flt, sort=sort, descending=descending, after=after, limit=limit, now=now, payloads=False)
+    """One grid page. With ``scanned`` (the tab's scan) a finding filter uses the scan's answer when
+    it has one (:func:`scanned_refs`) instead of running the findings' SQL again for every page."""
+    refs = scanned_refs(scanned, flt, now)
+    led: Any = ledger if refs is None else _RefsFiltered(ledger, refs)
+    page: Page = Ledger.page(
+        led, flt, sort=sort, descending=descending, after=after, limit=limit, now=now, payloads=False
+    )
     return to_rows(page.rows, masker, by_ref), page.cursor
+
+
+def count_matching(ledger: Ledger, flt: Filter, now: datetime, scanned: FindingsResult | None = None) -> int:
+    """How many operation records ``flt`` shows (a finding filter answered as :func:`fetch_page` does)."""
+    from sqlalchemy import func as _f
+    from sqlalchemy import select as _select
+
+    refs = scanned_refs(scanned, flt, now)
+    led: Any = ledger if refs is None else _RefsFiltered(ledger, refs)
+    with ledger.engine.connect() as c:
+        return int(
+            c.execute(_select(_f.count()).select_from(ledger.ops).where(led.filter_clause(flt, now))).scalar() or 0
+        )
 
 
 @dataclass
