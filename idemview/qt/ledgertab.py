@@ -57,6 +57,7 @@ from idemview.services.session import (
     count_matching,
     filtered_span,
     findings_in_filter,
+    ledger_basics,
     load_detail,
     open_ledger,
     overview,
@@ -348,7 +349,8 @@ class LedgerTab(QWidget):
 
     def start(self):
         spec = self.spec
-        self.runner.submit("open", lambda tok: open_ledger(spec, tok), self._on_open, self._on_open_error)
+        # the whole-table counts come after the first page (_on_open): first rows first (issue 11 §3)
+        self.runner.submit("open", lambda tok: open_ledger(spec, tok, basics=False), self._on_open, self._on_open_error)
 
     def _on_open(self, o: Opened):
         self.opened = o
@@ -361,17 +363,32 @@ class LedgerTab(QWidget):
             self.badge.setText(" SESSION NOT READ-ONLY ")
             self.badge.setToolTip("This session did not confirm it is read-only: idemview still only reads")
         self._on_open_badge_only()
-        self.where.setText(
-            f"{self.masker.free_text(self.spec.name)} · {o.where} · "
-            f"{plural(o.n_ops, 'operation')} · {plural(o.n_att, 'attempt')}"
-        )
+        self._show_where(o)
         self.detection.setText(self.masker.free_text(o.detection))
         self.detection.setToolTip(self.masker.free_text(o.detection))
         self.overview.set_span(*o.span)
         self.unmapped.show_counts(o.unmapped, self.masker)
         self.title_changed.emit()
         self.refresh(snapshot_again=False)
+        if o.n_ops < 0:  # queued after the first page: counting millions of rows is not in its way
+            ledger = o.ledger
+            self.runner.submit(
+                "basics",
+                lambda tok: ledger_basics(ledger),
+                lambda b, o=o: self._on_basics(o, b),
+                lambda err: self.message.emit("Rows not counted: " + self.masker.free_text(err.message)),
+            )
         self.opened_signal.emit()
+
+    def _show_where(self, o: Opened):
+        size = f"{plural(o.n_ops, 'operation')} · {plural(o.n_att, 'attempt')}" if o.n_ops >= 0 else "counting rows…"
+        self.where.setText(f"{self.masker.free_text(self.spec.name)} · {o.where} · {size}")
+
+    def _on_basics(self, o: Opened, basics):
+        o.n_ops, o.n_att, o.unmapped = basics
+        if o is self.opened:
+            self._show_where(o)
+            self.unmapped.show_counts(o.unmapped, self.masker)
 
     def _on_open_error(self, err: JobError):
         msg = self.masker.free_text(err.message)
@@ -486,6 +503,10 @@ class LedgerTab(QWidget):
             fs, expl = payload
             st["parts"].setdefault(kind, []).extend(fs)
             st["expl"].update(expl)
+            # Findings live until the next scan: out of the cyclic GC's generations as they arrive (O(1)).
+            # A million of them (an aged ledger's expired keys) made every full collection walk them all
+            # while holding the GIL: a 3 s event-loop stall (issue 11 §3, BENCHMARKS.md).
+            gc.freeze()
         elif what == "done":
             st["pending"].discard(kind)
             self._merge_scan(st)

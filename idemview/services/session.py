@@ -161,9 +161,11 @@ def unmapped(ledger: Ledger) -> dict[str, dict[str, int]]:
     return ledger.unmapped_counts()
 
 
-def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
+def open_ledger(spec: OpenSpec, token: CancelToken, *, basics: bool = True) -> Opened:
     """Connect read-only, choose the layout (given or detected), reflect it, and read the basics.
-    A ``redis://`` / ``rediss://`` URL is read through a snapshot (:mod:`idemview.ledger.redis_snapshot`)."""
+    A ``redis://`` / ``rediss://`` URL is read through a snapshot (:mod:`idemview.ledger.redis_snapshot`).
+    ``basics=False`` leaves out the whole-table counts (``n_ops``/``n_att`` -1, no unmapped values):
+    the GUI asks for them with :func:`ledger_basics` after the first page (issue 11 §3: first rows)."""
     from idemview.ledger.redis_snapshot import is_redis_url
 
     if is_redis_url(spec.url):
@@ -202,15 +204,20 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
         ledger = Ledger(engine, layout, name=spec.name, naive_zone=spec.naive_zone)
         token.check()
         ro = session_is_read_only(engine)
-        n_ops, n_att = ledger.counts()
+        n_ops, n_att, um = ledger_basics(ledger) if basics else (-1, -1, {"status": {}, "outcome": {}})
         span = time_span(ledger)
         token.check()
-        return Opened(
-            engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url), unmapped=ledger.unmapped_counts()
-        )
+        return Opened(engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url), unmapped=um)
     except BaseException:
         engine.dispose()
         raise
+
+
+def ledger_basics(ledger: Ledger) -> tuple[int, int, dict[str, dict[str, int]]]:
+    """(operations, attempts, unmapped raw values) of the whole ledger: full-table counts (run on a
+    worker; on millions of rows they take longer than the first page)."""
+    n_ops, n_att = ledger.counts()
+    return n_ops, n_att, ledger.unmapped_counts()
 
 
 def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
