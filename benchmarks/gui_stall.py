@@ -104,6 +104,18 @@ def measure(
 
     phase = ["open"]
     timer.timeout.connect(tick)
+    import gc
+
+    gc_pauses: list[tuple[float, int, int]] = []  # (seconds, generation, objects collected) of each collection
+    gc_start = [0.0]
+
+    def on_gc(ev, info):
+        if ev == "start":
+            gc_start[0] = time.monotonic()
+        else:
+            gc_pauses.append((time.monotonic() - gc_start[0], info["generation"], info["collected"]))
+
+    gc.callbacks.append(on_gc)
     prof = None
     if profile:
         import cProfile
@@ -118,7 +130,6 @@ def measure(
         tab = w.open_spec(OpenSpec(url=url, name="bench", layout=layout))
         wait_until(lambda: tab.model.rowCount() > 0, "first rows")
         phases["first_rows_s"] = time.monotonic() - t0
-        phases["ledger_rows"] = tab.opened.n_ops if tab.opened else None
         phase[0] = "scroll"
         while tab.model.rowCount() < ROWS_TO_SCROLL:
             if tab.model.canFetchMore():
@@ -155,8 +166,10 @@ def measure(
         except TimeoutError:
             pass
         spin(0.2)
+        phases["ledger_rows"] = tab.opened.n_ops if tab.opened else None  # counted after the first page
     finally:
         timer.stop()
+        gc.callbacks.remove(on_gc)
         if prof is not None:
             prof.disable()
             prof.dump_stats(profile)
@@ -182,6 +195,9 @@ def measure(
         # the findings process (a child, waited for when the tab closed)
         "peak_rss_scan_process_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "load_avg": os.getloadavg(),
+        # the longest garbage collection (any thread: it holds the GIL, so the event loop waits too)
+        "max_gc_pause_s": max((g[0] for g in gc_pauses), default=0.0),
+        "gc_gen2_runs": sum(1 for g in gc_pauses if g[1] == 2),
         "now": now or "wall clock",
     }
 
