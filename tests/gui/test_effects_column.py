@@ -27,7 +27,7 @@ def _counted(tab) -> bool:
     )
 
 
-def test_effects_column_counts_records_per_page_off_the_gui_thread(qtbot, window, demo_db, query_threads):
+def test_effects_column_counts_records_per_page_off_the_gui_thread(qtbot, window, demo_db, query_threads, tmp_path):
     from idemview.qt.models import COL_EFFECTS
     from idemview.services.demo_effects import effects_path_for
 
@@ -70,7 +70,8 @@ def test_effects_column_counts_records_per_page_off_the_gui_thread(qtbot, window
     assert_off_gui_thread(query_threads)
 
     window.resize(1280, 800)
-    window.grab().save(os.environ.get("IDEMVIEW_SHOT", "/tmp/effects_col.png"))
+    qtbot.wait(50)
+    window.grab().save(os.environ.get("IDEMVIEW_SHOT_EFFECTS", str(tmp_path / "effects_col.png")))
 
 
 def test_effects_column_hidden_without_effects(qtbot, window, demo_db):
