@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-core test-rest check install bench bench-reference clean package package-check wheel-check
+.PHONY: demo test test-core test-rest check install bench bench-reference bench-gui clean package package-check wheel-check
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -50,6 +50,16 @@ bench: $(BIN)/.installed
 bench-reference: $(BIN)/.installed
 	bash packaging/start-services.sh
 	$(BIN)/python benchmarks/run.py --sizes 100k,1m,3m --reuse
+
+# The GUI on production-sized ledgers (issue 11 §3; BENCHMARKS.md): 2M Celery rows and the 1M-operation
+# reference ledger on PostgreSQL (generated once, cached), the GUI's clock at the generator's anchor.
+BENCH_PG ?= postgresql+psycopg://postgres@127.0.0.1:5432
+GUI_NOW ?= 2026-11-30T12:00:00+00:00
+bench-gui: $(BIN)/.installed
+	bash packaging/start-services.sh
+	cd benchmarks && ../$(BIN)/python -c "import presets_gen as g; [g.ensure('postgresql', p, n, '$(BENCH_PG)/postgres') for p, n in (('celery', 2000000), ('idemview', 1000000))]"
+	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/gui_stall.py $(BENCH_PG)/idemview_bench_celery_2000000 --layout celery --now $(GUI_NOW) --timeout 180
+	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/gui_stall.py $(BENCH_PG)/idemview_bench_idemview_1000000 --layout idemview --now $(GUI_NOW) --timeout 180
 
 # The desktop bundle dist/idemview/ (executable dist/idemview/idemview), built by PyInstaller from
 # packaging/idemview.spec; see packaging/README.md.

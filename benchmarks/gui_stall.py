@@ -5,12 +5,24 @@ method follows tests/test_gui_perf.py: a 10 ms QTimer records the gaps between i
 gap is the longest stall a user would feel. The grid is lazy (keyset pages of 200), so "scrolling to
 the end" means scrolling until ``ROWS_TO_SCROLL`` rows have been fetched page by page, then jumping to
 the last row of the ledger by sorting descending (what a person does to see the end of 1M rows).
+
+Standalone (issue 11 §3)::
+
+    python benchmarks/gui_stall.py URL --layout celery [--finding stuck_in_progress] [--timeout 120]
+
+prints the JSON line too, with ``first_rows_s`` (open → first rows painted), ``max_stall_s`` and
+``by_phase`` (open, scroll, filter status, filter finding), ``finding_rows_s`` (a finding chip clicked →
+its first rows shown), ``scan_done_s`` (open → every finding kind in) and the peak RSS of the GUI
+process and of the findings process (``ru_maxrss``). ``--profile FILE`` writes a cProfile of the GUI
+thread (the event loop) for finding what stalls it.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -19,7 +31,34 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROWS_TO_SCROLL = 20_000
 
 
-def measure(url: str, timeout_s: float = 90.0) -> dict:
+def _pin_clock(iso: str) -> None:
+    """The GUI's clock starts at ``iso`` (and runs on): a generated ledger is read as of the moment it
+    was generated for (benchmarks/gen.py ``ANCHOR``), not as of a wall clock that has aged it — a day
+    later every row of a Celery ledger with a 1-day ``result_expires`` would be an expired key."""
+    from datetime import datetime, timedelta
+
+    import idemview.qt.ledgertab as lt
+
+    start, pinned = time.time(), datetime.fromisoformat(iso)
+
+    class _Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            t = pinned + timedelta(seconds=time.time() - start)
+            return t if tz is None else t.astimezone(tz)
+
+    lt.datetime = _Clock  # type: ignore[misc]
+
+
+def measure(
+    url: str,
+    timeout_s: float = 90.0,
+    layout: str = "idemview",
+    finding: str = "stuck_in_progress",
+    status: str = "failed",
+    profile: str | None = None,
+    now: str | None = None,
+) -> dict:
     os.environ["IDEMVIEW_CONFIG_DIR"] = tempfile.mkdtemp(prefix="idemview-bench-gui-")
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
@@ -27,9 +66,11 @@ def measure(url: str, timeout_s: float = 90.0) -> dict:
     from idemview.domain.model import FindingKind, Status
     from idemview.qt import theme
     from idemview.qt.mainwindow import MainWindow
-    from idemview.services.session import OpenSpec
     from idemview.qt.workers import pool
+    from idemview.services.session import OpenSpec
 
+    if now:
+        _pin_clock(now)
     app = QApplication.instance() or QApplication([])
     theme.apply_scheme(app)
     w = MainWindow()
@@ -58,16 +99,35 @@ def measure(url: str, timeout_s: float = 90.0) -> dict:
 
     def tick():
         now = time.monotonic()
-        gaps.append((now - last[0], phase[0]))
+        gaps.append((now - last[0], phase[0], now))
         last[0] = now
 
     phase = ["open"]
     timer.timeout.connect(tick)
+    import gc
+
+    gc_pauses: list[tuple[float, int, int]] = []  # (seconds, generation, objects collected) of each collection
+    gc_start = [0.0]
+
+    def on_gc(ev, info):
+        if ev == "start":
+            gc_start[0] = time.monotonic()
+        else:
+            gc_pauses.append((time.monotonic() - gc_start[0], info["generation"], info["collected"]))
+
+    gc.callbacks.append(on_gc)
+    prof = None
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()  # the GUI thread only: workers run on other threads
+        prof.enable()
     timer.start()
     t0 = time.monotonic()
     unfinished = None
+    kind, st = FindingKind(finding), Status(status)
     try:
-        tab = w.open_spec(OpenSpec(url=url, name="bench", layout="idemview"))
+        tab = w.open_spec(OpenSpec(url=url, name="bench", layout=layout))
         wait_until(lambda: tab.model.rowCount() > 0, "first rows")
         phases["first_rows_s"] = time.monotonic() - t0
         phase[0] = "scroll"
@@ -80,34 +140,46 @@ def measure(url: str, timeout_s: float = 90.0) -> dict:
         tab.grid.scrollToBottom()
         spin(0.05)
         phase[0] = "filter status"
-        tab.filterbar.status_actions[Status.FAILED].setChecked(True)
+        t1 = time.monotonic()
+        tab.filterbar.status_actions[st].setChecked(True)
         wait_until(
-            lambda: tab.flt.statuses == [Status.FAILED] and tab.model.rowCount() > 0 and not tab.model.is_loading(),
+            lambda: tab.flt.statuses == [st] and tab.model.rowCount() > 0 and not tab.model.is_loading(),
             "status filter",
         )
+        phases["status_rows_s"] = time.monotonic() - t1
         phase[0] = "filter finding"
         tab.filterbar.clear()
-        tab.filter_by_finding(FindingKind.STUCK_IN_PROGRESS)
+        t2 = time.monotonic()
+        phases["scan_done_at_chip_s"] = None if not tab.scan_complete() else t2 - t0
+        tab.filter_by_finding(kind)
         try:
             wait_until(
-                lambda: (
-                    tab.flt.findings == [FindingKind.STUCK_IN_PROGRESS]
-                    and tab.model.rowCount() > 0
-                    and not tab.model.is_loading()
-                ),
+                lambda: tab.flt.findings == [kind] and tab.model.rowCount() > 0 and not tab.model.is_loading(),
                 "finding filter",
             )
+            phases["finding_rows_s"] = time.monotonic() - t2
         except TimeoutError as e:
             unfinished = str(e) + f" after {timeout_s:.0f} s (stalls until then are counted)"
+        try:
+            wait_until(tab.scan_complete, "scan")
+            phases["scan_done_s"] = time.monotonic() - t0
+        except TimeoutError:
+            pass
         spin(0.2)
+        phases["ledger_rows"] = tab.opened.n_ops if tab.opened else None  # counted after the first page
     finally:
         timer.stop()
+        gc.callbacks.remove(on_gc)
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(profile)
         for t in w.ledger_tabs():
             t.close_tab()
         pool().waitForDone(120_000)
-    worst = max(gaps, key=lambda g: g[0]) if gaps else (0.0, "")
+    worst = max(gaps, key=lambda g: g[0]) if gaps else (0.0, "", 0.0)
+    worst_at = round(worst[2] - t0, 3) if gaps else None
     by_phase: dict[str, float] = {}
-    for g, p in gaps:
+    for g, p, _at in gaps:
         by_phase[p] = max(by_phase.get(p, 0.0), g)
     return {
         "max_stall_s": worst[0],
@@ -118,13 +190,32 @@ def measure(url: str, timeout_s: float = 90.0) -> dict:
         "unfinished": unfinished,
         **phases,
         "total_s": time.monotonic() - t0,
+        "worst_at_s": worst_at,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        # the findings process (a child, waited for when the tab closed)
+        "peak_rss_scan_process_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "load_avg": os.getloadavg(),
+        # the longest garbage collection (any thread: it holds the GIL, so the event loop waits too)
+        "max_gc_pause_s": max((g[0] for g in gc_pauses), default=0.0),
+        "gc_gen2_runs": sum(1 for g in gc_pauses if g[1] == 2),
+        "now": now or "wall clock",
     }
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("url", help="the ledger (URL or SQLite file)")
+    ap.add_argument("--layout", default="idemview", help="layout preset or file (default idemview)")
+    ap.add_argument("--finding", default="stuck_in_progress", help="the finding kind to filter by")
+    ap.add_argument("--status", default="failed", help="the status to filter by")
+    ap.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each step")
+    ap.add_argument("--profile", help="write a cProfile of the GUI thread here")
+    ap.add_argument("--now", help="the GUI's clock starts here (ISO 8601; e.g. the generator's anchor)")
+    a = ap.parse_args()
     try:
-        res = measure(sys.argv[1])
+        res = measure(a.url, a.timeout, a.layout, a.finding, a.status, a.profile, a.now)
     except Exception as e:  # noqa: BLE001
         res = {"error": f"{type(e).__name__}: {e}"}
     print("@@GUI@@" + json.dumps(res))
+    sys.stdout.flush()
     os._exit(0)

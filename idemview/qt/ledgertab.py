@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-from sqlalchemy import func, select
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import Finding, FindingKind
@@ -36,7 +35,15 @@ from idemview.qt import theme
 from idemview.qt.detail import OperationDetail
 from idemview.qt.elide import ElidedLabel
 from idemview.qt.filterbar import FilterBar
-from idemview.qt.models import COL_FINDINGS, OP_COLUMNS, FindingsModel, FindingsRole, OperationsModel, RowRole
+from idemview.qt.models import (
+    COL_EFFECTS,
+    COL_FINDINGS,
+    OP_COLUMNS,
+    FindingsModel,
+    FindingsRole,
+    OperationsModel,
+    RowRole,
+)
 from idemview.qt.overview import IncidentOverview
 from idemview.qt.theme import plural
 from idemview.qt.unmapped import UnmappedNotice
@@ -47,8 +54,10 @@ from idemview.services.session import (
     Opened,
     OpenSpec,
     SharedMasker,
+    count_matching,
     filtered_span,
     findings_in_filter,
+    ledger_basics,
     load_detail,
     open_ledger,
     overview,
@@ -255,6 +264,9 @@ class LedgerTab(QWidget):
         self.model.loading_changed.connect(lambda _b: self._update_footer())
         self.model.page_loaded.connect(lambda _n: self._update_footer())
         self.model.error.connect(self.show_error)
+        self.model.effects_error.connect(
+            lambda err: self.message.emit("Effect records not counted: " + self.masker.free_text(err.message))
+        )
         self.grid = QTableView()
         self.grid.setModel(self.model)
         self.grid.setObjectName("operationsGrid")
@@ -270,8 +282,10 @@ class LedgerTab(QWidget):
         self.grid.setSortingEnabled(True)
         self.grid.horizontalHeader().setStretchLastSection(True)
         self.grid.setItemDelegateForColumn(COL_FINDINGS, BadgeDelegate(self.grid))
-        for i, w in enumerate((195, 70, 112, 104, 140, 140, 62)):
+        # key and times never elided; at 1280 px the Effects column (issue #16 §4) still shows whole
+        for i, w in enumerate((195, 70, 112, 100, 140, 140, 62, 56)):
             self.grid.setColumnWidth(i, w)
+        self.grid.setColumnHidden(COL_EFFECTS, True)  # shown once the ledger's layout has [effects]
         self._current_timer = QTimer(self, singleShot=True, interval=120)
         self._current_timer.timeout.connect(self._open_current)
         # a *selected* row opens (focus alone makes a row current without selecting it)
@@ -311,7 +325,7 @@ class LedgerTab(QWidget):
         main.addWidget(self.detail)
         main.setStretchFactor(0, 3)
         main.setStretchFactor(1, 2)
-        main.setSizes([960, 440])
+        main.setSizes([1000, 380])  # the grid's nine columns want the width; the detail has a minimum
         v.addWidget(main, 1)
         self.restore_splitters()
         self._count: int | None = None
@@ -335,11 +349,13 @@ class LedgerTab(QWidget):
 
     def start(self):
         spec = self.spec
-        self.runner.submit("open", lambda tok: open_ledger(spec, tok), self._on_open, self._on_open_error)
+        # the whole-table counts come after the first page (_on_open): first rows first (issue 11 §3)
+        self.runner.submit("open", lambda tok: open_ledger(spec, tok, basics=False), self._on_open, self._on_open_error)
 
     def _on_open(self, o: Opened):
         self.opened = o
         self.model.set_ledger(o.ledger)
+        self.grid.setColumnHidden(COL_EFFECTS, not self.model.has_effects())
         if o.read_only:
             self.badge.setText(" READ-ONLY ")
             self.badge.setToolTip("The database session itself refuses writes (asked the live session)")
@@ -347,17 +363,32 @@ class LedgerTab(QWidget):
             self.badge.setText(" SESSION NOT READ-ONLY ")
             self.badge.setToolTip("This session did not confirm it is read-only: idemview still only reads")
         self._on_open_badge_only()
-        self.where.setText(
-            f"{self.masker.free_text(self.spec.name)} · {o.where} · "
-            f"{plural(o.n_ops, 'operation')} · {plural(o.n_att, 'attempt')}"
-        )
+        self._show_where(o)
         self.detection.setText(self.masker.free_text(o.detection))
         self.detection.setToolTip(self.masker.free_text(o.detection))
         self.overview.set_span(*o.span)
         self.unmapped.show_counts(o.unmapped, self.masker)
         self.title_changed.emit()
         self.refresh(snapshot_again=False)
+        if o.n_ops < 0:  # queued after the first page: counting millions of rows is not in its way
+            ledger = o.ledger
+            self.runner.submit(
+                "basics",
+                lambda tok: ledger_basics(ledger),
+                lambda b, o=o: self._on_basics(o, b),
+                lambda err: self.message.emit("Rows not counted: " + self.masker.free_text(err.message)),
+            )
         self.opened_signal.emit()
+
+    def _show_where(self, o: Opened):
+        size = f"{plural(o.n_ops, 'operation')} · {plural(o.n_att, 'attempt')}" if o.n_ops >= 0 else "counting rows…"
+        self.where.setText(f"{self.masker.free_text(self.spec.name)} · {o.where} · {size}")
+
+    def _on_basics(self, o: Opened, basics):
+        o.n_ops, o.n_att, o.unmapped = basics
+        if o is self.opened:
+            self._show_where(o)
+            self.unmapped.show_counts(o.unmapped, self.masker)
 
     def _on_open_error(self, err: JobError):
         msg = self.masker.free_text(err.message)
@@ -472,6 +503,10 @@ class LedgerTab(QWidget):
             fs, expl = payload
             st["parts"].setdefault(kind, []).extend(fs)
             st["expl"].update(expl)
+            # Findings live until the next scan: out of the cyclic GC's generations as they arrive (O(1)).
+            # A million of them (an aged ledger's expired keys) made every full collection walk them all
+            # while holding the GIL: a 3 s event-loop stall (issue 11 §3, BENCHMARKS.md).
+            gc.freeze()
         elif what == "done":
             st["pending"].discard(kind)
             self._merge_scan(st)
@@ -489,10 +524,10 @@ class LedgerTab(QWidget):
         if ledger is None:
             return
 
+        scanned = self.model.scanned
+
         def count(tok):
-            q = select(func.count()).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
-            with ledger.engine.connect() as c:
-                return int(c.execute(q).scalar() or 0)
+            return count_matching(ledger, flt, now, scanned)
 
         self.runner.submit("count", count, self._on_count, lambda e: None)
         self._update_footer()
@@ -575,7 +610,11 @@ class LedgerTab(QWidget):
     def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None):
         self.findings = res
         self._merged_scan = complete_scan
+        # a finding filter still waiting on its SQL gets the scan's answer instead (issue 11 §3)
+        requery = self.model.waits_on_finding_sql() and self.model.scan_answers(self.flt, res)
         self.model.refresh_findings(res)
+        if requery:
+            self._requery()
         gc.freeze()  # findings live until the next scan; keep full GC passes from walking them (GIL)
         self._scanning = bool(self._scan["pending"]) or complete_scan is None
         self._show_as_of()
@@ -892,7 +931,11 @@ class LedgerTab(QWidget):
         idx = self.grid.currentIndex()
         if not idx.isValid():
             return
-        vals = [str(self.model.data(self.model.index(idx.row(), c)) or "") for c in range(len(OP_COLUMNS))]
+        vals = [
+            str(self.model.data(self.model.index(idx.row(), c)) or "")
+            for c in range(len(OP_COLUMNS))
+            if not self.grid.isColumnHidden(c)
+        ]
         QGuiApplication.clipboard().setText("\t".join(vals))
 
     # -------------------------------------------------------------------------- reveal one cell

@@ -14,14 +14,17 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QBrush, QFont
 
 from idemview.domain.filters import Filter
-from idemview.domain.model import SEVERITY_ORDER, Attempt, FindingKind, Severity
+from idemview.domain.model import DEFAULT_SEVERITY, SEVERITY_ORDER, Attempt, FindingKind, Severity
 from idemview.qt import theme
 from idemview.qt.workers import JobError, Runner
 from idemview.services.session import (
+    EffectCounts,
     FindingsResult,
     OpRow,
     SearchHit,
     SharedMasker,
+    effect_counts,
+    effects_where,
     fetch_page,
     kind_summary,
 )
@@ -75,9 +78,12 @@ OP_COLUMNS = [
     ("Created", "created_at"),
     ("Expires", "expires_at"),
     ("Attempts", "attempt_count"),
+    ("Effects", None),
     ("Findings", None),
 ]
-COL_KEY, COL_SCOPE, COL_KIND, COL_STATUS, COL_CREATED, COL_EXPIRES, COL_ATTEMPTS, COL_FINDINGS = range(8)
+(COL_KEY, COL_SCOPE, COL_KIND, COL_STATUS, COL_CREATED, COL_EXPIRES, COL_ATTEMPTS, COL_EFFECTS, COL_FINDINGS) = range(9)
+#: From this many effect records an operation's side effect happened more than once: highlighted.
+EFFECTS_WARN = 2
 
 #: Role carrying the row's findings (list[Finding]) for the badge delegate.
 FindingsRole = Qt.ItemDataRole.UserRole + 1
@@ -94,6 +100,7 @@ class OperationsModel(QAbstractTableModel):
     loading_changed = Signal(bool)
     error = Signal(object)
     page_loaded = Signal(int)  # total rows now loaded
+    effects_error = Signal(object)  # JobError of an effect count (the rows stay; the column stays blank)
 
     def __init__(self, runner: Runner, masker: SharedMasker, page_size: int = 500, parent=None):
         super().__init__(parent)
@@ -102,6 +109,8 @@ class OperationsModel(QAbstractTableModel):
         self.flt = Filter()
         self.now: datetime | None = None
         self.by_ref: dict | None = None
+        self.scanned: FindingsResult | None = None  # the tab's scan: a finding filter uses its answer
+        self._sql_findings = False  # the page in flight runs the findings' SQL (the scan had no answer)
         self.sort_key, self.descending = "created_at", True
         self._rows: list[OpRow] = []
         self._cursor: tuple | None = None
@@ -109,11 +118,28 @@ class OperationsModel(QAbstractTableModel):
         self._loading = False
         self._exhausted = True
         self._revealed: dict[tuple[int, int], str] = {}  # (row, column) -> value revealed on request
+        # Effect records per operation (issue #16 §4), counted per page on a worker after the page is in
+        self._fx_counts: dict[tuple[str, str], int] = {}
+        self._fx_where = ""  # where they are counted, masked ("" without [effects])
+        self._query_gen = 0  # bumped by set_query: a late count of an older query is dropped
+        self._pages = 0  # pages of the current query (one effects channel each)
 
     # ------------------------------------------------------------------------------ queries
 
     def set_ledger(self, ledger) -> None:
         self.ledger = ledger
+        where = effects_where(ledger) if ledger is not None else ""
+        self._fx_where = self.masker.free_text(where) if where else ""
+        self.headerDataChanged.emit(Qt.Orientation.Horizontal, COL_EFFECTS, COL_EFFECTS)
+
+    def has_effects(self) -> bool:
+        """The layout's ``[effects]`` section is bound: the grid shows the Effects column."""
+        return self.ledger is not None and getattr(self.ledger, "effects", None) is not None
+
+    def effect_count(self, row: int) -> int | None:
+        """Effect records of row ``row``'s operation (None: not counted yet, or no effects)."""
+        r = self._rows[row]
+        return self._fx_counts.get((r.scope_raw, r.key_raw))
 
     def set_query(
         self, flt: Filter | None = None, now: datetime | None = None, findings: FindingsResult | None = None
@@ -125,9 +151,12 @@ class OperationsModel(QAbstractTableModel):
             self.now = now
         if findings is not None:
             self.by_ref = findings.by_ref
+            self.scanned = findings
+        self._cancel_effect_counts()
         self.beginResetModel()
         self._rows, self._cursor = [], None
         self._revealed = {}
+        self._fx_counts = {}
         self._exhausted = self.ledger is None
         self._started = False
         self.endResetModel()
@@ -144,22 +173,39 @@ class OperationsModel(QAbstractTableModel):
         # Badges are looked up at paint time (_fs), so new findings cost O(1) here however many rows
         # are loaded: no loop over tens of thousands of rows on the GUI thread.
         self.by_ref = findings.by_ref
+        self.scanned = findings
         if self._rows:
             self.dataChanged.emit(self.index(0, COL_FINDINGS), self.index(len(self._rows) - 1, COL_FINDINGS))
 
     def _request(self, after):
         ledger, masker, flt, sort, desc = self.ledger, self.masker, self.flt, self.sort_key, self.descending
-        now, by_ref, limit = self.now, self.by_ref, self.page_size
+        now, by_ref, limit, scanned = self.now, self.by_ref, self.page_size, self.scanned
         self._started = True
+        self._sql_findings = bool(flt.findings) and not self.scan_answers(flt)
         self._set_loading(True)
         self.runner.submit(
             "page",
             lambda tok: fetch_page(
-                ledger, masker, flt, sort, desc, after, limit, now or datetime.now(theme.UTC), by_ref
+                ledger, masker, flt, sort, desc, after, limit, now or datetime.now(theme.UTC), by_ref, scanned
             ),
             self._on_page,
             self._on_error,
         )
+
+    def scan_answers(self, flt: Filter, res: FindingsResult | None = None) -> bool:
+        """The scan ``res`` (default the model's) has answered every finding kind ``flt`` chooses, for
+        this query's ``now`` (cheap: no loop over findings)."""
+        res = res if res is not None else self.scanned
+        return (
+            res is not None
+            and self.now is not None
+            and res.now == self.now
+            and not any(k in res.unsupported for k in flt.findings)
+        )
+
+    def waits_on_finding_sql(self) -> bool:
+        """The first page of a finding filter is being asked in SQL (the scan had not answered yet)."""
+        return self._loading and self._sql_findings and not self._rows
 
     def _on_page(self, result):
         rows, cursor = result
@@ -174,12 +220,44 @@ class OperationsModel(QAbstractTableModel):
             self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
             self._rows.extend(rows)
             self.endInsertRows()
+            if self.has_effects():
+                self._count_effects(rows, first)
             # Loaded rows live as long as the grid: take them out of the cyclic GC's generations (they
             # hold no cycles; refcounting still frees them). Otherwise every full collection walks
             # tens of thousands of rows while holding the GIL, which stalls the event loop.
             gc.freeze()
         self._set_loading(False)
         self.page_loaded.emit(len(self._rows))
+
+    def _cancel_effect_counts(self) -> None:
+        self._query_gen += 1
+        self._pages = 0
+        for ch in self.runner.pending():
+            if ch.startswith("effects:"):
+                self.runner.cancel(ch)
+
+    def _count_effects(self, rows: list[OpRow], first: int) -> None:
+        """Count the effect records of a page's operations on a worker (one grouped query per page);
+        the column fills in when the answer arrives. Each page has its own channel, so counting page 2
+        does not drop page 1's answer; a new query (``set_query``) drops them all."""
+        ledger, gen = self.ledger, self._query_gen
+        refs = [(r.scope_raw, r.key_raw) for r in rows]
+        page = self._pages
+        self._pages += 1
+
+        def done(res: EffectCounts):
+            if gen != self._query_gen:
+                return
+            self._fx_counts.update(res.counts)
+            last = min(first + len(rows), len(self._rows)) - 1
+            if last >= first:
+                self.dataChanged.emit(self.index(first, COL_EFFECTS), self.index(last, COL_EFFECTS))
+
+        def failed(err: JobError):
+            if gen == self._query_gen and not err.cancelled:
+                self.effects_error.emit(err)
+
+        self.runner.submit(f"effects:{page}", lambda tok: effect_counts(ledger, refs, tok), done, failed)
 
     def _on_error(self, err: JobError):
         self._set_loading(False)
@@ -224,6 +302,13 @@ class OperationsModel(QAbstractTableModel):
                 return f"{name} ({theme.TIME.zone()})"
             return name
         if role == Qt.ItemDataRole.ToolTipRole:
+            if section == COL_EFFECTS:
+                return (
+                    f"Effect records of each operation, counted in {self._fx_where or 'the effects table'}: "
+                    "downstream rows (charges, e-mails…) whose link matches the operation's. "
+                    f"{EFFECTS_WARN} or more (⚠) means the side effect happened more than once. "
+                    "Not sortable: counted per page of rows, after the rows are shown."
+                )
             if OP_COLUMNS[section][1] is None:
                 return "Findings of this operation, most severe first (not sortable: computed by the scan)"
             return "Click to sort by this column (the database sorts; nothing is sorted in memory)"
@@ -278,12 +363,24 @@ class OperationsModel(QAbstractTableModel):
                 return theme.TIME.fmt(r.expires_at)
             if c == COL_ATTEMPTS:
                 return "—" if r.attempts is None else str(r.attempts)
+            if c == COL_EFFECTS:
+                n = self._fx_counts.get((r.scope_raw, r.key_raw))
+                if n is None or not self.has_effects():
+                    return ""
+                return f"{n} ⚠" if n >= EFFECTS_WARN else str(n)
             if c == COL_FINDINGS:
                 # plain-text form (the delegate paints badges; this is for copy and accessibility)
                 return ", ".join(f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_WORDS[f.kind]}" for f in self._fs(r))
         elif role == Qt.ItemDataRole.ToolTipRole:
             if c == COL_STATUS:
                 return f"{theme.STATUS_WORDS[r.status]} (ledger says: {r.raw_status})"
+            if c == COL_EFFECTS and self.has_effects():
+                n = self._fx_counts.get((r.scope_raw, r.key_raw))
+                if n is None:
+                    return f"counting effect records in {self._fx_where}…"
+                rec = "effect record" if n == 1 else "effect records"
+                more = "\nmore than one: the side effect happened more than once" if n >= EFFECTS_WARN else ""
+                return f"{n} {rec} of this operation in {self._fx_where}{more}"
             if c == COL_FINDINGS and self._fs(r):
                 return "\n".join(f"{f.severity.value}: {theme.KIND_WORDS[f.kind]}" for f in self._fs(r))
             if c == COL_KEY:
@@ -293,14 +390,26 @@ class OperationsModel(QAbstractTableModel):
                 return QBrush(theme.colour(theme.STATUS_COLOURS, r.status))
             if c == COL_EXPIRES and r.expires_at is not None and self.now and r.expires_at <= self.now:
                 return QBrush(theme.colour(theme.SEVERITY_COLOURS, Severity.INFO))
+            if c == COL_EFFECTS:
+                n = self._fx_counts.get((r.scope_raw, r.key_raw))
+                if n is not None and n >= EFFECTS_WARN:
+                    return QBrush(theme.colour(theme.SEVERITY_COLOURS, DEFAULT_SEVERITY[FindingKind.DUPLICATE_EFFECT]))
+                if n == 0:
+                    return QBrush(theme.colour(theme.SEVERITY_COLOURS, Severity.INFO))
         elif role == Qt.ItemDataRole.TextAlignmentRole:
-            if c == COL_ATTEMPTS:
+            if c in (COL_ATTEMPTS, COL_EFFECTS):
                 return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         elif role == Qt.ItemDataRole.FontRole:
             if c == COL_KEY:
                 f = QFont("DejaVu Sans Mono")
                 f.setStyleHint(QFont.StyleHint.Monospace)
                 return f
+            if c == COL_EFFECTS:
+                n = self._fx_counts.get((r.scope_raw, r.key_raw))
+                if n is not None and n >= EFFECTS_WARN:
+                    f = QFont()
+                    f.setBold(True)
+                    return f
         elif role == FindingsRole:
             return self._fs(r)
         elif role == RowRole:

@@ -161,9 +161,11 @@ def unmapped(ledger: Ledger) -> dict[str, dict[str, int]]:
     return ledger.unmapped_counts()
 
 
-def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
+def open_ledger(spec: OpenSpec, token: CancelToken, *, basics: bool = True) -> Opened:
     """Connect read-only, choose the layout (given or detected), reflect it, and read the basics.
-    A ``redis://`` / ``rediss://`` URL is read through a snapshot (:mod:`idemview.ledger.redis_snapshot`)."""
+    A ``redis://`` / ``rediss://`` URL is read through a snapshot (:mod:`idemview.ledger.redis_snapshot`).
+    ``basics=False`` leaves out the whole-table counts (``n_ops``/``n_att`` -1, no unmapped values):
+    the GUI asks for them with :func:`ledger_basics` after the first page (issue 11 §3: first rows)."""
     from idemview.ledger.redis_snapshot import is_redis_url
 
     if is_redis_url(spec.url):
@@ -202,15 +204,20 @@ def open_ledger(spec: OpenSpec, token: CancelToken) -> Opened:
         ledger = Ledger(engine, layout, name=spec.name, naive_zone=spec.naive_zone)
         token.check()
         ro = session_is_read_only(engine)
-        n_ops, n_att = ledger.counts()
+        n_ops, n_att, um = ledger_basics(ledger) if basics else (-1, -1, {"status": {}, "outcome": {}})
         span = time_span(ledger)
         token.check()
-        return Opened(
-            engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url), unmapped=ledger.unmapped_counts()
-        )
+        return Opened(engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url), unmapped=um)
     except BaseException:
         engine.dispose()
         raise
+
+
+def ledger_basics(ledger: Ledger) -> tuple[int, int, dict[str, dict[str, int]]]:
+    """(operations, attempts, unmapped raw values) of the whole ledger: full-table counts (run on a
+    worker; on millions of rows they take longer than the first page)."""
+    n_ops, n_att = ledger.counts()
+    return n_ops, n_att, ledger.unmapped_counts()
 
 
 def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
@@ -417,6 +424,60 @@ def to_rows(
     return out
 
 
+#: Above this many operations a finding filter is asked in SQL again rather than as a key list.
+SCANNED_REFS_MAX = 5000
+_refs_cache: dict[str, Any] = {}
+_refs_lock = threading.Lock()
+
+
+def scanned_refs(res: FindingsResult | None, flt: Filter, now: datetime | None) -> list[tuple[str, str]] | None:
+    """The (scope, key) of the operations with findings of ``flt.findings``, taken from a scan that
+    already answered (``res`` for the same ``now``, every chosen kind complete), or None: then the
+    filter runs the findings' SQL. A list of at most :data:`SCANNED_REFS_MAX` keys is looked up through
+    the key index, where the findings' SQL may walk a whole table (Celery's ``status`` has no index).
+    Runs on a worker (one pass over the scan's operations; the last answer is kept)."""
+    if not flt.findings or res is None or now is None or res.now != now:
+        return None
+    kinds = frozenset(flt.findings)
+    if any(k in res.unsupported for k in kinds):  # still scanning, failed, or not checkable
+        return None
+    with _refs_lock:
+        if _refs_cache.get("res") is res and _refs_cache.get("kinds") == kinds:
+            return _refs_cache["refs"]
+    refs = [ref for ref, fs in res.by_ref.items() if any(f.kind in kinds for f in fs)]
+    out = refs if len(refs) <= SCANNED_REFS_MAX else None
+    with _refs_lock:
+        _refs_cache.update(res=res, kinds=kinds, refs=out)
+    return out
+
+
+class _RefsFiltered:
+    """``ledger`` whose :meth:`filter_clause` replaces the finding kinds of a filter by a list of
+    (scope, key) (see :func:`scanned_refs`); everything else is the ledger's own."""
+
+    def __init__(self, ledger: Ledger, refs: list[tuple[str, str]]):
+        self._ledger, self._refs = ledger, refs
+
+    def __getattr__(self, name):
+        return getattr(self._ledger, name)
+
+    def filter_clause(self, flt: Filter | None, now: datetime | None = None):
+        from dataclasses import replace
+
+        from sqlalchemy import and_, false, or_
+
+        led = self._ledger
+        base = led.filter_clause(replace(flt, findings=[]) if flt is not None else None, now)
+        if not self._refs:
+            return and_(base, false())
+        se, ke = led.scope_expr, led.key_expr
+        by_scope: dict[Any, list] = {}
+        for sc, k in self._refs:
+            by_scope.setdefault(sc, []).append(k)
+        cond = or_(*[and_(se.is_(None) if sc is None else se == sc, ke.in_(ks)) for sc, ks in by_scope.items()])
+        return and_(base, cond)
+
+
 def fetch_page(
     ledger: Ledger,
     masker: SharedMasker,
@@ -427,9 +488,94 @@ def fetch_page(
     limit: int,
     now: datetime,
     by_ref: dict | None,
+    scanned: FindingsResult | None = None,
 ) -> tuple[list[OpRow], tuple | None]:
-    page: Page = ledger.page(flt, sort=sort, descending=descending, after=after, limit=limit, now=now, payloads=False)
+    """One grid page. With ``scanned`` (the tab's scan) a finding filter uses the scan's answer when
+    it has one (:func:`scanned_refs`) instead of running the findings' SQL again for every page."""
+    refs = scanned_refs(scanned, flt, now)
+    led: Any = ledger if refs is None else _RefsFiltered(ledger, refs)
+    page: Page = Ledger.page(
+        led, flt, sort=sort, descending=descending, after=after, limit=limit, now=now, payloads=False
+    )
     return to_rows(page.rows, masker, by_ref), page.cursor
+
+
+def count_matching(ledger: Ledger, flt: Filter, now: datetime, scanned: FindingsResult | None = None) -> int:
+    """How many operation records ``flt`` shows (a finding filter answered as :func:`fetch_page` does)."""
+    from sqlalchemy import func as _f
+    from sqlalchemy import select as _select
+
+    refs = scanned_refs(scanned, flt, now)
+    led: Any = ledger if refs is None else _RefsFiltered(ledger, refs)
+    with ledger.engine.connect() as c:
+        return int(
+            c.execute(_select(_f.count()).select_from(ledger.ops).where(led.filter_clause(flt, now))).scalar() or 0
+        )
+
+
+@dataclass
+class EffectCounts:
+    """Effect records per operation of one grid page (issue #16 §4): ``counts[(scope, key)]``, and
+    ``where`` they were counted ("charges (sqlite demo-effects.db)")."""
+
+    counts: dict[tuple[str, str], int]
+    where: str
+    queries: int  # statements it took: 1, or 2 when links are read from the ledger's own database first
+
+
+def effects_where(ledger: Ledger) -> str:
+    """Where the layout's effect records are read, in words ("" without effects). No query."""
+    if ledger.effects is None:
+        return ""
+    fx = ledger.effects.describe()
+    return f"{fx['table']} ({fx['dialect']} {fx['database'] or fx['host']})"
+
+
+def effect_counts(ledger: Ledger, refs, token: CancelToken | None = None) -> EffectCounts:
+    """How many effect records each operation in ``refs`` ((scope, key) pairs, one grid page) has —
+    the count the detail pane lists (:meth:`EffectSource.records_of_operation`), for a whole page at
+    once: one grouped count over the page's links (``GROUP BY link`` with an ``IN`` list the link
+    index serves). When the effects link on the idempotency key the links are the keys; otherwise the
+    page's links are read first from the operations table (one more statement). Runs on a worker."""
+    from sqlalchemy import and_, or_
+    from sqlalchemy import select as _select
+
+    refs = list(dict.fromkeys(refs))
+    fx = ledger.effects
+    if fx is None or not refs:
+        return EffectCounts({}, effects_where(ledger), 0)
+    queries = 0
+    links_of: dict[tuple[str, str], set[str]] = {}
+    if fx.spec.link_operation == "key":
+        links_of = {(sc, k): {k} for sc, k in refs if k is not None}
+    else:
+        se, ke = ledger.scope_expr, ledger.key_expr
+        by_scope: dict[Any, list] = {}
+        for sc, k in refs:
+            by_scope.setdefault(sc, []).append(k)
+        cond = or_(*[and_(se.is_(None) if sc is None else se == sc, ke.in_(ks)) for sc, ks in by_scope.items()])
+        q = (
+            _select(se, ke, fx.operation_link)
+            .select_from(ledger.ops)
+            .where(cond, fx.operation_link.is_not(None))
+            .distinct()
+        )
+        with ledger.engine.connect() as c:
+            for sc, k, link in c.execute(q):
+                links_of.setdefault((sc, k), set()).add(link)
+        queries += 1
+    if token is not None:
+        token.check()
+    links = sorted({x for s in links_of.values() for x in s})
+    per_link: dict[str, int] = {}
+    if links:
+        gq = fx.grouped_select().where(fx.link.in_(links))
+        with fx.engine.connect() as c:
+            for r in c.execute(gq):
+                per_link[r.link] = int(r.n)
+        queries += 1
+    counts = {ref: sum(per_link.get(x, 0) for x in links_of.get(ref, ())) for ref in refs}
+    return EffectCounts(counts, effects_where(ledger), queries)
 
 
 @dataclass
@@ -502,8 +648,7 @@ def load_detail(
     effects, where = [], ""
     problem = (ledger.effects_problem or "") if ledger.layout.effects is not None else ""
     if ledger.effects is not None:
-        fx = ledger.effects.describe()
-        where = f"{fx['table']} ({fx['dialect']} {fx['database'] or fx['host']})"
+        where = effects_where(ledger)
         effects = [_mask_effect(e, masker) for e in ledger.effects.records_of_operation(scope, key)]
     return Detail(
         scope,

@@ -52,6 +52,9 @@ def test_notice_lists_unmapped_values_and_filters_to_them(qtbot, tmp_path):
     qtbot.waitUntil(
         lambda: tab.opened is not None and tab.model.rowCount() == 5 and not tab.model.is_loading(), timeout=30000
     )
+    # the whole-table counts (and the unmapped values) come after the first page
+    qtbot.waitUntil(lambda: tab.opened.n_ops >= 0 and not tab.runner.is_pending("basics"), timeout=30000)
+    assert "5 operations" in tab.where.text()
     assert tab.unmapped.isVisible()
     assert "PAUSED (2)" in tab.unmapped.label.text()
     assert "RETRIES_EXCEEDED" not in tab.unmapped.label.text()  # a legacy spelling the preset maps
