@@ -33,6 +33,12 @@ def main() -> int:
     docs = ROOT / "docs"
     db = Path(tempfile.mkdtemp()) / "demo.db"
     planted = write_demo(db, anchor=datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0))
+    import sqlite3
+
+    from idemview.services.demo_effects import layout_path_for
+
+    with sqlite3.connect(db) as c:
+        ledger_only = set(c.execute("SELECT scope, idempotency_key FROM idemview_demo_planted"))
 
     def pump(cond=lambda: True, timeout=30.0, settle=0.4):
         t0 = time.time()
@@ -80,9 +86,11 @@ def main() -> int:
         w.refresh_start_page()
         pump(settle=0.2)
         w.grab().save(str(docs / f"start-page{suffix}.png"))
-        tab = w.open_spec(OpenSpec(url=str(db), name="demo ledger", layout="idemview"))
+        # as `idemview --demo` opens it: with the layout that reconciles with the demo's charges file
+        tab = w.open_spec(OpenSpec(url=str(db), name="demo ledger", layout=str(layout_path_for(db))))
         pump(lambda: tab.scan_complete() and tab.model.rowCount() > 0 and not tab.model.is_loading())
-        scope, key = sorted(set(planted.incidents["duplicate_effect"]))[0]
+        # a double charge: two charges at the provider for one operation (the Effects column says 2 ⚠)
+        scope, key = sorted(set(planted.incidents["duplicate_effect"]) - ledger_only)[0]
         tab.open_operation(scope, key)
         pump(lambda: tab.detail.detail is not None)
         w.grab().save(str(docs / f"main-window{suffix}.png"))

@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSplitter,
     QTableView,
+    QTableWidget,
+    QTableWidgetItem,
     QTabWidget,
     QToolButton,
     QVBoxLayout,
@@ -164,6 +166,16 @@ class OperationDetail(QWidget):
         # never squeezed below its rows by the attempts/payload splitter under it
         self.effects_box.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         v.addWidget(self.effects_box)
+        # the records themselves: a table with its own horizontal scroll (ids, times and shown columns
+        # do not fit a 340 px pane; as rich text they wrapped and were cut)
+        self.effects_table = QTableWidget(0, 0)
+        self.effects_table.verticalHeader().hide()
+        self.effects_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.effects_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.effects_table.verticalHeader().setDefaultSectionSize(22)
+        self.effects_table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.effects_table.hide()
+        v.addWidget(self.effects_table)
         split = QSplitter(Qt.Orientation.Vertical)
         self.attempts_model = AttemptsModel(self)
         self.attempts = QTableView()
@@ -266,6 +278,7 @@ class OperationDetail(QWidget):
         )
         self.effects_box.setText(self._effects_html(d))
         self.effects_box.setVisible(bool(d.effects_where or d.effects_problem))
+        self._fill_effects_table(d)
         self.attempts_model.set_attempts(
             d.attempts,
             self.timeline.after_expiry_rows(),
@@ -292,23 +305,44 @@ class OperationDetail(QWidget):
         title = f"<b>Effect records</b> — {n} in {html.escape(d.effects_where)}"
         if not n:
             return title + "<br><i>no side effect of this operation was recorded downstream</i>"
+        more = f" <i>(the first {self.EFFECTS_SHOWN} shown)</i>" if n > self.EFFECTS_SHOWN else ""
+        warn = " <span style='color:#b00020'><b>‼ more than one</b></span>" if n > 1 else ""
+        return f"{title}{warn}{more}"
+
+    def effects_rows(self, d: Detail) -> tuple[list[str], list[list[str]]]:
+        """(headers, rows) of the effect records table: record id, reference, time, the shown columns
+        (values already masked by the session), at most ``EFFECTS_SHOWN`` rows."""
         z = theme.TIME.zone()
-        keys = list(d.effects[0].shown)
-        head = "".join(f"<th align=left>{html.escape(h)}</th>" for h in ["record", "reference", f"at ({z})", *keys])
-        rows = []
-        for e in d.effects[: self.EFFECTS_SHOWN]:
-            cells = [
+        keys = list(d.effects[0].shown) if d.effects else []
+        rows = [
+            [
                 str(e.record_id if e.record_id is not None else "—"),
                 str(e.reference or "—"),
                 theme.TIME.fmt(e.at) if e.at else "—",
                 *[str(e.shown.get(k, "—")) for k in keys],
             ]
-            rows.append(
-                "<tr>" + "".join(f"<td style='padding-right:10px'>{html.escape(c)}</td>" for c in cells) + "</tr>"
-            )
-        more = f"<br><i>… and {n - self.EFFECTS_SHOWN} more</i>" if n > self.EFFECTS_SHOWN else ""
-        warn = " <span style='color:#b00020'><b>‼ more than one</b></span>" if n > 1 else ""
-        return f"{title}{warn}<table cellspacing=0 cellpadding=1><tr>{head}</tr>{''.join(rows)}</table>{more}"
+            for e in d.effects[: self.EFFECTS_SHOWN]
+        ]
+        return ["record", "reference", f"at ({z})", *keys], rows
+
+    def _fill_effects_table(self, d: Detail) -> None:
+        t = self.effects_table
+        if d.effects_problem or not d.effects:
+            t.hide()
+            t.setRowCount(0)
+            return
+        heads, rows = self.effects_rows(d)
+        t.clear()
+        t.setColumnCount(len(heads))
+        t.setHorizontalHeaderLabels(heads)
+        t.setRowCount(len(rows))
+        for i, row in enumerate(rows):
+            for j, cell in enumerate(row):
+                t.setItem(i, j, QTableWidgetItem(cell))
+        t.resizeColumnsToContents()
+        bar = t.horizontalScrollBar().sizeHint().height()
+        t.setFixedHeight(t.horizontalHeader().sizeHint().height() + 22 * len(rows) + bar + 4)
+        t.show()
 
     def _expired_note(self, rec: Operation) -> str:
         if rec.expires_at and self._now and rec.expires_at <= self._now:

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QStyle,
     QStyledItemDelegate,
@@ -319,10 +320,18 @@ class LedgerTab(QWidget):
         left.setSizes([250, 450])
         main.addWidget(left)
         self.detail = OperationDetail()
-        self.detail.setMinimumWidth(340)
         self.detail.reveal_requested.connect(self._detail_reveal)
         self.detail.link_requested.connect(self.copy_link)
-        main.addWidget(self.detail)
+        # In a scroll area: an operation with findings, effect records and attempts needs more height
+        # than a 1280x800 screen leaves it, and its minimum must not grow the window past the screen.
+        self.detail_scroll = QScrollArea()
+        self.detail_scroll.setWidgetResizable(True)
+        self.detail_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.detail_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.detail.setMinimumWidth(320)  # its width follows the pane (text wraps); only height scrolls
+        self.detail_scroll.setWidget(self.detail)
+        self.detail_scroll.setMinimumWidth(340)
+        main.addWidget(self.detail_scroll)
         main.setStretchFactor(0, 3)
         main.setStretchFactor(1, 2)
         main.setSizes([1000, 380])  # the grid's nine columns want the width; the detail has a minimum

@@ -57,12 +57,18 @@ def test_demo_shows_hidden_success_double_charge_and_effect_records(qtbot, windo
     tab.open_operation(hidden[1], hidden[2])
     qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == hidden[2], timeout=20000)
     text = tab.detail.effects_box.text()
-    assert "Effect records</b> — 1 in charges (sqlite" in text and "ch_" in text
-    assert "@example.com" not in text  # the customer's e-mail is masked
+    assert "Effect records</b> — 1 in charges (sqlite" in text
+    t = tab.detail.effects_table
+    cells = [t.item(i, j).text() for i in range(t.rowCount()) for j in range(t.columnCount())]
+    heads = [t.horizontalHeaderItem(j).text() for j in range(t.columnCount())]
+    assert t.isVisible() and t.rowCount() == 1 and heads[:2] == ["record", "reference"]
+    assert cells[1].startswith("ch_") and "customer_email" in heads
+    assert not any("@example.com" in c for c in cells)  # the customer's e-mail is masked
     double = sorted(p for p in planted if p[0] == "duplicate_effect")[0]
     tab.open_operation(double[1], double[2])
     qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == double[2], timeout=20000)
     assert "— 2 in charges" in tab.detail.effects_box.text() and "more than one" in tab.detail.effects_box.text()
+    assert tab.detail.effects_table.rowCount() == 2
     import os
 
     window.grab().save(os.environ.get("IDEMVIEW_SHOT", str(tmp_path / "effects.png")))
