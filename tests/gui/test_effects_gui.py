@@ -5,6 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.gui.conftest import close_window, make_window
+
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("propagateSizeHints")]
 HOUR = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 
@@ -17,22 +19,11 @@ def _isolated(monkeypatch, tmp_path):
 
 @pytest.fixture
 def window(qtbot):
-    from PySide6.QtWidgets import QApplication
-
-    from idemview.qt import theme
-    from idemview.qt.mainwindow import MainWindow
-
-    theme.apply_scheme(QApplication.instance())
-    w = MainWindow()
-    qtbot.addWidget(w)
+    w = make_window(qtbot)
     w.resize(1400, 900)
     w.show()
     yield w
-    for t in w.ledger_tabs():
-        t.close_tab()
-    from idemview.qt.workers import pool
-
-    pool().waitForDone(10000)
+    close_window(w)
 
 
 def test_demo_shows_hidden_success_double_charge_and_effect_records(qtbot, window, tmp_path):

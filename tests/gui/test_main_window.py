@@ -7,13 +7,11 @@ none may run on the GUI thread.
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy import create_engine
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import FindingKind, Outcome
@@ -29,78 +27,26 @@ UTC = UTC
 HOUR = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch, tmp_path):
-    monkeypatch.setenv("IDEMVIEW_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("IDEMVIEW_DATA_DIR", str(tmp_path / "data"))
-
-
-@pytest.fixture
-def query_threads():
-    """Every statement any engine executes, with the thread that ran it."""
-    seen: list[tuple[str, threading.Thread]] = []
-
-    def rec(conn, cursor, statement, params, context, executemany):
-        seen.append((statement, threading.current_thread()))
-
-    event.listen(Engine, "before_cursor_execute", rec)
-    yield seen
-    event.remove(Engine, "before_cursor_execute", rec)
-
-
-def assert_off_gui_thread(seen):
-    main = threading.main_thread()
-    on_gui = [s for s, t in seen if t is main]
-    assert not on_gui, f"{len(on_gui)} statements ran on the GUI thread, e.g. {on_gui[0][:200]}"
+# conftest.py also gives the fixtures demo_db and query_threads, and isolates config and data folders
+from tests.gui.conftest import (  # noqa: E402
+    assert_off_gui_thread,
+    close_window,
+    load_all,
+    make_window,
+    open_and_wait,
+    spec_for,
+)
 
 
 @pytest.fixture
 def window(qtbot):
-    from PySide6.QtWidgets import QApplication
-
-    from idemview.qt import theme
-    from idemview.qt.mainwindow import MainWindow
-
-    theme.apply_scheme(QApplication.instance())
-    w = MainWindow()
-    qtbot.addWidget(w)
+    """The main window at 1400×900 (the size these tests' layouts assume)."""
+    w = make_window(qtbot)
     w.resize(1400, 900)
     w.show()
     yield w
-    for t in w.ledger_tabs():
-        t.close_tab()
-    from idemview.qt.workers import pool
+    close_window(w)
 
-    pool().waitForDone(10000)
-
-
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory):
-    from idemview.services.demo import write_demo
-
-    p = tmp_path_factory.mktemp("demo") / "demo.db"
-    planted = write_demo(p, anchor=HOUR)
-    return p, planted
-
-
-def open_and_wait(qtbot, window, spec):
-    tab = window.open_spec(spec)
-    qtbot.waitUntil(
-        lambda: tab.scan_complete() and tab.model.rowCount() > 0 and not tab.model.is_loading(), timeout=30000
-    )
-    return tab
-
-
-def load_all(qtbot, tab):
-    def done():
-        if tab.model.canFetchMore():
-            tab.model.fetchMore()
-        return tab.model.is_exhausted() and not tab.runner.is_pending("page")
-
-    qtbot.waitUntil(done, timeout=30000)
-
-
-from tests.gui.conftest import spec_for  # noqa: E402  (the demo opened as `idemview --demo` opens it)
 
 # ------------------------------------------------------------------------------------------ tests
 

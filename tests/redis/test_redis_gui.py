@@ -21,22 +21,13 @@ pytestmark = [
 def window(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("IDEMVIEW_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("IDEMVIEW_DATA_DIR", str(tmp_path / "data"))
-    from PySide6.QtWidgets import QApplication
+    from tests.gui.conftest import close_window, make_window
 
-    from idemview.qt import theme
-    from idemview.qt.mainwindow import MainWindow
-
-    theme.apply_scheme(QApplication.instance())
-    w = MainWindow()
-    qtbot.addWidget(w)
+    w = make_window(qtbot)
     w.resize(1400, 900)
     w.show()
     yield w
-    for t in w.ledger_tabs():
-        t.close_tab()
-    from idemview.qt.workers import pool
-
-    pool().waitForDone(10000)
+    close_window(w)
 
 
 def _wait_open(qtbot, tab):
