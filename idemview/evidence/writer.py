@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
+from itertools import islice
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
@@ -400,6 +401,86 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
     return fmt
 
 
+_NONE_TYPE = type(None)
+_STR_OR_NONE = frozenset({str, _NONE_TYPE})
+_INT_OR_NONE = frozenset({int, _NONE_TYPE})
+_DATETIME_OR_NONE = frozenset({datetime, _NONE_TYPE})
+_ROW_TYPES = frozenset({tuple, list})
+
+
+class _Memo(dict):
+    """Formatted text of each distinct value of one column in one chunk. A value whose formatting
+    masked something (the masker's count moved) is not remembered: each of its cells is formatted
+    again, so the export's masking counts stay one per cell."""
+
+    __slots__ = ("fn", "total")
+
+    def __init__(self, fn: Callable[[Any], str], total: Callable[[], int]) -> None:
+        super().__init__()
+        self.fn, self.total = fn, total
+
+    def __missing__(self, v: Any) -> str:
+        before = self.total()
+        out = self.fn(v)
+        if self.total() == before:
+            self[v] = out
+        return out
+
+
+def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Sequence[Any]], list[str]]:
+    """One function per column, chosen once: the column's values of a chunk → their CSV texts, equal
+    to ``[fmt(v) for v in values]`` with ``fmt`` from :func:`_make_formatter`. Shortcuts, each giving
+    the same text: repeated ``str``/``int`` values are formatted once per chunk (only when the masker
+    can tell whether formatting masked something, see :class:`_Memo`); plain ints and naive or UTC
+    datetimes of columns not sensitive by name skip the masker (it passes them through unchanged)."""
+    fmt = _make_formatter(col, masker, null)
+    null = guard_formula(null)
+    total = getattr(masker, "count_total", None)
+    column_kind = getattr(masker, "column_kind", None)
+    plain = column_kind is not None and column_kind(col.name) is None
+    kind = col.kind
+    utc = UTC
+
+    def vec(values: Sequence[Any]) -> list[str]:
+        types = set(map(type, values))
+        if plain:
+            if kind == "integer" and types <= _INT_OR_NONE:
+                if _NONE_TYPE in types:
+                    return [null if v is None else str(v) for v in values]
+                return list(map(str, values))
+            if kind in ("instant", "naive_instant") and types <= _DATETIME_OR_NONE:
+                return [
+                    null
+                    if v is None
+                    else v.isoformat()
+                    if v.tzinfo is None or v.tzinfo is utc  # what fmt writes for these, unmasked
+                    else fmt(v)
+                    for v in values
+                ]
+        if total is not None and (types <= _STR_OR_NONE or types <= _INT_OR_NONE):
+            n = len(values)
+            if n < 4 or len(set(values)) * 2 <= n:  # repeated values: format each one once
+                return list(map(_Memo(fmt, total).__getitem__, values))
+        return list(map(fmt, values))
+
+    return vec
+
+
+def _normalise_rows(chunk: list[Any], names: list[str], ncols: int, done: int) -> list[Any]:
+    """Rows of a chunk as sequences in column order (mappings by column name); ``ValueError`` for a
+    row of the wrong length (numbered from 1 over the whole export)."""
+    if set(map(type, chunk)) <= _ROW_TYPES and set(map(len, chunk)) == {ncols}:
+        return chunk
+    out = []
+    for i, row in enumerate(chunk):
+        if isinstance(row, Mapping):
+            row = [row.get(x) for x in names]
+        elif len(row) != ncols:
+            raise ValueError(f"row {done + i + 1} has {len(row)} values for {ncols} columns")
+        out.append(row)
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # Manifest helpers
 
@@ -569,7 +650,7 @@ def write_evidence(
     before = masker.counts
     ncols = len(cols)
     names = [c.name for c in cols]
-    fmts = [_make_formatter(c, masker, null_literal) for c in cols]
+    vecs = [_make_column_formatter(c, masker, null_literal) for c in cols]
     tmp: str | None = None
     mtmp: str | None = None
     replaced = False
@@ -594,36 +675,39 @@ def write_evidence(
             if excel:
                 buf.write("\ufeff")
             w.writerow([guard_formula(x) for x in names])
-            batch: list[list[str]] = []
-            pending = 0
+            it = iter(rows)
             pending_chars = 0
-            for row in rows:
-                if isinstance(row, Mapping):
-                    row = [row.get(x) for x in names]
-                elif len(row) != ncols:
-                    raise ValueError(f"row {n + 1} has {len(row)} values for {ncols} columns")
-                cells = [fmt(v) for fmt, v in zip(fmts, row, strict=False)]
-                batch.append(cells)
-                n += 1
-                pending += 1
-                # Memory is bounded by bytes, not rows: a batch of large cells is written out early.
-                pending_chars += sum(map(len, cells))
-                if pending_chars >= FLUSH_CHARS:
-                    w.writerows(batch)
-                    batch.clear()
-                    pending_chars = 0
+            # Rows are taken a chunk at a time and formatted column by column (one function per
+            # column, chosen once; equal values formatted once per chunk). A chunk's row count adapts
+            # to the bytes of the previous one (one row at a time for multi-MB cells), never crosses a
+            # multiple of ``check_every`` (progress and cancel are polled there), and the CSV text is
+            # written out every FLUSH_CHARS: memory is bounded by bytes, not rows.
+            limit = 1
+            while True:
+                chunk = list(islice(it, min(limit, check_every - n % check_every)))
+                if not chunk:
+                    break
+                chunk = _normalise_rows(chunk, names, ncols, n)
+                columns_in = list(zip(*chunk))
+                del chunk
+                out = [vec(vals) for vec, vals in zip(vecs, columns_in, strict=True)]
+                del columns_in
+                k = len(out[0])
+                chars = sum(sum(map(len, col)) for col in out)
+                w.writerows(zip(*out))
+                del out
+                n += k
+                pending_chars += chars
+                limit = max(1, min(check_every, FLUSH_CHARS * k // max(1, chars)))
+                at_check = n % check_every == 0
+                if pending_chars >= FLUSH_CHARS or at_check:
                     flush()
-                if pending == check_every:
-                    w.writerows(batch)
-                    batch.clear()
-                    pending = 0
                     pending_chars = 0
-                    flush()
+                if at_check:
                     if progress is not None:
                         progress(n)
                     if cancel is not None and cancel():
                         raise ExportCancelled(f"export cancelled after {n} rows")
-            w.writerows(batch)
             flush()
             f.flush()
             os.fsync(f.fileno())

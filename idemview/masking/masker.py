@@ -1022,6 +1022,11 @@ class Masker:
     def reset_counts(self) -> None:
         self._counts.clear()
 
+    def count_total(self) -> int:
+        """Number of values masked so far (the sum of :attr:`counts`, without copying them): a caller
+        that caches masked output can tell from it whether a call masked anything."""
+        return sum(self._counts.values())
+
     def column_kind(self, column: str | None) -> str | None:
         """Kind of a column / field name under these rules, or ``None`` if not sensitive by name."""
         if column is None:
