@@ -167,7 +167,7 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
 
     def convert(batch: list) -> list:
         n = len(batch)
-        cols = list(zip(*batch))
+        cols = list(zip(*batch, strict=False))
         scope = cols[i_scope]
         if not set(map(type, scope)) <= {str}:
             scope = [x or "" for x in scope]
@@ -201,7 +201,7 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
         for i, fn in pdefs:
             out.append(list(map(fn, cols[i])))
         if findings:
-            out.append([(" ".join(f) if (f := findings.get(sk)) else None) for sk in zip(scope, key)])
+            out.append([(" ".join(f) if (f := findings.get(sk)) else None) for sk in zip(scope, key, strict=False)])
         else:
             out.append([None] * n)
         return out
@@ -293,7 +293,7 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         convert = _operation_columns(ledger, [c.name for c in sel], times, payloads, findings)
         with ledger.engine.connect() as c:
             for batch in stream_batches(c, q, big):
-                yield from zip(*convert(batch))
+                yield from zip(*convert(batch), strict=False)
 
     return ExportPlan(cols, rows(), "the filtered operations, one row per record")
 

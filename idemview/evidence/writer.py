@@ -440,6 +440,10 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
     plain = column_kind is not None and column_kind(col.name) is None
     kind = col.kind
     utc = UTC
+    # Texts the masker proves it leaves unchanged (unique ids, hex) are written as they are: they
+    # start with a hex digit, never with a formula character, so the guard leaves them too.
+    check = getattr(masker, "unchanged_check", None)
+    unchanged = check() if check is not None and plain and kind == "text" else None
 
     def vec(values: Sequence[Any]) -> list[str]:
         types = set(map(type, values))
@@ -461,6 +465,8 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
             n = len(values)
             if n < 4 or len(set(values)) * 2 <= n:  # repeated values: format each one once
                 return list(map(_Memo(fmt, total).__getitem__, values))
+            if unchanged is not None and str in types:
+                return [v if v is not None and type(v) is str and unchanged(v) else fmt(v) for v in values]
         return list(map(fmt, values))
 
     return vec
@@ -688,13 +694,13 @@ def write_evidence(
                 if not chunk:
                     break
                 chunk = _normalise_rows(chunk, names, ncols, n)
-                columns_in = list(zip(*chunk))
+                columns_in = list(zip(*chunk, strict=False))
                 del chunk
                 out = [vec(vals) for vec, vals in zip(vecs, columns_in, strict=True)]
                 del columns_in
                 k = len(out[0])
                 chars = sum(sum(map(len, col)) for col in out)
-                w.writerows(zip(*out))
+                w.writerows(zip(*out, strict=False))
                 del out
                 n += k
                 pending_chars += chars
