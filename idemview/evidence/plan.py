@@ -10,7 +10,7 @@ under a temporary name and renames only when complete.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +22,7 @@ from sqlalchemy import select
 from idemview.domain.filters import Filter
 from idemview.domain.model import Status
 from idemview.errors import TargetExists, TargetRefused
-from idemview.evidence.writer import ColumnSpec, ExportResult, write_evidence
+from idemview.evidence.writer import ColumnBatches, ColumnSpec, ExportResult, write_evidence
 from idemview.findings.engine import FindingEngine
 from idemview.ledger.batch import for_batch
 from idemview.ledger.connect import describe
@@ -46,7 +46,7 @@ class ExportPlan:
     """Columns and a row iterator for one export (built by :func:`plan_export`)."""
 
     columns: list[ColumnSpec]
-    rows: Iterator[tuple]
+    rows: Iterable[tuple]  # a ColumnBatches for operations: write_evidence takes its columns as they are
     description: str
 
 
@@ -293,9 +293,9 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         convert = _operation_columns(ledger, [c.name for c in sel], times, payloads, findings)
         with ledger.engine.connect() as c:
             for batch in stream_batches(c, q, big):
-                yield from zip(*convert(batch), strict=False)
+                yield convert(batch)
 
-    return ExportPlan(cols, rows(), "the filtered operations, one row per record")
+    return ExportPlan(cols, ColumnBatches(rows()), "the filtered operations, one row per record")
 
 
 def _int_rid(ledger: Ledger) -> bool:

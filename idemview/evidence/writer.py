@@ -33,7 +33,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
@@ -48,6 +48,7 @@ from idemview.masking.masker import Masker, normalize_name
 
 __all__ = [
     "COLUMN_KINDS",
+    "ColumnBatches",
     "ColumnSpec",
     "ExportCancelled",
     "ExportResult",
@@ -472,6 +473,62 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
     return vec
 
 
+class ColumnBatches:
+    """Rows handed over a batch at a time as columns: ``batches`` yields lists of equally long
+    column sequences (in column order). :func:`write_evidence` formats them as they are, without
+    turning them into rows and back; iterating a ``ColumnBatches`` gives the rows (tuples)."""
+
+    def __init__(self, batches: Iterable[Sequence[Sequence[Any]]]) -> None:
+        self.batches = batches
+
+    def __iter__(self) -> Iterator[tuple]:
+        for cols in self.batches:
+            yield from zip(*cols, strict=True)
+
+
+def _column_chunks(
+    rows: Iterable[Sequence[Any] | Mapping[str, Any]] | ColumnBatches, names: list[str], ncols: int
+) -> Callable[[int, int], list[Sequence[Any]] | None]:
+    """``take(at_most, done)``: the next chunk of at most ``at_most`` rows as a list of columns, or
+    ``None`` at the end (``done``: rows taken before, to number a bad row in ``ValueError``)."""
+    if isinstance(rows, ColumnBatches):
+        batches = iter(rows.batches)
+        held: list[Sequence[Any]] = []
+        pos = size = 0
+
+        def take_batch(at_most: int, done: int) -> list[Sequence[Any]] | None:
+            nonlocal held, pos, size
+            while pos >= size:
+                nxt = next(batches, None)
+                if nxt is None:
+                    return None
+                held = list(nxt)
+                lens = set(map(len, held))
+                if len(held) != ncols or len(lens) != 1:
+                    raise ValueError(
+                        f"a batch after row {done} has {len(held)} columns for {ncols}, of lengths {sorted(lens)}"
+                    )
+                pos, size = 0, lens.pop()
+            if pos == 0 and size <= at_most:
+                pos = size
+                return held
+            end = min(size, pos + at_most)
+            part = [c[pos:end] for c in held]
+            pos = end
+            return part
+
+        return take_batch
+    it = iter(rows)
+
+    def take_rows(at_most: int, done: int) -> list[Sequence[Any]] | None:
+        chunk = list(islice(it, at_most))
+        if not chunk:
+            return None
+        return list(zip(*_normalise_rows(chunk, names, ncols, done), strict=True))
+
+    return take_rows
+
+
 def _normalise_rows(chunk: list[Any], names: list[str], ncols: int, done: int) -> list[Any]:
     """Rows of a chunk as sequences in column order (mappings by column name); ``ValueError`` for a
     row of the wrong length (numbered from 1 over the whole export)."""
@@ -611,7 +668,7 @@ def _unlink_quiet(p: str | None) -> None:
 def write_evidence(
     path: str | os.PathLike[str],
     columns: Sequence[ColumnSpec | tuple[str, str]],
-    rows: Iterable[Sequence[Any] | Mapping[str, Any]],
+    rows: Iterable[Sequence[Any] | Mapping[str, Any]] | ColumnBatches,
     *,
     masker: Masker,
     manifest: Mapping[str, Any],
@@ -681,7 +738,7 @@ def write_evidence(
             if excel:
                 buf.write("\ufeff")
             w.writerow([guard_formula(x) for x in names])
-            it = iter(rows)
+            take = _column_chunks(rows, names, ncols)
             pending_chars = 0
             # Rows are taken a chunk at a time and formatted column by column (one function per
             # column, chosen once; equal values formatted once per chunk). A chunk's row count adapts
@@ -690,17 +747,14 @@ def write_evidence(
             # written out every FLUSH_CHARS: memory is bounded by bytes, not rows.
             limit = 1
             while True:
-                chunk = list(islice(it, min(limit, check_every - n % check_every)))
-                if not chunk:
+                columns_in = take(min(limit, check_every - n % check_every), n)
+                if columns_in is None:
                     break
-                chunk = _normalise_rows(chunk, names, ncols, n)
-                columns_in = list(zip(*chunk, strict=False))
-                del chunk
                 out = [vec(vals) for vec, vals in zip(vecs, columns_in, strict=True)]
                 del columns_in
                 k = len(out[0])
                 chars = sum(sum(map(len, col)) for col in out)
-                w.writerows(zip(*out, strict=False))
+                w.writerows(zip(*out, strict=True))
                 del out
                 n += k
                 pending_chars += chars
