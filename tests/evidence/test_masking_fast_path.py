@@ -10,6 +10,7 @@ must be exactly what the per-cell path gives.
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -122,7 +123,9 @@ def test_celery_export_masks_secrets_planted_among_uuid_task_ids(tmp_path):
 
     ledger = Ledger(open_engine(f"sqlite:///{path}"), load_preset("celery"))
     out = tmp_path / "ops.csv"
+    gc_before = gc.get_threshold()
     res = export_evidence(ledger, None, out, now=NOW, masker=Masker(key=KEY))
+    assert gc.get_threshold() == gc_before  # the export's collector setting is undone
     assert res.rows == 1500
     text = out.read_bytes().decode("utf-8")
     for planted, secret, kind in PLANTED:
