@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -49,7 +49,7 @@ class ExportPlan:
     """Columns and a row iterator for one export (built by :func:`plan_export`)."""
 
     columns: list[ColumnSpec]
-    rows: Iterable[tuple]  # a ColumnBatches for operations: write_evidence takes its columns as they are
+    rows: Iterator[tuple]  # a ColumnBatches for operations: write_evidence takes its columns as they are
     description: str
 
 
@@ -170,11 +170,11 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
 
     def convert(batch: list) -> list:
         n = len(batch)
-        cols = list(zip(*batch, strict=False))
-        scope = cols[i_scope]
+        cols: list[Sequence[Any]] = list(zip(*batch, strict=False))
+        scope: Sequence[Any] = cols[i_scope]
         if not set(map(type, scope)) <= {str}:
             scope = [x or "" for x in scope]
-        key = cols[i_key]
+        key: Sequence[Any] = cols[i_key]
         if _NONE_TYPE in set(map(type, key)):
             key = ["" if x is None else x for x in key]
         out: list = [[name] * n, cols[i_rid], scope, key]
@@ -190,15 +190,16 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
             if cache is None:
                 cache = caches[ck] = _PerValue(fn)
             out.append(list(map(cache.__getitem__, cols[i])))
-        ac = cols[i_ac]
+        ac: Sequence[Any] = cols[i_ac]
         if not set(map(type, ac)) <= {int, _NONE_TYPE} or (i_json is not None and None in ac):
-            ac = [stored_number(x) for x in ac]
+            counts = [stored_number(x) for x in ac]
             if i_json is not None:
                 arrs = cols[i_json]
-                for j, x in enumerate(ac):
+                for j, x in enumerate(counts):
                     if x is None:
                         arr = _json_list(arrs[j])
-                        ac[j] = len(arr) if arr is not None else None
+                        counts[j] = len(arr) if arr is not None else None
+            ac = counts
         out.append(ac)
         out += [cols[i] for i in tail_as_is]
         for i, fn in pdefs:

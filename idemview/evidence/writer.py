@@ -476,14 +476,19 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
 class ColumnBatches:
     """Rows handed over a batch at a time as columns: ``batches`` yields lists of equally long
     column sequences (in column order). :func:`write_evidence` formats them as they are, without
-    turning them into rows and back; iterating a ``ColumnBatches`` gives the rows (tuples)."""
+    turning them into rows and back; as an iterator a ``ColumnBatches`` gives the rows (tuples)."""
 
     def __init__(self, batches: Iterable[Sequence[Sequence[Any]]]) -> None:
         self.batches = batches
+        self._rows: Iterator[tuple] | None = None
 
     def __iter__(self) -> Iterator[tuple]:
-        for cols in self.batches:
-            yield from zip(*cols, strict=True)
+        return self
+
+    def __next__(self) -> tuple:
+        if self._rows is None:
+            self._rows = (row for cols in self.batches for row in zip(*cols, strict=True))
+        return next(self._rows)
 
 
 def _column_chunks(
