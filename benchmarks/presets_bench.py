@@ -462,6 +462,30 @@ def _kept(out_path: str) -> str:
     return old[min(cut) :].strip() + "\n" if cut else ""
 
 
+def render_exports(results: dict) -> list[str]:
+    """The export table (``## Export of every Celery row``) of ``results["exports"]``."""
+    L = [
+        "## Export of every Celery row (masked) vs `pandas.read_sql` + `to_csv` (unmasked)",
+        "",
+        "| engine | rows | export s | rows/s | export RSS MB | pandas s | rows/s | pandas RSS MB | export/pandas | CSV MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for e in results["exports"]:
+        ex, pd_ = e["export"], e["pandas"]
+        rate = e["rows"] / ex["s"] if ex["rc"] == 0 else 0
+        prate = e["rows"] / pd_["s"] if pd_["rc"] == 0 else 0
+        ratio = ex["s"] / pd_["s"] if pd_["rc"] == 0 and ex["rc"] == 0 else None
+        L.append(
+            f"| {e['engine']} | {e['rows']:,} | {ex['s']:.1f}{'' if ex['rc'] == 0 else ' (failed)'} | "
+            f"{rate:,.0f}{_mark(rate >= TARGET_EXPORT_RATE)} | {ex['rss_mb']:.0f}{_mark(ex['rss_mb'] <= TARGET_RSS_MB)} | "
+            f"{pd_['s']:.1f} | {prate:,.0f} | {pd_['rss_mb']:.0f} | "
+            f"{'%.2f×' % ratio if ratio else '–'}{_mark(ratio <= TARGET_EXPORT_VS_PANDAS if ratio else None)} | "
+            f"{e['csv_mb']:.0f} |"
+        )
+    L.append("")
+    return L
+
+
 def render(results: dict, notes: str) -> str:
     m = results["machine"]
     L = [
@@ -520,25 +544,7 @@ def render(results: dict, notes: str) -> str:
     if results.get("export_note"):
         L += [f"Export figures: {results['export_note']}.", ""]
     if results.get("exports"):
-        L += [
-            "## Export of every Celery row (masked) vs `pandas.read_sql` + `to_csv` (unmasked)",
-            "",
-            "| engine | rows | export s | rows/s | export RSS MB | pandas s | rows/s | pandas RSS MB | export/pandas | CSV MB |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for e in results["exports"]:
-            ex, pd_ = e["export"], e["pandas"]
-            rate = e["rows"] / ex["s"] if ex["rc"] == 0 else 0
-            prate = e["rows"] / pd_["s"] if pd_["rc"] == 0 else 0
-            ratio = ex["s"] / pd_["s"] if pd_["rc"] == 0 and ex["rc"] == 0 else None
-            L.append(
-                f"| {e['engine']} | {e['rows']:,} | {ex['s']:.1f}{'' if ex['rc'] == 0 else ' (failed)'} | "
-                f"{rate:,.0f}{_mark(rate >= TARGET_EXPORT_RATE)} | {ex['rss_mb']:.0f}{_mark(ex['rss_mb'] <= TARGET_RSS_MB)} | "
-                f"{pd_['s']:.1f} | {prate:,.0f} | {pd_['rss_mb']:.0f} | "
-                f"{'%.2f×' % ratio if ratio else '–'}{_mark(ratio <= TARGET_EXPORT_VS_PANDAS if ratio else None)} | "
-                f"{e['csv_mb']:.0f} |"
-            )
-        L.append("")
+        L += render_exports(results)
     if results.get("big_cells"):
         b = results["big_cells"]
         ex = b["export"]
@@ -591,24 +597,32 @@ def main(argv=None) -> int:
     )
     args = ap.parse_args(argv)
     if args.only_export:
+        # The exports alone, all engines in one run (same minutes, so the ratios to pandas compare):
+        # printed as the report's export table; merged into the last full results when there are some.
         rp = os.path.join(pg.cache_dir(), "presets_results.json")
-        res = json.load(open(rp))
+        res = json.load(open(rp)) if os.path.exists(rp) else None
         tmp = tempfile.mkdtemp(prefix="idemview-bench-")
         exp = SIZES[args.export_size.lower()]
-        res["exports"] = []
+        out = {"exports": [], "started": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "load_start": _load()}
         for engine in engines_of(args):
             url, _ = pg.ensure(engine, "celery", exp, PG_ADMIN, reuse=True)
-            res["exports"].append(measure_export(engine, exp, url, tmp))
-            print(res["exports"][-1]["export"], flush=True)
-        res["big_cells"] = measure_big_cells(tmp)
-        print(res["big_cells"]["export"], flush=True)
-        res["export_note"] = (
-            f"export rows re-measured at {datetime.now(UTC).strftime('%H:%M UTC')} after "
-            "fixing the peak-RSS accounting (GNU time instead of wait4 of a forked child)"
-        )
-        json.dump(res, open(rp, "w"), indent=1)
-        notes = open(args.notes).read() if os.path.exists(args.notes) else ""
-        Path(args.out).write_text(render(res, notes) + "\n" + _kept(args.out))
+            out["exports"].append(measure_export(engine, exp, url, tmp))
+            print(out["exports"][-1]["export"], out["exports"][-1]["pandas"]["s"], flush=True)
+        out["load_end"] = _load()
+        if not args.no_big_cells:
+            out["big_cells"] = measure_big_cells(tmp)
+            print(out["big_cells"]["export"], flush=True)
+        json.dump(out, open(os.path.join(pg.cache_dir(), "export_results.json"), "w"), indent=1)
+        print(f"started {out['started']}, load average (1 min) at start/end {out['load_start']}/{out['load_end']}")
+        print("\n".join(render_exports(out)))
+        if res is not None:
+            res["exports"] = out["exports"]
+            if "big_cells" in out:
+                res["big_cells"] = out["big_cells"]
+            res["export_note"] = f"export rows re-measured at {out['started']}"
+            json.dump(res, open(rp, "w"), indent=1)
+            notes = open(args.notes).read() if os.path.exists(args.notes) else ""
+            Path(args.out).write_text(render(res, notes) + "\n" + _kept(args.out))
         shutil.rmtree(tmp, ignore_errors=True)
         return 0
     if args.render_only:

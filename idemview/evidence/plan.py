@@ -10,7 +10,10 @@ under a temporary name and renames only when complete.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import gc
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,13 +23,14 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select
 
 from idemview.domain.filters import Filter
+from idemview.domain.model import Status
 from idemview.errors import TargetExists, TargetRefused
-from idemview.evidence.writer import ColumnSpec, ExportResult, write_evidence
+from idemview.evidence.writer import ColumnBatches, ColumnSpec, ExportResult, write_evidence
 from idemview.findings.engine import FindingEngine
 from idemview.ledger.batch import for_batch
 from idemview.ledger.connect import describe
-from idemview.ledger.reader import Ledger, json_array_attempts
-from idemview.ledger.times import decode_time, iso
+from idemview.ledger.reader import Ledger, _json_list, decode_payload, json_array_attempts, stored_number
+from idemview.ledger.times import decode_time, from_epoch, iso
 from idemview.masking.masker import Masker
 
 UTC = UTC
@@ -45,7 +49,7 @@ class ExportPlan:
     """Columns and a row iterator for one export (built by :func:`plan_export`)."""
 
     columns: list[ColumnSpec]
-    rows: Iterator[tuple]
+    rows: Iterator[tuple]  # a ColumnBatches for operations: write_evidence takes its columns as they are
     description: str
 
 
@@ -68,6 +72,12 @@ def stream_rows(conn, q, big: list[int], batch_bytes: int = FETCH_BYTES, max_row
     """Rows of ``q`` streamed from a server-side cursor where the driver has one, fetched in batches
     sized by bytes: after each batch the next one's row count is ``batch_bytes`` divided by the mean
     size of the large cells at positions ``big`` (text, bytes), between 1 and ``max_rows``."""
+    for rows in stream_batches(conn, q, big, batch_bytes, max_rows):
+        yield from rows
+
+
+def stream_batches(conn, q, big: list[int], batch_bytes: int = FETCH_BYTES, max_rows: int = STREAM_BATCH):
+    """:func:`stream_rows` a fetched batch (a list of rows) at a time."""
     if conn.engine.dialect.name == "sqlite":
         # One sequential pass: SQLite's large page cache and memory map (set for interactive reads,
         # ledger/connect.py) would only fill RSS with pages never read again. Restored below.
@@ -95,15 +105,155 @@ def _stream(conn, q, big, batch_bytes, max_rows):
         if not rows:
             return
         size = 64 * len(rows)
-        for r in rows:
-            for i in big:
-                v = r[i]
+        for i in big:
+            for v in [r[i] for r in rows]:
                 if v is not None and hasattr(v, "__len__"):
                     size += len(v)
         n = max(1, min(max_rows, int(batch_bytes * len(rows) / size)))
         res.yield_per(n)
-        yield from rows
+        yield rows
         del rows
+
+
+class _PerValue(dict):
+    """``fn`` of each distinct value, computed once (a cache for one fetched batch)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def __missing__(self, v: Any) -> Any:
+        out = self[v] = self.fn(v)
+        return out
+
+
+_NONE_TYPE = type(None)
+
+
+def _status_value(v: Any) -> str:
+    try:
+        return Status(v).value
+    except ValueError:
+        return Status.UNKNOWN.value
+
+
+def _operation_columns(ledger: Ledger, names: list[str], times: list[str], payloads: list[str], findings: dict):
+    """A function from a fetched batch of ``Ledger._op_columns()`` rows to the export's columns of
+    the operations rows (lists, one per export column), equal to what ``Ledger.row_to_operation``
+    and the Operation's fields give, computed column by column: a time or status is decoded once
+    per distinct stored value of the batch."""
+    pos = {n: i for i, n in enumerate(names)}
+    name = ledger.name
+    i_scope, i_key, i_status, i_ac = pos["scope"], pos["key"], pos["status"], pos["attempt_count"]
+    as_is = [pos[k] for k in ("kind",)]
+    tail_as_is = [pos[k] for k in ("fingerprint", "intent_ref", "effect_ref")]
+    i_rid, i_raw = pos["rid"], pos["raw_status"]
+    i_json = pos.get("j_attempts")
+
+    # Time columns: (position, cache key, function of the stored value). Columns reading the same
+    # stored column with the same decoding (Celery's updated_at and locked_at) share their cache.
+    tdefs: list[tuple[int | None, Any, Callable[[Any], Any] | None]] = []
+    for t in times:
+        if t == "expires_at" and "e_expires_at" in pos:
+            tdefs.append((pos["e_expires_at"], ("epoch", t), _epoch_converter(ledger, t)))
+        elif t in ledger.time_cols:
+            col, tc = ledger.time_cols[t]
+            lt = ledger.layout.times.get(t)
+            stored_zone = lt.zone if lt is not None and lt.encoding == "naive" else None
+            key = (id(col), tc.encoding, tc.zone, stored_zone)
+            tdefs.append((pos[f"t_{t}"], key, _time_converter(tc, stored_zone)))
+        else:
+            tdefs.append((None, None, None))
+    pdefs = [(pos[f"p_{p}"], _payload_converter(ledger.layout.fields[p].encoding)) for p in payloads]
+
+    def convert(batch: list) -> list:
+        n = len(batch)
+        cols: list[Sequence[Any]] = list(zip(*batch, strict=False))
+        scope: Sequence[Any] = cols[i_scope]
+        if not set(map(type, scope)) <= {str}:
+            scope = [x or "" for x in scope]
+        key: Sequence[Any] = cols[i_key]
+        if _NONE_TYPE in set(map(type, key)):
+            key = ["" if x is None else x for x in key]
+        out: list = [[name] * n, cols[i_rid], scope, key]
+        out += [cols[i] for i in as_is]
+        out.append(list(map(_PerValue(_status_value).__getitem__, cols[i_status])))
+        out.append(cols[i_raw])
+        caches: dict = {}
+        for i, ck, fn in tdefs:
+            if i is None or fn is None:
+                out.append([None] * n)
+                continue
+            cache = caches.get(ck)
+            if cache is None:
+                cache = caches[ck] = _PerValue(fn)
+            out.append(list(map(cache.__getitem__, cols[i])))
+        ac: Sequence[Any] = cols[i_ac]
+        if not set(map(type, ac)) <= {int, _NONE_TYPE} or (i_json is not None and None in ac):
+            counts = [stored_number(x) for x in ac]
+            if i_json is not None:
+                arrs = cols[i_json]
+                for j, x in enumerate(counts):
+                    if x is None:
+                        arr = _json_list(arrs[j])
+                        counts[j] = len(arr) if arr is not None else None
+            ac = counts
+        out.append(ac)
+        out += [cols[i] for i in tail_as_is]
+        for i, fn in pdefs:
+            out.append(list(map(fn, cols[i])))
+        if findings:
+            out.append([(" ".join(f) if (f := findings.get(sk)) else None) for sk in zip(scope, key, strict=False)])
+        else:
+            out.append([None] * n)
+        return out
+
+    return convert
+
+
+def _time_converter(tc, stored_zone: str | None) -> Callable[[Any], Any]:
+    """decode_time, then a ``naive`` column's wall time as stored (see :func:`_as_stored`)."""
+    zone = ZoneInfo(stored_zone) if stored_zone is not None else None
+
+    def conv(x: Any) -> Any:
+        t = decode_time(x, tc)
+        if t is None or zone is None:
+            return t
+        return t.astimezone(zone).replace(tzinfo=None)
+
+    return conv
+
+
+def _epoch_converter(ledger: Ledger, name: str) -> Callable[[Any], Any]:
+    return lambda x: _as_stored(from_epoch(x), ledger, name)
+
+
+def _payload_converter(encoding: str | None) -> Callable[[Any], Any]:
+    """``_payload_cell(decode_payload(x, encoding))``, with the pickle and binary cases of ``bytes``
+    written out directly (the same text)."""
+
+    def general(x: Any) -> Any:
+        return _payload_cell(decode_payload(x, encoding))
+
+    if encoding == "pickle":
+
+        def pickled(x: Any) -> Any:
+            if type(x) is bytes:
+                return f"pickled, not decoded ({len(x)} bytes)"
+            return general(x)
+
+        return pickled
+    if encoding == "binary":
+
+        def binary(x: Any) -> Any:
+            if type(x) is bytes:
+                return x.hex()
+            return general(x)
+
+        return binary
+    return general
 
 
 def _finding_index(ledger: Ledger, now: datetime, kinds=None) -> dict[tuple[str, str], list[str]]:
@@ -136,28 +286,20 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
     cols.append(ColumnSpec("findings", "text"))
     findings = _finding_index(ledger, now)
 
-    def operations():
-        # Ledger.iter_operations' select, fetched by bytes (payload cells can be megabytes each).
-        cols = ledger._op_columns()
-        q = select(*cols).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
-        q = q.order_by(ledger.rid if ledger.rid is not None else ledger.key_expr)
-        big = [i for i, c in enumerate(cols) if c.name.startswith(("p_", "j_"))]
-        with ledger.engine.connect() as c:
-            for r in stream_rows(c, q, big):
-                yield ledger.row_to_operation(r)
-
     def rows():
-        for op in operations():
-            r = [ledger.name, op.row_id, op.scope, op.key, op.kind, op.status.value, op.raw_status]
-            r += [_as_stored(getattr(op, t), ledger, t) for t in times]
-            r += [op.attempt_count, op.fingerprint, op.intent_ref, op.effect_ref]
-            for p in payloads:
-                pl = getattr(op, p)
-                r.append(_payload_cell(pl))
-            r.append(" ".join(findings.get((op.scope, op.key), [])) or None)
-            yield tuple(r)
+        # Ledger.iter_operations' select, fetched by bytes (payload cells can be megabytes each), and
+        # turned into export rows a fetched batch at a time, column by column, with what
+        # Ledger.row_to_operation and the Operation fields would give (no object per row).
+        sel = ledger._op_columns()
+        q = select(*sel).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
+        q = q.order_by(ledger.rid if ledger.rid is not None else ledger.key_expr)
+        big = [i for i, c in enumerate(sel) if c.name.startswith(("p_", "j_"))]
+        convert = _operation_columns(ledger, [c.name for c in sel], times, payloads, findings)
+        with ledger.engine.connect() as c:
+            for batch in stream_batches(c, q, big):
+                yield convert(batch)
 
-    return ExportPlan(cols, rows(), "the filtered operations, one row per record")
+    return ExportPlan(cols, ColumnBatches(rows()), "the filtered operations, one row per record")
 
 
 def _int_rid(ledger: Ledger) -> bool:
@@ -427,6 +569,38 @@ MASKING_KEYS = {
 }
 
 
+_GC_LOCK = threading.Lock()
+_GC_USERS = 0
+_GC_SAVED: tuple[int, ...] | None = None
+#: Allocations between young-generation collections while an export runs. An export allocates
+#: millions of short-lived rows and cells that reference counting frees; the collector's default
+#: (700) ran every few rows and cost about a fifth of the export's time (issue 11). Only cyclic
+#: garbage waits longer; the other generations' settings are kept.
+EXPORT_GC_THRESHOLD = 20000
+
+
+@contextmanager
+def _fewer_collections():
+    """Raise the collector's first threshold for the duration (process-wide; restored when the last
+    concurrent export ends)."""
+    global _GC_USERS, _GC_SAVED
+    with _GC_LOCK:
+        if _GC_USERS == 0:
+            _GC_SAVED = gc.get_threshold()
+            if _GC_SAVED[0] and _GC_SAVED[0] < EXPORT_GC_THRESHOLD:
+                gc.set_threshold(EXPORT_GC_THRESHOLD, *_GC_SAVED[1:])
+        _GC_USERS += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC_USERS -= 1
+            if _GC_USERS == 0 and _GC_SAVED is not None:
+                if gc.get_threshold()[0] == EXPORT_GC_THRESHOLD:  # unless someone changed it meanwhile
+                    gc.set_threshold(*_GC_SAVED)
+                _GC_SAVED = None
+
+
 def export_evidence(
     ledger: Ledger,
     flt: Filter | None,
@@ -465,34 +639,35 @@ def export_evidence(
     flt = flt or Filter()
     now = (now or datetime.now(UTC)).astimezone(UTC)
     masker = masker or Masker()
-    plan = plan_export(ledger, flt, rows, now)
-    # A Redis ledger is read from its snapshot: the manifest names Redis, the snapshot instant, the
-    # server's TIME and the key pattern (idemview.ledger.redis_snapshot), not the in-memory copy.
-    ident = getattr(ledger, "describe", None) or describe(ledger.engine)
-    manifest = {
-        "ledger": {"connection": connection_name or ledger.name, **ident},
-        "layout": {"name": ledger.layout.name, "sha256": ledger.layout.hash},
-        "filter": {
-            "structured": flt.to_dict(),
-            "sentence": flt.sentence(),
-            **({"sentence_shown": sentence_shown} if sentence_shown else {}),
-        },
-        "now": iso(now),
-        "masking_key": MASKING_KEYS[masking_key],
-        "rows": {"kind": rows, "description": plan.description},
-    }
-    if ledger.effects is not None:
-        # the second source the findings (and an effects export) were reconciled with
-        manifest["effects"] = ledger.effects.describe()
-    return write_evidence(
-        out_path,
-        plan.columns,
-        plan.rows,
-        masker=masker,
-        manifest=manifest,
-        excel=excel,
-        null_literal=null_literal,
-        progress=progress,
-        cancel=cancel,
-        overwrite=overwrite,
-    )
+    with _fewer_collections():
+        plan = plan_export(ledger, flt, rows, now)
+        # A Redis ledger is read from its snapshot: the manifest names Redis, the snapshot instant, the
+        # server's TIME and the key pattern (idemview.ledger.redis_snapshot), not the in-memory copy.
+        ident = getattr(ledger, "describe", None) or describe(ledger.engine)
+        manifest = {
+            "ledger": {"connection": connection_name or ledger.name, **ident},
+            "layout": {"name": ledger.layout.name, "sha256": ledger.layout.hash},
+            "filter": {
+                "structured": flt.to_dict(),
+                "sentence": flt.sentence(),
+                **({"sentence_shown": sentence_shown} if sentence_shown else {}),
+            },
+            "now": iso(now),
+            "masking_key": MASKING_KEYS[masking_key],
+            "rows": {"kind": rows, "description": plan.description},
+        }
+        if ledger.effects is not None:
+            # the second source the findings (and an effects export) were reconciled with
+            manifest["effects"] = ledger.effects.describe()
+        return write_evidence(
+            out_path,
+            plan.columns,
+            plan.rows,
+            masker=masker,
+            manifest=manifest,
+            excel=excel,
+            null_literal=null_literal,
+            progress=progress,
+            cancel=cancel,
+            overwrite=overwrite,
+        )

@@ -33,10 +33,11 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
+from itertools import islice
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
@@ -47,6 +48,7 @@ from idemview.masking.masker import Masker, normalize_name
 
 __all__ = [
     "COLUMN_KINDS",
+    "ColumnBatches",
     "ColumnSpec",
     "ExportCancelled",
     "ExportResult",
@@ -400,6 +402,153 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
     return fmt
 
 
+_NONE_TYPE = type(None)
+_STR_OR_NONE = frozenset({str, _NONE_TYPE})
+_INT_OR_NONE = frozenset({int, _NONE_TYPE})
+_DATETIME_OR_NONE = frozenset({datetime, _NONE_TYPE})
+_ROW_TYPES = frozenset({tuple, list})
+
+
+class _Memo(dict):
+    """Formatted text of each distinct value of one column in one chunk. A value whose formatting
+    masked something (the masker's count moved) is not remembered: each of its cells is formatted
+    again, so the export's masking counts stay one per cell."""
+
+    __slots__ = ("fn", "total")
+
+    def __init__(self, fn: Callable[[Any], str], total: Callable[[], int]) -> None:
+        super().__init__()
+        self.fn, self.total = fn, total
+
+    def __missing__(self, v: Any) -> str:
+        before = self.total()
+        out = self.fn(v)
+        if self.total() == before:
+            self[v] = out
+        return out
+
+
+def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Sequence[Any]], list[str]]:
+    """One function per column, chosen once: the column's values of a chunk → their CSV texts, equal
+    to ``[fmt(v) for v in values]`` with ``fmt`` from :func:`_make_formatter`. Shortcuts, each giving
+    the same text: repeated ``str``/``int`` values are formatted once per chunk (only when the masker
+    can tell whether formatting masked something, see :class:`_Memo`); plain ints and naive or UTC
+    datetimes of columns not sensitive by name skip the masker (it passes them through unchanged)."""
+    fmt = _make_formatter(col, masker, null)
+    null = guard_formula(null)
+    total = getattr(masker, "count_total", None)
+    column_kind = getattr(masker, "column_kind", None)
+    plain = column_kind is not None and column_kind(col.name) is None
+    kind = col.kind
+    utc = UTC
+    # Texts the masker proves it leaves unchanged (unique ids, hex) are written as they are: they
+    # start with a hex digit, never with a formula character, so the guard leaves them too.
+    check = getattr(masker, "unchanged_check", None)
+    unchanged = check() if check is not None and plain and kind == "text" else None
+
+    def vec(values: Sequence[Any]) -> list[str]:
+        types = set(map(type, values))
+        if plain:
+            if kind == "integer" and types <= _INT_OR_NONE:
+                if _NONE_TYPE in types:
+                    return [null if v is None else str(v) for v in values]
+                return list(map(str, values))
+            if kind in ("instant", "naive_instant") and types <= _DATETIME_OR_NONE:
+                return [
+                    null
+                    if v is None
+                    else v.isoformat()
+                    if v.tzinfo is None or v.tzinfo is utc  # what fmt writes for these, unmasked
+                    else fmt(v)
+                    for v in values
+                ]
+        if total is not None and (types <= _STR_OR_NONE or types <= _INT_OR_NONE):
+            n = len(values)
+            if n < 4 or len(set(values)) * 2 <= n:  # repeated values: format each one once
+                return list(map(_Memo(fmt, total).__getitem__, values))
+            if unchanged is not None and str in types:
+                return [v if v is not None and type(v) is str and unchanged(v) else fmt(v) for v in values]
+        return list(map(fmt, values))
+
+    return vec
+
+
+class ColumnBatches:
+    """Rows handed over a batch at a time as columns: ``batches`` yields lists of equally long
+    column sequences (in column order). :func:`write_evidence` formats them as they are, without
+    turning them into rows and back; as an iterator a ``ColumnBatches`` gives the rows (tuples)."""
+
+    def __init__(self, batches: Iterable[Sequence[Sequence[Any]]]) -> None:
+        self.batches = batches
+        self._rows: Iterator[tuple] | None = None
+
+    def __iter__(self) -> Iterator[tuple]:
+        return self
+
+    def __next__(self) -> tuple:
+        if self._rows is None:
+            self._rows = (row for cols in self.batches for row in zip(*cols, strict=True))
+        return next(self._rows)
+
+
+def _column_chunks(
+    rows: Iterable[Sequence[Any] | Mapping[str, Any]] | ColumnBatches, names: list[str], ncols: int
+) -> Callable[[int, int], list[Sequence[Any]] | None]:
+    """``take(at_most, done)``: the next chunk of at most ``at_most`` rows as a list of columns, or
+    ``None`` at the end (``done``: rows taken before, to number a bad row in ``ValueError``)."""
+    if isinstance(rows, ColumnBatches):
+        batches = iter(rows.batches)
+        held: list[Sequence[Any]] = []
+        pos = size = 0
+
+        def take_batch(at_most: int, done: int) -> list[Sequence[Any]] | None:
+            nonlocal held, pos, size
+            while pos >= size:
+                nxt = next(batches, None)
+                if nxt is None:
+                    return None
+                held = list(nxt)
+                lens = set(map(len, held))
+                if len(held) != ncols or len(lens) != 1:
+                    raise ValueError(
+                        f"a batch after row {done} has {len(held)} columns for {ncols}, of lengths {sorted(lens)}"
+                    )
+                pos, size = 0, lens.pop()
+            if pos == 0 and size <= at_most:
+                pos = size
+                return held
+            end = min(size, pos + at_most)
+            part = [c[pos:end] for c in held]
+            pos = end
+            return part
+
+        return take_batch
+    it = iter(rows)
+
+    def take_rows(at_most: int, done: int) -> list[Sequence[Any]] | None:
+        chunk = list(islice(it, at_most))
+        if not chunk:
+            return None
+        return list(zip(*_normalise_rows(chunk, names, ncols, done), strict=True))
+
+    return take_rows
+
+
+def _normalise_rows(chunk: list[Any], names: list[str], ncols: int, done: int) -> list[Any]:
+    """Rows of a chunk as sequences in column order (mappings by column name); ``ValueError`` for a
+    row of the wrong length (numbered from 1 over the whole export)."""
+    if set(map(type, chunk)) <= _ROW_TYPES and set(map(len, chunk)) == {ncols}:
+        return chunk
+    out = []
+    for i, row in enumerate(chunk):
+        if isinstance(row, Mapping):
+            row = [row.get(x) for x in names]
+        elif len(row) != ncols:
+            raise ValueError(f"row {done + i + 1} has {len(row)} values for {ncols} columns")
+        out.append(row)
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # Manifest helpers
 
@@ -524,7 +673,7 @@ def _unlink_quiet(p: str | None) -> None:
 def write_evidence(
     path: str | os.PathLike[str],
     columns: Sequence[ColumnSpec | tuple[str, str]],
-    rows: Iterable[Sequence[Any] | Mapping[str, Any]],
+    rows: Iterable[Sequence[Any] | Mapping[str, Any]] | ColumnBatches,
     *,
     masker: Masker,
     manifest: Mapping[str, Any],
@@ -569,7 +718,7 @@ def write_evidence(
     before = masker.counts
     ncols = len(cols)
     names = [c.name for c in cols]
-    fmts = [_make_formatter(c, masker, null_literal) for c in cols]
+    vecs = [_make_column_formatter(c, masker, null_literal) for c in cols]
     tmp: str | None = None
     mtmp: str | None = None
     replaced = False
@@ -594,36 +743,36 @@ def write_evidence(
             if excel:
                 buf.write("\ufeff")
             w.writerow([guard_formula(x) for x in names])
-            batch: list[list[str]] = []
-            pending = 0
+            take = _column_chunks(rows, names, ncols)
             pending_chars = 0
-            for row in rows:
-                if isinstance(row, Mapping):
-                    row = [row.get(x) for x in names]
-                elif len(row) != ncols:
-                    raise ValueError(f"row {n + 1} has {len(row)} values for {ncols} columns")
-                cells = [fmt(v) for fmt, v in zip(fmts, row, strict=False)]
-                batch.append(cells)
-                n += 1
-                pending += 1
-                # Memory is bounded by bytes, not rows: a batch of large cells is written out early.
-                pending_chars += sum(map(len, cells))
-                if pending_chars >= FLUSH_CHARS:
-                    w.writerows(batch)
-                    batch.clear()
-                    pending_chars = 0
+            # Rows are taken a chunk at a time and formatted column by column (one function per
+            # column, chosen once; equal values formatted once per chunk). A chunk's row count adapts
+            # to the bytes of the previous one (one row at a time for multi-MB cells), never crosses a
+            # multiple of ``check_every`` (progress and cancel are polled there), and the CSV text is
+            # written out every FLUSH_CHARS: memory is bounded by bytes, not rows.
+            limit = 1
+            while True:
+                columns_in = take(min(limit, check_every - n % check_every), n)
+                if columns_in is None:
+                    break
+                out = [vec(vals) for vec, vals in zip(vecs, columns_in, strict=True)]
+                del columns_in
+                k = len(out[0])
+                chars = sum(sum(map(len, col)) for col in out)
+                w.writerows(zip(*out, strict=True))
+                del out
+                n += k
+                pending_chars += chars
+                limit = max(1, min(check_every, FLUSH_CHARS * k // max(1, chars)))
+                at_check = n % check_every == 0
+                if pending_chars >= FLUSH_CHARS or at_check:
                     flush()
-                if pending == check_every:
-                    w.writerows(batch)
-                    batch.clear()
-                    pending = 0
                     pending_chars = 0
-                    flush()
+                if at_check:
                     if progress is not None:
                         progress(n)
                     if cancel is not None and cancel():
                         raise ExportCancelled(f"export cancelled after {n} rows")
-            w.writerows(batch)
             flush()
             f.flush()
             os.fsync(f.fileno())

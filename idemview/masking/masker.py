@@ -1022,6 +1022,11 @@ class Masker:
     def reset_counts(self) -> None:
         self._counts.clear()
 
+    def count_total(self) -> int:
+        """Number of values masked so far (the sum of :attr:`counts`, without copying them): a caller
+        that caches masked output can tell from it whether a call masked anything."""
+        return sum(self._counts.values())
+
     def column_kind(self, column: str | None) -> str | None:
         """Kind of a column / field name under these rules, or ``None`` if not sensitive by name."""
         if column is None:
@@ -1035,6 +1040,13 @@ class Masker:
             self._name_cache.clear()
         self._name_cache[column] = k
         return k
+
+    def unchanged_check(self) -> Callable[[str], bool] | None:
+        """A cheap test that proves a text is one every rule of this Masker leaves unchanged (a
+        canonical UUID or lower-case hex holding no card or IBAN, see ``_plain_shape``), for callers
+        that mask many unique ids; ``None`` when user patterns exist (they may match anything).
+        False from the test proves nothing: mask the text."""
+        return None if self.rules.patterns else _plain_shape
 
     def mask_text(self, text: str, *, count: bool = True) -> str:
         """Mask every detected secret inside free text (JSON text, URLs, error messages, headers).
@@ -1296,6 +1308,8 @@ class Masker:
         local: list[str] = []
         if self.rules.patterns:
             out = self._d_patterns(out, local)
+        elif _plain_shape(text):
+            return text  # unique ids and hex mostly: not cached, the check is cheaper than a cache slot
         if len(out) >= 6:  # nothing we detect by shape is shorter
             fams = _families(out)
             if fams:
@@ -1630,6 +1644,46 @@ class Masker:
 
 
 _MISSING = object()
+# Shapes every detector leaves unchanged, proven cheaply (see _plain_shape).
+_UUID_SHAPE_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_LOWER_HEX_RE = re.compile(r"[0-9a-f]+")
+_HEX_IBAN_START_RE = re.compile(r"[a-f]{2}[0-9]{2}")
+_HEX_LETTERS_TO_SPACE = bytes.maketrans(b"abcdefABCDEF", b" " * 12)
+
+
+def _plain_shape(text: str) -> bool:
+    """True when ``text`` is a canonical UUID or lower-case hex that no built-in detector changes,
+    decided without running them (False: run them). Why that is exact, detector by detector:
+
+    - only ``[0-9a-fA-F-]`` (UUID) or ``[0-9a-f]`` (hex): no ``@ : / + = ? & # ;``, space, quote,
+      backslash or label word, so no URL, e-mail, auth scheme, name=value, phone (``+``, spaces,
+      ``ddd-ddd-dddd``: UUID groups between hyphens are 4 or 12 long and the first is 8), SSN
+      (``ddd-dd-dddd``, likewise), JWT (``eyJ``), PEM or provider key (every prefix holds a letter
+      outside a-f, ``_``, ``.`` or ``-``; ``key-`` and ``sk-`` have k, s, y), hence no AWS secret
+      either (it needs a provider or ``secret`` context);
+    - IBAN: a UUID has no 15 letters/digits in a row; in lower-case hex the candidate must start the
+      text (word start) and a lower-case hex candidate is an IBAN only when its BBAN is all digits:
+      a text starting ``[a-f]{2}[0-9]{2}`` is left to the detectors;
+    - card: a UUID whose digit runs, joined across hyphens, are all shorter than 13 digits has no
+      card run; in hex (no separators) a card is a whole digit run of 13-19 digits with a plausible
+      issuer and a valid Luhn sum, checked here exactly as the card detector does.
+    """
+    if len(text) == 36 and _UUID_SHAPE_RE.fullmatch(text) is not None:
+        runs = text.encode("ascii").translate(_HEX_LETTERS_TO_SPACE, b"-").split()
+        return max(map(len, runs), default=0) < 13
+    if _LOWER_HEX_RE.fullmatch(text) is None or _HEX_IBAN_START_RE.match(text) is not None:
+        return False
+    runs = text.encode("ascii").translate(_HEX_LETTERS_TO_SPACE).split()
+    if max(map(len, runs), default=0) < 13:
+        return True
+    for run in runs:
+        if 12 < len(run) < 20:
+            d = run.decode("ascii")
+            if _iin_plausible(d) and luhn_valid(d):
+                return False
+    return True
+
+
 # Exact types that never carry text, passed through unless their column is sensitive by name.
 _PASSTHROUGH_TYPES = frozenset({int, float, Decimal, datetime, date, time, timedelta, UUID, bool, type(None)})
 
