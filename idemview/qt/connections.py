@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from idemview.config import Connection, ConnectionStore, CredentialStore
+from idemview.domain.model import Outcome, Status
 from idemview.layouts.layout import all_presets
 from idemview.qt import theme
 from idemview.qt.workers import JobError, Runner
@@ -46,6 +47,31 @@ TYPES = [
     ("Redis (TLS)", "rediss"),
 ]
 DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306, "redis": 6379, "rediss": 6379}
+
+
+def _map_text(m: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (m or {}).items())
+
+
+def parse_map_text(text: str, target, what: str) -> tuple[dict[str, str], str | None]:
+    """``"RAW=STATUS, RAW2=STATUS"`` (the dialog's field) as a dict of the valid pairs, and the first
+    problem in words (or ``None``). Each pair is checked by the core's ``parse_value_map`` (the CLI's
+    ``--map-status`` rule); spaces around ``=`` are dropped. A raw value holding a comma, or spaces at
+    its ends, is written in connections.toml instead."""
+    from idemview.layouts.layout import LayoutError, parse_value_map
+
+    out: dict[str, str] = {}
+    problem = None
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        raw, eq, value = item.partition("=")
+        item = f"{raw.strip()}={value.strip()}" if eq else item  # "a = b" as typed means a=b
+        try:
+            out.update(parse_value_map([item], target, what))
+        except LayoutError as e:
+            problem = problem or str(e).replace(f"--map-{what} ", f"{what} value ")
+    return out, problem
 
 
 def test_connection(conn: Connection, password: str | None, layout: str, token) -> str:
@@ -215,6 +241,33 @@ class ConnectionDialog(QDialog):
         self.zone = QLineEdit("UTC")
         self.zone.setToolTip("IANA zone in which the ledger wrote naive timestamps")
         form.addRow("Naive times in", self.zone)
+        # Where the tables are, and raw values the preset does not know (issue 12): kept with the
+        # connection, so a preset is never edited for one installation.
+        self.schema = QLineEdit()
+        self.schema.setPlaceholderText("the preset's schema; else found as detection finds the tables")
+        self.schema.setToolTip("Schema (PostgreSQL) or database holding the layout's tables, e.g. jobs")
+        form.addRow("Schema", self.schema)
+        self.status_map = QLineEdit()
+        self.status_map.setPlaceholderText("RAW=STATUS, … e.g. PAUSED=in_progress, archived=completed")
+        self.status_map.setToolTip(
+            "Raw status values this ledger writes that the layout does not map, as RAW=STATUS pairs separated "
+            "by commas; STATUS is one of " + ", ".join(s.value for s in Status)
+        )
+        form.addRow("Extra status values", self.status_map)
+        self.outcome_map = QLineEdit()
+        self.outcome_map.setPlaceholderText("RAW=OUTCOME, … e.g. aborted=failed")
+        self.outcome_map.setToolTip(
+            "Raw attempt outcomes the layout does not map, RAW=OUTCOME pairs; OUTCOME is one of "
+            + ", ".join(o.value for o in Outcome)
+        )
+        form.addRow("Extra outcome values", self.outcome_map)
+        self.map_problem = QLabel()
+        self.map_problem.setWordWrap(True)
+        self.map_problem.setStyleSheet("color: #b00020")
+        self.map_problem.hide()
+        form.addRow(self.map_problem)
+        for ed in (self.status_map, self.outcome_map):
+            ed.textChanged.connect(self._check_maps)
         self.result = QLabel("Every connection is opened read-only, enforced by the database session.")
         self.result.setWordWrap(True)
         self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -317,6 +370,9 @@ class ConnectionDialog(QDialog):
         self.sslmode.setCurrentText(str(c.tls.get("sslmode", "")))
         self._set_layout(c.layout)
         self.zone.setText(c.naive_zone or "UTC")
+        self.schema.setText(c.schema or "")
+        self.status_map.setText(_map_text(c.status_map))
+        self.outcome_map.setText(_map_text(c.outcome_map))
         self._loading = False
         self._type_changed()
         self._live_list_text()
@@ -374,7 +430,22 @@ class ConnectionDialog(QDialog):
             tls=tls,
             layout=self.layout_box.currentData() or "",
             naive_zone=self.zone.text().strip() or "UTC",
+            schema=self.schema.text().strip(),
+            status_map=parse_map_text(self.status_map.text(), Status, "status")[0],
+            outcome_map=parse_map_text(self.outcome_map.text(), Outcome, "outcome")[0],
         )
+
+    def _check_maps(self, *_):
+        problems = [
+            p
+            for p in (
+                parse_map_text(self.status_map.text(), Status, "status")[1],
+                parse_map_text(self.outcome_map.text(), Outcome, "outcome")[1],
+            )
+            if p
+        ]
+        self.map_problem.setText("; ".join(problems) + " (not kept)" if problems else "")
+        self.map_problem.setVisible(bool(problems))
 
     def new(self):
         c = Connection(name="new connection", dialect="sqlite")
