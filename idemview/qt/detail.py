@@ -77,6 +77,11 @@ def hexdump(b: bytes, limit: int = 4096) -> str:
     return "\n".join(lines)
 
 
+def _when(t: datetime | None, zone: str) -> str:
+    """A time with its zone, or "— (not recorded)" for a NULL or unreadable one (not "— UTC")."""
+    return f"{theme.TIME.fmt(t)} {zone}" if t is not None else "— <i>(not recorded)</i>"
+
+
 class OperationDetail(QWidget):
     """Detail of one operation (see the module docstring). ``set_detail(detail, now)`` shows it."""
 
@@ -251,8 +256,8 @@ class OperationDetail(QWidget):
                     f'<span style="color:{sc}"><b>{theme.STATUS_GLYPHS[rec.status]} '
                     f"{theme.STATUS_WORDS[rec.status]}</b></span> (ledger: {html.escape(str(rec.raw_status))})",
                 ),
-                ("Created", f"{theme.TIME.fmt(rec.created_at)} {z}"),
-                ("Expires", f"{theme.TIME.fmt(rec.expires_at)} {z}" + self._expired_note(rec)),
+                ("Created", _when(rec.created_at, z)),
+                ("Expires", _when(rec.expires_at, z) + self._expired_note(rec)),
                 ("Fingerprint", f"<code>{html.escape(str(rec.fingerprint or '—'))}</code>"),
                 ("Intent", f"<code>{html.escape(str(rec.intent_ref or '—'))}</code>"),
                 ("Effect", f"<code>{html.escape(str(rec.effect_ref or '—'))}</code>"),

@@ -52,6 +52,7 @@ class TimelineWidget(QWidget):
         self, attempts: list[Attempt], created: datetime | None, expires: datetime | None, now: datetime | None
     ):
         self.created, self.expires, self.now = created, expires, now
+        self.is_open = now is not None  # an operation is shown (its created time may be missing)
         self.lanes = [Lane(a, bool(expires and a.started_at and a.started_at > expires)) for a in attempts]
         self.setFixedHeight(self.sizeHint().height())
         self.updateGeometry()
@@ -107,7 +108,7 @@ class TimelineWidget(QWidget):
             p.setPen(text)
             msg = (
                 "No attempts recorded for this operation (the ledger keeps only a counter)."
-                if self.created
+                if getattr(self, "is_open", False)
                 else "No operation open."
             )
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, msg)
