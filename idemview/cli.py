@@ -665,7 +665,13 @@ def main(argv: list[str] | None = None) -> int:
 
             msg = short_error(e)
             if msg == "interrupted" and statement_timed_out():
-                print("idemview: a query ran past the statement timeout and was stopped", file=sys.stderr)
+                t = getattr(args, "timeout", None)
+                bound = f"--timeout {t:g} s" if t else "the statement timeout"
+                print(
+                    f"idemview: a query ran past {bound} and was stopped (raise it, or leave --timeout out to "
+                    f"run until done)",
+                    file=sys.stderr,
+                )
                 return EXIT_CONNECT
             if msg == "interrupted" or isinstance(e.__context__, KeyboardInterrupt):
                 print("idemview: interrupted", file=sys.stderr)
