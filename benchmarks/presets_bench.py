@@ -450,7 +450,7 @@ def _fmt_n(n: int) -> str:
 
 
 #: Sections of the existing report written by other benchmarks, kept as they are below this one.
-KEEP_SECTIONS = ("## Redis",)
+KEEP_SECTIONS = ("## GUI on production-sized ledgers", "## Redis", "## Effect records")
 
 
 def _kept(out_path: str) -> str:

@@ -888,7 +888,7 @@ def _read_batches(client, kv: KvLayout, read: str, batch: int, token):
     for keys in _scan_batches(client, kv.match, batch, token):
         wanted = []
         for k in keys:
-            parts = kv.split_key(bytes(k).decode("utf-8", "replace"))
+            parts = kv.split_key(bytes(k).decode("utf-8", "backslashreplace"))
             if parts is not None:
                 wanted.append((k, parts))
         if not wanted:
@@ -1343,7 +1343,9 @@ def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes]
 
     import redis
 
-    keys = [bytes(k).decode("utf-8", "replace") for k in (sample if sample is not None else sample_keys(client))]
+    keys = [
+        bytes(k).decode("utf-8", "backslashreplace") for k in (sample if sample is not None else sample_keys(client))
+    ]
     out = []
     for kv in presets if presets is not None else all_kv_presets():
         mine = [k for k in keys if fnmatchcase(k, kv.match) and kv.split_key(k) is not None]

@@ -823,3 +823,17 @@ def test_worker_process_errors_and_cancel_reach_the_caller(redis_db, monkeypatch
     with pytest.raises(redis.exceptions.ConnectionError, match="connection lost"):
         rs.snapshot(c, kv, url=url, batch=50, worker=False)
     c.connection_pool.disconnect()
+
+
+def test_key_name_that_is_not_utf8_is_shown_escaped(redis_db):
+    """A key name with bytes that are not UTF-8 reads as the SQL ledgers show such keys (``k-\\xff``),
+    not with replacement characters that lose the bytes (found by a tester)."""
+    url, raw = redis_db
+    now = server_now(raw)
+    raw.hset(
+        b"idem:acme:k-\xff\xfe",
+        mapping={"status": "failed", "created_at": (now - timedelta(hours=1)).isoformat(), "attempts": "1"},
+    )
+    raw.expire(b"idem:acme:k-\xff\xfe", 3600)
+    ledger = open_ledger(url, layout="idem-generic")
+    assert ("unresolved_failure", "acme", "k-\\xff\\xfe") in found(ledger, now)
