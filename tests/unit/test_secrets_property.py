@@ -90,8 +90,14 @@ def test_property_oracle_sees_a_leak(capsys, caplog, tmp_path, shape, monkeypatc
     """The oracle is not trivially true: with message masking switched off, a password shows."""
     import idemview.masking.masker as m
 
+    import idemview.cli
+    import idemview.ledger.connect
+
     monkeypatch.setattr(m.Masker, "mask_message", lambda self, text: str(text))
     monkeypatch.setattr(m, "_KNOWN_SECRETS", {})
+    # and the structural hiding of a typed URL's password (urls.hide_password), where it is used
+    monkeypatch.setattr(idemview.cli, "hide_password", lambda typed: typed)
+    monkeypatch.setattr(idemview.ledger.connect, "hide_password", lambda typed: typed)
     pw = "Xy7@pw/d?#%41"
     got = run_all(capsys, caplog, SHAPES[shape]("postgresql+psycopg", pw), str(tmp_path / "o.csv"))
     baseline = run_all(capsys, caplog, SHAPES[shape]("postgresql+psycopg", NEUTRAL), str(tmp_path / "o.csv"))
