@@ -169,13 +169,3 @@ def test_disk_full_on_a_real_small_filesystem(tmp_path, capsys):
         assert os.listdir(mnt) == []
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
-
-
-def test_gui_banner_for_a_taken_name_and_a_full_disk():
-    pytest.importorskip("PySide6")
-    from idemview.qt.workers import describe_error
-
-    err = describe_error(FinalNameTaken("/x/out.csv", ["/x/.out.csv.1.part", "/x/.out.csv.manifest.json.2.part"]))
-    assert err.message.startswith("/x/out.csv appeared") and "/x/.out.csv.1.part" in err.message
-    err = describe_error(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/x/.out.csv.1.part"))
-    assert err.message == f"cannot write /x/.out.csv.1.part: {os.strerror(errno.ENOSPC)}"

@@ -174,21 +174,6 @@ def test_short_error_and_connect_error_mask_ledger_data():
     assert PW not in str(e.value) and EMAIL not in str(e.value)
 
 
-def test_gui_banner_masks_ledger_data():
-    pytest.importorskip("PySide6")
-    from sqlalchemy.exc import OperationalError
-
-    from idemview.qt.workers import describe_error
-
-    for e in (
-        OperationalError("SELECT 1", {}, sqlite3.OperationalError(ERROR_TEXT)),
-        RuntimeError(ERROR_TEXT),
-        ConnectError(f"cannot connect: ops:{PW}@127.0.0.1:1 {EMAIL}"),
-    ):
-        err = describe_error(e)
-        assert not _leaks(err.message + err.detail) and PW not in err.message + err.detail
-
-
 def test_log_records_are_masked(caplog, capsys):
     """After the CLI started (it installs the masking on the root logger), every record of every logger
     is masked: the message, its % arguments and a formatted exception."""

@@ -88,10 +88,9 @@ def test_cli_never_shows_a_password(capsys, caplog, tmp_path, pw, dialect, shape
 @pytest.mark.parametrize("shape", ["one_slash", "one_slash_db", "no_scheme"])  # the shapes echoed whole
 def test_property_oracle_sees_a_leak(capsys, caplog, tmp_path, shape, monkeypatch):
     """The oracle is not trivially true: with message masking switched off, a password shows."""
-    import idemview.masking.masker as m
-
     import idemview.cli
     import idemview.ledger.connect
+    import idemview.masking.masker as m
 
     monkeypatch.setattr(m.Masker, "mask_message", lambda self, text: str(text))
     monkeypatch.setattr(m, "_KNOWN_SECRETS", {})
