@@ -387,7 +387,7 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
         return fmt
 
     # json
-    def fmt(v: Any) -> str:
+    def fmt_json(v: Any) -> str:
         if v is None:
             return null
         if type(v) is not dict:
@@ -399,7 +399,7 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
             return guard_formula(m)
         return _guard_nonnumeric(_dumps(m))
 
-    return fmt
+    return fmt_json
 
 
 _NONE_TYPE = type(None)

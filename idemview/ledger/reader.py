@@ -43,7 +43,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, NoSuchTableError
 from sqlalchemy.sql import sqltypes
 from sqlalchemy.sql.elements import Null
-from sqlalchemy.sql.expression import ColumnElement, Select
+from sqlalchemy.sql.expression import ColumnElement, CompoundSelect, Select
 from sqlalchemy.types import TypeDecorator
 
 from idemview.domain.filters import Filter
@@ -301,7 +301,7 @@ class Ledger:
         table,
         columns: set[str],
         role: str,
-        optional: set[str] = frozenset(),
+        optional: set[str] | frozenset[str] = frozenset(),
         engine: Engine | None = None,
     ) -> Table:
         """The table ``schema.table`` reflected from ``engine`` (default: the ledger's), matched
@@ -452,6 +452,7 @@ class Ledger:
         """(normalized status, raw status) SQL expressions for a status source."""
         if s.literal is not None:
             return literal_column(f"'{s.literal}'"), null()
+        whens: list[tuple[ColumnElement, ColumnElement]]
         if s.rules:
             whens = [
                 (and_(*[self._pred(t, p) for p in r.when]) if r.when else true(), literal_column(f"'{r.status}'"))
@@ -461,13 +462,14 @@ class Ledger:
             raw_col = s.raw or s.column
             raw = self._text(t.c[raw_col]) if raw_col else null()
             return norm, raw
-        col = t.c[s.column]
+        col = t.c[str(s.column)]  # a status source has a literal, rules or a column (layout validation)
         raw = self._text(col)
         whens = [(raw.is_(None), literal_column(f"'{s.null}'"))] if s.null is not None else []
         # Normalized values are fixed enum words: inlined (not user data); raw values are bound.
         whens += [(raw == k, literal_column(f"'{v}'")) for k, v in s.map.items()]
-        norm = case(*whens, else_=literal_column(f"'{s.default}'")) if whens else literal_column(f"'{s.default}'")
-        return norm, raw
+        return (
+            case(*whens, else_=literal_column(f"'{s.default}'")) if whens else literal_column(f"'{s.default}'")
+        ), raw
 
     def status_in(self, statuses: Sequence[str], sub=None) -> ColumnElement:
         """ "Normalized status is one of ``statuses``", sargable where the layout maps a status column:
@@ -744,7 +746,13 @@ class Ledger:
                     grouped(c, "outcome", self.att_raw_outcome, cond, self.att, self.att_where)
         return out
 
-    def ops_ref_in(self, keys: Select) -> ColumnElement:
+    def _attempts_table(self) -> Table:
+        """The attempts table of a layout whose attempts come from a table (``LayoutError`` otherwise)."""
+        if self.att is None:
+            raise LayoutError(f"layout {self.layout.name!r} has no attempts table")
+        return self.att
+
+    def ops_ref_in(self, keys: Select | CompoundSelect) -> ColumnElement:
         """Operations whose (scope, key) is in a select of ``scope, key`` rows."""
         # (scope, key) IN (SELECT ...): the planner can run the key select once and look the few keys up
         # through the key index; a correlated EXISTS made SQLite probe it for every operation in sort
@@ -779,7 +787,7 @@ class Ledger:
             if vs and vs.column:
                 cols.append(t.c[vs.column].label(f"p_{k}"))
         if self.layout.attempts.source == "json_array":
-            cols.append(t.c[self.layout.attempts.column].label("j_attempts"))
+            cols.append(t.c[str(self.layout.attempts.column)].label("j_attempts"))  # json_array names it
         return cols
 
     def row_to_operation(self, r) -> Operation:
@@ -861,10 +869,10 @@ class Ledger:
                     else:
                         q = q.where(sort_e >= s_val, or_(sort_e > s_val, tie > t_val))
                 order = (sort_e.desc(), tie.desc()) if descending else (sort_e.asc(), tie.asc())
-                fetched = c.execute(q.order_by(*order).limit(limit + 1)).fetchall()
+                fetched = list(c.execute(q.order_by(*order).limit(limit + 1)).fetchall())
             if len(fetched) <= limit:
                 q = select(*cols).select_from(self.ops).where(where, sort_e.is_(None))
-                if s_null:
+                if s_null and after is not None:
                     q = q.where(tie < after[2] if descending else tie > after[2])
                 q = q.order_by(tie.desc() if descending else tie.asc()).limit(limit + 1 - len(fetched))
                 fetched += c.execute(q).fetchall()
@@ -908,9 +916,10 @@ class Ledger:
                 self.att_error.label("error"),
                 self.att_worker.label("worker"),
             ]
-            for k, (c, _tc) in self.att_time.items():
-                cols.append(c.label(f"t_{k}"))
-            src = self.att.join(self.ops, self.att_join) if self.att_needs_join else self.att
+            for k, (tcol, _tc) in self.att_time.items():
+                cols.append(tcol.label(f"t_{k}"))
+            att = self._attempts_table()
+            src = att.join(self.ops, self.att_join) if self.att_needs_join else att
             q = (
                 select(*cols)
                 .select_from(src)
@@ -947,7 +956,7 @@ class Ledger:
             )
             return out
         if a.source == "json_array":
-            q = select(self.ops.c[a.column]).where(self.scope_expr == scope, self.key_expr == key)
+            q = select(self.ops.c[str(a.column)]).where(self.scope_expr == scope, self.key_expr == key)
             with self.engine.connect() as c:
                 cells = [r[0] for r in c.execute(q)]
             return json_array_attempts(cells, scope, key, a)
@@ -960,12 +969,15 @@ class Ledger:
             n_ops = c.execute(select(func.count()).select_from(self.ops)).scalar() or 0
             a = self.layout.attempts
             if a.source == "table":
-                n_att = c.execute(select(func.count()).select_from(self.att).where(self.att_where)).scalar() or 0
+                q_att = select(func.count()).select_from(self._attempts_table()).where(self.att_where)
+                n_att = c.execute(q_att).scalar() or 0
             elif a.source == "counter" and self.attempt_count_expr is not None:
                 n_att = c.execute(select(func.sum(self.attempt_count_expr))).scalar() or 0
             elif a.source == "json_array":
                 n_att = 0
-                res = c.execution_options(stream_results=True, yield_per=5000).execute(select(self.ops.c[a.column]))
+                res = c.execution_options(stream_results=True, yield_per=5000).execute(
+                    select(self.ops.c[str(a.column)])
+                )
                 for (cell,) in res:
                     arr = _json_list(cell)
                     n_att += len(arr) if arr else 0

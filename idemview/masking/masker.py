@@ -1387,8 +1387,8 @@ class Masker:
                 self._url_name_cache[name] = kind
             if kind is None or _at_tag(m.string, m.start(2)):
                 return m.group()
-            found.append(kind)
-            return m.group()[: m.start(2) - m.start()] + self._tag(kind, m.group(2))
+            found.append(str(kind))
+            return m.group()[: m.start(2) - m.start()] + self._tag(str(kind), m.group(2))
 
         return _URL_PARAM_RE.sub(repl, text)
 
@@ -1618,9 +1618,11 @@ class Masker:
         space-separated groups made of digits and ``()+-./`` (``phone: 020 7946 0958``).
         """
         if kind in self.rules.credential_kinds:
-            end = _KV_CRED_REST_RE.match(text, ve).end()
+            m = _KV_CRED_REST_RE.match(text, ve)  # both patterns match the empty string: never None
+            end = m.end() if m else ve
         elif kind in _NUMBERISH_KINDS:
-            end = _KV_DIGIT_REST_RE.match(text, ve).end()
+            m = _KV_DIGIT_REST_RE.match(text, ve)
+            end = m.end() if m else ve
         else:
             return ve
         if end == ve:
