@@ -38,7 +38,7 @@ from idemview.domain.filters import Filter
 from idemview.domain.model import FindingKind, Payload, Status
 from idemview.errors import EvidenceMismatch, LayoutMismatch
 from idemview.evidence.plan import plan_export
-from idemview.evidence.writer import ColumnSpec, manifest_path_for, verify_evidence
+from idemview.evidence.writer import FORMULA_STARTERS, ColumnSpec, manifest_path_for, verify_evidence
 from idemview.layouts.layout import Layout, load_layout, load_preset, preset_names
 from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
@@ -223,6 +223,9 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
     masked: bool = True,
     masker: Masker | None = None,
     naive_zone: str | None = None,
+    schema: str | None = None,
+    status_map: dict[str, str] | None = None,
+    outcome_map: dict[str, str] | None = None,
 ) -> LedgerFrames:
     """Open a ledger read-only for analysis.
 
@@ -232,6 +235,9 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
     name, a layout file, a :class:`Layout`, or ``None`` to detect it as ``idemview detect`` does.
     ``naive_zone``: the IANA zone the ledger's naive timestamps were written in. ``masker``: a
     :class:`Masker` (e.g. with a fixed key for reproducible tags); default a fresh one.
+    ``schema``: where the layout's tables are (the CLI's ``--schema``; default the preset's schema, else
+    found as detection finds them). ``status_map`` / ``outcome_map``: extra raw values, ``{RAW: STATUS}``
+    (the CLI's ``--map-status`` / ``--map-outcome``), merged over a saved connection's own maps.
 
     Raises :class:`~idemview.errors.CannotConnect` (unreachable, not a database),
     :class:`~idemview.errors.LayoutMismatch` (no preset fits / the layout's tables are missing),
@@ -247,6 +253,9 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
             target, password, name = saved.url(), CredentialStore().get(saved.id), saved.name
             layout = layout if layout is not None else (saved.layout or None)
             naive_zone = naive_zone if naive_zone is not None else saved.naive_zone
+            schema = schema if schema is not None else (saved.schema or None)
+            status_map = {**saved.status_map, **(status_map or {})}
+            outcome_map = {**saved.outcome_map, **(outcome_map or {})}
     from idemview.ledger.redis_snapshot import is_redis_url, open_redis_ledger, redis_url_from_sqlalchemy
 
     if is_redis_url(target):  # a snapshot of a Redis keyspace (key-value layouts, not SQL ones)
@@ -270,6 +279,10 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
             if not matches:
                 raise _NoPreset("no preset fits this database; pass layout=NAME|FILE (see `idemview presets`)")
             lay = matches[0].layout
+        from idemview.services.session import fit_layout
+
+        # where the tables are and the extra raw values, as the CLI and a saved connection apply them
+        lay = fit_layout(engine, lay, schema=schema, status_map=status_map, outcome_map=outcome_map, located=not layout)
         kw: dict[str, Any] = {"naive_zone": naive_zone}
         if name is None:
             name = (
@@ -322,7 +335,7 @@ def read_evidence(path: str | os.PathLike[str]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=[c.name for c in cols])
 
 
-_GUARDED = tuple("=+-@\t\r\0")
+_GUARDED = tuple(FORMULA_STARTERS)
 
 
 def _restore(col: ColumnSpec, raw: list[str], null: str) -> pd.Series:

@@ -24,7 +24,7 @@ from sqlalchemy import select
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import FindingKind, Status
-from idemview.errors import TargetExists, TargetRefused
+from idemview.errors import InputError, TargetExists, TargetRefused
 from idemview.evidence.writer import ColumnBatches, ColumnSpec, ExportResult, write_evidence
 from idemview.findings.engine import FindingEngine
 from idemview.ledger.batch import for_batch
@@ -490,7 +490,7 @@ def _effects(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
     ledger and looked up in the effect table a batch of links at a time (memory holds one batch)."""
     fx = ledger.effects
     if fx is None:
-        raise ValueError(f"this ledger has no effect records to export: {ledger.effects_problem}")
+        raise InputError(f"this ledger has no effect records to export: {ledger.effects_problem}")
     from idemview.ledger.effects import LINK_BATCH
 
     cols = [

@@ -88,7 +88,10 @@ _LEDGER_FORBIDDEN = frozenset(
 
 #: Formatted characters held before they are written out (memory bounded by bytes, not rows).
 FLUSH_CHARS = 4 << 20
-_FORMULA_START = frozenset("=+-@\t\r\0")
+# The ASCII starters (OWASP "CSV injection"), and their fullwidth forms, which spreadsheets in CJK
+# locales take as the same operators (a found-by-tester case: "＝HYPERLINK(...)").
+FORMULA_STARTERS = "=+-@\t\r\0\uff1d\uff0b\uff0d\uff20"
+_FORMULA_START = frozenset(FORMULA_STARTERS)
 # A plain number: sign, digits, decimal point, exponent. Spreadsheets read it as a number, never as a
 # formula, so it is written unchanged (OWASP CSV injection concerns text that starts a formula:
 # "-1+2", "+A1", "=1" stay guarded).

@@ -91,6 +91,7 @@ class ValueDraft:
     literal: Any = None
     payload: bool = False  # payload fields are always written as a table (with their encoding)
     unless: list[dict[str, Any]] = field(default_factory=list)  # predicates under which it is missing
+    add: int = 0  # attempt_count only: added to the stored number (retries + 1 = attempts)
 
     @classmethod
     def from_model(cls, d: Any, payload: bool = False) -> ValueDraft | None:
@@ -106,12 +107,13 @@ class ValueDraft:
             d.get("encoding"),
             payload=payload,
             unless=copy.deepcopy(list(d.get("unless") or [])),
+            add=int(d.get("add") or 0),
         )
 
     def to_model(self) -> Any:
         if self.literal is not None:
             return {"value": self.literal}
-        if not self.payload and not self.json_path and not self.encoding and not self.unless:
+        if not self.payload and not self.json_path and not self.encoding and not self.unless and not self.add:
             return self.column
         d: dict[str, Any] = {"column": self.column}
         if self.json_path:
@@ -120,6 +122,8 @@ class ValueDraft:
             d["encoding"] = self.encoding
         if self.unless:
             d["unless"] = copy.deepcopy(self.unless)
+        if self.add:
+            d["add"] = self.add
         return d
 
 
@@ -446,7 +450,7 @@ def _time_out(tc: TimeColumn) -> dict:
 def _value_out(vs: ValueSource, payload: bool = False) -> Any:
     if vs.literal is not None:
         return {"value": vs.literal}
-    if not payload and not vs.json_path and not vs.encoding and not vs.unless:
+    if not payload and not vs.json_path and not vs.encoding and not vs.unless and not vs.add:
         return vs.column
     d: dict[str, Any] = {"column": vs.column}
     if vs.json_path:
@@ -455,6 +459,8 @@ def _value_out(vs: ValueSource, payload: bool = False) -> Any:
         d["encoding"] = vs.encoding
     if vs.unless:
         d["unless"] = [_pred_out(p) for p in vs.unless]
+    if vs.add:
+        d["add"] = vs.add
     return d
 
 

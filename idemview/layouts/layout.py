@@ -41,6 +41,7 @@ Format (every key not marked required is optional)::
 
     [operations.fields]                  # each: "column" or {column=..., json_path="$.a.b"}
     attempt_count = "attempts"           # or {column = "arguments", json_path = "$.executions"}
+                                         # or {column = "retry_count", add = 1}: retries + 1 = attempts
     fingerprint = "request_hash"
     intent_ref = {column = "request_params", json_path = "$.order_id"}
     # unless = [pred, ...]: the value is NULL on records where any predicate holds (intended repeats
@@ -171,6 +172,7 @@ class ValueSource:
     literal: Any = None
     encoding: str | None = None  # payload encoding for request/response/error
     unless: tuple[Predicate, ...] = ()  # the value is NULL where any of these holds
+    add: int = 0  # attempt_count only: added to the stored number (a retry counter + 1 = attempts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,11 +445,20 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
         unless = v.get("unless") or []
         if not isinstance(unless, list) or (unless and payload):
             raise _err(where, f"{name}: unless takes a list of predicates (references only)")
-        extra = set(v) - {"column", "json_path", "encoding", "unless"}
+        extra = set(v) - {"column", "json_path", "encoding", "unless", "add"}
         if extra:
             raise _err(where, f"{name}: unknown entries {', '.join(sorted(extra))}")
+        add = v.get("add", 0)
+        if add and not name.endswith("attempt_count"):
+            raise _err(where, f"{name}: add is for attempt_count only (a retry counter + 1 = attempts)")
+        if not isinstance(add, int) or isinstance(add, bool):
+            raise _err(where, f"{name}: add takes a whole number, e.g. add = 1")
         return ValueSource(
-            column=v["column"], json_path=jp, encoding=enc, unless=tuple(_predicate(where, p) for p in unless)
+            column=v["column"],
+            json_path=jp,
+            encoding=enc,
+            unless=tuple(_predicate(where, p) for p in unless),
+            add=add,
         )
     raise _err(where, f"{name}: expected a column name or a table")
 

@@ -558,6 +558,12 @@ class Ledger:
             src = json_text(t.c[ac.column], ac.json_path) if ac.json_path else t.c[ac.column]
             self.attempt_count_expr = stored_int(src, self.dialect)
             self.attempt_count_raw = src
+            if ac.add:  # a retry counter: attempts = retries + add (shown as the attempt count)
+                self.attempt_count_expr = self.attempt_count_expr + ac.add
+                self.attempt_count_raw = self.attempt_count_expr
+            if ac.unless:  # e.g. a queued job has made no attempt yet, whatever its counter says
+                self.attempt_count_expr = self._guarded(t, self.attempt_count_expr, ac.unless)
+                self.attempt_count_raw = self._guarded(t, self.attempt_count_raw, ac.unless)
         if self.att is not None:
             self._build_attempts()
 

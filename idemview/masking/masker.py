@@ -126,6 +126,7 @@ _FIELD_WORDS: dict[str, str] = {
     "password": "password",
     "passwd": "password",
     "pwd": "password",
+    "pw": "password",  # pw=..., db_pw, smtp_pw (a whole word only: "pwned" is not one)
     "pass": "password",
     "passphrase": "password",
     "pass_phrase": "password",
@@ -716,7 +717,7 @@ _PROVIDER_GATE_RE = re.compile(
     r"|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack"
 )
 _STEM_GATE_RE = re.compile(
-    r"b(?:earer|asic)|token|p(?:ass|wd|an|in|hone)|s(?:ecret|ess|sn|ig)|key|auth"
+    r"b(?:earer|asic)|token|p(?:ass|wd?|an|in|hone)|s(?:ecret|ess|sn|ig)|key|auth"
     r"|c(?:ookie|red|ard|vv|vc|sc|ode)|iban|m(?:ail|obile|sisdn)|otp"
 )
 _F_URL, _F_AT, _F_JWT, _F_PEM, _F_CARD, _F_PHONE, _F_IBAN, _F_PROV, _F_STEM, _F_AWS, _F_PHONE00, _F_SSN, _F_LABEL = (

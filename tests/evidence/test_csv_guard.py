@@ -82,3 +82,14 @@ def test_cli_null_literal_is_guarded(tmp_path, capsys):
     text = out.read_text("utf-8")
     assert "'=NULL()" in text
     assert not any(cell == "=NULL()" for row in csv.reader(io.StringIO(text, newline="")) for cell in row)
+
+
+@pytest.mark.parametrize("s", ['＝HYPERLINK("http://x")', "＋1", "－5", "＠SUM(A1)"])
+def test_fullwidth_formula_starters_are_guarded_and_read_back(s, tmp_path):
+    """Spreadsheets in CJK locales take fullwidth ＝＋－＠ as operators (found by a tester)."""
+    import idemview
+
+    assert guard_formula(s) == "'" + s
+    rows, res = _export(tmp_path, [[s, None, None]])
+    assert rows[0][0] == "'" + s
+    assert list(idemview.read_evidence(res.path)["t"]) == [s]

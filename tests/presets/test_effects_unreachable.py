@@ -57,3 +57,11 @@ def test_optional_effects_section_reports_not_checkable(demo, tmp_path, capsys):
     assert set(doc["not_checkable"]) >= {"hidden_success", "orphan_effect"}
     assert all("cannot be opened" in doc["not_checkable"][k] for k in ("hidden_success", "orphan_effect"))
     assert not any(f["kind"] in ("hidden_success", "orphan_effect") for f in doc["findings"])
+
+
+def test_export_effects_without_effects_is_a_usage_error(demo, tmp_path, capsys):
+    """Found by a tester: it read "unexpected error: ValueError"."""
+    code = main(["export", str(demo), "--layout", "idemview", "--rows", "effects", "--out", str(tmp_path / "x.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "no effect records" in err and "unexpected" not in err
+    assert not (tmp_path / "x.csv").exists()

@@ -496,6 +496,33 @@ def test_pgboss_planted(pg):
     assert "expired_key" in unsupported(url, load_preset("pg-boss"))  # keep_until is a purge time
 
 
+def test_pgboss_attempts_are_retries_plus_one(pg):
+    """retry_count counts retries: a job that ran once has 0, so attempts = retry_count + 1; a job still
+    'created' has made none (found by a tester: every count was one short, and a storm was flagged late)."""
+    from idemview.layouts.layout import load_preset as _lp
+    from idemview.ledger.connect import open_engine, parse_url
+    from idemview.ledger.reader import Ledger
+
+    writable, url = pg
+    rows = [
+        boss_row(1, "send-receipt", "completed", NOW - H, started=NOW - H, completed=NOW - H + M),
+        boss_row(2, "send-receipt", "completed", NOW - H, started=NOW - H, completed=NOW - H + M, retries=5),
+        boss_row(3, "send-receipt", "created", NOW - M),
+    ]
+    boss_load(writable, rows)
+    eng = open_engine(parse_url(url))
+    try:
+        led = Ledger(eng, _lp("pg-boss"))
+        got = {op.key[-2:]: op.attempt_count for op in led.iter_operations(now=NOW)}
+        assert got == {"01": 1, "02": 6, "03": None}
+        assert led.counts() == (3, 7)
+    finally:
+        eng.dispose()
+    # 6 attempts > the threshold of 5: a retry storm now, where retry_count 5 alone was not
+    got, _ = scan(url, "pg-boss", NOW)
+    assert ("retry_storm", "send-receipt", "#0b8e4c9a-9a3e-4000-8000-000000000002") in got
+
+
 def test_pgboss_clean(pg):
     writable, url = pg
     boss_load(writable, boss_clean())

@@ -186,3 +186,26 @@ def test_open_a_saved_connection_by_name(pg_url):
         ops = led.operations(now=ANCHOR)
         assert led.layout.name == "idemview"
     assert len(ops) > 0 and set(ops["ledger"]) == {"payments-prod"}
+
+
+def test_open_takes_value_maps_and_a_saved_connections_own(tmp_path):
+    """status_map= as --map-status does, and a saved connection's extra values are applied as the CLI and
+    the GUI apply them (found by a tester: the API ignored them)."""
+    from idemview.config import Connection, ConnectionStore
+
+    p = tmp_path / "ledger.db"
+    w = create_engine(f"sqlite:///{p}")
+    generate(w, operations=60, seed=3)
+    w.dispose()
+    with idemview.open(str(p), layout="idemview") as led:
+        plain = led.operations(now=ANCHOR)
+    with idemview.open(str(p), layout="idemview", status_map={"succeeded": "failed"}) as led:
+        mapped = led.operations(now=ANCHOR)
+    n_succ = int((plain["raw_status"] == "succeeded").sum())
+    assert n_succ > 0 and int((mapped["status"] == "failed").sum()) == int((plain["status"] == "failed").sum()) + n_succ
+    conn = Connection(name="ledger-file", dialect="sqlite", database=str(p), layout="idemview")
+    conn.status_map = {"succeeded": "failed"}
+    ConnectionStore().upsert(conn)
+    with idemview.open("ledger-file") as led:
+        saved = led.operations(now=ANCHOR)
+    assert list(saved["status"]) == list(mapped["status"])

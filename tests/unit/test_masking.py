@@ -1024,3 +1024,14 @@ def test_aws_secret_is_a_credential_and_tags_like_its_column(m):
 def test_more_look_alikes_stay_visible(m, text):
     assert m.mask_text(text) == text
     assert m.counts == {}
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [("pw=hunter2 host=db", "hunter2"), ("login failed pw: hunter2", "hunter2"), ('{"db_pw": "s3cr3t"}', "s3cr3t")],
+)
+def test_pw_is_a_password_name(text, secret):
+    """``pw`` as a whole word names a password (found by a tester); ``pwned`` does not."""
+    m = Masker()
+    assert secret not in m.mask_text(text) and "[password#" in m.mask_text(text)
+    assert m.mask_text("pwned by someone") == "pwned by someone"
