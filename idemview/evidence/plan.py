@@ -262,6 +262,18 @@ def _payload_converter(encoding: str | None) -> Callable[[Any], Any]:
 _KEYS_ONLY_KINDS = (FindingKind.EXPIRED_KEY,)
 
 
+def _tables_read(ledger: Ledger) -> dict[str, dict[str, str]]:
+    """``{"tables": {"operations": "schema.table", "attempts": ...}}`` as read (empty for a ledger
+    without SQLAlchemy tables, e.g. a Redis snapshot, whose ``describe`` says what was read)."""
+    out: dict[str, str] = {}
+    for role, t in (("operations", getattr(ledger, "ops", None)), ("attempts", getattr(ledger, "att", None))):
+        if t is not None and getattr(t, "name", None):
+            out[role] = f"{t.schema}.{t.name}" if t.schema else t.name
+    if getattr(ledger, "snapshot", None) is not None or not out:
+        return {}
+    return {"tables": out}
+
+
 def _finding_index(ledger: Ledger, now: datetime, kinds=None) -> dict[tuple[str, str], list[str]]:
     """(scope, key) -> the kinds found for it, in report order (the export's ``findings`` column)."""
     from idemview.findings import registry
@@ -672,7 +684,14 @@ def export_evidence(
         ident = getattr(ledger, "describe", None) or describe(ledger.engine)
         manifest = {
             "ledger": {"connection": connection_name or ledger.name, **ident},
-            "layout": {"name": ledger.layout.name, "sha256": ledger.layout.hash},
+            "layout": {
+                "name": ledger.layout.name,
+                "sha256": ledger.layout.hash,
+                # which tables were read (a schema may hold a second copy), and the user's extra raw
+                # values (--map-status, a connection's status_map): not in the layout text the hash covers
+                **_tables_read(ledger),
+                **({"extra_values": ledger.layout.extra_values} if any(ledger.layout.extra_values.values()) else {}),
+            },
             "filter": {
                 "structured": flt.to_dict(),
                 "sentence": flt.sentence(),

@@ -307,6 +307,9 @@ class Layout:
     key_fallback: str | None = None
     key_required: list[str] = field(default_factory=list)
     effects: EffectsSpec | None = None
+    #: The user's extra raw values merged in by :func:`with_value_maps` (``{"status": {RAW: STATUS},
+    #: "outcome": {...}}``): not in ``text``/``hash``, so a manifest records them beside the hash.
+    extra_values: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def hash(self) -> str:
@@ -771,6 +774,10 @@ def with_value_maps(
     if not status and not outcome:
         return layout
     out = replace(layout, status=_merge_map(layout.status, status or {}, f"layout {layout.name!r} status"))
+    out.extra_values = {
+        "status": {**layout.extra_values.get("status", {}), **(status or {})},
+        "outcome": {**layout.extra_values.get("outcome", {}), **(outcome or {})},
+    }
     if outcome:
         if layout.attempts.outcome is None or layout.attempts.source != "table":
             raise LayoutError(f"layout {layout.name!r} reads no raw attempt outcome to map")

@@ -66,18 +66,29 @@ def _catalog(engine: Engine) -> dict[tuple[str | None, str], set[str]]:
 
 
 def _find_table(cat, schema: str | None, name: str):
-    """(schema, real name) of a table matching ``name`` exactly, case-insensitively, or with a prefix."""
+    """(schema, real name) of a table matching ``name`` exactly, case-insensitively, or with a prefix.
+    Among exact matches in several schemas the connection's default schema (``None`` in the catalog,
+    e.g. PostgreSQL's ``public``) wins, then the first by name: see :func:`other_schemas`."""
     lname = name.lower()
     best = None
+    exact = []
     for (s, t), _cols in cat.items():
         if schema is not None and s is not None and s.lower() != schema.lower():
             continue
         lt = t.lower()
         if lt == lname:
-            return (s, t)
-        if lt.endswith("_" + lname) and best is None:
+            exact.append((s, t))
+        elif lt.endswith("_" + lname) and best is None:
             best = (s, t)
+    if exact:
+        return next((x for x in exact if x[0] is None), exact[0])
     return best
+
+
+def other_schemas(cat, found: tuple[str | None, str]) -> list[str]:
+    """Other schemas holding a table of the same name as ``found`` (an Oban installed twice, a staging
+    copy): said in the match's reason, so that a silent choice cannot be read as the only one."""
+    return sorted(s or "(default)" for (s, t) in cat if t.lower() == found[1].lower() and s != found[0])
 
 
 def detect(engine: Engine, presets: list[Layout] | None = None) -> list[Match]:
@@ -126,6 +137,9 @@ def detect(engine: Engine, presets: list[Layout] | None = None) -> list[Match]:
             + (f"; attempts table {att_found[1]} found" if att_found else "")
             + (f"; missing: {', '.join(missing[:6])}" if missing else "")
         )
+        others = other_schemas(cat, found)
+        if others:
+            reason += f"; also in schema {', '.join(others)} (pass --schema to read another)"
         matches.append(Match(fitted, conf, reason, got, missing, exact))
     matches.sort(key=lambda m: (-(m.confidence >= 0.999), -m.confidence, -m.matched, -m.exact, m.layout.name))
     return matches

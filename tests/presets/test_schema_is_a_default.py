@@ -150,3 +150,38 @@ def test_schema_option_and_connection_setting_say_where_the_tables_are(db, capsy
     finally:
         with writable.begin() as c:
             c.execute(text('DROP SCHEMA IF EXISTS "elsewhere" CASCADE'))
+
+
+def test_two_schemas_holding_the_table_default_wins_and_detect_says_so(db, capsys, tmp_path):
+    """Found by a tester: with Oban (no schema of its own) in public and in jobs, jobs (first by name)
+    was read silently. The default schema wins, and detection names the other copy."""
+    writable, url = db
+    if engine_of(url) != "postgresql":
+        pytest.skip("named schemas are a PostgreSQL feature here (MySQL schemas are databases)")
+    q = QUEUES()
+    load(writable, q.oban_md(), {"oban_jobs": [q.oban_row(i, "W", "completed", ANCHOR - i * M) for i in (1, 2, 3)]})
+    with writable.begin() as c:
+        c.execute(text('DROP SCHEMA IF EXISTS "aaa_jobs" CASCADE'))
+        c.execute(text('CREATE SCHEMA "aaa_jobs"'))  # sorts before public
+    try:
+        with writable.begin() as c:  # a copy of one job (the same enum type, as a second install has)
+            c.execute(text("CREATE TABLE aaa_jobs.oban_jobs (LIKE public.oban_jobs INCLUDING ALL)"))
+            c.execute(text("INSERT INTO aaa_jobs.oban_jobs SELECT * FROM public.oban_jobs WHERE id = 1"))
+        for argv in ((), ("--layout", "oban")):
+            code, doc, err = scan_json(capsys, url, *argv)
+            assert code == 0, err
+            assert doc["layout"] == "oban" and doc["operations"] == 3, argv
+        assert main(["detect", url]) == 0
+        assert "also in schema aaa_jobs" in capsys.readouterr().out
+        code, doc, err = scan_json(capsys, url, "--schema", "aaa_jobs")
+        assert code == 0 and doc["operations"] == 1, err
+        # the evidence says which copy was read, and the user's extra values (the layout hash cannot)
+        out = tmp_path / "ev.csv"
+        args = ["export", url, "--schema", "aaa_jobs", "--map-status", "paused=failed", "--out", str(out)]
+        assert main(args) == 0, capsys.readouterr().err
+        lay = json.loads(out.with_name("ev.csv.manifest.json").read_text())["layout"]
+        assert lay["tables"] == {"operations": "aaa_jobs.oban_jobs"}
+        assert lay["extra_values"] == {"status": {"paused": "failed"}, "outcome": {}}
+    finally:
+        with writable.begin() as c:
+            c.execute(text('DROP SCHEMA IF EXISTS "aaa_jobs" CASCADE'))
