@@ -159,10 +159,24 @@ def locate(engine: Engine, layout: Layout, schema: str | None = None) -> Layout:
         cat = _catalog(engine)
     except Exception:  # reflection refused: let opening the ledger report it
         return layout
-    if layout.schema is not None and any(
-        s is not None and s.lower() == layout.schema.lower() and t.lower() == layout.table.lower() for (s, t) in cat
-    ):
-        return layout
+    if layout.schema is not None:
+        same = [
+            (s, t)
+            for (s, t) in cat
+            if s is not None and s.lower() == layout.schema.lower() and t.lower() == layout.table.lower()
+        ]
+        if same:
+            # the names as the database spells them: Hangfire.PostgreSql's "hangfire" for the SQL Server
+            # preset's "HangFire" (quoted identifiers are case-sensitive on PostgreSQL)
+            s, t = same[0]
+            if (s, t) == (layout.schema, layout.table):
+                return layout
+            fitted = replace(layout, schema=s, table=t)
+            if layout.attempts.source == "table" and layout.attempts.table:
+                att = _find_table(cat, s, layout.attempts.table)
+                if att:
+                    fitted.attempts = replace(layout.attempts, table=att[1], schema=att[0])
+            return fitted
     if layout.schema is None and any(s is None and t.lower() == layout.table.lower() for (s, t) in cat):
         return layout
     found = _find_table(cat, layout.schema, layout.table) or _find_table(cat, None, layout.table)

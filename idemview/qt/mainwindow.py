@@ -294,10 +294,27 @@ class MainWindow(QMainWindow):
         """A status-bar message, elided to the bar's width (the whole text in the tooltip): a message
         can never make the window wider."""
         sb = self.statusBar()
-        room = max(80, sb.width() - self.keyring_notice.width() - 40)
+        notice = self.keyring_notice
+        room = sb.width() - (notice.width() if notice.isVisible() else 0) - 40
+        if notice.isVisible() and room < sb.width() // 2:
+            # The keyring notice (two lines, nearly the bar's width) would leave a message ~80 px
+            # ("postg…dings", found by a tester): it steps aside while the message shows.
+            notice.hide()
+            self._notice_stepped_aside = True
+            room = sb.width() - 40
+            if not getattr(self, "_notice_returns", False):
+                self._notice_returns = True
+                sb.messageChanged.connect(self._notice_back)
+        room = max(80, room)
         shown = sb.fontMetrics().elidedText(text, Qt.TextElideMode.ElideMiddle, room)
         sb.setToolTip(text if shown != text else "")
         sb.showMessage(shown, ms)
+
+    def _notice_back(self, message: str) -> None:
+        """The keyring notice returns when the message it stepped aside for is gone."""
+        if not message and getattr(self, "_notice_stepped_aside", False):
+            self._notice_stepped_aside = False
+            self.keyring_notice.show()
 
     # ---------------------------------------------------------------------------------- chrome
 

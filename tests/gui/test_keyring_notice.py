@@ -153,3 +153,18 @@ def test_working_keyring_shows_no_notice_and_stores_there(qtbot, backend, tmp_pa
     assert backend.data == {("idemview", c.id): "Qw3rty-Memory"}
     assert "Qw3rty" not in (tmp_path / "connections.toml").read_text()
     dlg.reject()
+
+
+@pytest.mark.parametrize("backend", [fail.Keyring], indirect=True)
+def test_a_status_message_is_not_squeezed_by_the_notice(qtbot, backend, tmp_path):
+    """Found by a tester: with the notice shown, a message was elided to ~80 px ("postg…dings")."""
+    from PySide6.QtWidgets import QApplication
+
+    w = _window(qtbot, CredentialStore())
+    w.resize(1280, 800)
+    qtbot.waitUntil(lambda: w.keyring_notice.isVisible(), timeout=5000)
+    text = "No operation with that idempotency key in postgresql://db.internal/payments (findings)"
+    w.show_status(text, 400)
+    QApplication.processEvents()
+    assert w.statusBar().currentMessage() == text and not w.keyring_notice.isVisible()
+    qtbot.waitUntil(lambda: w.keyring_notice.isVisible(), timeout=5000)  # back when the message goes

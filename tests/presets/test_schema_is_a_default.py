@@ -185,3 +185,23 @@ def test_two_schemas_holding_the_table_default_wins_and_detect_says_so(db, capsy
     finally:
         with writable.begin() as c:
             c.execute(text('DROP SCHEMA IF EXISTS "aaa_jobs" CASCADE'))
+
+
+def test_what_detect_offers_opens(db, capsys):
+    """Found by a tester: on a Hangfire.PostgreSql database detect offered "also: hangfire (1.00)", and
+    --layout hangfire then exited 4 (its schema "HangFire" is spelled "hangfire" there)."""
+    writable, url = db
+    if engine_of(url) != "postgresql":
+        pytest.skip("Hangfire.PostgreSql runs on PostgreSQL")
+    n = fill("hangfire-postgresql", writable, "hangfire")
+    try:
+        assert main(["detect", url]) == 0
+        offered = {line.split()[1] for line in capsys.readouterr().out.splitlines() if line.startswith("  also:")}
+        assert "hangfire" in offered
+        for preset in ("hangfire-postgresql", "hangfire"):
+            code, doc, err = scan_json(capsys, url, "--layout", preset)
+            assert code == 0, (preset, err)
+            assert doc["operations"] == n
+    finally:
+        with writable.begin() as c:
+            c.execute(text('DROP SCHEMA IF EXISTS "hangfire" CASCADE'))
