@@ -255,6 +255,15 @@ class DuplicateEffect(FindingRule):
             at = next(
                 (x.get("started_at") or x.get("created_at") for x in items if x.get("outcome") == "succeeded"), None
             )
+            if at is None:
+                # no attempt rows (a counter ledger: pg-boss, Oban): when the second completed record
+                # was created, i.e. when the work ran again (found by a tester: the time was empty)
+                done = [x["created_at"] for x in items if x.get("status") == "completed" and x.get("created_at")]
+                at = (
+                    done[1]
+                    if len(done) >= 2
+                    else next((x.get("created_at") for x in items if x.get("created_at")), None)
+                )
             out.append(Finding(self.kind, self.severity, scope, key, expl, items, at=parse_iso(at)))
         return out
 

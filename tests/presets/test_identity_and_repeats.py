@@ -109,8 +109,10 @@ def test_pgboss_two_jobs_in_one_slot_are_a_duplicate_effect(db):
     only(db, "postgresql", why="pg-boss runs on PostgreSQL only")
     writable, url = db
     FLOWS().boss_load(writable, boss_slot_rows([NOW - 10 * M, NOW - 10 * M, NOW - 8 * M]))
-    got, _ = scan(url, "pg-boss", NOW)
+    got, fs = scan(url, "pg-boss", NOW)
     assert got == {("duplicate_effect", "report-tick", "tick/2026-11-30 11:50:00")}
+    # without attempt rows the finding is dated by the second completed record (it was empty)
+    assert [f.at for f in fs if f.kind.value == "duplicate_effect"] == [NOW - 10 * M]
 
 
 # ------------------------------------------------------------------------- intended repeats
