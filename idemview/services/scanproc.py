@@ -13,6 +13,13 @@ Messages on the pipe, each a tuple ``(what, kind, payload)``:
 ``("done", kind, None)`` when a kind is complete; ``("failed", kind, message)`` when its query failed
 (message masked); ``("error", None, message)`` when the ledger could not be opened at all;
 ``("end", None, None)`` after the last kind.
+
+A kind with more than ``detail_max`` findings (an aged ledger's million ``expired_key``, issue 11 §3) is
+sent compact: the first ``detail_max`` findings in F8 order (severity, then ``at``) in full as above, the
+rest as ``("keys", kind, (severity, [(scope, key), ...]))`` chunks in the same order, and before its
+"done" ``("summary", kind, (findings, operations, worst severity))`` with the exact numbers. The parent
+keeps the rest as key lists (:class:`CompactKind`): badges, the finding filter (its SQL), F8
+(:class:`FindingWalk`) and the detail (:func:`findings_of`, on demand) use them.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ from datetime import datetime
 from typing import Any
 
 BATCH = 100  # one pickle.loads holds the GIL: ~100 findings keep it to a few ms in the parent
+#: Above this many findings of one kind the rest is sent as (scope, key) lists (read when a scan starts).
+DETAIL_MAX = 5000
+KEYS_BATCH = 20_000  # one chunk of keys: unpickling it and adding it to a set take ~2-3 ms
 
 
 def _short(e: BaseException) -> str:
@@ -48,6 +58,7 @@ def scan_process_main(
     key: bytes,
     batch: int = BATCH,
     gate=None,
+    detail_max: int = DETAIL_MAX,
 ) -> None:
     """Child-process entry point: findings of ``kinds`` for ``now`` on the ledger at ``url`` with
     ``layout`` (the layout as the parent's :class:`Ledger` resolved it), sent over ``conn`` in batches
@@ -82,8 +93,30 @@ def scan_process_main(
             except Exception as e:  # noqa: BLE001 - one kind failing holds nothing else back
                 conn.send(("failed", k, masker.mask_text(_short(e))))
                 continue
+            rest: list = []
+            if len(fs) > detail_max:
+                from idemview.domain.model import SEVERITY_ORDER
+
+                # F8 order within a kind (services.session.merge_findings sorts the same way)
+                fs.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.at.timestamp() if f.at else 0))
+                summary = (len(fs), len({(f.scope, f.key) for f in fs}), fs[0].severity)
+                fs, rest = fs[:detail_max], fs[detail_max:]
             for i in range(0, len(fs), batch):
                 conn.send(("batch", k, [(f, masker.mask_text(f.explanation)) for f in fs[i : i + batch]]))
+            if rest:
+                del fs
+                for i in range(0, len(rest), KEYS_BATCH):
+                    chunk = rest[i : i + KEYS_BATCH]
+                    j = 0
+                    while j < len(chunk):  # runs of one severity
+                        sev, stop = chunk[j].severity, j
+                        while stop < len(chunk) and chunk[stop].severity == sev:
+                            stop += 1
+                        conn.send(("keys", k, (sev, [(f.scope, f.key) for f in chunk[j:stop]])))
+                        j = stop
+                    rest[i : i + KEYS_BATCH] = [None] * len(chunk)  # free as sent
+                conn.send(("summary", k, summary))
+                rest = []
             conn.send(("done", k, None))
         conn.send(("end", None, None))
     finally:
@@ -140,7 +173,7 @@ class ScanProcess:
         self.proc = ctx.Process(
             target=scan_process_main,
             name="idemview-findings",
-            args=(send, url, password, layout, name, now, list(kinds), key, BATCH, gate),
+            args=(send, url, password, layout, name, now, list(kinds), key, BATCH, gate, DETAIL_MAX),
             daemon=True,
         )
         self._stop = threading.Event()
