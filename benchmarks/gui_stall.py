@@ -12,9 +12,10 @@ Standalone (issue 11 §3)::
 
 prints the JSON line too, with ``first_rows_s`` (open → first rows painted), ``max_stall_s`` and
 ``by_phase`` (open, scroll, filter status, filter finding), ``finding_rows_s`` (a finding chip clicked →
-its first rows shown), ``scan_done_s`` (open → every finding kind in) and the peak RSS of the GUI
-process and of the findings process (``ru_maxrss``). ``--profile FILE`` writes a cProfile of the GUI
-thread (the event loop) for finding what stalls it.
+its first rows shown; ``finding_count`` its exact count), ``scan_done_s`` (open → every finding kind
+in) and the peak RSS of the GUI process and of the findings process (``ru_maxrss``, the process
+reaped first). ``--profile FILE`` writes a cProfile of the GUI thread (the event loop) for finding
+what stalls it.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ def measure(
     t0 = time.monotonic()
     unfinished = None
     kind, st = FindingKind(finding), Status(status)
+    tab = None
     try:
         tab = w.open_spec(OpenSpec(url=url, name="bench", layout=layout))
         wait_until(lambda: tab.model.rowCount() > 0, "first rows")
@@ -167,12 +169,20 @@ def measure(
             pass
         spin(0.2)
         phases["ledger_rows"] = tab.opened.n_ops if tab.opened else None  # counted after the first page
+        if tab.findings is not None:  # the chosen kind's exact count, and whether it crossed as keys
+            phases["finding_count"] = tab.findings.counts.get(kind)
+            phases["finding_sent_as_keys"] = kind in (getattr(tab.findings, "compact", None) or {})
     finally:
         timer.stop()
         gc.callbacks.remove(on_gc)
         if prof is not None:
             prof.disable()
             prof.dump_stats(profile)
+        # wait for the findings process to exit and be reaped (a finished scan's process may still be
+        # freeing its findings; one terminated by close_tab below would be left out of RUSAGE_CHILDREN)
+        sp = tab._scan.get("proc") if tab is not None else None
+        if sp is not None and tab.scan_complete():
+            sp.proc.join(60)
         for t in w.ledger_tabs():
             t.close_tab()
         pool().waitForDone(120_000)
@@ -199,6 +209,7 @@ def measure(
         "max_gc_pause_s": max((g[0] for g in gc_pauses), default=0.0),
         "gc_gen2_runs": sum(1 for g in gc_pauses if g[1] == 2),
         "now": now or "wall clock",
+        "finding": finding,
     }
 
 

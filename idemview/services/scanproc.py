@@ -24,6 +24,7 @@ keeps the rest as key lists (:class:`CompactKind`): badges, the finding filter (
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import sys
 import threading
@@ -88,11 +89,14 @@ def scan_process_main(
             if k in unsupported:
                 conn.send(("done", k, None))
                 continue
+            gc.disable()  # a million findings (no cycles among them) made every full collection walk them
             try:
                 fs = fe.run([k])
             except Exception as e:  # noqa: BLE001 - one kind failing holds nothing else back
                 conn.send(("failed", k, masker.mask_text(_short(e))))
                 continue
+            finally:
+                gc.enable()
             rest: list = []
             if len(fs) > detail_max:
                 from idemview.domain.model import SEVERITY_ORDER

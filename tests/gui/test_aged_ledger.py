@@ -33,9 +33,7 @@ def aged_celery(tmp_path):
     rows = []
     for i in range(1, N_ROWS + 1):
         age = timedelta(days=2, minutes=i) if i <= N_OLD else timedelta(minutes=i - N_OLD)
-        rows.append(
-            (i, f"task-{i:06d}", "SUCCESS", b"ok", (now - age).strftime("%Y-%m-%d %H:%M:%S"), "billing.charge")
-        )
+        rows.append((i, f"task-{i:06d}", "SUCCESS", b"ok", (now - age).strftime("%Y-%m-%d %H:%M:%S"), "billing.charge"))
     c.executemany(
         "INSERT INTO celery_taskmeta (id, task_id, status, result, date_done, name) VALUES (?, ?, ?, ?, ?, ?)", rows
     )
