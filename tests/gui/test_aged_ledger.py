@@ -123,3 +123,39 @@ def test_a_filter_narrowing_more_than_kinds_counts_the_compact_kind_in_sql(qtbot
     ff = tab.filtered_findings
     assert ff is not None and ff.base_filtered
     assert ff.counts[K] == 999 and ff.totals[K] == N_OLD
+
+
+def test_finding_walk_keeps_f8_order():
+    """The walk over detailed findings and key tails is the order a full sort would give."""
+    from idemview.domain.model import SEVERITY_ORDER, Finding, Severity
+    from idemview.qt.compact import FindingWalk
+
+    def f(kind, sev, key):
+        return Finding(kind, sev, "s", key, "")
+
+    ordered = [
+        f(FindingKind.DUPLICATE_EFFECT, Severity.CRITICAL, "d1"),
+        f(FindingKind.STUCK_IN_PROGRESS, Severity.HIGH, "s1"),
+        f(K, Severity.INFO, "e1"),
+        f(K, Severity.INFO, "e2"),
+    ]
+    tails = [
+        (K, Severity.INFO, [("s", "e3"), ("s", "e4")]),
+        (FindingKind.STUCK_IN_PROGRESS, Severity.HIGH, [("s", "s2")]),
+        (FindingKind.STUCK_IN_PROGRESS, Severity.LOW, []),
+    ]
+    walk = FindingWalk(ordered, tails)
+    assert [(g.kind, g.key) for g in walk] == [
+        (FindingKind.DUPLICATE_EFFECT, "d1"),
+        (FindingKind.STUCK_IN_PROGRESS, "s1"),
+        (FindingKind.STUCK_IN_PROGRESS, "s2"),
+        (K, "e1"),
+        (K, "e2"),
+        (K, "e3"),
+        (K, "e4"),
+    ]
+    assert len(walk) == 7 and walk[-1].key == "e4" and walk[2].severity is Severity.HIGH
+    keys = [(SEVERITY_ORDER[g.severity], g.kind.value) for g in walk]
+    assert keys == sorted(keys)
+    with pytest.raises(IndexError):
+        walk[7]
