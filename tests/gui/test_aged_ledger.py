@@ -42,7 +42,8 @@ def aged_celery(tmp_path):
     return p
 
 
-def test_more_expired_keys_than_sent_in_full(qtbot, window, aged_celery, monkeypatch):
+@pytest.mark.parametrize("slice_rows", [700, 10**9], ids=["in key-range slices", "in one query"])
+def test_more_expired_keys_than_sent_in_full(qtbot, window, aged_celery, monkeypatch, slice_rows):
     from idemview.domain.filters import Filter
     from idemview.findings.engine import FindingEngine
     from idemview.qt import theme
@@ -52,11 +53,16 @@ def test_more_expired_keys_than_sent_in_full(qtbot, window, aged_celery, monkeyp
     from idemview.services.session import OpenSpec
 
     monkeypatch.setattr(scanproc, "DETAIL_MAX", DETAIL)
+    monkeypatch.setattr(scanproc, "SLICE_ROWS", slice_rows)
     tab = open_and_wait(qtbot, window, OpenSpec(url=str(aged_celery), name="aged celery", layout="celery"))
     settle(qtbot, tab)
     res, now = tab.findings, tab.now
     assert isinstance(res, CompactFindingsResult) and K in res.compact
     assert len([f for f in res.findings if f.kind is K]) == DETAIL  # only these kept finding by finding
+    # the detailed ones are the first in F8 order (the oldest expiries), as without compaction
+    first = sorted(by_engine_all := FindingEngine(tab.ledger, now).run([K]), key=lambda f: (f.at, f.key))[:DETAIL]
+    assert {f.key for f in res.findings if f.kind is K} == {f.key for f in first}
+    assert len(by_engine_all) == N_OLD
 
     # the exact count: the engine's own answer and a direct SQL count of results older than a day
     by_engine = FindingEngine(tab.ledger, now).run([K])
