@@ -114,7 +114,7 @@ def scan_process_main(
                         so, stop = chunk[j][0], j
                         while stop < len(chunk) and chunk[stop][0] == so:
                             stop += 1
-                        conn.send(("keys", k, (sevs[so], [(t[1], t[2]) for t in chunk[j:stop]])))
+                        conn.send(("keys", k, (sevs[so], [(t[-2], t[-1]) for t in chunk[j:stop]])))
                         j = stop
                     tail[i : i + KEYS_BATCH] = [None] * len(chunk)  # free as sent
                 conn.send(("summary", k, summary))
@@ -135,14 +135,14 @@ def _f8_key(f) -> tuple:
 
 
 def _run_kind(fe, ledger, now, k, detail_max: int, slice_rows: int) -> tuple[list, list, tuple | None]:
-    """One kind's findings as (the first ``detail_max`` in F8 order, the rest as sorted
-    ``(severity index, scope, key)`` tuples, (findings, operations, worst severity)); with no more than
+    """One kind's findings as (the first ``detail_max`` in F8 order, the rest as sorted tuples
+    ``(severity index, [at,] scope, key)``, (findings, operations, worst severity)); with no more than
     ``detail_max`` findings: (all of them, [], None). A kind whose condition is a per-row one and that
     matches more than ``slice_rows`` operations runs in slices of the key range (:class:`_KeyRange`)."""
     from sqlalchemy import func, select
 
     from idemview.domain.filters import Filter
-    from idemview.domain.model import Severity
+    from idemview.domain.model import SEVERITY_ORDER, Severity
     from idemview.findings import registry
     from idemview.findings.engine import FindingEngine
 
@@ -171,21 +171,29 @@ def _run_kind(fe, ledger, now, k, detail_max: int, slice_rows: int) -> tuple[lis
         tail = [(_f8_key(f)[0], f.scope, f.key) for f in fs[detail_max:]]
         return fs[:detail_max], tail, summary
     head: list = []
-    rows: list = []  # (severity index, at, scope sort key, key sort key, scope, key) of every finding
+    rows: list = []  # (severity index, at, scope, key) of every finding: ~200 bytes each
+    scopes: dict = {}  # one string per scope (the driver makes one per row)
+    n_ops, nulls = 0, False
     for lo, hi, null in slices:
         sliced: Any = _KeyRange(ledger, lo, hi, null)
         part = FindingEngine(sliced, now).run([k], Filter(findings=[k]))
+        n_ops += len({(f.scope, f.key) for f in part})  # slices split the keys: no operation in two
         for f in part:
-            rows.append((*_f8_key(f), f.scope, f.key))
+            sc = scopes.setdefault(f.scope, f.scope)
+            nulls = nulls or sc is None or f.key is None
+            rows.append((SEVERITY_ORDER[f.severity], f.at.timestamp() if f.at else 0, sc, f.key))
         part.sort(key=_f8_key)
         head = sorted(head + part[:detail_max], key=_f8_key)[:detail_max]
         del part
-    rows.sort(key=lambda r: r[:4])  # (scope and key themselves may be None: not compared)
+    if nulls:  # None does not compare: sort as _f8_key does
+        rows.sort(key=lambda r: (r[0], r[1], r[2] or "", r[3] or ""))
+    else:
+        rows.sort()
     if len(rows) <= detail_max:
         return head, [], None
-    summary = (len(rows), len({(r[4], r[5]) for r in rows}), list(Severity)[rows[0][0]])
-    tail = [(r[0], r[4], r[5]) for r in rows[detail_max:]]
-    return head, tail, summary
+    summary = (len(rows), n_ops, list(Severity)[rows[0][0]])
+    del rows[:detail_max]  # the rest, in place (a copy of a million rows would double the peak)
+    return head, rows, summary
 
 
 class _KeyRange:
