@@ -62,6 +62,19 @@ class CompactKind:
     def __len__(self) -> int:
         return sum(len(r) for _s, r in self.runs)
 
+    def release(self, chunk: int = 20_000) -> None:
+        """Empty this kind in small steps (a worker, when a newer scan has replaced it): dropping a
+        million keys at once frees them in one C call that holds the GIL for ~0.25 s, a stall of the
+        GUI thread; a few ms per step lets the GIL pass between them."""
+        for _s, refs in self.runs:
+            while refs:
+                del refs[-chunk:]
+        for refs_set in self.by_sev.values():
+            while refs_set:
+                for _ in range(min(chunk, len(refs_set))):
+                    refs_set.pop()
+        self.runs, self.by_sev = [], {}
+
 
 def stub(kind: FindingKind, severity: Severity, ref: tuple[str, str]) -> Finding:
     """A finding as the grid and F8 need it (kind, severity, operation); its explanation and evidence

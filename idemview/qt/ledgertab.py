@@ -636,6 +636,11 @@ class LedgerTab(QWidget):
         )
 
     def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None):
+        old = getattr(self.findings, "compact", None) or {}
+        keep = {id(c) for c in (getattr(res, "compact", None) or {}).values()}
+        keep |= {id(c) for c in self._scan["compact"].values()} if "compact" in self._scan else set()
+        # an older scan's key sets: emptied on a worker once nothing shows them (see _on_narrowed)
+        self._to_release = getattr(self, "_to_release", []) + [c for c in old.values() if id(c) not in keep]
         self.findings = res
         self._merged_scan = complete_scan
         # a finding filter still waiting on its SQL gets the scan's answer instead (issue 11 §3)
@@ -687,6 +692,14 @@ class LedgerTab(QWidget):
     def _on_narrowed(self, res: FindingsResult, ff: FilteredFindings):
         self.filtered_findings = ff
         self._narrowed_res = res
+        gone, self._to_release = getattr(self, "_to_release", []), []
+        if gone:  # F8 walks this scan now: the previous one's key sets can go, in small steps
+            import threading
+
+            # no database, nothing to report: a plain thread (a Runner job would show as "working")
+            threading.Thread(
+                target=lambda: [c.release() for c in gone], name="idemview-release-keys", daemon=True
+            ).start()
         sev = {k: s for k, s, _n in res.kind_rows}
         self.filterbar.set_counts(ff.counts, res.unsupported, ff.totals if ff.base_filtered else None, sev)
         self.findings_model.set_result(res, ff)

@@ -116,6 +116,16 @@ def test_more_expired_keys_than_sent_in_full(qtbot, window, aged_celery, monkeyp
     )
     assert [g.kind for g in tab.detail.detail.findings] == [K]
 
+    # F5: a new scan, the same exact numbers; the old scan's key sets are emptied (off the GUI thread)
+    old = res.compact[K]
+    tab.refresh()
+    qtbot.waitUntil(lambda: tab.findings is not res and tab.scan_complete(), timeout=60000)
+    settle(qtbot, tab)
+    assert tab.findings.counts[K] == N_OLD and tab.filtered_findings.counts[K] == N_OLD
+    assert tab.findings.compact[K] is not old
+    qtbot.waitUntil(lambda: len(old) == 0 and not old.by_sev, timeout=10000)
+    assert len(tab._ordered) == N_OLD
+
 
 def test_a_filter_narrowing_more_than_kinds_counts_the_compact_kind_in_sql(qtbot, window, aged_celery, monkeypatch):
     from idemview.services import scanproc
