@@ -15,7 +15,8 @@ prints the JSON line too, with ``first_rows_s`` (open → first rows painted), `
 its first rows shown; ``finding_count`` its exact count), ``scan_done_s`` (open → every finding kind
 in) and the peak RSS of the GUI process and of the findings process (``ru_maxrss``, the process
 reaped first). ``--profile FILE`` writes a cProfile of the GUI thread (the event loop) for finding
-what stalls it.
+what stalls it. ``--refresh`` presses F5 once the scan is done and times the second scan (phase
+``refresh``: the first scan's findings are dropped then).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def measure(
     status: str = "failed",
     profile: str | None = None,
     now: str | None = None,
+    refresh: bool = False,
 ) -> dict:
     os.environ["IDEMVIEW_CONFIG_DIR"] = tempfile.mkdtemp(prefix="idemview-bench-gui-")
     from PySide6.QtCore import QTimer
@@ -167,6 +169,13 @@ def measure(
             phases["scan_done_s"] = time.monotonic() - t0
         except TimeoutError:
             pass
+        if refresh and tab.scan_complete():  # F5: a second scan replaces the first (phase "refresh")
+            phase[0] = "refresh"
+            t3, first = time.monotonic(), tab.findings
+            tab.refresh()
+            wait_until(lambda: tab.findings is not first and tab.scan_complete(), "second scan")
+            phases["refresh_done_s"] = time.monotonic() - t3
+            spin(1.0)  # the first scan's key sets are released meanwhile
         spin(0.2)
         phases["ledger_rows"] = tab.opened.n_ops if tab.opened else None  # counted after the first page
         if tab.findings is not None:  # the chosen kind's exact count, and whether it crossed as keys
@@ -221,10 +230,11 @@ if __name__ == "__main__":
     ap.add_argument("--status", default="failed", help="the status to filter by")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each step")
     ap.add_argument("--profile", help="write a cProfile of the GUI thread here")
+    ap.add_argument("--refresh", action="store_true", help="press F5 once the scan is done (phase refresh)")
     ap.add_argument("--now", help="the GUI's clock starts here (ISO 8601; e.g. the generator's anchor)")
     a = ap.parse_args()
     try:
-        res = measure(a.url, a.timeout, a.layout, a.finding, a.status, a.profile, a.now)
+        res = measure(a.url, a.timeout, a.layout, a.finding, a.status, a.profile, a.now, a.refresh)
     except Exception as e:  # noqa: BLE001
         res = {"error": f"{type(e).__name__}: {e}"}
     print("@@GUI@@" + json.dumps(res))
