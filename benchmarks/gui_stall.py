@@ -12,9 +12,11 @@ Standalone (issue 11 §3)::
 
 prints the JSON line too, with ``first_rows_s`` (open → first rows painted), ``max_stall_s`` and
 ``by_phase`` (open, scroll, filter status, filter finding), ``finding_rows_s`` (a finding chip clicked →
-its first rows shown), ``scan_done_s`` (open → every finding kind in) and the peak RSS of the GUI
-process and of the findings process (``ru_maxrss``). ``--profile FILE`` writes a cProfile of the GUI
-thread (the event loop) for finding what stalls it.
+its first rows shown; ``finding_count`` its exact count), ``scan_done_s`` (open → every finding kind
+in) and the peak RSS of the GUI process and of the findings process (``ru_maxrss``, the process
+reaped first). ``--profile FILE`` writes a cProfile of the GUI thread (the event loop) for finding
+what stalls it. ``--refresh`` presses F5 once the scan is done and times the second scan (phase
+``refresh``: the first scan's findings are dropped then).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def measure(
     status: str = "failed",
     profile: str | None = None,
     now: str | None = None,
+    refresh: bool = False,
 ) -> dict:
     os.environ["IDEMVIEW_CONFIG_DIR"] = tempfile.mkdtemp(prefix="idemview-bench-gui-")
     from PySide6.QtCore import QTimer
@@ -126,6 +129,7 @@ def measure(
     t0 = time.monotonic()
     unfinished = None
     kind, st = FindingKind(finding), Status(status)
+    tab = None
     try:
         tab = w.open_spec(OpenSpec(url=url, name="bench", layout=layout))
         wait_until(lambda: tab.model.rowCount() > 0, "first rows")
@@ -165,14 +169,29 @@ def measure(
             phases["scan_done_s"] = time.monotonic() - t0
         except TimeoutError:
             pass
+        if refresh and tab.scan_complete():  # F5: a second scan replaces the first (phase "refresh")
+            phase[0] = "refresh"
+            t3, first = time.monotonic(), tab.findings
+            tab.refresh()
+            wait_until(lambda: tab.findings is not first and tab.scan_complete(), "second scan")
+            phases["refresh_done_s"] = time.monotonic() - t3
+            spin(1.0)  # the first scan's key sets are released meanwhile
         spin(0.2)
         phases["ledger_rows"] = tab.opened.n_ops if tab.opened else None  # counted after the first page
+        if tab.findings is not None:  # the chosen kind's exact count, and whether it crossed as keys
+            phases["finding_count"] = tab.findings.counts.get(kind)
+            phases["finding_sent_as_keys"] = kind in (getattr(tab.findings, "compact", None) or {})
     finally:
         timer.stop()
         gc.callbacks.remove(on_gc)
         if prof is not None:
             prof.disable()
             prof.dump_stats(profile)
+        # wait for the findings process to exit and be reaped (a finished scan's process may still be
+        # freeing its findings; one terminated by close_tab below would be left out of RUSAGE_CHILDREN)
+        sp = tab._scan.get("proc") if tab is not None else None
+        if sp is not None and tab.scan_complete():
+            sp.proc.join(60)
         for t in w.ledger_tabs():
             t.close_tab()
         pool().waitForDone(120_000)
@@ -199,6 +218,7 @@ def measure(
         "max_gc_pause_s": max((g[0] for g in gc_pauses), default=0.0),
         "gc_gen2_runs": sum(1 for g in gc_pauses if g[1] == 2),
         "now": now or "wall clock",
+        "finding": finding,
     }
 
 
@@ -210,10 +230,11 @@ if __name__ == "__main__":
     ap.add_argument("--status", default="failed", help="the status to filter by")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each step")
     ap.add_argument("--profile", help="write a cProfile of the GUI thread here")
+    ap.add_argument("--refresh", action="store_true", help="press F5 once the scan is done (phase refresh)")
     ap.add_argument("--now", help="the GUI's clock starts here (ISO 8601; e.g. the generator's anchor)")
     a = ap.parse_args()
     try:
-        res = measure(a.url, a.timeout, a.layout, a.finding, a.status, a.profile, a.now)
+        res = measure(a.url, a.timeout, a.layout, a.finding, a.status, a.profile, a.now, a.refresh)
     except Exception as e:  # noqa: BLE001
         res = {"error": f"{type(e).__name__}: {e}"}
     print("@@GUI@@" + json.dumps(res))

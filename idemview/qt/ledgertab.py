@@ -31,8 +31,17 @@ from PySide6.QtWidgets import (
 )
 
 from idemview.domain.filters import Filter
-from idemview.domain.model import Finding, FindingKind
+from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind
 from idemview.qt import theme
+from idemview.qt.compact import (
+    CompactKind,
+    apply_compact,
+    compact_kinds_of,
+    findings_of,
+    narrow_compact,
+    total_findings,
+    total_operations,
+)
 from idemview.qt.detail import OperationDetail
 from idemview.qt.elide import ElidedLabel
 from idemview.qt.filterbar import FilterBar
@@ -57,7 +66,6 @@ from idemview.services.session import (
     SharedMasker,
     count_matching,
     filtered_span,
-    findings_in_filter,
     ledger_basics,
     load_detail,
     open_ledger,
@@ -444,6 +452,7 @@ class LedgerTab(QWidget):
             "expl": {},
             "unsupported": unsupported,
             "failed": {},
+            "compact": {},  # kind -> CompactKind: findings beyond the process's DETAIL_MAX, as keys
             "pending": {k for k in FindingKind if k not in unsupported},
             "proc": None,
         }
@@ -516,6 +525,15 @@ class LedgerTab(QWidget):
             # A million of them (an aged ledger's expired keys) made every full collection walk them all
             # while holding the GIL: a 3 s event-loop stall (issue 11 §3, BENCHMARKS.md).
             gc.freeze()
+        elif what == "keys":  # a kind too big to keep finding by finding: (severity, [(scope, key)])
+            sev, refs = payload
+            c = st["compact"].get(kind)
+            if c is None:
+                c = st["compact"][kind] = CompactKind(kind)
+            c.add(sev, refs)
+            gc.freeze()
+        elif what == "summary":
+            st["compact"].setdefault(kind, CompactKind(kind)).finish(payload)
         elif what == "done":
             st["pending"].discard(kind)
             self._merge_scan(st)
@@ -533,7 +551,7 @@ class LedgerTab(QWidget):
         if ledger is None:
             return
 
-        scanned = self.model.scanned
+        scanned = self.model.scanned_for(flt)
 
         def count(tok):
             return count_matching(ledger, flt, now, scanned)
@@ -606,17 +624,23 @@ class LedgerTab(QWidget):
         for k, msg in st["failed"].items():
             unsupported[k] = f"the check failed: {msg}"
         expl, now = dict(st["expl"]), st["now"]
+        compact = {k: c for k, c in st["compact"].items() if c.complete}  # complete ones no longer change
         # Grouping and sorting tens of thousands of findings runs on a worker; the GUI only swaps in
         # the result (stale merges are dropped by the runner's per-channel generation).
         complete = not st["pending"]
         self.runner.submit(
             "merge",
-            lambda tok: merge_findings(now, fs, unsupported, expl),
+            lambda tok: apply_compact(merge_findings(now, fs, unsupported, expl), compact),
             lambda res, st=st: self._on_findings(res, st if complete else None) if st is self._scan else None,
             lambda err: self.show_error(err),
         )
 
     def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None):
+        old = getattr(self.findings, "compact", None) or {}
+        keep = {id(c) for c in (getattr(res, "compact", None) or {}).values()}
+        keep |= {id(c) for c in self._scan["compact"].values()} if "compact" in self._scan else set()
+        # an older scan's key sets: emptied on a worker once nothing shows them (see _on_narrowed)
+        self._to_release = getattr(self, "_to_release", []) + [c for c in old.values() if id(c) not in keep]
         self.findings = res
         self._merged_scan = complete_scan
         # a finding filter still waiting on its SQL gets the scan's answer instead (issue 11 §3)
@@ -634,7 +658,7 @@ class LedgerTab(QWidget):
         if not self._ready_sent:
             self._ready_sent = True
             self.ready.emit()
-        self.message.emit(f"{self.spec.name}: {plural(len(res.findings), 'finding')}")
+        self.message.emit(f"{self.spec.name}: {plural(total_findings(res), 'finding')}")
 
     def _show_as_of(self):
         """ "Findings as of 12:03:10 UTC": the `now` of the scan on screen (and of an export from here)."""
@@ -660,7 +684,7 @@ class LedgerTab(QWidget):
         ledger, flt, now = self.ledger, self.flt, res.now
         self.runner.submit(
             "narrow",
-            lambda tok: findings_in_filter(ledger, res, flt, now, tok),
+            lambda tok: narrow_compact(ledger, res, flt, now, tok),
             lambda ff, res=res: self._on_narrowed(res, ff) if res is self.findings else None,
             self.show_error,
         )
@@ -668,10 +692,18 @@ class LedgerTab(QWidget):
     def _on_narrowed(self, res: FindingsResult, ff: FilteredFindings):
         self.filtered_findings = ff
         self._narrowed_res = res
+        gone, self._to_release = getattr(self, "_to_release", []), []
+        if gone:  # F8 walks this scan now: the previous one's key sets can go, in small steps
+            import threading
+
+            # no database, nothing to report: a plain thread (a Runner job would show as "working")
+            threading.Thread(
+                target=lambda: [c.release() for c in gone], name="idemview-release-keys", daemon=True
+            ).start()
         sev = {k: s for k, s, _n in res.kind_rows}
         self.filterbar.set_counts(ff.counts, res.unsupported, ff.totals if ff.base_filtered else None, sev)
         self.findings_model.set_result(res, ff)
-        n_ops = len(res.by_ref)
+        n_ops = total_operations(res)
         if ff.base_filtered:
             head = (
                 f"<b>Findings</b> — {ff.n_findings:,} of {plural(ff.n_total, 'finding')} in the filter "
@@ -686,7 +718,7 @@ class LedgerTab(QWidget):
             "Counts follow the filter and the time window; click a row to show only those operations"
         )
         self.overview.set_findings(ff.markers, res.explanations)
-        self._ordered = ff.ordered
+        self._ordered = ff.ordered  # a FindingWalk when kinds were sent as keys (no million-list)
         self._finding_pos = -1
 
     def _load_overview(self, start=None, end=None):
@@ -761,9 +793,26 @@ class LedgerTab(QWidget):
         ledger, masker = self.ledger, self.masker
         fs = list(self.findings.by_ref.get((scope, key), [])) if self.findings else []
         expl = self.findings.explanations if self.findings else {}
+        # kinds the scan sent as keys (issue 11 §3): this operation's findings of them, computed now
+        more = [
+            k
+            for k in compact_kinds_of(getattr(self.findings, "compact", None), (scope, key))
+            if all(f.kind != k for f in fs)
+        ]
+        now = self.findings.now if self.findings else None
+
+        def job(tok):
+            if not more or now is None:
+                return load_detail(ledger, masker, scope, key, fs, expl)
+            extra, extra_expl = findings_of(ledger, masker, now, scope, key, more)
+            allf = sorted(fs + extra, key=lambda f: SEVERITY_ORDER[f.severity])
+            ex = {id(f): expl[id(f)] for f in fs if id(f) in expl}
+            ex.update(extra_expl)
+            return load_detail(ledger, masker, scope, key, allf, ex)
+
         self.runner.submit(
             "detail",
-            lambda tok: load_detail(ledger, masker, scope, key, fs, expl),
+            job,
             lambda d: self.detail.set_detail(d, self.now),
             self.show_error,
         )

@@ -16,6 +16,7 @@ from PySide6.QtGui import QBrush, QFont
 from idemview.domain.filters import Filter
 from idemview.domain.model import DEFAULT_SEVERITY, SEVERITY_ORDER, Attempt, FindingKind, Severity
 from idemview.qt import theme
+from idemview.qt.compact import compact_findings
 from idemview.qt.workers import JobError, Runner
 from idemview.services.session import (
     EffectCounts,
@@ -165,8 +166,24 @@ class OperationsModel(QAbstractTableModel):
 
     def _fs(self, r: OpRow) -> list:
         if self.by_ref is not None:
-            return self.by_ref.get((r.scope_raw, r.key_raw), [])
+            ref = (r.scope_raw, r.key_raw)
+            fs = self.by_ref.get(ref, [])
+            compact = getattr(self.scanned, "compact", None)
+            if compact:  # kinds sent as keys (issue 11 §3): a badge from the key set
+                more = [f for f in compact_findings(compact, ref) if all(g.kind != f.kind for g in fs)]
+                if more:
+                    fs = sorted(fs + more, key=lambda f: SEVERITY_ORDER[f.severity])
+            return fs
         return r.findings
+
+    def scanned_for(self, flt: Filter) -> FindingsResult | None:
+        """The scan a query of ``flt`` may take its finding filter's key list from: None when ``flt``
+        chooses a kind the scan kept as keys beyond its first findings (then the kind's SQL answers)."""
+        res = self.scanned
+        compact = getattr(res, "compact", None)
+        if compact and any(k in compact for k in flt.findings):
+            return None
+        return res
 
     def refresh_findings(self, findings: FindingsResult) -> None:
         """New findings for the rows already shown (badge column only; no re-query)."""
@@ -179,7 +196,7 @@ class OperationsModel(QAbstractTableModel):
 
     def _request(self, after):
         ledger, masker, flt, sort, desc = self.ledger, self.masker, self.flt, self.sort_key, self.descending
-        now, by_ref, limit, scanned = self.now, self.by_ref, self.page_size, self.scanned
+        now, by_ref, limit, scanned = self.now, self.by_ref, self.page_size, self.scanned_for(flt)
         self._started = True
         self._sql_findings = bool(flt.findings) and not self.scan_answers(flt)
         self._set_loading(True)
@@ -196,8 +213,10 @@ class OperationsModel(QAbstractTableModel):
         """The scan ``res`` (default the model's) has answered every finding kind ``flt`` chooses, for
         this query's ``now`` (cheap: no loop over findings)."""
         res = res if res is not None else self.scanned
+        compact = getattr(res, "compact", None)
         return (
             res is not None
+            and not (compact and any(k in compact for k in flt.findings))
             and self.now is not None
             and res.now == self.now
             and not any(k in res.unsupported for k in flt.findings)

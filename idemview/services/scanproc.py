@@ -13,10 +13,18 @@ Messages on the pipe, each a tuple ``(what, kind, payload)``:
 ``("done", kind, None)`` when a kind is complete; ``("failed", kind, message)`` when its query failed
 (message masked); ``("error", None, message)`` when the ledger could not be opened at all;
 ``("end", None, None)`` after the last kind.
+
+A kind with more than ``detail_max`` findings (an aged ledger's million ``expired_key``, issue 11 §3) is
+sent compact: the first ``detail_max`` findings in F8 order (severity, then ``at``) in full as above, the
+rest as ``("keys", kind, (severity, [(scope, key), ...]))`` chunks in the same order, and before its
+"done" ``("summary", kind, (findings, operations, worst severity))`` with the exact numbers. The parent
+keeps the rest as key lists (:class:`CompactKind`): badges, the finding filter (its SQL), F8
+(:class:`FindingWalk`) and the detail (:func:`findings_of`, on demand) use them.
 """
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import sys
 import threading
@@ -26,6 +34,12 @@ from datetime import datetime
 from typing import Any
 
 BATCH = 100  # one pickle.loads holds the GIL: ~100 findings keep it to a few ms in the parent
+#: Above this many findings of one kind the rest is sent as (scope, key) lists (read when a scan starts).
+DETAIL_MAX = 5000
+#: A per-row kind (expired, stuck, …) with more operations than this runs in key-range slices of about
+#: this many, so the findings process never holds more findings of it at once (its RSS stays bounded).
+SLICE_ROWS = 100_000
+KEYS_BATCH = 20_000  # one chunk of keys: unpickling it and adding it to a set take ~2-3 ms
 
 
 def _short(e: BaseException) -> str:
@@ -48,6 +62,8 @@ def scan_process_main(
     key: bytes,
     batch: int = BATCH,
     gate=None,
+    detail_max: int = DETAIL_MAX,
+    slice_rows: int = SLICE_ROWS,
 ) -> None:
     """Child-process entry point: findings of ``kinds`` for ``now`` on the ledger at ``url`` with
     ``layout`` (the layout as the parent's :class:`Ledger` resolved it), sent over ``conn`` in batches
@@ -77,18 +93,132 @@ def scan_process_main(
             if k in unsupported:
                 conn.send(("done", k, None))
                 continue
+            gc.disable()  # a million findings (no cycles among them) made every full collection walk them
             try:
-                fs = fe.run([k])
+                head, tail, summary = _run_kind(fe, ledger, now, k, detail_max, slice_rows)
             except Exception as e:  # noqa: BLE001 - one kind failing holds nothing else back
                 conn.send(("failed", k, masker.mask_text(_short(e))))
                 continue
-            for i in range(0, len(fs), batch):
-                conn.send(("batch", k, [(f, masker.mask_text(f.explanation)) for f in fs[i : i + batch]]))
+            finally:
+                gc.enable()
+            for i in range(0, len(head), batch):
+                conn.send(("batch", k, [(f, masker.mask_text(f.explanation)) for f in head[i : i + batch]]))
+            if summary is not None:
+                from idemview.domain.model import Severity
+
+                sevs = list(Severity)
+                for i in range(0, len(tail), KEYS_BATCH):
+                    chunk = tail[i : i + KEYS_BATCH]
+                    j = 0
+                    while j < len(chunk):  # runs of one severity
+                        so, stop = chunk[j][0], j
+                        while stop < len(chunk) and chunk[stop][0] == so:
+                            stop += 1
+                        conn.send(("keys", k, (sevs[so], [(t[-2], t[-1]) for t in chunk[j:stop]])))
+                        j = stop
+                    tail[i : i + KEYS_BATCH] = [None] * len(chunk)  # free as sent
+                conn.send(("summary", k, summary))
+            del head, tail
             conn.send(("done", k, None))
         conn.send(("end", None, None))
     finally:
         engine.dispose()
         conn.close()
+
+
+def _f8_key(f) -> tuple:
+    # F8 order within a kind (services.session.merge_findings sorts by severity, kind, ``at``), then
+    # the operation: a total order, so the first findings and the keys after them never overlap
+    from idemview.domain.model import SEVERITY_ORDER
+
+    return (SEVERITY_ORDER[f.severity], f.at.timestamp() if f.at else 0, f.scope or "", f.key or "")
+
+
+def _run_kind(fe, ledger, now, k, detail_max: int, slice_rows: int) -> tuple[list, list, tuple | None]:
+    """One kind's findings as (the first ``detail_max`` in F8 order, the rest as sorted tuples
+    ``(severity index, [at,] scope, key)``, (findings, operations, worst severity)); with no more than
+    ``detail_max`` findings: (all of them, [], None). A kind whose condition is a per-row one and that
+    matches more than ``slice_rows`` operations runs in slices of the key range (:class:`_KeyRange`)."""
+    from sqlalchemy import func, select
+
+    from idemview.domain.filters import Filter
+    from idemview.domain.model import SEVERITY_ORDER, Severity
+    from idemview.findings import registry
+    from idemview.findings.engine import FindingEngine
+
+    slices = None
+    if registry.rule(k).row_filter(fe) is not None:
+        keys = fe.keys_with([k], distinct=False).subquery()
+        with ledger.engine.connect() as c:
+            n = c.execute(select(func.count()).select_from(keys)).scalar() or 0
+            if n > slice_rows:
+                # bounds every slice_rows keys, read as a stream (the keys are never all held)
+                q = select(keys.c.key).where(keys.c.key.is_not(None)).order_by(keys.c.key)
+                bounds: list = []
+                res = c.execution_options(stream_results=True, yield_per=20_000).execute(q)
+                for i, (key,) in enumerate(res):
+                    if i % slice_rows == 0 and i and (not bounds or key != bounds[-1]):
+                        bounds.append(key)
+                res.close()
+                edges = [None, *bounds, None]
+                slices = [(edges[i], edges[i + 1], False) for i in range(len(edges) - 1)] + [(None, None, True)]
+    if slices is None:
+        fs = fe.run([k])
+        if len(fs) <= detail_max:
+            return fs, [], None
+        fs.sort(key=_f8_key)
+        summary = (len(fs), len({(f.scope, f.key) for f in fs}), fs[0].severity)
+        tail = [(_f8_key(f)[0], f.scope, f.key) for f in fs[detail_max:]]
+        return fs[:detail_max], tail, summary
+    head: list = []
+    rows: list = []  # (severity index, at, scope, key) of every finding: ~200 bytes each
+    scopes: dict = {}  # one string per scope (the driver makes one per row)
+    n_ops, nulls = 0, False
+    for lo, hi, null in slices:
+        sliced: Any = _KeyRange(ledger, lo, hi, null)
+        part = FindingEngine(sliced, now).run([k], Filter(findings=[k]))
+        n_ops += len({(f.scope, f.key) for f in part})  # slices split the keys: no operation in two
+        for f in part:
+            sc = scopes.setdefault(f.scope, f.scope)
+            nulls = nulls or sc is None or f.key is None
+            rows.append((SEVERITY_ORDER[f.severity], f.at.timestamp() if f.at else 0, sc, f.key))
+        part.sort(key=_f8_key)
+        head = sorted(head + part[:detail_max], key=_f8_key)[:detail_max]
+        del part
+    if nulls:  # None does not compare: sort as _f8_key does
+        rows.sort(key=lambda r: (r[0], r[1], r[2] or "", r[3] or ""))
+    else:
+        rows.sort()
+    if len(rows) <= detail_max:
+        return head, [], None
+    summary = (len(rows), n_ops, list(Severity)[rows[0][0]])
+    del rows[:detail_max]  # the rest, in place (a copy of a million rows would double the peak)
+    return head, rows, summary
+
+
+class _KeyRange:
+    """``ledger`` whose :meth:`filter_clause` replaces a filter's finding kinds by a range of the key
+    (``lo <= key < hi``, an open end for None; ``null``: the operations without a key)."""
+
+    def __init__(self, ledger, lo, hi, null: bool):
+        self._ledger, self._lo, self._hi, self._null = ledger, lo, hi, null
+
+    def __getattr__(self, name):
+        return getattr(self._ledger, name)
+
+    def filter_clause(self, flt, now=None):
+        from dataclasses import replace
+
+        from sqlalchemy import and_, true
+
+        led = self._ledger
+        base = led.filter_clause(replace(flt, findings=[]) if flt is not None else None, now)
+        ke = led.key_expr
+        if self._null:
+            return and_(base, ke.is_(None))
+        lo = ke >= self._lo if self._lo is not None else true()
+        hi = ke < self._hi if self._hi is not None else ke.is_not(None)
+        return and_(base, lo, hi)
 
 
 @contextmanager
@@ -140,7 +270,7 @@ class ScanProcess:
         self.proc = ctx.Process(
             target=scan_process_main,
             name="idemview-findings",
-            args=(send, url, password, layout, name, now, list(kinds), key, BATCH, gate),
+            args=(send, url, password, layout, name, now, list(kinds), key, BATCH, gate, DETAIL_MAX, SLICE_ROWS),
             daemon=True,
         )
         self._stop = threading.Event()

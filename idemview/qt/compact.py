@@ -1,0 +1,271 @@
+"""Finding kinds too many to keep one by one (issue 11 §3: an aged ledger's million ``expired_key``).
+
+The findings process sends such a kind compact (:mod:`idemview.services.scanproc`): its first
+``DETAIL_MAX`` findings in full, the rest as (scope, key) lists in F8 order, and the exact numbers. Here
+the tab keeps the rest as a :class:`CompactKind` and everything that used to walk a million
+:class:`Finding` objects asks it instead:
+
+- counts per kind and operations are the exact numbers (:func:`apply_compact`, :func:`narrow_compact`);
+- the grid's Findings column (:func:`compact_findings` gives a row its badge);
+- the finding filter runs the kind's own SQL (the scan's key list would be the first ``DETAIL_MAX``);
+- F8 walks the detailed findings, then the keys (:class:`FindingWalk`, same order as before);
+- the detail computes one operation's findings of the kind on demand (:func:`findings_of`).
+
+Nothing here imports Qt; the functions that touch the database run on a worker.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, overload
+
+from idemview.domain.filters import Filter
+from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind, Severity
+from idemview.services.session import FilteredFindings, FindingsResult, count_matching, findings_in_filter
+
+
+class CompactKind:
+    """The findings of one kind beyond the detailed ones: ``runs`` [(severity, [(scope, key), ...])] in
+    F8 order and a set per severity for look-ups; ``count`` / ``ops`` / ``worst`` the exact numbers of
+    the whole kind (detailed ones included), set when its summary arrives (``complete``)."""
+
+    def __init__(self, kind: FindingKind):
+        self.kind = kind
+        self.runs: list[tuple[Severity, list[tuple[str, str]]]] = []
+        self.by_sev: dict[Severity, set[tuple[str, str]]] = {}
+        self.count = 0
+        self.ops = 0
+        self.worst: Severity | None = None
+        self.complete = False
+
+    def add(self, severity: Severity, refs: list[tuple[str, str]]) -> None:
+        """One chunk from the process (GUI thread: a list extend and a set update, a few ms)."""
+        if self.runs and self.runs[-1][0] == severity:
+            self.runs[-1][1].extend(refs)
+        else:
+            self.runs.append((severity, list(refs)))
+        self.by_sev.setdefault(severity, set()).update(refs)
+
+    def finish(self, summary: tuple[int, int, Severity]) -> None:
+        self.count, self.ops, self.worst = summary
+        self.complete = True
+
+    def severity_of(self, ref: tuple[str, str]) -> Severity | None:
+        for sev, refs in self.by_sev.items():
+            if ref in refs:
+                return sev
+        return None
+
+    def __len__(self) -> int:
+        return sum(len(r) for _s, r in self.runs)
+
+    def release(self, chunk: int = 20_000) -> None:
+        """Empty this kind in small steps (a worker, when a newer scan has replaced it): dropping a
+        million keys at once frees them in one C call that holds the GIL for ~0.25 s, a stall of the
+        GUI thread; a few ms per step lets the GIL pass between them."""
+        for _s, refs in self.runs:
+            while refs:
+                del refs[-chunk:]
+        for refs_set in self.by_sev.values():
+            while refs_set:
+                for _ in range(min(chunk, len(refs_set))):
+                    refs_set.pop()
+        self.runs, self.by_sev = [], {}
+
+
+def stub(kind: FindingKind, severity: Severity, ref: tuple[str, str]) -> Finding:
+    """A finding as the grid and F8 need it (kind, severity, operation); its explanation and evidence
+    are computed when the operation is opened (:func:`findings_of`)."""
+    return Finding(kind, severity, ref[0], ref[1], "")
+
+
+def compact_findings(compact: dict[FindingKind, CompactKind] | None, ref: tuple[str, str]) -> list[Finding]:
+    """Stub findings of ``ref`` in the compact kinds (the grid's badge; [] when none)."""
+    if not compact:
+        return []
+    out = []
+    for k, c in compact.items():
+        sev = c.severity_of(ref)
+        if sev is not None:
+            out.append(stub(k, sev, ref))
+    return out
+
+
+def compact_kinds_of(compact: dict[FindingKind, CompactKind] | None, ref: tuple[str, str]) -> list[FindingKind]:
+    return [f.kind for f in compact_findings(compact, ref)]
+
+
+@dataclass
+class CompactFindingsResult(FindingsResult):
+    """A scan's merged findings where ``compact`` kinds keep only their first findings in ``findings``;
+    ``counts`` and ``kind_rows`` are exact, ``n_findings`` / ``n_ops`` the exact totals."""
+
+    compact: dict[FindingKind, CompactKind] = field(default_factory=dict)
+    n_findings: int = 0
+    n_ops: int = 0
+
+
+def total_findings(res: FindingsResult) -> int:
+    return res.n_findings if isinstance(res, CompactFindingsResult) else len(res.findings)
+
+
+def total_operations(res: FindingsResult) -> int:
+    return res.n_ops if isinstance(res, CompactFindingsResult) else len(res.by_ref)
+
+
+def apply_compact(res: FindingsResult, compact: dict[FindingKind, CompactKind]) -> FindingsResult:
+    """``res`` (merged from the detailed findings) with the exact numbers of the ``compact`` kinds
+    (complete ones only). Runs on a worker: the one loop over the keys is plain Python, so the GIL
+    passes to the GUI thread every few ms (no single long C call such as a sort or a set union)."""
+    compact = {k: c for k, c in compact.items() if c.complete}
+    if not compact:
+        return res
+    counts = dict(res.counts)
+    detailed = {k: counts.get(k, 0) for k in compact}
+    for k, c in compact.items():
+        counts[k] = c.count
+    kind_rows = [(k, compact[k].worst or s, compact[k].ops) if k in compact else (k, s, n) for k, s, n in res.kind_rows]
+    n_findings = len(res.findings) + sum(c.count - detailed[k] for k, c in compact.items())
+    seen = res.by_ref
+    sets = [refs for c in compact.values() for refs in c.by_sev.values()]
+    if len(sets) == 1:  # the usual case: one set, its size less the operations already counted
+        extra = len(sets[0]) - sum(1 for ref in seen if ref in sets[0])
+    else:  # a Python loop (the GIL passes every few ms), not one long set union
+        union: set[tuple[str, str]] = set()
+        for refs in sets:
+            for ref in refs:
+                if ref not in seen:
+                    union.add(ref)
+        extra = len(union)
+    n_ops = len(seen) + extra
+    return CompactFindingsResult(
+        res.now,
+        res.findings,
+        res.by_ref,
+        counts,
+        res.unsupported,
+        res.explanations,
+        res.ordered,
+        res.markers,
+        kind_rows,
+        compact=compact,
+        n_findings=n_findings,
+        n_ops=n_ops,
+    )
+
+
+class FindingWalk(Sequence[Finding]):
+    """F8's order over detailed findings (``ordered``, sorted by severity, kind, ``at``) and compact
+    tails [(kind, severity, refs)] (each after the detailed findings of its severity and kind), without
+    building a million findings: an index into a tail makes a :func:`stub`."""
+
+    def __init__(self, ordered: Sequence[Finding], tails: list[tuple[FindingKind, Severity, list]]):
+        keys = [(SEVERITY_ORDER[f.severity], f.kind.value) for f in ordered]
+        placed = sorted(
+            ((bisect_right(keys, (SEVERITY_ORDER[s], k.value)), SEVERITY_ORDER[s], k.value, k, s, refs))
+            for k, s, refs in tails
+            if refs
+        )
+        self._segs: list[tuple[int, Any]] = []  # (start, list of findings | (kind, severity, refs))
+        start = prev = 0
+        for pos, _so, _kv, k, s, refs in placed:
+            if pos > prev:
+                self._segs.append((start, list(ordered[prev:pos])))
+                start += pos - prev
+                prev = pos
+            self._segs.append((start, (k, s, refs)))
+            start += len(refs)
+        if prev < len(ordered):
+            self._segs.append((start, list(ordered[prev:])))
+            start += len(ordered) - prev
+        self._len = start
+        self._starts = [s for s, _ in self._segs]
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, i: int) -> Finding: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Finding]: ...
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._len))]
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError(i)
+        n = bisect_right(self._starts, i) - 1
+        start, seg = self._segs[n]
+        if isinstance(seg, list):
+            return seg[i - start]
+        k, s, refs = seg
+        return stub(k, s, refs[i - start])
+
+    def __iter__(self) -> Iterator[Finding]:
+        for i in range(self._len):
+            yield self[i]
+
+
+def narrow_compact(ledger, res: FindingsResult, flt: Filter, now: datetime, token=None) -> FilteredFindings:
+    """:func:`~idemview.services.session.findings_in_filter` with the compact kinds' exact numbers: the
+    scan's when the filter narrows only finding kinds, else counted in SQL (operations of the kind
+    that the filter shows). F8 walks the compact keys too when the filter narrows only finding kinds;
+    under another filter it walks the detailed findings of the filtered operations. Runs on a worker."""
+    ff = findings_in_filter(ledger, res, flt, now, token)
+    if not isinstance(res, CompactFindingsResult) or not res.compact:
+        return ff
+    base = replace(flt, findings=[])
+    whole = base.is_empty() or ledger is None
+    for k, c in res.compact.items():
+        if whole:
+            cnt, ops = c.count, c.ops
+        else:
+            if token is not None:
+                token.check()
+            cnt = ops = count_matching(ledger, replace(base, findings=[k]), now)
+        ff.n_findings += cnt - ff.counts.get(k, 0)
+        ff.counts[k], ff.ops[k] = cnt, ops
+        ff.totals[k], ff.total_ops[k] = c.count, c.ops
+    ff.n_total = res.n_findings
+    ff.kind_rows = [(k, s, ff.ops[k]) if k in res.compact else (k, s, n) for k, s, n in ff.kind_rows]
+    if whole:
+        chosen = set(flt.findings)
+        tails = [(k, s, refs) for k, c in res.compact.items() if not chosen or k in chosen for s, refs in c.runs]
+        ff.ordered = FindingWalk(ff.ordered, tails)  # type: ignore[assignment]
+    return ff
+
+
+class _OneOperation:
+    """``ledger`` whose :meth:`filter_clause` replaces a filter's finding kinds by one (scope, key)."""
+
+    def __init__(self, ledger, scope: str, key: str):
+        self._ledger, self._ref = ledger, (scope, key)
+
+    def __getattr__(self, name):
+        return getattr(self._ledger, name)
+
+    def filter_clause(self, flt: Filter | None, now: datetime | None = None):
+        from sqlalchemy import and_
+
+        led = self._ledger
+        base = led.filter_clause(replace(flt, findings=[]) if flt is not None else None, now)
+        se, ke = led.scope_expr, led.key_expr
+        scope, key = self._ref
+        return and_(base, se.is_(None) if scope is None else se == scope, ke == key)
+
+
+def findings_of(
+    ledger, masker, now: datetime, scope: str, key: str, kinds: list[FindingKind]
+) -> tuple[list[Finding], dict[int, str]]:
+    """The findings of ``kinds`` of one operation, computed now in SQL restricted to it (its key
+    index), with masked explanations: the detail of an operation whose findings were sent as keys.
+    Runs on a worker."""
+    from idemview.findings.engine import FindingEngine
+
+    fe = FindingEngine(_OneOperation(ledger, scope, key), now)  # type: ignore[arg-type]
+    fs = [f for f in fe.run(kinds, Filter(findings=list(kinds))) if (f.scope, f.key) == (scope, key)]
+    return fs, {id(f): masker.free_text(f.explanation) for f in fs}
