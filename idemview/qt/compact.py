@@ -94,6 +94,22 @@ def compact_findings(compact: dict[FindingKind, CompactKind] | None, ref: tuple[
     return out
 
 
+class FindingsByRef:
+    """``by_ref`` (the detailed findings per (scope, key)) that also answers for the compact kinds'
+    keys with stub findings: what a search hit's badges read (a hit beyond the first ``DETAIL_MAX``
+    of a kind had none). Only ``get`` is offered, which is all :func:`to_rows` asks."""
+
+    def __init__(self, by_ref: dict[tuple[str, str], list[Finding]], compact: dict[FindingKind, CompactKind] | None):
+        self.by_ref, self.compact = by_ref, compact or {}
+
+    def get(self, ref: tuple[str, str], default: Any = None) -> Any:
+        found = list(self.by_ref.get(ref, ())) + compact_findings(self.compact, ref)
+        return found if found else default
+
+    def __bool__(self) -> bool:
+        return True
+
+
 def compact_kinds_of(compact: dict[FindingKind, CompactKind] | None, ref: tuple[str, str]) -> list[FindingKind]:
     return [f.kind for f in compact_findings(compact, ref)]
 

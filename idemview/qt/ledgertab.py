@@ -371,6 +371,7 @@ class LedgerTab(QWidget):
 
     def _on_open(self, o: Opened):
         self.opened = o
+        self.filterbar.setEnabled(True)  # after a failed first try (Reconnect)
         self.model.set_ledger(o.ledger)
         self.grid.setColumnHidden(COL_EFFECTS, not self.model.has_effects())
         if o.read_only:
@@ -410,6 +411,10 @@ class LedgerTab(QWidget):
     def _on_open_error(self, err: JobError):
         msg = self.masker.free_text(err.message)
         self.where.setText(f"Could not open {self.masker.free_text(self.spec.name)}")
+        # nothing is scanning and nothing can be filtered until it opens (a tester saw "scanning…"
+        # forever and live chips on a tab that never connected)
+        self.findings_title.setText("<b>Findings</b> — not read: the ledger could not be opened")
+        self.filterbar.setEnabled(False)
         self.show_error(JobError(msg, connection_lost=True))
         self.failed.emit(msg)
 

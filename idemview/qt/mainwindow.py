@@ -20,6 +20,7 @@ import sys
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence, QShortcut
@@ -51,6 +52,7 @@ from PySide6.QtWidgets import (
 
 from idemview.config import CredentialStore
 from idemview.qt import theme
+from idemview.qt.compact import FindingsByRef
 from idemview.qt.elide import ElidedLabel
 from idemview.qt.ledgertab import LedgerTab
 from idemview.qt.models import SearchModel
@@ -676,7 +678,9 @@ class MainWindow(QMainWindow):
         for t in tabs:
             ledger, name = t.ledger, t.title()
             idx = self.tabs.indexOf(t)
-            by_ref = t.findings.by_ref if t.findings is not None else {}
+            by_ref: Any = (
+                FindingsByRef(t.findings.by_ref, getattr(t.findings, "compact", None)) if t.findings is not None else {}
+            )
             t.runner.submit(
                 "search",
                 lambda tok, l=ledger, n=name, ix=idx, br=by_ref: search(l, masker, text, ix, n, br),

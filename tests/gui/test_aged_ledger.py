@@ -103,6 +103,13 @@ def test_more_expired_keys_than_sent_in_full(qtbot, window, aged_celery, monkeyp
     assert len(fs) == 1 and d.explanations.get(id(fs[0]))  # explanation computed for this operation
     assert fs[0].explanation == next(f for f in by_engine if f.key == r.key_raw).explanation
 
+    # a search hit beyond the detailed findings carries the kind's badge too (it had none)
+    window.search_all(r.key_raw)
+    qtbot.waitUntil(lambda: window._search_left <= 0 and window.search_model.rowCount() > 0, timeout=30000)
+    sm = window.search_model
+    assert sm.hit(0).key_raw == r.key_raw
+    assert theme.KIND_SHORT[K] in sm.data(sm.index(0, sm.COL_FINDINGS))
+
     # F8 walks every expired key, the detailed ones first, then those sent as keys
     assert len(tab._ordered) == N_OLD
     assert {f.key for f in tab._ordered} == by_sql

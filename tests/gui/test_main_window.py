@@ -218,6 +218,9 @@ def test_error_banner_and_what_was_shown_stays(qtbot, window, demo_db, tmp_path)
     bad = window.open_spec(spec_for(tmp_path / "nope.db", "missing"))
     qtbot.waitUntil(lambda: bad.banner.isVisible(), timeout=10000)
     assert "no SQLite file" in bad.banner.label.text()
+    # and it does not look half-alive: not "scanning…", no chips to click (found by a tester)
+    assert "scanning" not in bad.findings_title.text() and "could not be opened" in bad.findings_title.text()
+    assert not bad.filterbar.isEnabled()
 
 
 def test_models_pass_qtmodeltester(qtbot, qtmodeltester, window, demo_db):
