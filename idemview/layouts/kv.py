@@ -35,12 +35,11 @@ import hashlib
 import re
 import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from idemview.domain.model import FindingKind, Status
-from idemview.layouts.layout import LayoutError
+from idemview.layouts.layout import LayoutError, shipped_names, shipped_text
 
 ENCODINGS = ("json", "hash", "plain")
 KV_TIME_FIELDS = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at")
@@ -281,16 +280,15 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
 
 def kv_preset_names() -> list[str]:
     """Names of the shipped key-value layouts, sorted."""
-    files = resources.files("idemview.layouts.kv_presets")
-    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
+    return shipped_names("idemview.layouts.kv_presets")
 
 
 def load_kv_preset(name: str) -> KvLayout:
     """A shipped key-value layout by name. Raises :class:`LayoutError` naming the known ones."""
-    res = resources.files("idemview.layouts.kv_presets") / f"{name}.toml"
-    if not res.is_file():
+    text = shipped_text("idemview.layouts.kv_presets", name)
+    if text is None:
         raise LayoutError(f"no key-value preset named {name!r}; known: {', '.join(kv_preset_names())}")
-    return parse_kv_layout(res.read_text("utf-8"), origin=f"preset {name}")
+    return parse_kv_layout(text, origin=f"preset {name}")
 
 
 def load_kv_layout(spec: str) -> KvLayout:

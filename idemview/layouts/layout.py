@@ -791,18 +791,28 @@ def with_value_maps(
 # ---------------------------------------------------------------------------------------- presets
 
 
+def shipped_names(package: str) -> list[str]:
+    """Names of the TOML data files shipped in ``package`` (e.g. ``idemview.layouts.presets``), sorted."""
+    return sorted(p.name[:-5] for p in resources.files(package).iterdir() if p.name.endswith(".toml"))
+
+
+def shipped_text(package: str, name: str) -> str | None:
+    """The text of ``package``'s ``<name>.toml``, or ``None`` when it ships no such file."""
+    res = resources.files(package) / f"{name}.toml"
+    return res.read_text("utf-8") if res.is_file() else None
+
+
 def preset_names() -> list[str]:
-    """Names of the shipped layouts (TOML data files in ``idemview/presets``), sorted."""
-    files = resources.files("idemview.layouts.presets")
-    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
+    """Names of the shipped layouts (TOML data files in ``idemview/layouts/presets``), sorted."""
+    return shipped_names("idemview.layouts.presets")
 
 
 def load_preset(name: str) -> Layout:
     """Load a shipped layout by name. Raises :class:`LayoutError` naming the known presets."""
-    res = resources.files("idemview.layouts.presets") / f"{name}.toml"
-    if not res.is_file():
+    text = shipped_text("idemview.layouts.presets", name)
+    if text is None:
         raise LayoutError(f"no preset named {name!r}; known presets: {', '.join(preset_names())}")
-    return parse_layout(res.read_text("utf-8"), origin=f"preset {name}")
+    return parse_layout(text, origin=f"preset {name}")
 
 
 def load_layout(spec: str) -> Layout:
