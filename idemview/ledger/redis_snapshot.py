@@ -772,55 +772,15 @@ class SnapshotInfo:
 
 
 def snapshot_metadata():
-    """The snapshot's tables: the reference ``idemview`` layout's ``operations`` and ``attempts`` (the
-    same columns as :func:`idemview.services.demo.reference_metadata`, which the ledger layer may not
-    import; a test holds them equal), with ``attempt_count`` nullable (a record may lack the count) and
-    a unique (scope, key) index (SCAN may return a key twice)."""
-    from sqlalchemy import Column, DateTime, Index, Integer, MetaData, String, Table, Text
+    """The snapshot's tables: the reference ``idemview`` layout's ``operations`` and ``attempts``
+    (:func:`idemview.ledger.reference.add_reference_tables`), with ``attempt_count`` nullable (a record
+    may lack the count) and a unique (scope, key) index (SCAN may return a key twice)."""
+    from sqlalchemy import MetaData
+
+    from idemview.ledger.reference import add_reference_tables
 
     md = MetaData()
-    Table(
-        "operations",
-        md,
-        Column("id", Integer, primary_key=True, autoincrement=False),
-        Column("scope", String(64), nullable=False),
-        Column("idempotency_key", String(128), nullable=False),
-        Column("kind", String(64)),
-        Column("status", String(16), nullable=False),
-        Column("request_hash", String(64)),
-        Column("intent_ref", String(64)),
-        Column("effect_ref", String(64)),
-        Column("attempt_count", Integer),
-        *[
-            Column(t, DateTime)
-            for t in ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at", "expires_at")
-        ],
-        Column("request_body", Text),
-        Column("response_body", Text),
-        Column("error", Text),
-        Index("ux_operations_scope_key", "scope", "idempotency_key", unique=True),
-        Index("ix_operations_created_at", "created_at"),
-        Index("ix_operations_expires_at", "expires_at"),
-        Index("ix_operations_intent_ref", "intent_ref"),
-        Index("ix_operations_status", "status"),
-    )
-    Table(
-        "attempts",
-        md,
-        Column("id", Integer, primary_key=True, autoincrement=False),
-        Column("scope", String(64), nullable=False),
-        Column("idempotency_key", String(128), nullable=False),
-        Column("attempt_no", Integer, nullable=False),
-        Column("started_at", DateTime),
-        Column("finished_at", DateTime),
-        Column("outcome", String(16), nullable=False),
-        Column("request_hash", String(64)),
-        Column("effect_ref", String(64)),
-        Column("worker", String(64)),
-        Column("error", Text),
-        Index("ix_attempts_scope_key", "scope", "idempotency_key"),
-        Index("ix_attempts_started_at", "started_at"),
-    )
+    add_reference_tables(md, snapshot=True)
     return md
 
 
@@ -838,7 +798,7 @@ def _ddl() -> tuple[list[str], list[str]]:
     for name in ("operations", "attempts"):
         t = md.tables[name]
         first.append(str(CreateTable(t).compile(dialect=d)))
-        for ix in sorted(t.indexes, key=lambda ix: not ix.unique):
+        for ix in sorted(t.indexes, key=lambda ix: (not ix.unique, str(ix.name))):
             later.append(str(CreateIndex(ix).compile(dialect=d)))
     return first, later
 

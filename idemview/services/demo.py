@@ -21,19 +21,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import (
-    BigInteger,
     Column,
-    DateTime,
-    Index,
-    Integer,
     MetaData,
     String,
     Table,
-    Text,
     create_engine,
     insert,
 )
 from sqlalchemy.engine import Engine
+
+from idemview.ledger.reference import add_reference_tables
 
 UTC = UTC
 DEFAULT_ANCHOR = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -54,50 +51,7 @@ def reference_metadata() -> MetaData:
     Times are ``DateTime`` holding UTC (naive in the database). (scope, idempotency_key) is indexed but
     deliberately not unique: a replay after the record was purged, or a bug, can add a second record."""
     md = MetaData()
-    Table(
-        "operations",
-        md,
-        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
-        Column("scope", String(64), nullable=False, default=""),
-        Column("idempotency_key", String(128), nullable=False),
-        Column("kind", String(64)),
-        Column("status", String(16), nullable=False),
-        Column("request_hash", String(64)),
-        Column("intent_ref", String(64)),
-        Column("effect_ref", String(64)),
-        Column("attempt_count", Integer, nullable=False, default=0),
-        Column("created_at", DateTime),
-        Column("updated_at", DateTime),
-        Column("completed_at", DateTime),
-        Column("locked_at", DateTime),
-        Column("lock_expires_at", DateTime),
-        Column("expires_at", DateTime),
-        Column("request_body", Text),
-        Column("response_body", Text),
-        Column("error", Text),
-        Index("ix_operations_scope_key", "scope", "idempotency_key"),
-        Index("ix_operations_created_at", "created_at"),
-        Index("ix_operations_expires_at", "expires_at"),
-        Index("ix_operations_intent_ref", "intent_ref"),
-        Index("ix_operations_status", "status"),
-    )
-    Table(
-        "attempts",
-        md,
-        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
-        Column("scope", String(64), nullable=False, default=""),
-        Column("idempotency_key", String(128), nullable=False),
-        Column("attempt_no", Integer, nullable=False),
-        Column("started_at", DateTime),
-        Column("finished_at", DateTime),
-        Column("outcome", String(16), nullable=False),
-        Column("request_hash", String(64)),
-        Column("effect_ref", String(64)),
-        Column("worker", String(64)),
-        Column("error", Text),
-        Index("ix_attempts_scope_key", "scope", "idempotency_key"),
-        Index("ix_attempts_started_at", "started_at"),
-    )
+    add_reference_tables(md)
     Table(
         "idemview_demo_planted",
         md,
