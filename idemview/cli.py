@@ -291,9 +291,10 @@ def resolve_ledger(args, engine, saved=None):
     connection's ``status_map`` / ``outcome_map``, then ``--map-status`` / ``--map-outcome``).
     Raises :class:`CliError` (exit 4 when the layout does not fit, 2 on a malformed map)."""
     from idemview.domain.model import Outcome
-    from idemview.layouts.layout import LayoutError, load_layout, parse_value_map, with_value_maps
-    from idemview.ledger.detect import detect, locate
+    from idemview.layouts.layout import LayoutError, load_layout, parse_value_map
+    from idemview.ledger.detect import detect
     from idemview.ledger.reader import Ledger
+    from idemview.services.session import fit_layout
 
     if isinstance(engine, RedisTarget):
         return _open_redis(args, engine, saved)
@@ -312,7 +313,7 @@ def resolve_ledger(args, engine, saved=None):
         raise CliError(str(e), EXIT_USAGE) from None
     try:
         if spec:
-            layout = locate(engine, load_layout(spec), schema=schema)
+            layout = load_layout(spec)
         else:
             matches = detect(engine)
             if not matches:
@@ -320,10 +321,8 @@ def resolve_ledger(args, engine, saved=None):
                     "no preset fits this database; pass --layout NAME|FILE (see `idemview presets`)", EXIT_LAYOUT
                 )
             layout = matches[0].layout
-            if schema:
-                layout = locate(engine, layout, schema=schema)
-        try:
-            layout = with_value_maps(layout, smap, omap)
+        try:  # where the tables are and the extra raw values, as the GUI and the Python API apply them
+            layout = fit_layout(engine, layout, schema=schema, status_map=smap, outcome_map=omap, located=not spec)
         except LayoutError as e:
             raise CliError(str(e), EXIT_USAGE) from None
         return Ledger(
