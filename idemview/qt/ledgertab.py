@@ -414,6 +414,7 @@ class LedgerTab(QWidget):
         # nothing is scanning and nothing can be filtered until it opens (a tester saw "scanning…"
         # forever and live chips on a tab that never connected)
         self.findings_title.setText("<b>Findings</b> — not read: the ledger could not be opened")
+        self.findings_title.setWordWrap(True)  # the panel is narrow: the sentence wraps, not cut
         self.filterbar.setEnabled(False)
         self.show_error(JobError(msg, connection_lost=True))
         self.failed.emit(msg)
