@@ -65,6 +65,21 @@ class Filter:
     until: datetime | None = None
     unmapped_status: bool = False
 
+    def without(self, *, findings: bool = False, times: bool = False) -> Filter:
+        """A copy without its finding kinds (``findings``) or its created-at bounds (``times``), every
+        other condition kept (``unmapped_status`` included): what narrows the operations a finding
+        count or the overview is computed over."""
+        from dataclasses import replace
+
+        return replace(
+            self,
+            findings=[] if findings else list(self.findings),
+            statuses=list(self.statuses),
+            kinds=list(self.kinds),
+            since=None if times else self.since,
+            until=None if times else self.until,
+        )
+
     def is_empty(self) -> bool:
         return not (
             self.findings

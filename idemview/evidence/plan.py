@@ -466,15 +466,7 @@ def _findings(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         ColumnSpec("evidence", "json"),
     ]
     kinds = flt.findings or None
-    rest = Filter(
-        statuses=flt.statuses,
-        kinds=flt.kinds,
-        key=flt.key,
-        intent=flt.intent,
-        scope=flt.scope,
-        since=flt.since,
-        until=flt.until,
-    )
+    rest = flt.without(findings=True)
 
     def rows():
         fs = FindingEngine(ledger, now).run(kinds)

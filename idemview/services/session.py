@@ -320,15 +320,7 @@ class FilteredFindings:
 
 
 def _base_filter(flt: Filter) -> Filter:
-    return Filter(
-        statuses=list(flt.statuses),
-        kinds=list(flt.kinds),
-        key=flt.key,
-        intent=flt.intent,
-        scope=flt.scope,
-        since=flt.since,
-        until=flt.until,
-    )
+    return flt.without(findings=True)
 
 
 def refs_in_filter(
@@ -669,14 +661,7 @@ def overview(
     ledger: Ledger, start: datetime, end: datetime, flt: Filter, now: datetime, buckets: int = 120
 ) -> Histogram:
     # The overview ignores the filter's own time bounds: it is where those bounds are chosen.
-    f = Filter(
-        findings=list(flt.findings),
-        statuses=list(flt.statuses),
-        kinds=list(flt.kinds),
-        key=flt.key,
-        intent=flt.intent,
-        scope=flt.scope,
-    )
+    f = flt.without(times=True)
     return histogram(ledger, start, end, buckets=buckets, flt=f, now=now)
 
 

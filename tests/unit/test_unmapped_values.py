@@ -137,6 +137,13 @@ def test_unmapped_outcomes_and_the_filter(db):
         assert led.unmapped_counts() == {"status": {"paused": 2}, "outcome": {"throttled": 1}}
         rows = led.page(Filter(unmapped_status=True)).rows
         assert sorted(r.key for r in rows) == ["k2", "k4"]
+        # a findings export under that filter keeps only those operations' findings (the filter was
+        # copied field by field there, without unmapped_status, and every finding came out)
+        from idemview.evidence.plan import plan_export
+
+        every = {r[4] for r in plan_export(led, Filter(), "findings", ANCHOR).rows}
+        only = {r[4] for r in plan_export(led, Filter(unmapped_status=True), "findings", ANCHOR).rows}
+        assert "k3" in every and only <= {"k2", "k4"}
         led2 = Ledger(eng, with_value_maps(load_preset("idemview"), {"paused": "new"}, {"throttled": "rejected"}))
         assert led2.unmapped_counts() == {"status": {}, "outcome": {}}
         assert {r.key: r.status.value for r in led2.page().rows}["k2"] == "new"
