@@ -15,7 +15,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from idemview import __version__
-from idemview.errors import EXIT_CONNECT, EXIT_LAYOUT, EXIT_OK, EXIT_USAGE, IdemviewError, InvalidLayout
+from idemview.errors import (
+    EXIT_CONNECT,
+    EXIT_LAYOUT,
+    EXIT_OK,
+    EXIT_USAGE,
+    IdemviewError,
+    InvalidLayout,
+    TargetExists,
+)
 from idemview.urls import hide_password
 
 UTC = UTC
@@ -733,7 +741,10 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
             f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
             f"values): one of " + ", ".join(s.value for s in Status)
         ) from None
-    out = check_target(args.out, ledger, overwrite=args.force)  # TargetExists / TargetRefused: exit 2
+    try:
+        out = check_target(args.out, ledger, overwrite=args.force)  # TargetRefused: exit 2
+    except TargetExists as e:
+        raise CliError(f"{e} (use --force to replace it)", EXIT_USAGE) from None
     masker = Masker()
     progress = None
     if _progress_on(args):

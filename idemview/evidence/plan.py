@@ -578,11 +578,13 @@ def check_target(out_path: str | Path, ledger: Ledger | None = None, *, overwrit
         for p in (out, manifest):
             if p.resolve() == db:
                 raise TargetRefused(f"{p} is the ledger being read; choose another file")
+    # every refusal first: a TargetExists then means "replace it?" is the only question left
     for p in (out, manifest):
         if p.is_symlink() or (p.exists() and not p.is_file()):
             raise TargetRefused(f"{p} exists and is not a regular file; choose another name")
+    for p in (out, manifest):
         if p.exists() and not overwrite:
-            raise TargetExists(f"{p} already exists (use --force to replace it)")
+            raise TargetExists(f"{p} already exists")
     return out
 
 

@@ -51,6 +51,7 @@ from PySide6.QtWidgets import (
 )
 
 from idemview.config import CredentialStore
+from idemview.errors import TargetExists, TargetRefused
 from idemview.qt import theme
 from idemview.qt.compact import FindingsByRef
 from idemview.qt.elide import ElidedLabel
@@ -170,14 +171,12 @@ class ExportDialog(QDialog):
         self.overwrite = False
         try:
             check_target(out, self.ledger, overwrite=False)
-        except ValueError as e:
-            try:
-                check_target(out, self.ledger, overwrite=True)
-            except ValueError as e2:  # not just "exists": the ledger itself, a device, no folder
-                self._set_problem(str(e2))
-                return
+        except TargetRefused as e:  # the ledger itself, a device, no such folder
+            self._set_problem(str(e))
+            return
+        except TargetExists as e:  # refusals are checked first: replacing is the only question left
             if not self.ask_replace(out):
-                self._set_problem(str(e).replace(" (use --force to replace it)", ""))
+                self._set_problem(str(e))
                 return
             self.overwrite = True
         self._set_problem("")
