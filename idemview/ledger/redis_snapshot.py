@@ -328,11 +328,6 @@ def decode_value(kv: KvLayout, raw) -> Any:
     return v if isinstance(v, dict) else None
 
 
-def _sql_time(t: datetime | None) -> str | None:
-    """An aware instant as the reference tables keep it (naive UTC text)."""
-    return None if t is None else t.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
-
-
 _orjson: Any
 try:  # orjson: the snapshot's JSON work (a parse and three encodings per key) several times faster
     import orjson as _orjson
