@@ -39,7 +39,7 @@ from idemview.domain.model import FindingKind, Payload, Status
 from idemview.errors import EvidenceMismatch, LayoutMismatch
 from idemview.evidence.plan import plan_export
 from idemview.evidence.writer import FORMULA_STARTERS, ColumnSpec, manifest_path_for, verify_evidence
-from idemview.layouts.layout import Layout, load_layout, load_preset, preset_names
+from idemview.layouts.layout import Layout, load_layout
 from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
 from idemview.masking.masker import Masker
@@ -271,7 +271,7 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
         if isinstance(layout, Layout):
             lay = layout
         elif layout:
-            lay = load_preset(layout) if layout in preset_names() else load_layout(layout)
+            lay = load_layout(layout)
         else:
             from idemview.ledger.detect import detect
 

@@ -816,9 +816,13 @@ def load_preset(name: str) -> Layout:
 
 
 def load_layout(spec: str) -> Layout:
-    """A preset name, or a path to a layout TOML file. Raises :class:`LayoutError`."""
+    """A preset name, or a path to a layout TOML file. Raises :class:`LayoutError`.
+
+    A shipped preset's name means the preset, even where a file or folder of that name exists in the
+    working directory ("idemview" is the repo's own folder); a path ending ``.toml`` is always a file."""
+    if not spec.endswith(".toml") and spec in preset_names():
+        return load_preset(spec)
     p = Path(spec)
-    # is_file, not exists: a preset name can also be a folder name (e.g. "idemview" in the repo root).
     if spec.endswith(".toml") or p.is_file():
         try:
             text = p.read_text("utf-8")

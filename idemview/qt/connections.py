@@ -81,7 +81,7 @@ def test_connection(conn: Connection, password: str | None, layout: str, token) 
         from idemview.ledger.redis_snapshot import test_redis
 
         return test_redis(conn.url(password), layout)
-    from idemview.layouts.layout import load_layout, load_preset, preset_names
+    from idemview.layouts.layout import load_layout
     from idemview.ledger.connect import open_engine, session_is_read_only
     from idemview.ledger.detect import detect
     from idemview.ledger.reader import Ledger
@@ -91,7 +91,7 @@ def test_connection(conn: Connection, password: str | None, layout: str, token) 
         ro = session_is_read_only(engine)
         parts = ["✓ reachable", "read-only session confirmed" if ro else "⚠ session NOT confirmed read-only"]
         if layout:
-            lay = load_preset(layout) if layout in preset_names() else load_layout(layout)
+            lay = load_layout(layout)
             Ledger(engine, lay)
             parts.append(f"layout {lay.name} fits")
         else:

@@ -18,7 +18,7 @@ from sqlalchemy.engine import URL, Engine
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Operation, Severity, Status
 from idemview.findings.engine import FindingEngine
-from idemview.layouts.layout import Layout, load_layout, load_preset, preset_names
+from idemview.layouts.layout import Layout, load_layout
 from idemview.ledger.connect import open_engine, safe_url, session_is_read_only
 from idemview.ledger.reader import Histogram, Ledger, Page, find_operations, histogram, time_span
 from idemview.services.cancel import CancelToken, watch_engine
@@ -178,9 +178,7 @@ def open_ledger(spec: OpenSpec, token: CancelToken, *, basics: bool = True) -> O
         if isinstance(lay, Layout):
             layout, detection = lay, f"layout {lay.name} (chosen)"
         elif lay:
-            # a preset name wins over a same-named path (load_layout tries the path first, and the
-            # working directory may well contain a folder called "idemview")
-            layout = load_preset(lay) if lay in preset_names() else load_layout(lay)
+            layout = load_layout(lay)  # a preset's name means the preset (see load_layout)
             detection = f"layout {layout.name} (chosen)"
         else:
             from idemview.ledger.detect import detect
