@@ -29,6 +29,7 @@ from sqlalchemy.sql.expression import ColumnElement
 from sqlalchemy.sql.util import ClauseAdapter
 
 from idemview.domain.model import EffectRecord, Finding, FindingKind, Severity
+from idemview.findings.common import in_keys, who
 from idemview.ledger.dialects import family
 from idemview.ledger.effects import (
     EffectSource,
@@ -152,7 +153,7 @@ class Reconciler:
         for (scope, key), st in sorted(flagged.items()):
             recs = [e for x in sorted(st.links) for e in records.get(x, [])][:EVIDENCE_RECORDS]
             ev = [_evidence(e) for e in recs]
-            who = f"key {key!r}" + (f" in scope {scope!r}" if scope else "")
+            whom = who(scope, key)
             first = from_epoch(st.first_e) if st.first_e is not None else (recs[0].at if recs else None)
             if want_dup and st.n_effects >= 2:
                 self.dup_reasons[(scope, key)] = f"{st.n_effects} effect records in {where}"
@@ -162,7 +163,7 @@ class Reconciler:
                         Severity.CRITICAL,
                         scope,
                         key,
-                        f"The operation with {who} has {st.n_effects} effect records in {where}: "
+                        f"The operation with {whom} has {st.n_effects} effect records in {where}: "
                         f"it took effect {st.n_effects} times.",
                         ev,
                         at=first,
@@ -175,7 +176,7 @@ class Reconciler:
                         Severity.CRITICAL,
                         scope,
                         key,
-                        f"The ledger says the operation with {who} {_said(st.why)}, yet "
+                        f"The ledger says the operation with {whom} {_said(st.why)}, yet "
                         f"{_records(st.n_effects)} in {where} {'shows' if st.n_effects == 1 else 'show'} it took effect"
                         + (f" ({iso(first)})" if first else "")
                         + ": a timeout hid a success, and a retry would repeat it.",
@@ -252,7 +253,7 @@ class Reconciler:
             keys = list(states)
             for i in range(0, len(keys), 200):
                 batch = keys[i : i + 200]
-                cond = or_(*[and_(l.scope_expr == s_, l.key_expr == k_) for s_, k_ in batch])
+                cond = in_keys(l.scope_expr, l.key_expr, batch)
                 for r in c.execute(
                     select(l.scope_expr.label("scope"), l.key_expr.label("key"), link.label("link"))
                     .where(cond, link.is_not(None))
@@ -370,22 +371,31 @@ class Reconciler:
                 take(self._records_where(c, and_(self._bad_where(), ol.is_not(None))))
                 cand = list(timed) + self._multi_keys()
             for batch in _batches(cand, 200):
-                take(self._records_where(c, or_(*[and_(l.scope_expr == s_, l.key_expr == k_) for s_, k_ in batch])))
+                take(self._records_where(c, in_keys(l.scope_expr, l.key_expr, batch)))
         cand_links = {x[0] for rs in recs.values() for x in rs if x[0] is not None}
         counts: dict = {}  # link -> number of effect records
+        known_first: dict = {}  # link -> earliest effect time, where a grouped query already read it
         orphans: dict = {}
+
+        def note(g) -> None:
+            counts[g[0]] = int(g[1])
+            if len(g) > 2:
+                known_first[g[0]] = g[2]
+
         if orphans_wanted:
             orphans, dup_links, counts = self._stream_merge(cand_links)
             counts.update(dup_links)
         else:
             # effect links with several records: one operation's double effect at least
             with fx.engine.connect() as c:
-                dup_links = {g[0]: int(g[1]) for g in c.execute(fx.grouped_select(None).having(func.count() >= 2))}
-            counts.update(dup_links)
+                dup_links = {}
+                for g in c.execute(fx.grouped_select(None).having(func.count() >= 2)):
+                    dup_links[g[0]] = int(g[1])
+                    note(g)
             with fx.engine.connect() as c:
                 for batch in _batches(sorted(cand_links - set(counts)), 500):
                     for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
-                        counts[g[0]] = int(g[1])
+                        note(g)
         # the ledger records behind the links with several records (and their other links' counts)
         # (an operation not yet among them has all its records behind its links: with several records
         # it is a candidate already, unless its link is its key). Large IN lists: without an index on
@@ -404,7 +414,7 @@ class Reconciler:
             with fx.engine.connect() as c:
                 for batch in _batches(sorted(more), 500):
                     for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
-                        counts[g[0]] = int(g[1])
+                        note(g)
         states: dict = {}
         for ref, rs in recs.items():
             st = _KeyState(
@@ -416,7 +426,9 @@ class Reconciler:
             if st.n_effects >= 2 or (st.n_effects and st.bad and not st.completed):
                 states[ref] = st
         # the earliest effect time, read for the reported links only
-        first = self._first_times({x for st in states.values() for x in st.links} | set(orphans))
+        reported = {x for st in states.values() for x in st.links} | set(orphans)
+        first = {x: known_first[x] for x in reported if x in known_first}
+        first.update(self._first_times(reported - set(first)))
         for st in states.values():
             ts = [first[x] for x in st.links if first.get(x) is not None]
             st.first_e = min(ts) if ts else None
