@@ -908,11 +908,12 @@ class LedgerTab(QWidget):
             self.start()
             return
         engine = self.opened.engine
-        engine.dispose()  # drop the dead pooled connections; new ones are opened read-only again
 
         def ping(tok):
             from idemview.ledger.connect import session_is_read_only
 
+            # on the worker: closing dead pooled sockets can block; new ones are opened read-only again
+            engine.dispose()
             return session_is_read_only(engine)
 
         self.runner.submit("open", ping, lambda _ro: self.refresh(), self.show_error)
