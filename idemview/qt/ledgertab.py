@@ -33,15 +33,6 @@ from PySide6.QtWidgets import (
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind
 from idemview.qt import theme
-from idemview.qt.compact import (
-    CompactKind,
-    apply_compact,
-    compact_kinds_of,
-    findings_of,
-    narrow_compact,
-    total_findings,
-    total_operations,
-)
 from idemview.qt.detail import OperationDetail
 from idemview.qt.elide import ElidedLabel
 from idemview.qt.filterbar import FilterBar
@@ -58,6 +49,15 @@ from idemview.qt.overview import IncidentOverview
 from idemview.qt.theme import plural
 from idemview.qt.unmapped import UnmappedNotice
 from idemview.qt.workers import JobError, Runner
+from idemview.services.compact import (
+    CompactKind,
+    apply_compact,
+    compact_kinds_of,
+    findings_of,
+    narrow_compact,
+    total_findings,
+    total_operations,
+)
 from idemview.services.session import (
     FilteredFindings,
     FindingsResult,

@@ -53,12 +53,12 @@ from PySide6.QtWidgets import (
 from idemview.config import CredentialStore
 from idemview.errors import TargetExists, TargetRefused
 from idemview.qt import theme
-from idemview.qt.compact import FindingsByRef
 from idemview.qt.elide import ElidedLabel
 from idemview.qt.ledgertab import LedgerTab
 from idemview.qt.models import SearchModel
 from idemview.qt.settings import gui_settings
 from idemview.qt.workers import JobError, Runner
+from idemview.services.compact import FindingsByRef
 from idemview.services.session import OpenSpec, SharedMasker, search
 
 UTC = UTC

@@ -16,8 +16,8 @@ from PySide6.QtGui import QBrush, QFont
 from idemview.domain.filters import Filter
 from idemview.domain.model import DEFAULT_SEVERITY, SEVERITY_ORDER, Attempt, FindingKind, Severity
 from idemview.qt import theme
-from idemview.qt.compact import compact_findings
 from idemview.qt.workers import JobError, Runner
+from idemview.services.compact import compact_findings
 from idemview.services.session import (
     EffectCounts,
     FindingsResult,

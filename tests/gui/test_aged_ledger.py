@@ -47,9 +47,9 @@ def test_more_expired_keys_than_sent_in_full(qtbot, window, aged_celery, monkeyp
     from idemview.domain.filters import Filter
     from idemview.findings.engine import FindingEngine
     from idemview.qt import theme
-    from idemview.qt.compact import CompactFindingsResult
     from idemview.qt.models import COL_FINDINGS
     from idemview.services import scanproc
+    from idemview.services.compact import CompactFindingsResult
     from idemview.services.session import OpenSpec
 
     monkeypatch.setattr(scanproc, "DETAIL_MAX", DETAIL)
@@ -151,7 +151,7 @@ def test_a_filter_narrowing_more_than_kinds_counts_the_compact_kind_in_sql(qtbot
 def test_finding_walk_keeps_f8_order():
     """The walk over detailed findings and key tails is the order a full sort would give."""
     from idemview.domain.model import SEVERITY_ORDER, Finding, Severity
-    from idemview.qt.compact import FindingWalk
+    from idemview.services.compact import FindingWalk
 
     def f(kind, sev, key):
         return Finding(kind, sev, "s", key, "")
