@@ -571,17 +571,11 @@ class StuckInProgress(FindingRule):
 
     def row_filter(self, e):
         l = e.l
-        conds = []
-        if "lock_expires_at" in l.time_cols:
-            col, tc = l.time_cols["lock_expires_at"]
-            conds.append(time_before(col, tc, e.now, l.dialect))
-        if "locked_at" in l.time_cols and l.lock_timeout_s is not None:
-            col, tc = l.time_cols["locked_at"]
-            conds.append(time_before(col, tc, e.now - timedelta(seconds=l.lock_timeout_s), l.dialect))
-        if not conds:
+        expired = l.lock_expired(e.now)
+        if expired is None:
             return None
         return RowFilter(
-            and_(l.status_in(["in_progress"]), or_(*conds)),
+            and_(l.status_in(["in_progress"]), expired),
             {
                 "locked_e": l.epoch.get("locked_at", null()),
                 "lock_exp_e": l.epoch.get("lock_expires_at", null()),
