@@ -793,12 +793,13 @@ class Ledger:
         the layout's ``lock_timeout_seconds`` where it is NULL) or + the lock timeout ``<= now``.
         ``None`` when the ledger keeps no lock time. Every stuck-lock reading goes through here."""
         conds = []
+        derived = "lock_expires_at" in self.epoch and "lock_expires_at" not in self.time_cols
         if "lock_expires_at" in self.time_cols:
             c, tc = self.time_cols["lock_expires_at"]
             conds.append(time_before(c, tc, now, self.dialect))
-        elif "lock_expires_at" in self.epoch:
+        if derived:  # locked_at + the row's own limit (its default where NULL)
             conds.append(self.epoch["lock_expires_at"] <= now.timestamp())
-        if "locked_at" in self.time_cols and self.lock_timeout_s is not None and "lock_expires_at" not in self.epoch:
+        elif "locked_at" in self.time_cols and self.lock_timeout_s is not None:
             c, tc = self.time_cols["locked_at"]
             conds.append(time_before(c, tc, now - timedelta(seconds=self.lock_timeout_s), self.dialect))
         return or_(*conds) if conds else None

@@ -40,6 +40,7 @@ from idemview.ledger.detect import detect
 from idemview.ledger.reader import Ledger
 from tests.conftest import ANCHOR, _clear
 from tests.ledgers import load, scan
+from tests.presets.systems import SYSTEM_SCHEMAS
 
 NOW = ANCHOR
 H = timedelta(hours=1)
@@ -52,7 +53,8 @@ def pg(request):
     url = request.getfixturevalue("pg_url")
     eng = create_engine(url)
     with eng.begin() as c:
-        c.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
+        for other in SYSTEM_SCHEMAS:  # another system's tables left by an earlier test in this database
+            c.execute(text(f'DROP SCHEMA IF EXISTS "{other}" CASCADE'))
         c.execute(text(f"CREATE SCHEMA {SCHEMA}"))
     _clear(eng)
     yield eng, url
