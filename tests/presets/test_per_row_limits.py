@@ -134,3 +134,16 @@ def test_celery_attempts_are_retries_plus_one(db):
     assert got == {"t-once": 1, "t-eight": 8, "t-five": 6, "t-four": 5, "t-pending": None}
     found, _ = scan(url, "celery", NOW)
     assert {k for kind, _, k in found if kind == "retry_storm"} == {"t-eight", "t-five"}
+
+
+def test_layout_editor_keeps_the_new_layout_entries():
+    """The layout editor's draft round-trips what these presets use: a per-row lock limit, ``all``
+    groups and ``ge_column`` predicates (an edit must not silently drop them)."""
+    from idemview.layouts.draft import LayoutDraft
+
+    for name in ("pg-boss", "graphile-worker", "trigger-dev"):
+        lay = load_preset(name)
+        back = LayoutDraft.from_layout(lay).to_layout()
+        assert back.lock_timeout_column == lay.lock_timeout_column, name
+        assert back.fields["attempt_count"].unless == lay.fields["attempt_count"].unless, name
+        assert [r.when for r in back.status.rules] == [r.when for r in lay.status.rules], name
