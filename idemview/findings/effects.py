@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import chain
 
 from sqlalchemy import and_, case, exists, false, func, literal, or_, select
@@ -40,7 +40,6 @@ from idemview.ledger.effects import (
     sequential_pass,
     stream_raw,
 )
-from idemview.ledger.sqlx import time_before
 from idemview.ledger.times import from_epoch, iso
 
 UTC = UTC
@@ -53,16 +52,9 @@ LEDGER_IN_BATCH = 5000
 
 
 def lock_expired(ledger, now: datetime) -> ColumnElement | None:
-    """SQL: the operation's lock expired at ``now`` (``lock_expires_at <= now`` or ``locked_at + lock
-    timeout <= now``), or ``None`` when the ledger keeps no lock time."""
-    conds = []
-    if "lock_expires_at" in ledger.time_cols:
-        c, tc = ledger.time_cols["lock_expires_at"]
-        conds.append(time_before(c, tc, now, ledger.dialect))
-    if "locked_at" in ledger.time_cols and ledger.lock_timeout_s is not None:
-        c, tc = ledger.time_cols["locked_at"]
-        conds.append(time_before(c, tc, now - timedelta(seconds=ledger.lock_timeout_s), ledger.dialect))
-    return or_(*conds) if conds else None
+    """SQL: the operation's lock expired at ``now`` (:meth:`Ledger.lock_expired`), or ``None`` when the
+    ledger keeps no lock time."""
+    return ledger.lock_expired(now)
 
 
 @dataclass

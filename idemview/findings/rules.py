@@ -30,7 +30,7 @@ from collections import defaultdict
 from datetime import timedelta
 from typing import TYPE_CHECKING, ClassVar
 
-from sqlalchemy import and_, case, distinct, func, literal_column, null, or_, select, true, union, union_all
+from sqlalchemy import and_, case, distinct, func, literal_column, null, or_, select, true, tuple_, union, union_all
 from sqlalchemy.sql.expression import Select
 
 from idemview.domain.model import Finding, FindingKind, Severity
@@ -564,24 +564,18 @@ class StuckInProgress(FindingRule):
     def not_checkable(self, ledger):
         tc = set(ledger.time_cols)
         if not ({"lock_expires_at", "locked_at"} & tc) or (
-            "lock_expires_at" not in tc and ledger.lock_timeout_s is None
-        ):
+            "lock_expires_at" not in ledger.epoch and ledger.lock_timeout_s is None
+        ):  # ledger.epoch also holds a lock end derived from the row's own limit (lock_timeout_column)
             return "the ledger keeps no lock time (or no lock timeout is set)"
         return None
 
     def row_filter(self, e):
         l = e.l
-        conds = []
-        if "lock_expires_at" in l.time_cols:
-            col, tc = l.time_cols["lock_expires_at"]
-            conds.append(time_before(col, tc, e.now, l.dialect))
-        if "locked_at" in l.time_cols and l.lock_timeout_s is not None:
-            col, tc = l.time_cols["locked_at"]
-            conds.append(time_before(col, tc, e.now - timedelta(seconds=l.lock_timeout_s), l.dialect))
-        if not conds:
+        expired = l.lock_expired(e.now)
+        if expired is None:
             return None
         return RowFilter(
-            and_(l.status_in(["in_progress"]), or_(*conds)),
+            and_(l.status_in(["in_progress"]), expired),
             {
                 "locked_e": l.epoch.get("locked_at", null()),
                 "lock_exp_e": l.epoch.get("lock_expires_at", null()),
@@ -699,6 +693,12 @@ class RetryStorm(FindingRule):
         return None
 
     def row_filter(self, e):
+        ac = e.l.layout.fields.get("attempt_count")
+        if e.l.att is not None and ac is not None and ac.unless:
+            return None  # records without a counter count their attempt rows: selects() reads both
+        return self._counter_filter(e)
+
+    def _counter_filter(self, e):
         l = e.l
         if l.attempt_count_expr is None:
             return None
@@ -712,17 +712,19 @@ class RetryStorm(FindingRule):
     def selects(self, e):
         l = e.l
         thr = l.retry_threshold
-        rf = self.row_filter(e)
-        if rf is not None:
-            return [rf.select(l)]
+        rf = self._counter_filter(e)
+        out = [rf.select(l)] if rf is not None else []
         a = e.atts()
         if a is not None:
-            return [
-                select(a.c.scope, a.c.key, func.count().label("n"))
-                .group_by(a.c.scope, a.c.key)
-                .having(func.count() > thr)
-            ]
-        return []
+            q = select(a.c.scope, a.c.key, func.count().label("n"))
+            if rf is not None:
+                # With a counter too, the attempt rows count only where the record's own counter is
+                # NULL (a Trigger.dev V1 run counts its attempts as TaskRunAttempt rows, a V2 run in
+                # attemptNumber): each record by its own version's rule.
+                no_counter = select(l.scope_expr, l.key_expr).where(l.attempt_count_expr.is_(None))
+                q = q.where(tuple_(a.c.scope, a.c.key).in_(no_counter))
+            out.append(q.group_by(a.c.scope, a.c.key).having(func.count() > thr))
+        return out
 
     def run(self, e, c):
         out = self._shape(e, _fetch(c, e.restrict(self.selects(e))))

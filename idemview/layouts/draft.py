@@ -278,6 +278,7 @@ class ExpiryDraft:
     retention_from: str = "created_at"
     lock_timeout_seconds: float | None = None
     dedup_window_seconds: float | None = None
+    lock_timeout_column: str | None = None  # the row's own limit in seconds (pg-boss expire_seconds)
 
 
 _PAYLOADS = ("request", "response", "error")
@@ -356,6 +357,7 @@ class LayoutDraft:
                 exp.get("retention_from") or "created_at",
                 exp.get("lock_timeout_seconds"),
                 exp.get("dedup_window_seconds"),
+                exp.get("lock_timeout_column"),
             ),
             retry_threshold=tun.get("retry_threshold"),
             detect=copy.deepcopy(dict(m.get("detect") or {})),
@@ -394,6 +396,7 @@ class LayoutDraft:
             "retention_seconds": _num(e.retention_seconds),
             "lock_timeout_seconds": _num(e.lock_timeout_seconds),
             "dedup_window_seconds": _num(e.dedup_window_seconds),
+            "lock_timeout_column": e.lock_timeout_column or None,
         }
         if e.retention_seconds is not None or e.retention_from != "created_at":
             exp["retention_from"] = e.retention_from
@@ -465,8 +468,8 @@ def _value_out(vs: ValueSource, payload: bool = False) -> Any:
 
 
 def _pred_out(p: Predicate) -> dict:
-    if p.op == "any":
-        return {"any": [_pred_out(q) for q in p.value]}
+    if p.op in ("any", "all"):
+        return {p.op: [_pred_out(q) for q in p.value]}
     v = p.value
     return {"column": p.column, p.op: copy.deepcopy(v) if isinstance(v, (list, dict)) else v}
 
@@ -546,6 +549,7 @@ def model_from_layout(layout: Layout) -> dict:
         "retention_seconds": _num_out(layout.retention_seconds),
         "lock_timeout_seconds": _num_out(layout.lock_timeout_seconds),
         "dedup_window_seconds": _num_out(layout.dedup_window_seconds),
+        "lock_timeout_column": layout.lock_timeout_column,
     }
     if layout.retention_seconds is not None or layout.retention_from != "created_at":
         exp["retention_from"] = layout.retention_from

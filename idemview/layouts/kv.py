@@ -17,7 +17,8 @@ statuses, unmapped raw values becoming ``default``. ``[fields]`` maps normalized
 request), ``encoding`` (times: ``iso_text``, ``epoch_s``, ``epoch_ms``; payloads: ``json``/``text``),
 ``add`` (a number added to an integer: Celery's ``retries`` + 1 = attempts) or ``hash_of`` (a SHA-256
 over the named fields' canonical JSON: Celery's task name + arguments as the intent reference, so one
-intent under two task ids shows). ``[attempt]`` optionally derives the one attempt a record proves
+intent under two task ids shows; with ``unless_empty = [fields]`` no hash where all of those are empty:
+a task with no arguments names no intent). ``[attempt]`` optionally derives the one attempt a record proves
 (``worker``, ``finished_at``, ``started_at``: names of normalized fields or value fields).
 
 The key's TTL is the record's ``expires_at`` (Redis keeps the dedup window as the TTL: Celery's
@@ -72,6 +73,9 @@ class KvField:
     add: int = 0
     hash_of: tuple[str, ...] = ()
     gather: bool = False
+    #: ``hash_of`` only: no value (no intent) when every one of these fields is empty (missing, null,
+    #: "", [] or {}): a Celery task called with no arguments, a periodic one, names no business intent
+    unless_empty: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -165,7 +169,7 @@ def _field(where: str, name: str, v: Any) -> KvField:
         return KvField(fields=(v,))
     if not isinstance(v, dict):
         raise _err(where, f"fields.{name} must be a field name or a table")
-    extra = set(v) - {"field", "fields", "encoding", "add", "hash_of"}
+    extra = set(v) - {"field", "fields", "encoding", "add", "hash_of", "unless_empty"}
     if extra:
         raise _err(where, f"fields.{name} has unknown entries: {', '.join(sorted(extra))}")
     enc = v.get("encoding")
@@ -182,8 +186,11 @@ def _field(where: str, name: str, v: Any) -> KvField:
     add = v.get("add", 0)
     if isinstance(add, bool) or not isinstance(add, int):
         raise _err(where, f"fields.{name}: add must be a whole number")
+    if "unless_empty" in v and "hash_of" not in v:
+        raise _err(where, f"fields.{name}: unless_empty goes with hash_of")
     if "hash_of" in v:
-        return KvField(hash_of=_names(where, v["hash_of"]), encoding=enc)
+        empty = _names(where, v["unless_empty"]) if "unless_empty" in v else ()
+        return KvField(hash_of=_names(where, v["hash_of"]), encoding=enc, unless_empty=empty)
     if "fields" in v:
         return KvField(fields=_names(where, v["fields"]), encoding=enc, add=add, gather=True)
     if "field" not in v:

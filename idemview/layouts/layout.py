@@ -59,7 +59,10 @@ Format (every key not marked required is optional)::
     started_at = "started_at"; finished_at = "finished_at"
     error = "error"; effect_ref = "charge_id"; worker = "worker"
     where = [{column = "Name", in = ["Succeeded", "Failed"]}]   # a state-history table: rows that are attempts
-    # predicates: is_null, eq, ne, in, not_in, gt, ge, lt, le, like; {any = [pred, ...]} is an OR group
+    # predicates: is_null, eq, ne, in, not_in, gt, ge, lt, le, like; {any = [pred, ...]} is an OR group,
+    # {all = [pred, ...]} an AND group (inside an ``unless`` list, whose members are alternatives);
+    # {column = "attempts", ge_column = "max_attempts"}: one column >= another of the same row (a
+    # per-row limit: Graphile Worker's retries are exhausted when attempts >= the job's max_attempts)
     # source = "json_array": column = "errors"; element = {at = "at", number = "attempt",
     #   error = "error"}; outcome = "failed" (every element is one ended attempt)
 
@@ -67,6 +70,8 @@ Format (every key not marked required is optional)::
     retention_seconds = 259200           # expires_at = retention_from + retention (dedup window)
     retention_from = "created_at"        # a name from [operations.times]
     lock_timeout_seconds = 90            # stuck when locked_at + this <= now
+    lock_timeout_column = "expire_seconds"   # the row's own limit (seconds, an operations column);
+                                         # lock_timeout_seconds is the fallback where it is NULL
     dedup_window_seconds = 86400         # for duplicate_intent when there is no retention
 
     [tunables]
@@ -117,7 +122,24 @@ TIME_FIELDS = (
 )
 VALUE_FIELDS = ("attempt_count", "fingerprint", "intent_ref", "effect_ref")
 PAYLOAD_FIELDS = ("request", "response", "error")
-PREDICATE_OPS = ("is_null", "eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "like", "in_table", "any")
+PREDICATE_OPS = (
+    "is_null",
+    "eq",
+    "ne",
+    "in",
+    "not_in",
+    "gt",
+    "ge",
+    "lt",
+    "le",
+    "like",
+    "in_table",
+    "ge_column",
+    "any",
+    "all",
+)
+#: Predicate groups: ``any`` holds when one member holds, ``all`` when every member does.
+PREDICATE_GROUPS = ("any", "all")
 ATTEMPT_SOURCES = ("table", "json_array", "counter", "none")
 
 
@@ -184,9 +206,11 @@ class Predicate:
     value: Any
 
     def columns(self) -> set[str]:
-        """The columns this predicate reads (an ``any`` group reads its members' columns)."""
-        if self.op == "any":
+        """The columns this predicate reads (an ``any``/``all`` group reads its members' columns)."""
+        if self.op in PREDICATE_GROUPS:
             return {c for p in self.value for c in p.columns()}
+        if self.op == "ge_column":
+            return {self.column, self.value}
         return {self.column}
 
 
@@ -298,6 +322,9 @@ class Layout:
     retention_seconds: float | None = None
     retention_from: str = "created_at"
     lock_timeout_seconds: float | None = None
+    #: An operations column holding the row's own lock/active-time limit in seconds (pg-boss
+    #: ``expire_seconds``); ``lock_timeout_seconds`` is the fallback where it is NULL.
+    lock_timeout_column: str | None = None
     dedup_window_seconds: float | None = None
     retry_threshold: int = 5
     optional: list[str] = field(default_factory=list)
@@ -332,7 +359,15 @@ class Layout:
         times = {k: v for k, v in self.times.items() if v.column not in missing}
         fields_ = {k: v for k, v in self.fields.items() if v.column not in missing}
         kind = self.kind if not (self.kind and self.kind.column in missing) else None
-        return replace(self, times=times, fields=fields_, kind=kind, scope=[c for c in self.scope if c not in missing])
+        ltc = self.lock_timeout_column if self.lock_timeout_column not in missing else None
+        return replace(
+            self,
+            times=times,
+            fields=fields_,
+            kind=kind,
+            scope=[c for c in self.scope if c not in missing],
+            lock_timeout_column=ltc,
+        )
 
     def window_seconds(self) -> float | None:
         """The dedup window used for ``duplicate_intent``: retention, else the declared window."""
@@ -361,6 +396,8 @@ class Layout:
         cols |= {c for v in self.fields.values() for p in v.unless for c in p.columns()}
         if self.attempts.source == "json_array" and self.attempts.column:
             cols.add(self.attempts.column)
+        if self.lock_timeout_column:
+            cols.add(self.lock_timeout_column)
         return cols
 
     def attempts_columns(self) -> set[str]:
@@ -467,11 +504,13 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
 
 
 def _predicate(where: str, d: Any) -> Predicate:
-    if isinstance(d, dict) and set(d) == {"any"}:
-        # {any = [pred, pred, ...]}: holds when at least one member holds (an OR group)
-        if not isinstance(d["any"], list) or not d["any"]:
-            raise _err(where, f"any takes a non-empty list of predicates: {d!r}")
-        return Predicate("", "any", tuple(_predicate(where, p) for p in d["any"]))
+    if isinstance(d, dict) and len(d) == 1 and next(iter(d)) in PREDICATE_GROUPS:
+        # {any = [pred, ...]}: holds when at least one member holds (an OR group); {all = [...]}: when
+        # every member holds (an AND group, for an ``unless`` list whose entries are alternatives)
+        op = next(iter(d))
+        if not isinstance(d[op], list) or not d[op]:
+            raise _err(where, f"{op} takes a non-empty list of predicates: {d!r}")
+        return Predicate("", op, tuple(_predicate(where, p) for p in d[op]))
     if not isinstance(d, dict) or not isinstance(d.get("column"), str):
         raise _err(where, f"a predicate needs a column: {d!r}")
     ops = [k for k in d if k != "column"]
@@ -481,6 +520,8 @@ def _predicate(where: str, d: Any) -> Predicate:
     val = d[op]
     if op in ("in", "not_in") and not isinstance(val, list):
         raise _err(where, f"{op} takes a list: {d!r}")
+    if op == "ge_column" and not (isinstance(val, str) and val):
+        raise _err(where, f"ge_column takes another column's name: {d!r}")
     if op == "is_null" and not isinstance(val, bool):
         raise _err(where, f"is_null takes true or false: {d!r}")
     if op == "in_table" and not (
@@ -559,7 +600,16 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
             "attempts, expiry, tunables, effects)",
         )
     for sect, keys in (
-        ("expiry", {"retention_seconds", "retention_from", "lock_timeout_seconds", "dedup_window_seconds"}),
+        (
+            "expiry",
+            {
+                "retention_seconds",
+                "retention_from",
+                "lock_timeout_seconds",
+                "lock_timeout_column",
+                "dedup_window_seconds",
+            },
+        ),
         ("tunables", {"retry_threshold"}),
     ):
         extra = set(d.get(sect) or {}) - keys
@@ -644,6 +694,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         retention_seconds=_num(where, "expiry.retention_seconds", exp.get("retention_seconds")),
         retention_from=exp.get("retention_from", "created_at"),
         lock_timeout_seconds=_num(where, "expiry.lock_timeout_seconds", exp.get("lock_timeout_seconds")),
+        lock_timeout_column=exp.get("lock_timeout_column"),
         dedup_window_seconds=_num(where, "expiry.dedup_window_seconds", exp.get("dedup_window_seconds")),
         retry_threshold=_threshold(where, tun.get("retry_threshold", 5)),
         optional=_cols(where, "operations.optional", ops.get("optional"), False),
@@ -658,6 +709,10 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         raise _err(where, "operations.key_fallback is a column name")
     if lay.key_required and (lay.key_fallback is None or not set(lay.key_required) <= set(lay.key)):
         raise _err(where, "operations.key_required names key columns, and needs key_fallback")
+    if lay.lock_timeout_column is not None and not (
+        isinstance(lay.lock_timeout_column, str) and lay.lock_timeout_column and "locked_at" in times
+    ):
+        raise _err(where, "expiry.lock_timeout_column names a column of seconds, and needs a locked_at time")
     if lay.retention_seconds is not None and lay.retention_from not in times:
         raise _err(where, f"expiry.retention_from {lay.retention_from!r} is not in [operations.times]")
     return lay

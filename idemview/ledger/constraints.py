@@ -84,11 +84,14 @@ def key_is_unique(ledger: Ledger) -> str | None:
             continue
         nullable = [c for c in cols if c.nullable and not _sqlite_rowid(t, c)]
         if nullable:
+            probe = or_(*[c.is_(None) for c in nullable])
+            if _fallback_is_unique(ledger, nullable):
+                # A NULL key is keyed "#<row id>" (key_fallback, a unique row id): NULL rows are each
+                # their own key, and only a stored key spelled like a fallback ("#12") could collide.
+                probe = nullable[0].like("#%")
             try:
                 with ledger.engine.connect() as conn:
-                    hit = conn.execute(
-                        select(cols[0]).select_from(t).where(or_(*[c.is_(None) for c in nullable])).limit(1)
-                    ).first()
+                    hit = conn.execute(select(cols[0]).select_from(t).where(probe).limit(1)).first()
             except SQLAlchemyError:
                 return None
             if hit is not None:
@@ -96,6 +99,20 @@ def key_is_unique(ledger: Ledger) -> str | None:
         what = "PRIMARY KEY" if t.primary_key is not None and set(cols) == set(t.primary_key.columns) else "UNIQUE"
         return f"{what} ({', '.join(c.name for c in cols)})"
     return None
+
+
+def _fallback_is_unique(ledger: Ledger, nullable: list[Column]) -> bool:
+    """True when the only nullable column of a unique set is the layout's one key column and a NULL
+    there is keyed by a ``key_fallback`` column that is the table's single-column primary key
+    (Graphile Worker's keyless jobs, Trigger.dev's runs without an idempotency key: "#<id>")."""
+    lay, t = ledger.layout, ledger.ops
+    fb = lay.key_fallback
+    if not fb or len(lay.key) != 1 or lay.key_required or fb not in t.c or lay.key[0] not in t.c:
+        return False
+    if [c.name for c in nullable] != [t.c[lay.key[0]].name]:
+        return False
+    pk = list(t.primary_key.columns) if t.primary_key is not None else []
+    return len(pk) == 1 and pk[0].name == t.c[fb].name
 
 
 def _sqlite_rowid(t: Table, c: Column) -> bool:

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -198,6 +198,9 @@ class Ledger:
         #: SQLAlchemy's own name for the dialect (``mariadb``, ``mysql``, ...), for messages.
         self.dialect_name = engine.dialect.name
         self.lock_timeout_s = lock_timeout_s if lock_timeout_s is not None else layout.lock_timeout_seconds
+        #: The caller set the lock timeout (``--lock-timeout``): it then holds for every row, over a
+        #: per-row limit column the layout reads.
+        self._lock_timeout_given = lock_timeout_s is not None
         self.retry_threshold = retry_threshold if retry_threshold is not None else layout.retry_threshold
         self.retention_s = retention_s if retention_s is not None else layout.retention_seconds
         self.md = MetaData()
@@ -277,7 +280,7 @@ class Ledger:
 
         def flat(ps):
             for p in ps:
-                if p.op == "any":
+                if p.op in ("any", "all"):
                     yield from flat(p.value)
                 else:
                     yield p
@@ -420,6 +423,8 @@ class Ledger:
     def _pred(self, t: Table, p: Predicate) -> ColumnElement:
         if p.op == "any":
             return or_(*[self._pred(t, q) for q in p.value])
+        if p.op == "all":
+            return and_(*[self._pred(t, q) for q in p.value])
         c = t.c[p.column]
         v = p.value
         if p.op == "is_null":
@@ -440,6 +445,8 @@ class Ledger:
             return c < v
         if p.op == "le":
             return c <= v
+        if p.op == "ge_column":
+            return c >= t.c[v]  # a per-row limit (attempts >= max_attempts); NULL on either side: false
         if p.op == "like":
             return self._text(c).like(v)  # a JSON column (Oban meta) is matched as its text
         if p.op == "in_table":
@@ -544,6 +551,18 @@ class Ledger:
             pass
         elif self.retention_s is not None and lay.retention_from in self.epoch:
             self.epoch["expires_at"] = self.epoch[lay.retention_from] + self.retention_s
+        if (
+            lay.lock_timeout_column
+            and "locked_at" in self.epoch
+            and "lock_expires_at" not in self.time_cols
+            and not self._lock_timeout_given
+        ):
+            # The row's own limit (pg-boss expire_seconds), the layout's default where it is NULL: the
+            # lock's end is a derived time, as a retention's expiry is (DESIGN §4 "per-row limits").
+            per_row = stored_int(t.c[lay.lock_timeout_column], self.dialect)
+            fallback = self.lock_timeout_s
+            limit = func.coalesce(per_row, literal(fallback)) if fallback is not None else per_row
+            self.epoch["lock_expires_at"] = self.epoch["locked_at"] + limit
         f = lay.fields
         self.fingerprint_expr = self._value_expr(t, f.get("fingerprint"))
         self.intent_expr = self._value_expr(t, f.get("intent_ref"))
@@ -768,6 +787,23 @@ class Ledger:
 
     # --------------------------------------------------------------------------- reading rows
 
+    def lock_expired(self, now: datetime) -> ColumnElement | None:
+        """SQL: the record's lock expired at ``now`` (aware): ``lock_expires_at <= now`` where the
+        ledger keeps the lock's end, else ``locked_at`` + the row's own limit (``lock_timeout_column``,
+        the layout's ``lock_timeout_seconds`` where it is NULL) or + the lock timeout ``<= now``.
+        ``None`` when the ledger keeps no lock time. Every stuck-lock reading goes through here."""
+        conds = []
+        derived = "lock_expires_at" in self.epoch and "lock_expires_at" not in self.time_cols
+        if "lock_expires_at" in self.time_cols:
+            c, tc = self.time_cols["lock_expires_at"]
+            conds.append(time_before(c, tc, now, self.dialect))
+        if derived:  # locked_at + the row's own limit (its default where NULL)
+            conds.append(self.epoch["lock_expires_at"] <= now.timestamp())
+        elif "locked_at" in self.time_cols and self.lock_timeout_s is not None:
+            c, tc = self.time_cols["locked_at"]
+            conds.append(time_before(c, tc, now - timedelta(seconds=self.lock_timeout_s), self.dialect))
+        return or_(*conds) if conds else None
+
     def _op_columns(self, payloads: bool = True):
         """Columns of the operations page select: normalized expressions plus raw time columns (and the
         payload columns unless ``payloads`` is False: a grid page does not show them)."""
@@ -788,6 +824,8 @@ class Ledger:
             cols.append(c.label(f"t_{k}"))
         if "expires_at" not in self.time_cols and "expires_at" in self.epoch:
             cols.append(self.epoch["expires_at"].label("e_expires_at"))
+        if "lock_expires_at" not in self.time_cols and "lock_expires_at" in self.epoch:
+            cols.append(self.epoch["lock_expires_at"].label("e_lock_expires_at"))
         for k in ("request", "response", "error") if payloads else ():
             vs = lay.fields.get(k)
             if vs and vs.column:
@@ -813,6 +851,8 @@ class Ledger:
             setattr(op, k, decode_time(m[f"t_{k}"], tc))
         if "e_expires_at" in m:
             op.expires_at = from_epoch(m["e_expires_at"])
+        if "e_lock_expires_at" in m:
+            op.lock_expires_at = from_epoch(m["e_lock_expires_at"])
         op.attempt_count = stored_number(m["attempt_count"])
         op.fingerprint, op.intent_ref, op.effect_ref = m["fingerprint"], m["intent_ref"], m["effect_ref"]
         for k in ("request", "response", "error"):

@@ -432,7 +432,9 @@ def map_record(kv: KvLayout, value: Any) -> dict[str, Any]:
     seen_t: dict = {}
     for name, action, src, enc, add in _plan(kv):
         if action == "hash":
-            out[name] = _canonical_hash([get(d, n) for n in src])
+            empty = kv.fields[name].unless_empty
+            no_intent = bool(empty) and all(_is_empty(get(d, n)) for n in empty)
+            out[name] = None if no_intent else _canonical_hash([get(d, n) for n in src])
             continue
         if action == "gather":
             got = {n: get(d, n) for n in src}
@@ -575,6 +577,23 @@ def _hash_of(names: tuple[str, ...]) -> Callable[[dict], Any]:
     return f
 
 
+def _is_empty(v: Any) -> bool:
+    """Missing, null, "" or an empty list/object (a Celery task's ``args`` ``[]``, ``kwargs`` ``{}``)."""
+    return v is None or v == "" or (isinstance(v, list | dict) and not v)
+
+
+def _unless_empty(fn: Callable[[dict], Any], names: tuple[str, ...]) -> Callable[[dict], Any]:
+    """``fn``, but ``None`` where every field of ``names`` is empty (see ``KvField.unless_empty``)."""
+    gets = tuple(_getter(n) for n in names)
+
+    def f(d):
+        if all(_is_empty(g(d)) for g in gets):
+            return None
+        return fn(d)
+
+    return f
+
+
 def _dumps_sorted_bytes(v) -> bytes:
     """:func:`_dumps_sorted` as UTF-8 bytes (for a hash: no decode and encode again)."""
     if _orjson is not None:
@@ -619,6 +638,8 @@ def compile_layout(kv: KvLayout) -> CompiledLayout:
         fn: Any
         if f.hash_of:
             fn = _hash_of(f.hash_of)
+            if f.unless_empty:
+                fn = _unless_empty(fn, f.unless_empty)
         elif f.gather:
             fn = _gather_of(f.fields)
         elif name in _TIME_NAMES:

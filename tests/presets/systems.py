@@ -199,7 +199,7 @@ def fitted(layout, engine):
 
 
 #: schemas the fixtures create on PostgreSQL (the systems' own, and one "elsewhere")
-SYSTEM_SCHEMAS = ("pgboss", "convoy", "dbos", "HangFire", "hangfire", "elsewhere")
+SYSTEM_SCHEMAS = ("pgboss", "convoy", "dbos", "HangFire", "hangfire", "graphile_worker", "elsewhere")
 
 
 def drop_system_schemas(request) -> None:

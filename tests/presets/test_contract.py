@@ -55,7 +55,7 @@ def _predicates(lay: Layout):
     stack, out = list(preds), []
     while stack:
         p = stack.pop()
-        if p.op == "any":
+        if p.op in ("any", "all"):
             stack.extend(p.value)
         else:
             out.append(p)
@@ -85,6 +85,9 @@ def _column_types(lay: Layout) -> dict[str, object]:
         types[lay.attempts.column] = JSON()
     if lay.fields.get("attempt_count") is not None and not lay.fields["attempt_count"].json_path:
         types[lay.fields["attempt_count"].column] = BigInteger()
+    for p in _predicates(lay):
+        if p.op == "ge_column":  # two columns of one row compared: one type (attempts, max_attempts)
+            types[p.value] = types.setdefault(p.column, BigInteger())
     return types
 
 

@@ -8,7 +8,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import Column, MetaData, Table, text
+from sqlalchemy import Column, DefaultClause, MetaData, Table, text
 
 from idemview.cli import main
 from idemview.config import Connection, ConnectionStore
@@ -53,7 +53,8 @@ def moved(md: MetaData, schema: str | None) -> MetaData:
                     c.type,
                     primary_key=c.primary_key,
                     nullable=c.nullable,
-                    server_default=c.server_default.arg if c.server_default is not None else None,
+                    # an identity or generated column (Graphile) becomes a plain one: not a default
+                    server_default=c.server_default.arg if isinstance(c.server_default, DefaultClause) else None,
                 )
                 for c in t.columns
             ],
@@ -102,6 +103,16 @@ def fill(preset: str, writable, schema: str | None) -> int:
         md = moved(b.convoy_md(), schema)
         load(writable, md, {"events": c.events, "event_deliveries": c.deliveries, "delivery_attempts": c.attempts})
         return 1
+    if preset in ("graphile-worker", "graphile-worker-jobs"):
+        from tests.presets import test_planted_graphile_worker as g
+
+        legacy = preset == "graphile-worker-jobs"
+        rows = [g.job(i, ANCHOR - i * M, key=f"k-{i}", legacy=legacy) for i in (1, 2, 3)]
+        if not legacy:  # moved() keeps no generated column: the value Graphile computes
+            rows = [{**r, "is_available": True} for r in rows]
+        table = "jobs" if legacy else "_private_jobs"
+        load(writable, moved(g.gw_md(legacy), schema), {table: rows})
+        return 3
     raise AssertionError(f"no fixture for {preset}: add one (every preset naming a schema is tested)")
 
 
@@ -111,7 +122,7 @@ def scan_json(capsys, *argv):
     return code, (json.loads(out) if code == 0 else None), err
 
 
-SERVER_ONLY = {"convoy", "hangfire-postgresql", "pg-boss"}
+SERVER_ONLY = {"convoy", "hangfire-postgresql", "pg-boss", "graphile-worker", "graphile-worker-jobs"}
 
 
 @pytest.mark.parametrize("preset", WITH_SCHEMA)

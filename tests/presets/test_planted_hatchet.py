@@ -1,0 +1,155 @@
+"""Hatchet v1 (PostgreSQL only): ``v1_idempotency_key`` and ``v1_task`` as sql/schema/v1-core.sql creates
+them (v1_task partitioned by inserted_at: one partition here, as Hatchet creates one per day), with
+planted incidents and clean look-alikes; detection picks each preset."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from idemview.ledger.connect import open_engine
+from idemview.ledger.detect import detect
+from tests.conftest import ANCHOR, _clear
+from tests.ledgers import scan
+from tests.presets.systems import SYSTEM_SCHEMAS
+
+NOW = ANCHOR
+M = timedelta(minutes=1)
+H = timedelta(hours=1)
+TENANT = "707d0855-80ab-4e1f-a156-f1c4546cbf52"
+
+DDL = [
+    """CREATE TABLE v1_idempotency_key (
+        tenant_id UUID NOT NULL,
+        key TEXT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL,
+        claimed_by_external_id UUID,
+        inserted_at TIMESTAMPTZ NOT NULL DEFAULT CURRENT_TIMESTAMP,
+        updated_at TIMESTAMPTZ NOT NULL DEFAULT CURRENT_TIMESTAMP,
+        PRIMARY KEY (tenant_id, key))""",
+    "CREATE INDEX v1_idempotency_key_expires_at_idx ON v1_idempotency_key (tenant_id, expires_at)",
+    """CREATE TABLE v1_task (
+        id bigint GENERATED ALWAYS AS IDENTITY,
+        inserted_at TIMESTAMPTZ NOT NULL DEFAULT CURRENT_TIMESTAMP,
+        tenant_id UUID NOT NULL,
+        queue TEXT NOT NULL,
+        action_id TEXT NOT NULL,
+        step_id UUID NOT NULL,
+        step_readable_id TEXT NOT NULL,
+        workflow_id UUID NOT NULL,
+        workflow_version_id UUID NOT NULL,
+        workflow_run_id UUID NOT NULL,
+        schedule_timeout TEXT NOT NULL,
+        step_timeout TEXT,
+        priority INTEGER DEFAULT 1,
+        external_id UUID NOT NULL,
+        display_name TEXT NOT NULL,
+        input JSONB NOT NULL,
+        retry_count INTEGER NOT NULL DEFAULT 0,
+        internal_retry_count INTEGER NOT NULL DEFAULT 0,
+        app_retry_count INTEGER NOT NULL DEFAULT 0,
+        step_index BIGINT NOT NULL,
+        additional_metadata JSONB,
+        idempotency_key TEXT,
+        is_dag_orchestrator BOOLEAN NOT NULL DEFAULT false,
+        CONSTRAINT v1_task_pkey PRIMARY KEY (id, inserted_at)
+    ) PARTITION BY RANGE(inserted_at)""",
+    "CREATE TABLE v1_task_20261130 PARTITION OF v1_task FOR VALUES FROM ('2026-11-01') TO ('2026-12-01')",
+]
+
+
+@pytest.fixture
+def pg(request):
+    url = request.getfixturevalue("pg_url")
+    eng = create_engine(url)
+    with eng.begin() as c:
+        for other in SYSTEM_SCHEMAS:
+            c.execute(text(f'DROP SCHEMA IF EXISTS "{other}" CASCADE'))
+        c.execute(text("DROP TABLE IF EXISTS v1_task CASCADE"))
+    _clear(eng)
+    with eng.begin() as c:
+        for stmt in DDL:
+            c.execute(text(stmt))
+    yield eng, url
+    with eng.begin() as c:
+        c.execute(text("DROP TABLE IF EXISTS v1_task CASCADE"))
+    _clear(eng)
+    eng.dispose()
+
+
+def uid(n):
+    return f"00000000-0000-4000-8000-{n:012d}"
+
+
+def put_keys(eng, rows):
+    with eng.begin() as c:
+        for key, inserted, expires, run in rows:
+            c.execute(
+                text(
+                    "INSERT INTO v1_idempotency_key (tenant_id, key, expires_at, claimed_by_external_id, "
+                    "inserted_at, updated_at) VALUES (:t, :k, :e, :r, :i, :i)"
+                ),
+                {"t": TENANT, "k": key, "e": expires, "r": run, "i": inserted},
+            )
+
+
+def put_tasks(eng, rows):
+    with eng.begin() as c:
+        for n, retries in rows:
+            c.execute(
+                text(
+                    "INSERT INTO v1_task (inserted_at, tenant_id, queue, action_id, step_id, step_readable_id, "
+                    "workflow_id, workflow_version_id, workflow_run_id, schedule_timeout, external_id, "
+                    "display_name, input, retry_count, app_retry_count, step_index) VALUES (:at, :t, 'default', "
+                    "'charge:charge', :s, 'charge', :w, :w, :r, '5m', :x, 'charge-1', '{}'::jsonb, :n, :n, 0)"
+                ),
+                {
+                    "at": NOW - n * M,
+                    "t": TENANT,
+                    "s": uid(900),
+                    "w": uid(901),
+                    "r": uid(n),
+                    "x": uid(100 + n),
+                    "n": retries,
+                },
+            )
+
+
+def test_hatchet_keys(pg):
+    writable, url = pg
+    put_keys(
+        writable,
+        [
+            ("order-1", NOW - H, NOW + 23 * H, uid(1)),  # a claim in its window
+            ("order-2", NOW - 2 * H, NOW - M, uid(2)),  # past its window, still kept: the cleanup is behind
+        ],
+    )
+    got, fs = scan(url, "hatchet", NOW)
+    assert got == {("expired_key", TENANT, "order-2")}
+    assert fs[0].evidence[0]["expires_at"] == "2026-11-30T11:59:00Z"
+
+
+def test_hatchet_keys_clean(pg):
+    writable, url = pg
+    put_keys(writable, [("order-1", NOW - H, NOW + 23 * H, uid(1)), ("order-3", NOW - M, NOW + H, uid(3))])
+    assert scan(url, "hatchet", NOW)[0] == set()
+
+
+def test_hatchet_tasks_attempts_are_retries_plus_one(pg):
+    writable, url = pg
+    put_tasks(writable, [(1, 0), (2, 4), (3, 5)])  # 1, 5 and 6 attempts
+    got, fs = scan(url, "hatchet-tasks", NOW)
+    assert got == {("retry_storm", TENANT, uid(103))}
+    assert fs[0].evidence[0]["attempts"] == 6
+
+
+def test_detect_picks_hatchet(pg):
+    _writable, url = pg
+    eng = open_engine(url)
+    try:
+        names = [m.layout.name for m in detect(eng) if m.confidence > 0.9]
+    finally:
+        eng.dispose()
+    assert set(names[:2]) == {"hatchet", "hatchet-tasks"}, names

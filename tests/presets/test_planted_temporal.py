@@ -1,0 +1,121 @@
+"""Temporal's SQL visibility store on PostgreSQL and MySQL/MariaDB (under both dialect names): the
+``executions_visibility`` table as schema/postgresql/v12/visibility/versioned/v1.0/schema.sql and
+schema/mysql/v8/visibility/versioned/v1.0/schema.sql create it (CHAR(64) ids, TIMESTAMP / DATETIME(6)
+holding UTC, the integer WorkflowExecutionStatus), with planted incidents and clean look-alikes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import BigInteger, Column, DateTime, Integer, LargeBinary, MetaData, String, Table
+from sqlalchemy.dialects.mysql import DATETIME as MY_DATETIME
+
+from idemview.ledger.connect import open_engine
+from idemview.ledger.detect import detect
+from tests.conftest import ANCHOR
+from tests.ledgers import load, scan
+
+NOW = ANCHOR
+M = timedelta(minutes=1)
+H = timedelta(hours=1)
+NS = "3b5a2c1e-6f7d-4e8a-9b0c-1d2e3f405162"
+RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, CONTINUED_AS_NEW, TIMED_OUT = 1, 2, 3, 4, 5, 6, 7
+
+
+@pytest.fixture
+def db(dialect_db):
+    writable, url = dialect_db
+    if writable.dialect.name == "sqlite":
+        pytest.skip("Temporal's SQL persistence runs on PostgreSQL and MySQL (SQLite only in its dev server)")
+    return writable, url
+
+
+_TS = DateTime().with_variant(MY_DATETIME(fsp=6), "mysql", "mariadb")
+
+
+def visibility_md() -> MetaData:
+    md = MetaData()
+    Table(
+        "executions_visibility",
+        md,
+        Column("namespace_id", String(64), primary_key=True),
+        Column("run_id", String(64), primary_key=True),
+        Column("start_time", _TS, nullable=False),
+        Column("execution_time", _TS, nullable=False),
+        Column("workflow_id", String(255), nullable=False),
+        Column("workflow_type_name", String(255), nullable=False),
+        Column("status", Integer, nullable=False),
+        Column("close_time", _TS),
+        Column("history_length", BigInteger),
+        Column("memo", LargeBinary),
+        Column("encoding", String(64), nullable=False),
+        Column("task_queue", String(255), nullable=False, server_default=""),
+    )
+    return md
+
+
+def run(n, wid, status, start, close=None, wtype="ChargeOrderWorkflow"):
+    naive = lambda t: t.replace(tzinfo=None) if t else None  # noqa: E731
+    return {
+        "namespace_id": NS,
+        "run_id": f"0190a1b2-0000-7000-8000-{n:012d}",
+        "start_time": naive(start),
+        "execution_time": naive(start),
+        "workflow_id": wid,
+        "workflow_type_name": wtype,
+        "status": status,
+        "close_time": naive(close),
+        "history_length": 11,
+        "encoding": "proto3",
+        "task_queue": "payments",
+    }
+
+
+def clean():
+    return [
+        run(1, "charge-order-1", COMPLETED, NOW - 2 * H, NOW - 2 * H + M),
+        run(2, "charge-order-2", RUNNING, NOW - 10 * M),
+        # a continue-as-new chain: one workflow id, the earlier run closed as CONTINUED_AS_NEW
+        run(3, "subscription-9", CONTINUED_AS_NEW, NOW - 5 * H, NOW - 4 * H, wtype="SubscriptionWorkflow"),
+        run(4, "subscription-9", COMPLETED, NOW - 4 * H, NOW - 3 * H, wtype="SubscriptionWorkflow"),
+        # failed, then started again under its id and completed: resolved
+        run(5, "refund-3", FAILED, NOW - 6 * H, NOW - 6 * H + M),
+        run(6, "refund-3", COMPLETED, NOW - 5 * H, NOW - 5 * H + M),
+    ]
+
+
+def test_temporal_planted(db):
+    writable, url = db
+    rows = clean() + [
+        # started twice under one workflow id after the first run closed (ALLOW_DUPLICATE): ran twice
+        run(10, "charge-order-77", COMPLETED, NOW - 8 * H, NOW - 8 * H + M),
+        run(11, "charge-order-77", COMPLETED, NOW - 7 * H, NOW - 7 * H + M),
+        run(12, "payout-5", TIMED_OUT, NOW - 3 * H, NOW - 2 * H),  # nobody started it again
+        run(13, "payout-6", TERMINATED, NOW - 3 * H, NOW - 2 * H),
+    ]
+    load(writable, visibility_md(), {"executions_visibility": rows})
+    got, fs = scan(url, "temporal-visibility", NOW)
+    assert got == {
+        ("duplicate_effect", NS, "charge-order-77"),
+        ("unresolved_failure", NS, "payout-5"),
+        ("unresolved_failure", NS, "payout-6"),
+    }
+
+
+def test_temporal_clean(db):
+    writable, url = db
+    load(writable, visibility_md(), {"executions_visibility": clean()})
+    assert scan(url, "temporal-visibility", NOW)[0] == set()
+
+
+def test_detect_picks_temporal(db):
+    writable, url = db
+    load(writable, visibility_md(), {})
+    eng = open_engine(url)
+    try:
+        matches = detect(eng)
+    finally:
+        eng.dispose()
+    assert matches and matches[0].layout.name == "temporal-visibility", [(m.layout.name, m.confidence) for m in matches]
+    assert matches[0].confidence > 0.9
