@@ -253,8 +253,11 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
     ``created`` (earliest creation), ``dur`` (longest attempt), ``lockwin`` (longest lock), ``ac``
     (largest attempt count)."""
     o = ledger.operations_select().subquery("o")
-    one, zero = literal_column("1"), literal_column("0")
-    last_at = o.c.last_attempt_at_e if source == "last_attempt_at" else null()
+    one: ColumnElement = literal_column("1")
+    zero: ColumnElement = literal_column("0")
+    # A NULL typed as a number: a bare NULL in the first branch of a UNION is text on PostgreSQL.
+    nul = null() * literal_column("1.0")
+    last_at = o.c.last_attempt_at_e if source == "last_attempt_at" else nul
     ops_t = o.c.created_at_e
     ops_part = select(
         o.c.scope.label("scope"),
@@ -267,28 +270,29 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
         one.label("rec"),
         zero.label("att"),
         case((ops_t.is_(None), one), else_=zero).label("miss"),
-        null().label("dur"),
+        nul.label("dur"),
         (o.c.lock_expires_at_e - o.c.locked_at_e).label("lockwin"),
         o.c.attempt_count.label("ac"),
     )
     parts = [ops_part]
-    if source == "attempts":
-        a = ledger.attempts_select().subquery("a")
+    att = ledger.attempts_select() if source == "attempts" else None
+    if att is not None:
+        a = att.subquery("a")
         parts.append(
             select(
                 a.c.scope,
                 a.c.key,
                 null(),
                 a.c.started_at_e,
-                null(),
-                null(),
-                null(),
+                nul,
+                nul,
+                nul,
                 zero,
                 one,
                 case((a.c.started_at_e.is_(None), one), else_=zero),
                 a.c.finished_at_e - a.c.started_at_e,
-                null(),
-                null(),
+                nul,
+                nul,
             )
         )
     p = (union_all(*parts) if len(parts) > 1 else parts[0]).subquery("p")
@@ -411,7 +415,7 @@ class _Acc:
             self.p50 = _f(m["p50"])
             self.p99 = _f(m["p99"])
         elif m.get("b") is not None and int(r.retried or 0):
-            self.buckets.append((int(m["b"]), int(r.retried), float(r.span_min), float(r.span_max)))
+            self.buckets.append((int(m["b"]), int(r.retried), _f(r.span_min) or 0.0, _f(r.span_max) or 0.0))
 
     def percentile(self, p: float) -> float | None:
         """``percentile_cont(p)`` from the buckets: the values at the two ranks around ``p × (n − 1)``
@@ -432,11 +436,12 @@ class _Acc:
             return bs[-1][3]
 
         v_lo = at(lo_r)
-        return v_lo + (h - lo_r) * (at(hi_r) - v_lo)
+        return _f(v_lo + (h - lo_r) * (at(hi_r) - v_lo))
 
 
 def _f(v) -> float | None:
-    return float(v) if v is not None else None
+    # Milliseconds, as from_epoch reads instants: SQLite's julianday arithmetic is not exact below that.
+    return round(float(v), 3) if v is not None else None
 
 
 def _max(a, b):
@@ -463,8 +468,14 @@ def measure_windows(ledger: Ledger, now: datetime | None = None) -> WindowsRepor
     with ledger.engine.connect() as c:
         if source is None:
             o = ledger.operations_select().subquery("o")
+            # No spans to measure: the kinds, their operations, how many a counter says were retried,
+            # and the windows the records keep (expiry minus creation).
             per = (
-                select(func.max(o.c.kind).label("kind"), func.max(o.c.attempt_count).label("ac"))
+                select(
+                    func.max(o.c.kind).label("kind"),
+                    func.max(o.c.attempt_count).label("ac"),
+                    (func.min(o.c.expires_at_e) - func.min(o.c.created_at_e)).label("win"),
+                )
                 .group_by(o.c.scope, o.c.key)
                 .subquery("per")
             )
@@ -472,11 +483,14 @@ def measure_windows(ledger: Ledger, now: datetime | None = None) -> WindowsRepor
                 per.c.kind,
                 func.count().label("n"),
                 func.sum(case((per.c.ac >= 2, 1), else_=0)).label("retried"),
+                func.min(per.c.win).label("win_min"),
+                func.max(per.c.win).label("win_max"),
             ).group_by(per.c.kind)
             for r in c.execute(q):
                 acc = accs.setdefault(r.kind, _Acc())
                 acc.n += int(r.n or 0)
                 acc.retried += int(r.retried or 0)
+                acc.win_min, acc.win_max = _min(acc.win_min, r.win_min), _max(acc.win_max, r.win_max)
         else:
             j = _judged(ledger, source, wsrc)
             for r in c.execute(_kind_query(ledger, j, exact)):
@@ -500,7 +514,7 @@ def _group(ledger: Ledger, kind, acc: _Acc, source, why, wsrc) -> WindowGroup:
     g.lock_timeout_s = ledger.lock_timeout_s if ledger.lock_timeout_s is not None else acc.lock_max
     if source is None:
         g.verdict, g.reason = UNKNOWN, why
-        g.sentence = f"{g.label}: {why}; the retry span cannot be measured."
+        g.sentence = f"{_head(g)}; {why}: the retry span cannot be measured"
         return g
     g.p50, g.p99, g.max = acc.percentile(0.5), acc.percentile(0.99), acc.span_max
     if g.p99 is not None and g.max is not None:
@@ -561,18 +575,25 @@ def _pct(part: int, whole: int) -> str:
     return "<1 %" if 0 < x < 1 else f"{round(x)} %"
 
 
+def _head(g: WindowGroup) -> str:
+    """``kind: window 1 h`` (a range when the operations' windows differ), or no window kept."""
+    if g.window_s is None:
+        return f"{g.label}: no dedup window kept"
+    w = duration_words(g.window_s)
+    if g.window_min_s is not None and duration_words(g.window_min_s) != w:
+        w = f"{duration_words(g.window_min_s)} to {w}"
+    return f"{g.label}: window {w}"
+
+
 def _sentence(g: WindowGroup) -> str:
     """The one plain sentence of a group (e.g. "payments.capture: window 1 h; 4 % of retries came later,
     the latest 3 h 10 min after the first attempt; a 6 h window would have covered every retry seen")."""
-    w = duration_words(g.window_s) if g.window_s is not None else None
-    if g.window_s is not None and g.window_min_s is not None and round(g.window_min_s) < round(g.window_s):
-        w = f"{duration_words(g.window_min_s)} to {duration_words(g.window_s)}"
     cover = (
         f"a {duration_words(g.suggested_window_s)} window would have covered every retry seen"
         if g.suggested_window_s is not None
         else ("even 90 d would not have covered every retry seen" if g.max is not None and g.retried else "")
     )
-    head = f"{g.label}: window {w}" if w else f"{g.label}: no dedup window kept"
+    head = _head(g)
     if g.verdict == TOO_SHORT:
         parts = [head]
         if g.over and g.retried:
@@ -598,8 +619,10 @@ def _sentence(g: WindowGroup) -> str:
     elif g.retried == 0:
         parts = [head, f"no retries seen among {g.operations} operation{'s' if g.operations != 1 else ''}"]
     else:
-        parts = [head, f"retries came up to {duration_words(g.max)} after the first attempt (p99 "
-                 f"{duration_words(g.p99)})"]
+        parts = [
+            head,
+            f"retries came up to {duration_words(g.max)} after the first attempt (p99 {duration_words(g.p99)})",
+        ]
         if g.suggested_window_s is not None:
             parts.append(f"a {duration_words(g.suggested_window_s)} window would cover every retry seen")
     if g.unreadable:
@@ -609,9 +632,7 @@ def _sentence(g: WindowGroup) -> str:
         )
     if g.partly_unreadable:
         n = g.partly_unreadable
-        parts.append(
-            f"{n} operation{'s' if n != 1 else ''} with some times missing or undecodable judged on the rest"
-        )
+        parts.append(f"{n} operation{'s' if n != 1 else ''} with some times missing or undecodable judged on the rest")
     return "; ".join(parts)
 
 
@@ -632,9 +653,7 @@ def late_operations(ledger: Ledger, kind: str | None, limit: int = 200) -> list[
     q = q.where(j.c.kind.is_(None) if kind is None else j.c.kind == kind)
     q = q.order_by(func.coalesce(j.c.late_s, j.c.span).desc(), j.c.scope, j.c.key).limit(max(1, int(limit)))
     with ledger.engine.connect() as c:
-        return [
-            {"scope": r.scope, "key": r.key, "span_s": _f(r.span), "late_s": _f(r.late_s)} for r in c.execute(q)
-        ]
+        return [{"scope": r.scope, "key": r.key, "span_s": _f(r.span), "late_s": _f(r.late_s)} for r in c.execute(q)]
 
 
 # ---------------------------------------------------------------------------------------- text
