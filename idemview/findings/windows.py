@@ -184,6 +184,12 @@ def _num(v: float | None) -> float | int | None:
 # --------------------------------------------------------------------------------------- SQL
 
 
+def _nnull() -> ColumnElement:
+    """A NULL typed as a number: a bare NULL in a derived table is text on PostgreSQL, and ``text >= 2``
+    or ``double precision - text`` is an error there."""
+    return null() * literal_column("1.0")
+
+
 def _least(a: ColumnElement, b: ColumnElement) -> ColumnElement:
     # NULL-ignoring LEAST: engines disagree (PostgreSQL ignores NULLs, MySQL and SQLite's min() do not).
     return case((a.is_(None), b), (b.is_(None), a), (a <= b, a), else_=b)
@@ -255,24 +261,27 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
     o = ledger.operations_select().subquery("o")
     one: ColumnElement = literal_column("1")
     zero: ColumnElement = literal_column("0")
-    # A NULL typed as a number: a bare NULL in the first branch of a UNION is text on PostgreSQL.
-    nul = null() * literal_column("1.0")
-    last_at = o.c.last_attempt_at_e if source == "last_attempt_at" else nul
-    ops_t = o.c.created_at_e
+    nul = _nnull()
+
+    def ep(name: str) -> ColumnElement:  # a time the layout lacks is a numeric NULL
+        return o.c[f"{name}_e"] if name in ledger.epoch else nul
+
+    last_at = ep("last_attempt_at") if source == "last_attempt_at" else nul
+    ops_t = ep("created_at")
     ops_part = select(
         o.c.scope.label("scope"),
         o.c.key.label("key"),
         o.c.kind.label("kind"),
         ops_t.label("t"),
         last_at.label("t2"),
-        o.c.expires_at_e.label("ex"),
-        o.c.created_at_e.label("cr"),
+        ep("expires_at").label("ex"),
+        ops_t.label("cr"),
         one.label("rec"),
         zero.label("att"),
         case((ops_t.is_(None), one), else_=zero).label("miss"),
         nul.label("dur"),
-        (o.c.lock_expires_at_e - o.c.locked_at_e).label("lockwin"),
-        o.c.attempt_count.label("ac"),
+        (ep("lock_expires_at") - ep("locked_at")).label("lockwin"),
+        (o.c.attempt_count if ledger.attempt_count_expr is not None else nul).label("ac"),
     )
     parts = [ops_part]
     att = ledger.attempts_select() if source == "attempts" else None
@@ -290,7 +299,7 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
                 zero,
                 one,
                 case((a.c.started_at_e.is_(None), one), else_=zero),
-                a.c.finished_at_e - a.c.started_at_e,
+                (a.c.finished_at_e if "finished_at" in ledger.att_epoch else nul) - a.c.started_at_e,
                 nul,
                 nul,
             )
@@ -331,7 +340,7 @@ def _judged(ledger: Ledger, source: str, wsrc: str | None):
         retried = (per.c.nrec >= 2) | (per.c.ac >= 2) | (per.c.ac.is_(None) & (per.c.last > per.c.first))
     else:
         retried = per.c.nrec >= 2
-    span = case((retried & per.c.last.is_not(None), span_all), else_=null())
+    span = case((retried & per.c.last.is_not(None), span_all), else_=_nnull())
     if wsrc in ("expires_at", "ttl"):
         base = case((per.c.created.is_(None), per.c.first), else_=per.c.created)
         win = per.c.ex - base
@@ -343,8 +352,8 @@ def _judged(ledger: Ledger, source: str, wsrc: str | None):
         win = literal(float(lay.dedup_window_seconds or 0.0))
         ex = per.c.first + win
     else:
-        win, ex = null(), null()
-    late_s = case((per.c.last > ex, per.c.last - ex), else_=null()) if wsrc else null()
+        win, ex = _nnull(), _nnull()
+    late_s = case((per.c.last > ex, per.c.last - ex), else_=_nnull()) if wsrc else _nnull()
     over = case((late_s.is_not(None), 1), ((span.is_not(None)) & (span > win), 1), else_=0) if wsrc else literal(0)
     return select(
         per.c.scope,
@@ -468,13 +477,15 @@ def measure_windows(ledger: Ledger, now: datetime | None = None) -> WindowsRepor
     with ledger.engine.connect() as c:
         if source is None:
             o = ledger.operations_select().subquery("o")
+            has_win = "expires_at" in ledger.epoch and "created_at" in ledger.epoch
+            win = (func.min(o.c.expires_at_e) - func.min(o.c.created_at_e)) if has_win else _nnull()
             # No spans to measure: the kinds, their operations, how many a counter says were retried,
             # and the windows the records keep (expiry minus creation).
             per = (
                 select(
                     func.max(o.c.kind).label("kind"),
-                    func.max(o.c.attempt_count).label("ac"),
-                    (func.min(o.c.expires_at_e) - func.min(o.c.created_at_e)).label("win"),
+                    (func.max(o.c.attempt_count) if ledger.attempt_count_expr is not None else _nnull()).label("ac"),
+                    win.label("win"),
                 )
                 .group_by(o.c.scope, o.c.key)
                 .subquery("per")
