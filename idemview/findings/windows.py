@@ -283,8 +283,26 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
         (ep("lock_expires_at") - ep("locked_at")).label("lockwin"),
         (o.c.attempt_count if ledger.attempt_count_expr is not None else nul).label("ac"),
     )
-    parts = [ops_part]
     att = ledger.attempts_select() if source == "attempts" else None
+    if att is None and ledger.key_unique:
+        # One record per key (the schema says so): each record is its operation, no grouping needed.
+        return select(
+            o.c.scope.label("scope"),
+            o.c.key.label("key"),
+            o.c.kind.label("kind"),
+            _least(ops_t, last_at).label("first"),
+            _greatest(ops_t, last_at).label("last"),
+            one.label("nrec"),
+            zero.label("natt"),
+            case((ops_t.is_(None), one), else_=zero).label("nmiss"),
+            (case((ops_t.is_(None), zero), else_=one) + case((last_at.is_(None), zero), else_=one)).label("nt"),
+            ep("expires_at").label("ex"),
+            ops_t.label("created"),
+            nul.label("dur"),
+            (ep("lock_expires_at") - ep("locked_at")).label("lockwin"),
+            (o.c.attempt_count if ledger.attempt_count_expr is not None else nul).label("ac"),
+        ).subquery("per")
+    parts = [ops_part]
     if att is not None:
         a = att.subquery("a")
         parts.append(
@@ -478,18 +496,26 @@ def measure_windows(ledger: Ledger, now: datetime | None = None) -> WindowsRepor
         if source is None:
             o = ledger.operations_select().subquery("o")
             has_win = "expires_at" in ledger.epoch and "created_at" in ledger.epoch
-            win = (func.min(o.c.expires_at_e) - func.min(o.c.created_at_e)) if has_win else _nnull()
+            has_ac = ledger.attempt_count_expr is not None
             # No spans to measure: the kinds, their operations, how many a counter says were retried,
-            # and the windows the records keep (expiry minus creation).
-            per = (
-                select(
-                    func.max(o.c.kind).label("kind"),
-                    (func.max(o.c.attempt_count) if ledger.attempt_count_expr is not None else _nnull()).label("ac"),
-                    win.label("win"),
+            # and the windows the records keep (expiry minus creation); one record per key needs no
+            # grouping by key.
+            if ledger.key_unique:
+                win = (o.c.expires_at_e - o.c.created_at_e) if has_win else _nnull()
+                per = select(
+                    o.c.kind.label("kind"), (o.c.attempt_count if has_ac else _nnull()).label("ac"), win.label("win")
+                ).subquery("per")
+            else:
+                win = (func.min(o.c.expires_at_e) - func.min(o.c.created_at_e)) if has_win else _nnull()
+                per = (
+                    select(
+                        func.max(o.c.kind).label("kind"),
+                        (func.max(o.c.attempt_count) if has_ac else _nnull()).label("ac"),
+                        win.label("win"),
+                    )
+                    .group_by(o.c.scope, o.c.key)
+                    .subquery("per")
                 )
-                .group_by(o.c.scope, o.c.key)
-                .subquery("per")
-            )
             q = select(
                 per.c.kind,
                 func.count().label("n"),
