@@ -258,20 +258,24 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
     ``natt``, ``nmiss`` (times that could not be read), ``nt`` (times read), ``ex`` (earliest expiry),
     ``created`` (earliest creation), ``dur`` (longest attempt), ``lockwin`` (longest lock), ``ac``
     (largest attempt count)."""
-    o = ledger.operations_select().subquery("o")
+    # Straight from the tables through the ledger's compiled expressions (not operations_select()):
+    # only the columns needed are computed (a derived table in a UNION branch computes them all).
     one: ColumnElement = literal_column("1")
     zero: ColumnElement = literal_column("0")
     nul = _nnull()
 
     def ep(name: str) -> ColumnElement:  # a time the layout lacks is a numeric NULL
-        return o.c[f"{name}_e"] if name in ledger.epoch else nul
+        return ledger.epoch[name] if name in ledger.epoch else nul
+
+    ac = ledger.attempt_count_expr if ledger.attempt_count_expr is not None else nul
+    scope, key, kind = ledger.scope_expr, ledger.key_expr, ledger.kind_expr
 
     last_at = ep("last_attempt_at") if source == "last_attempt_at" else nul
     ops_t = ep("created_at")
     ops_part = select(
-        o.c.scope.label("scope"),
-        o.c.key.label("key"),
-        o.c.kind.label("kind"),
+        scope.label("scope"),
+        key.label("key"),
+        kind.label("kind"),
         ops_t.label("t"),
         last_at.label("t2"),
         ep("expires_at").label("ex"),
@@ -281,46 +285,54 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
         case((ops_t.is_(None), one), else_=zero).label("miss"),
         nul.label("dur"),
         (ep("lock_expires_at") - ep("locked_at")).label("lockwin"),
-        (o.c.attempt_count if ledger.attempt_count_expr is not None else nul).label("ac"),
-    )
-    att = ledger.attempts_select() if source == "attempts" else None
+        ac.label("ac"),
+    ).select_from(ledger.ops)
+    att = ledger.att if source == "attempts" else None
     if att is None and ledger.key_unique:
         # One record per key (the schema says so): each record is its operation, no grouping needed.
-        return select(
-            o.c.scope.label("scope"),
-            o.c.key.label("key"),
-            o.c.kind.label("kind"),
-            _least(ops_t, last_at).label("first"),
-            _greatest(ops_t, last_at).label("last"),
-            one.label("nrec"),
-            zero.label("natt"),
-            case((ops_t.is_(None), one), else_=zero).label("nmiss"),
-            (case((ops_t.is_(None), zero), else_=one) + case((last_at.is_(None), zero), else_=one)).label("nt"),
-            ep("expires_at").label("ex"),
-            ops_t.label("created"),
-            nul.label("dur"),
-            (ep("lock_expires_at") - ep("locked_at")).label("lockwin"),
-            (o.c.attempt_count if ledger.attempt_count_expr is not None else nul).label("ac"),
-        ).subquery("per")
+        return (
+            select(
+                o.c.scope.label("scope"),
+                o.c.key.label("key"),
+                o.c.kind.label("kind"),
+                _least(ops_t, last_at).label("first"),
+                _greatest(ops_t, last_at).label("last"),
+                one.label("nrec"),
+                zero.label("natt"),
+                case((ops_t.is_(None), one), else_=zero).label("nmiss"),
+                (case((ops_t.is_(None), zero), else_=one) + case((last_at.is_(None), zero), else_=one)).label("nt"),
+                ep("expires_at").label("ex"),
+                ops_t.label("created"),
+                nul.label("dur"),
+                (ep("lock_expires_at") - ep("locked_at")).label("lockwin"),
+                ac.label("ac"),
+            )
+            .select_from(ledger.ops)
+            .subquery("per")
+        )
     parts = [ops_part]
     if att is not None:
-        a = att.subquery("a")
+        start = ledger.att_epoch["started_at"]
+        finish = ledger.att_epoch.get("finished_at")
+        src = att.join(ledger.ops, ledger.att_join) if ledger.att_needs_join else att
         parts.append(
             select(
-                a.c.scope,
-                a.c.key,
+                ledger.att_scope_expr,
+                ledger.att_key_expr,
                 null(),
-                a.c.started_at_e,
+                start,
                 nul,
                 nul,
                 nul,
                 zero,
                 one,
-                case((a.c.started_at_e.is_(None), one), else_=zero),
-                (a.c.finished_at_e if "finished_at" in ledger.att_epoch else nul) - a.c.started_at_e,
+                case((start.is_(None), one), else_=zero),
+                (finish if finish is not None else nul) - start,
                 nul,
                 nul,
             )
+            .select_from(src)
+            .where(ledger.att_where)
         )
     p = (union_all(*parts) if len(parts) > 1 else parts[0]).subquery("p")
     return (
