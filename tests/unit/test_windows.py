@@ -286,3 +286,36 @@ def test_ladder_and_words():
         "45 s", "10 min", "3 h 10 min", "24 h", "7 d", "2 d 5 h",
     ]  # fmt: skip
     assert EDGES[0] == 1 and EDGES[32] == pytest.approx(10)
+
+
+def test_last_attempt_time_of_a_one_record_per_key_ledger(db):
+    # stripe-style (rocket-rides-atomic): one row per (user_id, idempotency_key), last_run_at is the
+    # latest attempt's start, the reaper's 72 h retention is the window.
+    from tests.ledgers import load
+    from tests.presets.test_planted_stripe_powertools_celery import stripe_md, stripe_row
+
+    w, url = db
+    created = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
+    offsets = [0, 60, 600, 4 * 86400]  # the first key never ran again
+    rows = [
+        stripe_row(i + 1, f"k-{i}", 7, created=created, last_run=created + timedelta(seconds=s))
+        for i, s in enumerate(offsets)
+    ]
+    load(w, stripe_md(), {"idempotency_keys": rows})
+    eng = open_engine(url)
+    try:
+        led = Ledger(eng, load_preset("stripe-style"))
+        assert led.key_unique  # the no-grouping path
+        rep = measure_windows(led, NOW)
+    finally:
+        eng.dispose()
+    assert rep.source == "last_attempt_at"
+    (g,) = rep.groups
+    # retried: the three whose last run came after their creation; spans 60, 600, 345600:
+    # p50 600, p99 at rank 1.98: 600 + 0.98 * 345000 = 338700; 4 d > 72 h, 1 d late
+    assert (g.kind, g.operations, g.retried, g.window_source, g.window_s) == ("/rides", 4, 3, "retention", 259200)
+    assert (g.p50, g.p99, g.max) == (pytest.approx(600), pytest.approx(338700), pytest.approx(345600))
+    assert (g.verdict, g.over, g.late, g.late_max_s, g.suggested_window_s) == (
+        "too_short", 1, 1, pytest.approx(86400), 604800,
+    )  # fmt: skip
+    assert g.lock_timeout_s == 90
