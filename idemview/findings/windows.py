@@ -225,16 +225,15 @@ def span_source(ledger: Ledger) -> tuple[str | None, str | None]:
     if lay.row_id is not None and "created_at" in ledger.epoch and not ledger.key_unique:
         return "records", None
     src = lay.attempts.source
+    one = f" and one record per key ({ledger.key_unique})" if ledger.key_unique else ""
     if src == "counter":
-        why = "no attempt times: the ledger keeps only an attempt counter"
+        why = f"no attempt times: the ledger keeps only an attempt counter{one}"
     elif src == "json_array":
-        why = "no attempt times in SQL: the attempts are a JSON array inside each record"
+        why = f"no attempt times in SQL: the attempts are a JSON array inside each record{one}"
     elif ledger.att is not None:
         why = "no attempt times: the attempts table keeps no start time"
     else:
-        why = "no attempt times: the ledger keeps one record per key and no attempts"
-    if ledger.key_unique and src != "table":
-        why += f" ({ledger.key_unique}: one record per key)"
+        why = f"no attempt times: the ledger keeps no attempts{one}"
     return None, why
 
 

@@ -44,7 +44,8 @@ UTC = UTC
 #: Verdict -> the severity whose colour it borrows (too short is an incident, enough is calm).
 _VERDICT_SEVERITY = {"too_short": Severity.CRITICAL, "unknown": Severity.INFO, "enough": Severity.LOW}
 _VERDICT_WORDS = {"too_short": "too short", "enough": "enough", "unknown": "unknown"}
-_TICKS = [(1.0, "1 s"), (60.0, "1 min")] + [(w, duration_words(w)) for w in LADDER]
+# The ladder's rungs as axis ticks (15 min left out: on a log axis it crowds 5 min)
+_TICKS = [(1.0, "1 s"), (60.0, "1 min")] + [(w, duration_words(w)) for w in LADDER if w != 900.0]
 _HEADERS = ("Kind", "Verdict", "Window", "p50", "p99", "Max", "Late", "Suggested")
 
 
@@ -101,7 +102,7 @@ class WindowsView(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.itemSelectionChanged.connect(self._kind_selected)
         upper.addWidget(self.table)
-        upper.setSizes([520, 480])
+        upper.setSizes([470, 560])
         split.addWidget(upper)
         lower = QWidget()
         lv = QVBoxLayout(lower)
@@ -121,6 +122,7 @@ class WindowsView(QWidget):
         self.late.verticalHeader().hide()
         self.late.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.late.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.late.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.late.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.late.cellClicked.connect(self._late_clicked)
         self.late.setToolTip("Click an operation to filter the grid to its idempotency key and open it")
@@ -259,7 +261,7 @@ class WindowsView(QWidget):
         m = self.tab.masker
         self.table.setRowCount(len(rep.groups))
         for i, g in enumerate(rep.groups):
-            win = _words(g.window_s) + (f" ({g.window_source})" if g.window_source else "")
+            win = _words(g.window_s)
             late = str(g.late) + (f" (≤ {_words(g.late_max_s)})" if g.late else "")
             cells = (
                 m.free_text(g.label),
@@ -275,7 +277,12 @@ class WindowsView(QWidget):
                 item = QTableWidgetItem(c)
                 if j == 1:
                     item.setForeground(theme.colour(theme.SEVERITY_COLOURS, _VERDICT_SEVERITY[g.verdict]))
-                item.setToolTip(m.free_text(g.sentence))
+                tip = m.free_text(g.sentence)
+                if j == 2 and g.window_source:
+                    tip = f"window from {g.window_source}" + (
+                        f"; lock timeout {_words(g.lock_timeout_s)}" if g.lock_timeout_s else ""
+                    )
+                item.setToolTip(tip)
                 self.table.setItem(i, j, item)
 
     def _draw(self, rep: WindowsReport) -> None:
