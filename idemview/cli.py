@@ -572,7 +572,8 @@ def cmd_windows(args) -> int:
     report = measure_windows(ledger, args.now or datetime.now(UTC))
     masker = Masker()
     if args.format == "json":
-        print(json.dumps(masker.mask_value(report.to_json()), ensure_ascii=False, indent=1))
+        # masked field by field (the kind apart from the rest of its sentence, see masked_sentence)
+        print(json.dumps(report.to_json(mask=masker.mask_text), ensure_ascii=False, indent=1))
     else:
         sys.stdout.write(render_text(report, masker.mask_text))
     return EXIT_OK

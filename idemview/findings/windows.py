@@ -125,11 +125,25 @@ class WindowGroup:
         """The kind as shown (``(no kind)`` when the layout maps none or the value is NULL)."""
         return self.kind if self.kind not in (None, "") else "(no kind)"
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def sentence_rest(self) -> str:
+        """The sentence after its leading ``kind: `` (what an export's own kind column does not repeat)."""
+        head = self.label + ": "
+        return self.sentence[len(head) :] if self.sentence.startswith(head) else self.sentence
+
+    def masked_sentence(self, mask) -> str:
+        """The sentence with ``mask(text)`` applied to the kind and to the rest separately: masked as one
+        text, ``email.send: window 24 h`` reads as a field named e-mail with a value, and the masker
+        would hide "window"."""
+        return f"{mask(self.label)}: {mask(self.sentence_rest)}"
+
+    def to_json(self, mask=None) -> dict[str, Any]:
         """The group of DESIGN §5.2's JSON (plus ``reason``, ``over``, ``unreadable``,
-        ``partly_unreadable``, ``longest_attempt_s`` and ``notes``)."""
+        ``partly_unreadable``, ``longest_attempt_s`` and ``notes``). ``mask(text)``: applied to every
+        text from the ledger (the kind, the sentence, the reason and the notes); ``None``: unmasked."""
+        m = mask or (lambda x: x)
         return {
-            "kind": self.kind,
+            "kind": m(self.kind) if self.kind is not None else None,
             "operations": self.operations,
             "retried": self.retried,
             "window_s": _num(self.window_s),
@@ -139,14 +153,14 @@ class WindowGroup:
             "late": self.late,
             "late_max_s": _num(self.late_max_s),
             "verdict": self.verdict,
-            "reason": self.reason,
+            "reason": m(self.reason) if self.reason is not None else None,
             "suggested_window_s": _num(self.suggested_window_s),
-            "sentence": self.sentence,
+            "sentence": self.masked_sentence(m),
             "over": self.over,
             "unreadable": self.unreadable,
             "partly_unreadable": self.partly_unreadable,
             "longest_attempt_s": _num(self.longest_attempt_s),
-            "notes": list(self.notes),
+            "notes": [m(n) for n in self.notes],
         }
 
 
@@ -163,14 +177,15 @@ class WindowsReport:
     method: str
     source: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"now", "layout", "groups": [...]}`` of DESIGN §5.2 (plus ``method`` and ``source``)."""
+    def to_json(self, mask=None) -> dict[str, Any]:
+        """``{"now", "layout", "groups": [...]}`` of DESIGN §5.2 (plus ``method`` and ``source``);
+        ``mask``: see :meth:`WindowGroup.to_json`."""
         return {
             "now": iso(self.now),
-            "layout": self.layout,
+            "layout": mask(self.layout) if mask else self.layout,
             "method": self.method,
             "source": self.source,
-            "groups": [g.to_json() for g in self.groups],
+            "groups": [g.to_json(mask) for g in self.groups],
         }
 
 
@@ -731,7 +746,7 @@ def render_text(report: WindowsReport, mask=lambda s: s) -> str:
             + "; suggested "
             + (duration_words(g.suggested_window_s) if g.suggested_window_s is not None else "none")
         )
-        lines.append(f"  {mask(g.sentence)}")
+        lines.append(f"  {g.masked_sentence(mask)}")
         for n in g.notes:
             lines.append(f"  note: {mask(n)}")
     return "\n".join(lines) + "\n"

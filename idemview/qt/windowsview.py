@@ -180,7 +180,9 @@ class WindowsView(QWidget):
         m = self.tab.masker
         colour = theme.colour(theme.SEVERITY_COLOURS, _VERDICT_SEVERITY[g.verdict]).name()
         verdict = _VERDICT_WORDS[g.verdict] + (f" ({m.free_text(g.reason)})" if g.reason else "")
-        self.sentence.setText(f'<span style="color:{colour}"><b>{verdict}</b></span> — {_esc(m.free_text(g.sentence))}')
+        self.sentence.setText(
+            f'<span style="color:{colour}"><b>{verdict}</b></span> — {_esc(g.masked_sentence(m.free_text))}'
+        )
         self.notes.setText("<br>".join("⚠ " + _esc(m.free_text(n)) for n in g.notes))
         self.notes.setVisible(bool(g.notes))
         self.late.setRowCount(0)
@@ -277,7 +279,7 @@ class WindowsView(QWidget):
                 item = QTableWidgetItem(c)
                 if j == 1:
                     item.setForeground(theme.colour(theme.SEVERITY_COLOURS, _VERDICT_SEVERITY[g.verdict]))
-                tip = m.free_text(g.sentence)
+                tip = g.masked_sentence(m.free_text)
                 if j == 2 and g.window_source:
                     tip = f"window from {g.window_source}" + (
                         f"; lock timeout {_words(g.lock_timeout_s)}" if g.lock_timeout_s else ""

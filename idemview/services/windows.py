@@ -37,7 +37,7 @@ COLUMNS: tuple[ColumnSpec, ...] = (
     ColumnSpec("late_max_s", "number"),
     ColumnSpec("suggested_window_s", "number"),
     ColumnSpec("unreadable", "integer"),
-    ColumnSpec("sentence", "text"),
+    ColumnSpec("sentence", "text"),  # after the kind
     ColumnSpec("notes", "text"),
 )
 
@@ -71,7 +71,7 @@ def rows_of(report: WindowsReport) -> list[list[Any]]:
                 j["late_max_s"],
                 j["suggested_window_s"],
                 g.unreadable,
-                g.sentence,
+                g.sentence_rest,  # the kind has its own column (and masked as one text, see masked_sentence)
                 "; ".join(g.notes) or None,
             ]
         )

@@ -162,6 +162,9 @@ def test_json_shape_and_text_through_the_cli(sqlite_db, capsys):
     }  # fmt: skip
     assert [x["verdict"] for x in out["groups"]] == ["too_short", "too_short", "unknown", "enough"]
     assert "alice.smith@example.com" not in json.dumps(out)
+    # a kind named like a sensitive field keeps the words after it (masked apart, not as "email: value")
+    em = next(x for x in out["groups"] if x["kind"] == "email.send")
+    assert em["sentence"].startswith("email.send: window 24 h; every retry came within it")
     assert main(["windows", path, "--layout", "idemview", "--now", "2026-05-03T12:00:00Z"]) == 0
     text = capsys.readouterr().out
     assert "payments.capture  [too_short]" in text and "alice.smith" not in text
