@@ -322,3 +322,28 @@ def test_last_attempt_time_of_a_one_record_per_key_ledger(db):
         "too_short", 1, 1, pytest.approx(86400), 604800,
     )  # fmt: skip
     assert g.lock_timeout_s == 90
+
+
+def test_the_demo_shows_one_kind_whose_window_is_too_short(tmp_path):
+    # The demo's replays (a client retried two days later, after the 24 h window) make payment.capture
+    # too short; every other kind's retries come within minutes.
+    from idemview.services.demo import DEFAULT_ANCHOR, write_demo
+
+    path = tmp_path / "demo.db"
+    planted = write_demo(path)
+    eng, led = _open(str(path))
+    try:
+        rep = measure_windows(led, DEFAULT_ANCHOR)
+    finally:
+        eng.dispose()
+    verdicts = {g.kind: g.verdict for g in rep.groups}
+    assert verdicts == {
+        "payment.capture": "too_short",
+        "email.send": "enough",
+        "invoice.create": "enough",
+        "refund.create": "enough",
+        "webhook.deliver": "enough",
+    }
+    top = rep.groups[0]
+    assert top.kind == "payment.capture" and top.window_s == 86400
+    assert top.late == len(planted.incidents["replay_after_expiry"]) and top.suggested_window_s == 604800
