@@ -283,6 +283,8 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
 
     ac = ledger.attempt_count_expr if ledger.attempt_count_expr is not None else nul
     scope, key, kind = ledger.scope_expr, ledger.key_expr, ledger.kind_expr
+    has_lock = "lock_expires_at" in ledger.epoch and "locked_at" in ledger.epoch
+    lockwin = (ledger.epoch["lock_expires_at"] - ledger.epoch["locked_at"]) if has_lock else nul
 
     last_at = ep("last_attempt_at") if source == "last_attempt_at" else nul
     ops_t = ep("created_at")
@@ -298,7 +300,7 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
         zero.label("att"),
         case((ops_t.is_(None), one), else_=zero).label("miss"),
         nul.label("dur"),
-        (ep("lock_expires_at") - ep("locked_at")).label("lockwin"),
+        lockwin.label("lockwin"),
         ac.label("ac"),
     ).select_from(ledger.ops)
     att = ledger.att if source == "attempts" else None
