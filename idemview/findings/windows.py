@@ -512,8 +512,8 @@ def _min(a, b):
 def measure_windows(ledger: Ledger, now: datetime | None = None) -> WindowsReport:
     """Measure every kind's dedup window against its retries (see the module doc and DESIGN §5.2).
 
-    ``now`` (aware; default the current time, UTC) is recorded in the report. Runs two grouped SQL
-    statements at most in the ledger's engine (one kind list when no attempt times exist); database
+    ``now`` (aware; default the current time, UTC) is recorded in the report (every retry and expiry
+    compared is already in the ledger). Runs one grouped SQL statement in the ledger's engine; database
     errors propagate (``sqlalchemy.exc``). Returns a :class:`WindowsReport`."""
     now = (now or datetime.now(UTC)).astimezone(UTC)
     source, why = span_source(ledger)
@@ -587,8 +587,7 @@ def _group(ledger: Ledger, kind, acc: _Acc, source, why, wsrc) -> WindowGroup:
     g.late, g.late_max_s, g.over = acc.late, acc.late_max, acc.over
     g.unreadable, g.partly_unreadable = acc.unread, acc.partly
     g.longest_attempt_s = acc.dur_max
-    largest = _max(g.max, None)
-    g.suggested_window_s = suggest(largest)
+    g.suggested_window_s = suggest(g.max)
     if wsrc is None or g.window_s is None:
         g.verdict, g.reason = UNKNOWN, "the ledger keeps no dedup window (no expires_at, TTL or retention)"
     elif g.over or g.late:
