@@ -327,7 +327,7 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
             r.c.ac,
         ).subquery("per")
     if att is not None:
-        return _per_operation_with_attempts(ledger, ops_t, ep("expires_at"), lockwin, ac)
+        return _per_operation_with_attempts(ledger, att, ops_t, ep("expires_at"), lockwin, ac)
     parts = [ops_part]
     p = (union_all(*parts) if len(parts) > 1 else parts[0]).subquery("p")
     return (
@@ -352,7 +352,7 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
     )
 
 
-def _per_operation_with_attempts(ledger: Ledger, created, expires, lockwin, ac):
+def _per_operation_with_attempts(ledger: Ledger, att, created, expires, lockwin, ac):
     """:func:`_per_operation` for a ledger with an attempts table: the records grouped by (scope, key)
     and the attempts grouped by (scope, key) each on their own, then joined. Each grouping can walk
     its table's (scope, key) index in order (SQLite then needs no sort at all); a UNION of both tables
@@ -382,7 +382,6 @@ def _per_operation_with_attempts(ledger: Ledger, created, expires, lockwin, ac):
         .group_by(*([scope] if scoped else []), key)
         .subquery("og")
     )
-    att = ledger.att
     start = ledger.att_epoch["started_at"]
     finish = ledger.att_epoch.get("finished_at")
     src = att.join(ledger.ops, ledger.att_join) if ledger.att_needs_join else att
