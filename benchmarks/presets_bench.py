@@ -278,7 +278,8 @@ def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas
     sp = os.path.join(tmp, "floor_spec.json")
     json.dump(spec, open(sp, "w"))
     fl_out, sc_out = os.path.join(tmp, "floor_out.json"), os.path.join(tmp, "scan_out.json")
-    floors, scans = [], []
+    floors, scans, wins = [], [], []
+    wi_out = os.path.join(tmp, "windows_out.json")
     for _ in range(repeat):
         floors.append(run_child([PY, "-c", FLOOR_CHILD, sp, fl_out]))
         scans.append(
@@ -287,7 +288,15 @@ def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas
                 out_path=sc_out,
             )
         )
+        # issue 22: `windows` on the same ledger, alternating with scan (same minutes, same load)
+        wins.append(
+            run_child(
+                [IDEMVIEW, "windows", scan_url, "--layout", preset, "--format", "json", "--now", pg.now_iso()],
+                out_path=wi_out,
+            )
+        )
     fl, sc = min(floors, key=lambda r: r["s"]), min(scans, key=lambda r: r["s"])
+    wi = min(wins, key=lambda r: r["s"])
     fkeys = _keys(json.load(open(fl_out))) if fl["rc"] == 0 else None
     ekeys = _engine_keys(sc_out) if sc["rc"] == 0 else None
     res = {
@@ -298,7 +307,14 @@ def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas
         "scan": scans and sc,
         "keys_equal": _compare(ekeys, fkeys),
         "counts": {k: len(v) for k, v in (ekeys or {}).items()},
+        "windows": wi,
     }
+    try:
+        res["windows_verdicts"] = {
+            str(g["kind"]): g["verdict"] for g in json.load(open(wi_out))["groups"]
+        } if wi["rc"] == 0 else {}
+    except (OSError, ValueError, KeyError):
+        res["windows_verdicts"] = {}
     if sc["rc"] != 0:
         res["scan_error"] = sc["err"]
     if fl["rc"] != 0:
@@ -486,6 +502,35 @@ def render_exports(results: dict) -> list[str]:
     return L
 
 
+TARGET_WINDOWS_RSS_MB = 300
+
+
+def render_windows(results: dict) -> list[str]:
+    """The `idemview windows` table (issue 22): its time against `scan` on the same ledger, both peaks."""
+    rows = [r for r in results["scans"] if r.get("windows")]
+    if not rows:
+        return []
+    L = [
+        "## Dedup windows: `idemview windows` vs `scan` on the same ledger",
+        "",
+        f"Targets: windows no slower than scan, peak RSS ≤ {TARGET_WINDOWS_RSS_MB} MB.",
+        "",
+        "| preset | engine | rows | windows s | scan s | windows/scan | windows MB | scan MB | verdicts |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        w, sc = r["windows"], r["scan"]
+        ok = w["rc"] == 0
+        ratio = w["s"] / sc["s"] if sc["s"] and ok else None
+        verdicts = ", ".join(f"{k} {v}" for k, v in sorted(r.get("windows_verdicts", {}).items())) or "–"
+        L.append(
+            f"| {r['preset']} | {r['engine']} | {_fmt_n(r['rows'])} | {w['s']:.2f}{'' if ok else ' (failed)'} | "
+            f"{sc['s']:.2f} | {'–' if ratio is None else '%.2f×' % ratio}{_mark(ratio <= 1.0 if ratio else None)} | "
+            f"{w['rss_mb']:.0f}{_mark(w['rss_mb'] <= TARGET_WINDOWS_RSS_MB)} | {sc['rss_mb']:.0f} | {verdicts} |"
+        )
+    return L + [""]
+
+
 def render(results: dict, notes: str) -> str:
     m = results["machine"]
     L = [
@@ -541,6 +586,7 @@ def render(results: dict, notes: str) -> str:
         + ".",
         "",
     ]
+    L += render_windows(results)
     if results.get("export_note"):
         L += [f"Export figures: {results['export_note']}.", ""]
     if results.get("exports"):
@@ -677,7 +723,9 @@ def main(argv=None) -> int:
                     r["generate_s"] = gen_s
                     res["scans"].append(r)
                     print(
-                        f"  scan {r['scan']['s']:.2f} s, floor {r['floor']['s']:.2f} s, keys {r['keys_equal']}, "
+                        f"  scan {r['scan']['s']:.2f} s ({r['scan']['rss_mb']:.0f} MB), windows "
+                        f"{r['windows']['s']:.2f} s ({r['windows']['rss_mb']:.0f} MB, rc {r['windows']['rc']}), "
+                        f"floor {r['floor']['s']:.2f} s, keys {r['keys_equal']}, "
                         f"pandas {r.get('pandas', {}).get('s', float('nan')):.2f} s",
                         flush=True,
                     )

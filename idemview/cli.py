@@ -169,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=("json", "text"), default="text")
     s.add_argument("--limit", type=_count, default=20, help="findings listed per kind in text output (0: all)")
 
+    w = sub.add_parser("windows", help="dedup windows measured from the data, per operation kind")
+    common(w)
+    w.add_argument("--format", choices=("json", "text"), default="text")
+
     e = sub.add_parser("export", help="export filtered evidence to CSV with a manifest")
     common(e)
     e.add_argument("--out", required=True, help="FILE.csv (FILE.csv.manifest.json is written beside it)")
@@ -557,6 +561,24 @@ def cmd_scan(args) -> int:
     return EXIT_OK
 
 
+def cmd_windows(args) -> int:
+    """DESIGN §5.2: per kind, the window kept against the retry spans seen (masked like scan)."""
+    from idemview.findings.windows import measure_windows, render_text
+    from idemview.ledger.batch import for_batch
+    from idemview.masking.masker import Masker
+
+    engine, _name, saved = open_target(args.url)
+    ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
+    report = measure_windows(ledger, args.now or datetime.now(UTC))
+    masker = Masker()
+    if args.format == "json":
+        # masked field by field (the kind apart from the rest of its sentence, see masked_sentence)
+        print(json.dumps(report.to_json(mask=masker.mask_text), ensure_ascii=False, indent=1))
+    else:
+        sys.stdout.write(render_text(report, masker.mask_text))
+    return EXIT_OK
+
+
 def cmd_export(args) -> int:
     if args.since and args.until and args.since >= args.until:
         raise CliError("--since must be before --until")
@@ -642,6 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         "presets": cmd_presets,
         "detect": cmd_detect,
         "scan": cmd_scan,
+        "windows": cmd_windows,
         "export": cmd_export,
         "open": cmd_open,
         "install-desktop": cmd_install_desktop,

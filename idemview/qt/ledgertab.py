@@ -212,6 +212,11 @@ class LedgerTab(QWidget):
         self.unmapped.toggled.connect(self._only_unmapped)
         info.addWidget(self.unmapped)
         info.addWidget(self.detection, 2)
+        # issue 22: dedup windows measured from the data, in a window of their own (qt/windowsview.py)
+        self.windows_button = QToolButton(text="Windows")
+        self.windows_button.setToolTip("Is each kind's dedup window long enough for the retries that really happen?")
+        self.windows_button.clicked.connect(self.show_windows)
+        info.addWidget(self.windows_button)
         v.addLayout(info)
         self.filterbar = FilterBar()
         self.filterbar.changed.connect(self.set_filter)
@@ -418,6 +423,16 @@ class LedgerTab(QWidget):
         self.filterbar.setEnabled(False)
         self.show_error(JobError(msg, connection_lost=True))
         self.failed.emit(msg)
+
+    def show_windows(self):
+        """Open (or raise) this tab's dedup windows view and measure (issue 22)."""
+        from idemview.qt.windowsview import WindowsDialog
+
+        if getattr(self, "windows_dialog", None) is None:
+            self.windows_dialog = WindowsDialog(self)
+        self.windows_dialog.show()
+        self.windows_dialog.raise_()
+        self.windows_dialog.view.refresh()
 
     @property
     def ledger(self):
