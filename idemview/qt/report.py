@@ -127,15 +127,14 @@ class _Progress(QObject):
 
 def install_report_action(window, toolbar) -> QAction:
     """The “Export report…” action on ``toolbar`` of the main ``window`` (enabled while a ledger tab
-    is current); returns it (``window.act_report``)."""
+    is current; a tab still opening says so in the status bar); returns it (``window.act_report``)."""
     act = QAction("Export report…", window)
     act.setToolTip("An HTML incident report of what the filter shows, masked, with a manifest")
     act.triggered.connect(lambda: export_report(window))
     toolbar.addAction(act)
 
-    def sync(_i=None):
-        t = window.current_tab()
-        act.setEnabled(t is not None and getattr(t, "ledger", None) is not None)
+    def sync(_i=None):  # like "Export evidence…": on while a ledger tab is current
+        act.setEnabled(window.current_tab() is not None)
 
     window.tabs.currentChanged.connect(sync)
     sync()
@@ -146,7 +145,10 @@ def install_report_action(window, toolbar) -> QAction:
 def export_report(window) -> ReportDialog | None:
     """Open the report dialog for the current tab; on Export, write the report on a worker."""
     t = window.current_tab()
-    if t is None or t.ledger is None:
+    if t is None:
+        return None
+    if t.ledger is None:
+        window.show_status("This ledger is not open yet; export the report once it is", 8000)
         return None
     flt, now = t.filterbar.filter(), t.now or datetime.now(UTC)
     default = str(Path.home() / f"idemview-report-{now.strftime('%Y%m%dT%H%M%SZ')}.html")
