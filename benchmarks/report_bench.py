@@ -30,13 +30,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
-UTC = timezone.utc
+
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 CACHE = Path(os.environ.get("IDEMVIEW_BENCH_CACHE", Path.home() / ".cache" / "idemview-bench"))
 
@@ -124,7 +124,8 @@ def main() -> None:
         child(path, case, since or None, until or None)
         return
     print(
-        "| demo operations | rows (ops + attempts) | case | findings | operations (in full) | wall s | CPU s | HTML MB | peak RSS MB |"
+        "| demo operations | rows (ops + attempts) | case | findings | operations (in full) | wall s | CPU s "
+        "| HTML MB | peak RSS MB |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in [int(x) for x in a.operations.split(",")]:
