@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
-from idemview.domain.model import FindingKind, Outcome
+from idemview.domain.model import FindingKind, Outcome, Severity, Status  # noqa: F401 - the views use theme.Severity
 
 # The colour, glyph and word tables live in the core (idemview.domain.palette): the incident report
 # draws with the same ones. Re-exported here for the views.
