@@ -7,7 +7,8 @@ action class, the incident overview chart, then each operation with findings: it
 explanations and evidence rows, its timeline as a picture, its attempts, records and effect records.
 More than ``full`` operations (default 200): the first ``full`` in full, the rest as one table, and the
 first page says so. Operations come in the scan's order (finding kind in report order, then scope
-and key), so a report and ``idemview scan`` list them alike.
+and key), so a report and ``idemview scan`` list them alike, and the first ``full`` are known as the
+findings stream in (nothing is sorted over all of them).
 
 Promises, each kept by one chokepoint:
 
@@ -410,8 +411,8 @@ def _summary(o, ledger, order, full, n_findings, per_kind, per_action) -> None:
             "below.</p>"
         )
     o.w(
-        '<p class="muted">Operations are in the scan\'s order: finding kind (most consequential first), then '
-        "scope and idempotency key.</p></header>"
+        '<p class="muted">Operations are in the scan\'s order: by finding kind in the order of the table '
+        "below, then scope and idempotency key.</p></header>"
     )
     if per_kind:
         o.w("<h2>Findings by kind</h2><table><tr><th>kind</th><th>severity (default)</th><th>findings</th></tr>")
