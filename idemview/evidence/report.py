@@ -77,6 +77,9 @@ FLUSH_BYTES = 1 << 20
 EVIDENCE_ROWS = 50
 #: Attempts drawn and listed per operation.
 ATTEMPT_ROWS = 200
+#: Findings listed in the closing table at most (the rest are counted; the evidence CSV has every row):
+#: what the report holds beyond the first ``full`` operations stays bounded however large the ledger.
+TABLE_ROWS = 20_000
 
 
 @dataclass(frozen=True)
@@ -253,7 +256,7 @@ def write_report(
     per_kind: dict[FindingKind, int] = {}
     per_action: dict[str, int] = {}
     markers: list[tuple[datetime, Severity, str]] = []
-    n_findings = 0
+    n_findings = n_briefs = 0
     for kind, fs in fe.iter_run(kinds, rest if not rest.is_empty() else None, timeout_s=timeout_s):
         check()
         for f in fs:
@@ -267,14 +270,16 @@ def write_report(
                 markers.append((f.at, f.severity, KIND_WORDS[f.kind]))
             if ref in detailed:
                 detailed[ref].append(f)
-            elif ref in briefs:
+                continue
+            if ref not in briefs:
+                order.append(ref)
+                if len(detailed) < full:
+                    detailed[ref] = [f]
+                    continue
+                briefs[ref] = []
+            if n_briefs < TABLE_ROWS:
                 briefs[ref].append(_brief(f, action, sink))
-            elif len(detailed) < full:
-                order.append(ref)
-                detailed[ref] = [f]
-            else:
-                order.append(ref)
-                briefs[ref] = [_brief(f, action, sink)]
+                n_briefs += 1
         del fs
         if progress is not None:
             progress("findings", n_findings)
@@ -289,7 +294,8 @@ def write_report(
             ident = ledger_description(ledger, connection_name)
             shown_ident = _mask_uncounted(masker, _strip_urls(_sanitize_ledger(_plain(ident))))
             _head(o, sink, ledger, flt, now, shown_ident, sentence_shown)
-            _summary(o, ledger, order, full, n_findings, per_kind, per_action)
+            unlisted = n_findings - sum(len(v) for v in detailed.values()) - n_briefs  # not in the table either
+            _summary(o, ledger, order, full, n_findings, per_kind, per_action, unlisted)
             _overview(o, ledger, flt, now, markers)
             del markers
             written = 0
@@ -337,6 +343,7 @@ def write_report(
                 "operations": len(order),
                 "in_full": min(full, len(order)),
                 "as_table": max(0, len(order) - full),
+                "table_rows": n_briefs,
                 "full_limit": full,
                 "findings": n_findings,
                 "counts": {k.value: n for k, n in per_kind.items()},
@@ -394,7 +401,7 @@ def _head(o: _Out, sink: Sink, ledger: Ledger, flt: Filter, now: datetime, ident
     o.w('<dl class="meta">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>")
 
 
-def _summary(o, ledger, order, full, n_findings, per_kind, per_action) -> None:
+def _summary(o, ledger, order, full, n_findings, per_kind, per_action, unlisted: int = 0) -> None:
     n_ops = len(order)
     if not n_ops:
         o.w('<p class="notice">No findings for this filter: nothing in the ledger needs a decision.</p>')
@@ -402,8 +409,9 @@ def _summary(o, ledger, order, full, n_findings, per_kind, per_action) -> None:
         o.w(
             f'<p class="notice"><b>{n_ops:,} operations</b> have {n_findings:,} findings. The first {full:,} are '
             f"shown in full (findings, timeline, attempts, records, effect records); the other "
-            f"{n_ops - full:,} are listed in one table at the end. The evidence CSV "
-            f"(<code>idemview export --rows findings</code>) holds every row.</p>"
+            f"{n_ops - full:,} are listed in one table at the end"
+            + (f" (its first {TABLE_ROWS:,} findings; {unlisted:,} more are counted, not listed)" if unlisted else "")
+            + ". The evidence CSV (<code>idemview export --rows findings</code>) holds every row.</p>"
         )
     else:
         o.w(
@@ -608,6 +616,8 @@ def _rest_table(o: _Out, sink: Sink, order, briefs: dict) -> None:
             i += 1
             continue
         i += 1
+        if not bs:
+            continue
         for b in bs:
             o.w(
                 f"<tr><td class=n>{i:,}</td><td>{_sev_chip(b.severity)}</td><td>{KIND_WORDS[b.kind]}"

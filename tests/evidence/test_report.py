@@ -197,3 +197,18 @@ def test_every_engine_under_every_name(dialect_db, tmp_path):
     if user:
         assert f"user {user}" not in ledger_line and "username" not in ledger_line
         assert "user" not in m["ledger"] and "password" not in m["ledger"]
+
+
+def test_the_closing_table_is_bounded_and_says_so(ledger_file, tmp_path, monkeypatch):
+    from idemview.evidence import report as rep
+
+    db, refs = ledger_file
+    monkeypatch.setattr(rep, "TABLE_ROWS", 2)
+    res = report(db, tmp_path / "r.html", full=1)
+    raw = open(res.path, encoding="utf-8").read()
+    rest = raw[raw.index('<section class="rest">') :]
+    assert rest.count("<tr><td class=n>") == 2
+    head = raw[: raw.index("</header>")]
+    in_full = raw[: raw.index('<section class="rest">')].count('<div class="finding"')
+    assert f"its first 2 findings; {res.findings - in_full - 2} more are counted, not listed" in head
+    assert idemview.read_report(res.path)["report"]["table_rows"] == 2
