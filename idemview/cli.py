@@ -651,7 +651,8 @@ def cmd_report(args) -> int:
     table = f", {res.operations - res.in_full} more as a table" if res.operations > res.in_full else ""
     print(
         f"wrote {res.path} ({res.size:,} bytes, sha256 {res.sha256[:16]}…) and {res.manifest_path}: "
-        f"{res.findings} findings on {res.operations} operations ({res.in_full} in full{table}); "
+        f"{res.findings} finding{'s' * (res.findings != 1)} on {res.operations} "
+        f"operation{'s' * (res.operations != 1)} ({res.in_full} in full{table}); "
         f"filter: {masker.mask_text(flt.sentence())}"
     )
     return EXIT_OK

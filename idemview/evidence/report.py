@@ -248,6 +248,7 @@ def write_report(
 
     # ---- 1. findings, kind by kind: full Findings for the first `full` operations, briefs for the rest
     fe = FindingEngine(ledger, now)
+    unsupported = fe.unsupported()  # kinds this layout or schema cannot have, and why
     rest = flt.without(findings=True)
     kinds = list(flt.findings) or None
     order: list[tuple[str, str]] = []
@@ -295,7 +296,9 @@ def write_report(
             shown_ident = _mask_uncounted(masker, _strip_urls(_sanitize_ledger(_plain(ident))))
             _head(o, sink, ledger, flt, now, shown_ident, sentence_shown)
             unlisted = n_findings - sum(len(v) for v in detailed.values()) - n_briefs  # not in the table either
-            _summary(o, ledger, order, full, n_findings, per_kind, per_action, unlisted)
+            asked = set(flt.findings) if flt.findings else set(unsupported)
+            why_not = {k: masker.mask_text(v, count=False) for k, v in unsupported.items() if k in asked}
+            _summary(o, ledger, order, full, n_findings, per_kind, per_action, unlisted, why_not)
             _overview(o, ledger, flt, now, markers)
             del markers
             written = 0
@@ -401,22 +404,33 @@ def _head(o: _Out, sink: Sink, ledger: Ledger, flt: Filter, now: datetime, ident
     o.w('<dl class="meta">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>")
 
 
-def _summary(o, ledger, order, full, n_findings, per_kind, per_action, unlisted: int = 0) -> None:
+def _summary(o, ledger, order, full, n_findings, per_kind, per_action, unlisted=0, why_not=None) -> None:
     n_ops = len(order)
+    if why_not:  # said first: "no findings" must not read as "checked and clean"
+        o.w(
+            '<p class="notice">Not checkable with this layout: '
+            + "; ".join(f"<b>{KIND_WORDS[k]}</b> ({html.escape(v)})" for k, v in why_not.items())
+            + ".</p>"
+        )
     if not n_ops:
-        o.w('<p class="notice">No findings for this filter: nothing in the ledger needs a decision.</p>')
+        o.w(
+            '<p class="notice">No findings for this filter'
+            + (" among the kinds this layout can check" if why_not else "")
+            + ".</p>"
+        )
     elif n_ops > full:
         o.w(
-            f'<p class="notice"><b>{n_ops:,} operations</b> have {n_findings:,} findings. The first {full:,} are '
-            f"shown in full (findings, timeline, attempts, records, effect records); the other "
+            f'<p class="notice"><b>{_n(n_ops, "operation")}</b> with {_n(n_findings, "finding")}. The first {full:,} '
+            f"are shown in full (findings, timeline, attempts, records, effect records); the other "
             f"{n_ops - full:,} are listed in one table at the end"
             + (f" (its first {TABLE_ROWS:,} findings; {unlisted:,} more are counted, not listed)" if unlisted else "")
             + ". The evidence CSV (<code>idemview export --rows findings</code>) holds every row.</p>"
         )
     else:
         o.w(
-            f'<p class="notice"><b>{n_ops:,} operations</b> have {n_findings:,} findings; each is shown in full '
-            "below.</p>"
+            f'<p class="notice"><b>{_n(n_ops, "operation")}</b> with {_n(n_findings, "finding")}, '
+            + ("each " if n_ops > 1 else "")
+            + "shown in full below.</p>"
         )
     o.w(
         '<p class="muted">Operations are in the scan\'s order: by finding kind in the order of the table '
@@ -462,6 +476,10 @@ def _overview(o: _Out, ledger: Ledger, flt: Filter, now: datetime, markers) -> N
         "for the filtered operations; a triangle marks each finding (its colour: severity). Times in UTC.</p>"
     )
     o.w('<div class="wide">' + overview_svg(h.edges, h.counts, h.source, markers) + "</div>")
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _dur(s: float) -> str:
