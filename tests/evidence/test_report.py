@@ -212,3 +212,13 @@ def test_the_closing_table_is_bounded_and_says_so(ledger_file, tmp_path, monkeyp
     in_full = raw[: raw.index('<section class="rest">')].count('<div class="finding"')
     assert f"its first 2 findings; {res.findings - in_full - 2} more are counted, not listed" in head
     assert idemview.read_report(res.path)["report"]["table_rows"] == 2
+
+
+def test_a_kind_the_layout_cannot_check_is_said_not_reported_clean(ledger_file, tmp_path):
+    db, _refs = ledger_file
+    res = report(db, tmp_path / "r.html", flt=Filter(findings=[FindingKind.HIDDEN_SUCCESS]))
+    raw = open(res.path, encoding="utf-8").read()
+    head = raw[: raw.index("</header>")]
+    assert res.findings == 0
+    assert "Not checkable with this layout: <b>hidden success</b> (the layout has no [effects]" in head
+    assert "No findings for this filter among the kinds this layout can check." in head
