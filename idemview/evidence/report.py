@@ -132,7 +132,9 @@ class Sink:
         if v.tzinfo is not None:
             v = v.astimezone(UTC)
         ms = f".{v.microsecond // 1000:03d}" if v.microsecond else ""
-        return f"{v:%Y-%m-%d %H:%M:%S}{ms}" + (" UTC" if v.tzinfo is not None else "")
+        # date and time each kept on one line; a narrow column wraps between them
+        zone = " UTC" if v.tzinfo is not None else ""
+        return f"<span class=nw>{v:%Y-%m-%d}</span> <span class=nw>{v:%H:%M:%S}{ms}{zone}</span>"
 
 
 _STYLE = """
@@ -146,11 +148,12 @@ h3{font-size:14px;margin:16px 0 4px;text-transform:uppercase;letter-spacing:.04e
 dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:8px 0}
 dl.meta dt{color:#616161}dl.meta dd{margin:0}
 table{border-collapse:collapse;margin:4px 0 8px;font-size:12.5px}
-th,td{border:1px solid #e0e0e0;padding:3px 6px;text-align:left;vertical-align:top}
-th{background:#fafafa;font-weight:600}td.t{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}
-td code,dd code{font:12px ui-monospace,'DejaVu Sans Mono',monospace;word-break:break-all}
+th,td{border:1px solid #e0e0e0;padding:3px 6px;text-align:left;vertical-align:top;overflow-wrap:break-word}
+td.w{overflow-wrap:anywhere;min-width:12em}
+th{background:#fafafa;font-weight:600}td.t{min-width:6.5em}.nw{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}
+td code,dd code{font:12px ui-monospace,'DejaVu Sans Mono',monospace}
 .finding{border-left:4px solid #9e9e9e;padding:4px 10px;margin:8px 0}
-.sev{font-weight:700}
+.sev{font-weight:700;white-space:nowrap}
 section.op{margin-top:28px}
 .op-head{display:flex;justify-content:space-between;gap:12px;align-items:baseline}
 .wide{overflow-x:auto}
@@ -613,7 +616,8 @@ def _rows_table(o: _Out, sink: Sink, rows: Iterable[dict]) -> None:
             elif isinstance(v, int) and not isinstance(v, bool):
                 cells.append(f"<td class=n>{sink(v, c, 'integer')}</td>")
             else:
-                cells.append(f"<td>{sink(v, c)}</td>")
+                t = sink(v, c)
+                cells.append(f"<td class=w>{t}</td>" if len(t) > 40 else f"<td>{t}</td>")  # long: wrap anywhere
         o.w("<tr>" + "".join(cells) + "</tr>")
     o.w("</table></div>")
 
@@ -640,10 +644,14 @@ def _rest_table(o: _Out, sink: Sink, order, briefs: dict) -> None:
             o.w(
                 f"<tr><td class=n>{i:,}</td><td>{_sev_chip(b.severity)}</td><td>{KIND_WORDS[b.kind]}"
                 + (f" · {html.escape(str(b.action))}" if b.action else "")
-                + f"</td><td>{sink(ref[0] or None, 'scope')}</td><td><code>{sink(ref[1], 'idempotency_key')}</code>"
-                f"</td><td>{sink.when(b.at)}</td><td>{b.explanation}</td></tr>"
+                + f"</td><td>{sink(ref[0] or None, 'scope')}</td>{_key_cell(sink(ref[1], 'idempotency_key'))}"
+                f"<td class=t>{sink.when(b.at)}</td><td class=w>{b.explanation}</td></tr>"
             )
     o.w("</table></div></section>")
+
+
+def _key_cell(k: str) -> str:
+    return f"<td{' class=w' if len(k) > 40 else ''}><code>{k}</code></td>"
 
 
 def _manifest(ledger, flt, now, ident, masker, masking_key, shown, counts, base, sha, size, report) -> dict:

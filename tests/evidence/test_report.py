@@ -82,7 +82,7 @@ def test_structure_self_contained_and_printable(ledger_file, tmp_path):
     assert len(sections) == res.operations == res.in_full == len(refs)
     # a timeline picture per operation plus the overview
     assert tags.count("svg") == len(refs) + 1
-    text = " ".join(page.text)
+    text = "".join(page.text)
     assert Filter().sentence() in text and "2026-11-30 12:00:00 UTC" in text
     assert "unresolved failure" in text and "duplicate effect" in text
     assert res.findings == json.loads(open(res.manifest_path).read())["report"]["findings"]
