@@ -75,6 +75,8 @@ MANIFEST_FORMAT = "idemview-report-manifest/1"
 FLUSH_BYTES = 1 << 20
 #: Evidence rows shown per finding (a retry storm may carry hundreds; the CSV export has them all).
 EVIDENCE_ROWS = 50
+#: Characters of an operation's stored error shown (masked first; the CSV export has it whole).
+PAYLOAD_CHARS = 1000
 #: Attempts drawn and listed per operation.
 ATTEMPT_ROWS = 200
 #: Findings listed in the closing table at most (the rest are counted; the evidence CSV has every row):
@@ -109,7 +111,9 @@ class Sink:
         self.masker = masker
         self._fmts: dict[tuple[str, str], Callable[[Any], str]] = {}
 
-    def __call__(self, value: Any, column: str = "value", kind: str | None = None) -> str:
+    def __call__(self, value: Any, column: str = "value", kind: str | None = None, limit: int | None = None) -> str:
+        """``value`` masked, formatted and escaped; ``limit``: at most that many characters of the
+        formatted text (cut after masking, before escaping, with "…")."""
         if value is None:
             return self.NULL
         if kind is None:
@@ -117,7 +121,10 @@ class Sink:
         f = self._fmts.get((column, kind))
         if f is None:
             f = self._fmts[(column, kind)] = _make_formatter(ColumnSpec(column, kind), self.masker, "")
-        return html.escape(f(value), quote=True)
+        text = f(value)
+        if limit is not None and len(text) > limit:
+            text = text[:limit] + "…"
+        return html.escape(text, quote=True)
 
     def when(self, t: datetime | None, column: str = "at") -> str:
         """An instant in UTC to the millisecond (``2026-11-30 11:58:03.120 UTC``), through the
@@ -358,13 +365,14 @@ def write_report(
         )
         mtext = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
         t, tmp = tmp, None
-        mpath = publish_with_manifest(t, mtext.encode("utf-8"), str(out), overwrite=overwrite)
+        final = os.path.abspath(out)
+        mpath = publish_with_manifest(t, mtext.encode("utf-8"), final, overwrite=overwrite)
     except BaseException:
         _unlink_quiet(tmp)
         raise
     if progress is not None:
         progress("operations", len(order))
-    return ReportResult(str(out), mpath, sha, size, len(order), min(full, len(order)), n_findings, counts)
+    return ReportResult(final, mpath, sha, size, len(order), min(full, len(order)), n_findings, counts)
 
 
 def _brief(f: Finding, action: str | None, sink: Sink) -> _Brief:
@@ -510,6 +518,7 @@ def _operation(o: _Out, sink: Sink, ledger: Ledger, ref, fs: list[Finding], now,
             ("Expires", sink.when(rec.expires_at, "expires_at")),
             ("Intent", f"<code>{sink(rec.intent_ref, 'intent_ref')}</code>"),
             ("Effect", f"<code>{sink(rec.effect_ref, 'effect_ref')}</code>"),
+            *([("Error", f"<code>{sink(rec.error, 'error', limit=PAYLOAD_CHARS)}</code>")] if rec.error else []),
             (
                 "Attempts",
                 f"{rec.attempt_count if rec.attempt_count is not None else len(atts):,}"
