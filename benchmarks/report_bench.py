@@ -10,7 +10,7 @@ in it) and, in parentheses, the peak of RssAnon sampled every 50 ms (the process
 
 - ``full-200``: the whole demo ledger, ``--full 200``: 200 operations in full (findings, timeline,
   attempts, records), the rest of its findings (the expired keys, ~3 % of operations) as the table
-  (at most 20,000 rows). Most of its time is the scan of the whole ledger (``idemview scan``).
+  (at most 10,000 rows). Most of its time is the scan of the whole ledger (``idemview scan``).
 - ``filtered-200``: the ledger filtered (as below) to 200 findings, all shown in full. Target <= 5 s,
   <= 10 MB.
 - ``filtered-5000``: the ledger filtered to its expired keys created in a time window chosen so that

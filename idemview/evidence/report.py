@@ -81,7 +81,7 @@ PAYLOAD_CHARS = 1000
 ATTEMPT_ROWS = 200
 #: Findings listed in the closing table at most (the rest are counted; the evidence CSV has every row):
 #: what the report holds beyond the first ``full`` operations stays bounded however large the ledger.
-TABLE_ROWS = 20_000
+TABLE_ROWS = 10_000
 
 
 @dataclass(frozen=True)
