@@ -57,6 +57,8 @@ class ReportDialog(QDialog):
         self.full = QSpinBox()
         self.full.setRange(0, 100000)
         self.full.setValue(DEFAULT_FULL)
+        self.full.setSuffix(" operations")
+        self.full.setMaximumWidth(180)
         self.full.setToolTip("Operations shown in full (findings, timeline, attempts); the rest are a table")
         form.addRow("In full", self.full)
         h = QHBoxLayout()
