@@ -17,7 +17,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from idemview.domain.model import Attempt, Outcome, Severity
-from idemview.domain.palette import after_expiry, timeline_span
+from idemview.domain.palette import TimeScale, after_expiry, timeline_span
 from idemview.qt import theme
 
 UTC = UTC
@@ -104,8 +104,7 @@ class TimelineWidget(QWidget):
         x0, x1 = self.LEFT, self.width() - self.RIGHT
         bottom = self.TOP + len(self.lanes) * self.LANE_H
 
-        def X(t: float) -> float:
-            return x0 + (t - lo) / (hi - lo) * (x1 - x0)
+        X = TimeScale(lo, hi, x0, x1).x  # the report's timeline pictures use the same scale
 
         # dedup window: creation -> expiry
         if self.created and self.expires:
