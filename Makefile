@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-core test-rest check install bench bench-reference bench-gui clean package package-check wheel-check
+.PHONY: demo test test-core test-rest check install bench bench-reference bench-gui bench-report clean package package-check wheel-check
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -45,6 +45,12 @@ BENCH_ARGS ?=
 bench: $(BIN)/.installed
 	bash packaging/start-services.sh
 	$(BIN)/python benchmarks/presets_bench.py --sizes $(BENCH_SIZES) $(BENCH_ARGS)
+
+# The incident report (issue 24): 200 operations in full, and a 2M-row demo ledger filtered to ~5,000
+# findings (ledgers cached in $$IDEMVIEW_BENCH_CACHE). REPORT_SIZES: demo operations.
+REPORT_SIZES ?= 100000,900000
+bench-report: $(BIN)/.installed
+	$(BIN)/python benchmarks/report_bench.py --operations $(REPORT_SIZES)
 
 # The reference-ledger benchmark of issue 6 (grid latency, attempts export; writes BENCHMARKS.md too).
 bench-reference: $(BIN)/.installed

@@ -1,8 +1,8 @@
 """idemview: an inspector for operation ledgers (idempotency keys, attempts, outcomes).
 
 The Python API for notebooks and scripts (DESIGN §9) is loaded on first use, so ``import idemview`` stays
-cheap (no pandas, no SQLAlchemy): ``idemview.open(url, layout=None)`` and ``idemview.read_evidence(path)``
-(see :mod:`idemview.api`).
+cheap (no pandas, no SQLAlchemy): ``idemview.open(url, layout=None)``, ``idemview.read_evidence(path)``
+and ``idemview.read_report(path)`` (see :mod:`idemview.api`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = ("open", "read_evidence", "LedgerFrames")
+_API = ("open", "read_evidence", "read_report", "LedgerFrames")
 __all__ = ["__version__", *_API]
 
 

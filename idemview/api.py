@@ -47,7 +47,7 @@ from idemview.masking.masker import Masker
 if TYPE_CHECKING:  # pandas is imported when a frame is built, not at import time
     import pandas as pd
 
-__all__ = ["LedgerFrames", "open", "read_evidence"]
+__all__ = ["LedgerFrames", "open", "read_evidence", "read_report"]
 
 FilterLike = Filter | Mapping[str, Any] | None
 
@@ -321,6 +321,8 @@ def read_evidence(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise EvidenceMismatch(f"{p}: does not match its manifest: {'; '.join(rep.problems)}")
     with builtins.open(manifest_path_for(p), encoding="utf-8") as f:
         manifest = json.load(f)
+    if "csv" not in manifest:
+        raise EvidenceMismatch(f"{p}: its manifest is not an evidence CSV's (a report? use read_report)")
     csv_meta = manifest.get("csv", {})
     cols = [ColumnSpec(c["name"], c["kind"]) for c in manifest.get("columns", [])]
     null = csv_meta.get("null", "")
@@ -333,6 +335,23 @@ def read_evidence(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise EvidenceMismatch(f"{p}: {len(df)} rows, the manifest says {manifest.get('row_count')}")
     out = {c.name: _restore(c, df[c.name].tolist(), null) for c in cols}
     return pd.DataFrame(out, columns=[c.name for c in cols])
+
+
+def read_report(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Verify an incident report written by ``idemview report`` (or the GUI's "Export report…")
+    against its manifest (``PATH.manifest.json``: SHA-256 and size of the HTML bytes, DESIGN §5.4 and
+    §7) and return the manifest (a dict: ``ledger``, ``filter``, ``now``, ``report`` counts,
+    ``masking``, ``html``). Raises :class:`~idemview.errors.EvidenceMismatch` when the manifest is
+    missing or unreadable, is not a report's, or the file differs from it (a changed byte)."""
+    p = os.fspath(path)
+    rep = verify_evidence(p)
+    if not rep.ok:
+        raise EvidenceMismatch(f"{p}: does not match its manifest: {'; '.join(rep.problems)}")
+    with builtins.open(manifest_path_for(p), encoding="utf-8") as f:
+        manifest = json.load(f)
+    if "html" not in manifest:
+        raise EvidenceMismatch(f"{p}: its manifest is an evidence CSV's, not a report's (use read_evidence)")
+    return manifest
 
 
 _GUARDED = tuple(FORMULA_STARTERS)

@@ -176,19 +176,37 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="export filtered evidence to CSV with a manifest")
     common(e)
     e.add_argument("--out", required=True, help="FILE.csv (FILE.csv.manifest.json is written beside it)")
-    e.add_argument("--finding", action="append", default=[], metavar="KIND")
-    e.add_argument("--status", action="append", default=[], metavar="S")
-    e.add_argument("--kind", action="append", default=[], metavar="K", help="operation kind")
-    e.add_argument("--key")
-    e.add_argument("--intent")
-    e.add_argument("--scope")
-    e.add_argument("--since", type=_instant)
-    e.add_argument("--until", type=_instant)
+    filters(e)
     e.add_argument("--rows", choices=("operations", "attempts", "findings", "effects"), default="operations")
     e.add_argument("--excel", action="store_true", help="UTF-8 with BOM, for spreadsheets")
     e.add_argument("--null", default="", help="literal written for NULL (default: empty field)")
     e.add_argument("--force", action="store_true", help="replace FILE.csv if it exists")
+
+    r = sub.add_parser("report", help="write a self-contained HTML incident report with a manifest")
+    common(r)
+    r.add_argument("--out", required=True, help="FILE.html (FILE.html.manifest.json is written beside it)")
+    filters(r)
+    r.add_argument(
+        "--full",
+        type=_count,
+        default=200,
+        metavar="N",
+        help="operations shown in full (default 200; the rest: a table)",
+    )
+    r.add_argument("--force", action="store_true", help="replace FILE.html if it exists")
     return p
+
+
+def filters(sp) -> None:
+    """The export filters (DESIGN §9), shared by ``export`` and ``report``."""
+    sp.add_argument("--finding", action="append", default=[], metavar="KIND")
+    sp.add_argument("--status", action="append", default=[], metavar="S")
+    sp.add_argument("--kind", action="append", default=[], metavar="K", help="operation kind")
+    sp.add_argument("--key")
+    sp.add_argument("--intent")
+    sp.add_argument("--scope")
+    sp.add_argument("--since", type=_instant)
+    sp.add_argument("--until", type=_instant)
 
 
 # --------------------------------------------------------------------------------- resolution
@@ -587,6 +605,59 @@ def cmd_export(args) -> int:
     return export_cli(args, ledger, connection_name=name)
 
 
+def cmd_report(args) -> int:
+    """``idemview report URL [the export filters] --out FILE.html [--full N]``: the incident report
+    (DESIGN §5.4; :func:`idemview.evidence.report.write_report`), one summary line."""
+    from idemview.evidence.plan import check_target
+    from idemview.evidence.report import write_report
+    from idemview.evidence.writer import ExportCancelled, FinalNameTaken
+    from idemview.masking.masker import Masker
+
+    if args.since and args.until and args.since >= args.until:
+        raise CliError("--since must be before --until")
+    flt = filter_from_args(args)
+    engine, name, saved = open_target(args.url)
+    ledger = resolve_ledger(args, engine, saved)
+    try:
+        out = check_target(args.out, ledger, overwrite=args.force)  # TargetRefused: exit 2
+    except TargetExists as e:
+        raise CliError(f"{e} (use --force to replace it)", EXIT_USAGE) from None
+    masker = Masker()
+    progress = None
+    if _progress_on(args):
+
+        def progress(phase: str, n: int) -> None:
+            print(f"idemview: report: {phase} {n:,}", file=sys.stderr, flush=True)
+
+    try:
+        res = write_report(
+            ledger,
+            flt,
+            out,
+            now=args.now,
+            full=args.full,
+            connection_name=name,
+            masker=masker,
+            overwrite=args.force,
+            progress=progress,
+            timeout_s=args.timeout,
+        )
+    except ExportCancelled:
+        raise CliError("report cancelled; no file written") from None
+    except FinalNameTaken as e:
+        raise CliError(str(e)) from None
+    except OSError as e:
+        raise CliError(f"{_os_error_text(e)}; nothing was written under {out}") from None
+    table = f", {res.operations - res.in_full} more as a table" if res.operations > res.in_full else ""
+    print(
+        f"wrote {res.path} ({res.size:,} bytes, sha256 {res.sha256[:16]}…) and {res.manifest_path}: "
+        f"{res.findings} finding{'s' * (res.findings != 1)} on {res.operations} "
+        f"operation{'s' * (res.operations != 1)} ({res.in_full} in full{table}); "
+        f"filter: {masker.mask_text(flt.sentence())}"
+    )
+    return EXIT_OK
+
+
 def cmd_install_desktop(args) -> int:
     """``idemview install-desktop``: the .desktop entry, icons and metainfo under the user's data directory,
     launching this very program (the bundle's executable, or this environment's ``idemview`` script)."""
@@ -666,6 +737,7 @@ def main(argv: list[str] | None = None) -> int:
         "scan": cmd_scan,
         "windows": cmd_windows,
         "export": cmd_export,
+        "report": cmd_report,
         "open": cmd_open,
         "install-desktop": cmd_install_desktop,
     }
@@ -735,35 +807,12 @@ if __name__ == "__main__":
 
 
 def export_cli(args, ledger, connection_name: str | None = None) -> int:
-    from idemview.domain.filters import Filter
-    from idemview.domain.model import FindingKind, Status
     from idemview.evidence.plan import check_target, export_evidence
     from idemview.evidence.writer import ExportCancelled, FinalNameTaken
     from idemview.masking.masker import Masker
 
     """``idemview export``: build the filter from the arguments, export, print one summary line."""
-    try:
-        flt = Filter(
-            findings=[FindingKind(k) for k in args.finding],
-            statuses=[Status(s) for s in args.status],
-            kinds=list(args.kind),
-            key=args.key,
-            intent=args.intent,
-            scope=args.scope,
-            since=args.since,
-            until=args.until,
-        )
-    except ValueError:
-        bad_f = [k for k in args.finding if k not in {x.value for x in FindingKind}]
-        if bad_f:
-            raise CliError(
-                f"unknown finding kind {bad_f[0]!r}; one of: " + ", ".join(k.value for k in FindingKind)
-            ) from None
-        bad_s = next(s for s in args.status if s not in {x.value for x in Status})
-        raise CliError(
-            f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
-            f"values): one of " + ", ".join(s.value for s in Status)
-        ) from None
+    flt = filter_from_args(args)
     try:
         out = check_target(args.out, ledger, overwrite=args.force)  # TargetRefused: exit 2
     except TargetExists as e:
@@ -809,3 +858,33 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
         f"{res.manifest_path}; filter: {masker.mask_text(flt.sentence())}"
     )
     return EXIT_OK
+
+
+def filter_from_args(args):
+    """The :class:`Filter` of the export filters (``--finding``, ``--status``, ...); unknown kinds or
+    statuses are a usage error naming the valid ones."""
+    from idemview.domain.filters import Filter
+    from idemview.domain.model import FindingKind, Status
+
+    try:
+        return Filter(
+            findings=[FindingKind(k) for k in args.finding],
+            statuses=[Status(s) for s in args.status],
+            kinds=list(args.kind),
+            key=args.key,
+            intent=args.intent,
+            scope=args.scope,
+            since=args.since,
+            until=args.until,
+        )
+    except ValueError:
+        bad_f = [k for k in args.finding if k not in {x.value for x in FindingKind}]
+        if bad_f:
+            raise CliError(
+                f"unknown finding kind {bad_f[0]!r}; one of: " + ", ".join(k.value for k in FindingKind)
+            ) from None
+        bad_s = next(s for s in args.status if s not in {x.value for x in Status})
+        raise CliError(
+            f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
+            f"values): one of " + ", ".join(s.value for s in Status)
+        ) from None

@@ -633,6 +633,15 @@ def _fewer_collections():
                 _GC_SAVED = None
 
 
+def ledger_description(ledger: Ledger, connection_name: str | None = None) -> dict[str, Any]:
+    """The ledger as a manifest (and the incident report) names it: ``connection`` (the saved
+    connection's name, else the ledger's), ``dialect``, ``host``, ``database`` (never a user name or
+    password; the writer drops such fields again). A Redis ledger is read from its snapshot: then the
+    snapshot's own description (Redis, the snapshot instant, the server's TIME, the key pattern)."""
+    ident = getattr(ledger, "describe", None) or describe(ledger.engine)
+    return {"connection": connection_name or ledger.name, **ident}
+
+
 def export_evidence(
     ledger: Ledger,
     flt: Filter | None,
@@ -673,11 +682,8 @@ def export_evidence(
     masker = masker or Masker()
     with _fewer_collections():
         plan = plan_export(ledger, flt, rows, now)
-        # A Redis ledger is read from its snapshot: the manifest names Redis, the snapshot instant, the
-        # server's TIME and the key pattern (idemview.ledger.redis_snapshot), not the in-memory copy.
-        ident = getattr(ledger, "describe", None) or describe(ledger.engine)
         manifest = {
-            "ledger": {"connection": connection_name or ledger.name, **ident},
+            "ledger": ledger_description(ledger, connection_name),
             "layout": {
                 "name": ledger.layout.name,
                 "sha256": ledger.layout.hash,

@@ -670,6 +670,56 @@ def _unlink_quiet(p: str | None) -> None:
             pass
 
 
+def publish_with_manifest(tmp: str, manifest_bytes: bytes, final: str, *, overwrite: bool) -> str:
+    """Put a finished file and its manifest under their final names: ``manifest_bytes`` is written
+    beside ``tmp`` under a temporary name, then ``tmp`` becomes ``final`` and the manifest
+    ``final + ".manifest.json"`` (the name returned). Without ``overwrite`` each name is claimed
+    without replacing anything (:func:`_claim`); a name taken meanwhile raises
+    :class:`FinalNameTaken`, keeping both finished temporary files. On any other failure both
+    temporaries are removed and nothing is left under the final names. Used by the CSV export and
+    the incident report (``evidence.report``)."""
+    directory = os.path.dirname(final)
+    mfinal = manifest_path_for(final)
+    mtmp: str | None = None
+    tmp_left: str | None = tmp
+    replaced = False
+    try:
+        mtmp = _write_atomic_temp(directory, os.path.basename(mfinal), manifest_bytes)
+        if overwrite:
+            os.replace(tmp, final)
+            tmp_left = None
+            replaced = True
+            os.replace(mtmp, mfinal)
+            mtmp = None
+        else:
+            try:
+                _claim(tmp, final)
+            except FileExistsError:
+                kept = [tmp, mtmp]
+                tmp_left = mtmp = None  # finished work is kept, not cleaned up
+                raise FinalNameTaken(final, kept) from None
+            claimed_tmp, tmp_left = tmp, None
+            replaced = True
+            try:
+                _claim(mtmp, mfinal)
+            except FileExistsError:
+                # Our file went in but the manifest's name is taken: give the file its temporary name
+                # back (it is ours: we created that name a moment ago) and keep both.
+                os.replace(final, claimed_tmp)
+                replaced = False
+                kept = [claimed_tmp, mtmp]
+                mtmp = None
+                raise FinalNameTaken(mfinal, kept) from None
+            mtmp = None
+    except BaseException:
+        _unlink_quiet(tmp_left)
+        _unlink_quiet(mtmp)
+        if replaced:  # the file went in but its manifest did not: take it back out
+            _unlink_quiet(final)
+        raise
+    return mfinal
+
+
 # --------------------------------------------------------------------------------------------------
 
 
@@ -723,8 +773,6 @@ def write_evidence(
     names = [c.name for c in cols]
     vecs = [_make_column_formatter(c, masker, null_literal) for c in cols]
     tmp: str | None = None
-    mtmp: str | None = None
-    replaced = False
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=directory)
         h = hashlib.sha256()
@@ -787,38 +835,10 @@ def write_evidence(
 
         doc = _build_manifest(manifest, cols, n, masker, counts, base, sha, size, excel, null_literal)
         mtext = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
-        mtmp = _write_atomic_temp(directory, os.path.basename(mfinal), mtext.encode("utf-8"))
-        if overwrite:
-            os.replace(tmp, final)
-            tmp = None
-            replaced = True
-            os.replace(mtmp, mfinal)
-            mtmp = None
-        else:
-            try:
-                _claim(tmp, final)
-            except FileExistsError:
-                kept = [tmp, mtmp]
-                tmp = mtmp = None  # finished work is kept, not cleaned up
-                raise FinalNameTaken(final, kept) from None
-            claimed_tmp, tmp = tmp, None
-            replaced = True
-            try:
-                _claim(mtmp, mfinal)
-            except FileExistsError:
-                # Our CSV went in but the manifest's name is taken: give the CSV its temporary name
-                # back (it is ours: we created that name a moment ago) and keep both.
-                os.replace(final, claimed_tmp)
-                replaced = False
-                kept = [claimed_tmp, mtmp]
-                mtmp = None
-                raise FinalNameTaken(mfinal, kept) from None
-            mtmp = None
+        done, tmp = tmp, None  # from here publish_with_manifest owns (and cleans up) the finished file
+        publish_with_manifest(done, mtext.encode("utf-8"), final, overwrite=overwrite)
     except BaseException:
         _unlink_quiet(tmp)
-        _unlink_quiet(mtmp)
-        if replaced:  # the CSV went in but its manifest did not: take the CSV back out
-            _unlink_quiet(final)
         raise
     if progress is not None:
         progress(n)
@@ -879,8 +899,9 @@ def verify_evidence(csv_path: str | os.PathLike[str]) -> VerifyReport:
     try:
         with open(mp, encoding="utf-8") as f:
             doc = json.load(f)
-        rep.expected_sha256 = doc["csv"]["sha256"]
-        rep.expected_size = doc["csv"]["bytes"]
+        meta = doc["csv"] if "csv" in doc else doc["html"]  # an evidence CSV's manifest, or a report's
+        rep.expected_sha256 = meta["sha256"]
+        rep.expected_size = meta["bytes"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         rep.problems.append(f"manifest unreadable: {e}")
         return rep

@@ -56,6 +56,7 @@ from idemview.qt import theme
 from idemview.qt.elide import ElidedLabel
 from idemview.qt.ledgertab import LedgerTab
 from idemview.qt.models import SearchModel
+from idemview.qt.report import install_report_action
 from idemview.qt.settings import gui_settings
 from idemview.qt.workers import JobError, Runner
 from idemview.services.compact import FindingsByRef
@@ -486,6 +487,7 @@ class MainWindow(QMainWindow):
         tb.addWidget(self.live_secs)
         tb.addSeparator()
         tb.addAction(self.act_export)
+        install_report_action(self, tb)  # "Export report…": the HTML incident report (idemview.qt.report)
         tb.addAction(self.act_layout)
         tb.addSeparator()
         self.zone_btn = QToolButton()

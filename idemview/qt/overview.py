@@ -21,19 +21,14 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from idemview.domain.model import SEVERITY_ORDER, Finding, Outcome, Severity, Status
+from idemview.domain.model import SEVERITY_ORDER, Finding, Outcome, Severity
+from idemview.domain.palette import OVERVIEW_STACK, STATUS_AS_OUTCOME
 from idemview.ledger.reader import Histogram
 from idemview.qt import theme
 
 UTC = UTC
-_STACK = [Outcome.SUCCEEDED, Outcome.REJECTED, Outcome.IN_PROGRESS, Outcome.UNKNOWN, Outcome.TIMED_OUT, Outcome.FAILED]
-_STATUS_AS_OUTCOME = {
-    Status.COMPLETED.value: Outcome.SUCCEEDED,
-    Status.FAILED.value: Outcome.FAILED,
-    Status.IN_PROGRESS.value: Outcome.IN_PROGRESS,
-    Status.NEW.value: Outcome.UNKNOWN,
-    Status.UNKNOWN.value: Outcome.UNKNOWN,
-}
+_STACK = OVERVIEW_STACK  # shared with the incident report's chart (idemview.domain.palette)
+_STATUS_AS_OUTCOME = STATUS_AS_OUTCOME
 _SEV_SYMBOL = {
     Severity.CRITICAL: "star",
     Severity.HIGH: "t",

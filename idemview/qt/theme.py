@@ -14,82 +14,24 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
-from idemview.domain.model import FindingKind, Outcome, Severity, Status
+from idemview.domain.model import FindingKind, Outcome, Severity, Status  # noqa: F401 - the views use theme.Severity
+
+# The colour, glyph and word tables live in the core (idemview.domain.palette): the incident report
+# draws with the same ones. Re-exported here for the views.
+from idemview.domain.palette import (  # noqa: F401
+    KIND_WORDS,
+    OUTCOME_COLOURS,
+    OUTCOME_WORDS,
+    SEVERITY_COLOURS,
+    SEVERITY_GLYPHS,
+    STATUS_COLOURS,
+    STATUS_GLYPHS,
+    STATUS_WORDS,
+)
+from idemview.domain.palette import OUTCOME_GLYPHS as _OUTCOME_GLYPHS
 
 UTC = UTC
 
-# (light, dark) colours: dark variants are lighter so they keep contrast on a dark background.
-OUTCOME_COLOURS = {
-    Outcome.SUCCEEDED: ("#2e7d32", "#66bb6a"),
-    Outcome.FAILED: ("#c62828", "#ef5350"),
-    Outcome.TIMED_OUT: ("#ef6c00", "#ffa726"),
-    Outcome.REJECTED: ("#6a1b9a", "#ba68c8"),
-    Outcome.IN_PROGRESS: ("#1565c0", "#42a5f5"),
-    Outcome.UNKNOWN: ("#616161", "#9e9e9e"),
-}
-STATUS_COLOURS = {
-    Status.COMPLETED: OUTCOME_COLOURS[Outcome.SUCCEEDED],
-    Status.FAILED: OUTCOME_COLOURS[Outcome.FAILED],
-    Status.IN_PROGRESS: OUTCOME_COLOURS[Outcome.IN_PROGRESS],
-    Status.NEW: ("#455a64", "#90a4ae"),
-    Status.UNKNOWN: OUTCOME_COLOURS[Outcome.UNKNOWN],
-}
-SEVERITY_COLOURS = {
-    Severity.CRITICAL: ("#b71c1c", "#ff5252"),
-    Severity.HIGH: ("#d84315", "#ff8a50"),
-    Severity.MEDIUM: ("#a66c00", "#ffca28"),
-    Severity.LOW: ("#1565c0", "#64b5f6"),
-    Severity.INFO: ("#546e7a", "#b0bec5"),
-}
-SEVERITY_GLYPHS = {
-    Severity.CRITICAL: "‼",
-    Severity.HIGH: "▲",
-    Severity.MEDIUM: "◆",
-    Severity.LOW: "●",
-    Severity.INFO: "ℹ",
-}
-STATUS_GLYPHS = {
-    Status.COMPLETED: "✓",
-    Status.FAILED: "✗",
-    Status.IN_PROGRESS: "⟳",
-    Status.NEW: "○",
-    Status.UNKNOWN: "?",
-}
-_OUTCOME_GLYPHS = {
-    Outcome.SUCCEEDED: "✓",
-    Outcome.FAILED: "✗",
-    Outcome.TIMED_OUT: "⏱",
-    Outcome.REJECTED: "⊘",
-    Outcome.IN_PROGRESS: "⟳",
-    Outcome.UNKNOWN: "?",
-}
-STATUS_WORDS = {
-    Status.COMPLETED: "completed",
-    Status.FAILED: "failed",
-    Status.IN_PROGRESS: "in progress",
-    Status.NEW: "new",
-    Status.UNKNOWN: "unknown",
-}
-OUTCOME_WORDS = {
-    Outcome.SUCCEEDED: "succeeded",
-    Outcome.FAILED: "failed",
-    Outcome.TIMED_OUT: "timed out",
-    Outcome.REJECTED: "rejected",
-    Outcome.IN_PROGRESS: "in progress",
-    Outcome.UNKNOWN: "unknown",
-}
-KIND_WORDS = {
-    FindingKind.DUPLICATE_EFFECT: "duplicate effect",
-    FindingKind.REPLAY_AFTER_EXPIRY: "replay after expiry",
-    FindingKind.KEY_CONFLICT: "key conflict",
-    FindingKind.DUPLICATE_INTENT: "duplicate intent",
-    FindingKind.STUCK_IN_PROGRESS: "stuck in progress",
-    FindingKind.UNRESOLVED_FAILURE: "unresolved failure",
-    FindingKind.RETRY_STORM: "retry storm",
-    FindingKind.EXPIRED_KEY: "expired key",
-    FindingKind.HIDDEN_SUCCESS: "hidden success",
-    FindingKind.ORPHAN_EFFECT: "orphan effect",
-}
 # Short badge labels for the grid (the full words are in the tooltip).
 KIND_SHORT = {
     FindingKind.DUPLICATE_EFFECT: "dup effect",

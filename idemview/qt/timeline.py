@@ -17,6 +17,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from idemview.domain.model import Attempt, Outcome, Severity
+from idemview.domain.palette import TimeScale, after_expiry, timeline_span
 from idemview.qt import theme
 
 UTC = UTC
@@ -53,7 +54,7 @@ class TimelineWidget(QWidget):
     ):
         self.created, self.expires, self.now = created, expires, now
         self.is_open = now is not None  # an operation is shown (its created time may be missing)
-        self.lanes = [Lane(a, bool(expires and a.started_at and a.started_at > expires)) for a in attempts]
+        self.lanes = [Lane(a, after_expiry(a, expires)) for a in attempts]
         self.setFixedHeight(self.sizeHint().height())
         self.updateGeometry()
         self.update()
@@ -71,26 +72,8 @@ class TimelineWidget(QWidget):
     # ------------------------------------------------------------------------------- geometry
 
     def _span(self) -> tuple[float, float] | None:
-        ts = []
-        for l in self.lanes:
-            for t in (l.attempt.started_at, l.attempt.finished_at):
-                if t is not None:
-                    ts.append(t.timestamp())
-        if self.created:
-            ts.append(self.created.timestamp())
-        if not ts:
-            return None
-        lo, hi = min(ts), max(ts)
-        # The expiry is drawn when it falls inside the attempts' span (a replay) or close after it;
-        # a 24 h window after a 3 s operation is shown as an arrow instead of squashing the bars.
-        if self.expires is not None:
-            e = self.expires.timestamp()
-            if lo <= e <= hi or (e > hi and e - hi <= max(hi - lo, 60) * 0.5):
-                hi = max(hi, e)
-        if hi - lo < 2:
-            hi = lo + 2
-        pad = (hi - lo) * 0.06
-        return lo - pad, hi + pad
+        # the same range the incident report's timeline pictures use (idemview.domain.palette)
+        return timeline_span((l.attempt for l in self.lanes), self.created, self.expires)
 
     # ------------------------------------------------------------------------------ painting
 
@@ -121,8 +104,7 @@ class TimelineWidget(QWidget):
         x0, x1 = self.LEFT, self.width() - self.RIGHT
         bottom = self.TOP + len(self.lanes) * self.LANE_H
 
-        def X(t: float) -> float:
-            return x0 + (t - lo) / (hi - lo) * (x1 - x0)
+        X = TimeScale(lo, hi, x0, x1).x  # the report's timeline pictures use the same scale
 
         # dedup window: creation -> expiry
         if self.created and self.expires:
