@@ -272,7 +272,7 @@ class OperationDetail(QWidget):
                 f'<tr><td style="padding-right:10px; color:{muted}">{k}</td><td>{v}</td></tr>' for k, v in rows
             )
             self.header.setText(f"<table cellspacing=0 cellpadding=1>{cells}</table>")
-        self.findings_box.setText(self._findings_html(d.findings, d.explanations))
+        self.findings_box.setText(self._findings_html(d.findings, d.explanations, d.state))
         self.findings_box.setVisible(True)
         created = rec.created_at if rec else None
         expires = rec.expires_at if rec else None
@@ -354,9 +354,36 @@ class OperationDetail(QWidget):
             return " <i>(expired)</i>"
         return ""
 
-    def _findings_html(self, fs: list[Finding], expl: dict[int, str]) -> str:
+    def _findings_html(self, fs: list[Finding], expl: dict[int, str], state=None) -> str:
+        """The findings box: *pending*, *none* or *these* (issue 20 §1), from the tab's finding board
+        (``state``, an :class:`~idemview.services.findstate.OpFindings`). Without a state the pane says
+        "pending": it never claims "no findings" for an operation nobody said was checked."""
+        from idemview.services.findstate import FindingState
+
+        kind_state = state.state if state is not None else (FindingState.THESE if fs else FindingState.PENDING)
+        pending = state.pending if state is not None else frozenset()
+        failed = state.failed if state is not None else {}
+        muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
+        still = (
+            f'<p style="margin:2px 0; color:{muted}"><i>⏳ Scanning: {len(pending)} finding '
+            f"kind{'s' if len(pending) != 1 else ''} not checked yet for this operation; this updates by "
+            "itself when the scan lands.</i></p>"
+            if pending
+            else ""
+        )
+        unchecked = (
+            f'<p style="margin:2px 0; color:{muted}"><i>Not checked (the check failed): '
+            + html.escape(", ".join(theme.KIND_WORDS[k] for k in failed))
+            + "</i></p>"
+            if failed
+            else ""
+        )
+        if kind_state is FindingState.PENDING or (not fs and kind_state is not FindingState.NONE):
+            return "<b>⏳ Findings: pending</b> — the findings scan has not reached this operation yet." + (
+                still or '<p style="margin:2px 0"><i>This updates by itself when the scan lands.</i></p>'
+            )
         if not fs:
-            return "✓ No findings for this operation."
+            return "✓ No findings for this operation." + unchecked
         parts = []
         for f in fs:
             c = theme.colour(theme.SEVERITY_COLOURS, f.severity).name()
@@ -366,7 +393,7 @@ class OperationDetail(QWidget):
                 f"{html.escape(expl.get(id(f), f.kind.value))}</p>"
             )
         parts.append('<p style="margin:2px 0"><i>Evidence for a human decision, not a verdict.</i></p>')
-        return "".join(parts)
+        return "".join(parts) + still + unchecked
 
     def _records_text(self, recs: list[Operation]) -> str:
         out = []

@@ -42,6 +42,7 @@ from idemview.qt.models import (
     OP_COLUMNS,
     FindingsModel,
     FindingsRole,
+    FindingStateRole,
     OperationsModel,
     RowRole,
 )
@@ -86,18 +87,30 @@ class BadgeDelegate(QStyledItemDelegate):
         if option.state & QStyle.StateFlag.State_Selected:
             painter.fillRect(option.rect, option.palette.highlight())
         if not fs:
+            st = index.data(FindingStateRole)
+            if st is not None and st.state.value == "pending":  # never an empty cell that reads as "none"
+                painter.save()
+                painter.setPen(option.palette.color(QPalette.ColorRole.PlaceholderText))
+                painter.drawText(option.rect.adjusted(4, 0, -2, 0), Qt.AlignmentFlag.AlignVCenter, "⏳ scanning…")
+                painter.restore()
             return
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         fm = QFontMetrics(option.font)
         x = option.rect.left() + 3
-        seen = set()
+        seen: set = set()
+        kinds = len({f.kind for f in fs})
         for f in fs:
             if f.kind in seen:
                 continue
             seen.add(f.kind)
             label = f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_SHORT[f.kind]}"
             w = fm.horizontalAdvance(label) + 12
+            if not x > option.rect.left() + 3 and x + w > option.rect.right() - 2:
+                # the most severe finding always shows as a chip (elided), never as a bare "+1"
+                room = option.rect.right() - 2 - x - (fm.horizontalAdvance(f" +{kinds}") if kinds > 1 else 0)
+                label = fm.elidedText(label, Qt.TextElideMode.ElideRight, max(room - 12, fm.horizontalAdvance("…")))
+                w = fm.horizontalAdvance(label) + 12
             if x + w > option.rect.right() - 2:
                 painter.setPen(option.palette.color(QPalette.ColorRole.Text))
                 painter.drawText(
@@ -183,7 +196,13 @@ class LedgerTab(QWidget):
         self._narrowed_res: FindingsResult | None = None
         self._scan: dict = {"pending": set()}
         self._merged_scan: dict | None = None  # the scan whose complete merge is shown
+        # the per-operation finding state every view asks (pending / none / these: issue 20 §1)
+        from idemview.services.findstate import FindingBoard
+
+        self.board = FindingBoard()
         self._build()
+        self.model.board = self.board
+        self.board.subscribe(self._board_changed)
         self.runner.busy_changed.connect(self._busy)
         self._scan_relay = _ScanRelay(self)
         self._scan_relay.message.connect(self._on_scan_message)
@@ -462,6 +481,7 @@ class LedgerTab(QWidget):
             "pending": {k for k in FindingKind if k not in unsupported},
             "proc": None,
         }
+        self.board.begin(self._scan["pending"])
         if self._scan["pending"] and not self._scan_in_process(self._scan):
             self._scan_in_threads(self._scan, list(self._scan["pending"]))
         if not self._scan["pending"]:
@@ -634,14 +654,17 @@ class LedgerTab(QWidget):
         # Grouping and sorting tens of thousands of findings runs on a worker; the GUI only swaps in
         # the result (stale merges are dropped by the runner's per-channel generation).
         complete = not st["pending"]
+        pending, failed = frozenset(st["pending"]), dict(st["failed"])  # what this merge does not answer
         self.runner.submit(
             "merge",
             lambda tok: apply_compact(merge_findings(now, fs, unsupported, expl), compact),
-            lambda res, st=st: self._on_findings(res, st if complete else None) if st is self._scan else None,
+            lambda res, st=st: (
+                self._on_findings(res, st if complete else None, pending, failed) if st is self._scan else None
+            ),
             lambda err: self.show_error(err),
         )
 
-    def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None):
+    def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None, pending=frozenset(), failed=None):
         old = getattr(self.findings, "compact", None) or {}
         keep = {id(c) for c in (getattr(res, "compact", None) or {}).values()}
         keep |= {id(c) for c in self._scan["compact"].values()} if "compact" in self._scan else set()
@@ -654,6 +677,7 @@ class LedgerTab(QWidget):
         self.model.refresh_findings(res)
         if requery:
             self._requery()
+        self.board.publish(res, pending, failed)  # the detail, grid, chips and search hits follow
         gc.freeze()  # findings live until the next scan; keep full GC passes from walking them (GIL)
         self._scanning = bool(self._scan["pending"]) or complete_scan is None
         self._show_as_of()
@@ -793,37 +817,52 @@ class LedgerTab(QWidget):
         if r is not None:
             self.open_operation(r.scope_raw, r.key_raw)
 
-    def open_operation(self, scope: str, key: str):
+    def open_operation(self, scope: str, key: str, *, reload: bool = False):
+        """Show the operation (scope, key) in the detail pane (read on a worker). Its findings and
+        their state come from :attr:`board`; ``reload``: the same operation again because its finding
+        state changed (the pane keeps its scroll position; a new operation starts at the top)."""
         if self.ledger is None:
             return
         ledger, masker = self.ledger, self.masker
-        fs = list(self.findings.by_ref.get((scope, key), [])) if self.findings else []
-        expl = self.findings.explanations if self.findings else {}
+        state = self.board.state_of((scope, key))
+        res = self.board.result
+        fs = list(res.by_ref.get((scope, key), [])) if res else []
+        expl = res.explanations if res else {}
         # kinds the scan sent as keys (issue 11 §3): this operation's findings of them, computed now
-        more = [
-            k
-            for k in compact_kinds_of(getattr(self.findings, "compact", None), (scope, key))
-            if all(f.kind != k for f in fs)
-        ]
-        now = self.findings.now if self.findings else None
+        compact = getattr(res, "compact", None)
+        more = [k for k in compact_kinds_of(compact, (scope, key)) if all(f.kind != k for f in fs)]
+        now = res.now if res else None
 
         def job(tok):
             if not more or now is None:
-                return load_detail(ledger, masker, scope, key, fs, expl)
+                return load_detail(ledger, masker, scope, key, fs, expl, state)
             extra, extra_expl = findings_of(ledger, masker, now, scope, key, more)
             allf = sorted(fs + extra, key=lambda f: SEVERITY_ORDER[f.severity])
             ex = {id(f): expl[id(f)] for f in fs if id(f) in expl}
             ex.update(extra_expl)
-            return load_detail(ledger, masker, scope, key, allf, ex)
+            return load_detail(ledger, masker, scope, key, allf, ex, state)
 
-        self.runner.submit(
-            "detail",
-            job,
-            lambda d: self.detail.set_detail(d, self.now),
-            self.show_error,
-        )
+        def shown(d):
+            self.detail.set_detail(d, now or self.now)
+            if not reload:  # F8, a search hit, a click: the new operation is read from its top
+                self.detail_scroll.verticalScrollBar().setValue(0)
+
+        self.runner.submit("detail", job, shown, self.show_error)
         self._shown_ref = (scope, key)
-        self._select_shown(scroll=True)
+        if not reload:
+            self._select_shown(scroll=True)
+
+    def _board_changed(self):
+        """The scan published: views that show a finding state follow without being re-opened."""
+        self.filterbar.set_board(self.board)
+        d = self.detail.detail
+        if d is None or self.ledger is None:
+            return
+        new = self.board.state_of((d.scope_raw, d.key_raw))
+        old = getattr(d, "state", None)
+        if old is None or old.signature != new.signature:
+            if (d.scope_raw, d.key_raw) == getattr(self, "_shown_ref", None):
+                self.open_operation(d.scope_raw, d.key_raw, reload=True)
 
     def _select_shown(self, scroll: bool = False):
         """Select the operation the detail shows in the grid when it is loaded there, else select

@@ -58,7 +58,6 @@ from idemview.qt.ledgertab import LedgerTab
 from idemview.qt.models import SearchModel
 from idemview.qt.settings import gui_settings
 from idemview.qt.workers import JobError, Runner
-from idemview.services.compact import FindingsByRef
 from idemview.services.session import OpenSpec, SharedMasker, search
 
 UTC = UTC
@@ -677,9 +676,7 @@ class MainWindow(QMainWindow):
         for t in tabs:
             ledger, name = t.ledger, t.title()
             idx = self.tabs.indexOf(t)
-            by_ref: Any = (
-                FindingsByRef(t.findings.by_ref, getattr(t.findings, "compact", None)) if t.findings is not None else {}
-            )
+            by_ref: Any = t.board  # the tab's finding state (pending / none / these), asked live by the hits
             t.runner.submit(
                 "search",
                 lambda tok, l=ledger, n=name, ix=idx, br=by_ref: search(l, masker, text, ix, n, br),

@@ -583,6 +583,9 @@ class Detail:
     effects: list = field(default_factory=list)  # EffectRecord, masked copies (issue #16)
     effects_where: str = ""  # where they were read: "charges (sqlite demo-effects.db)"; "" without effects
     effects_problem: str = ""  # why a layout's [effects] section could not be read ("" when fine or absent)
+    # what is known of its findings (services.findstate.OpFindings): pending / none / these. None: the
+    # caller did not say, and the pane then says "pending" rather than "none" (issue 20 §1)
+    state: Any = None
 
 
 def _mask_effect(e, m: SharedMasker):
@@ -630,8 +633,16 @@ def _mask_att(a: Attempt, m: SharedMasker) -> Attempt:
 
 
 def load_detail(
-    ledger: Ledger, masker: SharedMasker, scope: str, key: str, findings: list[Finding], explanations: dict[int, str]
+    ledger: Ledger,
+    masker: SharedMasker,
+    scope: str,
+    key: str,
+    findings: list[Finding],
+    explanations: dict[int, str],
+    state: Any = None,
 ) -> Detail:
+    """One operation for the detail pane (records, attempts, effect records; masked), run on a worker.
+    ``state``: its :class:`~idemview.services.findstate.OpFindings` from the tab's finding board."""
     recs = ledger.records(scope, key)
     atts = ledger.attempts(scope, key, recs)
     recs.sort(key=lambda o: (o.created_at is None, o.created_at or datetime.max.replace(tzinfo=UTC)))
@@ -652,6 +663,7 @@ def load_detail(
         effects,
         where,
         problem,
+        state,
     )
 
 
@@ -694,6 +706,9 @@ class SearchHit:
     intent: str
     created_at: datetime | None
     findings: list[Finding] = field(default_factory=list)  # most severe first
+    # the tab's FindingBoard when the search was given one: views ask it live (pending turns into the
+    # answer when that ledger's scan lands, issue 20 §1); ``findings`` is the answer at search time
+    board: Any = None
 
 
 def search(
@@ -724,7 +739,8 @@ def search(
                 masker.text(op.kind, "kind") if op.kind else "",
                 masker.text(op.intent_ref, "intent_ref") if op.intent_ref else "",
                 op.created_at,
-                list((by_ref or {}).get((op.scope, op.key), [])),
+                list((by_ref or {}).get((op.scope, op.key), None) or []),
+                by_ref if hasattr(by_ref, "state_of") else None,
             )
         )
     return out
