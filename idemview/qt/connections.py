@@ -36,7 +36,7 @@ from idemview.domain.model import Outcome, Status
 from idemview.layouts.layout import all_presets
 from idemview.qt import theme
 from idemview.qt.workers import JobError, Runner
-from idemview.services.session import OpenSpec, SharedMasker
+from idemview.services.session import OpenSpec, SharedMasker, spec_for_connection
 
 TYPES = [
     ("SQLite file", "sqlite"),
@@ -593,18 +593,7 @@ class ConnectionDialog(QDialog):
     def connect_(self):
         c = self.save()
         pw = self.password.text() or self.credentials.get(c.id)
-        self.spec = OpenSpec(
-            url=c.url(),
-            name=c.name,
-            layout=c.layout or None,
-            password=pw or None,
-            colour=c.colour,
-            connection_id=c.id,
-            naive_zone=c.naive_zone or None,
-            schema=c.schema or None,
-            status_map=dict(c.status_map),
-            outcome_map=dict(c.outcome_map),
-        )
+        self.spec = spec_for_connection(c, pw)
         self.accept()
 
     def done(self, r):  # noqa: D401 - Qt override

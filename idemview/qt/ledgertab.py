@@ -461,7 +461,9 @@ class LedgerTab(QWidget):
             if not self.runner.is_pending("open"):
                 self.start()
             return
-        self.now = datetime.now(UTC).replace(microsecond=0)
+        # a link's `now` (idemview open --now) for the first scan; F5 then scans for the current time
+        link_now, self._link_now = getattr(self, "_link_now", self.spec.now), None
+        self.now = link_now or datetime.now(UTC).replace(microsecond=0)
         self._scanning = True
         self._show_as_of()
         ledger, now = self.ledger, self.now
@@ -993,8 +995,9 @@ class LedgerTab(QWidget):
         self.footer.setText(" · ".join(parts))
 
     def copy_link(self) -> str | None:
-        """ "Copy link": the ``idemview open …`` command for the operation in the detail (no password;
-        the raw key, since a masked one would find nothing — refused when the key is a credential)."""
+        """ "Copy link": the ``idemview open …`` command for the operation in the detail, with the layout
+        and the `now` of the findings on screen (:mod:`idemview.services.links`; no password; the raw key,
+        since a masked one would find nothing — refused when the key is a credential)."""
         from idemview.services.session import deep_link
 
         d = self.detail.detail
@@ -1003,7 +1006,10 @@ class LedgerTab(QWidget):
         if self.masker.is_credential("idempotency_key", d.key_raw):
             self.message.emit("Not copied: this idempotency key looks like a credential")
             return None
-        link = deep_link(self.spec, d.scope_raw, d.key_raw)
+        res = self.board.result
+        link = deep_link(
+            self.spec, d.scope_raw, d.key_raw, layout=self.ledger.layout, now=res.now if res else self.now
+        )
         QGuiApplication.clipboard().setText(link)
         self.message.emit("Copied a link to this operation: " + self.masker.free_text(link))
         return link

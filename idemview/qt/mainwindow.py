@@ -412,18 +412,10 @@ class MainWindow(QMainWindow):
         c = next((c for c in ConnectionStore().load() if c.id == conn_id), None)
         if c is None:
             return None
+        from idemview.services.session import spec_for_connection
+
         pw = self.credentials.get(c.id)
-        return self.open_spec(
-            OpenSpec(
-                url=c.url(),
-                name=c.name,
-                layout=c.layout or None,
-                password=pw or None,
-                colour=c.colour,
-                connection_id=c.id,
-                naive_zone=c.naive_zone or None,
-            )
-        )
+        return self.open_spec(spec_for_connection(c, pw))
 
     def saved_tabs(self) -> list[str]:
         """The tabs open at the last close: saved-connection ids, or "demo"."""
@@ -611,13 +603,28 @@ class MainWindow(QMainWindow):
 
         show_keyring_notice(self.keyring_notice, self.credentials)
 
-    def open_link(self, target: str, key: str | None = None, scope: str | None = None) -> LedgerTab | None:
-        """``idemview open TARGET [--key KEY] [--scope S]``: open the ledger (a saved connection's name,
-        a URL or a SQLite file) and, once it is open, the operation."""
+    def open_link(
+        self,
+        target: str,
+        key: str | None = None,
+        scope: str | None = None,
+        *,
+        layout: str | None = None,
+        schema: str | None = None,
+        now: datetime | None = None,
+    ) -> LedgerTab | None:
+        """``idemview open TARGET [--key KEY] [--scope S] [--layout L] [--schema S] [--now ISO]``: open
+        the ledger (a saved connection's name, a URL or a SQLite file) with that layout, scanned for that
+        ``now``, and, once it is open, the operation."""
+        import os
+        from dataclasses import replace
+
         from idemview.services.session import spec_for_target
 
         try:
             spec = spec_for_target(target, self.credentials)
+            lay = os.path.expanduser(layout) if layout and layout.startswith("~") else layout
+            spec = replace(spec, layout=lay or spec.layout, schema=schema or spec.schema, now=now)
         except Exception as e:  # noqa: BLE001 - a bad link is a message, never a crash
             self._notify(QMessageBox.Icon.Warning, "Cannot open the link", self.masker.free_text(str(e)))
             return None

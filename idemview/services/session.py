@@ -115,6 +115,28 @@ class OpenSpec:
     schema: str | None = None  # where the layout's tables are (a saved connection's; empty: found)
     status_map: dict[str, str] = field(default_factory=dict)  # extra raw status -> status
     outcome_map: dict[str, str] = field(default_factory=dict)  # extra raw outcome -> outcome
+    # the instant the first scan computes findings for (a Copy link's ``--now``); None: the current time
+    now: datetime | None = None
+
+
+def spec_for_connection(c: Any, password: str | None = None) -> OpenSpec:
+    """The :class:`OpenSpec` of a saved :class:`~idemview.config.Connection` ``c`` (DESIGN §8), with
+    ``password`` (from the keyring or typed for this session; never stored here). The one place a
+    saved connection becomes something to open: the connection dialog, the start page, Reconnect and
+    ``idemview open NAME`` all call it, so every field (layout, zone, schema, value maps, colour)
+    reaches every path."""
+    return OpenSpec(
+        url=c.url(),
+        name=c.name,
+        layout=c.layout or None,
+        password=password or None,
+        colour=c.colour,
+        connection_id=c.id,
+        naive_zone=c.naive_zone or None,
+        schema=c.schema or None,
+        status_map=dict(c.status_map),
+        outcome_map=dict(c.outcome_map),
+    )
 
 
 @dataclass
@@ -858,32 +880,12 @@ def reveal_value(ledger: Ledger, masker: SharedMasker, scope: str, key: str, whe
 # ------------------------------------------------------------------------------- deep links
 
 
-def deep_link(spec: OpenSpec, scope: str, key: str) -> str:
-    """The shell command that opens this operation: ``idemview open URL --key KEY [--scope S]``.
+def deep_link(spec: OpenSpec, scope: str, key: str, *, layout: Any = None, now: datetime | None = None) -> str:
+    """The shell command that opens this operation (``idemview open TARGET --key=KEY …``): see
+    :mod:`idemview.services.links` (layout, ``now``, a saved connection's name; never a password)."""
+    from idemview.services.links import deep_link as _link
 
-    URL is the saved connection's name when the ledger came from one (its password then comes from
-    the colleague's own keyring), else the URL *without* its password (never ``***``: a link must
-    still work when the password is supplied another way). Quoted for a POSIX shell (shlex)."""
-    import shlex
-
-    from sqlalchemy.engine import make_url
-
-    if spec.connection_id:
-        target = spec.name
-    else:
-        u = spec.url
-        try:
-            u = make_url(u) if not isinstance(u, URL) else u
-            # URL.set(password=None) means "unchanged": _replace really drops it
-            target = u._replace(password=None).render_as_string(hide_password=False) if u.password else str(spec.url)
-            if u.get_backend_name() == "sqlite" and u.database:
-                target = u.database
-        except Exception:  # noqa: BLE001 - a bare path
-            target = str(spec.url)
-    parts = ["idemview", "open", target, "--key", key]
-    if scope:
-        parts += ["--scope", scope]
-    return " ".join(shlex.quote(p) for p in parts)
+    return _link(spec, scope, key, layout=layout, now=now).command()
 
 
 def spec_for_target(target: str, credentials=None) -> OpenSpec:
@@ -894,17 +896,13 @@ def spec_for_target(target: str, credentials=None) -> OpenSpec:
     c = ConnectionStore().find(target)
     if c is not None:
         pw = credentials.get(c.id) if credentials is not None else None
-        return OpenSpec(
-            url=c.url(),
-            name=c.name,
-            layout=c.layout or None,
-            password=pw or None,
-            colour=c.colour,
-            connection_id=c.id,
-            naive_zone=c.naive_zone or None,
-        )
+        return spec_for_connection(c, pw)
+    import os
+
     from idemview.ledger.connect import parse_url, safe_url
 
+    if target.startswith("~"):  # a link's portable path (see services.links): the reader's own home
+        target = os.path.expanduser(target)
     u = parse_url(target)
     name = u.database.rsplit("/", 1)[-1] if u.get_backend_name() == "sqlite" and u.database else safe_url(u)
     return OpenSpec(url=target, name=name)
