@@ -1007,9 +1007,7 @@ class LedgerTab(QWidget):
             self.message.emit("Not copied: this idempotency key looks like a credential")
             return None
         res = self.board.result
-        link = deep_link(
-            self.spec, d.scope_raw, d.key_raw, layout=self.ledger.layout, now=res.now if res else self.now
-        )
+        link = deep_link(self.spec, d.scope_raw, d.key_raw, layout=self.ledger.layout, now=res.now if res else self.now)
         QGuiApplication.clipboard().setText(link)
         self.message.emit("Copied a link to this operation: " + self.masker.free_text(link))
         return link
