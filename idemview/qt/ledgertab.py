@@ -179,6 +179,11 @@ class LedgerTab(QWidget):
     message = Signal(str)
     title_changed = Signal()
     opened_signal = Signal()  # the ledger is open (before its first scan is in)
+    #: the saved connection needs a password nobody has (no keyring): the window asks (issue 20 §3);
+    #: the argument says why ("" the first time, the refusal after a wrong one)
+    password_wanted = Signal(str)
+    #: set by the window: whether opening ``spec`` must ask for a password first
+    password_check = None
 
     def __init__(self, spec: OpenSpec, masker: SharedMasker, parent=None):
         super().__init__(parent)
@@ -383,8 +388,14 @@ class LedgerTab(QWidget):
 
     # ------------------------------------------------------------------------------- opening
 
-    def start(self):
+    def start(self, *, asked: bool = False):
+        """Open the ledger on a worker; a saved connection whose password nobody has asks first."""
         spec = self.spec
+        if not asked and self.password_check is not None and self.password_check(spec):
+            self.where.setText(f"Waiting for the password of {self.masker.free_text(spec.name)}…")
+            self.password_wanted.emit(getattr(self, "_refused", ""))
+            return
+        self._asked = asked
         # the whole-table counts come after the first page (_on_open): first rows first (issue 11 §3)
         self.runner.submit("open", lambda tok: open_ledger(spec, tok, basics=False), self._on_open, self._on_open_error)
 
@@ -429,6 +440,9 @@ class LedgerTab(QWidget):
 
     def _on_open_error(self, err: JobError):
         msg = self.masker.free_text(err.message)
+        if getattr(self, "_asked", False):  # the typed password did not open it: nothing is kept
+            self.spec.password, self._asked = None, False
+            self._refused = f"The last try was refused: {msg}"
         self.where.setText(f"Could not open {self.masker.free_text(self.spec.name)}")
         # nothing is scanning and nothing can be filtered until it opens (a tester saw "scanning…"
         # forever and live chips on a tab that never connected)

@@ -229,6 +229,9 @@ class MainWindow(QMainWindow):
         self.credentials.listeners.append(self._keyring_listener)
         self._sync_keyring_notice()
         self._help_menu()
+        from idemview.qt.fit import install_screen_fit
+
+        install_screen_fit()  # every dialog and window fits the screen it opens on (issue 20 §5)
         self.restore_geometry()  # fits the screen (issue #13), or the remembered geometry
         self.refresh_start_page()
         self._sync_actions()
@@ -565,11 +568,14 @@ class MainWindow(QMainWindow):
 
     def open_spec(self, spec: OpenSpec) -> LedgerTab:
         """Open a ledger in a new tab (connection and reading happen on worker threads)."""
-        if spec.connection_id:
-            gui_settings().setValue(
-                f"recent/{spec.connection_id}", datetime.now(UTC).replace(microsecond=0).isoformat()
-            )
+        for t in self.ledger_tabs():  # an open connection: switch to its tab (not a second one)
+            if spec.connection_id and t.spec.connection_id == spec.connection_id:
+                self.tabs.setCurrentWidget(t)
+                return t
         tab = LedgerTab(spec, self.masker, self)
+        from idemview.qt.opening import watch_opening
+
+        watch_opening(self, tab)  # password prompt, "last opened" and the log (issue 20 §3, §6)
         tab.message.connect(lambda m: self.show_status(m, 8000))
         i = self.tabs.addTab(tab, spec.name)
         tab.title_changed.connect(lambda t=tab: self._retitle(t))
@@ -635,7 +641,10 @@ class MainWindow(QMainWindow):
                 if tab.ledger is not None:
                     tab.open_key(key, scope)
 
-            tab.opened_signal.connect(go)
+            if tab.ledger is not None:  # the connection was open already
+                go()
+            else:
+                tab.opened_signal.connect(go)
         return tab
 
     def open_demo(self):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.engine import URL, Engine
+from sqlalchemy.engine import URL, Engine, make_url
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Operation, Severity, Status
@@ -117,6 +117,23 @@ class OpenSpec:
     outcome_map: dict[str, str] = field(default_factory=dict)  # extra raw outcome -> outcome
     # the instant the first scan computes findings for (a Copy link's ``--now``); None: the current time
     now: datetime | None = None
+
+
+def password_needed(spec: OpenSpec, known: str | None = None) -> bool:
+    """Whether opening ``spec`` must first ask for a password (issue 20 §3): a saved connection to a
+    server with a user name, and no password in ``spec``, in its URL or ``known`` (the keyring's or
+    this session's). SQLite files have none to ask."""
+    if not spec.connection_id or spec.password or known:
+        return False
+    from idemview.ledger.redis_snapshot import is_redis_url
+
+    try:
+        u = make_url(spec.url) if not isinstance(spec.url, URL) else spec.url
+    except Exception:  # noqa: BLE001 - a path or something parse_url rejects later: nothing to ask
+        return False
+    if u.get_backend_name() == "sqlite" and not is_redis_url(spec.url):
+        return False
+    return bool(u.username) and not u.password
 
 
 def spec_for_connection(c: Any, password: str | None = None) -> OpenSpec:
