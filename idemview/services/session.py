@@ -266,8 +266,12 @@ def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
     watch_engine(ledger.engine)
     n_ops, n_att = ledger.counts()
     info = ledger.snapshot
+    from idemview.ledger.redis_snapshot import LOCAL_CLOCK_NOTE
+
     detection = ledger.detection + (
         f"; snapshot of {info.loaded} records at server time {info.server_time:%Y-%m-%d %H:%M:%S} UTC"
+        if info.clock == "server"
+        else f"; snapshot of {info.loaded} records at {info.server_time:%Y-%m-%d %H:%M:%S} UTC; {LOCAL_CLOCK_NOTE}"
     )
     if info.write_warning:
         detection += f"; warning: {info.write_warning}"
