@@ -10,7 +10,7 @@ off Save and Close.
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, QRect, Qt
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QMainWindow, QWidget
 
 #: what a window manager's title bar and borders take when the frame is not known yet (before the
 #: first show, or on platforms that do not report it): enough for common desktops
@@ -65,7 +65,15 @@ def fits(w: QWidget, avail: QRect | None = None) -> bool:
 
 class _ScreenFit(QObject):
     def eventFilter(self, obj, ev):  # noqa: N802 - Qt override
-        if ev.type() == QEvent.Type.Show and isinstance(obj, QWidget) and obj.isWindow():
+        # the main window fits itself (MainWindow.fit_to / clamp_to, remembered geometry); menus and
+        # tooltips are popups Qt places itself
+        if (
+            ev.type() == QEvent.Type.Show
+            and isinstance(obj, QWidget)
+            and obj.isWindow()
+            and not isinstance(obj, QMainWindow)
+            and obj.windowType() not in (Qt.WindowType.Popup, Qt.WindowType.ToolTip)
+        ):
             try:
                 fit_dialog(obj)
             except RuntimeError:  # a widget being deleted

@@ -16,6 +16,7 @@ Ctrl+W                close the tab
 from __future__ import annotations
 
 import html
+import logging
 import sys
 import threading
 from datetime import UTC, datetime
@@ -61,6 +62,7 @@ from idemview.qt.workers import JobError, Runner
 from idemview.services.session import OpenSpec, SharedMasker, search
 
 UTC = UTC
+_log = logging.getLogger("idemview.gui")
 
 try:  # the evidence export core arrives separately; the action is disabled until it does
     from idemview.evidence.plan import check_target, export_evidence  # type: ignore[attr-defined]
@@ -858,6 +860,15 @@ class MainWindow(QMainWindow):
 
         def ok(res):
             pd.close()
+            _log.info(
+                "exported %s %s rows of %s to %s (manifest %s), SHA-256 %s",
+                res.rows,
+                rows,
+                name,
+                res.path,
+                res.manifest_path,
+                res.sha256,
+            )
             self.show_status(f"Exported {theme.plural(res.rows, 'row')} to {res.path}", 15000)
             self._export_done(res, rows)
 
@@ -866,6 +877,7 @@ class MainWindow(QMainWindow):
             if err.cancelled or flag.is_set() or err.message.startswith("ExportCancelled"):
                 self.show_status("Export cancelled; no file written", 8000)
                 return
+            _log.warning("export to %s failed: %s", out, err.message)
             self._notify(QMessageBox.Icon.Warning, "Export failed", self.masker.free_text(err.message))
 
         self.runner.submit("export", run, ok, fail)
