@@ -152,7 +152,10 @@ class OperationDetail(QWidget):
         self.findings_box.setWordWrap(True)
         self.findings_box.setFrameShape(QFrame.Shape.StyledPanel)
         self.findings_box.setContentsMargins(6, 4, 6, 4)
-        self.findings_box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.findings_box.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.LinksAccessibleByMouse
+        )
+        self.findings_box.linkActivated.connect(self._finding_link)
         v.addWidget(self.findings_box)
         self.timeline_title = QLabel("<b>Timeline</b>")
         v.addWidget(self.timeline_title)
@@ -385,15 +388,27 @@ class OperationDetail(QWidget):
         if not fs:
             return "✓ No findings for this operation." + unchecked
         parts = []
-        for f in fs:
+        for i, f in enumerate(fs):
             c = theme.colour(theme.SEVERITY_COLOURS, f.severity).name()
             parts.append(
                 f'<p style="margin:2px 0"><span style="color:{c}"><b>{theme.SEVERITY_GLYPHS[f.severity]} '
                 f"{f.severity.value} · {theme.KIND_WORDS[f.kind]}</b></span> — "
-                f"{html.escape(expl.get(id(f), f.kind.value))}</p>"
+                f"{html.escape(expl.get(id(f), f.kind.value))} "
+                f'<a href="help:{i}">what is this?</a></p>'
             )
         parts.append('<p style="margin:2px 0"><i>Evidence for a human decision, not a verdict.</i></p>')
         return "".join(parts) + still + unchecked
+
+    def _finding_link(self, href: str) -> None:
+        """ "what is this?" beside a finding: its kind's definition and severity rule (one click)."""
+        from idemview.qt.helpdialog import show_findings_help
+
+        d = self.detail
+        if d is None or not href.startswith("help:"):
+            return
+        i = int(href[5:])
+        if 0 <= i < len(d.findings):
+            show_findings_help(self, d.findings[i].kind, d.findings[i])
 
     def _records_text(self, recs: list[Operation]) -> str:
         out = []

@@ -135,6 +135,10 @@ class FilterBar(QWidget):
             b.toggled.connect(self._chips_changed)
             self.chips[k] = b
             row2.addWidget(b)
+        self.help_btn = QToolButton(text="?")
+        self.help_btn.setToolTip("What each finding means, its severity rule and the fields it rests on")
+        self.help_btn.clicked.connect(self._help)
+        row2.addWidget(self.help_btn)
         v.addLayout(row2)
         self.sentence = QLabel()
         self.sentence.setObjectName("filterSentence")
@@ -196,6 +200,11 @@ class FilterBar(QWidget):
         self._totals = dict(totals) if totals is not None else None
         self._severities = dict(severities or {})
         self._render_chips()
+
+    def _help(self):
+        from idemview.qt.helpdialog import show_findings_help
+
+        show_findings_help(self)
 
     def set_board(self, board) -> None:
         """The tab's :class:`~idemview.services.findstate.FindingBoard`: a kind it still has pending

@@ -259,7 +259,13 @@ class LedgerTab(QWidget):
         fl.setContentsMargins(0, 0, 0, 0)
         fl.setSpacing(2)
         self.findings_title = QLabel("<b>Findings</b> — scanning…")
-        fl.addWidget(self.findings_title)
+        head = QHBoxLayout()
+        head.addWidget(self.findings_title, 1)
+        self.findings_help = QToolButton(text="?")
+        self.findings_help.setToolTip("What each finding means (the selected one first)")
+        self.findings_help.clicked.connect(self._findings_help)
+        head.addWidget(self.findings_help, 0, Qt.AlignmentFlag.AlignTop)
+        fl.addLayout(head)
         # the instant every finding on screen was computed for (F5 / live refresh move it)
         self.as_of = ElidedLabel("Findings as of —", min_chars=10)
         self.as_of.setObjectName("findingsAsOf")
@@ -817,6 +823,12 @@ class LedgerTab(QWidget):
 
     def _region_cleared(self):
         self.filterbar.clear_time()
+
+    def _findings_help(self):
+        from idemview.qt.helpdialog import show_findings_help
+
+        idx = self.findings_view.currentIndex()
+        show_findings_help(self, self.findings_model.kind_at(idx.row()) if idx.isValid() else None)
 
     def _finding_row_clicked(self, idx: QModelIndex):
         kind = self.findings_model.kind_at(idx.row())

@@ -443,6 +443,11 @@ class MainWindow(QMainWindow):
         self.act_log_folder.setToolTip("The rotating, masked log file (idemview.log)")
         self.act_log_folder.triggered.connect(self.open_log_folder)
         m.addAction(self.act_log_folder)
+        from idemview.qt import helpdialog
+
+        m.addAction("Findings explained", lambda: helpdialog.show_findings_help(self))
+        m.addAction("Keyboard shortcuts", lambda: helpdialog.show_shortcuts(self))
+        m.addAction("About idemview", lambda: helpdialog.show_about(self))
 
     def open_log_folder(self) -> str:
         from idemview.qt.applog import log_dir
