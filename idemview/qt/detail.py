@@ -396,8 +396,23 @@ class OperationDetail(QWidget):
                 f"{html.escape(expl.get(id(f), f.kind.value))} "
                 f'<a href="help:{i}">what is this?</a></p>'
             )
+        why = self._why(fs)
+        if why:
+            parts.append(
+                '<p style="margin:4px 0 2px 0"><b>Why dedup failed</b> (from the attempts and records below):</p>'
+                + "".join(f'<p style="margin:1px 0 1px 10px">• {html.escape(w)}</p>' for w in why)
+            )
         parts.append('<p style="margin:2px 0"><i>Evidence for a human decision, not a verdict.</i></p>')
         return "".join(parts) + still + unchecked
+
+    def _why(self, fs: list[Finding]) -> list[str]:
+        """Why a duplicate effect got through (services.why), computed from this operation's evidence."""
+        from idemview.domain.model import FindingKind
+        from idemview.services.why import why_duplicate
+
+        if self.detail is None or not any(f.kind == FindingKind.DUPLICATE_EFFECT for f in fs):
+            return []
+        return why_duplicate(self.detail)
 
     def _finding_link(self, href: str) -> None:
         """ "what is this?" beside a finding: its kind's definition and severity rule (one click)."""

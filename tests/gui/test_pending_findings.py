@@ -60,6 +60,8 @@ def test_detail_opened_before_the_scan_says_pending_then_shows_the_double_charge
     qtbot.waitUntil(lambda: "duplicate" in _findings_text(tab).lower(), timeout=20000)
     text = _findings_text(tab)
     assert "pending" not in text and "critical" in text
+    # why, not only what (issue 20 §8): from the two succeeded attempts of the planted double charge
+    assert "Why dedup failed" in text and "Attempt #2 started" in text and "under the same key" in text
     assert tab.detail.detail.key_raw == key
     assert tab.board.state_of((scope, key)).state is FindingState.THESE
     assert "dup" in m.data(m.index(0, m.COL_FINDINGS)).lower()  # the search hit followed the scan too
