@@ -120,7 +120,11 @@ class OperationDetail(QWidget):
         v.setContentsMargins(6, 4, 6, 4)
         v.setSpacing(4)
         top = QHBoxLayout()
-        self.title = QLabel()
+        # the key on a row of its own (the Copy buttons cut it at 1280 px); a key longer than the pane
+        # is elided in the middle, whole in the tooltip and on Copy key
+        from idemview.qt.elide import ElidedLabel
+
+        self.title = ElidedLabel(min_chars=8, mode=Qt.TextElideMode.ElideMiddle)
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.title.setFont(mono())
         f = self.title.font()
@@ -135,7 +139,8 @@ class OperationDetail(QWidget):
             "Copy an `idemview open …` command that opens this operation (for a colleague; never carries a password)"
         )
         self.link_btn.clicked.connect(lambda: self.link_requested.emit())
-        top.addWidget(self.title, 1)
+        v.addWidget(self.title)
+        top.addStretch(1)
         top.addWidget(self.copy_btn)
         top.addWidget(self.link_btn)
         v.addLayout(top)
@@ -368,7 +373,7 @@ class OperationDetail(QWidget):
         failed = state.failed if state is not None else {}
         muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
         still = (
-            f'<p style="margin:2px 0; color:{muted}"><i>⏳ Scanning: {len(pending)} finding '
+            f'<p style="margin:2px 0; color:{muted}"><i>Scanning: {len(pending)} finding '
             f"kind{'s' if len(pending) != 1 else ''} not checked yet for this operation; this updates by "
             "itself when the scan lands.</i></p>"
             if pending
@@ -382,7 +387,7 @@ class OperationDetail(QWidget):
             else ""
         )
         if kind_state is FindingState.PENDING or (not fs and kind_state is not FindingState.NONE):
-            return "<b>⏳ Findings: pending</b> — the findings scan has not reached this operation yet." + (
+            return "<b>Findings: pending</b> — the findings scan has not reached this operation yet." + (
                 still or '<p style="margin:2px 0"><i>This updates by itself when the scan lands.</i></p>'
             )
         if not fs:

@@ -80,7 +80,48 @@ UTC = UTC
 
 
 class BadgeDelegate(QStyledItemDelegate):
-    """Paints findings as coloured pills with a severity glyph and a short word (never colour only)."""
+    """Paints findings as coloured pills with a severity glyph and a short word (never colour only);
+    "scanning…" while the operation's finding state is pending. The most severe kind always shows as a
+    chip (elided when the cell is narrow), never as a bare "+1" (issue 20 §10)."""
+
+    PAD, GAP = 12, 4
+
+    @classmethod
+    def chips(cls, fs: list[Finding], fm: QFontMetrics, left: int, right: int) -> tuple[list[tuple], int]:
+        """([(label, x, width, severity)], kinds not shown) for the cell spanning ``left``..``right`` px."""
+        kinds: list[Finding] = []
+        for f in fs:
+            if all(g.kind != f.kind for g in kinds):
+                kinds.append(f)
+        out: list[tuple] = []
+        x = left + 3
+        for i, f in enumerate(kinds):
+            label = f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_SHORT[f.kind]}"
+            w = fm.horizontalAdvance(label) + cls.PAD
+            rest = len(kinds) - i - 1
+            more_w = fm.horizontalAdvance(f" +{rest}") + 2 if rest else 0
+            if x + w + more_w > right - 2:
+                if i == 0:  # the first (most severe) always shows, elided to the room left
+                    room = max(
+                        right - 2 - x - more_w - cls.PAD, fm.horizontalAdvance(theme.SEVERITY_GLYPHS[f.severity])
+                    )
+                    label = fm.elidedText(label, Qt.TextElideMode.ElideRight, room)
+                    out.append((label, x, fm.horizontalAdvance(label) + cls.PAD, f.severity))
+                    return out, rest
+                return out, len(kinds) - i
+            out.append((label, x, w, f.severity))
+            x += w + cls.GAP
+        return out, 0
+
+    def sizeHint(self, option, index):  # noqa: N802 - Qt override
+        """Wide enough for every chip: resizeColumnsToContents gives the column that width."""
+        size = super().sizeHint(option, index)
+        fs: list[Finding] = index.data(FindingsRole) or []
+        fm = QFontMetrics(option.font)
+        chips, _more = self.chips(fs, fm, 0, 10**6)
+        width = chips[-1][1] + chips[-1][2] + 6 if chips else fm.horizontalAdvance("scanning…") + 8
+        size.setWidth(max(size.width(), width))
+        return size
 
     def paint(self, painter: QPainter, option, index):
         fs: list[Finding] = index.data(FindingsRole) or []
@@ -91,42 +132,26 @@ class BadgeDelegate(QStyledItemDelegate):
             if st is not None and st.state.value == "pending":  # never an empty cell that reads as "none"
                 painter.save()
                 painter.setPen(option.palette.color(QPalette.ColorRole.PlaceholderText))
-                painter.drawText(option.rect.adjusted(4, 0, -2, 0), Qt.AlignmentFlag.AlignVCenter, "⏳ scanning…")
+                painter.drawText(option.rect.adjusted(4, 0, -2, 0), Qt.AlignmentFlag.AlignVCenter, "scanning…")
                 painter.restore()
             return
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         fm = QFontMetrics(option.font)
-        x = option.rect.left() + 3
-        seen: set = set()
-        kinds = len({f.kind for f in fs})
-        for f in fs:
-            if f.kind in seen:
-                continue
-            seen.add(f.kind)
-            label = f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_SHORT[f.kind]}"
-            w = fm.horizontalAdvance(label) + 12
-            if not x > option.rect.left() + 3 and x + w > option.rect.right() - 2:
-                # the most severe finding always shows as a chip (elided), never as a bare "+1"
-                room = option.rect.right() - 2 - x - (fm.horizontalAdvance(f" +{kinds}") if kinds > 1 else 0)
-                label = fm.elidedText(label, Qt.TextElideMode.ElideRight, max(room - 12, fm.horizontalAdvance("…")))
-                w = fm.horizontalAdvance(label) + 12
-            if x + w > option.rect.right() - 2:
-                painter.setPen(option.palette.color(QPalette.ColorRole.Text))
-                painter.drawText(
-                    QRect(x, option.rect.top(), 30, option.rect.height()),
-                    Qt.AlignmentFlag.AlignVCenter,
-                    f"+{len(fs) - len(seen) + 1}",
-                )
-                break
+        chips, more = self.chips(fs, fm, option.rect.left(), option.rect.right())
+        for label, x, w, sev in chips:
             r = QRectF(x, option.rect.top() + 3, w, option.rect.height() - 6)
-            c = theme.colour(theme.SEVERITY_COLOURS, f.severity)
             painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(c)
+            painter.setBrush(theme.colour(theme.SEVERITY_COLOURS, sev))
             painter.drawRoundedRect(r, r.height() / 2, r.height() / 2)
             painter.setPen(QColor("#000000") if theme.is_dark() else QColor("#ffffff"))
             painter.drawText(r, Qt.AlignmentFlag.AlignCenter, label)
-            x += w + 4
+        if more:
+            x = (chips[-1][1] + chips[-1][2] + 2) if chips else option.rect.left() + 3
+            painter.setPen(option.palette.color(QPalette.ColorRole.Text))
+            painter.drawText(
+                QRect(int(x), option.rect.top(), 40, option.rect.height()), Qt.AlignmentFlag.AlignVCenter, f"+{more}"
+            )
         painter.restore()
 
 
