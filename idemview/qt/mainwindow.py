@@ -110,7 +110,11 @@ class ExportDialog(QDialog):
         self.sentence.setWordWrap(True)
         form.addRow("Exports", self.sentence)
         self.rows = QComboBox()
-        self.rows.addItems(["operations", "attempts", "findings"])
+        for label, value in (("operations", "operations"), ("attempts", "attempts"), ("findings", "findings")):
+            self.rows.addItem(label, value)
+        if ledger is not None and getattr(ledger, "effects", None) is not None:
+            # the downstream records that prove a side effect happened (the CLI's --rows effects)
+            self.rows.addItem("effect records", "effects")
         form.addRow("Rows", self.rows)
         self.excel = QCheckBox("UTF-8 with BOM, for spreadsheets")
         form.addRow("Excel", self.excel)
@@ -453,8 +457,16 @@ class MainWindow(QMainWindow):
         from idemview.qt.applog import log_dir
 
         d = str(log_dir())
-        QDesktopServices.openUrl(QUrl.fromLocalFile(d))
+        self.open_folder(d)
         return d
+
+    def open_folder(self, folder: str) -> bool:
+        """Open ``folder`` in the file manager; without one (nothing handles the URL) say where it is."""
+        if QDesktopServices.openUrl(QUrl.fromLocalFile(folder)):
+            return True
+        self.show_status(f"No file manager to open it with; the folder is {folder}", 30000)
+        QApplication.clipboard().setText(folder)
+        return False
 
     def _toolbar(self):
         tb = QToolBar("Main")
@@ -827,7 +839,7 @@ class MainWindow(QMainWindow):
         dlg.open()
 
     def _start_export(self, t: LedgerTab, flt, now, dlg: ExportDialog, shown: str | None = None):
-        out, rows, excel = dlg.path.text().strip(), dlg.rows.currentText(), dlg.excel.isChecked()
+        out, rows, excel = dlg.path.text().strip(), dlg.rows.currentData(), dlg.excel.isChecked()
         null, overwrite = dlg.null_literal.text(), dlg.overwrite
         flag, prog = _CancelFlag(), _Progress(self)
         pd = QProgressDialog("Exporting evidence…", "Cancel", 0, 0, self)
@@ -900,11 +912,12 @@ class MainWindow(QMainWindow):
         box = self._notify(
             QMessageBox.Icon.Information,
             "Evidence exported",
-            f"Exported {theme.plural(res.rows, rows[:-1] + ' row')}, masked.\n\nCSV: {res.path}\n"
+            f"Exported {theme.plural(res.rows, {'effects': 'effect record'}.get(rows, rows[:-1] + ' row'))}, masked."
+            f"\n\nCSV: {res.path}\n"
             f"Manifest: {res.manifest_path}\nSHA-256: {res.sha256}",
         )
         b = box.addButton("Open folder", QMessageBox.ButtonRole.ActionRole)
-        b.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(folder)))
+        b.clicked.connect(lambda: self.open_folder(folder))
         self.export_done_box = box
 
     def closeEvent(self, ev):
