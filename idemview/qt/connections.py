@@ -218,6 +218,7 @@ class ConnectionDialog(QDialog):
         sf.addRow("Password", self.password)
         sf.addRow("", self.remember)
         sf.addRow("TLS (sslmode)", self.sslmode)
+        self.server_form = sf
         form.addRow(self.server)
         self.layout_box = QComboBox()
         self.layout_box.addItem("Detect automatically", "")
@@ -323,6 +324,9 @@ class ConnectionDialog(QDialog):
     # --------------------------------------------------------------------------------- list
 
     def _reload_list(self, select_id: str | None = None):
+        from idemview.qt.opening import order_connections
+
+        self.conns = order_connections(self.conns)  # the start page's order: last opened first, then name
         self.list.blockSignals(True)
         self.list.clear()
         row = 0
@@ -401,6 +405,10 @@ class ConnectionDialog(QDialog):
         # hide whole form rows (label included), not just the field
         self.form.setRowVisible(self.file_row, sqlite)
         self.form.setRowVisible(self.server, not sqlite)
+        # only the fields that apply: sslmode is PostgreSQL's; a Redis ledger has no SQL schema
+        d = self.type.currentData()
+        self.server_form.setRowVisible(self.sslmode, d == "postgresql")
+        self.form.setRowVisible(self.schema, d not in ("redis", "rediss"))
         if not self._loading and not sqlite and self.port.value() == 0:
             self.port.setValue(DEFAULT_PORTS.get(self.type.currentData(), 0))
 

@@ -239,7 +239,7 @@ class FilterBar(QWidget):
                 (why if why.startswith(("still", "the check")) else f"Not checkable with this layout: {why}")
                 if why
                 else ("still being checked — " if pending else "")
-                + f"{sev.value} — show only operations with a {theme.KIND_WORDS[k]}"
+                + f"{sev.value} — show only operations with {theme.a_an(theme.KIND_WORDS[k])}"
             )
             b.setStyleSheet(
                 f"QToolButton {{ border: 1px solid {col}; border-radius: 9px; padding: 1px 8px; }}"

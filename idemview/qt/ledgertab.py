@@ -1011,6 +1011,10 @@ class LedgerTab(QWidget):
         self.runner.submit("open", ping, lambda _ro: self.refresh(), self.show_error)
 
     def cancel_all(self):
+        """Esc / Cancel: stop this tab's queries and the findings scan (silent when nothing runs: Esc also
+        closes a dropdown, which must not print "Cancelled the running queries")."""
+        if not self.runner.pending() and not (self._scan.get("proc") is not None and self._scan["pending"]):
+            return
         self.runner.cancel()
         if self._scan.get("proc") is not None and self._scan["pending"]:
             # what the process had sent stays; the kinds it had not finished say "cancelled"

@@ -230,6 +230,10 @@ class MainWindow(QMainWindow):
         fm = self.keyring_notice.fontMetrics()
         self.keyring_notice.setMaximumHeight(2 * fm.lineSpacing() + 10)
         self.statusBar().addPermanentWidget(self.keyring_notice, 1)
+        self.keyring_dismiss = QToolButton(text="✕")
+        self.keyring_dismiss.setToolTip("Hide this notice for this session")
+        self.keyring_dismiss.clicked.connect(self._dismiss_keyring_notice)
+        self.statusBar().addPermanentWidget(self.keyring_dismiss)
         self.keyring_changed.connect(self._sync_keyring_notice)
         self._keyring_listener = self.keyring_changed.emit
         self.credentials.listeners.append(self._keyring_listener)
@@ -323,7 +327,7 @@ class MainWindow(QMainWindow):
         """The keyring notice returns when the message it stepped aside for is gone."""
         if not message and getattr(self, "_notice_stepped_aside", False):
             self._notice_stepped_aside = False
-            self.keyring_notice.show()
+            self._sync_keyring_notice()
 
     # ---------------------------------------------------------------------------------- chrome
 
@@ -376,9 +380,9 @@ class MainWindow(QMainWindow):
             conns = ConnectionStore().load()
         except Exception:  # noqa: BLE001 - a damaged file must not stop the start page
             return []
-        rows = [(c, str(st.value(f"recent/{c.id}", "") or "")) for c in conns]
-        rows.sort(key=lambda r: r[1], reverse=True)
-        return rows
+        from idemview.qt.opening import order_connections
+
+        return [(c, str(st.value(f"recent/{c.id}", "") or "")) for c in order_connections(conns)]
 
     def refresh_start_page(self):
         """List the saved connections on the start page (one button each) and offer to reopen tabs."""
@@ -625,8 +629,18 @@ class MainWindow(QMainWindow):
 
     def _sync_keyring_notice(self):
         from idemview.qt.connections import show_keyring_notice
+        from idemview.qt.opening import keyring_notice_matters
 
         show_keyring_notice(self.keyring_notice, self.credentials)
+        # only where a password is involved (a saved server connection with a user; not the demo),
+        # and not once dismissed (issue 20 §13)
+        if getattr(self, "_keyring_dismissed", False) or not keyring_notice_matters():
+            self.keyring_notice.hide()
+        self.keyring_dismiss.setVisible(self.keyring_notice.isVisibleTo(self))
+
+    def _dismiss_keyring_notice(self):
+        self._keyring_dismissed = True
+        self._sync_keyring_notice()
 
     def open_link(
         self,
@@ -678,6 +692,7 @@ class MainWindow(QMainWindow):
         if dlg.exec() == QDialog.DialogCode.Accepted and dlg.spec is not None:
             self.open_spec(dlg.spec)
         self.refresh_start_page()
+        self._sync_keyring_notice()  # a server connection saved just now makes the notice matter
 
     # -------------------------------------------------------------------------------- actions
 

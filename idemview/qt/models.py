@@ -617,7 +617,7 @@ class FindingsModel(QAbstractTableModel):
                 return why
             if why:
                 return f"Not checkable with this layout: {why}"
-            return f"Click to show only operations with a {theme.KIND_WORDS[kind]}"
+            return f"Click to show only operations with {theme.a_an(theme.KIND_WORDS[kind])}"
         elif role == Qt.ItemDataRole.TextAlignmentRole and c == 2:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         elif role == Qt.ItemDataRole.FontRole and n and not why:

@@ -29,6 +29,29 @@ def _saved(conn_id: str | None):
         return None
 
 
+def keyring_notice_matters() -> bool:
+    """Whether the "no keyring" notice concerns this user: a saved connection to a server with a user
+    name exists (a password may be asked for). The demo and SQLite files involve none."""
+    from idemview.config import ConnectionStore
+
+    try:
+        conns = ConnectionStore().load()
+    except Exception:  # noqa: BLE001 - a damaged file: say it, the notice is harmless
+        return True
+    return any(c.dialect != "sqlite" and c.user for c in conns)
+
+
+def order_connections(conns: list) -> list:
+    """Saved connections in the one order the start page and the connection dialog share: last opened
+    first (the GUI settings' ``recent/ID``), never opened after, each group by name (case-insensitive)."""
+    from idemview.qt.settings import gui_settings
+
+    st = gui_settings()
+    last = {c.id: str(st.value(f"recent/{c.id}", "") or "") for c in conns}
+    by_name = sorted(conns, key=lambda c: (c.name.casefold(), c.id))
+    return sorted(by_name, key=lambda c: last[c.id], reverse=True)
+
+
 def watch_opening(window, tab) -> None:
     """Hook ``tab`` (a new :class:`~idemview.qt.ledgertab.LedgerTab`) into ``window``'s credentials,
     settings and log."""
