@@ -29,11 +29,10 @@ def fit_dialog(w: QWidget, avail: QRect | None = None) -> None:
     geometry of its screen) and move it inside; its layout's minimum is lowered where it is larger
     (the content then scrolls or squeezes rather than running off the screen)."""
     avail = avail or _avail(w)
-    fw = max(w.frameGeometry().width() - w.geometry().width(), FRAME_W if not w.isVisible() else 0)
-    fh = max(w.frameGeometry().height() - w.geometry().height(), FRAME_H if not w.isVisible() else 0)
+    # the frame the window manager adds, or (not known yet, or not reported) the usual one
+    fw = (w.frameGeometry().width() - w.geometry().width()) or FRAME_W
+    fh = (w.frameGeometry().height() - w.geometry().height()) or FRAME_H
     max_w, max_h = max(200, avail.width() - fw), max(150, avail.height() - fh)
-    if w.minimumWidth() > max_w or w.minimumHeight() > max_h:
-        w.setMinimumSize(min(w.minimumWidth(), max_w), min(w.minimumHeight(), max_h))
     lay = w.layout()
     if lay is not None:
         hint = lay.minimumSize()
@@ -42,6 +41,8 @@ def fit_dialog(w: QWidget, avail: QRect | None = None) -> None:
 
             # the layout would otherwise force its minimum back onto the window
             lay.setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
+    if w.minimumWidth() > max_w or w.minimumHeight() > max_h:
+        w.setMinimumSize(min(w.minimumWidth(), max_w), min(w.minimumHeight(), max_h))
     size = w.size()
     if not w.testAttribute(Qt.WidgetAttribute.WA_Resized):  # never resized: it will open at its hint
         size = w.sizeHint().expandedTo(w.minimumSize())
