@@ -123,6 +123,11 @@ class FilterBar(QWidget):
         row1.addWidget(self.intent_edit, 1)
         row1.addWidget(self.scope_edit, 1)
         row1.addWidget(self.clear_btn)
+        # on the filter row: beside the chips it wrapped the last chip onto a line of its own at 1280 px
+        self.help_btn = QToolButton(text="?")
+        self.help_btn.setToolTip("What each finding chip means: definition, severity rule, the fields it rests on")
+        self.help_btn.clicked.connect(self._help)
+        row1.addWidget(self.help_btn)
         v.addLayout(row1)
         # chips wrap onto a second line on a narrow screen instead of widening the window
         row2 = FlowLayout(spacing=4)
@@ -135,10 +140,6 @@ class FilterBar(QWidget):
             b.toggled.connect(self._chips_changed)
             self.chips[k] = b
             row2.addWidget(b)
-        self.help_btn = QToolButton(text="?")
-        self.help_btn.setToolTip("What each finding means, its severity rule and the fields it rests on")
-        self.help_btn.clicked.connect(self._help)
-        row2.addWidget(self.help_btn)
         v.addLayout(row2)
         self.sentence = QLabel()
         self.sentence.setObjectName("filterSentence")
