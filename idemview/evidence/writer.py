@@ -843,8 +843,9 @@ def _build_manifest(
         if k in ("ledger", "connection"):
             v = _sanitize_ledger(v)
         caller[k] = _mask_uncounted(masker, _strip_urls(v))
-    flt = caller.get("filter") if isinstance(caller.get("filter"), dict) else {}
-    key = caller.get("masking_key") if isinstance(caller.get("masking_key"), dict) else {}
+    f, mk = caller.get("filter"), caller.get("masking_key")
+    flt: dict[str, Any] = f if isinstance(f, dict) else {}
+    key: dict[str, Any] = mk if isinstance(mk, dict) else {}
     # What a reader needs first (issue 20 §12): what was exported, for which `now`, how many rows, the
     # file's hash and whose masking key; every detail (masking word lists included) follows.
     summary = {

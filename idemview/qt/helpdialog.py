@@ -1,7 +1,7 @@
 """Help in the app (issue 20 §7): what each finding kind means, its severity rule and the fields it
 rests on (from :mod:`idemview.findings.definitions`, DESIGN §5's words: no second copy here), one click
 from the chips, the findings panel and the detail; About (versions, paths) and the keyboard shortcuts
-(the table of :mod:`idemview.qt.mainwindow`'s docstring, the one place they are listed).
+(the table of the main window module's docstring, the one place they are listed).
 """
 
 from __future__ import annotations
@@ -51,12 +51,11 @@ def findings_help_html(kind: FindingKind | None = None, finding=None) -> str:
     return "".join(parts)
 
 
-def shortcuts() -> list[tuple[str, str]]:
-    """(keys, what) rows of the shortcut table in :mod:`idemview.qt.mainwindow`'s docstring."""
-    from idemview.qt import mainwindow
-
+def shortcuts(doc: str) -> list[tuple[str, str]]:
+    """(keys, what) rows of the reST table in ``doc``: the main window module's docstring, where the
+    shortcuts are listed once (passed in, not imported: the main window imports this module)."""
     rows, inside = [], False
-    for line in (mainwindow.__doc__ or "").splitlines():
+    for line in (doc or "").splitlines():
         if line.startswith("===="):
             inside = not inside
             continue
@@ -98,8 +97,10 @@ def about_html() -> str:
     )
 
 
-def shortcuts_html() -> str:
-    cells = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td>{html.escape(w)}</td></tr>" for k, w in shortcuts())
+def shortcuts_html(doc: str) -> str:
+    cells = "".join(
+        f"<tr><td><code>{html.escape(k)}</code></td><td>{html.escape(w)}</td></tr>" for k, w in shortcuts(doc)
+    )
     return f"<h3>Keyboard shortcuts</h3><table cellpadding=3>{cells}</table>"
 
 
@@ -143,4 +144,9 @@ def show_about(parent) -> HelpDialog:
 
 
 def show_shortcuts(parent) -> HelpDialog:
-    return _show(parent, "Keyboard shortcuts", shortcuts_html())
+    """The shortcuts of ``parent``'s window, from its module's docstring table."""
+    import sys
+
+    win = parent.window()
+    doc = getattr(sys.modules.get(type(win).__module__), "__doc__", "") or ""
+    return _show(parent, "Keyboard shortcuts", shortcuts_html(doc))
