@@ -313,6 +313,7 @@ class MainWindow(QMainWindow):
             # The keyring notice (two lines, nearly the bar's width) would leave a message ~80 px
             # ("postg…dings", found by a tester): it steps aside while the message shows.
             notice.hide()
+            self.keyring_dismiss.hide()
             self._notice_stepped_aside = True
             room = sb.width() - 40
             if not getattr(self, "_notice_returns", False):

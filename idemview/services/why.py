@@ -89,7 +89,7 @@ def why_duplicate(detail: Any) -> list[str]:
     if len(fx) >= 2 and len(ok) < 2:
         out.append(
             f"{len(fx)} effect records downstream for {len(ok) or 'no'} succeeded attempt"
-            f"{'s' if len(ok) != 1 else ''}: an attempt the ledger did not record as a success had charged "
-            "already, and the retry charged again."
+            f"{'s' if len(ok) != 1 else ''}: the side effect was repeated where the ledger did not see it "
+            "(a retry inside the worker or of the downstream call, under the same key)."
         )
     return out
