@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
     op.add_argument("--key", help="the operation's idempotency key")
     op.add_argument("--scope", help="its scope (default: whichever holds the key)")
+    op.add_argument("--layout", help="preset name or layout TOML file (default: the connection's, else detect)")
+    op.add_argument("--schema", help="schema holding the layout's tables (default: found)")
+    op.add_argument("--now", type=_instant, default=None, help="instant the first scan computes findings for")
 
     ide = sub.add_parser("install-desktop", help="add idemview to the desktop's application menu (this user)")
     ide.add_argument(
@@ -711,7 +714,9 @@ def cmd_open(args) -> int:
         from idemview.qt.app import run_gui
     except ImportError as e:
         raise CliError(f"the GUI cannot start: {e}", EXIT_USAGE) from None
-    return run_gui(link=(args.url, args.key, args.scope))
+    from idemview.services.links import DeepLink
+
+    return run_gui(link=DeepLink(args.url, args.key, args.scope, args.layout, args.schema, args.now))
 
 
 def main(argv: list[str] | None = None) -> int:

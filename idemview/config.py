@@ -239,9 +239,10 @@ class CredentialStore:
 
             kr = keyring.get_keyring()
             if isinstance(kr, fail.Keyring):
+                # keyring's "fail Keyring" is its placeholder for "none found": not a backend to name
                 self.notice = (
-                    f"No OS keyring is available (tried: {self.backend}): passwords are kept for "
-                    f"this session only. {_keyring_advice()}"
+                    "No OS keyring is available (no keyring backend is installed or running): passwords are "
+                    f"kept for this session only. {_keyring_advice()}"
                 )
                 return False
             return True

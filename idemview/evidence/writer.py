@@ -863,8 +863,21 @@ def _build_manifest(
         if k in ("ledger", "connection"):
             v = _sanitize_ledger(v)
         caller[k] = _mask_uncounted(masker, _strip_urls(v))
+    f, mk = caller.get("filter"), caller.get("masking_key")
+    flt: dict[str, Any] = f if isinstance(f, dict) else {}
+    key: dict[str, Any] = mk if isinstance(mk, dict) else {}
+    # What a reader needs first (issue 20 §12): what was exported, for which `now`, how many rows, the
+    # file's hash and whose masking key; every detail (masking word lists included) follows.
+    summary = {
+        "filter": flt.get("sentence_shown") or flt.get("sentence"),
+        "now": caller.get("now"),
+        "row_count": n,
+        "sha256": sha,
+        **({"masking_key": key.get("scope")} if key.get("scope") else {}),
+    }
     return {
         "format": MANIFEST_FORMAT,
+        "summary": summary,
         "tool": {"name": "idemview", "version": __version__},
         "exported_at": _utc_now_iso(),
         **caller,

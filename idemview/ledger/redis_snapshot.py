@@ -52,6 +52,7 @@ import re
 import sqlite3
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -248,10 +249,68 @@ def connect_redis(url: str, password: str | None = None, *, timeout_s: float = 1
     return client
 
 
+#: what the snapshot says when the Redis user may not run TIME (issue 20 §4)
+LOCAL_CLOCK_NOTE = (
+    "this Redis user may not run TIME: expiry times use idemview's local clock (grant +time to use the server's clock)"
+)
+
+
 def server_time(client) -> datetime:
-    """The server's clock (``TIME``), aware UTC."""
-    s, us = client.time()
-    return datetime.fromtimestamp(int(s) + int(us) / 1e6, UTC)
+    """The server's clock (``TIME``), aware UTC. A user refused ``TIME`` (an ACL without ``+time``,
+    e.g. ``+@read``) gets idemview's local clock instead, and ``client._idem_local_clock`` is set so
+    the snapshot says so (:data:`LOCAL_CLOCK_NOTE`) and its batches stop asking."""
+    import redis
+
+    if not getattr(client, "_idem_local_clock", False):
+        try:
+            s, us = client.time()
+            return datetime.fromtimestamp(int(s) + int(us) / 1e6, UTC)
+        except redis.exceptions.NoPermissionError:
+            client._idem_local_clock = True
+    return datetime.now(UTC)
+
+
+#: every command a snapshot sends, with an argument shape that cannot change anything (TIME last: a
+#: user without it is told, and the snapshot uses the local clock)
+SNAPSHOT_COMMANDS = ("SCAN", "TYPE", "GET", "MGET", "HGETALL", "PTTL", "TIME")
+
+
+def snapshot_permissions(client, kv: KvLayout | None = None) -> tuple[list[str], bool]:
+    """(commands the snapshot needs that this Redis user may not run, whether ``TIME`` is refused):
+    each of :data:`SNAPSHOT_COMMANDS` run once on a sampled (or absent) key. ``TIME`` refused is not
+    fatal (the local clock is used, see :func:`server_time`); any other refused command is."""
+    import redis
+
+    key = b"idemview:permission-probe"
+    try:
+        _cur, keys = client.scan(0, match=(kv.match if kv is not None else "*"), count=10)
+        key = keys[0] if keys else key
+    except redis.exceptions.NoPermissionError:
+        return ["SCAN"], False
+    missing, no_time = [], False
+    probes = {
+        "TYPE": lambda: client.execute_command("TYPE", key),
+        "GET": lambda: client.execute_command("GET", key),
+        "MGET": lambda: client.execute_command("MGET", key),
+        "HGETALL": lambda: client.execute_command("HGETALL", key),
+        "PTTL": lambda: client.execute_command("PTTL", key),
+        "TIME": lambda: client.execute_command("TIME"),
+    }
+    for name, run in probes.items():
+        try:
+            run()
+        except redis.exceptions.NoPermissionError:
+            if name == "TIME":
+                no_time = True
+            elif not (kv is not None and name in ("GET", "MGET", "HGETALL") and name not in _reads_of(kv)):
+                missing.append(name)
+        except redis.exceptions.ResponseError:  # WRONGTYPE on a sampled key: the command is allowed
+            pass
+    return missing, no_time
+
+
+def _reads_of(kv: KvLayout) -> tuple[str, ...]:
+    return ("HGETALL",) if kv.encoding == "hash" else ("GET", "MGET")
 
 
 def write_rights(client) -> str | None:
@@ -777,6 +836,7 @@ class SnapshotInfo:
     without_ttl: int = 0
     redis_version: str = ""
     write_warning: str | None = None
+    clock: str = "server"  # "local" when the Redis user may not run TIME (LOCAL_CLOCK_NOTE)
 
     def to_json(self) -> dict:
         from idemview.ledger.times import iso
@@ -872,7 +932,9 @@ def _read_batches(client, kv: KvLayout, read: str, batch: int, token):
             continue
         # Read time of this batch on the server's clock: PTTL is relative to it.
         pipe = client.pipeline(transaction=False)
-        pipe.time()
+        server_clock = not getattr(client, "_idem_local_clock", False)
+        if server_clock:
+            pipe.time()
         if read == "GET":  # one MGET per batch (a wrong-type key reads as nil there)
             pipe.execute_command("MGET", *[k for k, _p in wanted])
             for k, _parts in wanted:
@@ -881,9 +943,18 @@ def _read_batches(client, kv: KvLayout, read: str, batch: int, token):
             for k, _parts in wanted:
                 pipe.execute_command(read, k)
                 pipe.execute_command("PTTL", k)
+        local_at = time.time()
         res = pipe.execute(raise_on_error=False)
-        now_s, now_us = res[0]
-        at = int(now_s) + int(now_us) / 1e6
+        if not server_clock:  # a user refused TIME (see server_time): the local clock at the read
+            res = [None, *res]
+        if server_clock and isinstance(res[0], Exception):
+            client._idem_local_clock = True
+            at = local_at
+        elif server_clock:
+            now_s, now_us = res[0]
+            at = int(now_s) + int(now_us) / 1e6
+        else:
+            at = local_at
         if read == "GET":
             values, pttls = res[1], res[2:]
         else:
@@ -1234,6 +1305,8 @@ def snapshot(
         keeper.commit()
         info.server_time_end = server_time(client)
         info.finished_at = datetime.now(UTC)
+        if getattr(client, "_idem_local_clock", False):
+            info.clock, info.clock_skew_s = "local", None
     except BaseException:
         keeper.close()
         raise
@@ -1462,6 +1535,16 @@ def test_redis(url, layout: str = "") -> str:
         parts = ["✓ reachable", "read commands only (allowlist)" + (f" · ⚠ {warn}" if warn else "")]
         presets = [load_kv_layout(layout)] if layout else None
         m = detect_kv(client, presets)
+        # Test runs every command Connect's snapshot will run: Test passing means Connect can read
+        missing, no_time = snapshot_permissions(client, m[0].layout if m else None)
+        if missing:
+            grant = " ".join("+" + c.lower() for c in missing)
+            return (
+                f"✗ reachable, but this Redis user may not run {', '.join(missing)}, which reading a "
+                f"snapshot needs: grant {grant} (ACL SETUSER <user> {grant})"
+            )
+        if no_time:
+            parts.append("⚠ " + LOCAL_CLOCK_NOTE)
         if m:
             parts.append(
                 f"{'layout' if layout else 'detected'} {m[0].layout.name} — confidence "

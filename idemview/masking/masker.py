@@ -527,7 +527,8 @@ class MaskRules:
             "credential_kinds": sorted(self.credential_kinds),
             "patterns": [{"kind": p.kind, "regex": p.regex, "credential": p.credential} for p in self.patterns],
             "keep_card_last4": self.keep_card_last4,
-            "tag": "[kind#first 6 hex of HMAC-SHA256(value) under a per-export random key]",
+            # whose key it is (this export's own, or the window's session key) is the manifest's masking_key
+            "tag": "[kind#first 6 hex of HMAC-SHA256(value) under the masking key named in masking_key]",
         }
         d["rules_sha256"] = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
         return d

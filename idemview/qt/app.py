@@ -118,9 +118,9 @@ def _quit_after(app) -> None:
     QTimer.singleShot(0, shown)
 
 
-def run_gui(demo: bool = False, link: tuple[str, str | None, str | None] | None = None) -> int:
-    """Run the GUI until the window closes; returns the exit code. ``link``: (target, key, scope) of
-    ``idemview open`` (a deep link to one operation). Raises
+def run_gui(demo: bool = False, link=None) -> int:
+    """Run the GUI until the window closes; returns the exit code. ``link``: the
+    :class:`~idemview.services.links.DeepLink` of ``idemview open`` (or a (target, key, scope) tuple). Raises
     :class:`idemview.qt.syslibs.GuiUnavailable` (one line) when a system library Qt needs is missing."""
     import logging
 
@@ -138,7 +138,9 @@ def run_gui(demo: bool = False, link: tuple[str, str | None, str | None] | None 
     w.show()
     if demo:
         w.open_demo()
-    if link is not None:
+    if isinstance(link, tuple):
         w.open_link(*link)
+    elif link is not None:  # a services.links.DeepLink (idemview open …)
+        w.open_link(link.target, link.key, link.scope, layout=link.layout, schema=link.schema, now=link.now)
     _quit_after(app)
     return app.exec()

@@ -66,8 +66,45 @@ def install_log(level: int = logging.INFO) -> Path:
     if root.level > level or root.level == logging.NOTSET:
         root.setLevel(level)
     _handler = h
-    logging.getLogger("idemview").info("idemview started; log file %s", path)
+    logging.getLogger("idemview").info("%s; log file %s", _versions(), path)
+    _log_uncaught()
     return path
+
+
+def _versions() -> str:
+    """ "idemview 1.2.3 started (Python 3.11.9, Qt 6.7.2, PySide6 6.7.2, SQLAlchemy 2.0.31)"."""
+    import platform
+
+    import sqlalchemy
+
+    from idemview import __version__
+
+    try:
+        import PySide6
+        from PySide6.QtCore import qVersion
+
+        qt = f"Qt {qVersion()}, PySide6 {PySide6.__version__}"
+    except ImportError:  # pragma: no cover - the GUI log without Qt (a test of the core)
+        qt = "no Qt"
+    py = platform.python_version()
+    return f"idemview {__version__} started (Python {py}, {qt}, SQLAlchemy {sqlalchemy.__version__})"
+
+
+def _log_uncaught() -> None:
+    """An exception nobody caught (in a slot, a timer) goes to the log with its traceback, then to the
+    previous hook (Qt's, pytest-qt's): the file attached to a ticket holds it (masked by the formatter)."""
+    import sys
+
+    prev = sys.excepthook
+    if getattr(prev, "_idemview", False):
+        return
+
+    def hook(tp, value, tb):
+        logging.getLogger("idemview").error("uncaught error", exc_info=(tp, value, tb))
+        prev(tp, value, tb)
+
+    hook._idemview = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def uninstall_log() -> None:

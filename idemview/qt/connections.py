@@ -36,7 +36,7 @@ from idemview.domain.model import Outcome, Status
 from idemview.layouts.layout import all_presets
 from idemview.qt import theme
 from idemview.qt.workers import JobError, Runner
-from idemview.services.session import OpenSpec, SharedMasker
+from idemview.services.session import OpenSpec, SharedMasker, spec_for_connection
 
 TYPES = [
     ("SQLite file", "sqlite"),
@@ -218,6 +218,7 @@ class ConnectionDialog(QDialog):
         sf.addRow("Password", self.password)
         sf.addRow("", self.remember)
         sf.addRow("TLS (sslmode)", self.sslmode)
+        self.server_form = sf
         form.addRow(self.server)
         self.layout_box = QComboBox()
         self.layout_box.addItem("Detect automatically", "")
@@ -323,6 +324,9 @@ class ConnectionDialog(QDialog):
     # --------------------------------------------------------------------------------- list
 
     def _reload_list(self, select_id: str | None = None):
+        from idemview.qt.opening import order_connections
+
+        self.conns = order_connections(self.conns)  # the start page's order: last opened first, then name
         self.list.blockSignals(True)
         self.list.clear()
         row = 0
@@ -401,6 +405,10 @@ class ConnectionDialog(QDialog):
         # hide whole form rows (label included), not just the field
         self.form.setRowVisible(self.file_row, sqlite)
         self.form.setRowVisible(self.server, not sqlite)
+        # only the fields that apply: sslmode is PostgreSQL's; a Redis ledger has no SQL schema
+        d = self.type.currentData()
+        self.server_form.setRowVisible(self.sslmode, d == "postgresql")
+        self.form.setRowVisible(self.schema, d not in ("redis", "rediss"))
         if not self._loading and not sqlite and self.port.value() == 0:
             self.port.setValue(DEFAULT_PORTS.get(self.type.currentData(), 0))
 
@@ -593,18 +601,7 @@ class ConnectionDialog(QDialog):
     def connect_(self):
         c = self.save()
         pw = self.password.text() or self.credentials.get(c.id)
-        self.spec = OpenSpec(
-            url=c.url(),
-            name=c.name,
-            layout=c.layout or None,
-            password=pw or None,
-            colour=c.colour,
-            connection_id=c.id,
-            naive_zone=c.naive_zone or None,
-            schema=c.schema or None,
-            status_map=dict(c.status_map),
-            outcome_map=dict(c.outcome_map),
-        )
+        self.spec = spec_for_connection(c, pw)
         self.accept()
 
     def done(self, r):  # noqa: D401 - Qt override

@@ -120,7 +120,11 @@ class OperationDetail(QWidget):
         v.setContentsMargins(6, 4, 6, 4)
         v.setSpacing(4)
         top = QHBoxLayout()
-        self.title = QLabel()
+        # the key on a row of its own (the Copy buttons cut it at 1280 px); a key longer than the pane
+        # is elided in the middle, whole in the tooltip and on Copy key
+        from idemview.qt.elide import ElidedLabel
+
+        self.title = ElidedLabel(min_chars=8, mode=Qt.TextElideMode.ElideMiddle)
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.title.setFont(mono())
         f = self.title.font()
@@ -135,7 +139,8 @@ class OperationDetail(QWidget):
             "Copy an `idemview open …` command that opens this operation (for a colleague; never carries a password)"
         )
         self.link_btn.clicked.connect(lambda: self.link_requested.emit())
-        top.addWidget(self.title, 1)
+        v.addWidget(self.title)
+        top.addStretch(1)
         top.addWidget(self.copy_btn)
         top.addWidget(self.link_btn)
         v.addLayout(top)
@@ -152,7 +157,10 @@ class OperationDetail(QWidget):
         self.findings_box.setWordWrap(True)
         self.findings_box.setFrameShape(QFrame.Shape.StyledPanel)
         self.findings_box.setContentsMargins(6, 4, 6, 4)
-        self.findings_box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.findings_box.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.LinksAccessibleByMouse
+        )
+        self.findings_box.linkActivated.connect(self._finding_link)
         v.addWidget(self.findings_box)
         self.timeline_title = QLabel("<b>Timeline</b>")
         v.addWidget(self.timeline_title)
@@ -272,7 +280,7 @@ class OperationDetail(QWidget):
                 f'<tr><td style="padding-right:10px; color:{muted}">{k}</td><td>{v}</td></tr>' for k, v in rows
             )
             self.header.setText(f"<table cellspacing=0 cellpadding=1>{cells}</table>")
-        self.findings_box.setText(self._findings_html(d.findings, d.explanations))
+        self.findings_box.setText(self._findings_html(d.findings, d.explanations, d.state))
         self.findings_box.setVisible(True)
         created = rec.created_at if rec else None
         expires = rec.expires_at if rec else None
@@ -354,19 +362,73 @@ class OperationDetail(QWidget):
             return " <i>(expired)</i>"
         return ""
 
-    def _findings_html(self, fs: list[Finding], expl: dict[int, str]) -> str:
+    def _findings_html(self, fs: list[Finding], expl: dict[int, str], state=None) -> str:
+        """The findings box: *pending*, *none* or *these* (issue 20 §1), from the tab's finding board
+        (``state``, an :class:`~idemview.services.findstate.OpFindings`). Without a state the pane says
+        "pending": it never claims "no findings" for an operation nobody said was checked."""
+        from idemview.services.findstate import FindingState
+
+        kind_state = state.state if state is not None else (FindingState.THESE if fs else FindingState.PENDING)
+        pending = state.pending if state is not None else frozenset()
+        failed = state.failed if state is not None else {}
+        muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
+        still = (
+            f'<p style="margin:2px 0; color:{muted}"><i>Scanning: {len(pending)} finding '
+            f"kind{'s' if len(pending) != 1 else ''} not checked yet for this operation; this updates by "
+            "itself when the scan lands.</i></p>"
+            if pending
+            else ""
+        )
+        unchecked = (
+            f'<p style="margin:2px 0; color:{muted}"><i>Not checked (the check failed): '
+            + html.escape(", ".join(theme.KIND_WORDS[k] for k in failed))
+            + "</i></p>"
+            if failed
+            else ""
+        )
+        if kind_state is FindingState.PENDING or (not fs and kind_state is not FindingState.NONE):
+            return "<b>Findings: pending</b> — the findings scan has not reached this operation yet." + (
+                still or '<p style="margin:2px 0"><i>This updates by itself when the scan lands.</i></p>'
+            )
         if not fs:
-            return "✓ No findings for this operation."
+            return "✓ No findings for this operation." + unchecked
         parts = []
-        for f in fs:
+        for i, f in enumerate(fs):
             c = theme.colour(theme.SEVERITY_COLOURS, f.severity).name()
             parts.append(
                 f'<p style="margin:2px 0"><span style="color:{c}"><b>{theme.SEVERITY_GLYPHS[f.severity]} '
                 f"{f.severity.value} · {theme.KIND_WORDS[f.kind]}</b></span> — "
-                f"{html.escape(expl.get(id(f), f.kind.value))}</p>"
+                f"{html.escape(expl.get(id(f), f.kind.value))} "
+                f'<a href="help:{i}">what is this?</a></p>'
+            )
+        why = self._why(fs)
+        if why:
+            parts.append(
+                '<p style="margin:4px 0 2px 0"><b>Why dedup failed</b> (from the attempts and records below):</p>'
+                + "".join(f'<p style="margin:1px 0 1px 10px">• {html.escape(w)}</p>' for w in why)
             )
         parts.append('<p style="margin:2px 0"><i>Evidence for a human decision, not a verdict.</i></p>')
-        return "".join(parts)
+        return "".join(parts) + still + unchecked
+
+    def _why(self, fs: list[Finding]) -> list[str]:
+        """Why a duplicate effect got through (services.why), computed from this operation's evidence."""
+        from idemview.domain.model import FindingKind
+        from idemview.services.why import why_duplicate
+
+        if self.detail is None or not any(f.kind == FindingKind.DUPLICATE_EFFECT for f in fs):
+            return []
+        return why_duplicate(self.detail)
+
+    def _finding_link(self, href: str) -> None:
+        """ "what is this?" beside a finding: its kind's definition and severity rule (one click)."""
+        from idemview.qt.helpdialog import show_findings_help
+
+        d = self.detail
+        if d is None or not href.startswith("help:"):
+            return
+        i = int(href[5:])
+        if 0 <= i < len(d.findings):
+            show_findings_help(self, d.findings[i].kind, d.findings[i])
 
     def _records_text(self, recs: list[Operation]) -> str:
         out = []

@@ -123,6 +123,11 @@ class FilterBar(QWidget):
         row1.addWidget(self.intent_edit, 1)
         row1.addWidget(self.scope_edit, 1)
         row1.addWidget(self.clear_btn)
+        # on the filter row: beside the chips it wrapped the last chip onto a line of its own at 1280 px
+        self.help_btn = QToolButton(text="?")
+        self.help_btn.setToolTip("What each finding chip means: definition, severity rule, the fields it rests on")
+        self.help_btn.clicked.connect(self._help)
+        row1.addWidget(self.help_btn)
         v.addLayout(row1)
         # chips wrap onto a second line on a narrow screen instead of widening the window
         row2 = FlowLayout(spacing=4)
@@ -197,6 +202,17 @@ class FilterBar(QWidget):
         self._severities = dict(severities or {})
         self._render_chips()
 
+    def _help(self):
+        from idemview.qt.helpdialog import show_findings_help
+
+        show_findings_help(self)
+
+    def set_board(self, board) -> None:
+        """The tab's :class:`~idemview.services.findstate.FindingBoard`: a kind it still has pending
+        shows "…" on its chip (never a count of 0 while it is being checked)."""
+        self._board = board
+        self._render_chips()
+
     def chip_severity(self, k: FindingKind):
         return (
             self._severities.get(k, DEFAULT_SEVERITY[k]) if getattr(self, "_severities", None) else DEFAULT_SEVERITY[k]
@@ -208,8 +224,14 @@ class FilterBar(QWidget):
             sev = self.chip_severity(k)
             n = self._counts.get(k)
             why = self._unsupported.get(k)
+            board = getattr(self, "_board", None)
+            pending = board is not None and board.kind_pending(k)
+            if pending:  # still being checked: a finding filter on it still works (its own SQL)
+                why = None
             shown = ""
-            if n is not None and not why:
+            if pending:
+                shown = "  …"
+            elif n is not None and not why:
                 shown = f"  {n} of {totals.get(k, 0)}" if totals is not None else f"  {n}"
             b.setText(f"{theme.SEVERITY_GLYPHS[sev]} {theme.KIND_SHORT[k]}" + shown)
             col = theme.colour(theme.SEVERITY_COLOURS, sev).name()
@@ -217,7 +239,8 @@ class FilterBar(QWidget):
             b.setToolTip(
                 (why if why.startswith(("still", "the check")) else f"Not checkable with this layout: {why}")
                 if why
-                else f"{sev.value} — show only operations with a {theme.KIND_WORDS[k]}"
+                else ("still being checked — " if pending else "")
+                + f"{sev.value} — show only operations with {theme.a_an(theme.KIND_WORDS[k])}"
             )
             b.setStyleSheet(
                 f"QToolButton {{ border: 1px solid {col}; border-radius: 9px; padding: 1px 8px; }}"

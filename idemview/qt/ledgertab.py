@@ -42,6 +42,7 @@ from idemview.qt.models import (
     OP_COLUMNS,
     FindingsModel,
     FindingsRole,
+    FindingStateRole,
     OperationsModel,
     RowRole,
 )
@@ -79,41 +80,78 @@ UTC = UTC
 
 
 class BadgeDelegate(QStyledItemDelegate):
-    """Paints findings as coloured pills with a severity glyph and a short word (never colour only)."""
+    """Paints findings as coloured pills with a severity glyph and a short word (never colour only);
+    "scanning…" while the operation's finding state is pending. The most severe kind always shows as a
+    chip (elided when the cell is narrow), never as a bare "+1" (issue 20 §10)."""
+
+    PAD, GAP = 12, 4
+
+    @classmethod
+    def chips(cls, fs: list[Finding], fm: QFontMetrics, left: int, right: int) -> tuple[list[tuple], int]:
+        """([(label, x, width, severity)], kinds not shown) for the cell spanning ``left``..``right`` px."""
+        kinds: list[Finding] = []
+        for f in fs:
+            if all(g.kind != f.kind for g in kinds):
+                kinds.append(f)
+        out: list[tuple] = []
+        x = left + 3
+        for i, f in enumerate(kinds):
+            label = f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_SHORT[f.kind]}"
+            w = fm.horizontalAdvance(label) + cls.PAD
+            rest = len(kinds) - i - 1
+            more_w = fm.horizontalAdvance(f" +{rest}") + 2 if rest else 0
+            if x + w + more_w > right - 2:
+                if i == 0:  # the first (most severe) always shows, elided to the room left
+                    room = max(
+                        right - 2 - x - more_w - cls.PAD, fm.horizontalAdvance(theme.SEVERITY_GLYPHS[f.severity])
+                    )
+                    label = fm.elidedText(label, Qt.TextElideMode.ElideRight, room)
+                    out.append((label, x, fm.horizontalAdvance(label) + cls.PAD, f.severity))
+                    return out, rest
+                return out, len(kinds) - i
+            out.append((label, x, w, f.severity))
+            x += w + cls.GAP
+        return out, 0
+
+    def sizeHint(self, option, index):  # noqa: N802 - Qt override
+        """Wide enough for every chip: resizeColumnsToContents gives the column that width."""
+        size = super().sizeHint(option, index)
+        fs: list[Finding] = index.data(FindingsRole) or []
+        fm = QFontMetrics(option.font)
+        chips, _more = self.chips(fs, fm, 0, 10**6)
+        width = chips[-1][1] + chips[-1][2] + 6 if chips else fm.horizontalAdvance("scanning…") + 8
+        size.setWidth(max(size.width(), width))
+        return size
 
     def paint(self, painter: QPainter, option, index):
         fs: list[Finding] = index.data(FindingsRole) or []
         if option.state & QStyle.StateFlag.State_Selected:
             painter.fillRect(option.rect, option.palette.highlight())
         if not fs:
+            st = index.data(FindingStateRole)
+            if st is not None and st.state.value == "pending":  # never an empty cell that reads as "none"
+                painter.save()
+                painter.setPen(option.palette.color(QPalette.ColorRole.PlaceholderText))
+                painter.drawText(option.rect.adjusted(4, 0, -2, 0), Qt.AlignmentFlag.AlignVCenter, "scanning…")
+                painter.restore()
             return
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         fm = QFontMetrics(option.font)
-        x = option.rect.left() + 3
-        seen = set()
-        for f in fs:
-            if f.kind in seen:
-                continue
-            seen.add(f.kind)
-            label = f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_SHORT[f.kind]}"
-            w = fm.horizontalAdvance(label) + 12
-            if x + w > option.rect.right() - 2:
-                painter.setPen(option.palette.color(QPalette.ColorRole.Text))
-                painter.drawText(
-                    QRect(x, option.rect.top(), 30, option.rect.height()),
-                    Qt.AlignmentFlag.AlignVCenter,
-                    f"+{len(fs) - len(seen) + 1}",
-                )
-                break
+        chips, more = self.chips(fs, fm, option.rect.left(), option.rect.right())
+        for label, x, w, sev in chips:
             r = QRectF(x, option.rect.top() + 3, w, option.rect.height() - 6)
-            c = theme.colour(theme.SEVERITY_COLOURS, f.severity)
             painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(c)
+            painter.setBrush(theme.colour(theme.SEVERITY_COLOURS, sev))
             painter.drawRoundedRect(r, r.height() / 2, r.height() / 2)
             painter.setPen(QColor("#000000") if theme.is_dark() else QColor("#ffffff"))
             painter.drawText(r, Qt.AlignmentFlag.AlignCenter, label)
-            x += w + 4
+        if more:
+            x = (chips[-1][1] + chips[-1][2] + 2) if chips else option.rect.left() + 3
+            painter.setPen(option.palette.color(QPalette.ColorRole.Text))
+            painter.drawText(
+                QRect(int(x), option.rect.top(), 40, option.rect.height()), Qt.AlignmentFlag.AlignVCenter, f"+{more}"
+            )
         painter.restore()
 
 
@@ -166,6 +204,11 @@ class LedgerTab(QWidget):
     message = Signal(str)
     title_changed = Signal()
     opened_signal = Signal()  # the ledger is open (before its first scan is in)
+    #: the saved connection needs a password nobody has (no keyring): the window asks (issue 20 §3);
+    #: the argument says why ("" the first time, the refusal after a wrong one)
+    password_wanted = Signal(str)
+    #: set by the window: whether opening ``spec`` must ask for a password first
+    password_check = None
 
     def __init__(self, spec: OpenSpec, masker: SharedMasker, parent=None):
         super().__init__(parent)
@@ -183,7 +226,13 @@ class LedgerTab(QWidget):
         self._narrowed_res: FindingsResult | None = None
         self._scan: dict = {"pending": set()}
         self._merged_scan: dict | None = None  # the scan whose complete merge is shown
+        # the per-operation finding state every view asks (pending / none / these: issue 20 §1)
+        from idemview.services.findstate import FindingBoard
+
+        self.board = FindingBoard()
         self._build()
+        self.model.board = self.board
+        self.board.subscribe(self._board_changed)
         self.runner.busy_changed.connect(self._busy)
         self._scan_relay = _ScanRelay(self)
         self._scan_relay.message.connect(self._on_scan_message)
@@ -240,7 +289,13 @@ class LedgerTab(QWidget):
         fl.setContentsMargins(0, 0, 0, 0)
         fl.setSpacing(2)
         self.findings_title = QLabel("<b>Findings</b> — scanning…")
-        fl.addWidget(self.findings_title)
+        head = QHBoxLayout()
+        head.addWidget(self.findings_title, 1)
+        self.findings_help = QToolButton(text="?")
+        self.findings_help.setToolTip("What each finding means (the selected one first)")
+        self.findings_help.clicked.connect(self._findings_help)
+        head.addWidget(self.findings_help, 0, Qt.AlignmentFlag.AlignTop)
+        fl.addLayout(head)
         # the instant every finding on screen was computed for (F5 / live refresh move it)
         self.as_of = ElidedLabel("Findings as of —", min_chars=10)
         self.as_of.setObjectName("findingsAsOf")
@@ -369,8 +424,14 @@ class LedgerTab(QWidget):
 
     # ------------------------------------------------------------------------------- opening
 
-    def start(self):
+    def start(self, *, asked: bool = False):
+        """Open the ledger on a worker; a saved connection whose password nobody has asks first."""
         spec = self.spec
+        if not asked and self.password_check is not None and self.password_check(spec):
+            self.where.setText(f"Waiting for the password of {self.masker.free_text(spec.name)}…")
+            self.password_wanted.emit(getattr(self, "_refused", ""))
+            return
+        self._asked = asked
         # the whole-table counts come after the first page (_on_open): first rows first (issue 11 §3)
         self.runner.submit("open", lambda tok: open_ledger(spec, tok, basics=False), self._on_open, self._on_open_error)
 
@@ -415,6 +476,9 @@ class LedgerTab(QWidget):
 
     def _on_open_error(self, err: JobError):
         msg = self.masker.free_text(err.message)
+        if getattr(self, "_asked", False):  # the typed password did not open it: nothing is kept
+            self.spec.password, self._asked = None, False
+            self._refused = f"The last try was refused: {msg}"
         self.where.setText(f"Could not open {self.masker.free_text(self.spec.name)}")
         # nothing is scanning and nothing can be filtered until it opens (a tester saw "scanning…"
         # forever and live chips on a tab that never connected)
@@ -457,7 +521,9 @@ class LedgerTab(QWidget):
             if not self.runner.is_pending("open"):
                 self.start()
             return
-        self.now = datetime.now(UTC).replace(microsecond=0)
+        # a link's `now` (idemview open --now) for the first scan; F5 then scans for the current time
+        link_now, self._link_now = getattr(self, "_link_now", self.spec.now), None
+        self.now = link_now or datetime.now(UTC).replace(microsecond=0)
         self._scanning = True
         self._show_as_of()
         ledger, now = self.ledger, self.now
@@ -477,6 +543,7 @@ class LedgerTab(QWidget):
             "pending": {k for k in FindingKind if k not in unsupported},
             "proc": None,
         }
+        self.board.begin(self._scan["pending"])
         if self._scan["pending"] and not self._scan_in_process(self._scan):
             self._scan_in_threads(self._scan, list(self._scan["pending"]))
         if not self._scan["pending"]:
@@ -649,14 +716,17 @@ class LedgerTab(QWidget):
         # Grouping and sorting tens of thousands of findings runs on a worker; the GUI only swaps in
         # the result (stale merges are dropped by the runner's per-channel generation).
         complete = not st["pending"]
+        pending, failed = frozenset(st["pending"]), dict(st["failed"])  # what this merge does not answer
         self.runner.submit(
             "merge",
             lambda tok: apply_compact(merge_findings(now, fs, unsupported, expl), compact),
-            lambda res, st=st: self._on_findings(res, st if complete else None) if st is self._scan else None,
+            lambda res, st=st: (
+                self._on_findings(res, st if complete else None, pending, failed) if st is self._scan else None
+            ),
             lambda err: self.show_error(err),
         )
 
-    def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None):
+    def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None, pending=frozenset(), failed=None):
         old = getattr(self.findings, "compact", None) or {}
         keep = {id(c) for c in (getattr(res, "compact", None) or {}).values()}
         keep |= {id(c) for c in self._scan["compact"].values()} if "compact" in self._scan else set()
@@ -669,6 +739,7 @@ class LedgerTab(QWidget):
         self.model.refresh_findings(res)
         if requery:
             self._requery()
+        self.board.publish(res, pending, failed)  # the detail, grid, chips and search hits follow
         gc.freeze()  # findings live until the next scan; keep full GC passes from walking them (GIL)
         self._scanning = bool(self._scan["pending"]) or complete_scan is None
         self._show_as_of()
@@ -793,6 +864,12 @@ class LedgerTab(QWidget):
     def _region_cleared(self):
         self.filterbar.clear_time()
 
+    def _findings_help(self):
+        from idemview.qt.helpdialog import show_findings_help
+
+        idx = self.findings_view.currentIndex()
+        show_findings_help(self, self.findings_model.kind_at(idx.row()) if idx.isValid() else None)
+
     def _finding_row_clicked(self, idx: QModelIndex):
         kind = self.findings_model.kind_at(idx.row())
         if kind is not None and self.findings and kind not in self.findings.unsupported:
@@ -808,37 +885,52 @@ class LedgerTab(QWidget):
         if r is not None:
             self.open_operation(r.scope_raw, r.key_raw)
 
-    def open_operation(self, scope: str, key: str):
+    def open_operation(self, scope: str, key: str, *, reload: bool = False):
+        """Show the operation (scope, key) in the detail pane (read on a worker). Its findings and
+        their state come from :attr:`board`; ``reload``: the same operation again because its finding
+        state changed (the pane keeps its scroll position; a new operation starts at the top)."""
         if self.ledger is None:
             return
         ledger, masker = self.ledger, self.masker
-        fs = list(self.findings.by_ref.get((scope, key), [])) if self.findings else []
-        expl = self.findings.explanations if self.findings else {}
+        state = self.board.state_of((scope, key))
+        res = self.board.result
+        fs = list(res.by_ref.get((scope, key), [])) if res else []
+        expl = res.explanations if res else {}
         # kinds the scan sent as keys (issue 11 §3): this operation's findings of them, computed now
-        more = [
-            k
-            for k in compact_kinds_of(getattr(self.findings, "compact", None), (scope, key))
-            if all(f.kind != k for f in fs)
-        ]
-        now = self.findings.now if self.findings else None
+        compact = getattr(res, "compact", None)
+        more = [k for k in compact_kinds_of(compact, (scope, key)) if all(f.kind != k for f in fs)]
+        now = res.now if res else None
 
         def job(tok):
             if not more or now is None:
-                return load_detail(ledger, masker, scope, key, fs, expl)
+                return load_detail(ledger, masker, scope, key, fs, expl, state)
             extra, extra_expl = findings_of(ledger, masker, now, scope, key, more)
             allf = sorted(fs + extra, key=lambda f: SEVERITY_ORDER[f.severity])
             ex = {id(f): expl[id(f)] for f in fs if id(f) in expl}
             ex.update(extra_expl)
-            return load_detail(ledger, masker, scope, key, allf, ex)
+            return load_detail(ledger, masker, scope, key, allf, ex, state)
 
-        self.runner.submit(
-            "detail",
-            job,
-            lambda d: self.detail.set_detail(d, self.now),
-            self.show_error,
-        )
+        def shown(d):
+            self.detail.set_detail(d, now or self.now)
+            if not reload:  # F8, a search hit, a click: the new operation is read from its top
+                self.detail_scroll.verticalScrollBar().setValue(0)
+
+        self.runner.submit("detail", job, shown, self.show_error)
         self._shown_ref = (scope, key)
-        self._select_shown(scroll=True)
+        if not reload:
+            self._select_shown(scroll=True)
+
+    def _board_changed(self):
+        """The scan published: views that show a finding state follow without being re-opened."""
+        self.filterbar.set_board(self.board)
+        d = self.detail.detail
+        if d is None or self.ledger is None:
+            return
+        new = self.board.state_of((d.scope_raw, d.key_raw))
+        old = getattr(d, "state", None)
+        if old is None or old.signature != new.signature:
+            if (d.scope_raw, d.key_raw) == getattr(self, "_shown_ref", None):
+                self.open_operation(d.scope_raw, d.key_raw, reload=True)
 
     def _select_shown(self, scroll: bool = False):
         """Select the operation the detail shows in the grid when it is loaded there, else select
@@ -934,6 +1026,10 @@ class LedgerTab(QWidget):
         self.runner.submit("open", ping, lambda _ro: self.refresh(), self.show_error)
 
     def cancel_all(self):
+        """Esc / Cancel: stop this tab's queries and the findings scan (silent when nothing runs: Esc also
+        closes a dropdown, which must not print "Cancelled the running queries")."""
+        if not self.runner.pending() and not (self._scan.get("proc") is not None and self._scan["pending"]):
+            return
         self.runner.cancel()
         if self._scan.get("proc") is not None and self._scan["pending"]:
             # what the process had sent stays; the kinds it had not finished say "cancelled"
@@ -969,8 +1065,9 @@ class LedgerTab(QWidget):
         self.footer.setText(" · ".join(parts))
 
     def copy_link(self) -> str | None:
-        """ "Copy link": the ``idemview open …`` command for the operation in the detail (no password;
-        the raw key, since a masked one would find nothing — refused when the key is a credential)."""
+        """ "Copy link": the ``idemview open …`` command for the operation in the detail, with the layout
+        and the `now` of the findings on screen (:mod:`idemview.services.links`; no password; the raw key,
+        since a masked one would find nothing — refused when the key is a credential)."""
         from idemview.services.session import deep_link
 
         d = self.detail.detail
@@ -979,7 +1076,8 @@ class LedgerTab(QWidget):
         if self.masker.is_credential("idempotency_key", d.key_raw):
             self.message.emit("Not copied: this idempotency key looks like a credential")
             return None
-        link = deep_link(self.spec, d.scope_raw, d.key_raw)
+        res = self.board.result
+        link = deep_link(self.spec, d.scope_raw, d.key_raw, layout=self.ledger.layout, now=res.now if res else self.now)
         QGuiApplication.clipboard().setText(link)
         self.message.emit("Copied a link to this operation: " + self.masker.free_text(link))
         return link

@@ -16,6 +16,7 @@ Ctrl+W                close the tab
 from __future__ import annotations
 
 import html
+import logging
 import sys
 import threading
 from datetime import UTC, datetime
@@ -59,10 +60,10 @@ from idemview.qt.models import SearchModel
 from idemview.qt.report import install_report_action
 from idemview.qt.settings import gui_settings
 from idemview.qt.workers import JobError, Runner
-from idemview.services.compact import FindingsByRef
 from idemview.services.session import OpenSpec, SharedMasker, search
 
 UTC = UTC
+_log = logging.getLogger("idemview.gui")
 
 try:  # the evidence export core arrives separately; the action is disabled until it does
     from idemview.evidence.plan import check_target, export_evidence  # type: ignore[attr-defined]
@@ -110,7 +111,11 @@ class ExportDialog(QDialog):
         self.sentence.setWordWrap(True)
         form.addRow("Exports", self.sentence)
         self.rows = QComboBox()
-        self.rows.addItems(["operations", "attempts", "findings"])
+        for label, value in (("operations", "operations"), ("attempts", "attempts"), ("findings", "findings")):
+            self.rows.addItem(label, value)
+        if ledger is not None and getattr(ledger, "effects", None) is not None:
+            # the downstream records that prove a side effect happened (the CLI's --rows effects)
+            self.rows.addItem("effect records", "effects")
         form.addRow("Rows", self.rows)
         self.excel = QCheckBox("UTF-8 with BOM, for spreadsheets")
         form.addRow("Excel", self.excel)
@@ -226,11 +231,18 @@ class MainWindow(QMainWindow):
         fm = self.keyring_notice.fontMetrics()
         self.keyring_notice.setMaximumHeight(2 * fm.lineSpacing() + 10)
         self.statusBar().addPermanentWidget(self.keyring_notice, 1)
+        self.keyring_dismiss = QToolButton(text="✕")
+        self.keyring_dismiss.setToolTip("Hide this notice for this session")
+        self.keyring_dismiss.clicked.connect(self._dismiss_keyring_notice)
+        self.statusBar().addPermanentWidget(self.keyring_dismiss)
         self.keyring_changed.connect(self._sync_keyring_notice)
         self._keyring_listener = self.keyring_changed.emit
         self.credentials.listeners.append(self._keyring_listener)
         self._sync_keyring_notice()
         self._help_menu()
+        from idemview.qt.fit import install_screen_fit
+
+        install_screen_fit()  # every dialog and window fits the screen it opens on (issue 20 §5)
         self.restore_geometry()  # fits the screen (issue #13), or the remembered geometry
         self.refresh_start_page()
         self._sync_actions()
@@ -302,6 +314,7 @@ class MainWindow(QMainWindow):
             # The keyring notice (two lines, nearly the bar's width) would leave a message ~80 px
             # ("postg…dings", found by a tester): it steps aside while the message shows.
             notice.hide()
+            self.keyring_dismiss.hide()
             self._notice_stepped_aside = True
             room = sb.width() - 40
             if not getattr(self, "_notice_returns", False):
@@ -316,7 +329,7 @@ class MainWindow(QMainWindow):
         """The keyring notice returns when the message it stepped aside for is gone."""
         if not message and getattr(self, "_notice_stepped_aside", False):
             self._notice_stepped_aside = False
-            self.keyring_notice.show()
+            self._sync_keyring_notice()
 
     # ---------------------------------------------------------------------------------- chrome
 
@@ -369,9 +382,9 @@ class MainWindow(QMainWindow):
             conns = ConnectionStore().load()
         except Exception:  # noqa: BLE001 - a damaged file must not stop the start page
             return []
-        rows = [(c, str(st.value(f"recent/{c.id}", "") or "")) for c in conns]
-        rows.sort(key=lambda r: r[1], reverse=True)
-        return rows
+        from idemview.qt.opening import order_connections
+
+        return [(c, str(st.value(f"recent/{c.id}", "") or "")) for c in order_connections(conns)]
 
     def refresh_start_page(self):
         """List the saved connections on the start page (one button each) and offer to reopen tabs."""
@@ -414,18 +427,10 @@ class MainWindow(QMainWindow):
         c = next((c for c in ConnectionStore().load() if c.id == conn_id), None)
         if c is None:
             return None
+        from idemview.services.session import spec_for_connection
+
         pw = self.credentials.get(c.id)
-        return self.open_spec(
-            OpenSpec(
-                url=c.url(),
-                name=c.name,
-                layout=c.layout or None,
-                password=pw or None,
-                colour=c.colour,
-                connection_id=c.id,
-                naive_zone=c.naive_zone or None,
-            )
-        )
+        return self.open_spec(spec_for_connection(c, pw))
 
     def saved_tabs(self) -> list[str]:
         """The tabs open at the last close: saved-connection ids, or "demo"."""
@@ -448,13 +453,26 @@ class MainWindow(QMainWindow):
         self.act_log_folder.setToolTip("The rotating, masked log file (idemview.log)")
         self.act_log_folder.triggered.connect(self.open_log_folder)
         m.addAction(self.act_log_folder)
+        from idemview.qt import helpdialog
+
+        m.addAction("Findings explained", lambda: helpdialog.show_findings_help(self))
+        m.addAction("Keyboard shortcuts", lambda: helpdialog.show_shortcuts(self))
+        m.addAction("About idemview", lambda: helpdialog.show_about(self))
 
     def open_log_folder(self) -> str:
         from idemview.qt.applog import log_dir
 
         d = str(log_dir())
-        QDesktopServices.openUrl(QUrl.fromLocalFile(d))
+        self.open_folder(d)
         return d
+
+    def open_folder(self, folder: str) -> bool:
+        """Open ``folder`` in the file manager; without one (nothing handles the URL) say where it is."""
+        if QDesktopServices.openUrl(QUrl.fromLocalFile(folder)):
+            return True
+        self.show_status(f"No file manager to open it with; the folder is {folder}", 30000)
+        QApplication.clipboard().setText(folder)
+        return False
 
     def _toolbar(self):
         tb = QToolBar("Main")
@@ -576,11 +594,14 @@ class MainWindow(QMainWindow):
 
     def open_spec(self, spec: OpenSpec) -> LedgerTab:
         """Open a ledger in a new tab (connection and reading happen on worker threads)."""
-        if spec.connection_id:
-            gui_settings().setValue(
-                f"recent/{spec.connection_id}", datetime.now(UTC).replace(microsecond=0).isoformat()
-            )
+        for t in self.ledger_tabs():  # an open connection: switch to its tab (not a second one)
+            if spec.connection_id and t.spec.connection_id == spec.connection_id:
+                self.tabs.setCurrentWidget(t)
+                return t
         tab = LedgerTab(spec, self.masker, self)
+        from idemview.qt.opening import watch_opening
+
+        watch_opening(self, tab)  # password prompt, "last opened" and the log (issue 20 §3, §6)
         tab.message.connect(lambda m: self.show_status(m, 8000))
         i = self.tabs.addTab(tab, spec.name)
         tab.title_changed.connect(lambda t=tab: self._retitle(t))
@@ -611,16 +632,41 @@ class MainWindow(QMainWindow):
 
     def _sync_keyring_notice(self):
         from idemview.qt.connections import show_keyring_notice
+        from idemview.qt.opening import keyring_notice_matters
 
         show_keyring_notice(self.keyring_notice, self.credentials)
+        # only where a password is involved (a saved server connection with a user; not the demo),
+        # and not once dismissed (issue 20 §13)
+        if getattr(self, "_keyring_dismissed", False) or not keyring_notice_matters():
+            self.keyring_notice.hide()
+        self.keyring_dismiss.setVisible(self.keyring_notice.isVisibleTo(self))
 
-    def open_link(self, target: str, key: str | None = None, scope: str | None = None) -> LedgerTab | None:
-        """``idemview open TARGET [--key KEY] [--scope S]``: open the ledger (a saved connection's name,
-        a URL or a SQLite file) and, once it is open, the operation."""
+    def _dismiss_keyring_notice(self):
+        self._keyring_dismissed = True
+        self._sync_keyring_notice()
+
+    def open_link(
+        self,
+        target: str,
+        key: str | None = None,
+        scope: str | None = None,
+        *,
+        layout: str | None = None,
+        schema: str | None = None,
+        now: datetime | None = None,
+    ) -> LedgerTab | None:
+        """``idemview open TARGET [--key KEY] [--scope S] [--layout L] [--schema S] [--now ISO]``: open
+        the ledger (a saved connection's name, a URL or a SQLite file) with that layout, scanned for that
+        ``now``, and, once it is open, the operation."""
+        import os
+        from dataclasses import replace
+
         from idemview.services.session import spec_for_target
 
         try:
             spec = spec_for_target(target, self.credentials)
+            lay = os.path.expanduser(layout) if layout and layout.startswith("~") else layout
+            spec = replace(spec, layout=lay or spec.layout, schema=schema or spec.schema, now=now)
         except Exception as e:  # noqa: BLE001 - a bad link is a message, never a crash
             self._notify(QMessageBox.Icon.Warning, "Cannot open the link", self.masker.free_text(str(e)))
             return None
@@ -631,7 +677,10 @@ class MainWindow(QMainWindow):
                 if tab.ledger is not None:
                     tab.open_key(key, scope)
 
-            tab.opened_signal.connect(go)
+            if tab.ledger is not None:  # the connection was open already
+                go()
+            else:
+                tab.opened_signal.connect(go)
         return tab
 
     def open_demo(self):
@@ -646,6 +695,7 @@ class MainWindow(QMainWindow):
         if dlg.exec() == QDialog.DialogCode.Accepted and dlg.spec is not None:
             self.open_spec(dlg.spec)
         self.refresh_start_page()
+        self._sync_keyring_notice()  # a server connection saved just now makes the notice matter
 
     # -------------------------------------------------------------------------------- actions
 
@@ -679,9 +729,7 @@ class MainWindow(QMainWindow):
         for t in tabs:
             ledger, name = t.ledger, t.title()
             idx = self.tabs.indexOf(t)
-            by_ref: Any = (
-                FindingsByRef(t.findings.by_ref, getattr(t.findings, "compact", None)) if t.findings is not None else {}
-            )
+            by_ref: Any = t.board  # the tab's finding state (pending / none / these), asked live by the hits
             t.runner.submit(
                 "search",
                 lambda tok, l=ledger, n=name, ix=idx, br=by_ref: search(l, masker, text, ix, n, br),
@@ -809,7 +857,7 @@ class MainWindow(QMainWindow):
         dlg.open()
 
     def _start_export(self, t: LedgerTab, flt, now, dlg: ExportDialog, shown: str | None = None):
-        out, rows, excel = dlg.path.text().strip(), dlg.rows.currentText(), dlg.excel.isChecked()
+        out, rows, excel = dlg.path.text().strip(), dlg.rows.currentData(), dlg.excel.isChecked()
         null, overwrite = dlg.null_literal.text(), dlg.overwrite
         flag, prog = _CancelFlag(), _Progress(self)
         pd = QProgressDialog("Exporting evidence…", "Cancel", 0, 0, self)
@@ -847,6 +895,15 @@ class MainWindow(QMainWindow):
 
         def ok(res):
             pd.close()
+            _log.info(
+                "exported %s %s rows of %s to %s (manifest %s), SHA-256 %s",
+                res.rows,
+                rows,
+                name,
+                res.path,
+                res.manifest_path,
+                res.sha256,
+            )
             self.show_status(f"Exported {theme.plural(res.rows, 'row')} to {res.path}", 15000)
             self._export_done(res, rows)
 
@@ -855,6 +912,7 @@ class MainWindow(QMainWindow):
             if err.cancelled or flag.is_set() or err.message.startswith("ExportCancelled"):
                 self.show_status("Export cancelled; no file written", 8000)
                 return
+            _log.warning("export to %s failed: %s", out, err.message)
             self._notify(QMessageBox.Icon.Warning, "Export failed", self.masker.free_text(err.message))
 
         self.runner.submit("export", run, ok, fail)
@@ -872,11 +930,12 @@ class MainWindow(QMainWindow):
         box = self._notify(
             QMessageBox.Icon.Information,
             "Evidence exported",
-            f"Exported {theme.plural(res.rows, rows[:-1] + ' row')}, masked.\n\nCSV: {res.path}\n"
+            f"Exported {theme.plural(res.rows, {'effects': 'effect record'}.get(rows, rows[:-1] + ' row'))}, masked."
+            f"\n\nCSV: {res.path}\n"
             f"Manifest: {res.manifest_path}\nSHA-256: {res.sha256}",
         )
         b = box.addButton("Open folder", QMessageBox.ButtonRole.ActionRole)
-        b.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(folder)))
+        b.clicked.connect(lambda: self.open_folder(folder))
         self.export_done_box = box
 
     def closeEvent(self, ev):

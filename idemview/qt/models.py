@@ -88,6 +88,8 @@ EFFECTS_WARN = 2
 
 #: Role carrying the row's findings (list[Finding]) for the badge delegate.
 FindingsRole = Qt.ItemDataRole.UserRole + 1
+#: Role carrying the row's :class:`~idemview.services.findstate.OpFindings` (pending / none / these).
+FindingStateRole = Qt.ItemDataRole.UserRole + 7
 #: Role carrying the OpRow itself.
 RowRole = Qt.ItemDataRole.UserRole + 2
 
@@ -164,7 +166,15 @@ class OperationsModel(QAbstractTableModel):
         if self.ledger is not None:
             self._request(None)
 
+    #: the tab's FindingBoard (set by the tab): the one answer for a row's findings and their state
+    board = None
+
+    def _state(self, r: OpRow):
+        return self.board.state_of((r.scope_raw, r.key_raw)) if self.board is not None else None
+
     def _fs(self, r: OpRow) -> list:
+        if self.board is not None:
+            return list(self._state(r).findings)
         if self.by_ref is not None:
             ref = (r.scope_raw, r.key_raw)
             fs = self.by_ref.get(ref, [])
@@ -401,7 +411,12 @@ class OperationsModel(QAbstractTableModel):
                 more = "\nmore than one: the side effect happened more than once" if n >= EFFECTS_WARN else ""
                 return f"{n} {rec} of this operation in {self._fx_where}{more}"
             if c == COL_FINDINGS and self._fs(r):
-                return "\n".join(f"{f.severity.value}: {theme.KIND_WORDS[f.kind]}" for f in self._fs(r))
+                more = "\n(still scanning other kinds…)" if self.board is not None and self.board.pending else ""
+                return "\n".join(f"{f.severity.value}: {theme.KIND_WORDS[f.kind]}" for f in self._fs(r)) + more
+            if c == COL_FINDINGS and self.board is not None:
+                pend = self._state(r).state.value == "pending"
+                return "Findings: still scanning…" if pend else "No findings"
+
             if c == COL_KEY:
                 return r.key + (f"\nintent: {r.intent}" if r.intent else "")
         elif role == Qt.ItemDataRole.ForegroundRole:
@@ -431,6 +446,8 @@ class OperationsModel(QAbstractTableModel):
                     return f
         elif role == FindingsRole:
             return self._fs(r)
+        elif role == FindingStateRole:
+            return self._state(r)
         elif role == RowRole:
             return r
         return None
@@ -600,7 +617,7 @@ class FindingsModel(QAbstractTableModel):
                 return why
             if why:
                 return f"Not checkable with this layout: {why}"
-            return f"Click to show only operations with a {theme.KIND_WORDS[kind]}"
+            return f"Click to show only operations with {theme.a_an(theme.KIND_WORDS[kind])}"
         elif role == Qt.ItemDataRole.TextAlignmentRole and c == 2:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         elif role == Qt.ItemDataRole.FontRole and n and not why:
@@ -632,12 +649,35 @@ class SearchModel(QAbstractTableModel):
         self.beginInsertRows(QModelIndex(), n, n + len(hits) - 1)
         self._hits.extend(hits)
         self.endInsertRows()
+        for h in hits:  # each hit's ledger tells when its findings change
+            board = getattr(h, "board", None)
+            if board is not None and self._boards_changed not in board._listeners:
+                board.subscribe(self._boards_changed)
+
+    def _boards_changed(self):
+        if self._hits:
+            self.dataChanged.emit(self.index(0, self.COL_FINDINGS), self.index(len(self._hits) - 1, self.COL_FINDINGS))
 
     @staticmethod
-    def findings_text(h: SearchHit) -> str:
-        """The hit's finding kinds as glyph + short word, most severe first ("" when none)."""
+    def state_of(h: SearchHit):
+        """The hit's finding state, asked live of its tab's board (a hit found mid-scan follows the scan)."""
+        board = getattr(h, "board", None)
+        return board.state_of((h.scope_raw, h.key_raw)) if board is not None else None
+
+    @classmethod
+    def hit_findings(cls, h: SearchHit) -> list:
+        st = cls.state_of(h)
+        return list(st.findings) if st is not None else list(h.findings)
+
+    @classmethod
+    def findings_text(cls, h: SearchHit) -> str:
+        """The hit's finding kinds as glyph + short word, most severe first ("scanning…" while its
+        ledger's scan has not answered; "" when none)."""
+        st = cls.state_of(h)
+        if st is not None and st.state.value == "pending":
+            return "scanning…"
         seen, out = set(), []
-        for f in h.findings:
+        for f in cls.hit_findings(h):
             if f.kind not in seen:
                 seen.add(f.kind)
                 out.append(f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_SHORT[f.kind]}")
@@ -681,7 +721,9 @@ class SearchModel(QAbstractTableModel):
                 theme.TIME.fmt(h.created_at),
             ][c]
         if role == FindingsRole and c == self.COL_FINDINGS:
-            return h.findings
+            return self.hit_findings(h)
+        if role == FindingStateRole and c == self.COL_FINDINGS:
+            return self.state_of(h)
         if role == Qt.ItemDataRole.ForegroundRole and c == 3:
             return QBrush(theme.colour(theme.STATUS_COLOURS, h.status))
         if role == Qt.ItemDataRole.ToolTipRole:

@@ -156,6 +156,11 @@ class TimeFormat(QObject):
 TIME = TimeFormat()
 
 
+def a_an(word: str) -> str:
+    """``word`` with its indefinite article: "an unresolved failure", "a duplicate effect"."""
+    return ("an " if word[:1].lower() in "aeiou" else "a ") + word
+
+
 def duration(seconds: float | None) -> str:
     """A duration on a timeline or in a table (milliseconds and tenths shown); "—" when unknown."""
     from idemview.ledger.times import human_duration

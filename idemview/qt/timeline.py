@@ -175,11 +175,22 @@ class TimelineWidget(QWidget):
             tx = r.right() + 5
             fg = theme.colour(theme.SEVERITY_COLOURS, Severity.CRITICAL) if lane.after_expiry else text
             if tx + w > x1:
-                tx = r.left() - 5 - w
-                if tx < x0:
-                    # no room on either side: write inside the bar, in a colour that reads on it
-                    tx = max(x0 + 2, r.left() + 4)
-                    fg = QColor("#000000") if col.lightness() > 140 else QColor("#ffffff")
+                right, left, inside = x1 - tx, r.left() - 5 - x0, r.width() - 8
+                if left >= w:
+                    tx = r.left() - 5 - w
+                else:
+                    # no side holds it whole: the roomiest place, the label elided to it (it never runs
+                    # off its bar into the next, issue 20 §9); inside the bar in a colour that reads on it
+                    room = max(right, left, inside)
+                    label = fm.elidedText(label, Qt.TextElideMode.ElideRight, int(max(room, 0)))
+                    w = fm.horizontalAdvance(label)
+                    if room == right:
+                        tx = r.right() + 5
+                    elif room == left:
+                        tx = r.left() - 5 - w
+                    else:
+                        tx = max(x0 + 2, r.left() + 4)
+                        fg = QColor("#000000") if col.lightness() > 140 else QColor("#ffffff")
             p.setPen(fg)
             p.drawText(QPointF(tx, y + self.LANE_H / 2 + fm.ascent() / 2 - 1), label)
             self._rects.append((r, lane))
@@ -188,13 +199,26 @@ class TimelineWidget(QWidget):
         p.drawLine(QPointF(x0, bottom + 3), QPointF(x1, bottom + 3))
         long_span = hi - lo > 20 * 3600
         ticks = max(2, int((x1 - x0) // (fm.horizontalAdvance("00-00 00:00") + 40)))
+        # a span shorter than one second per tick: milliseconds, else every tick read "14:59:01"
+        sub_second = (hi - lo) / ticks < 1
+        last = None
         for k in range(ticks + 1):
             t = lo + (hi - lo) * k / ticks
             x = X(t)
+            dt = datetime.fromtimestamp(t, UTC)
+            shown = theme.TIME.convert(dt)
+            lbl = (
+                shown.strftime("%m-%d %H:%M")
+                if long_span
+                else shown.strftime("%H:%M:%S.%f")[:-3]
+                if sub_second
+                else shown.strftime("%H:%M:%S")
+            )
+            if lbl == last:  # a label equal to the one before says nothing
+                continue
+            last = lbl
             p.setPen(QPen(mid, 1))
             p.drawLine(QPointF(x, bottom + 3), QPointF(x, bottom + 7))
-            dt = datetime.fromtimestamp(t, UTC)
-            lbl = theme.TIME.convert(dt).strftime("%m-%d %H:%M" if long_span else "%H:%M:%S")
             w = fm.horizontalAdvance(lbl)
             p.setPen(text)
             p.drawText(QPointF(min(max(x - w / 2, x0), x1 - w), bottom + 7 + fm.ascent()), lbl)

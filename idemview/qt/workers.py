@@ -231,14 +231,16 @@ class Runner(QObject):
         _tok, on_ok, on_error = self._pending.pop(channel, (None, None, None))
         if not self._pending:
             self.busy_changed.emit(False)
+        if not ok and not value.cancelled:  # every failure reaches the log, with its traceback (masked)
+            log.warning(
+                "background job %s failed: %s%s", channel, value.message, ("\n" + value.detail) if value.detail else ""
+            )
         try:
             if ok:
                 if on_ok is not None:
                     on_ok(value)
             elif on_error is not None:
                 on_error(value)
-            elif not value.cancelled:
-                log.warning("background job %s failed: %s", channel, value.message)
         except RuntimeError as e:
             # a widget the callback touches was deleted (tab closed mid-flight): nothing to update
             if "already deleted" not in str(e):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.engine import URL, Engine
+from sqlalchemy.engine import URL, Engine, make_url
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Operation, Severity, Status
@@ -115,6 +115,45 @@ class OpenSpec:
     schema: str | None = None  # where the layout's tables are (a saved connection's; empty: found)
     status_map: dict[str, str] = field(default_factory=dict)  # extra raw status -> status
     outcome_map: dict[str, str] = field(default_factory=dict)  # extra raw outcome -> outcome
+    # the instant the first scan computes findings for (a Copy link's ``--now``); None: the current time
+    now: datetime | None = None
+
+
+def password_needed(spec: OpenSpec, known: str | None = None) -> bool:
+    """Whether opening ``spec`` must first ask for a password (issue 20 §3): a saved connection to a
+    server with a user name, and no password in ``spec``, in its URL or ``known`` (the keyring's or
+    this session's). SQLite files have none to ask."""
+    if not spec.connection_id or spec.password or known:
+        return False
+    from idemview.ledger.redis_snapshot import is_redis_url
+
+    try:
+        u = make_url(spec.url) if not isinstance(spec.url, URL) else spec.url
+    except Exception:  # noqa: BLE001 - a path or something parse_url rejects later: nothing to ask
+        return False
+    if u.get_backend_name() == "sqlite" and not is_redis_url(spec.url):
+        return False
+    return bool(u.username) and not u.password
+
+
+def spec_for_connection(c: Any, password: str | None = None) -> OpenSpec:
+    """The :class:`OpenSpec` of a saved :class:`~idemview.config.Connection` ``c`` (DESIGN §8), with
+    ``password`` (from the keyring or typed for this session; never stored here). The one place a
+    saved connection becomes something to open: the connection dialog, the start page, Reconnect and
+    ``idemview open NAME`` all call it, so every field (layout, zone, schema, value maps, colour)
+    reaches every path."""
+    return OpenSpec(
+        url=c.url(),
+        name=c.name,
+        layout=c.layout or None,
+        password=password or None,
+        colour=c.colour,
+        connection_id=c.id,
+        naive_zone=c.naive_zone or None,
+        schema=c.schema or None,
+        status_map=dict(c.status_map),
+        outcome_map=dict(c.outcome_map),
+    )
 
 
 @dataclass
@@ -227,8 +266,12 @@ def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
     watch_engine(ledger.engine)
     n_ops, n_att = ledger.counts()
     info = ledger.snapshot
+    from idemview.ledger.redis_snapshot import LOCAL_CLOCK_NOTE
+
     detection = ledger.detection + (
         f"; snapshot of {info.loaded} records at server time {info.server_time:%Y-%m-%d %H:%M:%S} UTC"
+        if info.clock == "server"
+        else f"; snapshot of {info.loaded} records at {info.server_time:%Y-%m-%d %H:%M:%S} UTC; {LOCAL_CLOCK_NOTE}"
     )
     if info.write_warning:
         detection += f"; warning: {info.write_warning}"
@@ -583,6 +626,9 @@ class Detail:
     effects: list = field(default_factory=list)  # EffectRecord, masked copies (issue #16)
     effects_where: str = ""  # where they were read: "charges (sqlite demo-effects.db)"; "" without effects
     effects_problem: str = ""  # why a layout's [effects] section could not be read ("" when fine or absent)
+    # what is known of its findings (services.findstate.OpFindings): pending / none / these. None: the
+    # caller did not say, and the pane then says "pending" rather than "none" (issue 20 §1)
+    state: Any = None
 
 
 def _mask_effect(e, m: SharedMasker):
@@ -630,8 +676,16 @@ def _mask_att(a: Attempt, m: SharedMasker) -> Attempt:
 
 
 def load_detail(
-    ledger: Ledger, masker: SharedMasker, scope: str, key: str, findings: list[Finding], explanations: dict[int, str]
+    ledger: Ledger,
+    masker: SharedMasker,
+    scope: str,
+    key: str,
+    findings: list[Finding],
+    explanations: dict[int, str],
+    state: Any = None,
 ) -> Detail:
+    """One operation for the detail pane (records, attempts, effect records; masked), run on a worker.
+    ``state``: its :class:`~idemview.services.findstate.OpFindings` from the tab's finding board."""
     recs = ledger.records(scope, key)
     atts = ledger.attempts(scope, key, recs)
     recs.sort(key=lambda o: (o.created_at is None, o.created_at or datetime.max.replace(tzinfo=UTC)))
@@ -652,6 +706,7 @@ def load_detail(
         effects,
         where,
         problem,
+        state,
     )
 
 
@@ -694,6 +749,9 @@ class SearchHit:
     intent: str
     created_at: datetime | None
     findings: list[Finding] = field(default_factory=list)  # most severe first
+    # the tab's FindingBoard when the search was given one: views ask it live (pending turns into the
+    # answer when that ledger's scan lands, issue 20 §1); ``findings`` is the answer at search time
+    board: Any = None
 
 
 def search(
@@ -724,7 +782,8 @@ def search(
                 masker.text(op.kind, "kind") if op.kind else "",
                 masker.text(op.intent_ref, "intent_ref") if op.intent_ref else "",
                 op.created_at,
-                list((by_ref or {}).get((op.scope, op.key), [])),
+                list((by_ref or {}).get((op.scope, op.key), None) or []),
+                by_ref if hasattr(by_ref, "state_of") else None,
             )
         )
     return out
@@ -842,32 +901,12 @@ def reveal_value(ledger: Ledger, masker: SharedMasker, scope: str, key: str, whe
 # ------------------------------------------------------------------------------- deep links
 
 
-def deep_link(spec: OpenSpec, scope: str, key: str) -> str:
-    """The shell command that opens this operation: ``idemview open URL --key KEY [--scope S]``.
+def deep_link(spec: OpenSpec, scope: str, key: str, *, layout: Any = None, now: datetime | None = None) -> str:
+    """The shell command that opens this operation (``idemview open TARGET --key=KEY …``): see
+    :mod:`idemview.services.links` (layout, ``now``, a saved connection's name; never a password)."""
+    from idemview.services.links import deep_link as _link
 
-    URL is the saved connection's name when the ledger came from one (its password then comes from
-    the colleague's own keyring), else the URL *without* its password (never ``***``: a link must
-    still work when the password is supplied another way). Quoted for a POSIX shell (shlex)."""
-    import shlex
-
-    from sqlalchemy.engine import make_url
-
-    if spec.connection_id:
-        target = spec.name
-    else:
-        u = spec.url
-        try:
-            u = make_url(u) if not isinstance(u, URL) else u
-            # URL.set(password=None) means "unchanged": _replace really drops it
-            target = u._replace(password=None).render_as_string(hide_password=False) if u.password else str(spec.url)
-            if u.get_backend_name() == "sqlite" and u.database:
-                target = u.database
-        except Exception:  # noqa: BLE001 - a bare path
-            target = str(spec.url)
-    parts = ["idemview", "open", target, "--key", key]
-    if scope:
-        parts += ["--scope", scope]
-    return " ".join(shlex.quote(p) for p in parts)
+    return _link(spec, scope, key, layout=layout, now=now).command()
 
 
 def spec_for_target(target: str, credentials=None) -> OpenSpec:
@@ -878,17 +917,13 @@ def spec_for_target(target: str, credentials=None) -> OpenSpec:
     c = ConnectionStore().find(target)
     if c is not None:
         pw = credentials.get(c.id) if credentials is not None else None
-        return OpenSpec(
-            url=c.url(),
-            name=c.name,
-            layout=c.layout or None,
-            password=pw or None,
-            colour=c.colour,
-            connection_id=c.id,
-            naive_zone=c.naive_zone or None,
-        )
+        return spec_for_connection(c, pw)
+    import os
+
     from idemview.ledger.connect import parse_url, safe_url
 
+    if target.startswith("~"):  # a link's portable path (see services.links): the reader's own home
+        target = os.path.expanduser(target)
     u = parse_url(target)
     name = u.database.rsplit("/", 1)[-1] if u.get_backend_name() == "sqlite" and u.database else safe_url(u)
     return OpenSpec(url=target, name=name)

@@ -74,6 +74,11 @@ def _store(tmp_path):
 def _window(qtbot, creds):
     from idemview.qt.mainwindow import MainWindow
 
+    # the notice matters once a saved server connection with a user exists (not on the demo alone)
+    ConnectionStore().upsert(
+        Connection(name="payments", dialect="postgresql", host="127.0.0.1", port=1, database="pay", user="ops")
+    )
+
     w = MainWindow(credentials=creds)
     qtbot.addWidget(w)
     w.show()
@@ -129,7 +134,8 @@ def test_no_keyring_notice_names_the_backend_and_how_to_get_one(qtbot, backend, 
     dlg = _dialog(qtbot, creds, _store(tmp_path), parent=w)
     assert dlg.notice.isVisible() and dlg.notice.text() == w.keyring_notice.text()
     text = dlg.notice.text()
-    assert "fail Keyring" in text and "session only" in text and "gnome-keyring" in text and "KWallet" in text
+    assert "no keyring backend" in text and "session only" in text and "gnome-keyring" in text and "KWallet" in text
+    assert "tried: fail Keyring" not in text and "fail Keyring" in w.keyring_notice.toolTip()
     # disabled and unchecked, and its words agree with that: not remembered, kept for this session
     assert not dlg.remember.isEnabled() and not dlg.remember.isChecked()
     assert "session only" in dlg.remember.text() and "unavailable" in dlg.remember.text()
@@ -168,3 +174,23 @@ def test_a_status_message_is_not_squeezed_by_the_notice(qtbot, backend, tmp_path
     QApplication.processEvents()
     assert w.statusBar().currentMessage() == text and not w.keyring_notice.isVisible()
     qtbot.waitUntil(lambda: w.keyring_notice.isVisible(), timeout=5000)  # back when the message goes
+
+
+@pytest.mark.parametrize("backend", [fail.Keyring], indirect=True)
+def test_notice_not_on_the_demo_alone_and_dismissable(qtbot, backend, tmp_path):
+    """Issue 20 §13: no password is involved on the demo: no notice; with a saved server connection it
+    shows, and ✕ hides it for the session."""
+    from idemview.qt.mainwindow import MainWindow
+
+    w = MainWindow(credentials=CredentialStore())
+    qtbot.addWidget(w)
+    w.show()
+    assert not w.keyring_notice.isVisible() and not w.keyring_dismiss.isVisible()
+    w.close()
+    w2 = _window(qtbot, CredentialStore())
+    assert w2.keyring_notice.isVisible() and w2.keyring_dismiss.isVisible()
+    w2.keyring_dismiss.click()
+    assert not w2.keyring_notice.isVisible() and not w2.keyring_dismiss.isVisible()
+    w2.show_status("a message", 100)
+    qtbot.wait(300)
+    assert not w2.keyring_notice.isVisible()

@@ -87,7 +87,7 @@ def test_deep_link_opens_the_operation_and_copy_link_gives_the_command(qtbot, wi
     qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == key, timeout=30000)
     assert tab.flt.key == key
     link = tab.copy_link()
-    assert link == f"idemview open {shlex.quote(str(path))} --key {key} --scope {scope}"
+    assert shlex.split(link)[:5] == ["idemview", "open", str(path), f"--key={key}", f"--scope={scope}"]
     assert QGuiApplication.clipboard().text() == link
     # without --scope the ledger is asked which scope holds the key
     tab2 = window.open_link(str(path), key)
@@ -105,13 +105,11 @@ def test_copy_link_never_carries_a_password():
         "idemview",
         "open",
         "postgresql+psycopg://app@db.internal:5432/payments",
-        "--key",
-        "k-1",
-        "--scope",
-        "acme",
+        "--key=k-1",
+        "--scope=acme",
     ]
     saved = OpenSpec(url="postgresql+psycopg://app:s3cr3t@db/x", name="prod ledger", connection_id="abc")
-    assert shlex.split(deep_link(saved, "", "k 2")) == ["idemview", "open", "prod ledger", "--key", "k 2"]
+    assert shlex.split(deep_link(saved, "", "k 2")) == ["idemview", "open", "prod ledger", "--key=k 2"]
 
 
 def test_cli_open_passes_the_link_to_the_gui(monkeypatch):
@@ -121,5 +119,7 @@ def test_cli_open_passes_the_link_to_the_gui(monkeypatch):
     seen = []
     monkeypatch.setattr(app, "run_gui", lambda **kw: seen.append(kw) or 0)
     assert main(["open", "ledger.db", "--key", "k1", "--scope", "acme"]) == 0
-    assert seen == [{"link": ("ledger.db", "k1", "acme")}]
+    from idemview.services.links import DeepLink
+
+    assert seen == [{"link": DeepLink("ledger.db", "k1", "acme")}]
     assert main(["open", "ledger.db", "--scope", "acme"]) == 2

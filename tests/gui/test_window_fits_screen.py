@@ -96,3 +96,88 @@ def test_remembered_geometry_larger_than_the_screen_is_clamped(qtbot):
     win.clamp_to()
     assert win.width() <= avail.width() and win.height() <= avail.height()
     close_window(win)
+
+
+def _inside(w, child) -> bool:
+    """``child`` (a button) lies wholly inside ``w``'s visible rectangle."""
+    from PySide6.QtCore import QPoint
+
+    tl = child.mapTo(w, QPoint(0, 0))
+    return w.rect().contains(QRect(tl, child.size()))
+
+
+def _dialogs(qtbot, win, tab):
+    """Every dialog the app opens (issue 20 §5), opened the way the app opens it."""
+    from PySide6.QtWidgets import QMessageBox
+
+    from idemview.qt import helpdialog
+    from idemview.qt.connections import ConnectionDialog
+    from idemview.qt.password import ask_password
+
+    win.edit_layout_current()
+    ed = win.layout_editor
+    qtbot.waitUntil(lambda: ed.isVisible(), timeout=10000)
+    yield "layout editor", ed, [ed.save_button, ed.buttons.button(ed.buttons.StandardButton.Close)]
+    ed.reject()
+    dlg = ConnectionDialog(win.credentials, win.masker, win)
+    qtbot.addWidget(dlg)
+    dlg.show()
+    yield "connections", dlg, [dlg.connect_btn, dlg.test_btn]
+    dlg.reject()
+    win.export_current()
+    ex = win.export_dialog
+    yield "export", ex, [ex.export_btn]
+    ex.reject()
+    pw = ask_password(win, "prod", "reader", "postgresql db/x", lambda _p: None)
+    yield "password", pw, []
+    pw.reject()
+    for show in (helpdialog.show_findings_help, helpdialog.show_about, helpdialog.show_shortcuts):
+        h = show(win)
+        yield h.windowTitle(), h, []
+        h.close()
+    box = win._notify(QMessageBox.Icon.Information, "Evidence exported", "x\n" * 3)
+    yield "message", box, []
+    box.close()
+
+
+def test_every_dialog_fits_the_screen_it_opens_on(qtbot, demo_db):
+    """Each dialog, shown, fits (title bar included) the available geometry of its screen (the offscreen
+    test screen is 800×600, smaller than a 1280×800 laptop) and its buttons are inside it."""
+    from idemview.qt.fit import fits
+
+    path, _ = demo_db
+    win = make_window(qtbot)
+    win.show()
+    tab = open_and_wait(qtbot, win, spec_for(path))
+    seen = []
+    for name, dlg, buttons in _dialogs(qtbot, win, tab):
+        qtbot.waitUntil(lambda d=dlg: d.isVisible(), timeout=5000)
+        qtbot.wait(20)
+        avail = (dlg.screen() or win.screen()).availableGeometry()
+        assert fits(dlg, avail), (name, dlg.size(), avail)
+        for b in buttons:
+            assert _inside(dlg, b), (name, b.text())
+        seen.append(name)
+    assert len(seen) == 8
+    close_window(win)
+
+
+def test_layout_editor_fits_a_1280x800_screen_with_save_and_close(qtbot, demo_db):
+    from idemview.qt.fit import fit_dialog, fits
+
+    path, _ = demo_db
+    win = make_window(qtbot)
+    win.show()
+    open_and_wait(qtbot, win, spec_for(path))
+    win.edit_layout_current()
+    ed = win.layout_editor
+    qtbot.waitUntil(lambda: ed.isVisible(), timeout=10000)
+    screen = QRect(0, 0, 1280, 800)
+    ed.resize(1200, 800)  # what it asked for: taller than the screen with its title bar
+    fit_dialog(ed, screen)
+    # title bar and frame included (the offscreen platform reports a 4 px frame; a desktop's is larger)
+    assert fits(ed, screen) and ed.frameGeometry().height() <= 800 and ed.height() < 800
+    for b in (ed.save_button, ed.buttons.button(ed.buttons.StandardButton.Close)):
+        assert _inside(ed, b)
+    ed.reject()
+    close_window(win)

@@ -1,0 +1,68 @@
+"""Issue 20 §4: Test runs every command Connect's snapshot runs. A real Redis ACL user with ``+@read``
+(plus PING and SELECT, which connecting to database 13 needs, and nothing else): ``TIME`` is not in
+``@read``, so Test says the local clock is used, and Connect reads the snapshot with it instead of
+failing with ``NoPermissionError … 'time'``. A user without ``GET`` is told which command to grant."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
+
+from tests.redis.conftest import put_celery
+
+
+def _user(admin, rules: list[str]):
+    name, pw = f"idv_read_{os.getpid()}_{secrets.token_hex(3)}", secrets.token_hex(10)
+    admin.execute_command("ACL", "SETUSER", name, "reset", "on", f">{pw}", "~*", *rules)
+    return name, pw
+
+
+def _url(base: str, user: str, pw: str) -> str:
+    p = urlsplit(base)
+    return f"{p.scheme}://{user}:{pw}@{p.hostname}:{p.port or 6379}{p.path}"
+
+
+def test_read_only_acl_user_tests_and_connects_with_the_local_clock(redis_db):
+    from idemview.ledger.redis_snapshot import LOCAL_CLOCK_NOTE, open_redis_ledger, test_redis
+
+    base, admin = redis_db
+    now = datetime.now(UTC).replace(microsecond=0)
+    for i in range(5):
+        put_celery(admin, f"t-{i}", "SUCCESS", done=now - timedelta(minutes=i), ttl_s=3600)
+    user, pw = _user(admin, ["+@read", "+ping", "+select"])
+    try:
+        url = _url(base, user, pw)
+        said = test_redis(url)
+        assert said.startswith("✓ reachable") and LOCAL_CLOCK_NOTE in said, said
+        assert "+time" in said
+        before = datetime.now(UTC)
+        ledger = open_redis_ledger(url)  # what Connect does: it failed on TIME
+        try:
+            info = ledger.snapshot
+            assert info.loaded == 5 and info.clock == "local" and info.clock_skew_s is None
+            assert before - timedelta(seconds=1) <= info.server_time <= datetime.now(UTC) + timedelta(seconds=1)
+            assert ledger.counts()[0] == 5
+            # expiry = local read time + PTTL: within the hour the keys were written with
+            ops = ledger.page(limit=10).rows
+            assert len(ops) == 5
+            for o in ops:
+                assert before + timedelta(minutes=59) <= o.expires_at <= datetime.now(UTC) + timedelta(hours=1)
+        finally:
+            ledger.engine.dispose()
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)
+
+
+def test_a_user_missing_a_snapshot_command_is_told_which_to_grant(redis_db):
+    from idemview.ledger.redis_snapshot import test_redis
+
+    base, admin = redis_db
+    put_celery(admin, "t-1", "SUCCESS", done=datetime.now(UTC), ttl_s=3600)
+    user, pw = _user(admin, ["+@read", "+ping", "+select", "+time", "-get", "-mget"])
+    try:
+        said = test_redis(_url(base, user, pw), "celery-redis")
+        assert said.startswith("✗") and "GET" in said and "+get" in said and "+mget" in said, said
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)
