@@ -107,7 +107,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from idemview.domain.model import Outcome, Status
-from idemview.errors import InvalidLayout, LayoutMismatch
+from idemview.errors import InputError, InvalidLayout, LayoutMismatch
+from idemview.paths import note_source, readable_file
 
 TIME_ENCODINGS = ("datetime", "naive", "epoch_s", "epoch_ms", "iso_text")
 PAYLOAD_ENCODINGS = ("json", "text", "binary", "pickle")
@@ -879,6 +880,11 @@ def load_layout(spec: str) -> Layout:
         return load_preset(spec)
     p = Path(spec)
     if spec.endswith(".toml") or p.is_file():
+        try:
+            readable_file(p, "layout")
+        except InputError as e:
+            raise LayoutError(str(e)) from None
+        note_source(p)  # a layout is never written over by an export or the demo
         try:
             text = p.read_text("utf-8")
         except OSError as e:
