@@ -207,9 +207,7 @@ def open_effects_engine(connection: str, base: str | Path | None = None) -> Engi
         p = confined(connection, base, "effects connection")
         if p.exists():
             return open_engine(parse_url(str(p)))
-        raise ConnectError(
-            f"effects connection {connection!r} is neither a URL, a SQLite file, nor a saved connection"
-        )
+        raise ConnectError(f"effects connection {connection!r} is neither a URL, a SQLite file, nor a saved connection")
     u = parse_url(connection)
     if u.get_backend_name() == "sqlite":
         u = u.set(database=str(confined(u.database or "", base, "effects connection")))
