@@ -23,7 +23,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
-from idemview.errors import CannotConnect
+from idemview.errors import CannotConnect, InputError
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
 from idemview.ledger.driver_options import check_url_options, driver_connect_args
 from idemview.ledger.rawtext import decode_text
@@ -256,6 +256,8 @@ def open_engine(
             engine = create_engine(u, **kw)
     except NoSuchModuleError:
         raise ConnectError(f"no SQLAlchemy driver for {u.drivername!r}") from None
+    except InputError:  # a refused path (paths.readable_file): the user's input, exit 2
+        raise
     except (TypeError, ValueError) as e:
         # SQLAlchemy coerces allowed options while making the engine (connect_timeout=abc)
         raise ConnectError(

@@ -15,6 +15,8 @@ from idemview.errors import EXIT_USAGE, InputError
 from idemview.ledger.connect import ConnectError, open_engine
 from idemview.ledger.driver_options import ConnectionOptionRefused, check_url_options
 from idemview.ledger.effects import open_effects_engine
+from idemview.services.cancel import CancelToken
+from idemview.services.session import open_ledger, spec_for_target
 from tests.unit.fake_mysql import CLIENT_LOCAL_FILES, FakeMySQL
 
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- not-really-a-key 4f1c9a"
@@ -102,8 +104,11 @@ def test_init_command_never_runs_and_inserts_fail(mysql_url, name, query):
     with pytest.raises(ConnectionOptionRefused):
         open_engine(f"{url}?{query}")
     assert _has_ops(url)
-    # the CLI ("idemview open" link form) and a layout's [effects] go through the same gate
-    assert main(["open", f"{url}?{query}", "--key", "a"]) == EXIT_USAGE
+    # the CLI, the GUI's "idemview open" link (the session service its tab runs) and a layout's
+    # [effects] go through the same gate
+    assert main(["scan", f"{url}?{query}"]) == EXIT_USAGE
+    with pytest.raises(ConnectionOptionRefused):
+        open_ledger(spec_for_target(f"{url}?{query}"), CancelToken())
     with pytest.raises(ConnectionOptionRefused):
         open_effects_engine(f"{url}?{query}")
     assert _has_ops(url)
