@@ -26,6 +26,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 from idemview.errors import CannotConnect, InputError
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
 from idemview.ledger.driver_options import check_url_options, driver_connect_args
+from idemview.ledger.pg_sqlascii import adapt as adapt_sql_ascii
 from idemview.ledger.rawtext import decode_text
 from idemview.paths import note_source, readable_file
 from idemview.urls import _SCHEME_RE, hide_password, looks_like_url, split_url  # noqa: F401  (re-exported)
@@ -224,6 +225,13 @@ def open_engine(
                 f"-c TimeZone=UTC -c work_mem={PG_WORK_MEM}"
             )
             engine = create_engine(u, connect_args={"options": opts, "connect_timeout": 10}, **kw)
+
+            @event.listens_for(engine, "do_connect")
+            def _pg_connect(dialect, conn_rec, cargs, cparams):
+                # before SQLAlchemy's first query: a SQL_ASCII database returns text as bytes
+                conn = dialect.loaded_dbapi.connect(*cargs, **cparams)
+                adapt_sql_ascii(conn)
+                return conn
 
             @event.listens_for(engine, "connect")
             def _pg_limit(dbapi_conn, rec):
