@@ -457,8 +457,9 @@ def cmd_scan(args) -> int:
     engine, _name, saved = open_target(args.url)
     # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
     ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
-    if getattr(ledger, "schema_note", None):  # which schema, and other copies (as detect says)
-        note = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in ledger.schema_note)
+    schema_note = getattr(ledger, "schema_note", None)
+    if schema_note:  # which schema, and other copies (as detect says)
+        note = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in schema_note)
         print(f"idemview: note: {note}", file=sys.stderr)
     now = args.now or datetime.now(UTC)
     fe = FindingEngine(ledger, now)

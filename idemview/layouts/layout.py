@@ -81,7 +81,8 @@ Format (every key not marked required is optional)::
     table = "rides"                      # required
     schema = "public"
     connection = "payments"              # another database: a saved connection's name, a URL or a SQLite
-                                         # path (relative to the layout file); default: the ledger's own
+                                         # path (relative to the layout file, inside its folder: a layout
+                                         # may not name other files); default: the ledger's own
     link = { effect = "idempotency_key_id", operation = "id" }
     # operation = "key" (the normalized idempotency key), "effect_ref" (the operation's effect
     # reference), or an operations-table column (e.g. its row id, for a foreign key)
