@@ -24,13 +24,15 @@ class FakeMySQL:
     """``with FakeMySQL(wanted) as srv:`` serves on ``srv.port`` until the block ends.
 
     ``connections``: accepted connections; ``client_flags``: the capability flags of each handshake
-    response; ``received``: bytes of every LOCAL INFILE reply (the file, if a client sent it)."""
+    response; ``requests``: LOCAL INFILE requests sent; ``received``: bytes of every reply to them (the
+    file, if a client sent it)."""
 
     def __init__(self, wanted: str):
         self.wanted = wanted
         self.connections = 0
         self.client_flags: list[int] = []
         self.received = b""
+        self.requests = 0
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(8)
@@ -116,7 +118,6 @@ class FakeMySQL:
         seq, resp = got
         self.client_flags.append(struct.unpack("<I", resp[:4])[0])
         self._ok(c, seq + 1)
-        asked = False
         pending = None
         while not self._stop.is_set():
             got = pending or self._recv(c)
@@ -126,8 +127,10 @@ class FakeMySQL:
             seq, body = got
             if body[:1] == b"\x01":  # COM_QUIT
                 return
-            if body[:1] == b"\x03" and not asked:  # the first query: ask for the file
-                asked = True
+            # every query but the driver's own SET NAMES (PyMySQL reads only an OK packet for it) gets a
+            # request for the file as its answer
+            if body[:1] == b"\x03" and not body[1:].upper().startswith(b"SET NAMES"):
+                self.requests += 1
                 self._send(c, 1, b"\xfb" + self.wanted.encode())
                 while True:  # the client's reply: the file in packets (seq 2, 3...), then an empty one
                     part = self._recv(c)
