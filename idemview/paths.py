@@ -58,10 +58,11 @@ def special_kind(path: str | Path) -> str | None:
 
 
 def readable_file(path: str | Path, what: str = "ledger") -> Path:
-    """``path`` when it is not a FIFO/device/socket/folder; raises :class:`NotARegularFile` (one line,
-    naming what it is) otherwise. A missing path is returned as is (the caller says "no file")."""
+    """``path`` when it is not a FIFO/device/socket; raises :class:`NotARegularFile` (one line,
+    naming what it is) otherwise. A missing path or a folder is returned as is (the caller says "no
+    file" / "a folder", as it did before: a folder cannot block an open)."""
     kind = special_kind(path)
-    if kind is not None:
+    if kind is not None and kind != "a folder":
         raise NotARegularFile(f"{path} is {kind}, not a {what} file; refusing to open it")
     return Path(path)
 

@@ -34,8 +34,8 @@ _COPIES = text(
 def resolve_schema(engine: Engine, layout: Layout) -> tuple[Layout, str | None]:
     """``(layout pinned to one schema, note)`` for a PostgreSQL ``engine``; ``layout`` unchanged (and
     no note) when it names its schema already or no schema on the search path holds its operations
-    table (opening it then says what is missing). ``note`` is one line for people: which schema the
-    tables are read from and, when other schemas hold a table of that name, which ones."""
+    table (opening it then says what is missing). ``note`` is ``None`` unless other schemas hold a
+    table of that name: then one line for people saying which schema is read and which hold copies."""
     if layout.schema is not None:
         return layout, None
     try:
@@ -48,7 +48,10 @@ def resolve_schema(engine: Engine, layout: Layout) -> tuple[Layout, str | None]:
         return layout, None
     schema = str(on_path[0][0])
     others = sorted({str(r[0]) for r in rows} - {schema})
-    note = f"tables of layout {layout.name} read from schema {schema}"
-    if others:
-        note += f"; table {layout.table} also in schema {', '.join(others)} (pass --schema to read another)"
+    if not others:  # one copy: nothing to warn of (scan's stderr stays one line per problem)
+        return replace(layout, schema=schema), None
+    note = (
+        f"tables of layout {layout.name} read from schema {schema}; table {layout.table} also in schema "
+        f"{', '.join(others)} (pass --schema to read another)"
+    )
     return replace(layout, schema=schema), note
