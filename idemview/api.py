@@ -41,11 +41,16 @@ from idemview.evidence.plan import plan_export
 from idemview.evidence.writer import FORMULA_STARTERS, ColumnSpec, manifest_path_for, verify_evidence
 from idemview.layouts.layout import Layout, load_layout
 from idemview.ledger.connect import open_engine
+from idemview.ledger.inputs import instant_value
 from idemview.ledger.reader import Ledger
 from idemview.masking.masker import Masker
 
 if TYPE_CHECKING:  # pandas is imported when a frame is built, not at import time
     import pandas as pd
+
+    #: An instant as the CLI's ``--now`` takes it: ISO-8601 text (naive = UTC), an aware ``datetime``,
+    #: a ``pandas.Timestamp`` (:func:`idemview.ledger.inputs.instant_value`).
+    TimeLike = str | datetime | pd.Timestamp
 
 __all__ = ["LedgerFrames", "open", "read_evidence", "read_report"]
 
@@ -70,6 +75,9 @@ def _filter(flt: FilterLike) -> Filter:
         d["findings"] = [FindingKind(k) for k in d["findings"]]
     if "statuses" in d:
         d["statuses"] = [Status(s) for s in d["statuses"]]
+    for k in ("since", "until"):  # what --since/--until take (idemview.ledger.inputs)
+        if d.get(k) is not None:
+            d[k] = instant_value(d[k], k)
     return Filter(**d)
 
 
@@ -139,7 +147,7 @@ class LedgerFrames:
         return self.ledger.layout
 
     def operations(
-        self, filter: FilterLike = None, *, now: datetime | None = None, chunksize: int | None = None
+        self, filter: FilterLike = None, *, now: TimeLike | None = None, chunksize: int | None = None
     ) -> pd.DataFrame | Iterator[pd.DataFrame]:
         """One row per operation record matching ``filter`` (a Filter, a mapping of its fields, or None
         for all), ordered by record id; ``findings`` lists the kinds found at ``now`` (default: the
@@ -147,26 +155,25 @@ class LedgerFrames:
         return self._frames("operations", filter, now, chunksize)
 
     def attempts(
-        self, filter: FilterLike = None, *, now: datetime | None = None, chunksize: int | None = None
+        self, filter: FilterLike = None, *, now: TimeLike | None = None, chunksize: int | None = None
     ) -> pd.DataFrame | Iterator[pd.DataFrame]:
         """Every recorded attempt of the operations matching ``filter`` (none for counter-only
         layouts). With ``chunksize`` (rows), an iterator of DataFrames instead."""
         return self._frames("attempts", filter, now, chunksize)
 
     def findings(
-        self, now: datetime | None = None, *, filter: FilterLike = None, chunksize: int | None = None
+        self, now: TimeLike | None = None, *, filter: FilterLike = None, chunksize: int | None = None
     ) -> pd.DataFrame | Iterator[pd.DataFrame]:
         """The findings (DESIGN §5) at ``now`` (aware; default the current time), one row per finding:
         ledger, kind, severity, scope, idempotency_key, at (UTC), explanation, evidence."""
         return self._frames("findings", filter, now, chunksize)
 
     def _frames(
-        self, rows: str, flt: FilterLike, now: datetime | None, chunksize: int | None
+        self, rows: str, flt: FilterLike, now: TimeLike | None, chunksize: int | None
     ) -> pd.DataFrame | Iterator[pd.DataFrame]:
-        if now is None:
-            now = datetime.now(UTC)
-        elif now.tzinfo is None:
-            raise ValueError("now must be an aware datetime (UTC recommended)")
+        # what the CLI's --now takes (idemview.ledger.inputs): ISO text, an aware datetime or
+        # pandas.Timestamp; TypeError for anything else, InputError (a ValueError) when out of range
+        now = datetime.now(UTC) if now is None else instant_value(now, "now")
         if chunksize is not None and (not isinstance(chunksize, int) or chunksize < 1):
             raise ValueError(f"chunksize must be a whole number >= 1, not {chunksize!r}")
         plan = plan_export(self.ledger, _filter(flt), rows, now)

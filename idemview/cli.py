@@ -47,36 +47,36 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def _instant(text: str) -> datetime:
-    from idemview.ledger.times import parse_instant
+def _argtype(parse, what: str):
+    """An argparse type from one of :mod:`idemview.ledger.inputs`' parsers (shared with the Python
+    API): a refused value is a one-line usage error (exit 2) before anything runs."""
 
-    try:
-        t = parse_instant(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if not 1971 <= t.year <= 9998:  # epoch arithmetic in every engine stays in range
-        raise argparse.ArgumentTypeError(f"{text!r} is out of range (years 1971 to 9998)")
-    return t
+    def convert(text: str):
+        try:
+            return parse(text, what)
+        except (TypeError, ValueError) as e:
+            raise argparse.ArgumentTypeError(str(e).removeprefix(f"{what}: ")) from None
+
+    convert.__name__ = what  # argparse names the type in its message
+    return convert
+
+
+def _instant(text: str) -> datetime:
+    from idemview.ledger.inputs import instant_value
+
+    return _argtype(instant_value, "instant")(text)
 
 
 def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (v == v and v not in (float("inf"), float("-inf")) and v >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: seconds must be a finite number >= 0")
-    return v
+    from idemview.ledger.inputs import seconds_value
+
+    return _argtype(seconds_value, "seconds")(text)
 
 
 def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return v
+    from idemview.ledger.inputs import count_value
+
+    return _argtype(count_value, "count")(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -478,6 +478,10 @@ def cmd_scan(args) -> int:
     engine, _name, saved = open_target(args.url)
     # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
     ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
+    schema_note = getattr(ledger, "schema_note", None)
+    if schema_note:  # which schema, and other copies (as detect says)
+        note = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in schema_note)
+        print(f"idemview: note: {note}", file=sys.stderr)
     now = args.now or datetime.now(UTC)
     fe = FindingEngine(ledger, now)
     unsupported = fe.unsupported()

@@ -21,6 +21,8 @@ import platformdirs
 import tomli_w
 from sqlalchemy.engine import URL
 
+from idemview.paths import PROTECTED, note_source
+
 log = logging.getLogger(__name__)
 
 KEYRING_SERVICE = "idemview"
@@ -142,11 +144,15 @@ class Connection:
         return c, password
 
 
+PROTECTED.append(lambda: config_dir() / "connections.toml")
+
+
 class ConnectionStore:
     """Saved connections in ``connections.toml`` (no secrets). Writes are atomic (temp + rename)."""
 
     def __init__(self, path: Path | None = None):
         self.path = path or (config_dir() / "connections.toml")
+        note_source(self.path)  # no export, demo or layout save ever writes over it (idemview.paths)
 
     def load(self) -> list[Connection]:
         """The saved connections; a damaged file is reported in the log and read as empty (never

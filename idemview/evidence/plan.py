@@ -24,7 +24,7 @@ from sqlalchemy import select
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import FindingKind, Status
-from idemview.errors import InputError, TargetExists, TargetRefused
+from idemview.errors import InputError, TargetRefused
 from idemview.evidence.writer import ColumnBatches, ColumnSpec, ExportResult, write_evidence
 from idemview.findings.engine import FindingEngine
 from idemview.ledger.batch import for_batch
@@ -32,6 +32,7 @@ from idemview.ledger.connect import describe
 from idemview.ledger.reader import Ledger, _json_list, decode_payload, json_array_attempts, stored_number
 from idemview.ledger.times import decode_time, from_epoch, iso
 from idemview.masking.masker import Masker
+from idemview.paths import check_write_target
 
 UTC = UTC
 ROW_KINDS = ("operations", "attempts", "findings", "effects")
@@ -578,14 +579,9 @@ def check_target(out_path: str | Path, ledger: Ledger | None = None, *, overwrit
         for p in (out, manifest):
             if p.resolve() == db:
                 raise TargetRefused(f"{p} is the ledger being read; choose another file")
-    # every refusal first: a TargetExists then means "replace it?" is the only question left
-    for p in (out, manifest):
-        if p.is_symlink() or (p.exists() and not p.is_file()):
-            raise TargetRefused(f"{p} exists and is not a regular file; choose another name")
-    for p in (out, manifest):
-        if p.exists() and not overwrite:
-            raise TargetExists(f"{p} already exists")
-    return out
+    # The one write gate (idemview.paths): never a ledger, effects database, layout or the saved
+    # connections, --force or not; every refusal before "replace it?" (TargetExists).
+    return check_write_target(out, overwrite=overwrite, also=(manifest,))
 
 
 #: What the manifest says about the key behind the masked tags (``export_evidence(masking_key=...)``).

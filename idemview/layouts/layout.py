@@ -81,7 +81,8 @@ Format (every key not marked required is optional)::
     table = "rides"                      # required
     schema = "public"
     connection = "payments"              # another database: a saved connection's name, a URL or a SQLite
-                                         # path (relative to the layout file); default: the ledger's own
+                                         # path (relative to the layout file, inside its folder: a layout
+                                         # may not name other files); default: the ledger's own
     link = { effect = "idempotency_key_id", operation = "id" }
     # operation = "key" (the normalized idempotency key), "effect_ref" (the operation's effect
     # reference), or an operations-table column (e.g. its row id, for a foreign key)
@@ -107,7 +108,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from idemview.domain.model import Outcome, Status
-from idemview.errors import InvalidLayout, LayoutMismatch
+from idemview.errors import InputError, InvalidLayout, LayoutMismatch
+from idemview.paths import note_source, readable_file
 
 TIME_ENCODINGS = ("datetime", "naive", "epoch_s", "epoch_ms", "iso_text")
 PAYLOAD_ENCODINGS = ("json", "text", "binary", "pickle")
@@ -879,6 +881,11 @@ def load_layout(spec: str) -> Layout:
         return load_preset(spec)
     p = Path(spec)
     if spec.endswith(".toml") or p.is_file():
+        try:
+            readable_file(p, "layout")
+        except InputError as e:
+            raise LayoutError(str(e)) from None
+        note_source(p)  # a layout is never written over by an export or the demo
         try:
             text = p.read_text("utf-8")
         except OSError as e:

@@ -52,6 +52,7 @@ from idemview.config import config_dir
 from idemview.domain.model import Status
 from idemview.layouts.draft import LayoutDraft, build_layout, layout_text, model_from_layout
 from idemview.ledger.dialects import POSTGRESQL, family
+from idemview.paths import check_write_target
 
 __all__ = [
     "ColumnInfo",
@@ -431,6 +432,16 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def _is_layout_file(p: Path) -> bool:
+    """True for a TOML file with an ``[operations]`` table (a layout, not the saved connections)."""
+    import tomllib
+
+    try:
+        return p.suffix == ".toml" and isinstance(tomllib.loads(p.read_text("utf-8")).get("operations"), dict)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+
+
 def save_layout(model: dict | LayoutDraft, *, connection_id: str | None = None, path: str | Path | None = None) -> Path:
     """Validate ``model`` and write its TOML atomically; returns the path written.
 
@@ -447,5 +458,9 @@ def save_layout(model: dict | LayoutDraft, *, connection_id: str | None = None, 
     if isinstance(model, LayoutDraft):
         model = model.to_model()
     text = layout_text(model, origin=str(target))
+    # the write gate: saving may replace a layout (that is its job), never a database or the saved
+    # connections file
+    target.parent.mkdir(parents=True, exist_ok=True)
+    check_write_target(target, overwrite=True, may_replace=_is_layout_file)
     write_atomic(target, text)
     return target

@@ -23,9 +23,12 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
-from idemview.errors import CannotConnect
+from idemview.errors import CannotConnect, InputError
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
+from idemview.ledger.driver_options import check_url_options, driver_connect_args
+from idemview.ledger.pg_sqlascii import adapt as adapt_sql_ascii
 from idemview.ledger.rawtext import decode_text
+from idemview.paths import note_source, readable_file
 from idemview.urls import _SCHEME_RE, hide_password, looks_like_url, split_url  # noqa: F401  (re-exported)
 
 DEFAULT_STATEMENT_TIMEOUT_S = 60.0
@@ -154,6 +157,9 @@ def open_engine(
     from idemview.masking.masker import register_secret
 
     register_secret(u.password)
+    # The one gate for what a connection may carry (issue #19): refused before anything connects.
+    check_url_options(u)
+    forced = driver_connect_args(u)
     backend = u.get_backend_name()
     timeout_ms = int(statement_timeout_s * 1000)
     kw: dict = {"pool_pre_ping": True}
@@ -163,8 +169,10 @@ def open_engine(
             if not db or db == ":memory:":
                 raise ConnectError("a SQLite ledger must be a file (read-only :memory: has nothing to read)")
             path = Path(db)
+            readable_file(path)  # a FIFO would block the open forever (issue #19 item 5)
             if not path.exists():
                 raise ConnectError(f"no SQLite file at {redact(db)}")
+            note_source(path)  # no writer may replace it (paths.check_write_target)
             # Percent-encode the path: '#', '?' and '%' in a file name would otherwise cut the URI (and
             # silently drop mode=ro, or open another file).
             uri = f"file:{quote(path.resolve().as_posix())}?mode=ro"
@@ -218,13 +226,22 @@ def open_engine(
             )
             engine = create_engine(u, connect_args={"options": opts, "connect_timeout": 10}, **kw)
 
+            @event.listens_for(engine, "do_connect")
+            def _pg_connect(dialect, conn_rec, cargs, cparams):
+                # before SQLAlchemy's first query: a SQL_ASCII database returns text as bytes
+                conn = dialect.loaded_dbapi.connect(*cargs, **cparams)
+                adapt_sql_ascii(conn)
+                return conn
+
             @event.listens_for(engine, "connect")
             def _pg_limit(dbapi_conn, rec):
                 dbapi_conn._idem_timeout = statement_timeout_s  # what the options above set
         elif backend in ("mysql", "mariadb"):
             if u.drivername in ("mysql", "mariadb"):
                 u = u.set(drivername=f"{backend}+pymysql")
-            engine = create_engine(u, connect_args={"connect_timeout": 10}, **kw)
+            # local_infile off and SET SESSION TRANSACTION READ ONLY as the driver's init_command
+            # (driver_options.driver_connect_args): read-only before any other statement.
+            engine = create_engine(u, connect_args={"connect_timeout": 10, **forced}, **kw)
             is_maria = [None]
 
             @event.listens_for(engine, "connect")
@@ -247,6 +264,13 @@ def open_engine(
             engine = create_engine(u, **kw)
     except NoSuchModuleError:
         raise ConnectError(f"no SQLAlchemy driver for {u.drivername!r}") from None
+    except InputError:  # a refused path (paths.readable_file): the user's input, exit 2
+        raise
+    except (TypeError, ValueError) as e:
+        # SQLAlchemy coerces allowed options while making the engine (connect_timeout=abc)
+        raise ConnectError(
+            f"cannot connect to {safe_url(u)}: the driver refused the connection settings ({redact(str(e))})"
+        ) from None
     except ModuleNotFoundError as e:
         raise ConnectError(f"the driver for {u.drivername!r} is not installed ({e.name})") from None
     # The interactive limit, given back to a connection after batch use (_apply_timeout).
@@ -264,7 +288,7 @@ def open_engine(
             if backend == "sqlite" and u.database and Path(u.database).is_dir():
                 raise ConnectError(f"{redact(u.database)} is a folder, not a SQLite database file") from None
             raise ConnectError(f"cannot connect to {safe_url(u)}: {short_error(e)}") from None
-        except (AttributeError, LookupError, TypeError, ValueError) as e:
+        except (AttributeError, LookupError, TypeError, ValueError, RuntimeError) as e:
             # A driver that chokes on a URL setting (pymysql with ?charset=bogus raises AttributeError)
             # before it reaches the server: the setting is the user's to fix, said in one line.
             engine.dispose()

@@ -182,27 +182,36 @@ def link_text(col, dialect: str) -> ColumnElement:
     return t
 
 
-def open_effects_engine(connection: str, base: str | Path | None = None) -> Engine:
-    """Open ``connection`` read-only: a saved connection's name (password from the keyring), a URL, or a
-    SQLite path (relative paths are taken from ``base``, the layout file's folder).
+def _looks_like_path(connection: str) -> bool:
+    return "/" in connection or "\\" in connection or connection.endswith((".db", ".sqlite", ".sqlite3"))
 
-    Raises :class:`~idemview.ledger.connect.ConnectError` when it cannot be opened."""
+
+def open_effects_engine(connection: str, base: str | Path | None = None) -> Engine:
+    """Open a layout's ``[effects] connection`` read-only: a saved connection's name (password from the
+    keyring), a server URL, or a SQLite file — a path or ``sqlite:///`` URL, resolved against ``base``
+    (the layout file's folder) and confined to it (:func:`idemview.paths.confined`: a layout is shared
+    data and may not make idemview read another application's files, issue #19 item 3). Every engine is
+    made by :func:`~idemview.ledger.connect.open_engine` (its option allow-list applies).
+
+    Raises :class:`~idemview.ledger.connect.ConnectError` when it cannot be opened,
+    :class:`~idemview.paths.PathOutsideLayout` for a path outside the layout's folder,
+    :class:`~idemview.ledger.driver_options.ConnectionOptionRefused` for a refused URL option."""
     from idemview.config import ConnectionStore, CredentialStore
     from idemview.ledger.connect import ConnectError, open_engine, parse_url
+    from idemview.paths import confined
 
     if "://" not in connection:
-        p = Path(connection)
-        if not p.is_absolute() and base is not None:
-            p = Path(base) / p
+        saved = None if _looks_like_path(connection) else ConnectionStore().find(connection)
+        if saved is not None:  # the user's own saved connection: may name any database
+            return open_engine(saved.url(CredentialStore().get(saved.id)))
+        p = confined(connection, base, "effects connection")
         if p.exists():
             return open_engine(parse_url(str(p)))
-        saved = ConnectionStore().find(connection)
-        if saved is None:
-            raise ConnectError(
-                f"effects connection {connection!r} is neither a URL, a SQLite file, nor a saved connection"
-            )
-        return open_engine(saved.url(CredentialStore().get(saved.id)))
-    return open_engine(parse_url(connection))
+        raise ConnectError(f"effects connection {connection!r} is neither a URL, a SQLite file, nor a saved connection")
+    u = parse_url(connection)
+    if u.get_backend_name() == "sqlite":
+        u = u.set(database=str(confined(u.database or "", base, "effects connection")))
+    return open_engine(u)
 
 
 class EffectSource:

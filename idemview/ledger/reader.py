@@ -190,6 +190,13 @@ class Ledger:
             layout = with_naive_zone(layout, naive_zone)
         if family(engine) == MYSQL:
             layout = _stay_in_database(layout)
+        #: Which schema the tables are read from when the layout named none, and other copies (a line
+        #: for people, e.g. for scan's stderr), or None (idemview.ledger.schemas).
+        self.schema_note: str | None = None
+        if family(engine) == POSTGRESQL:  # one schema for operations, attempts and in_table tables
+            from idemview.ledger.schemas import resolve_schema
+
+            layout, self.schema_note = resolve_schema(engine, layout)
         self.layout = layout
         self.name = name or layout.name
         #: The dialect *family* (``sqlite``, ``postgresql``, ``mysql`` for MySQL and MariaDB, ``other``):
@@ -215,7 +222,13 @@ class Ledger:
         if layout.attempts.source == "table":
             a = layout.attempts
             schema = a.schema if a.schema is not None else layout.schema
-            self.att = self._reflect(schema, a.table, layout.attempts_columns(), "attempts")
+            try:
+                self.att = self._reflect(schema, a.table, layout.attempts_columns(), "attempts")
+            except LayoutError as e:
+                if not self.schema_note:
+                    raise
+                # the schema was chosen for the operations table: say so, and where the other copy is
+                raise LayoutError(f"{e} ({self.schema_note})", e.missing) from None
             missing = [f"column {a.table}.{c}" for c in a.join.values() if c not in self.ops.c]
             if missing:
                 raise LayoutError(

@@ -644,14 +644,48 @@ def is_demo_ledger(path: str | Path) -> bool:
         return False
 
 
+def _made_by_demo(p: Path) -> bool:
+    """True for a file an earlier ``idemview demo`` wrote: a demo ledger or effects database (its
+    ``idemview_demo_planted`` table) or the demo's layout (named ``idemview-demo``)."""
+    if p.suffix == ".toml":
+        import tomllib
+
+        try:
+            return tomllib.loads(p.read_text("utf-8")).get("layout", {}).get("name") == "idemview-demo"
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return False
+    return is_demo_ledger(p)
+
+
+def _check_demo_targets(p: Path) -> None:
+    """The write gate (:func:`idemview.paths.check_write_target`) for the three files a demo writes:
+    each may replace only what an earlier demo wrote (``--force`` replaces a non-demo *ledger path* the
+    CLI checked, never a layout or another database). Raises ``TargetRefused``."""
+    from idemview.paths import check_write_target
+    from idemview.services.demo_effects import effects_path_for, layout_path_for
+
+    for t in (effects_path_for(p), layout_path_for(p)):
+        check_write_target(t, overwrite=False, may_replace=_made_by_demo)
+    if not p.exists() or _made_by_demo(p) or not _is_sqlite_file(p):
+        return  # --force on an empty or non-database file the user named: the CLI asked
+    check_write_target(p, overwrite=False, may_replace=_made_by_demo)
+
+
+def _is_sqlite_file(p: Path) -> bool:
+    from idemview.paths import source_kind
+
+    return source_kind(p) is not None
+
+
 def write_demo(
     path: str | Path, *, operations: int = 2000, seed: int = 7, anchor: datetime = DEFAULT_ANCHOR
 ) -> Planted:
     """Write a demo SQLite ledger at ``path`` (replacing the file). Same arguments, same bytes."""
     p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    _check_demo_targets(p)
     if p.exists():
         p.unlink()
-    p.parent.mkdir(parents=True, exist_ok=True)
     eng = create_engine(f"sqlite:///{p}")
     try:
         planted = generate(eng, operations=operations, seed=seed, anchor=anchor)

@@ -4,6 +4,7 @@ and across databases (SQLite ledger + PostgreSQL effects, PostgreSQL ledger + Ma
 streamed merge); a clean pair reports nothing."""
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import BigInteger, Column, DateTime, Integer, MetaData, String, Table, create_engine
@@ -52,9 +53,9 @@ show = ["amount", "currency"]
 """
 
 
-def reference_layout(connection: str | None = None):
+def reference_layout(connection: str | None = None, origin: str = "test"):
     conn = f'connection = "{connection}"' if connection else ""
-    return parse_layout(load_preset("idemview").text + CHARGES_SECTION.format(connection=conn), "test")
+    return parse_layout(load_preset("idemview").text + CHARGES_SECTION.format(connection=conn), origin)
 
 
 def op(i, key, status, *, scope="s1", created=None, locked=None, lock_exp=None):
@@ -203,7 +204,9 @@ def _cross(ledger_w, ledger_url, fx_w, fx_url, ops, atts, charges, via_layout: b
     fx = None
     try:
         if via_layout:
-            led = Ledger(eng, reference_layout(connection=fx_url))
+            # a file named in a layout must lie in the layout file's folder (issue #19 item 3)
+            origin = "test" if "://" in fx_url else str(Path(fx_url).parent / "layout.toml")
+            led = Ledger(eng, reference_layout(connection=fx_url, origin=origin))
         else:
             fx = open_engine(fx_url)
             led = Ledger(eng, reference_layout(connection="ignored-when-an-engine-is-given"), effects_engine=fx)

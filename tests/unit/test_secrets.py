@@ -207,9 +207,10 @@ def test_missing_xcb_cursor_is_one_line_naming_the_package(tmp_path):
     import sys
 
     code = (
-        "import ctypes.util, sys\n"
-        "real = ctypes.util.find_library\n"
-        "ctypes.util.find_library = lambda n: None if n == 'xcb-cursor' else real(n)\n"
+        "import sys\n"
+        "import idemview.qt.syslibs as s\n"
+        "real = s.system_has\n"
+        "s.system_has = lambda n: n != 'libxcb-cursor.so.0' and real(n)\n"
         "from idemview.cli import main\n"
         "sys.exit(main(['--demo']))\n"
     )
@@ -218,15 +219,20 @@ def test_missing_xcb_cursor_is_one_line_naming_the_package(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stderr
     assert p.stderr.count("\n") == 1
-    assert "libxcb-cursor0" in p.stderr and "xcb-util-cursor" in p.stderr
+    assert "libxcb-cursor0" in p.stderr and "dnf install" in p.stderr
     assert not (tmp_path / "demo.db").exists()  # stopped before doing anything
 
 
 def test_xcb_check_only_for_the_xcb_platform():
+    import sysconfig
+    from pathlib import Path
+
     from idemview.qt.syslibs import missing_libraries, qt_platform
 
-    assert missing_libraries("xcb", find=lambda n: None) == [("xcb-cursor", "libxcb-cursor0", "xcb-util-cursor")]
-    assert missing_libraries("xcb", find=lambda n: "libxcb-cursor.so.0") == []
+    plugin = Path(sysconfig.get_paths()["purelib"]) / "PySide6/Qt/plugins/platforms/libqxcb.so"
+    got = missing_libraries("xcb", find=lambda n: n != "libxcb-cursor.so.0", plugin=plugin)
+    assert got == [("libxcb-cursor.so.0", "libxcb-cursor0", "'libxcb-cursor.so.0()(64bit)'")]
+    assert missing_libraries("xcb", find=lambda n: True, plugin=plugin) == []
     assert missing_libraries("offscreen", find=lambda n: None) == []
     assert missing_libraries("wayland", find=lambda n: None) == []
     assert qt_platform({"QT_QPA_PLATFORM": "offscreen"}) == "offscreen"
