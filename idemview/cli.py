@@ -504,10 +504,8 @@ def cmd_scan(args) -> int:
             if fs:
                 counts[kind.value] = len(fs)
                 sys.stdout.flush()
-        um = {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()}
-        w(
+        w(  # "unmapped" went out with the header: written twice, parsers would keep one, silently
             ("\n ],\n" if not first else "],\n") + f' "counts": {dump(counts)},\n'
-            f' "unmapped": {dump(um, ensure_ascii=False)},\n'
             f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n'
         )
         return EXIT_OK

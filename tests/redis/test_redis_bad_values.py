@@ -83,3 +83,17 @@ def test_bad_values_in_hashes_and_epoch_fields(redis_db):
     assert (ledger.snapshot.loaded, ledger.snapshot.undecodable) == (3, 0)
     assert sorted(ops) == ["aaa", "bbb", "ccc"]
     assert ops["bbb"].lock_expires_at is None and ops["ccc"].lock_expires_at is None
+
+
+def test_redis_scan_json_fits_the_schema_and_counts_the_unreadable(redis_db, capsys):
+    from idemview.cli import main
+    from tests.scan_json import check_scan_json
+
+    url, raw = redis_db
+    now = server_now(raw)
+    put_celery(raw, "ok", "FAILURE", done=now, extended={"name": "shop.charge", "retries": 6})
+    raw.set("celery-task-meta-inf", _celery_raw("inf", _CELERY_BAD["inf-retries"]))
+    assert main(["scan", url, "--layout", "celery-redis-extended", "--format", "json"]) == 0
+    doc = check_scan_json(capsys.readouterr().out)
+    assert (doc["operations"], doc["snapshot"]["undecodable"], doc["snapshot"]["loaded"]) == (1, 1, 1)
+    assert {(f["kind"], f["key"]) for f in doc["findings"]} >= {("retry_storm", "ok"), ("unresolved_failure", "ok")}
