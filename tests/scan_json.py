@@ -50,7 +50,9 @@ SCAN_SCHEMA: dict[str, Any] = {
                 },
             },
         },
-        # beyond DESIGN §9: why a kind cannot be checked, the Redis snapshot, the effects source
+        # beyond DESIGN §9: stored times that are no instant (per time field), why a kind cannot be
+        # checked, the Redis snapshot, the effects source
+        "unknown_times": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},
         "not_checkable": {"type": "object", "additionalProperties": {"type": "string"}},
         "server_time": {"type": ["string", "null"], "pattern": ISO},
         "snapshot": {"type": "object"},
