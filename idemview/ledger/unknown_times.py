@@ -41,9 +41,7 @@ def unknown_time_counts(ledger: Any) -> dict[str, int]:
             names = [k for k in cols if k in epoch]
             if not names:
                 continue
-            sums = [
-                func.sum(case((and_(_stored(cols[k][0]), epoch[k].is_(None)), 1), else_=0)).label(k) for k in names
-            ]
+            sums = [func.sum(case((and_(_stored(cols[k][0]), epoch[k].is_(None)), 1), else_=0)).label(k) for k in names]
             q = select(*sums).select_from(table)
             if where is not None:
                 q = q.where(where)
@@ -53,4 +51,3 @@ def unknown_time_counts(ledger: Any) -> dict[str, int]:
                 if n:
                     out[k] = out.get(k, 0) + n
     return out
-
