@@ -24,8 +24,6 @@ values (never for frames you share).
 
 from __future__ import annotations
 
-import builtins
-import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -36,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import FindingKind, Payload, Status
-from idemview.errors import EvidenceMismatch, LayoutMismatch
+from idemview.errors import LayoutMismatch
 from idemview.evidence.plan import plan_export
-from idemview.evidence.writer import FORMULA_STARTERS, ColumnSpec, manifest_path_for, verify_evidence
+from idemview.evidence.writer import ColumnSpec
 from idemview.layouts.layout import Layout, load_layout
 from idemview.ledger.connect import open_engine
 from idemview.ledger.inputs import instant_value
@@ -317,88 +315,23 @@ def read_evidence(path: str | os.PathLike[str]) -> pd.DataFrame:
     parsed values, ``text`` → ``string`` with the formula guard's leading ``'`` removed). The manifest's
     ``null`` literal is read as missing.
 
-    Raises :class:`~idemview.errors.EvidenceMismatch` when the manifest is missing or unreadable, or the
-    file differs from it (changed after export).
+    Raises :class:`~idemview.errors.EvidenceMismatch` (and nothing else for a bad file) when the
+    manifest is missing, not JSON, lacks a key or holds a value of the wrong type, when the file differs
+    from it (changed after export), or when a cell does not fit its column's kind (an instant that is
+    none). Text round-trips exactly (:mod:`idemview.evidence.cells`).
     """
-    import pandas as pd
+    from idemview.evidence.reading import read_evidence_frame
 
-    p = os.fspath(path)
-    rep = verify_evidence(p)
-    if not rep.ok:
-        raise EvidenceMismatch(f"{p}: does not match its manifest: {'; '.join(rep.problems)}")
-    with builtins.open(manifest_path_for(p), encoding="utf-8") as f:
-        manifest = json.load(f)
-    if "csv" not in manifest:
-        raise EvidenceMismatch(f"{p}: its manifest is not an evidence CSV's (a report? use read_report)")
-    csv_meta = manifest.get("csv", {})
-    cols = [ColumnSpec(c["name"], c["kind"]) for c in manifest.get("columns", [])]
-    null = csv_meta.get("null", "")
-    df = pd.read_csv(
-        p, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8-sig" if csv_meta.get("bom") else "utf-8"
-    )
-    if [c.name for c in cols] != list(df.columns):
-        raise EvidenceMismatch(f"{p}: the header differs from the manifest's columns")
-    if len(df) != manifest.get("row_count"):
-        raise EvidenceMismatch(f"{p}: {len(df)} rows, the manifest says {manifest.get('row_count')}")
-    out = {c.name: _restore(c, df[c.name].tolist(), null) for c in cols}
-    return pd.DataFrame(out, columns=[c.name for c in cols])
+    return read_evidence_frame(path)
 
 
 def read_report(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Verify an incident report written by ``idemview report`` (or the GUI's "Export report…")
     against its manifest (``PATH.manifest.json``: SHA-256 and size of the HTML bytes, DESIGN §5.4 and
     §7) and return the manifest (a dict: ``ledger``, ``filter``, ``now``, ``report`` counts,
-    ``masking``, ``html``). Raises :class:`~idemview.errors.EvidenceMismatch` when the manifest is
-    missing or unreadable, is not a report's, or the file differs from it (a changed byte)."""
-    p = os.fspath(path)
-    rep = verify_evidence(p)
-    if not rep.ok:
-        raise EvidenceMismatch(f"{p}: does not match its manifest: {'; '.join(rep.problems)}")
-    with builtins.open(manifest_path_for(p), encoding="utf-8") as f:
-        manifest = json.load(f)
-    if "html" not in manifest:
-        raise EvidenceMismatch(f"{p}: its manifest is an evidence CSV's, not a report's (use read_evidence)")
-    return manifest
+    ``masking``, ``html``). Raises :class:`~idemview.errors.EvidenceMismatch` (and nothing else for a
+    bad file) when the manifest is missing or unreadable, is not a report's, or the file differs from
+    it (a changed byte)."""
+    from idemview.evidence.reading import read_report_manifest
 
-
-_GUARDED = tuple(FORMULA_STARTERS)
-
-
-def _restore(col: ColumnSpec, raw: list[str], null: str) -> pd.Series:
-    """Undo the CSV writer's formatting for one column of ``kind`` (see ``ColumnSpec``)."""
-    import pandas as pd
-
-    vals: list[Any] = [None if v == null else v for v in raw]
-    kind = col.kind
-
-    def unguard(s: str) -> str:
-        return s[1:] if len(s) > 1 and s[0] == "'" and s[1] in _GUARDED else s
-
-    if kind == "integer":
-        try:
-            return pd.Series([None if v is None else int(v) for v in vals], dtype="Int64", name=col.name)
-        except ValueError:
-            pass  # a masked tag in an integer column stays text
-    elif kind == "number":
-        try:
-            return pd.Series([None if v is None else float(v) for v in vals], dtype="Float64", name=col.name)
-        except ValueError:
-            pass
-    elif kind == "boolean":
-        return pd.Series([None if v is None else v == "true" for v in vals], dtype="boolean", name=col.name)
-    elif kind == "instant":
-        return pd.Series(pd.to_datetime(pd.Series(vals, dtype=object), utc=True, format="ISO8601"), name=col.name)
-    elif kind == "naive_instant":
-        return pd.Series(pd.to_datetime(pd.Series(vals, dtype=object), format="ISO8601"), name=col.name)
-    elif kind == "json":
-        out: list[Any] = []
-        for v in vals:
-            if v is None:
-                out.append(None)
-                continue
-            try:
-                out.append(json.loads(v))
-            except ValueError:
-                out.append(unguard(v))  # a masked or plain-text payload
-        return pd.Series(out, dtype=object, name=col.name)
-    return pd.Series([None if v is None else unguard(v) for v in vals], dtype="string", name=col.name)
+    return read_report_manifest(path)

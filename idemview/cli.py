@@ -473,6 +473,7 @@ def cmd_scan(args) -> int:
     from idemview.findings.engine import FindingEngine
     from idemview.ledger.batch import for_batch
     from idemview.ledger.times import iso
+    from idemview.ledger.unknown_times import unknown_time_counts
     from idemview.masking.masker import Masker
 
     engine, _name, saved = open_target(args.url)
@@ -501,6 +502,7 @@ def cmd_scan(args) -> int:
 
     counts: dict[str, int] = {}
     unmapped = ledger.unmapped_counts()
+    unknown_times = unknown_time_counts(ledger)  # stored values that are no instant, per time field
     snap = getattr(ledger, "snapshot", None)  # a Redis ledger: the snapshot, with the server's clock
     if args.format == "json":
         # Written as it streams: the header, then each kind's findings as that kind is done; the
@@ -514,7 +516,7 @@ def cmd_scan(args) -> int:
             f' "operations": {n_ops},\n "attempts": {n_att},\n'
         )
         um = {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()}
-        w(f' "unmapped": {dump(um, ensure_ascii=False)},\n')
+        w(f' "unmapped": {dump(um, ensure_ascii=False)},\n "unknown_times": {dump(unknown_times)},\n')
         if snap is not None:
             w(f' "server_time": {dump(iso(snap.server_time))},\n "snapshot": {dump(snap.to_json())},\n')
         fx_source = getattr(ledger, "effects", None)
@@ -529,10 +531,8 @@ def cmd_scan(args) -> int:
             if fs:
                 counts[kind.value] = len(fs)
                 sys.stdout.flush()
-        um = {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()}
-        w(
+        w(  # "unmapped" went out with the header: written twice, parsers would keep one, silently
             ("\n ],\n" if not first else "],\n") + f' "counts": {dump(counts)},\n'
-            f' "unmapped": {dump(um, ensure_ascii=False)},\n'
             f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n'
         )
         return EXIT_OK
@@ -571,6 +571,11 @@ def cmd_scan(args) -> int:
                 + ", ".join(f"{masker.mask_text(r)!r} {n}" for r, n in vals[:20])
                 + (f" … and {len(vals) - 20} more" if len(vals) > 20 else "")
             )
+    if unknown_times:
+        print(
+            "unknown times (stored values that are no instant, read as missing): "
+            + ", ".join(f"{k} {n}" for k, n in unknown_times.items())
+        )
     if unsupported:
         print("not checkable with this layout: " + "; ".join(f"{k.value} ({why})" for k, why in unsupported.items()))
     for kind, fs in per:

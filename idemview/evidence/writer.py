@@ -4,15 +4,17 @@ No database code: the caller hands column specs and rows (any iterable of sequen
 consumed once, streamed: memory stays flat in the number of rows). Every cell goes through
 ``masker.mask_value(value, column_name)`` before it is formatted.
 
-CSV bytes (RFC 4180): UTF-8 (with a BOM when ``excel=True``), a header row, ``,`` delimiter, ``"``
-quoting only where needed with quotes doubled, CRLF line ends. NULL is an empty field unless a NULL
-literal is chosen. Instants are ISO-8601 with their offset (aware values in UTC); naive values are
-written without an offset (none is invented). Integers are written from Python ``int`` / ``Decimal``
-/ digit strings, never through ``float``, so a 19-digit BIGINT keeps every digit. Every text cell and
-every header cell starting with ``=``, ``+``, ``-``, ``@``, tab, CR or NUL is prefixed with ``'``
-(OWASP "CSV Injection"), the NULL literal included, unless the cell is a plain number (sign, digits,
-decimal point, exponent: ``-5``, ``+15``, ``-1250.5``, ``1e-5``), which no spreadsheet runs as a formula;
-``-1+2``, ``+A1``, ``=1`` stay guarded.
+CSV bytes (RFC 4180): UTF-8 (with a BOM when ``excel=True``), a header row, ``,`` delimiter, every
+text field in ``"`` quotes (the header too; quotes doubled), NULL and typed cells (numbers, booleans,
+instants) bare, CRLF line ends. NULL is an empty field unless a NULL literal is chosen. Instants are ISO-8601 with their
+offset (aware values in UTC); naive values are written without an offset (none is invented). Integers
+are written from Python ``int`` / ``Decimal`` / digit strings, never through ``float``, so a 19-digit
+BIGINT keeps every digit. Every text cell and every header cell starting with ``=``, ``+``, ``-``,
+``@``, tab, CR or NUL is prefixed with ``'`` (OWASP "CSV Injection"), the NULL literal included, unless
+the cell is a plain number (sign, digits, decimal point, exponent: ``-5``, ``+15``, ``-1250.5``,
+``1e-5``), which no spreadsheet runs as a formula; ``-1+2``, ``+A1``, ``=1`` stay guarded. The guard is
+reversible and also covers what a semicolon-separator locale reads as the start of a cell inside a
+field: :mod:`idemview.evidence.cells`.
 
 The CSV and its manifest are written under temporary names in the destination directory and moved
 into place only when complete; on error or cancellation both temporaries are removed and nothing exists
@@ -44,6 +46,7 @@ from uuid import UUID
 
 from idemview import __version__
 from idemview.domain.model import Payload
+from idemview.evidence import cells
 from idemview.masking.masker import Masker, normalize_name
 
 __all__ = [
@@ -88,10 +91,8 @@ _LEDGER_FORBIDDEN = frozenset(
 
 #: Formatted characters held before they are written out (memory bounded by bytes, not rows).
 FLUSH_CHARS = 4 << 20
-# The ASCII starters (OWASP "CSV injection"), and their fullwidth forms, which spreadsheets in CJK
-# locales take as the same operators (a found-by-tester case: "＝HYPERLINK(...)").
-FORMULA_STARTERS = "=+-@\t\r\0\uff1d\uff0b\uff0d\uff20"
-_FORMULA_START = frozenset(FORMULA_STARTERS)
+# The formula starters and the guard live in cells.py (reversible; issue 19, items 15-16).
+FORMULA_STARTERS = cells.FORMULA_STARTERS
 # A plain number: sign, digits, decimal point, exponent. Spreadsheets read it as a number, never as a
 # formula, so it is written unchanged (OWASP CSV injection concerns text that starts a formula:
 # "-1+2", "+A1", "=1" stay guarded).
@@ -178,18 +179,22 @@ def manifest_path_for(csv_path: str | os.PathLike[str]) -> str:
 
 
 def guard_formula(s: str) -> str:
-    """OWASP CSV-injection guard: prefix ``'`` to text starting with ``= + - @`` TAB CR or NUL, unless
-    the whole text is a plain number (``-42``, ``+15``, ``-1250.5``, ``1e-5``, ``-.5``), which no
-    spreadsheet evaluates as a formula. ``-1+2``, ``+A1``, ``=1`` are guarded."""
-    if s and s[0] in _FORMULA_START and _NUMERIC_RE.fullmatch(s) is None:
-        return "'" + s
-    return s
+    """OWASP CSV-injection guard: prefix ``'`` to text starting with ``= + - @`` TAB CR or NUL (or
+    ``'``), unless the whole text is a plain number (``-42``, ``+15``, ``-1250.5``, ``1e-5``, ``-.5``),
+    which no spreadsheet evaluates as a formula; ``-1+2``, ``+A1``, ``=1`` are guarded. A formula start
+    after ``;``, CR or LF inside the text gets a ``'`` too. Undone exactly by
+    :func:`idemview.evidence.cells.decode` (see that module)."""
+    return cells.encode(s)
 
 
-def _guard_nonnumeric(s: str) -> str:
-    if s and s[0] in _FORMULA_START and _NUMERIC_RE.fullmatch(s) is None:
-        return "'" + s
-    return s
+class _Bare(str):
+    """A cell the CSV writer leaves unquoted under ``QUOTE_NONNUMERIC`` (it counts as a number: the
+    ``__float__`` slot): NULL, integers and plain numbers. Quoted anyway if it holds a delimiter."""
+
+    __slots__ = ()
+
+    def __float__(self) -> float:  # pragma: no cover - never called; its presence is the point
+        return float("nan")
 
 
 def _decode_bytes(b: bytes | bytearray | memoryview) -> str:
@@ -263,7 +268,9 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
     """One closure per column: mask, then format, then guard. Specialised per kind for speed.
     Masking is ``masker.mask_value(v, name)`` (or its precomputed equivalent ``for_column``)."""
     name = col.name
-    null = guard_formula(null)  # a NULL literal such as "=NULL()" is text like any other
+    codec = cells.CellCodec(null)
+    enc = codec.text  # every non-NULL text cell: guarded, and told apart from the NULL literal
+    null = codec.null_cell  # a NULL literal such as "=NULL()" is text like any other
     for_column = getattr(masker, "for_column", None)
     mask = for_column(name) if for_column is not None else (lambda v: masker.mask_value(v, name))
     kind = col.kind
@@ -295,9 +302,7 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
                 s = mask(v)
             if type(s) is not str:
                 s = _as_text(s)
-            if s and s[0] in _FORMULA_START and _NUMERIC_RE.fullmatch(s) is None:
-                return "'" + s
-            return s
+            return enc(s)
 
         return fmt
 
@@ -320,18 +325,18 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
             if t is Decimal or isinstance(m, Decimal):
                 if m.is_finite() and m == m.to_integral_value():
                     return str(int(m))
-                return _guard_nonnumeric(str(m))
+                return enc(str(m))
             if isinstance(m, int):
                 return str(int(m))
             if isinstance(m, float):
                 # A float cannot hold a long id exactly; say so by writing its exact repr.
                 if m.is_integer() and abs(m) < 2**53:
                     return str(int(m))
-                return _guard_nonnumeric(repr(m))
+                return enc(repr(m))
             s = _as_text(m)
             if _INT_TEXT_RE.fullmatch(s.strip()):
                 return s.strip().lstrip("+")
-            return guard_formula(s)
+            return enc(s)
 
         return fmt
 
@@ -344,11 +349,11 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
             if m is True or m is False:
                 return "1" if m else "0"
             if isinstance(m, float):
-                return _guard_nonnumeric(repr(m))
+                return enc(repr(m))
             if isinstance(m, (int, Decimal)):
-                return _guard_nonnumeric(str(m))
+                return enc(str(m))
             s = _as_text(m)
-            return s if _NUMERIC_RE.fullmatch(s) else guard_formula(s)
+            return s if _NUMERIC_RE.fullmatch(s) else enc(s)
 
         return fmt
 
@@ -371,7 +376,7 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
                 if kind == "naive_instant" and isinstance(m, datetime) and m.tzinfo is not None:
                     return m.isoformat()  # keep the offset it has; do not convert
                 return _iso(m)
-            return guard_formula(_as_text(m))
+            return enc(_as_text(m))
 
         return fmt
 
@@ -385,7 +390,7 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
                 return "true" if m else "false"
             if type(m) is int and m in (0, 1):
                 return "true" if m else "false"
-            return guard_formula(_as_text(m))
+            return enc(_as_text(m))
 
         return fmt
 
@@ -399,8 +404,8 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
                 return null
         m = mask(v)
         if isinstance(m, str):
-            return guard_formula(m)
-        return _guard_nonnumeric(_dumps(m))
+            return enc(m)
+        return enc(_dumps(m))
 
     return fmt_json
 
@@ -431,6 +436,33 @@ class _Memo(dict):
         return out
 
 
+#: A typed cell (integer, number, boolean, instant) that is safe unquoted in any locale: a plain number,
+#: ``true``/``false``, or digits-first ISO-8601 (no ``;``, quote or line break that could start a cell).
+_SAFE_BARE_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|true|false|\d[\dT:.+\-Z ]*")
+
+
+def _bare_cells(col: ColumnSpec, null: str) -> Callable[[list[str]], list[str]]:
+    """A column's formatted cells with those written unquoted marked :class:`_Bare`: the NULL cell, and
+    in typed columns (integer, number, boolean, instants) the cells in the kind's own form. Text and
+    JSON cells are always quoted, as is a masked tag in a typed column."""
+    null_cell = cells.CellCodec(null).null_cell
+    bare_null = _Bare(null_cell)
+    if col.kind in ("integer", "number", "boolean", "instant", "naive_instant"):
+        safe = _SAFE_BARE_RE.fullmatch
+
+        def typed(out: list[str]) -> list[str]:
+            return [bare_null if c == null_cell else _Bare(c) if safe(c) else c for c in out]
+
+        return typed
+
+    def texts(out: list[str]) -> list[str]:
+        if null_cell in out:
+            return [bare_null if c == null_cell else c for c in out]
+        return out
+
+    return texts
+
+
 def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Sequence[Any]], list[str]]:
     """One function per column, chosen once: the column's values of a chunk → their CSV texts, equal
     to ``[fmt(v) for v in values]`` with ``fmt`` from :func:`_make_formatter`. Shortcuts, each giving
@@ -438,7 +470,8 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
     can tell whether formatting masked something, see :class:`_Memo`); plain ints and naive or UTC
     datetimes of columns not sensitive by name skip the masker (it passes them through unchanged)."""
     fmt = _make_formatter(col, masker, null)
-    null = guard_formula(null)
+    null_text = null  # a text equal to the literal is not "unchanged": it is told apart from NULL
+    null = cells.CellCodec(null).null_cell
     total = getattr(masker, "count_total", None)
     column_kind = getattr(masker, "column_kind", None)
     plain = column_kind is not None and column_kind(col.name) is None
@@ -470,7 +503,10 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
             if n < 4 or len(set(values)) * 2 <= n:  # repeated values: format each one once
                 return list(map(_Memo(fmt, total).__getitem__, values))
             if unchanged is not None and str in types:
-                return [v if v is not None and type(v) is str and unchanged(v) else fmt(v) for v in values]
+                return [
+                    v if v is not None and type(v) is str and v != null_text and unchanged(v) else fmt(v)
+                    for v in values
+                ]
         return list(map(fmt, values))
 
     return vec
@@ -780,7 +816,10 @@ def write_evidence(
         n = 0
         with os.fdopen(fd, "wb") as f:
             buf = io.StringIO()
-            w = csv.writer(buf, lineterminator="\r\n")  # excel dialect: RFC 4180 minimal quoting
+            # RFC 4180 with every text field quoted (issue 19, item 16): _Bare cells (NULL, numbers)
+            # are the only ones written bare. See cells.py for why quoting alone is not the guard.
+            w = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC)
+            bare = [_bare_cells(c, null_literal) for c in cols]
 
             def flush() -> None:
                 nonlocal size
@@ -806,7 +845,7 @@ def write_evidence(
                 columns_in = take(min(limit, check_every - n % check_every), n)
                 if columns_in is None:
                     break
-                out = [vec(vals) for vec, vals in zip(vecs, columns_in, strict=True)]
+                out = [b(vec(vals)) for vec, b, vals in zip(vecs, bare, columns_in, strict=True)]
                 del columns_in
                 k = len(out[0])
                 chars = sum(sum(map(len, col)) for col in out)
@@ -892,10 +931,11 @@ def _build_manifest(
             "bom": bool(excel),
             "header": True,
             "delimiter": ",",
-            "quoting": "RFC 4180 (minimal, quotes doubled)",
+            "quoting": "RFC 4180, every text field quoted (quotes doubled); NULL, numbers, booleans, instants bare",
             "line_terminator": "CRLF",
             "null": null_literal,
-            "formula_guard": "text starting with = + - @ TAB CR NUL is prefixed with ' unless it is a plain number",
+            "null_cell": cells.CellCodec(null_literal).null_cell,
+            "formula_guard": cells.GUARD_SPEC,
         },
     }
 
@@ -915,8 +955,8 @@ def verify_evidence(csv_path: str | os.PathLike[str]) -> VerifyReport:
         meta = doc["csv"] if "csv" in doc else doc["html"]  # an evidence CSV's manifest, or a report's
         rep.expected_sha256 = meta["sha256"]
         rep.expected_size = meta["bytes"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        rep.problems.append(f"manifest unreadable: {e}")
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+        rep.problems.append(f"manifest unreadable: {type(e).__name__}: {e}")
         return rep
     h = hashlib.sha256()
     size = 0

@@ -29,6 +29,7 @@ from sqlalchemy.sql.expression import ColumnElement
 from sqlalchemy.sql.util import ClauseAdapter
 
 from idemview.domain.model import EffectRecord, Finding, FindingKind, Severity
+from idemview.findings import explain as explain_fx
 from idemview.findings.common import in_keys, who
 from idemview.ledger.dialects import family
 from idemview.ledger.effects import (
@@ -147,32 +148,38 @@ class Reconciler:
             ev = [_evidence(e) for e in recs]
             whom = who(scope, key)
             first = from_epoch(st.first_e) if st.first_e is not None else (recs[0].at if recs else None)
+            # The counts and the ledger's word behind the sentence travel as the evidence's last row (at
+            # most EVIDENCE_RECORDS records are listed): the sentence is read from the evidence only.
+            summary = {
+                "effect_records": st.n_effects,
+                "table": where,
+                "ledger_says": st.why or None,
+                "first_effect_at": iso(first) if first else None,
+            }
             if want_dup and st.n_effects >= 2:
-                self.dup_reasons[(scope, key)] = f"{st.n_effects} effect records in {where}"
+                dev = [*ev, summary]
+                self.dup_reasons[(scope, key)] = explain_fx.effect_reason(dev)
                 out.append(
                     Finding(
                         K.DUPLICATE_EFFECT,
                         Severity.CRITICAL,
                         scope,
                         key,
-                        f"The operation with {whom} has {st.n_effects} effect records in {where}: "
-                        f"it took effect {st.n_effects} times.",
-                        ev,
+                        explain_fx.effect_duplicate(whom, dev),
+                        dev,
                         at=first,
                     )
                 )
             if want_hidden and st.bad and not st.completed:
+                hev = [*ev, summary]
                 out.append(
                     Finding(
                         K.HIDDEN_SUCCESS,
                         Severity.CRITICAL,
                         scope,
                         key,
-                        f"The ledger says the operation with {whom} {_said(st.why)}, yet "
-                        f"{_records(st.n_effects)} in {where} {'shows' if st.n_effects == 1 else 'show'} it took effect"
-                        + (f" ({iso(first)})" if first else "")
-                        + ": a timeout hid a success, and a retry would repeat it.",
-                        ev,
+                        explain_fx.hidden_success(whom, hev),
+                        hev,
                         at=first,
                     )
                 )
@@ -181,16 +188,11 @@ class Reconciler:
             for link in sorted(orphans):
                 n, first_e = orphans[link]
                 first = from_epoch(first_e) if first_e is not None else None
+                oev = [_evidence(e) for e in by_link.get(link, [])]
+                oev.append({"effect_records": n, "table": where, "first_effect_at": iso(first) if first else None})
                 out.append(
                     Finding(
-                        K.ORPHAN_EFFECT,
-                        Severity.MEDIUM,
-                        "",
-                        link,
-                        f"{_records(n).capitalize()} in {where} {'links' if n == 1 else 'link'} to {link!r}, which no "
-                        f"operation in the ledger accounts for.",
-                        [_evidence(e) for e in by_link.get(link, [])],
-                        at=first,
+                        K.ORPHAN_EFFECT, Severity.MEDIUM, "", link, explain_fx.orphan_effect(link, oev), oev, at=first
                     )
                 )
         order = {k: i for i, k in enumerate(K)}
@@ -480,16 +482,6 @@ def _batches(items, n: int):
         yield items[i : i + n]
 
 
-def _said(why: str) -> str:
-    return {"failed": "failed", "stuck": "is stuck in progress (its lock expired)", "timed out": "timed out"}.get(
-        why, "did not complete"
-    )
-
-
-def _records(n: int) -> str:
-    return f"{n} effect record" + ("" if n == 1 else "s")
-
-
 def _evidence(e: EffectRecord) -> dict:
     d = {
         "effect_record": _jsonable(e.record_id),
@@ -523,7 +515,7 @@ def merge_effect_findings(
             continue
         why = (reasons or {}).get((f.scope, f.key), "effect records")
         same.explanation = same.explanation.rstrip(".") + f"; {why}."
-        same.evidence = list(same.evidence) + list(f.evidence)
+        same.evidence = list(same.evidence) + list(f.evidence)  # with its last row, the reason's count
     return out
 
 

@@ -34,11 +34,11 @@ from sqlalchemy import and_, case, distinct, func, literal_column, null, or_, se
 from sqlalchemy.sql.expression import Select
 
 from idemview.domain.model import Finding, FindingKind, Severity
+from idemview.findings import explain
 from idemview.findings.common import (
     KeyRow,
     as_int,
     dedupe,
-    dur,
     ev_sort,
     in_keys,
     jsonable,
@@ -46,7 +46,6 @@ from idemview.findings.common import (
     nonempty,
     parse_iso,
     two_distinct,
-    who,
 )
 from idemview.ledger.reader import Ledger
 from idemview.ledger.sqlx import time_before
@@ -237,21 +236,7 @@ class DuplicateEffect(FindingRule):
         out = []
         for scope, key in keys:
             items = sorted(ev[(scope, key)], key=ev_sort)
-            n_succ = sum(1 for x in items if x.get("outcome") == "succeeded")
-            n_comp = sum(1 for x in items if x.get("status") == "completed")
-            effects = sorted({x["effect_ref"] for x in items if x.get("effect_ref")})
-            reasons = []
-            if n_succ >= 2:
-                reasons.append(f"{n_succ} attempts succeeded")
-            if len(effects) >= 2:
-                reasons.append(f"{len(effects)} distinct side effects were recorded ({', '.join(effects[:4])})")
-            if n_comp >= 2:
-                reasons.append(f"{n_comp} records are completed")
-            expl = (
-                f"The operation with {who(scope, key)} took effect more than once: "
-                + "; ".join(reasons or ["several effects"])
-                + "."
-            )
+            expl = explain.duplicate_effect(scope, key, items)
             at = next(
                 (x.get("started_at") or x.get("created_at") for x in items if x.get("outcome") == "succeeded"), None
             )
@@ -379,17 +364,7 @@ class ReplayAfterExpiry(FindingRule):
                 for r in rows
             ]
             first = rows[0]
-            late = (first.at_e - first.expires_e) if first.at_e is not None and first.expires_e is not None else None
-            what = {
-                "attempt": f"attempt {as_int(first.number)}" if first.number is not None else "an attempt",
-                "record": "a new record",
-                "last_run": "the last run",
-            }[first.what]
-            expl = (
-                f"For {who(scope, key)}, {what} started {dur(late)} after the key had expired "
-                f"({iso(from_epoch(first.expires_e))})"
-                + (" and succeeded: the dedup window no longer protected it." if succeeded else ".")
-            )
+            expl = explain.replay_after_expiry(scope, key, ev)
             out.append(
                 Finding(
                     self.kind,
@@ -462,12 +437,8 @@ class KeyConflict(FindingRule):
                     fps[(r.scope, r.key)].add(r.fingerprint)
         out = []
         for r in rows:
-            f = sorted(fps[(r.scope, r.key)])
-            expl = (
-                f"The {who(r.scope, r.key)} was reused with {len(f)} different request "
-                f"fingerprints: the same key was sent for different requests."
-            )
-            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl, [{"fingerprint": x} for x in f]))
+            ev = [{"fingerprint": x} for x in sorted(fps[(r.scope, r.key)])]
+            out.append(Finding(self.kind, self.severity, r.scope, r.key, explain.key_conflict(r.scope, r.key, ev), ev))
         return out
 
 
@@ -530,30 +501,17 @@ class DuplicateIntent(FindingRule):
     def run(self, e, c):
         out = []
         for r in _fetch(c, e.restrict(self.selects(e))):
-            gap = (r.created_at_e - r.first_e) if r.created_at_e is not None and r.first_e is not None else None
-            expl = (
-                f"Intent {r.intent_ref!r} completed under {int(r.n_other) + 1} keys: "
-                f"{who(r.scope, r.key)} was created {dur(gap)} after key {r.first_key!r} "
-                f"completed the same intent — a fresh key was minted for a retry."
-            )
-            out.append(
-                Finding(
-                    self.kind,
-                    self.severity,
-                    r.scope,
-                    r.key,
-                    expl,
-                    [
-                        {
-                            "intent_ref": r.intent_ref,
-                            "earlier_key": r.first_key,
-                            "earlier_created_at": iso(from_epoch(r.first_e)),
-                            "created_at": iso(from_epoch(r.created_at_e)),
-                        }
-                    ],
-                    at=from_epoch(r.created_at_e),
-                )
-            )
+            ev = [
+                {
+                    "intent_ref": r.intent_ref,
+                    "earlier_key": r.first_key,
+                    "earlier_created_at": iso(from_epoch(r.first_e)),
+                    "created_at": iso(from_epoch(r.created_at_e)),
+                    "keys_with_intent": int(r.n_other) + 1,
+                }
+            ]
+            expl = explain.duplicate_intent(r.scope, r.key, ev)
+            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl, ev, at=from_epoch(r.created_at_e)))
         return out
 
 
@@ -597,28 +555,15 @@ class StuckInProgress(FindingRule):
             lock_end = r.lock_exp_e
             if lock_end is None and r.locked_e is not None and e.l.lock_timeout_s is not None:
                 lock_end = r.locked_e + e.l.lock_timeout_s
-            overdue = (e.now_e - lock_end) if lock_end is not None else None
-            expl = (
-                f"The operation with {who(r.scope, r.key)} is still in progress but its lock "
-                f"expired {dur(overdue)} ago: the worker that held it probably died."
-            )
-            out.append(
-                Finding(
-                    self.kind,
-                    self.severity,
-                    r.scope,
-                    r.key,
-                    expl,
-                    [
-                        {
-                            "raw_status": jsonable(r.raw_status),
-                            "locked_at": iso(from_epoch(r.locked_e)),
-                            "lock_expired_at": iso(from_epoch(lock_end)),
-                        }
-                    ],
-                    at=from_epoch(lock_end),
-                )
-            )
+            ev = [
+                {
+                    "raw_status": jsonable(r.raw_status),
+                    "locked_at": iso(from_epoch(r.locked_e)),
+                    "lock_expired_at": iso(from_epoch(lock_end)),
+                }
+            ]
+            expl = explain.stuck_in_progress(r.scope, r.key, ev, e.now)
+            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl, ev, at=from_epoch(lock_end)))
         return dedupe(out)
 
 
@@ -664,22 +609,9 @@ class UnresolvedFailure(FindingRule):
     def shape(self, e, rows):
         out = []
         for r in rows:
-            expl = (
-                f"The operation with {who(r.scope, r.key)} failed"
-                + (f" ({r.raw_status})" if r.raw_status not in (None, "", "failed") else "")
-                + " and nothing completed it afterwards, under this key or its intent."
-            )
-            out.append(
-                Finding(
-                    self.kind,
-                    self.severity,
-                    r.scope,
-                    r.key,
-                    expl,
-                    [{"raw_status": jsonable(r.raw_status), "created_at": iso(from_epoch(r.created_at_e))}],
-                    at=from_epoch(r.created_at_e),
-                )
-            )
+            ev = [{"raw_status": jsonable(r.raw_status), "created_at": iso(from_epoch(r.created_at_e))}]
+            expl = explain.unresolved_failure(r.scope, r.key, ev)
+            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl, ev, at=from_epoch(r.created_at_e)))
         return dedupe(out)
 
 
@@ -740,10 +672,8 @@ class RetryStorm(FindingRule):
         out = []
         thr = e.l.retry_threshold
         for r in rows:
-            expl = f"The operation with {who(r.scope, r.key)} was attempted {as_int(r.n)} times (threshold {thr})."
-            out.append(
-                Finding(self.kind, self.severity, r.scope, r.key, expl, [{"attempts": as_int(r.n), "threshold": thr}])
-            )
+            ev = [{"attempts": as_int(r.n), "threshold": thr}]
+            out.append(Finding(self.kind, self.severity, r.scope, r.key, explain.retry_storm(r.scope, r.key, ev), ev))
         return out
 
     def _json_array_storms(self, e) -> list[Finding]:
@@ -761,17 +691,9 @@ class RetryStorm(FindingRule):
             for r in res:
                 arr = _json_list(r.arr) or []
                 if len(arr) > thr:
-                    out.append(
-                        Finding(
-                            self.kind,
-                            self.severity,
-                            r.scope or "",
-                            r.key,
-                            f"The operation with {who(r.scope, r.key)} was attempted "
-                            f"{len(arr)} times (threshold {thr}).",
-                            [{"attempts": len(arr), "threshold": thr}],
-                        )
-                    )
+                    ev = [{"attempts": len(arr), "threshold": thr}]
+                    expl = explain.retry_storm(r.scope, r.key, ev)
+                    out.append(Finding(self.kind, self.severity, r.scope or "", r.key, expl, ev))
         return out
 
 
@@ -806,23 +728,9 @@ class ExpiredKey(FindingRule):
     def shape(self, e, rows):
         out = []
         for r in rows:
-            ago = e.now_e - r.expires_e if r.expires_e is not None else None
-            expl = (
-                f"The {who(r.scope, r.key)} expired {dur(ago)} ago "
-                f"({iso(from_epoch(r.expires_e))}) and its record is still kept; a new request with "
-                f"this key would no longer be deduplicated."
-            )
-            out.append(
-                Finding(
-                    self.kind,
-                    self.severity,
-                    r.scope,
-                    r.key,
-                    expl,
-                    [{"expires_at": iso(from_epoch(r.expires_e)), "status": r.status}],
-                    at=from_epoch(r.expires_e),
-                )
-            )
+            ev = [{"expires_at": iso(from_epoch(r.expires_e)), "status": r.status}]
+            expl = explain.expired_key(r.scope, r.key, ev, e.now)
+            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl, ev, at=from_epoch(r.expires_e)))
         return dedupe(out)
 
 

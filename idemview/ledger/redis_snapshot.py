@@ -1004,6 +1004,11 @@ def _prefetched(batches, token, depth: int = 2):
         th.join(timeout=30)
 
 
+#: What converting one record's values may raise (ValueError covers UnicodeError; ArithmeticError covers
+#: OverflowError): that record is unreadable, the snapshot goes on.
+_CONVERSION_ERRORS = (ValueError, TypeError, ArithmeticError)
+
+
 class _Mapper:
     """Rows of the reference tables from read batches: ``batch(...)`` -> ``(counts, ops, atts)``, the
     ``operations`` and ``attempts`` rows (ids numbered from 1 in reading order, across batches) and
@@ -1040,23 +1045,31 @@ class _Mapper:
                 else:
                     gone += 1
                 continue
-            value = decode_value(kv, raw)
-            if value is None:
+            # One record's values, converted as a whole: a value no conversion can take (Infinity
+            # retries, a time beyond year 9999 once in UTC...) makes this record unreadable, counted,
+            # never the snapshot (issue 19, item 12). The try costs nothing when nothing is raised.
+            try:
+                value = decode_value(kv, raw)
+                if value is None:
+                    undecodable += 1
+                    continue
+                d = value if isinstance(value, dict) else empty
+                vals = values_of(d)
+                raw_status = status_of(value)
+                vkind = kind_of(d) if kind_of is not None else None
+                att = attempt_of(raw_status, d, vkind, vals) if attempt_of is not None else None
+            except _CONVERSION_ERRORS:
                 undecodable += 1
                 continue
-            d = value if isinstance(value, dict) else empty
-            vals = values_of(d)
-            raw_status = status_of(value)
             if pttl.__class__ is int and pttl >= 0:
                 expires = _fromtimestamp(at + pttl / 1000.0, UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
             else:
                 expires = None
                 without_ttl += 1
             rid += 1
-            vkind = kind_of(d) if kind_of is not None else None
             ops.append((rid, scope, key, vkind or kind, raw_status if raw_status is not None else "", expires, *vals))
-            if attempt_of is not None:
-                atts.append((rid, scope, key, *attempt_of(raw_status, d, vkind, vals)))
+            if att is not None:
+                atts.append((rid, scope, key, *att))
         self.rid = rid
         return (n_scanned, n_skipped, gone, wrong_type, undecodable, without_ttl), ops, atts
 
@@ -1206,6 +1219,40 @@ def _rows_in_worker(client, kv: KvLayout, batch: int, token):
             proc.wait()
 
 
+def _load(keeper: sqlite3.Connection, op_sql: str, att_sql: str, ops: list[tuple], atts: list[tuple]) -> int:
+    """Insert one batch's ``operations`` and ``attempts`` rows; returns how many records SQLite could not
+    take (an integer beyond 64 bits, a lone surrogate in a text): those are dropped with their attempt
+    and counted unreadable by the caller. The bulk insert is tried first; only a batch that fails is
+    loaded again row by row (after removing what the failed bulk insert had written: ids are this
+    batch's own)."""
+    try:
+        keeper.executemany(op_sql, ops)
+        if atts:
+            keeper.executemany(att_sql, atts)
+        return 0
+    except (*_CONVERSION_ERRORS, sqlite3.InterfaceError, sqlite3.DataError):
+        pass
+    lo, hi = ops[0][0], ops[-1][0]
+    keeper.execute("DELETE FROM attempts WHERE id BETWEEN ? AND ?", (lo, hi))
+    keeper.execute("DELETE FROM operations WHERE id BETWEEN ? AND ?", (lo, hi))
+    att_of = {a[0]: a for a in atts}
+    bad = 0
+    for op in ops:
+        a = att_of.get(op[0])
+        try:
+            keeper.execute(op_sql, op)
+        except (*_CONVERSION_ERRORS, sqlite3.InterfaceError, sqlite3.DataError):
+            bad += 1
+            continue
+        if a is not None:
+            try:
+                keeper.execute(att_sql, a)
+            except (*_CONVERSION_ERRORS, sqlite3.InterfaceError, sqlite3.DataError):
+                keeper.execute("DELETE FROM operations WHERE id = ?", (op[0],))
+                bad += 1
+    return bad
+
+
 def snapshot(
     client,
     kv: KvLayout,
@@ -1276,10 +1323,9 @@ def snapshot(
             info.undecodable += counts[4]
             info.without_ttl += counts[5]
             if ops:
-                keeper.executemany(op_sql, ops)
-                info.loaded += len(ops)
-            if atts:
-                keeper.executemany(att_sql, atts)
+                n_bad = _load(keeper, op_sql, att_sql, ops, atts)
+                info.loaded += len(ops) - n_bad
+                info.undecodable += n_bad
             if progress:
                 progress(info.scanned, info.loaded)
         # SCAN may return a key twice: keep the first read (the lower id), drop the twin and its

@@ -26,8 +26,10 @@ from sqlalchemy import (
     Float,
     Integer,
     LargeBinary,
+    Numeric,
     String,
     and_,
+    case,
     cast,
     literal,
     literal_column,
@@ -40,6 +42,7 @@ from sqlalchemy.types import TypeDecorator
 from idemview.layouts.layout import TimeColumn
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family, not_supported
 from idemview.ledger.rawtext import RawText, decode_text
+from idemview.ledger.times import EPOCH_S_MAX, EPOCH_S_MIN
 
 UTC = UTC
 
@@ -93,6 +96,66 @@ def _epoch_mysql_text(a: str) -> str:
     )
 
 
+class _EpochNumberOfText(FunctionElement):
+    """The number an epoch column of a text type (or SQLite's any-type cell) holds, NULL when the cell is
+    not numeric text of the shape :data:`idemview.ledger.times.EPOCH_TEXT` (see :func:`_epoch_number`)."""
+
+    type = Float()
+    inherit_cache = True
+    name = "epoch_number_of_text"
+
+
+# The shape of times.EPOCH_TEXT in each engine's SQL: unsigned digits, at most one point, no exponent
+# (a cast of '1e400' would abort the statement on PostgreSQL), spaces around.
+_NUM_RE = "^ *([0-9]{1,20}([.][0-9]*)?|[.][0-9]{1,20}) *$"
+
+
+@compiles(_EpochNumberOfText)
+def _epoch_number_of_text(el, compiler, **kw):
+    (arg,) = list(el.clauses)
+    a = compiler.process(arg, **kw)
+    fam = family(compiler.dialect)
+    if fam == SQLITE:
+        # Any cell may hold any type. Numbers are numbers; text is taken only when it is digits with at
+        # most one point (GLOB, as SQLite has no regular expressions): CAST('yesterday' AS REAL) is 0.0.
+        t = f"trim({a})"
+        return (
+            f"(CASE WHEN typeof({a}) IN ('integer', 'real') THEN {a} "
+            f"WHEN typeof({a}) = 'text' AND {t} GLOB '*[0-9]*' AND {t} NOT GLOB '*[^0-9.]*' "
+            f"AND {t} NOT GLOB '*.*.*' THEN CAST({t} AS REAL) END)"
+        )
+    if fam == POSTGRESQL:
+        # A failed cast aborts the whole query on PostgreSQL: cast only text of the shape.
+        return f"(CASE WHEN CAST({a} AS TEXT) ~ '{_NUM_RE}' THEN CAST(CAST({a} AS TEXT) AS DOUBLE PRECISION) END)"
+    if fam == MYSQL:
+        # MySQL reads 'yesterday' as 0 in arithmetic (a warning only): only text of the shape is a number.
+        return f"(CASE WHEN CAST({a} AS CHAR) REGEXP '{_NUM_RE}' THEN (TRIM(CAST({a} AS CHAR)) + 0e0) END)"
+    return f"CAST({a} AS DOUBLE PRECISION)"
+
+
+def _is_numeric_type(col: ColumnElement) -> bool:
+    t = getattr(col, "type", None)
+    if isinstance(t, TypeDecorator):
+        t = t.impl_instance
+    return isinstance(t, (Integer, Numeric))  # Float is a Numeric
+
+
+def _epoch_bounds(enc: str) -> tuple[ColumnElement, ColumnElement]:
+    scale = 1000.0 if enc == "epoch_ms" else 1.0
+    return literal_column(repr(EPOCH_S_MIN * scale)), literal_column(repr(EPOCH_S_MAX * scale))
+
+
+def _epoch_number(col: ColumnElement, enc: str) -> ColumnElement:
+    """An epoch column (``epoch_s``/``epoch_ms``) as its stored number when it is a time, else NULL:
+    text that is not a number ('yesterday'), NaN (PostgreSQL's real and numeric hold it), infinities,
+    zero, negative numbers and values beyond year 9999 are unknown times, as in
+    :func:`idemview.ledger.times.epoch_instant` (issue 19, item 14). In the column's unit."""
+    lo, hi = _epoch_bounds(enc)
+    v = col if _is_numeric_type(col) else _EpochNumberOfText(col)
+    # PostgreSQL sorts NaN above every number: "< hi" excludes it, as it does +Infinity.
+    return case((and_(v > lo, v < hi), v))
+
+
 _EPOCH = {SQLITE: _epoch_sqlite, POSTGRESQL: _epoch_pg, MYSQL: _epoch_mysql}
 _EPOCH_TEXT = {SQLITE: _epoch_sqlite, POSTGRESQL: _epoch_pg_text, MYSQL: _epoch_mysql_text}
 
@@ -140,9 +203,9 @@ def _epoch_seconds(col: ColumnElement, tc: TimeColumn, dialect: str) -> ColumnEl
     dialect = family(dialect)
     # Arithmetic, not CAST(... AS FLOAT): MySQL's FLOAT is single precision (epoch ms would lose seconds).
     if enc == "epoch_s":
-        return col * literal_column("1.0")
+        return _epoch_number(col, enc) * literal_column("1.0")
     if enc == "epoch_ms":
-        return col / literal_column("1000.0")
+        return _epoch_number(col, enc) / literal_column("1000.0")
     if enc == "iso_text":
         return _EpochOfText(col)
     if enc == "naive" and tc.zone != "UTC":
@@ -172,10 +235,14 @@ def _time_cmp(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: st
     inst = instant.astimezone(UTC)
     enc = tc.encoding
     dialect = family(dialect)
-    if enc == "epoch_s":
-        return cmp(col, inst.timestamp())
-    if enc == "epoch_ms":
-        return cmp(col, inst.timestamp() * 1000.0)
+    if enc in ("epoch_s", "epoch_ms"):
+        v = inst.timestamp() * (1000.0 if enc == "epoch_ms" else 1.0)
+        if not _is_numeric_type(col):  # text: compared as the number it holds, if it holds one
+            return cmp(_epoch_number(col, enc), v)
+        # A number: the comparison and the bounds are ranges on the column itself (an index serves
+        # them). On SQLite a text cell in a numeric column sorts above every number: "< hi" drops it.
+        lo, hi = _epoch_bounds(enc)
+        return and_(cmp(col, v), col > lo, col < hi)
     if enc == "iso_text" or dialect == SQLITE:
         # Text times: their lexical order is not time order across formats; compare as instants.
         return cmp(epoch_seconds(col, tc, dialect), inst.timestamp())

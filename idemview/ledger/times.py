@@ -7,14 +7,54 @@ value: ``None``, empty text and anything it cannot parse give ``None``.
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import UTC, date, datetime
-from decimal import Decimal
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from idemview.layouts.layout import TimeColumn
 
 UTC = UTC
+
+
+#: The epoch values that are times (seconds): after the epoch itself and before 10000-01-01T00:00:00Z, the
+#: end of ISO-8601's four-digit years and of Python's ``datetime``. Zero, negative numbers (the ``-1``
+#: or ``0`` "never" of an integer column), NaN, infinities and anything beyond are unknown times: none
+#: of them is when an idempotency key was written (issue 19, item 14). :mod:`idemview.ledger.sqlx`
+#: compiles the same bounds into SQL.
+EPOCH_S_MIN = 0.0  # exclusive
+EPOCH_S_MAX = 253402300800.0  # exclusive: 10000-01-01T00:00:00Z
+#: Numeric text an epoch column may hold (spaces around it allowed): unsigned decimal digits, at most one
+#: point, no exponent. The SQL side accepts exactly this shape, so Python and SQL agree on every cell.
+EPOCH_TEXT = re.compile(r" *(?:[0-9]{1,20}(?:\.[0-9]*)?|\.[0-9]{1,20}) *")
+
+
+def epoch_instant(value, encoding: str) -> datetime | None:
+    """A stored epoch value (``encoding`` ``epoch_s`` or ``epoch_ms``) as an aware UTC instant, or
+    ``None`` when it is not a time: not a number (``"yesterday"``, ``True``), numeric text of another
+    shape than :data:`EPOCH_TEXT`, NaN, an infinity, or outside (:data:`EPOCH_S_MIN`,
+    :data:`EPOCH_S_MAX`). Accepts int, float, Decimal, str and bytes."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("ascii", "replace")
+    if isinstance(value, str):
+        if not EPOCH_TEXT.fullmatch(value):
+            return None
+        value = float(value)
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if encoding == "epoch_ms":
+        x = x / 1000.0
+    if math.isnan(x) or not EPOCH_S_MIN < x < EPOCH_S_MAX:
+        return None
+    try:
+        return datetime.fromtimestamp(x, UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 @lru_cache(maxsize=64)
@@ -38,18 +78,14 @@ def decode_time(value, tc: TimeColumn) -> datetime | None:
     """The stored ``value`` of a column encoded as ``tc`` says, as an aware UTC ``datetime``.
 
     Naive datetimes are read in ``tc.zone`` (UTC unless the layout says otherwise); epoch numbers may
-    arrive as int, float, Decimal or numeric text. Returns ``None`` when missing or unparsable."""
+    arrive as int, float, Decimal or numeric text (:func:`epoch_instant` says which are times).
+    Returns ``None`` when missing or unparsable."""
     if value is None:
         return None
     enc = tc.encoding
     try:
         if enc in ("epoch_s", "epoch_ms"):
-            if isinstance(value, (str, bytes)):
-                value = float(value)
-            x = float(value) if isinstance(value, Decimal) else value
-            if enc == "epoch_ms":
-                x = x / 1000.0
-            return datetime.fromtimestamp(x, UTC)
+            return epoch_instant(value, enc)
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
         if isinstance(value, str):

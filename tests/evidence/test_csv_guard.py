@@ -68,7 +68,8 @@ def test_null_literal_is_guarded_like_any_text(tmp_path):
     got, _ = _export(tmp_path, [(None, None, None), ("x", None, 1)], null_literal="=NULL()")
     assert got == [["'=NULL()"] * 3, ["x", "'=NULL()", "1"]]
     got, _ = _export(tmp_path, [(None, "-1", None)], null_literal="-1", overwrite=True)  # a number literal is fine
-    assert got == [["-1", "-1", "-1"]]
+    # ... and a text equal to it is told apart from NULL (issue 19, item 15: values round-trip)
+    assert got == [["-1", "'-1", "-1"]]
 
 
 def test_cli_null_literal_is_guarded(tmp_path, capsys):

@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, insert, select
 
 from idemview.domain.filters import Filter
 from idemview.evidence.plan import OP_TIMES, _as_stored, _finding_index, _payload_cell, export_evidence, plan_export
-from idemview.evidence.writer import ColumnSpec, _make_formatter, guard_formula, write_evidence
+from idemview.evidence.writer import ColumnSpec, _bare_cells, _make_formatter, guard_formula, write_evidence
 from idemview.layouts.layout import load_preset
 from idemview.ledger.connect import open_engine
 from idemview.ledger.reader import Ledger
@@ -83,7 +83,9 @@ def test_writer_fast_path_equals_the_per_cell_path(tmp_path, check_every):
     )
     ref = Masker(key=KEY)
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\r\n")
+    # the writer's quoting (every text field quoted, NULL and numbers bare: _bare_cells), cell by cell
+    w = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC)
+    bare = [_bare_cells(c, "") for c in cols]
     w.writerow([c.name for c in cols])
     for r in rows:
         cells = []
@@ -94,7 +96,7 @@ def test_writer_fast_path_equals_the_per_cell_path(tmp_path, check_every):
                 cells.append(str(v))
             else:
                 cells.append(guard_formula(ref.mask_value(v, c.name)))
-        w.writerow(cells)
+        w.writerow([b([x])[0] for b, x in zip(bare, cells, strict=True)])
     data = (tmp_path / "out.csv").read_bytes()
     assert data == buf.getvalue().encode("utf-8")
     assert res.masking == ref.counts  # one count per masked cell, repeated values included
@@ -156,10 +158,11 @@ def test_celery_export_masks_secrets_planted_among_uuid_task_ids(tmp_path):
 
     cols = plan_export(ledger, Filter(), "operations", NOW).columns
     fmts = [_make_formatter(c, ref_masker, "") for c in cols]
+    bare = [_bare_cells(c, "") for c in cols]
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\r\n")
+    w = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC)
     w.writerow(header)
     for row in reference_rows():
-        w.writerow([f(v) for f, v in zip(fmts, row, strict=True)])
+        w.writerow([b([f(v)])[0] for f, b, v in zip(fmts, bare, row, strict=True)])
     assert text == buf.getvalue()
     assert res.masking == ref_masker.counts

@@ -86,7 +86,8 @@ def test_basic_export_bytes_and_manifest(tmp_path):
     assert res.path == str(path) and res.rows == 2
     assert res.manifest_path == str(path) + ".manifest.json"
     raw = path.read_bytes()
-    assert raw == b'key,attempts,note\r\nk1,2,"say ""hi"", then\nleave"\r\nk2,,\r\n'
+    # every text field quoted, the integer and the NULL bare; an empty text is not NULL: "'" (issue 19)
+    assert raw == b'"key","attempts","note"\r\n"k1",2,"say ""hi"", then\nleave"\r\n"k2",,"\'"\r\n'
     assert not raw.startswith(b"\xef\xbb\xbf")
     assert res.sha256 == hashlib.sha256(raw).hexdigest() and res.size == len(raw)
     assert dir_listing(tmp_path) == ["out.csv", "out.csv.manifest.json"]
@@ -173,15 +174,16 @@ def test_formula_injection_guard_in_raw_bytes(tmp_path):
     export(tmp_path, cols, rows)
     raw = (tmp_path / "out.csv").read_bytes()
     lines = raw.split(b"\r\n")
-    assert lines[0] == b'"\'=HYPERLINK(""x"")",n,x,j,\'-b'
-    assert lines[1] == b'\'=1+1,-5,-1.5,"{""a"":""=cmd""}",true'
-    assert lines[2] == b"'+SUM(A1),-9223372036854775808,-0.10,-7,false"  # JSON number -7
-    assert lines[3] == b"-2,0,-3e5,'=bad,"  # a plain number in a text column is not a formula (#9)
-    assert lines[4] == b"'@import,12,'=1+2,'@x,'=no"
-    assert lines[5] == b"'\tTAB,1,2,,true"
+    # text and JSON cells quoted (issue 19, item 16); numbers, booleans and NULL bare
+    assert lines[0] == b'"\'=HYPERLINK(""x"")","n","x","j","\'-b"'
+    assert lines[1] == b'"\'=1+1",-5,-1.5,"{""a"":""=cmd""}",true'
+    assert lines[2] == b'"\'+SUM(A1)",-9223372036854775808,-0.10,"-7",false'  # JSON number -7
+    assert lines[3] == b'"-2",0,-3e5,"\'=bad",'  # a plain number in a text column is not a formula (#9)
+    assert lines[4] == b'"\'@import",12,"\'=1+2","\'@x","\'=no"'
+    assert lines[5] == b'"\'\tTAB",1,2,,true'
     assert lines[6] == b'"\'\rCR",1,2,,false'
-    assert lines[7] == b"'\x00NUL,1,2,,"
-    assert lines[8] == b'safe = text,\'-x,nan,"[1,""-y""]",'
+    assert lines[7] == b'"\'\x00NUL",1,2,,'
+    assert lines[8] == b'"safe = text","\'-x","nan","[1,""-y""]",'
     # and it reads back as the guarded text
     back = read_rows(tmp_path / "out.csv")
     assert back[1][0] == "'=1+1" and back[6][0] == "'\rCR"
@@ -249,18 +251,18 @@ def test_aware_and_naive_instants(tmp_path):
 def test_bom_only_with_excel(tmp_path):
     export(tmp_path, [ColumnSpec("naïve")], [("é",)], name="x.csv", excel=True)
     raw = (tmp_path / "x.csv").read_bytes()
-    assert raw.startswith(b"\xef\xbb\xbfna\xc3\xafve\r\n\xc3\xa9\r\n")
+    assert raw.startswith(b'\xef\xbb\xbf"na\xc3\xafve"\r\n"\xc3\xa9"\r\n')
     man = json.loads((tmp_path / "x.csv.manifest.json").read_text("utf-8"))
     assert man["csv"]["bom"] is True
     assert man["csv"]["sha256"] == hashlib.sha256(raw).hexdigest()
     export(tmp_path, [ColumnSpec("naïve")], [("é",)], name="y.csv")
-    assert (tmp_path / "y.csv").read_bytes() == "naïve\r\né\r\n".encode()
+    assert (tmp_path / "y.csv").read_bytes() == '"naïve"\r\n"é"\r\n'.encode()
 
 
 def test_null_literal(tmp_path):
     cols = [ColumnSpec("a", "text"), ColumnSpec("b", "integer"), ColumnSpec("c", "json")]
     export(tmp_path, cols, [(None, None, None), ("", 0, {})], null_literal="NULL")
-    assert (tmp_path / "out.csv").read_bytes() == b"a,b,c\r\nNULL,NULL,NULL\r\n,0,{}\r\n"
+    assert (tmp_path / "out.csv").read_bytes() == b'"a","b","c"\r\nNULL,NULL,NULL\r\n"",0,"{}"\r\n'
 
 
 def test_booleans_bytes_payloads_and_mapping_rows(tmp_path):

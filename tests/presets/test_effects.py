@@ -179,8 +179,10 @@ def test_same_database_planted(db):
         eng.dispose()
     assert got == PLANTED
     dup = next(f for f in fs if f.kind == FindingKind.DUPLICATE_EFFECT and f.key == "k-double")
-    assert sorted(e["reference"] for e in dup.evidence) == ["ch_0010", "ch_0011"]
+    assert sorted(e["reference"] for e in dup.evidence if "reference" in e) == ["ch_0010", "ch_0011"]
     assert dup.evidence[0]["amount"] == 1250
+    # the sentence's count travels as the evidence's last row (issue 19, item 19)
+    assert dup.evidence[-1]["effect_records"] == 2 and "2 effect records" in dup.explanation
     stuck = next(f for f in fs if f.kind == FindingKind.HIDDEN_SUCCESS and f.key == "k-stuck-but-charged")
     assert "stuck in progress" in stuck.explanation and stuck.evidence[0]["reference"] == "ch_0013"
 
@@ -286,7 +288,8 @@ def test_sqlite_ledger_sqlite_effects_nocase_column(tmp_path):
     # the evidence of 'Case-Key' is not joined by the loose index: no duplicate, and the orphan
     # 'case-key' lists its own record only
     orphan = next(f for f in fs if f.kind == FindingKind.ORPHAN_EFFECT and f.key == "case-key")
-    assert [e["reference"] for e in orphan.evidence] == ["ch_0017"]
+    assert [e["reference"] for e in orphan.evidence if "reference" in e] == ["ch_0017"]
+    assert orphan.evidence[-1]["effect_records"] == 1
 
 
 @pytest.mark.postgres

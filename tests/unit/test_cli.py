@@ -50,9 +50,21 @@ def test_scan_json_reports_exactly_the_planted_incidents(capsys, demo):
     code, out, err = run(capsys, "scan", str(demo), "--now", ANCHOR, "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
-    # DESIGN §9's keys, plus "unmapped" (issue 12) and "not_checkable" (kind -> why; issue 11)
-    assert set(doc) == {"now", "layout", "operations", "attempts", "counts", "unmapped", "findings", "not_checkable"}
+    # DESIGN §9's keys, plus "unmapped" (issue 12), "not_checkable" (kind -> why; issue 11) and
+    # "unknown_times" (stored times that are no instant, per field; issue 19)
+    assert set(doc) == {
+        "now",
+        "layout",
+        "operations",
+        "attempts",
+        "counts",
+        "unmapped",
+        "unknown_times",
+        "findings",
+        "not_checkable",
+    }
     assert doc["unmapped"] == {"status": {}, "outcome": {}}
+    assert doc["unknown_times"] == {}
     assert set(doc["not_checkable"]) == {"hidden_success", "orphan_effect"}  # the demo has no [effects]
     assert all("[effects]" in why for why in doc["not_checkable"].values())
     assert doc["now"] == ANCHOR and doc["layout"] == "idemview"
