@@ -355,7 +355,15 @@ def resolve_ledger(args, engine, saved=None):
                 )
             layout = matches[0].layout
         try:  # where the tables are and the extra raw values, as the GUI and the Python API apply them
-            layout = fit_layout(engine, layout, schema=schema, status_map=smap, outcome_map=omap, located=not spec)
+            layout = fit_layout(
+                engine,
+                layout,
+                schema=schema,
+                status_map=smap,
+                outcome_map=omap,
+                located=not spec,
+                actions=saved.actions if saved is not None else None,
+            )
         except LayoutError as e:
             raise CliError(str(e), EXIT_USAGE) from None
         return Ledger(

@@ -137,6 +137,33 @@ class ActionRules:
             out["regulated"] = sorted(self.regulated)
         return out
 
+    @classmethod
+    def from_text(cls, text: str, where: str = "action rules") -> ActionRules:
+        """The one-line form the connection dialog edits: entries ``CLASS=REGEX`` separated by `` ; ``
+        or new lines, and ``regulated=CLASS,CLASS``; e.g. ``money=^billing\\. ; regulated=money``.
+        The class comes first because a regex may hold ``=``. Raises :class:`ActionRuleError`."""
+        rules, reg = [], []
+        for part in re.split(r"\s;\s|\n", text):
+            part = part.strip()
+            if not part:
+                continue
+            head, sep, tail = part.partition("=")
+            if not sep:
+                raise ActionRuleError(f"{where}: {part!r} is not CLASS=REGEX")
+            head = head.strip()
+            if head == "regulated":
+                reg += [a.strip() for a in tail.split(",") if a.strip()]
+            else:
+                rules.append({"match": tail.strip(), "action": head})
+        return cls.from_dict({"rules": rules, "regulated": reg}, where)
+
+    def to_text(self) -> str:
+        """The inverse of :meth:`from_text`."""
+        parts = [f"{a}={p}" for p, a in self.rules]
+        if self.regulated:
+            parts.append("regulated=" + ",".join(sorted(self.regulated)))
+        return " ; ".join(parts)
+
     def __bool__(self) -> bool:
         return bool(self.rules or self.regulated)
 
