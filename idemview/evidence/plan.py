@@ -26,6 +26,7 @@ from idemview.domain.filters import Filter
 from idemview.domain.model import FindingKind, Status
 from idemview.errors import InputError, TargetExists, TargetRefused
 from idemview.evidence.writer import ColumnBatches, ColumnSpec, ExportResult, write_evidence
+from idemview.findings.actions import classifier_for
 from idemview.findings.engine import FindingEngine
 from idemview.ledger.batch import for_batch
 from idemview.ledger.connect import describe
@@ -167,6 +168,7 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
         else:
             tdefs.append((None, None, None))
     pdefs = [(pos[f"p_{p}"], _payload_converter(ledger.layout.fields[p].encoding)) for p in payloads]
+    classify = classifier_for(ledger).classify  # memoised per distinct kind (DESIGN §5.1)
 
     def convert(batch: list) -> list:
         n = len(batch)
@@ -179,6 +181,7 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
             key = ["" if x is None else x for x in key]
         out: list = [[name] * n, cols[i_rid], scope, key]
         out += [cols[i] for i in as_is]
+        out.append(list(map(classify, cols[pos["kind"]])))
         out.append(list(map(_PerValue(_status_value).__getitem__, cols[i_status])))
         out.append(cols[i_raw])
         caches: dict = {}
@@ -309,6 +312,7 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         ColumnSpec("scope", "text"),
         ColumnSpec("idempotency_key", "text"),
         ColumnSpec("kind", "text"),
+        ColumnSpec("action", "text"),
         ColumnSpec("status", "text"),
         ColumnSpec("raw_status", "text"),
     ]
@@ -459,6 +463,7 @@ def _findings(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         ColumnSpec("ledger", "text"),
         ColumnSpec("kind", "text"),
         ColumnSpec("severity", "text"),
+        ColumnSpec("action", "text"),
         ColumnSpec("scope", "text"),
         ColumnSpec("idempotency_key", "text"),
         ColumnSpec("at", "instant"),
@@ -484,7 +489,17 @@ def _findings(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         for f in fs:
             if allowed is not None and (f.scope, f.key) not in allowed:
                 continue
-            yield (ledger.name, f.kind.value, f.severity.value, f.scope, f.key, f.at, f.explanation, f.evidence)
+            yield (
+                ledger.name,
+                f.kind.value,
+                f.severity.value,
+                f.action,
+                f.scope,
+                f.key,
+                f.at,
+                f.explanation,
+                f.evidence,
+            )
 
     return ExportPlan(cols, rows(), "the findings of the filtered operations")
 

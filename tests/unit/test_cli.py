@@ -61,7 +61,7 @@ def test_scan_json_reports_exactly_the_planted_incidents(capsys, demo):
     assert got == planted(demo)
     assert sum(doc["counts"].values()) == len(doc["findings"])
     f0 = doc["findings"][0]
-    assert set(f0) == {"kind", "severity", "scope", "key", "explanation", "evidence"}
+    assert set(f0) == {"kind", "severity", "action", "scope", "key", "explanation", "evidence"}
 
 
 def test_scan_json_is_masked(capsys, demo):
