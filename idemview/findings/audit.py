@@ -44,13 +44,13 @@ _CARD = {"card", "cvv", "iban"}
 _PERSONAL = {"email", "phone", "ssn"}
 
 
-def _advice(kinds: set[str], column: str) -> str:
+def _advice(kinds: set[str]) -> str:
     """What to change, in words, for the kinds found (the most serious first)."""
     if kinds & _CARD:
-        return f"store a hash of the {column} (or the payment provider's token), not the card number"
+        return "store a hash of the request (or the payment provider's token), not the card number"
     if kinds & CREDENTIAL_KINDS or kinds - _PERSONAL:
-        return f"drop credentials from the {column} before it is recorded (keep a hash if a comparison needs one)"
-    return f"keep a customer reference in the {column} instead of their personal data"
+        return "drop credentials before the value is recorded (keep a hash if a comparison needs one)"
+    return "keep a customer reference instead of their personal data"
 
 
 def _is_texty(col) -> bool:
@@ -181,9 +181,10 @@ class SecretAtRest(FindingRule):
         for (col_name, path), (m, kinds, ex) in sorted(hits.items(), key=lambda x: (x[0][0], x[0][1] or "")):
             where = col_name + (f" at {path}" if path else "")
             words = ", ".join(sorted(kinds))
+            advice = _advice(set(kinds))
             expl = (
                 f"The {role} table's column {where} stores {words} in plain text in {m:,} of the {rows_read:,} "
-                f"newest rows read (a sample of at most {n:,} rows): {_advice(set(kinds), col_name)}."
+                f"newest rows read (a sample of at most {n:,} rows): {advice}."
             )
             ev = {
                 "table": table,
@@ -194,6 +195,7 @@ class SecretAtRest(FindingRule):
                 # a list, not {kind: n}: "card" or "email" as a field name would be masked by every output
                 "kinds": [{"kind": k, "values": v} for k, v in sorted(kinds.items())],
                 "sample": True,
+                "advice": advice,
                 # keys as the grid shows them: every output (CLI, GUI, export) masks them like any value
                 "example_keys": [str(x) for x in ex],
             }

@@ -313,12 +313,13 @@ class FindingsResult:
 def kind_summary(findings: list[Finding]) -> list[tuple]:
     """(kind, most severe severity, distinct operations) for every kind, in one pass (run on a worker:
     a big ledger carries tens of thousands of findings)."""
-    from idemview.domain.model import DEFAULT_SEVERITY
+    from idemview.domain.model import DEFAULT_SEVERITY, LEDGER_KINDS
 
     sev: dict[FindingKind, Severity] = {}
     refs: dict[FindingKind, set] = {k: set() for k in FindingKind}
     for f in findings:
-        refs[f.kind].add((f.scope, f.key))
+        # a ledger finding has no operation: each one (a column) counts
+        refs[f.kind].add((f.scope, f.key) if f.kind not in LEDGER_KINDS else (f.column, id(f)))
         if f.kind not in sev or SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[sev[f.kind]]:
             sev[f.kind] = f.severity
     return [(k, sev.get(k, DEFAULT_SEVERITY[k]), len(refs[k])) for k in FindingKind]
