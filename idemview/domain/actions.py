@@ -113,7 +113,7 @@ class ActionRules:
         rules = []
         for i, r in enumerate(d.get("rules") or []):
             if not isinstance(r, Mapping) or "match" not in r or "action" not in r:
-                raise ActionRuleError(f"{where} rule {i + 1} needs match = \"REGEX\" and action = \"CLASS\"")
+                raise ActionRuleError(f'{where} rule {i + 1} needs match = "REGEX" and action = "CLASS"')
             pat, act = str(r["match"]), str(r["action"])
             _check_class(act, f"{where} rule {i + 1}")
             try:
@@ -226,8 +226,8 @@ class Vocabulary:
         m = _HTTP.match(name)
         if m and m.group(1).upper() in self.safe_methods:
             return "read"
-        unsafe = bool(m) and m.group(1).upper() in self.unsafe_methods
-        st = stems(m.group(2) if unsafe and m else name)
+        unsafe = m is not None and m.group(1).upper() in self.unsafe_methods
+        st = stems(m.group(2) if unsafe and m is not None else name)
         best = len(self.order)
         for s in st:
             r = self.words.get(s)

@@ -133,7 +133,7 @@ class SecretAtRest(FindingRule):
         key_expr = l.key_expr if is_ops else (None if getattr(l, "att_needs_join", True) else l.att_key_expr)
         keyed = key_expr is not None
         sel = [col.label(f"c{i}") for i, col in enumerate(cols)]
-        if keyed:
+        if key_expr is not None:
             sel.append(key_expr.label("_k"))
         q = select(*sel).select_from(t)
         newest = None

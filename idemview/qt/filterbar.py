@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from idemview.domain.filters import Filter
 from idemview.domain.actions import ACTIONS
+from idemview.domain.filters import Filter
 from idemview.domain.model import DEFAULT_SEVERITY, LEDGER_KINDS, FindingKind, Status
 from idemview.qt import theme
 from idemview.qt.flow import FlowLayout
