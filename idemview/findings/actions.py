@@ -43,6 +43,10 @@ CLASS_SEVERITY: dict[str, Severity] = {
 }
 
 
+#: Above this many operations to look up, their kinds are read in one pass over the table.
+WHOLE_PASS_KEYS = 5_000
+
+
 def classifier_for(ledger: Ledger) -> Classifier:
     """The ledger's classifier (its layout's ``[actions]`` rules, the connection's merged in before
     them), made once per ledger object so its memo lasts as long as the ledger."""
@@ -66,6 +70,22 @@ def operation_kinds(ledger: Ledger, c: Connection, keys, cache: dict | None = No
             cache[k] = None
         return cache
     s, kx, kd = ledger.scope_expr, ledger.key_expr, ledger.kind_expr
+    if len(todo) > WHOLE_PASS_KEYS:
+        # an aged ledger's hundred thousand expired keys: one streamed pass over (scope, key, kind)
+        # beats hundreds of key look-ups; only the wanted keys are kept
+        wanted = set(todo)
+        for k in todo:
+            cache.setdefault(k, None)
+        q = select(s.label("scope"), kx.label("key"), kd.label("kind")).select_from(ledger.ops)
+        res = c.execution_options(stream_results=True, yield_per=20_000).execute(q.where(kd.is_not(None)))
+        try:
+            for r in res:
+                ref = (r.scope, r.key)
+                if ref in wanted and cache.get(ref) is None:
+                    cache[ref] = r.kind
+        finally:
+            res.close()
+        return cache
     for batch in key_batches(todo):
         for k in batch:
             cache.setdefault(k, None)

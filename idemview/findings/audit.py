@@ -15,6 +15,7 @@ grid's keys are).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -23,7 +24,7 @@ from sqlalchemy.types import TypeDecorator
 
 from idemview.domain.model import Finding, FindingKind, Severity
 from idemview.findings.rules import FindingRule
-from idemview.masking.masker import CREDENTIAL_KINDS, Masker
+from idemview.masking.masker import CREDENTIAL_KINDS, Masker, MaskRules
 
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy.engine import Connection
@@ -98,6 +99,16 @@ def _cells(value: Any, column: str) -> list[tuple[str | None, str | None, Any]]:
     return [(None, column, str(value)[:CELL_CHARS])]
 
 
+def _audit_masker() -> Masker:
+    """The masker's detectors for the audit: every value detector (cards by Luhn, IBANs by mod-97,
+    JWTs, provider keys, bearer/basic credentials, passwords in URLs, e-mail addresses …) and sensitive
+    field names, but not ``named_value`` (a "label: value" inside free text): masking errs on the safe
+    side there ("CardError: declined" is masked as a card), and an audit that claims a ledger keeps card
+    numbers must not."""
+    rules = MaskRules.default()
+    return Masker(rules=replace(rules, detectors=rules.detectors - {"named_value"}))
+
+
 class SecretAtRest(FindingRule):
     """``secret_at_rest`` (high): a column (or JSON path) of the ledger holds credentials, card numbers
     or personal data in plain text, in a sample of the newest rows. About the ledger, not one operation:
@@ -146,7 +157,7 @@ class SecretAtRest(FindingRule):
         if newest is not None:
             q = q.order_by(newest.desc())
         q = q.limit(n)
-        masker = Masker()  # only the kinds it detects are read, never a tag or a value
+        masker = _audit_masker()  # only the kinds it detects are read, never a tag or a value
         # (column, path) -> [rows with it, {kind: values}, examples]
         hits: dict[tuple[str, str | None], list] = {}
         rows_read = 0

@@ -217,7 +217,7 @@ def test_secret_at_rest_on_every_engine_never_shows_the_value(ledger_url, capsys
     assert ev["kinds"] == [{"kind": "card", "values": 10}]
     assert card.severity == Severity.HIGH and (card.scope, card.key) == ("", "")
     assert "10 of the 36 newest rows read (a sample" in card.explanation
-    assert "store a hash of the request_body" in card.explanation
+    assert "store a hash of the request (or the payment provider's token)" in card.explanation
     assert set(ev["example_keys"]) <= {f"op-{j}" for j in range(0, 30, 3)} and ev["example_keys"]
     for f in sec:
         blob = json.dumps(f.to_json()) + f.explanation
@@ -263,3 +263,16 @@ def test_a_clean_ledger_has_no_secret_at_rest(sqlite_db):
         c.exec_driver_sql("DELETE FROM operations WHERE idempotency_key = 'op-0'")
     fs, _ = _scan(path)
     assert [f for f in fs if f.kind == K.SECRET_AT_REST] == []
+
+
+def test_many_findings_read_their_kinds_in_one_pass(sqlite_db, monkeypatch):
+    """Above WHOLE_PASS_KEYS operations the kinds come from one streamed pass: same classes."""
+    import idemview.findings.actions as fa
+
+    writable, path = sqlite_db
+    _fill(writable)
+    few, _ = _scan(path)
+    monkeypatch.setattr(fa, "WHOLE_PASS_KEYS", 0)
+    many, _ = _scan(path)
+    assert [(f.kind, f.key, f.action, f.severity) for f in many] == [(f.kind, f.key, f.action, f.severity) for f in few]
+    assert {f.action for f in many if f.kind == K.DUPLICATE_EFFECT} == {a for a, _s in DOUBLES.values()}
