@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select
 
 from idemview.domain.filters import Filter
-from idemview.domain.model import FindingKind, Status
+from idemview.domain.model import LEDGER_KINDS, FindingKind, Status
 from idemview.errors import InputError, TargetExists, TargetRefused
 from idemview.evidence.writer import ColumnBatches, ColumnSpec, ExportResult, write_evidence
 from idemview.findings.actions import classifier_for
@@ -283,6 +283,7 @@ def _finding_index(ledger: Ledger, now: datetime, kinds=None) -> dict[tuple[str,
 
     fe = FindingEngine(ledger, now)
     wanted = list(kinds) if kinds is not None else [r.kind for r in registry.rules()]
+    wanted = [k for k in wanted if k not in LEDGER_KINDS]  # about the ledger's columns, no operation
     skip = fe.unsupported()
     fast = [k for k in wanted if k in _KEYS_ONLY_KINDS and k not in skip]
     per_kind: dict[FindingKind, list[tuple[str, str]]] = {}
