@@ -20,6 +20,7 @@ so classifying a million kind values is a million dictionary look-ups.
 from __future__ import annotations
 
 import re
+import threading
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -71,6 +72,8 @@ _HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEP = re.compile(r"[^A-Za-z0-9]+")
 _HTTP = re.compile(r"^\s*([A-Za-z]+)\s+(/\S*)\s*$")
 _STEM = snowballstemmer.stemmer("english")
+# A Snowball stemmer keeps its state in the object: the GUI's workers classify from several threads.
+_STEM_LOCK = threading.Lock()
 
 
 def words(name: str) -> list[str]:
@@ -84,8 +87,10 @@ def words(name: str) -> list[str]:
 
 
 def stems(name: str) -> list[str]:
-    """:func:`words` of ``name``, each stemmed (Snowball English)."""
-    return _STEM.stemWords(words(name))
+    """:func:`words` of ``name``, each stemmed (Snowball English). Thread-safe."""
+    ws = words(name)
+    with _STEM_LOCK:
+        return _STEM.stemWords(ws)
 
 
 class ActionRuleError(ValueError):

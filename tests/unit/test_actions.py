@@ -136,3 +136,13 @@ def test_memo_is_per_distinct_kind():
     assert out[:2] == ["money", "notification"] and len(out) == 2000
     # two distinct kinds (plus the two empty ones seeded) memoised, not 2000
     assert len(c._memo) == 4
+
+
+def test_classifying_from_several_threads_at_once():
+    """The GUI's workers classify concurrently: the stemmer is shared, so it must be guarded."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = [n for n, _c, _s in ROWS] * 20
+    with ThreadPoolExecutor(8) as ex:
+        got = list(ex.map(lambda n: Classifier().vocab.classify(n), names))
+    assert got == [c for _n, c, _s in ROWS] * 20  # every name as the table says, no stemmer crash
