@@ -171,6 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
     common(s)
     s.add_argument("--format", choices=("json", "text"), default="text")
     s.add_argument("--limit", type=_count, default=20, help="findings listed per kind in text output (0: all)")
+    s.add_argument(
+        "--audit-rows",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="newest rows per table the ledger audit (secret_at_rest) samples (default 10000; 0: no audit)",
+    )
 
     w = sub.add_parser("windows", help="dedup windows measured from the data, per operation kind")
     common(w)
@@ -205,6 +212,9 @@ def filters(sp) -> None:
     sp.add_argument("--finding", action="append", default=[], metavar="KIND")
     sp.add_argument("--status", action="append", default=[], metavar="S")
     sp.add_argument("--kind", action="append", default=[], metavar="K", help="operation kind")
+    sp.add_argument(
+        "--action", action="append", default=[], metavar="CLASS", help="action class (money, access, …; repeatable)"
+    )
     sp.add_argument("--key")
     sp.add_argument("--intent")
     sp.add_argument("--scope")
@@ -355,7 +365,15 @@ def resolve_ledger(args, engine, saved=None):
                 )
             layout = matches[0].layout
         try:  # where the tables are and the extra raw values, as the GUI and the Python API apply them
-            layout = fit_layout(engine, layout, schema=schema, status_map=smap, outcome_map=omap, located=not spec)
+            layout = fit_layout(
+                engine,
+                layout,
+                schema=schema,
+                status_map=smap,
+                outcome_map=omap,
+                located=not spec,
+                actions=saved.actions if saved is not None else None,
+            )
         except LayoutError as e:
             raise CliError(str(e), EXIT_USAGE) from None
         return Ledger(
@@ -485,6 +503,8 @@ def cmd_scan(args) -> int:
         print(f"idemview: note: {note}", file=sys.stderr)
     now = args.now or datetime.now(UTC)
     fe = FindingEngine(ledger, now)
+    if args.audit_rows is not None:
+        fe.audit_rows = args.audit_rows
     unsupported = fe.unsupported()
     masker = Masker()
     show = _progress_on(args)
@@ -585,7 +605,7 @@ def cmd_scan(args) -> int:
         print(f"{kind.value} ({len(fs)})")
         shown = fs if args.limit == 0 else fs[: args.limit]
         for f in shown:
-            print(f"  [{f.severity.value}] {masker.mask_text(f.explanation)}")
+            print(f"  [{f.severity.value} · {f.action}] {masker.mask_text(f.explanation)}")
         if len(fs) > len(shown):
             print(f"  … and {len(fs) - len(shown)} more (--limit 0 lists all)")
     return EXIT_OK
@@ -890,8 +910,14 @@ def filter_from_args(args):
             scope=args.scope,
             since=args.since,
             until=args.until,
+            actions=list(getattr(args, "action", None) or []),
         )
     except ValueError:
+        from idemview.domain.actions import ACTIONS
+
+        bad_a = [a for a in getattr(args, "action", None) or [] if a not in ACTIONS]
+        if bad_a:
+            raise CliError(f"unknown action class {bad_a[0]!r}; one of: " + ", ".join(ACTIONS)) from None
         bad_f = [k for k in args.finding if k not in {x.value for x in FindingKind}]
         if bad_f:
             raise CliError(

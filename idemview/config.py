@@ -60,7 +60,9 @@ class Connection:
     is the IANA zone naive timestamps were written in. ``tls`` holds driver TLS options (``sslmode``...).
     ``schema`` says where the layout's tables are when not in the preset's schema (empty: the preset's,
     else found as detection finds them). ``status_map`` / ``outcome_map`` map raw values the layout
-    does not know (``{"RETRIES_EXCEEDED" = "failed"}``) without editing the preset."""
+    does not know (``{"RETRIES_EXCEEDED" = "failed"}``) without editing the preset. ``actions`` is the
+    connection's own ``[actions]`` section (``{"rules": [{"match": REGEX, "action": CLASS}],
+    "regulated": [CLASS]}``, DESIGN §5.1), tried before the layout's rules and the shipped vocabulary."""
 
     name: str
     dialect: str = "sqlite"
@@ -76,6 +78,7 @@ class Connection:
     schema: str = ""
     status_map: dict = field(default_factory=dict)
     outcome_map: dict = field(default_factory=dict)
+    actions: dict = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def url(self, password: str | None = None) -> URL:

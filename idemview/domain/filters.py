@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from idemview.domain.actions import ACTION_WORDS, ACTIONS
 from idemview.domain.model import FindingKind, Status
 
 _STATUS_WORDS = {
@@ -32,6 +33,7 @@ _FINDING_WORDS = {
     FindingKind.EXPIRED_KEY: "with an expired key",
     FindingKind.HIDDEN_SUCCESS: "with a hidden success",
     FindingKind.ORPHAN_EFFECT: "with an orphan effect",
+    FindingKind.SECRET_AT_REST: "in a ledger storing secrets",
 }
 
 
@@ -50,7 +52,9 @@ class Filter:
       reference and scope;
     - ``since`` / ``until``: aware instants (UTC after normalisation) bounding ``created_at``,
       ``since`` inclusive and ``until`` exclusive;
-    - ``unmapped_status``: only records whose raw status no entry of the layout maps (DESIGN §9).
+    - ``unmapped_status``: only records whose raw status no entry of the layout maps (DESIGN §9);
+    - ``actions``: action classes of the operation's kind (DESIGN §5.1: ``money``, ``access`` ...,
+      ``unknown`` includes operations without a kind), OR.
 
     An empty filter matches every operation.
     """
@@ -64,6 +68,12 @@ class Filter:
     since: datetime | None = None
     until: datetime | None = None
     unmapped_status: bool = False
+    actions: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        for a in self.actions:
+            if a not in ACTIONS:
+                raise ValueError(f"unknown action class {a!r} (one of {', '.join(ACTIONS)})")
 
     def without(self, *, findings: bool = False, times: bool = False) -> Filter:
         """A copy without its finding kinds (``findings``) or its created-at bounds (``times``), every
@@ -76,6 +86,7 @@ class Filter:
             findings=[] if findings else list(self.findings),
             statuses=list(self.statuses),
             kinds=list(self.kinds),
+            actions=list(self.actions),
             since=None if times else self.since,
             until=None if times else self.until,
         )
@@ -91,6 +102,7 @@ class Filter:
             or self.since
             or self.until
             or self.unmapped_status
+            or self.actions
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,6 +117,7 @@ class Filter:
             "since": _iso(self.since) if self.since else None,
             "until": _iso(self.until) if self.until else None,
             "unmapped_status": self.unmapped_status,
+            "actions": list(self.actions),
         }
 
     @classmethod
@@ -126,6 +139,7 @@ class Filter:
             since=t(d.get("since")),
             until=t(d.get("until")),
             unmapped_status=bool(d.get("unmapped_status", False)),
+            actions=[str(a) for a in d.get("actions") or []],
         )
 
     def sentence(self, zone_label: str = "UTC", tz=None) -> str:
@@ -145,6 +159,8 @@ class Filter:
             parts.append("with a status the layout does not map")
         if self.findings:
             parts.append(" or ".join(_FINDING_WORDS[k] for k in self.findings))
+        if self.actions:
+            parts.append("that " + " or ".join(ACTION_WORDS[a] for a in self.actions))
         if self.scope:
             parts.append(f'in scopes containing "{self.scope}"')
         if self.key:

@@ -61,6 +61,7 @@ class FindingKind(str, Enum):
     EXPIRED_KEY = "expired_key"
     HIDDEN_SUCCESS = "hidden_success"
     ORPHAN_EFFECT = "orphan_effect"
+    SECRET_AT_REST = "secret_at_rest"
 
 
 #: Default severity of each kind (``replay_after_expiry`` becomes critical when the replay succeeded).
@@ -75,7 +76,11 @@ DEFAULT_SEVERITY: dict[FindingKind, Severity] = {
     FindingKind.EXPIRED_KEY: Severity.INFO,
     FindingKind.HIDDEN_SUCCESS: Severity.CRITICAL,
     FindingKind.ORPHAN_EFFECT: Severity.MEDIUM,
+    FindingKind.SECRET_AT_REST: Severity.HIGH,
 }
+
+#: Kinds about the ledger itself (what it stores), not about one operation: no scope or key, a ``column``.
+LEDGER_KINDS = frozenset({FindingKind.SECRET_AT_REST})
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +160,11 @@ class Finding:
     ``evidence`` is a list of small JSON-able dicts (attempts or records that show the problem), with
     instants as ISO-8601 strings in UTC. ``at`` is the instant the finding is anchored to on a
     timeline (the offending attempt's start, the expiry, ...), UTC, or ``None``.
+
+    ``action`` is the operation's action class (DESIGN §5.1: ``money``, ``access`` ... ``unknown``),
+    set by the engine from the operation's kind; ``regulated`` says a person decides whether anything
+    is repeated or reversed (``approval``, or a class the user marks regulated). ``column`` names the
+    ledger column (and JSON path) of a :data:`LEDGER_KINDS` finding, whose scope and key are empty.
     """
 
     kind: FindingKind
@@ -164,21 +174,32 @@ class Finding:
     explanation: str
     evidence: list[dict[str, Any]] = field(default_factory=list)
     at: datetime | None = None
+    action: str = "unknown"
+    regulated: bool = False
+    column: str | None = None
 
     @property
     def ref(self) -> OperationRef:
         return OperationRef(self.scope, self.key)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON shape of DESIGN §9 (``scan --format json``)."""
-        return {
+        """The JSON shape of DESIGN §9 (``scan --format json``); a ledger finding (``secret_at_rest``)
+        has ``"column"`` and null scope and key."""
+        ledger = self.kind in LEDGER_KINDS
+        out: dict[str, Any] = {
             "kind": self.kind.value,
             "severity": self.severity.value,
-            "scope": self.scope,
-            "key": self.key,
+            "action": self.action,
+            "scope": None if ledger else self.scope,
+            "key": None if ledger else self.key,
             "explanation": self.explanation,
             "evidence": self.evidence,
         }
+        if ledger:
+            out["column"] = self.column
+        if self.regulated:
+            out["regulated"] = True
+        return out
 
 
 @dataclass(slots=True)

@@ -89,6 +89,7 @@ KIND_WORDS = {
     FindingKind.EXPIRED_KEY: "expired key",
     FindingKind.HIDDEN_SUCCESS: "hidden success",
     FindingKind.ORPHAN_EFFECT: "orphan effect",
+    FindingKind.SECRET_AT_REST: "secret at rest",
 }
 #: Bottom-to-top order of the incident overview's stacked bars: successes at the base, the outcomes
 #: that need a look on top where the eye lands.

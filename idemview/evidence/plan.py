@@ -23,9 +23,10 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select
 
 from idemview.domain.filters import Filter
-from idemview.domain.model import FindingKind, Status
+from idemview.domain.model import LEDGER_KINDS, FindingKind, Status
 from idemview.errors import InputError, TargetRefused
 from idemview.evidence.writer import ColumnBatches, ColumnSpec, ExportResult, write_evidence
+from idemview.findings.actions import classifier_for
 from idemview.findings.engine import FindingEngine
 from idemview.ledger.batch import for_batch
 from idemview.ledger.connect import describe
@@ -168,6 +169,7 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
         else:
             tdefs.append((None, None, None))
     pdefs = [(pos[f"p_{p}"], _payload_converter(ledger.layout.fields[p].encoding)) for p in payloads]
+    classify = classifier_for(ledger).classify  # memoised per distinct kind (DESIGN §5.1)
 
     def convert(batch: list) -> list:
         n = len(batch)
@@ -180,6 +182,7 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
             key = ["" if x is None else x for x in key]
         out: list = [[name] * n, cols[i_rid], scope, key]
         out += [cols[i] for i in as_is]
+        out.append(list(map(classify, cols[pos["kind"]])))
         out.append(list(map(_PerValue(_status_value).__getitem__, cols[i_status])))
         out.append(cols[i_raw])
         caches: dict = {}
@@ -281,6 +284,7 @@ def _finding_index(ledger: Ledger, now: datetime, kinds=None) -> dict[tuple[str,
 
     fe = FindingEngine(ledger, now)
     wanted = list(kinds) if kinds is not None else [r.kind for r in registry.rules()]
+    wanted = [k for k in wanted if k not in LEDGER_KINDS]  # about the ledger's columns, no operation
     skip = fe.unsupported()
     fast = [k for k in wanted if k in _KEYS_ONLY_KINDS and k not in skip]
     per_kind: dict[FindingKind, list[tuple[str, str]]] = {}
@@ -310,6 +314,7 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         ColumnSpec("scope", "text"),
         ColumnSpec("idempotency_key", "text"),
         ColumnSpec("kind", "text"),
+        ColumnSpec("action", "text"),
         ColumnSpec("status", "text"),
         ColumnSpec("raw_status", "text"),
     ]
@@ -460,6 +465,7 @@ def _findings(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         ColumnSpec("ledger", "text"),
         ColumnSpec("kind", "text"),
         ColumnSpec("severity", "text"),
+        ColumnSpec("action", "text"),
         ColumnSpec("scope", "text"),
         ColumnSpec("idempotency_key", "text"),
         ColumnSpec("at", "instant"),
@@ -485,7 +491,17 @@ def _findings(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         for f in fs:
             if allowed is not None and (f.scope, f.key) not in allowed:
                 continue
-            yield (ledger.name, f.kind.value, f.severity.value, f.scope, f.key, f.at, f.explanation, f.evidence)
+            yield (
+                ledger.name,
+                f.kind.value,
+                f.severity.value,
+                f.action,
+                f.scope,
+                f.key,
+                f.at,
+                f.explanation,
+                f.evidence,
+            )
 
     return ExportPlan(cols, rows(), "the findings of the filtered operations")
 

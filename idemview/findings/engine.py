@@ -19,6 +19,8 @@ from sqlalchemy.sql.expression import ColumnElement, CompoundSelect, Select
 from idemview.domain.filters import Filter
 from idemview.domain.model import Finding, FindingKind
 from idemview.findings import registry
+from idemview.findings.actions import weigh
+from idemview.findings.audit import DEFAULT_AUDIT_ROWS
 from idemview.findings.common import nonempty, two_distinct
 from idemview.findings.rules import DEFAULT_DEDUP_WINDOW_S, FindingRule  # noqa: F401  (re-exported)
 from idemview.ledger.batch import for_batch
@@ -49,6 +51,8 @@ class FindingEngine:
         self.use_profile = use_profile
         #: The filter of the current :meth:`run` (findings restricted to its operations), or None.
         self.flt: Filter | None = None
+        #: Rows per table the ledger audit (``secret_at_rest``) samples, newest first; 0 skips it.
+        self.audit_rows = DEFAULT_AUDIT_ROWS
 
     # ------------------------------------------------------------------------- availability
 
@@ -188,18 +192,20 @@ class FindingEngine:
         l = self.l
         one: ColumnElement = literal_column("1")
         zero: ColumnElement = literal_column("0")
-        cols = [l.scope_expr.label("scope"), l.key_expr.label("key")]
+        cols = [l.scope_expr.label("scope"), l.key_expr.label("key"), l.kind_expr.label("op_kind")]
         for i, (_r, rf) in enumerate(shared):
             cols.append(case((rf.cond, one), else_=zero).label(f"f{i}"))
             cols += [x.label(f"r{i}_{n}") for n, x in rf.cols.items()]
         return select(*cols).select_from(l.ops).where(or_(*[rf.cond for _r, rf in shared]))
 
-    def _shared_pass(self, c, shared) -> dict[FindingKind, list[Finding]]:
+    def _shared_pass(self, c, shared, op_kinds: dict | None = None) -> dict[FindingKind, list[Finding]]:
         per: list[list] = [[] for _ in shared]
         names = [list(rf.cols) for _r, rf in shared]
         for q in self.restrict([self.q_shared_pass(shared)]):
             for row in c.execute(q):
                 m = row._mapping
+                if op_kinds is not None:  # the operation's kind, for weighing (no look-up later)
+                    op_kinds[(m["scope"], m["key"])] = m["op_kind"]
                 for i in range(len(shared)):
                     if int(m[f"f{i}"] or 0):
                         per[i].append(_Row(scope=m["scope"], key=m["key"], **{n: m[f"r{i}_{n}"] for n in names[i]}))
@@ -290,13 +296,16 @@ class FindingEngine:
                 alone, shared = self._plan_passes(todo)
                 shared_kinds = {r.kind for r, _rf in shared}
                 shared_out: dict[FindingKind, list[Finding]] | None = None
+                op_kinds: dict = {}  # (scope, key) -> operation kind, shared by every kind's weighing
                 for rule in todo:
                     if rule.kind in shared_kinds:
                         if shared_out is None:
-                            shared_out = self._shared_pass(c, shared)
+                            shared_out = self._shared_pass(c, shared, op_kinds)
                         fs = shared_out.pop(rule.kind)
                     else:
                         fs = rule.run(self, c)
+                    # one post-step for every rule: action class, its severity, regulated (DESIGN §5.1)
+                    weigh(self.l, c, fs, op_kinds)
                     fs.sort(key=lambda f: (f.scope, f.key, f.explanation))
                     yield rule.kind, fs
         finally:

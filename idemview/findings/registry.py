@@ -10,6 +10,7 @@ import time (the built-in rules are registered below)::
 from __future__ import annotations
 
 from idemview.domain.model import FindingKind
+from idemview.findings.audit import SecretAtRest
 from idemview.findings.rules import BUILTIN_RULES, FindingRule
 
 _RULES: dict[FindingKind, FindingRule] = {}
@@ -43,3 +44,4 @@ def kinds() -> list[FindingKind]:
 
 for _r in BUILTIN_RULES:
     register(_r)
+register(SecretAtRest())  # the ledger audit: what the ledger itself stores (findings/audit.py)

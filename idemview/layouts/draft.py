@@ -569,6 +569,8 @@ def model_from_layout(layout: Layout) -> dict:
         model["detect"] = copy.deepcopy(layout.detect)
     if layout.effects is not None:
         model["effects"] = effects_model(layout.effects)
+    if layout.actions:
+        model["actions"] = layout.actions.to_dict()
     return model
 
 

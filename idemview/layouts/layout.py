@@ -93,6 +93,10 @@ Format (every key not marked required is optional)::
     show = ["amount", "currency", "status"]                       # columns shown beside the records
     optional = true                      # a database without the table has no effect findings (presets)
 
+    [actions]                            # what each kind does (DESIGN §5.1, docs/actions.md)
+    rules = [{ match = "^billing\\.", action = "money" }]   # regex on the kind, first match wins
+    regulated = ["money"]                # classes a person decides on (approval always is)
+
 Errors: :class:`LayoutError` with a message naming the file and the offending entry.
 """
 
@@ -107,6 +111,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, cast
 
+from idemview.domain.actions import ActionRuleError, ActionRules
 from idemview.domain.model import Outcome, Status
 from idemview.errors import InputError, InvalidLayout, LayoutMismatch
 from idemview.paths import note_source, readable_file
@@ -336,6 +341,8 @@ class Layout:
     key_fallback: str | None = None
     key_required: list[str] = field(default_factory=list)
     effects: EffectsSpec | None = None
+    #: The layout's own ``[actions]`` rules (regex -> action class, regulated classes; DESIGN §5.1).
+    actions: ActionRules = field(default_factory=ActionRules)
     #: The user's extra raw values merged in by :func:`with_value_maps` (``{"status": {RAW: STATUS},
     #: "outcome": {...}}``): not in ``text``/``hash``, so a manifest records them beside the hash.
     extra_values: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -594,12 +601,12 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         raise _err(origin, "[layout] name is required")
     if not name.isprintable() or len(name) > 100:
         raise _err(origin, "[layout] name must be printable text of at most 100 characters")
-    unknown = set(d) - {"layout", "operations", "attempts", "expiry", "tunables", "detect", "effects"}
+    unknown = set(d) - {"layout", "operations", "attempts", "expiry", "tunables", "detect", "effects", "actions"}
     if unknown:
         raise _err(
             origin,
             f"unknown sections: {', '.join(sorted(unknown))} (known: layout, operations, "
-            "attempts, expiry, tunables, effects)",
+            "attempts, expiry, tunables, effects, actions)",
         )
     for sect, keys in (
         (
@@ -706,6 +713,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         key_fallback=ops.get("key_fallback"),
         key_required=_cols(where, "operations.key_required", ops.get("key_required"), False),
         effects=_effects(where, d["effects"]) if "effects" in d else None,
+        actions=_actions(where, d.get("actions")),
     )
     if lay.key_fallback is not None and not isinstance(lay.key_fallback, str):
         raise _err(where, "operations.key_fallback is a column name")
@@ -718,6 +726,13 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
     if lay.retention_seconds is not None and lay.retention_from not in times:
         raise _err(where, f"expiry.retention_from {lay.retention_from!r} is not in [operations.times]")
     return lay
+
+
+def _actions(where: str, d: Any) -> ActionRules:
+    try:
+        return ActionRules.from_dict(d, "[actions]")
+    except ActionRuleError as e:
+        raise _err(where, str(e)) from None
 
 
 EFFECT_KEYS = {"table", "schema", "connection", "link", "id", "reference", "time", "where", "show", "optional"}

@@ -696,6 +696,8 @@ class Ledger:
             parts.append(self.status_in([s.value for s in flt.statuses]))
         if flt.kinds:
             parts.append(self.kind_expr.in_(list(flt.kinds)))
+        if getattr(flt, "actions", None):
+            parts.append(self.action_clause(flt.actions))
         if flt.key:
             parts.append(self.key_expr.contains(flt.key, autoescape=True))
         if flt.intent:
@@ -725,6 +727,39 @@ class Ledger:
                 ors.append(tuple_(self.scope_expr, self.key_expr).in_(sorted(fx_keys)))
             parts.append(or_(*ors) if ors else false())
         return and_(*parts)
+
+    #: At most this many distinct kinds are classified for an action filter (a ledger keeps a handful
+    #: of task names; one whose kind carries an id per row is cut here, and the rest count as unknown).
+    MAX_KINDS = 20_000
+
+    def distinct_kinds(self) -> list:
+        """The distinct non-NULL kinds of the operations (at most :data:`MAX_KINDS`), read once per
+        ledger object: what an action-class filter compiles to (DESIGN §5.1)."""
+        cached = getattr(self, "_distinct_kinds", None)
+        if cached is None:
+            if self.layout.kind is None:
+                cached = []
+            else:
+                q = select(self.kind_expr.label("k")).select_from(self.ops).where(self.kind_expr.is_not(None))
+                with self.engine.connect() as c:
+                    cached = [r[0] for r in c.execute(q.distinct().limit(self.MAX_KINDS))]
+            self._distinct_kinds = cached
+        return cached
+
+    def action_clause(self, actions) -> ColumnElement:
+        """Operations whose kind has one of the action classes ``actions`` (``unknown``: no kind too).
+        Classification runs per distinct kind in Python (the vocabulary is no SQL), then is one
+        ``kind IN (...)``."""
+        from idemview.domain.actions import Classifier
+
+        cl = getattr(self, "_action_classifier", None) or Classifier(self.layout.actions)
+        self._action_classifier = cl
+        wanted = set(actions)
+        ks = [k for k in self.distinct_kinds() if cl.classify(k) in wanted]
+        ors = [self.kind_expr.in_(ks)] if ks else []
+        if "unknown" in wanted:
+            ors.append(self.kind_expr.is_(None))
+        return or_(*ors) if ors else false()
 
     def effect_finding_keys(self, kinds, now: datetime) -> set[tuple[str, str]]:
         """(scope, key) of operations with effect findings of ``kinds`` (reconciled with the effect

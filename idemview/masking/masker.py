@@ -1140,6 +1140,15 @@ class Masker:
         self._mask_value(value, None, scratch)
         return any(k in cred for k in scratch)
 
+    def detected_kinds(self, value: Any, column: str | None = None) -> dict[str, int]:
+        """Which kinds this Masker would mask in ``value`` (a cell, text or parsed JSON; ``column``
+        its column or field name), with how many values of each: ``{}`` when nothing is sensitive.
+        The value is never returned or kept, and :attr:`counts` is left alone (the ledger audit,
+        ``secret_at_rest``, asks this of sampled cells)."""
+        scratch: dict[str, int] = {}
+        self._mask_value(value, column, scratch)
+        return scratch
+
     def tag(self, kind: str, value: Any) -> str:
         """The tag this Masker gives ``value`` as ``kind`` (counted)."""
         return self._tag_whole(kind, value, self._counts)

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from idemview.config import Connection, ConnectionStore, CredentialStore
+from idemview.domain.actions import ACTIONS, ActionRuleError, ActionRules
 from idemview.domain.model import Outcome, Status
 from idemview.layouts.layout import all_presets
 from idemview.qt import theme
@@ -262,12 +263,20 @@ class ConnectionDialog(QDialog):
             + ", ".join(o.value for o in Outcome)
         )
         form.addRow("Extra outcome values", self.outcome_map)
+        # What each kind does (DESIGN §5.1): tried before the layout's rules and the shipped vocabulary.
+        self.action_rules = QLineEdit()
+        self.action_rules.setPlaceholderText("CLASS=REGEX ; … e.g. money=^billing\\. ; regulated=money")
+        self.action_rules.setToolTip(
+            "This connection's own action classes: CLASS=REGEX entries (first match on the kind wins) and "
+            "regulated=CLASS,… (a person decides on them); CLASS is one of " + ", ".join(ACTIONS)
+        )
+        form.addRow("Action rules", self.action_rules)
         self.map_problem = QLabel()
         self.map_problem.setWordWrap(True)
         self.map_problem.setStyleSheet("color: #b00020")
         self.map_problem.hide()
         form.addRow(self.map_problem)
-        for ed in (self.status_map, self.outcome_map):
+        for ed in (self.status_map, self.outcome_map, self.action_rules):
             ed.textChanged.connect(self._check_maps)
         self.result = QLabel("Every connection is opened read-only, enforced by the database session.")
         self.result.setWordWrap(True)
@@ -377,6 +386,7 @@ class ConnectionDialog(QDialog):
         self.schema.setText(c.schema or "")
         self.status_map.setText(_map_text(c.status_map))
         self.outcome_map.setText(_map_text(c.outcome_map))
+        self.action_rules.setText(ActionRules.from_dict(c.actions).to_text() if _rules_ok(c.actions) else "")
         self._loading = False
         self._type_changed()
         self._live_list_text()
@@ -441,6 +451,7 @@ class ConnectionDialog(QDialog):
             schema=self.schema.text().strip(),
             status_map=parse_map_text(self.status_map.text(), Status, "status")[0],
             outcome_map=parse_map_text(self.outcome_map.text(), Outcome, "outcome")[0],
+            actions=_rules_text(self.action_rules.text())[0],
         )
 
     def _check_maps(self, *_):
@@ -449,6 +460,7 @@ class ConnectionDialog(QDialog):
             for p in (
                 parse_map_text(self.status_map.text(), Status, "status")[1],
                 parse_map_text(self.outcome_map.text(), Outcome, "outcome")[1],
+                _rules_text(self.action_rules.text())[1],
             )
             if p
         ]
@@ -611,3 +623,19 @@ class ConnectionDialog(QDialog):
         except ValueError:
             pass
         super().done(r)
+
+
+def _rules_text(text: str) -> tuple[dict, str]:
+    """(the connection's ``actions`` dict, a problem in words or ""): a bad entry keeps nothing."""
+    try:
+        return ActionRules.from_text(text).to_dict(), ""
+    except ActionRuleError as e:
+        return {}, str(e)
+
+
+def _rules_ok(d: dict) -> bool:
+    try:
+        ActionRules.from_dict(d)
+        return True
+    except ActionRuleError:
+        return False

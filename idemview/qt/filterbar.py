@@ -25,8 +25,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from idemview.domain.actions import ACTIONS
 from idemview.domain.filters import Filter
-from idemview.domain.model import DEFAULT_SEVERITY, FindingKind, Status
+from idemview.domain.model import DEFAULT_SEVERITY, LEDGER_KINDS, FindingKind, Status
 from idemview.qt import theme
 from idemview.qt.flow import FlowLayout
 
@@ -109,6 +110,19 @@ class FilterBar(QWidget):
             a.toggled.connect(self._statuses_changed)
             self.status_actions[s] = a
         self.status_btn.setMenu(menu)
+        # what the action does (DESIGN §5.1): "3 duplicate effects that moved money"
+        self.action_btn = QToolButton()
+        self.action_btn.setText("Action: any")
+        self.action_btn.setToolTip("Only operations whose kind does this (the layout's and connection's rules first)")
+        self.action_btn.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        amenu = QMenu(self.action_btn)
+        self.action_actions: dict[str, QAction] = {}
+        for a_name in ACTIONS:
+            a = amenu.addAction(theme.ACTION_LABELS[a_name])
+            a.setCheckable(True)
+            a.toggled.connect(self._actions_changed)
+            self.action_actions[a_name] = a
+        self.action_btn.setMenu(amenu)
         self.key_edit = self._search_edit("Idempotency key contains…")
         self.intent_edit = self._search_edit("Intent reference contains…")
         self.scope_edit = self._search_edit("Scope contains…")
@@ -119,6 +133,7 @@ class FilterBar(QWidget):
         row1.addWidget(QLabel("Created:"))
         row1.addWidget(self.range)
         row1.addWidget(self.status_btn)
+        row1.addWidget(self.action_btn)
         row1.addWidget(self.key_edit, 2)
         row1.addWidget(self.intent_edit, 1)
         row1.addWidget(self.scope_edit, 1)
@@ -134,6 +149,8 @@ class FilterBar(QWidget):
         self.chips: dict[FindingKind, QToolButton] = {}
         row2.addWidget(QLabel("Findings:"))
         for k in FindingKind:
+            if k in LEDGER_KINDS:
+                continue  # about the ledger, not its operations: shown in the panel's "Ledger audit"
             b = QToolButton()
             b.setCheckable(True)
             b.setAutoRaise(False)
@@ -176,7 +193,7 @@ class FilterBar(QWidget):
             until = None
             since = (datetime.now(UTC) - timedelta(seconds=self._range_secs)).replace(microsecond=0)
         return Filter(
-            findings=[k for k in FindingKind if self.chips[k].isChecked()],
+            findings=[k for k, b in self.chips.items() if b.isChecked()],
             statuses=[s for s, a in self.status_actions.items() if a.isChecked()],
             kinds=list(f.kinds),
             key=self.key_edit.text() or None,
@@ -185,6 +202,7 @@ class FilterBar(QWidget):
             since=since,
             until=until,
             unmapped_status=f.unmapped_status,
+            actions=[a for a, act in self.action_actions.items() if act.isChecked()],
         )
 
     def set_counts(
@@ -257,6 +275,17 @@ class FilterBar(QWidget):
         self._mute = False
         self._emit()
 
+    def set_actions(self, actions: list[str], kinds: list[FindingKind] | None = None):
+        """Show only operations of these action classes (and, with ``kinds``, these finding kinds)."""
+        self._mute = True
+        for a, act in self.action_actions.items():
+            act.setChecked(a in actions)
+        if kinds is not None:
+            for k, b in self.chips.items():
+                b.setChecked(k in kinds)
+        self._mute = False
+        self._actions_changed()  # names the chosen classes on the button and emits the filter once
+
     def toggle_finding(self, kind: FindingKind):
         self.chips[kind].setChecked(not self.chips[kind].isChecked())
 
@@ -288,6 +317,9 @@ class FilterBar(QWidget):
             b.setChecked(False)
         for a in self.status_actions.values():
             a.setChecked(False)
+        for a in self.action_actions.values():
+            a.setChecked(False)
+        self._actions_changed()
         for e in (self.key_edit, self.intent_edit, self.scope_edit):
             e.clear()
         self._flt = Filter()
@@ -316,6 +348,12 @@ class FilterBar(QWidget):
     def _statuses_changed(self):
         chosen = [s for s, a in self.status_actions.items() if a.isChecked()]
         self.status_btn.setText("Status: " + (", ".join(theme.STATUS_WORDS[s] for s in chosen) if chosen else "any"))
+        if not self._mute:
+            self._emit()
+
+    def _actions_changed(self, *_):
+        chosen = [a for a, act in self.action_actions.items() if act.isChecked()]
+        self.action_btn.setText("Action: " + (", ".join(chosen) if chosen else "any"))
         if not self._mute:
             self._emit()
 

@@ -15,6 +15,7 @@ from PySide6.QtCore import QModelIndex, QObject, QRect, QRectF, Qt, QTimer, Sign
 from PySide6.QtGui import QAction, QColor, QFontMetrics, QGuiApplication, QKeySequence, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QFrame,
     QHBoxLayout,
     QHeaderView,
@@ -31,7 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from idemview.domain.filters import Filter
-from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind
+from idemview.domain.model import LEDGER_KINDS, SEVERITY_ORDER, Finding, FindingKind
 from idemview.qt import theme
 from idemview.qt.detail import OperationDetail
 from idemview.qt.elide import ElidedLabel
@@ -304,6 +305,14 @@ class LedgerTab(QWidget):
             "for the current time. An export from this window records the same instant."
         )
         fl.addWidget(self.as_of)
+        # DESIGN §5.1: which findings moved money, changed access, ... ("3 duplicate effects that moved money")
+        self.group_by_action = QCheckBox("Group by what the action does")
+        self.group_by_action.setObjectName("groupByAction")
+        self.group_by_action.setToolTip(
+            "One row per finding kind and action class (money, access, approval, …), from each operation's kind"
+        )
+        self.group_by_action.toggled.connect(self._group_toggled)
+        fl.addWidget(self.group_by_action)
         self.findings_model = FindingsModel(self)
         self.findings_view = QTableView()
         self.findings_view.setModel(self.findings_model)
@@ -318,7 +327,22 @@ class LedgerTab(QWidget):
         hh.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
         self.findings_view.clicked.connect(self._finding_row_clicked)
         fl.addWidget(self.findings_view)
-        fp.setMaximumWidth(360)
+        # what the ledger itself keeps (secret_at_rest): about columns, not operations, so apart
+        self.ledger_audit = QLabel()
+        self.ledger_audit.setObjectName("ledgerAudit")
+        self.ledger_audit.setWordWrap(True)
+        self.ledger_audit.setTextFormat(Qt.TextFormat.RichText)
+        self.ledger_audit.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.ledger_audit.hide()
+        audit_scroll = QScrollArea()
+        audit_scroll.setWidgetResizable(True)
+        audit_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        audit_scroll.setWidget(self.ledger_audit)
+        audit_scroll.setMaximumHeight(170)
+        self._audit_scroll = audit_scroll
+        audit_scroll.hide()
+        fl.addWidget(audit_scroll)
+        fp.setMaximumWidth(420)
         fp.setMinimumWidth(250)
         top.addWidget(fp)
         top.setStretchFactor(0, 3)
@@ -795,6 +819,7 @@ class LedgerTab(QWidget):
         sev = {k: s for k, s, _n in res.kind_rows}
         self.filterbar.set_counts(ff.counts, res.unsupported, ff.totals if ff.base_filtered else None, sev)
         self.findings_model.set_result(res, ff)
+        self._show_ledger_audit(res)
         n_ops = total_operations(res)
         if ff.base_filtered:
             head = (
@@ -872,8 +897,39 @@ class LedgerTab(QWidget):
 
     def _finding_row_clicked(self, idx: QModelIndex):
         kind = self.findings_model.kind_at(idx.row())
-        if kind is not None and self.findings and kind not in self.findings.unsupported:
+        if kind in LEDGER_KINDS:
+            return  # about the ledger's columns: no operation to show (see "Ledger audit")
+        action = self.findings_model.action_at(idx.row())
+        if kind is not None and action is not None:
+            self.filterbar.set_actions([action], [kind])
+        elif kind is not None and self.findings and kind not in self.findings.unsupported:
             self.filterbar.set_findings([kind])
+
+    def _group_toggled(self, on: bool):
+        self.findings_model.by_action = on
+        if self.findings is not None:
+            self.findings_model.set_result(self.findings, None if on else getattr(self, "filtered_findings", None))
+
+    def _show_ledger_audit(self, res):
+        """The panel's "Ledger audit": one line per column (and JSON path) holding secrets at rest."""
+        from html import escape
+
+        from idemview.services.actions_view import ledger_audit
+
+        items = ledger_audit(res.findings) if res is not None else []
+        if not items:
+            self.ledger_audit.hide()
+            self._audit_scroll.hide()
+            return
+        lines = "".join(f"<li><b>{escape(col)}</b>: {escape(what)}</li>" for col, what, _a in items)
+        advice = sorted({a for _c, _w, a in items if a})
+        self.ledger_audit.setText(
+            f"<b>Ledger audit</b> — {plural(len(items), 'column')} keep secrets in plain text "
+            f"(a sample of the newest rows)<ul style='margin-left:-20px'>{lines}</ul>"
+            "<b>What to change</b>: " + escape("; ".join(advice)) + "."
+        )
+        self.ledger_audit.show()
+        self._audit_scroll.show()
 
     def filter_by_finding(self, kind: FindingKind):
         self.filterbar.set_findings([kind])

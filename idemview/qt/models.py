@@ -552,13 +552,27 @@ class FindingsModel(QAbstractTableModel):
         super().__init__(parent)
         self._rows: list[tuple[FindingKind, Severity, int, str | None]] = []
         self._totals: dict[FindingKind, int] | None = None
+        #: grouped by action class (DESIGN §5.1): rows are (kind, action) pairs of the whole scan
+        self.by_action = False
+        self._actions: list[str | None] = []
 
     def set_result(self, res: FindingsResult | None, narrowed=None):
         """Rows per kind of ``res``; with ``narrowed`` (a :class:`FilteredFindings`) the operations of
-        the filtered set, shown as "7 of 63" when the filter narrows more than finding kinds."""
+        the filtered set, shown as "7 of 63" when the filter narrows more than finding kinds. Grouped
+        by action class (:attr:`by_action`), one row per kind and class of the whole scan."""
         self.beginResetModel()
         rows = []
         self._totals = None
+        self._actions = []
+        if res is not None and self.by_action:
+            from idemview.services.actions_view import action_rows
+
+            for k, a, sev_k, n in action_rows(res.findings, getattr(res, "compact", None)):
+                rows.append((k, sev_k, n, None))
+                self._actions.append(a)
+            self._rows = rows
+            self.endResetModel()
+            return
         if res is not None:
             src = narrowed.kind_rows if narrowed is not None else (res.kind_rows or kind_summary(res.findings))
             for k, sev_k, n in src:
@@ -577,6 +591,10 @@ class FindingsModel(QAbstractTableModel):
 
     def kind_at(self, row: int) -> FindingKind | None:
         return self._rows[row][0] if 0 <= row < len(self._rows) else None
+
+    def action_at(self, row: int) -> str | None:
+        """The action class of a grouped row (``None`` when not grouped)."""
+        return self._actions[row] if 0 <= row < len(self._actions) else None
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self._rows)
@@ -598,7 +616,8 @@ class FindingsModel(QAbstractTableModel):
             if c == 0:
                 return f"{theme.SEVERITY_GLYPHS[sev]} {sev.value}"
             if c == 1:
-                return theme.KIND_WORDS[kind]
+                a = self.action_at(index.row())
+                return f"{theme.KIND_SHORT[kind]} · {a}" if a else theme.KIND_WORDS[kind]
             if c == 2:
                 if why and why.startswith("still scanning"):
                     return "…"
@@ -617,6 +636,12 @@ class FindingsModel(QAbstractTableModel):
                 return why
             if why:
                 return f"Not checkable with this layout: {why}"
+            a = self.action_at(index.row())
+            if a:
+                from idemview.services.actions_view import group_sentence
+
+                tip = group_sentence(theme.KIND_WORDS[kind], a, n) + "; click to show only those operations"
+                return tip + (" (a person decides whether anything is repeated or reversed)" if a == "approval" else "")
             return f"Click to show only operations with {theme.a_an(theme.KIND_WORDS[kind])}"
         elif role == Qt.ItemDataRole.TextAlignmentRole and c == 2:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

@@ -44,6 +44,19 @@ KIND_SHORT = {
     FindingKind.EXPIRED_KEY: "expired",
     FindingKind.HIDDEN_SUCCESS: "hidden success",
     FindingKind.ORPHAN_EFFECT: "orphan",
+    FindingKind.SECRET_AT_REST: "secret",
+}
+# Action classes (DESIGN §5.1) as the findings panel names its groups.
+ACTION_LABELS = {
+    "money": "moved money",
+    "access": "changed access",
+    "approval": "approvals (a person decides)",
+    "inventory": "changed inventory",
+    "notification": "notified someone",
+    "record": "wrote records",
+    "downstream": "triggered downstream work",
+    "read": "reads",
+    "unknown": "action unknown",
 }
 
 

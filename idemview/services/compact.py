@@ -39,6 +39,8 @@ class CompactKind:
         self.count = 0
         self.ops = 0
         self.worst: Severity | None = None
+        #: findings of the whole kind per action class (DESIGN §5.1), from the summary
+        self.by_action: dict[str, int] = {}
         self.complete = False
 
     def add(self, severity: Severity, refs: list[tuple[str, str]]) -> None:
@@ -49,8 +51,11 @@ class CompactKind:
             self.runs.append((severity, list(refs)))
         self.by_sev.setdefault(severity, set()).update(refs)
 
-    def finish(self, summary: tuple[int, int, Severity]) -> None:
-        self.count, self.ops, self.worst = summary
+    def finish(self, summary: tuple) -> None:
+        """The exact numbers: ``(findings, operations, worst severity[, {action class: findings}])``."""
+        self.count, self.ops, self.worst = summary[:3]
+        if len(summary) > 3:
+            self.by_action = dict(summary[3])
         self.complete = True
 
     def severity_of(self, ref: tuple[str, str]) -> Severity | None:

@@ -597,6 +597,12 @@ def generate(
     row["request_body"] = '{"customer": {"email": "broken@example.com", '  # truncated JSON
     row["created_at"] = None
     row["expires_at"] = None
+    # --- the same duplicate in several action classes (money, notification, access, read: issue 21)
+    from idemview.services.demo_actions import plant_action_doubles
+
+    plant_action_doubles(g, plant_base)
+    # --- the ledger keeps card numbers, e-mail addresses and bearer tokens in request_body in plain text
+    g.planted.add("secret_at_rest", "", "")
 
     md = reference_metadata()
     md.drop_all(engine)

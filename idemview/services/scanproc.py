@@ -17,7 +17,8 @@ Messages on the pipe, each a tuple ``(what, kind, payload)``:
 A kind with more than ``detail_max`` findings (an aged ledger's million ``expired_key``, issue 11 §3) is
 sent compact: the first ``detail_max`` findings in F8 order (severity, then ``at``) in full as above, the
 rest as ``("keys", kind, (severity, [(scope, key), ...]))`` chunks in the same order, and before its
-"done" ``("summary", kind, (findings, operations, worst severity))`` with the exact numbers. The parent
+"done" ``("summary", kind, (findings, operations, worst severity, {action class: findings}))`` with the
+exact numbers (each detailed finding carries its own ``action``; the keys after them are counted by class). The parent
 keeps the rest as key lists (:class:`CompactKind`): badges, the finding filter (its SQL), F8
 (:class:`FindingWalk`) and the detail (:func:`findings_of`, on demand) use them.
 """
@@ -167,17 +168,20 @@ def _run_kind(fe, ledger, now, k, detail_max: int, slice_rows: int) -> tuple[lis
         if len(fs) <= detail_max:
             return fs, [], None
         fs.sort(key=_f8_key)
-        summary = (len(fs), len({(f.scope, f.key) for f in fs}), fs[0].severity)
+        summary = (len(fs), len({(f.scope, f.key) for f in fs}), fs[0].severity, _by_action(fs))
         tail = [(_f8_key(f)[0], f.scope, f.key) for f in fs[detail_max:]]
         return fs[:detail_max], tail, summary
     head: list = []
     rows: list = []  # (severity index, at, scope, key) of every finding: ~200 bytes each
     scopes: dict = {}  # one string per scope (the driver makes one per row)
     n_ops, nulls = 0, False
+    acts: dict[str, int] = {}
     for lo, hi, null in slices:
         sliced: Any = _KeyRange(ledger, lo, hi, null)
         part = FindingEngine(sliced, now).run([k], Filter(findings=[k]))
         n_ops += len({(f.scope, f.key) for f in part})  # slices split the keys: no operation in two
+        for a, n in _by_action(part).items():
+            acts[a] = acts.get(a, 0) + n
         for f in part:
             sc = scopes.setdefault(f.scope, f.scope)
             nulls = nulls or sc is None or f.key is None
@@ -191,9 +195,17 @@ def _run_kind(fe, ledger, now, k, detail_max: int, slice_rows: int) -> tuple[lis
         rows.sort()
     if len(rows) <= detail_max:
         return head, [], None
-    summary = (len(rows), n_ops, list(Severity)[rows[0][0]])
+    summary = (len(rows), n_ops, list(Severity)[rows[0][0]], acts)
     del rows[:detail_max]  # the rest, in place (a copy of a million rows would double the peak)
     return head, rows, summary
+
+
+def _by_action(fs) -> dict[str, int]:
+    """Findings per action class (the compact summary's counts by class)."""
+    out: dict[str, int] = {}
+    for f in fs:
+        out[f.action] = out.get(f.action, 0) + 1
+    return out
 
 
 class _KeyRange:

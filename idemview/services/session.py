@@ -117,6 +117,7 @@ class OpenSpec:
     outcome_map: dict[str, str] = field(default_factory=dict)  # extra raw outcome -> outcome
     # the instant the first scan computes findings for (a Copy link's ``--now``); None: the current time
     now: datetime | None = None
+    actions: dict = field(default_factory=dict)  # the connection's own [actions] rules (DESIGN §5.1)
 
 
 def password_needed(spec: OpenSpec, known: str | None = None) -> bool:
@@ -140,7 +141,7 @@ def spec_for_connection(c: Any, password: str | None = None) -> OpenSpec:
     """The :class:`OpenSpec` of a saved :class:`~idemview.config.Connection` ``c`` (DESIGN §8), with
     ``password`` (from the keyring or typed for this session; never stored here). The one place a
     saved connection becomes something to open: the connection dialog, the start page, Reconnect and
-    ``idemview open NAME`` all call it, so every field (layout, zone, schema, value maps, colour)
+    ``idemview open NAME`` all call it, so every field (layout, zone, schema, value maps, colour, action rules)
     reaches every path."""
     return OpenSpec(
         url=c.url(),
@@ -153,6 +154,7 @@ def spec_for_connection(c: Any, password: str | None = None) -> OpenSpec:
         schema=c.schema or None,
         status_map=dict(c.status_map),
         outcome_map=dict(c.outcome_map),
+        actions=dict(getattr(c, "actions", None) or {}),
     )
 
 
@@ -178,20 +180,34 @@ def fit_layout(
     status_map: dict[str, str] | None = None,
     outcome_map: dict[str, str] | None = None,
     located: bool = False,
+    actions: dict | None = None,
 ) -> Layout:
     """The layout as it applies to this database and connection: its tables looked up where they are
     (``schema``, else the preset's schema, else found as detection finds them: DESIGN §9; skipped when
-    ``located``, i.e. detection already placed it) and the connection's extra raw-value maps merged in.
-    Raises :class:`LayoutError` on a malformed map."""
+    ``located``, i.e. detection already placed it) and the connection's extra raw-value maps merged in;
+    the connection's ``actions`` rules (``{"rules": [...], "regulated": [...]}``) come before the
+    layout's own. Raises :class:`LayoutError` on a malformed map or action rule."""
     from idemview.domain.model import Outcome
     from idemview.layouts.layout import parse_value_map, with_value_maps
     from idemview.ledger.detect import locate
 
     if schema or not located:
         layout = locate(engine, layout, schema=schema or None)
-    return with_value_maps(
+    layout = with_value_maps(
         layout, parse_value_map(status_map or {}), parse_value_map(outcome_map or {}, Outcome, "outcome")
     )
+    if actions:
+        from dataclasses import replace
+
+        from idemview.domain.actions import ActionRuleError, ActionRules
+        from idemview.layouts.layout import LayoutError
+
+        try:
+            own = ActionRules.from_dict(actions, "the connection's [actions]")
+        except ActionRuleError as e:
+            raise LayoutError(str(e)) from None
+        layout = replace(layout, actions=own.then(layout.actions))
+    return layout
 
 
 def unmapped(ledger: Ledger) -> dict[str, dict[str, int]]:
@@ -237,6 +253,7 @@ def open_ledger(spec: OpenSpec, token: CancelToken, *, basics: bool = True) -> O
             status_map=spec.status_map,
             outcome_map=spec.outcome_map,
             located=detection.startswith("detected"),
+            actions=spec.actions,
         )
         ledger = Ledger(engine, layout, name=spec.name, naive_zone=spec.naive_zone)
         token.check()
@@ -296,12 +313,13 @@ class FindingsResult:
 def kind_summary(findings: list[Finding]) -> list[tuple]:
     """(kind, most severe severity, distinct operations) for every kind, in one pass (run on a worker:
     a big ledger carries tens of thousands of findings)."""
-    from idemview.domain.model import DEFAULT_SEVERITY
+    from idemview.domain.model import DEFAULT_SEVERITY, LEDGER_KINDS
 
     sev: dict[FindingKind, Severity] = {}
     refs: dict[FindingKind, set] = {k: set() for k in FindingKind}
     for f in findings:
-        refs[f.kind].add((f.scope, f.key))
+        # a ledger finding has no operation: each one (a column) counts
+        refs[f.kind].add((f.scope, f.key) if f.kind not in LEDGER_KINDS else (f.column, id(f)))
         if f.kind not in sev or SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[sev[f.kind]]:
             sev[f.kind] = f.severity
     return [(k, sev.get(k, DEFAULT_SEVERITY[k]), len(refs[k])) for k in FindingKind]

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import create_engine, insert, select
 
+from idemview.domain.actions import Classifier
 from idemview.domain.filters import Filter
 from idemview.evidence.plan import OP_TIMES, _as_stored, _finding_index, _payload_cell, export_evidence, plan_export
 from idemview.evidence.writer import ColumnSpec, _bare_cells, _make_formatter, guard_formula, write_evidence
@@ -144,12 +145,15 @@ def test_celery_export_masks_secrets_planted_among_uuid_task_ids(tmp_path):
     times = [t for t in header if t in OP_TIMES]
     payloads = [p for p in ("request", "response", "error") if p in header]
 
+    classify = Classifier(ledger.layout.actions).classify  # the action column (DESIGN §5.1)
+
     def reference_rows():
         q = select(*ledger._op_columns()).select_from(ledger.ops).order_by(ledger.rid)
         with ledger.engine.connect() as c:
             for r in c.execute(q):
                 op = ledger.row_to_operation(r)
-                row = [ledger.name, op.row_id, op.scope, op.key, op.kind, op.status.value, op.raw_status]
+                row = [ledger.name, op.row_id, op.scope, op.key, op.kind, classify(op.kind), op.status.value]
+                row.append(op.raw_status)
                 row += [_as_stored(getattr(op, t), ledger, t) for t in times]
                 row += [op.attempt_count, op.fingerprint, op.intent_ref, op.effect_ref]
                 row += [_payload_cell(getattr(op, p)) for p in payloads]

@@ -68,12 +68,20 @@ def test_scan_json_reports_exactly_the_planted_incidents(capsys, demo):
     assert set(doc["not_checkable"]) == {"hidden_success", "orphan_effect"}  # the demo has no [effects]
     assert all("[effects]" in why for why in doc["not_checkable"].values())
     assert doc["now"] == ANCHOR and doc["layout"] == "idemview"
-    assert doc["operations"] == 400 + 29  # ordinary + planted records
-    got = {(f["kind"], f["scope"], f["key"]) for f in doc["findings"]}
+    assert doc["operations"] == 400 + 33  # ordinary + planted records (4 of them doubles by action class)
+    # ledger findings (secret_at_rest) have null scope and key and name their column (DESIGN §9)
+    assert all((f["scope"], f["key"]) == (None, None) and f["column"] for f in doc["findings"] if "column" in f)
+    got = {(f["kind"], f["scope"] or "", f["key"] or "") for f in doc["findings"]}
     assert got == planted(demo)
     assert sum(doc["counts"].values()) == len(doc["findings"])
     f0 = doc["findings"][0]
-    assert set(f0) == {"kind", "severity", "scope", "key", "explanation", "evidence"}
+    assert set(f0) == {"kind", "severity", "action", "scope", "key", "explanation", "evidence"}
+    assert {f["action"] for f in doc["findings"] if f["kind"] == "duplicate_effect"} == {
+        "money",
+        "notification",
+        "access",
+        "read",
+    }
 
 
 def test_scan_json_is_masked(capsys, demo):
@@ -85,8 +93,9 @@ def test_scan_text_is_readable(capsys, demo):
     code, out, _ = run(capsys, "scan", str(demo), "--now", ANCHOR)
     assert code == 0
     assert "with layout idemview" in out
-    assert "duplicate_effect (6)" in out
-    assert "[critical] The operation with key" in out
+    assert "duplicate_effect (10)" in out
+    assert "[critical · money] The operation with key" in out
+    assert "[low · read] The operation with key" in out
 
 
 def test_bad_url_is_a_usage_error(capsys):

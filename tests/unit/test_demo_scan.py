@@ -65,7 +65,16 @@ def test_demo_severities_and_replay_escalation(tmp_path):
     # two planted replays succeeded (critical), one was rejected (high)
     assert sev[("replay_after_expiry", "critical")] == 2
     assert sev[("replay_after_expiry", "high")] == 1
-    assert all(f.severity.value == "critical" for f in fs if f.kind == FindingKind.DUPLICATE_EFFECT)
+    # a duplicate effect weighs by what the action did (DESIGN §5.1): the double charges, refund and
+    # access grant are critical, the double welcome e-mail high, the double report render low
+    dups = Counter((f.action, f.severity.value) for f in fs if f.kind == FindingKind.DUPLICATE_EFFECT)
+    assert dups == {
+        ("money", "critical"): 7,
+        ("access", "critical"): 1,
+        ("notification", "high"): 1,
+        ("read", "low"): 1,
+    }
+    assert {f.action for f in fs if f.kind == FindingKind.REPLAY_AFTER_EXPIRY} == {"money"}
     dup = next(f for f in fs if f.kind == FindingKind.DUPLICATE_EFFECT)
     succeeded = [e for e in dup.evidence if e.get("outcome") == "succeeded"]
     assert len(succeeded) >= 2 and len({e["effect_ref"] for e in succeeded}) >= 2

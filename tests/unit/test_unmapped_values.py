@@ -141,8 +141,9 @@ def test_unmapped_outcomes_and_the_filter(db):
         # copied field by field there, without unmapped_status, and every finding came out)
         from idemview.evidence.plan import plan_export
 
-        every = {r[4] for r in plan_export(led, Filter(), "findings", ANCHOR).rows}
-        only = {r[4] for r in plan_export(led, Filter(unmapped_status=True), "findings", ANCHOR).rows}
+        # findings rows: ledger, kind, severity, action, scope, idempotency_key, …
+        every = {r[5] for r in plan_export(led, Filter(), "findings", ANCHOR).rows}
+        only = {r[5] for r in plan_export(led, Filter(unmapped_status=True), "findings", ANCHOR).rows}
         assert "k3" in every and only <= {"k2", "k4"}
         led2 = Ledger(eng, with_value_maps(load_preset("idemview"), {"paused": "new"}, {"throttled": "rejected"}))
         assert led2.unmapped_counts() == {"status": {}, "outcome": {}}

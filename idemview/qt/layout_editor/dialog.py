@@ -50,6 +50,7 @@ from PySide6.QtWidgets import (
 )
 from sqlalchemy.engine import Engine
 
+from idemview.domain.actions import ACTIONS, ActionRuleError, ActionRules
 from idemview.domain.model import FindingKind
 from idemview.layouts.draft import AttemptsDraft, ExpiryDraft, LayoutDraft, StatusDraft, TimeDraft, ValueDraft
 from idemview.layouts.layout import (
@@ -218,6 +219,7 @@ class LayoutEditor(QDialog):
         self.tabs.addTab(_scrolled(self._attempts_page()), "Attempts")
         self.tabs.addTab(_scrolled(self._expiry_page()), "Expiry")
         self.tabs.addTab(_scrolled(self._effects_page()), "Effects")
+        self.tabs.addTab(_scrolled(self._actions_page()), "Actions")
         split.addWidget(self.tabs)
 
         right = QWidget()
@@ -522,6 +524,42 @@ class LayoutEditor(QDialog):
         self.fx_note.setStyleSheet("color: #666;")
         f.addRow(self.fx_note)
         return w
+
+    def _actions_page(self) -> QWidget:
+        """The ``[actions]`` section (DESIGN §5.1): the layout's own rules from kind to action class,
+        tried before the shipped vocabulary, and the classes a person decides on."""
+        w = QWidget()
+        f = QFormLayout(w)
+        f.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+        self.actions_edit = QLineEdit()
+        self.actions_edit.setObjectName("actionRules")
+        self.actions_edit.setPlaceholderText("CLASS=REGEX ; … e.g. money=^billing\\. ; regulated=money")
+        self.actions_edit.setToolTip(
+            "CLASS=REGEX entries, first match on the operation's kind wins; regulated=CLASS,… marks classes "
+            "a person decides on. CLASS is one of " + ", ".join(ACTIONS)
+        )
+        f.addRow("Action rules", self.actions_edit)
+        self.actions_problem = QLabel("")
+        self.actions_problem.setWordWrap(True)
+        self.actions_problem.setStyleSheet("color: #b00020;")
+        f.addRow(self.actions_problem)
+        note = QLabel(
+            "Without a rule, a kind's class comes from the shipped vocabulary (docs/actions.md): "
+            "billing.tasks.refund_order is money, POST /v1/refunds money, GET … a read. The class sets the "
+            "severity of duplicate effects, hidden successes, replays and duplicate intents."
+        )
+        note.setWordWrap(True)
+        note.setStyleSheet("color: #666;")
+        f.addRow(note)
+        self.actions_edit.textChanged.connect(self._check_actions)
+        return w
+
+    def _check_actions(self, *_):
+        try:
+            ActionRules.from_text(self.actions_edit.text(), "action rules")
+            self.actions_problem.setText("")
+        except ActionRuleError as e:
+            self.actions_problem.setText(f"{e} (not kept)")
 
     def _fill_fx(self, section: dict | None):
         """Show ``section`` (a TOML-shaped ``[effects]`` dict, or ``None``) in the Effects page."""
@@ -887,6 +925,10 @@ class LayoutEditor(QDialog):
         self.window_spin.setValue(int(exp.get("dedup_window_seconds") or 0))
         self.retry_spin.setValue(int(tun.get("retry_threshold", 5)))
         self._fill_fx(model.get("effects"))
+        try:
+            self.actions_edit.setText(ActionRules.from_dict(model.get("actions")).to_text())
+        except ActionRuleError:
+            self.actions_edit.setText("")
         self._loading = False
         self._changed()
 
@@ -1028,6 +1070,14 @@ class LayoutEditor(QDialog):
             d.extra.pop("effects", None)
         else:
             d.extra["effects"] = fx
+        try:  # a rule that does not parse keeps the section as it was (the page says why)
+            rules = ActionRules.from_text(self.actions_edit.text(), "action rules")
+            if rules:
+                d.extra["actions"] = rules.to_dict()
+            else:
+                d.extra.pop("actions", None)
+        except ActionRuleError:
+            pass
         return d
 
     def _attempts_model(self, old: dict) -> dict:
