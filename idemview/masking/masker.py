@@ -98,6 +98,7 @@ CREDENTIAL_KINDS: frozenset[str] = frozenset(
 #: Built-in detectors. Only the personal-data ones may be switched off by configuration;
 #: credential detectors are always on (credentials are never revealed, DESIGN §6).
 DETECTORS: tuple[str, ...] = (
+    "percent_encoded",
     "private_key",
     "url_password",
     "url_param",
@@ -110,6 +111,9 @@ DETECTORS: tuple[str, ...] = (
     "ssn",
     "card",
     "named_value",
+    "xml_element",
+    "key_detail",
+    "command_line",
 )
 OPTIONAL_DETECTORS: frozenset[str] = frozenset({"email", "iban", "card", "phone", "ssn"})
 
@@ -142,6 +146,8 @@ _FIELD_WORDS: dict[str, str] = {
     "apikey": "api_key",
     "api_token": "api_key",
     "access_key": "api_key",
+    "account_key": "api_key",  # Azure storage connection strings: AccountKey=...
+    "shared_access_key": "api_key",  # Azure Service Bus / Event Hubs: SharedAccessKey=...
     "private_key": "private_key",
     "secret_key": "private_key",
     "signing_key": "private_key",
@@ -207,6 +213,7 @@ _GLUED_NAMES: dict[str, str] = {
     "secretaccesskey": "aws_secret",
     "apikey": "api_key",
     "accesskey": "api_key",
+    "accountkey": "api_key",
     "secretkey": "private_key",
     "privatekey": "private_key",
     "accesstoken": "token",
@@ -715,15 +722,30 @@ _SHAPE = bytes(
 )
 _PROVIDER_GATE_RE = re.compile(
     r"AKIA|ASIA|gh[pousr]_|github_pat_|_live_|_test_|whsec_|xox|xapp-|AIza|ya29\.|sk-|glpat-"
-    r"|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack"
+    r"|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack|SK|Q~"
 )
 _STEM_GATE_RE = re.compile(
     r"b(?:earer|asic)|token|p(?:ass|wd?|an|in|hone)|s(?:ecret|ess|sn|ig)|key|auth"
     r"|c(?:ookie|red|ard|vv|vc|sc|ode)|iban|m(?:ail|obile|sisdn)|otp"
 )
-_F_URL, _F_AT, _F_JWT, _F_PEM, _F_CARD, _F_PHONE, _F_IBAN, _F_PROV, _F_STEM, _F_AWS, _F_PHONE00, _F_SSN, _F_LABEL = (
-    1 << i for i in range(13)
-)
+(
+    _F_URL,
+    _F_AT,
+    _F_JWT,
+    _F_PEM,
+    _F_CARD,
+    _F_PHONE,
+    _F_IBAN,
+    _F_PROV,
+    _F_STEM,
+    _F_AWS,
+    _F_PHONE00,
+    _F_SSN,
+    _F_LABEL,
+    _F_PCT,
+    _F_CLI,
+    _F_JSONU,
+) = (1 << i for i in range(16))
 # AWS secret keys (40 base64 characters) need an AWS or "secret" context (on lower-cased text).
 _AWS_GATE_RE = re.compile(r"akia|asia|aws|secret")
 
@@ -746,8 +768,14 @@ def _families(text: str) -> int:
         f |= _F_PHONE
     if "-----BEGIN" in text:
         f |= _F_PEM
+    if ("%" in text and _PCT_RE.search(text) is not None) or ("+" in text and "=" in text):
+        f |= _F_PCT
+    if "\\u" in text and _JSON_U_RE.search(text) is not None:
+        f |= _F_JSONU
+    if "-u" in text or "--user" in text:
+        f |= _F_CLI
     low = None
-    if "=" in text or ":" in text or " " in text or not text.isprintable():
+    if "=" in text or ":" in text or " " in text or not text.isascii() or not text.isprintable():
         low = text.lower()
         if _STEM_GATE_RE.search(low) is not None:
             f |= _F_STEM
@@ -835,7 +863,7 @@ _URL_PARAM_RE = re.compile(r"[?&#;]([A-Za-z][\w.\-]{0,63})=([^&#\s\"'<>]+)")
 
 # RFC 7519 JWT / RFC 7515 JWS compact form: base64url(JSON header) starts with "eyJ" ({").
 _JWT_RE = re.compile(
-    r"(?:(?<![A-Za-z0-9_\-])|" + _ESC + r")eyJ[A-Za-z0-9_\-]{2,}\.(?:eyJ[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*){0,3}"
+    r"(?:(?<![A-Za-z0-9\-])|" + _ESC + r")eyJ[A-Za-z0-9_\-]{2,}\.(?:eyJ[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*){0,3}"
     r"|[A-Za-z0-9_\-]{2,}(?:\.[A-Za-z0-9_\-]*){1,3})"
 )
 
@@ -849,7 +877,9 @@ _PROVIDER_RE = re.compile(
     r"|(?P<google_api_key>AIza[0-9A-Za-z_\-]{35}|ya29\.[0-9A-Za-z_\-]{20,})"
     r"|(?P<api_key>sk-[A-Za-z0-9_\-]{20,}|glpat-[A-Za-z0-9_\-]{20,}|npm_[A-Za-z0-9]{36}"
     r"|pypi-AgE[A-Za-z0-9_\-]{20,}|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}|key-[0-9a-f]{32}"
-    r"|shpat_[0-9a-fA-F]{32}|hf_[A-Za-z0-9]{30,})"
+    r"|shpat_[0-9a-fA-F]{32}|hf_[A-Za-z0-9]{30,}"
+    r"|SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"  # Twilio API key SID (the key's name and half of its credential)
+    r"|[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-]))"  # Azure AD client secret
     r")"
     r"|(?<=hooks\.slack\.com/services/)(?P<slack_webhook>[A-Za-z0-9/]{20,})"
 )
@@ -860,10 +890,8 @@ _AUTH_CONTEXT_RE = re.compile(r"(?i)authori[sz]ation|auth\b|x-auth")
 
 # E-mail addresses (RFC 5322 dot-atom, minus quote characters and separators that occur in URLs).
 _EMAIL_RE = re.compile(
-    r"(?:(?<![A-Za-z0-9!#$%*+^_{|}~.\-])|"
-    + _ESC
-    + r")(?<!\\)[A-Za-z0-9!#$%*+^_{|}~\-](?:[A-Za-z0-9!#$%*+^_{|}~.\-]{0,63})"
-    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9\-])"
+    r"(?:(?<![\w!#$%*+^{|}~.\-])|" + _ESC + r")(?<!\\)[\w!#$%*+^{|}~\-](?:[\w!#$%*+^{|}~.\-]{0,63})"
+    r"@(?:[^\W_](?:[\w\-]{0,61}[^\W_])?\.)+(?:xn--[a-z0-9\-]{2,59}|[^\W\d_]{2,24})(?![\w\-])"
 )
 
 # Candidate IBAN (ISO 13616): country, 2 check digits, BBAN, optionally in groups separated by
@@ -916,8 +944,9 @@ _NANP_RE = re.compile(
 
 # name=value, name: value, "name": "value", \"name\": \"value\" (JSON in JSON), name => value.
 _KV_RE = re.compile(
-    r"(?:(?<![\w.\-])|" + _ESC + r")(?<!\\)(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\?[\"'])?[ \t]*(?:=>|[:=])[ \t]*"
-    r"(?P<val>(?P<q1>\\\"(?:[^\"\\]|\\[^\"])*?\\\")|(?P<q2>\"(?:[^\"\\\n]|\\.)*\")|(?P<q3>'[^'\n]*')"
+    r"(?:(?<![\w.\-])|" + _ESC + r")(?<!\\)(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\{0,7}[\"'])?"
+    r"(?:[ \t\u00a0\u202f\u3000]*(?:=>|[:=\uff1a\uff1d])[ \t\u00a0\u202f\u3000]*|[\u00a0\u202f]+)"
+    r"(?P<val>(?P<q0>(?P<bs>\\{3,7})\"(?:(?!(?P=bs)\").){0,4096}?(?P=bs)\")|(?P<q1>\\\"(?:[^\"\\]|\\[^\"])*?\\\")|(?P<q2>\"(?:[^\"\\\n]|\\.)*\")|(?P<q3>'[^'\n]*')"
     r"|(?P<bare>(?:(?i:bearer|basic|token)[ \t]+)?[^\s&,;\"'<>(){}\[\]]+))"
 )
 # Continuation of an unquoted credential value (see Masker._kv_value_end): characters of a word,
@@ -958,6 +987,36 @@ _KV_SKIP_VALUES = frozenset(
 
 _PHONE_SPLIT_RE = re.compile(r"\d+")
 
+# Percent-encoding (RFC 3986 §2.1) and form encoding (WHATWG application/x-www-form-urlencoded): a
+# token holding %XX is decoded, masked, and replaced by its masked decoded form when that hid anything.
+_PCT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
+_PCT_TOKEN_RE = re.compile(r"[^\s\"'<>]*(?:%[0-9A-Fa-f]{2}|\w\+\w)[^\s\"'<>]*")
+# JSON "\uXXXX" escapes of non-ASCII characters (json.dumps' default ensure_ascii): "j\u00fcrgen@..."
+# is decoded for the detectors; ASCII escapes (\u0022, controls) stay escaped so JSON text stays JSON.
+_JSON_U_RE = re.compile(
+    r"(?<!\\)\\+u(?:d[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|00[89a-f][0-9a-f]|0[1-9a-f][0-9a-f]{2}|[1-9a-f][0-9a-f]{3})",
+    re.I,
+)
+
+# XML elements whose (local) name is sensitive: <wsse:Password>...</wsse:Password> (OASIS WS-Security
+# UsernameToken), <password>...</password>; also escaped inside another document (&lt;...&gt;).
+_XML_ELEMENT_RE = re.compile(
+    r"(?:<|&lt;)(?:[A-Za-z_][\w.\-]*:)?(?P<name>[A-Za-z_][\w.\-]{0,63})(?:\s[^<>]{0,512}?)?(?:>|&gt;)"
+    r"(?P<val>(?:(?!&lt;)[^<]){1,8192}?)(?:<|&lt;)/"
+)
+
+# PostgreSQL's unique/foreign-key violation detail (src/backend/access/nbtree/nbtinsert.c,
+# ri_triggers.c): "Key (col[, col...])=(val[, val...]) already exists." / "is not present in table".
+_PG_KEY_DETAIL_RE = re.compile(
+    r"(?<![\w])\((?P<names>[^()\n]{1,512})\)=\((?P<vals>[^\n]{0,8192}?)\)"
+    r"(?=\s+(?:already exists|is not present|is still referenced|conflicts with)|\.?\s*(?:$|\\n|\"))",
+    re.M,
+)
+
+# A user and password on a command line: curl/wget/httpie ``-u user:pass`` / ``--user user:pass`` /
+# ``--user=user:pass`` (curl(1) "-u, --user <user:password>").
+_CLI_USER_RE = re.compile(r"(?<![\w\-])(?:-u|--user)(?:[ \t]+|=)(['\"]?)(?P<user>[^\s:'\"]*):(?P<pw>[^\s'\"]+)\1")
+
 
 # --------------------------------------------------------------------------------------------------
 
@@ -984,11 +1043,14 @@ class Masker:
         self._text_cache: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._tag_cache: dict[tuple[str, str], str] = {}
         self._key_cache: dict[str, tuple[str, str | None, tuple[str, ...]]] = {}
+        self._pct_depth = 0  # nesting of _d_percent_encoded (decodes at most twice)
         det = self.rules.detectors
         # (detector, families that must have triggered, function), in the order they must run.
         self._steps = [
             (bits, fn)
             for name, bits, fn in (
+                ("percent_encoded", _F_JSONU, self._d_json_escapes),
+                ("percent_encoded", _F_PCT, self._d_percent_encoded),
                 ("private_key", _F_PEM, self._d_pem),
                 ("url_password", _F_URL, self._d_url_password),
                 ("url_param", _F_STEM, self._d_url_param),
@@ -1003,6 +1065,9 @@ class Masker:
                 ("ssn", _F_SSN, self._d_ssn),
                 ("named_value", _F_LABEL, self._d_labelled_number),
                 ("card", _F_CARD, self._d_card),
+                ("xml_element", _F_STEM, self._d_xml_element),
+                ("key_detail", _F_STEM, self._d_key_detail),
+                ("command_line", _F_CLI, self._d_command_line),
                 ("named_value", _F_STEM, self._d_kv),
             )
             if name in det
@@ -1280,7 +1345,7 @@ class Masker:
                             cnt[kk] = cnt.get(kk, 0) + 1
                     out[mk] = hit[0]
             elif type(v) is int or type(v) is float:
-                out[mk] = v
+                out[mk] = v if v < _CARD_MIN or not _card_number(v) else self._tag_number(v, cnt)
             elif type(v) is dict:
                 out[mk] = self._mask_dict(v, cnt)
             else:
@@ -1293,12 +1358,23 @@ class Masker:
             kind = self.column_kind(seq[0])
             if kind is not None:
                 return [self._mask_text(seq[0], cnt), self._tag_whole(kind, seq[1], cnt)]
-        return [self._mask_value(v, None, cnt) for v in seq]
+        return [
+            self._tag_number(v, cnt)
+            if (type(v) is int or type(v) is float) and v >= _CARD_MIN and _card_number(v)
+            else self._mask_value(v, None, cnt)
+            for v in seq
+        ]
+
+    def _tag_number(self, v: int | float, cnt: dict[str, int]) -> str:
+        """A JSON number that is a card number (issue 19: ``{"n": 4111111111111111}``), as its tag."""
+        cnt["card"] = cnt.get("card", 0) + 1
+        return self._tag("card", str(int(v)))
 
     # ------------------------------------------------------------------ text
 
     def _mask_text(self, text: str, cnt: dict[str, int]) -> str:
-        short = len(text) <= self._TEXT_CACHE_LEN
+        # Inside a percent-decoding step the result depends on its depth: never cached then.
+        short = len(text) <= self._TEXT_CACHE_LEN and not self._pct_depth
         if short:
             hit = self._text_cache.get(text)
             if hit is not None:
@@ -1350,6 +1426,117 @@ class Masker:
 
             text = rx.sub(repl, text)
         return text
+
+    def _d_percent_encoded(self, text: str, found: list[str]) -> str:
+        """Tokens holding ``%XX``: decoded (form ``+`` as space), masked with every detector, and
+        replaced by the masked decoded text when that hid something (``next=postgres%3A%2F%2Fu%3Apw%40h``
+        becomes ``next=postgres://u:[password#…]@h``); left as written otherwise. Decoding twice at
+        most (doubly encoded parameters); what decodes to the same text is left alone."""
+        from urllib.parse import unquote_plus
+
+        depth = self._pct_depth
+        if depth >= 2:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            tok = m.group()
+            dec = unquote_plus(tok)
+            if dec == tok:
+                return tok
+            self._pct_depth = 2  # the token as written, not decoded: if that finds a secret, keep it so
+            try:
+                plain: dict[str, int] = {}
+                self._mask_text(tok, plain)
+            finally:
+                self._pct_depth = depth
+            if plain:
+                return tok  # masked as written by the steps after this one ("AccountKey=ab+cd==")
+            sub: dict[str, int] = {}
+            self._pct_depth = depth + 1
+            try:
+                out = self._mask_text(dec, sub)
+            finally:
+                self._pct_depth = depth
+            if not sub:
+                return tok
+            found.extend(k for k, n in sub.items() for _ in range(n))
+            return out
+
+        return _PCT_TOKEN_RE.sub(repl, text)
+
+    def _d_json_escapes(self, text: str, found: list[str]) -> str:
+        """``\\uXXXX`` escapes of non-ASCII characters decoded (JSON text written with ensure_ascii),
+        so the detectors see ``jürgen@müller.de`` or ``password\\u00a0x`` as written; the decoded text
+        is kept only when it hid something (it is still valid JSON: only non-ASCII is decoded)."""
+
+        def dec(m: re.Match[str]) -> str:
+            esc = "\\" + m.group().lstrip("\\")  # any depth of JSON-in-JSON: one escape level
+            return esc.encode("ascii").decode("unicode_escape").encode("utf-16", "surrogatepass").decode("utf-16")
+
+        decoded = _JSON_U_RE.sub(dec, text)
+        scratch: dict[str, int] = {}
+        out = self._mask_text(decoded, scratch)
+        if not scratch:
+            return text
+        found.extend(k for k, n in scratch.items() for _ in range(n))
+        return out
+
+    def _d_xml_element(self, text: str, found: list[str]) -> str:
+        if "<" not in text and "&lt;" not in text:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            kind = self.column_kind(m.group("name"))
+            vs = m.start("val")
+            if kind is None or _at_tag(m.string, vs) or not m.group("val").strip():
+                return m.group()
+            found.append(kind)
+            base = m.start()
+            return m.group()[: vs - base] + self._tag(kind, m.group("val")) + m.group()[m.end("val") - base :]
+
+        return _XML_ELEMENT_RE.sub(repl, text)
+
+    def _d_key_detail(self, text: str, found: list[str]) -> str:
+        if ")=(" not in text:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            names = [n.strip() for n in m.group("names").split(",")]
+            kinds = [self.column_kind(n) for n in names]
+            if not any(kinds):
+                return m.group()
+            raw = m.group("vals")
+            vals = raw.split(", ")
+            base = m.start()
+            head = m.group()[: m.start("vals") - base]
+            if len(vals) != len(names):  # a value holding ", ": the whole tuple as one
+                k = next(k for k in kinds if k)
+                found.append(k)
+                return head + self._tag(k, raw) + ")"
+            out = []
+            for k, v in zip(kinds, vals, strict=True):
+                if k is None or _at_tag(v, 0):
+                    out.append(v)
+                else:
+                    found.append(k)
+                    out.append(self._tag(k, v))
+            return head + ", ".join(out) + ")"
+
+        return _PG_KEY_DETAIL_RE.sub(repl, text)
+
+    def _d_command_line(self, text: str, found: list[str]) -> str:
+        def repl(m: re.Match[str]) -> str:
+            if _at_tag(m.string, m.start("pw")):
+                return m.group()
+            found.append("password")
+            base = m.start()
+            return (
+                m.group()[: m.start("pw") - base]
+                + self._tag("password", m.group("pw"))
+                + m.group()[m.end("pw") - base :]
+            )
+
+        return _CLI_USER_RE.sub(repl, text)
 
     def _d_pem(self, text: str, found: list[str]) -> str:
         if "-----BEGIN" not in text:
@@ -1572,7 +1759,10 @@ class Masker:
         while m is not None:
             kind = self.column_kind(m.group("name"))
             vs, ve = m.span("val")
-            if m.group("q1") is not None:
+            if m.group("q0") is not None:  # JSON in JSON in JSON: \\\"value\\\"
+                w = len(m.group("bs")) + 1
+                vs, ve = vs + w, ve - w
+            elif m.group("q1") is not None:
                 vs, ve = vs + 2, ve - 2
             elif m.group("bare") is None:
                 vs, ve = vs + 1, ve - 1
@@ -1699,6 +1889,22 @@ _has_digit = re.compile(r"[0-9]").search
 
 def _at_tag(s: str, i: int) -> bool:
     return s.startswith("[", i) and TAG_RE.match(s, i) is not None
+
+
+_CARD_MIN = 10**12
+
+
+def _card_number(v: int | float) -> bool:
+    """A JSON number (int, or a float holding an integer exactly) of 13-19 digits with a card
+    issuer's prefix and a valid Luhn sum: a card number stored as a number, not as text."""
+    if type(v) is float:
+        if not v.is_integer() or v >= 1e19:
+            return False
+        v = int(v)
+    if v >= 10**19:
+        return False
+    d = str(v)
+    return _iin_plausible(d) and luhn_valid(d)
 
 
 def _card_spans(run: str) -> Iterable[tuple[int, int]]:
