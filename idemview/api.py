@@ -34,6 +34,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from idemview.domain import jsontext
 from idemview.domain.filters import Filter
 from idemview.domain.model import FindingKind, Payload, Status
 from idemview.errors import EvidenceMismatch, LayoutMismatch
@@ -397,7 +398,7 @@ def _restore(col: ColumnSpec, raw: list[str], null: str) -> pd.Series:
                 out.append(None)
                 continue
             try:
-                out.append(json.loads(v))
+                out.append(jsontext.loads(v))
             except ValueError:
                 out.append(unguard(v))  # a masked or plain-text payload
         return pd.Series(out, dtype=object, name=col.name)

@@ -47,6 +47,7 @@ from types import MappingProxyType
 from typing import Any
 from uuid import UUID
 
+from idemview.domain.jsontext import MAX_JSON_DEPTH
 from idemview.domain.model import Payload
 
 __all__ = [
@@ -1250,7 +1251,10 @@ class Masker:
         elif isinstance(value, (bytes, bytearray, memoryview)):
             raw = "b:" + bytes(value).hex()
         elif isinstance(value, (dict, list, tuple)):
-            raw = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+            try:
+                raw = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+            except (RecursionError, TypeError):  # nested past the encoder's recursion; keys of mixed types
+                raw = dump_json(value, sort_keys=True)
         elif isinstance(value, datetime):
             raw = value.isoformat()
         else:
@@ -1301,6 +1305,33 @@ class Masker:
         return self._mask_text(str(value), cnt)
 
     def _mask_dict(self, d: Mapping[Any, Any], cnt: dict[str, int]) -> dict[Any, Any]:
+        return self._walk(d, cnt)
+
+    def _mask_list(self, seq, cnt: dict[str, int]) -> list[Any]:
+        return self._walk(seq, cnt)
+
+    def _walk(self, root: Any, cnt: dict[str, int]) -> Any:
+        """Mask a parsed JSON value (dicts, lists, tuples, Mappings) by a loop over an explicit stack,
+        never recursion on the data: any nesting is walked in constant Python stack. Containers more
+        than :data:`MAX_MASK_DEPTH` levels down are serialised to JSON text (iteratively too) and that
+        text is masked as one value: shown, bounded, never a crash (issue 19 item 11)."""
+        holder: list[Any] = [None]
+        # (source container, where its copy goes, slot there, depth)
+        stack: list[tuple[Any, Any, Any, int]] = [(root, holder, 0, 0)]
+        pop, push = stack.pop, stack.append
+        while stack:
+            src, parent, slot, depth = pop()
+            if depth >= MAX_MASK_DEPTH:
+                parent[slot] = self._mask_text(dump_json(src), cnt)
+                continue
+            if isinstance(src, Mapping):
+                dst = self._walk_dict(src, cnt, push, depth + 1)
+            else:
+                dst = self._walk_list(src, cnt, push, depth + 1)
+            parent[slot] = dst
+        return holder[0]
+
+    def _walk_dict(self, d: Mapping[Any, Any], cnt: dict[str, int], push, depth: int) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         keys = self._key_cache
         tc = self._text_cache
@@ -1312,7 +1343,11 @@ class Masker:
                 hdr_kind = self.column_kind(nm)
         for k, v in d.items():
             if type(k) is not str:
-                out[k] = self._mask_value(v, None, cnt)
+                if _is_container(v):
+                    out[k] = None
+                    push((v, out, k, depth))
+                else:
+                    out[k] = self._mask_value(v, None, cnt)
                 continue
             ki = keys.get(k)
             if ki is None:
@@ -1346,24 +1381,29 @@ class Masker:
                     out[mk] = hit[0]
             elif type(v) is int or type(v) is float:
                 out[mk] = v if v < _CARD_MIN or not _card_number(v) else self._tag_number(v, cnt)
-            elif type(v) is dict:
-                out[mk] = self._mask_dict(v, cnt)
+            elif _is_container(v):
+                out[mk] = None  # the slot keeps the key order; filled when the stack reaches it
+                push((v, out, mk, depth))
             else:
                 out[mk] = self._mask_value(v, None, cnt)
         return out
 
-    def _mask_list(self, seq, cnt: dict[str, int]) -> list[Any]:
+    def _walk_list(self, seq, cnt: dict[str, int], push, depth: int) -> list[Any]:
         # [name, value] header pairs: [["Authorization", "Bearer ..."], ["Cookie", "sid=..."]]
         if len(seq) == 2 and isinstance(seq[0], str) and seq[1] is not None:
             kind = self.column_kind(seq[0])
             if kind is not None:
                 return [self._mask_text(seq[0], cnt), self._tag_whole(kind, seq[1], cnt)]
-        return [
-            self._tag_number(v, cnt)
-            if (type(v) is int or type(v) is float) and v >= _CARD_MIN and _card_number(v)
-            else self._mask_value(v, None, cnt)
-            for v in seq
-        ]
+        out: list[Any] = []
+        for v in seq:
+            if (type(v) is int or type(v) is float) and v >= _CARD_MIN and _card_number(v):
+                out.append(self._tag_number(v, cnt))
+            elif _is_container(v):
+                out.append(None)
+                push((v, out, len(out) - 1, depth))
+            else:
+                out.append(self._mask_value(v, None, cnt))
+        return out
 
     def _tag_number(self, v: int | float, cnt: dict[str, int]) -> str:
         """A JSON number that is a card number (issue 19: ``{"n": 4111111111111111}``), as its tag."""
@@ -1892,6 +1932,48 @@ def _at_tag(s: str, i: int) -> bool:
 
 
 _CARD_MIN = 10**12
+
+#: Nesting the masker keeps as structure; deeper containers become their masked JSON text. The same
+#: bound as the parser's (:data:`idemview.domain.jsontext.MAX_JSON_DEPTH`), for values that did not come
+#: through it (API callers, driver-parsed columns).
+MAX_MASK_DEPTH = MAX_JSON_DEPTH
+
+
+def _is_container(v: Any) -> bool:
+    t = type(v)
+    return t is dict or t is list or t is tuple or (t is not str and isinstance(v, (Mapping, list, tuple)))
+
+
+def dump_json(value: Any, *, sort_keys: bool = False) -> str:
+    """Compact JSON text of a value of any nesting, by a loop (``json.dumps`` recurses per level and
+    fails past ~1000). Scalars as ``json.dumps`` writes them (``default=str`` for other objects)."""
+    enc = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":")).encode
+    parts: list[str] = []
+    # items: a value to write, or a literal string marker (closing brackets, separators)
+    stack: list[tuple[bool, Any]] = [(False, value)]
+    while stack:
+        literal, v = stack.pop()
+        if literal:
+            parts.append(v)
+            continue
+        if isinstance(v, Mapping):
+            items = sorted(v.items(), key=lambda kv: str(kv[0])) if sort_keys else list(v.items())
+            parts.append("{")
+            stack.append((True, "}"))
+            for n, (k, x) in enumerate(reversed(items)):
+                stack.append((False, x))
+                sep = "" if n == len(items) - 1 else ","
+                stack.append((True, sep + enc(k if isinstance(k, str) else str(k)) + ":"))
+        elif isinstance(v, (list, tuple)):
+            parts.append("[")
+            stack.append((True, "]"))
+            for n, x in enumerate(reversed(v)):
+                stack.append((False, x))
+                if n != len(v) - 1:
+                    stack.append((True, ","))
+        else:
+            parts.append(enc(v))
+    return "".join(parts)
 
 
 def _card_number(v: int | float) -> bool:
