@@ -33,6 +33,7 @@ Choices about names (deliberate, tested):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -393,6 +394,10 @@ class MaskRules:
     detectors: frozenset[str]
     patterns: tuple[PatternRule, ...] = ()
     keep_card_last4: bool = True
+    #: Where these rules came from: ``""`` for the shipped defaults, else the settings file's path and
+    #: its ``[masking]`` table as read (listed in every manifest, see :meth:`describe`).
+    source: str = ""
+    config: Mapping[str, Any] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def default(cls) -> MaskRules:
@@ -409,7 +414,7 @@ class MaskRules:
         )
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None) -> MaskRules:
+    def from_config(cls, config: Mapping[str, Any] | None, source: str = "") -> MaskRules:
         """The default rules extended by a ``[masking]`` table of the config file::
 
             fields = ["member_no", {name = "tax_ref", kind = "tax_id", credential = false}]
@@ -425,7 +430,7 @@ class MaskRules:
         """
         base = cls.default()
         if not config:
-            return base
+            return base if not source else dataclasses.replace(base, source=source)
         if not isinstance(config, Mapping):
             raise ValueError("masking config must be a table")
         known = {"fields", "not_sensitive", "patterns", "disable", "keep_card_last4"}
@@ -476,6 +481,8 @@ class MaskRules:
             detectors=frozenset(detectors),
             patterns=tuple(patterns),
             keep_card_last4=bool(config.get("keep_card_last4", True)),
+            source=source,
+            config=MappingProxyType(dict(config)),
         )
 
     def classify_name(self, name: str) -> str | None:
@@ -538,6 +545,8 @@ class MaskRules:
             # whose key it is (this export's own, or the window's session key) is the manifest's masking_key
             "tag": "[kind#first 6 hex of HMAC-SHA256(value) under the masking key named in masking_key]",
         }
+        if self.source:  # the user's [masking] settings, as read (absent for the shipped defaults)
+            d["settings"] = {"file": self.source, "masking": json.loads(json.dumps(dict(self.config), default=str))}
         d["rules_sha256"] = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
         return d
 
@@ -1325,10 +1334,9 @@ class Masker:
                 parent[slot] = self._mask_text(dump_json(src), cnt)
                 continue
             if isinstance(src, Mapping):
-                dst = self._walk_dict(src, cnt, push, depth + 1)
+                parent[slot] = self._walk_dict(src, cnt, push, depth + 1)
             else:
-                dst = self._walk_list(src, cnt, push, depth + 1)
-            parent[slot] = dst
+                parent[slot] = self._walk_list(src, cnt, push, depth + 1)
         return holder[0]
 
     def _walk_dict(self, d: Mapping[Any, Any], cnt: dict[str, int], push, depth: int) -> dict[Any, Any]:
@@ -1550,16 +1558,16 @@ class Masker:
             base = m.start()
             head = m.group()[: m.start("vals") - base]
             if len(vals) != len(names):  # a value holding ", ": the whole tuple as one
-                k = next(k for k in kinds if k)
-                found.append(k)
-                return head + self._tag(k, raw) + ")"
+                first = next(k for k in kinds if k)
+                found.append(first)
+                return head + self._tag(first, raw) + ")"
             out = []
-            for k, v in zip(kinds, vals, strict=True):
-                if k is None or _at_tag(v, 0):
+            for kind, v in zip(kinds, vals, strict=True):
+                if kind is None or _at_tag(v, 0):
                     out.append(v)
                 else:
-                    found.append(k)
-                    out.append(self._tag(k, v))
+                    found.append(kind)
+                    out.append(self._tag(kind, v))
             return head + ", ".join(out) + ")"
 
         return _PG_KEY_DETAIL_RE.sub(repl, text)
@@ -2040,12 +2048,12 @@ class MaskingLogFilter(logging.Filter):
 
     def __init__(self, masker: Masker | None = None, name: str = "") -> None:
         super().__init__(name)
-        self.masker = masker if masker is not None else Masker()
+        self.masker = masker  # None: the process-wide message masker (configured rules), at each record
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "_idemview_masked", False):
             return True
-        mask = self.masker.mask_message
+        mask = (self.masker if self.masker is not None else message_masker()).mask_message
         try:
             msg = record.getMessage()
         except Exception:  # bad format args: mask what we have rather than drop the record
@@ -2177,11 +2185,31 @@ def _scrub_known(masker: Masker, text: str) -> str:
     return text
 
 
+_RULES_HOOK: Callable[[], MaskRules] | None = None
+
+
+def set_rules_source(hook: Callable[[], MaskRules] | None) -> None:
+    """Register where the configured rules come from (``idemview.config.masking_rules``, which reads the
+    settings file: a layer above this one). The message masker is rebuilt with them on next use."""
+    global _RULES_HOOK, _MESSAGE_MASKER
+    _RULES_HOOK = hook
+    _MESSAGE_MASKER = None
+
+
 def message_masker() -> Masker:
-    """The process-wide Masker for messages (errors, banners, logs); random key, never stored."""
+    """The process-wide Masker for messages (errors, banners, logs); random key, never stored. Its rules
+    are the configured ones (:func:`set_rules_source`), so a user's ``[masking]`` patterns reach every
+    error, banner and log line too; a settings file that cannot be read leaves the shipped rules here
+    (the command that needed them reports the file's error)."""
     global _MESSAGE_MASKER
-    if _MESSAGE_MASKER is None:
-        _MESSAGE_MASKER = Masker()
+    rules = None
+    if _RULES_HOOK is not None:
+        try:
+            rules = _RULES_HOOK()
+        except ValueError:
+            rules = None
+    if _MESSAGE_MASKER is None or (rules is not None and _MESSAGE_MASKER.rules is not rules):
+        _MESSAGE_MASKER = Masker(rules)
     return _MESSAGE_MASKER
 
 
@@ -2199,7 +2227,7 @@ def install_log_masking(masker: Masker | None = None) -> None:
     logger, and a record factory that masks records as they are made (so handlers added later, and
     records of any logger, are masked too). Idempotent."""
     global _LOG_INSTALLED
-    flt = MaskingLogFilter(masker or message_masker())
+    flt = MaskingLogFilter(masker)
     root = logging.getLogger()
     for h in root.handlers:
         if not any(isinstance(f, MaskingLogFilter) for f in h.filters):

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import URL, Engine, make_url
 
+from idemview.config import new_masker
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Operation, Severity, Status
 from idemview.findings.engine import FindingEngine
@@ -25,11 +26,6 @@ from idemview.services.cancel import CancelToken, watch_engine
 
 UTC = UTC
 
-try:  # the masking engine lands from its own branch; the GUI never shows a value without it
-    from idemview.masking.masker import Masker
-except ImportError:  # pragma: no cover - only before the masking branch is merged
-    Masker = None  # type: ignore[assignment]
-
 
 class SharedMasker:
     """The one :class:`idemview.masking.masker.Masker` of a GUI session, shared by worker threads.
@@ -38,21 +34,19 @@ class SharedMasker:
     across every view (grid, detail, clipboard), so one instance is used behind a lock."""
 
     def __init__(self):
-        if Masker is None:
-            raise RuntimeError("idemview.masking.masker is missing: the GUI will not show unmasked values")
         import secrets
 
         # The session's tag key: random, kept in memory only (never stored, logged or pickled). It is
         # shared with an export started from this window and with the findings process, so a tag on
         # screen is the same tag in the file (DESIGN §6: "equal within one session or export").
         self.__key = secrets.token_bytes(32)
-        self._m = Masker(key=self.__key)
+        self._m = new_masker(key=self.__key)
         self._lock = threading.Lock()
 
     def export_masker(self):
         """A fresh :class:`Masker` with this session's key: same tags as the screen, counts of its own
         (an export's manifest counts only what that export masked)."""
-        return Masker(key=self.__key)
+        return new_masker(key=self.__key)
 
     def process_key(self) -> bytes:
         """The session key, for a child process of this session (sent over its pipe, never stored)."""
