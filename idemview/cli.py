@@ -724,6 +724,21 @@ def cmd_open(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line. Everything it prints goes through the display sink
+    (:class:`idemview.masking.visible.VisibleWriter`): control, bidi and invisible characters escaped."""
+    from idemview.masking.visible import VisibleWriter
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = VisibleWriter(out), VisibleWriter(err, one_line=True)
+    try:
+        return _main(argv)
+    finally:
+        if isinstance(sys.stdout, VisibleWriter):
+            sys.stdout = out
+        sys.stderr = err
+
+
+def _main(argv: list[str] | None = None) -> int:
     import multiprocessing
 
     multiprocessing.freeze_support()  # a frozen bundle starts the GUI's findings process through main

@@ -50,6 +50,7 @@ from uuid import UUID
 
 from idemview.domain.jsontext import MAX_JSON_DEPTH
 from idemview.domain.model import Payload
+from idemview.masking.visible import visible
 
 __all__ = [
     "CREDENTIAL_KINDS",
@@ -2058,7 +2059,7 @@ class MaskingLogFilter(logging.Filter):
             msg = record.getMessage()
         except Exception:  # bad format args: mask what we have rather than drop the record
             msg = f"{record.msg} {record.args!r}"
-        record.msg = mask(msg)
+        record.msg = visible(mask(msg), "\n\t")  # the display sink: no terminal escape reaches a handler
         record.args = None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)

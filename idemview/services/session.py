@@ -22,6 +22,7 @@ from idemview.findings.engine import FindingEngine
 from idemview.layouts.layout import Layout, load_layout
 from idemview.ledger.connect import open_engine, safe_url, session_is_read_only
 from idemview.ledger.reader import Histogram, Ledger, Page, find_operations, histogram, time_span
+from idemview.masking.visible import visible
 from idemview.services.cancel import CancelToken, watch_engine
 
 UTC = UTC
@@ -62,13 +63,13 @@ class SharedMasker:
             return "—"
         with self._lock:
             out = self._m.mask_value(v if isinstance(v, str) else str(v), column)
-        return out if isinstance(out, str) else str(out)
+        return visible(out)  # the display sink: control, bidi and invisible characters escaped
 
     def free_text(self, s: str) -> str:
         """Free text the GUI shows (explanations, banners, status lines): every detector, plus what
         messages need — secrets this process knows and ``user:password@host`` shapes (issue #9)."""
         with self._lock:
-            return self._m.mask_message(s)
+            return visible(self._m.mask_message(s), "\n\t")
 
     def is_credential(self, column: str | None, value: Any) -> bool:
         with self._lock:
