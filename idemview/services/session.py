@@ -54,8 +54,11 @@ class SharedMasker:
         return self.__key
 
     def value(self, v: Any, column: str | None = None) -> Any:
+        """A value masked; a text result also through the display sink (structures are rendered, and
+        sunk, by the view that shows them)."""
         with self._lock:
-            return self._m.mask_value(v, column)
+            out = self._m.mask_value(v, column)
+        return visible(out, "\n\t") if isinstance(out, str) else out
 
     def text(self, v: Any, column: str | None = None) -> str:
         """A cell as display text, masked (``—`` for NULL)."""
