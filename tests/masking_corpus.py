@@ -257,6 +257,8 @@ def _kinds() -> dict[str, Callable[[random.Random], tuple[str, str]]]:
         "password_log_line": const("login failed for user=ops password={s} from 10.1.2.3", _password),
         "pg_detail_key": pg_detail,
         "curl_user_password": curl,
+        "redis_cli_password": const("redis-cli -h cache -a {s} PING", _password),
+        "mysql_cli_password": const("mysqldump -u root -p{s} shop", _password),
         "password_nbsp": const("password\u00a0{s}", _password),
         "password_nbsp_colon": const("password\u00a0: {s}", _password),
         "password_fullwidth_colon": const("password\uff1a{s}", _password),

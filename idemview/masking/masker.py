@@ -787,7 +787,7 @@ def _families(text: str) -> int:
         f |= _F_PCT
     if "\\u" in text and _JSON_U_RE.search(text) is not None:
         f |= _F_JSONU
-    if "-u" in text or "--user" in text:
+    if "-u" in text or "--user" in text or "-a" in text or "-p" in text or "--pass" in text:
         f |= _F_CLI
     low = None
     if "=" in text or ":" in text or " " in text or not text.isascii() or not text.isprintable():
@@ -1030,6 +1030,10 @@ _PG_KEY_DETAIL_RE = re.compile(
 
 # A user and password on a command line: curl/wget/httpie ``-u user:pass`` / ``--user user:pass`` /
 # ``--user=user:pass`` (curl(1) "-u, --user <user:password>").
+# redis-cli(1) ``-a <password>`` / ``--pass <password>``; mysql(1) / mariadb ``-p<password>`` (no space:
+# "-p password" asks for it). Looked for only in text naming the client.
+_CLI_REDIS_RE = re.compile(r"(?<![\w\-])(?:-a|--pass)[ \t]+(['\"]?)(?P<pw>[^\s'\"]+)\1")
+_CLI_MYSQL_RE = re.compile(r"(?<![\w\-])-p(?P<pw>[^\s'\"\-][^\s'\"]+)")
 _CLI_USER_RE = re.compile(r"(?<![\w\-])(?:-u|--user)(?:[ \t]+|=)(['\"]?)(?P<user>[^\s:'\"]*):(?P<pw>[^\s'\"]+)\1")
 
 
@@ -1589,7 +1593,13 @@ class Masker:
                 + m.group()[m.end("pw") - base :]
             )
 
-        return _CLI_USER_RE.sub(repl, text)
+        text = _CLI_USER_RE.sub(repl, text)
+        low = text.lower()
+        if "redis-cli" in low:
+            text = _CLI_REDIS_RE.sub(repl, text)
+        if "mysql" in low or "mariadb" in low:
+            text = _CLI_MYSQL_RE.sub(repl, text)
+        return text
 
     def _d_pem(self, text: str, found: list[str]) -> str:
         if "-----BEGIN" not in text:
