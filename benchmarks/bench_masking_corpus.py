@@ -64,7 +64,8 @@ def main() -> int:
     n_all = sum(b for _, b in recall.values())
     print()
     print(
-        f"corpus: {len(recall)} secret kinds, {n_all} secret cases, {len(n_look)} look-alike kinds, {len(looks)} cases; "
+        f"corpus: {len(recall)} secret kinds, {n_all} secret cases, "
+        f"{len(n_look)} look-alike kinds, {len(looks)} cases; "
         f"recall {ok_all / n_all:.1%}, look-alikes masked {sum(changed.values())}; {dt:.2f} s"
     )
     return 0 if ok_all == n_all and not changed else 1

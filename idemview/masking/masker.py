@@ -1005,6 +1005,7 @@ _PHONE_SPLIT_RE = re.compile(r"\d+")
 # Percent-encoding (RFC 3986 §2.1) and form encoding (WHATWG application/x-www-form-urlencoded): a
 # token holding %XX is decoded, masked, and replaced by its masked decoded form when that hid anything.
 _PCT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
+_PCT_TOKEN_MAX = 16384  # longer tokens are blobs; decoding them would triple the cost of a big cell
 _PCT_TOKEN_RE = re.compile(r"[^\s\"'<>]*(?:%[0-9A-Fa-f]{2}|\w\+\w)[^\s\"'<>]*")
 # JSON "\uXXXX" escapes of non-ASCII characters (json.dumps' default ensure_ascii): "j\u00fcrgen@..."
 # is decoded for the detectors; ASCII escapes (\u0022, controls) stay escaped so JSON text stays JSON.
@@ -1497,6 +1498,8 @@ class Masker:
 
         def repl(m: re.Match[str]) -> str:
             tok = m.group()
+            if len(tok) > _PCT_TOKEN_MAX:  # a blob (base64 with "+"), not a URL or a form: as written
+                return tok
             dec = unquote_plus(tok)
             if dec == tok:
                 return tok
