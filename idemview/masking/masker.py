@@ -933,7 +933,11 @@ _CARD_TEXT_RE = re.compile(r"\s*\d[\d .\-]*\d\s*")
 
 # AWS secret access key: 40 base64 characters (mixed case, with a digit, "/" or "+"), looked for only
 # in text that mentions AWS, an access key id (AKIA/ASIA) or a secret (see _F_AWS).
-_AWS_SECRET_RE = re.compile(r"(?:(?<![A-Za-z0-9/+=])|" + _ESC + r")[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+# Not inside a longer token ("~", "-", "_" or ".x" after it: a bearer token, a JWT part), which the
+# auth-scheme and JWT detectors take whole.
+_AWS_SECRET_RE = re.compile(
+    r"(?:(?<![A-Za-z0-9/+=~_\-])|" + _ESC + r")[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=~_\-]|\.[A-Za-z0-9])"
+)
 
 # US SSN "ddd-dd-dddd" (SSA: area not 000/666/9xx, group not 00, serial not 0000); dates are 4-2-2.
 _SSN_RE = re.compile(
