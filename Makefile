@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-core test-rest check install bench bench-reference bench-gui bench-report clean package package-check wheel-check
+.PHONY: demo test test-core test-rest check install bench bench-masking bench-reference bench-gui bench-report clean package package-check wheel-check
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -45,6 +45,14 @@ BENCH_ARGS ?=
 bench: $(BIN)/.installed
 	bash packaging/start-services.sh
 	$(BIN)/python benchmarks/presets_bench.py --sizes $(BENCH_SIZES) $(BENCH_ARGS)
+	$(BIN)/python benchmarks/bench_masking_corpus.py
+
+# Masking: precision and recall per kind on the generated corpus (tests/masking_corpus.py), then the
+# masker's and the evidence writer's throughput (MASK_ROWS rows, default 100k).
+MASK_ROWS ?= 100000
+bench-masking: $(BIN)/.installed
+	$(BIN)/python benchmarks/bench_masking_corpus.py
+	$(BIN)/python benchmarks/bench_masking.py $(MASK_ROWS)
 
 # The incident report (issue 24): 200 operations in full, and a 2M-row demo ledger filtered to ~5,000
 # findings (ledgers cached in $$IDEMVIEW_BENCH_CACHE). REPORT_SIZES: demo operations.

@@ -32,6 +32,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from idemview.config import new_masker
 from idemview.domain.filters import Filter
 from idemview.domain.model import FindingKind, Payload, Status
 from idemview.errors import LayoutMismatch
@@ -138,7 +139,7 @@ class LedgerFrames:
 
     ledger: Ledger
     masked: bool = True
-    masker: Masker = field(default_factory=Masker)
+    masker: Masker = field(default_factory=new_masker)
 
     @property
     def layout(self) -> Layout:
@@ -269,7 +270,7 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
         return LedgerFrames(
             open_redis_ledger(url_s, layout=kv, password=password, name=name),
             masked=masked,
-            masker=masker if masker is not None else Masker(),
+            masker=masker if masker is not None else new_masker(),
         )
     engine = open_engine(target, password=password)
     try:
@@ -299,7 +300,7 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
     except BaseException:
         engine.dispose()
         raise
-    return LedgerFrames(ledger, masked=masked, masker=masker if masker is not None else Masker())
+    return LedgerFrames(ledger, masked=masked, masker=masker if masker is not None else new_masker())
 
 
 class _NoPreset(LayoutMismatch):

@@ -488,11 +488,11 @@ def _progress_on(args) -> bool:
 def cmd_scan(args) -> int:
     import time
 
+    from idemview.config import new_masker
     from idemview.findings.engine import FindingEngine
     from idemview.ledger.batch import for_batch
     from idemview.ledger.times import iso
     from idemview.ledger.unknown_times import unknown_time_counts
-    from idemview.masking.masker import Masker
 
     engine, _name, saved = open_target(args.url)
     # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
@@ -506,7 +506,7 @@ def cmd_scan(args) -> int:
     if args.audit_rows is not None:
         fe.audit_rows = args.audit_rows
     unsupported = fe.unsupported()
-    masker = Masker()
+    masker = new_masker()
     show = _progress_on(args)
     t0 = time.monotonic()
 
@@ -613,14 +613,14 @@ def cmd_scan(args) -> int:
 
 def cmd_windows(args) -> int:
     """DESIGN §5.2: per kind, the window kept against the retry spans seen (masked like scan)."""
+    from idemview.config import new_masker
     from idemview.findings.windows import measure_windows, render_text
     from idemview.ledger.batch import for_batch
-    from idemview.masking.masker import Masker
 
     engine, _name, saved = open_target(args.url)
     ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
     report = measure_windows(ledger, args.now or datetime.now(UTC))
-    masker = Masker()
+    masker = new_masker()
     if args.format == "json":
         # masked field by field (the kind apart from the rest of its sentence, see masked_sentence)
         print(json.dumps(report.to_json(mask=masker.mask_text), ensure_ascii=False, indent=1))
@@ -640,10 +640,10 @@ def cmd_export(args) -> int:
 def cmd_report(args) -> int:
     """``idemview report URL [the export filters] --out FILE.html [--full N]``: the incident report
     (DESIGN §5.4; :func:`idemview.evidence.report.write_report`), one summary line."""
+    from idemview.config import new_masker
     from idemview.evidence.plan import check_target
     from idemview.evidence.report import write_report
     from idemview.evidence.writer import ExportCancelled, FinalNameTaken
-    from idemview.masking.masker import Masker
 
     if args.since and args.until and args.since >= args.until:
         raise CliError("--since must be before --until")
@@ -654,7 +654,7 @@ def cmd_report(args) -> int:
         out = check_target(args.out, ledger, overwrite=args.force)  # TargetRefused: exit 2
     except TargetExists as e:
         raise CliError(f"{e} (use --force to replace it)", EXIT_USAGE) from None
-    masker = Masker()
+    masker = new_masker()
     progress = None
     if _progress_on(args):
 
@@ -749,6 +749,21 @@ def cmd_open(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line. Everything it prints goes through the display sink
+    (:class:`idemview.masking.visible.VisibleWriter`): control, bidi and invisible characters escaped."""
+    from idemview.masking.visible import VisibleWriter
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = VisibleWriter(out), VisibleWriter(err, one_line=True)
+    try:
+        return _main(argv)
+    finally:
+        if isinstance(sys.stdout, VisibleWriter):
+            sys.stdout = out
+        sys.stderr = err
+
+
+def _main(argv: list[str] | None = None) -> int:
     import multiprocessing
 
     multiprocessing.freeze_support()  # a frozen bundle starts the GUI's findings process through main
@@ -841,9 +856,9 @@ if __name__ == "__main__":
 
 
 def export_cli(args, ledger, connection_name: str | None = None) -> int:
+    from idemview.config import new_masker
     from idemview.evidence.plan import check_target, export_evidence
     from idemview.evidence.writer import ExportCancelled, FinalNameTaken
-    from idemview.masking.masker import Masker
 
     """``idemview export``: build the filter from the arguments, export, print one summary line."""
     flt = filter_from_args(args)
@@ -851,7 +866,7 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
         out = check_target(args.out, ledger, overwrite=args.force)  # TargetRefused: exit 2
     except TargetExists as e:
         raise CliError(f"{e} (use --force to replace it)", EXIT_USAGE) from None
-    masker = Masker()
+    masker = new_masker()
     progress = None
     if _progress_on(args):
         import time

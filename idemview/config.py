@@ -16,12 +16,18 @@ import tomllib
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 import tomli_w
 from sqlalchemy.engine import URL
 
+from idemview.errors import InputError
+from idemview.masking import masker as _masker
 from idemview.paths import PROTECTED, note_source
+
+if TYPE_CHECKING:
+    from idemview.masking.masker import Masker, MaskRules
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +54,64 @@ def data_dir() -> Path:
     p = Path(d) if d else Path(platformdirs.user_data_dir("idemview", appauthor=False))
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+#: The user's settings file beside ``connections.toml``; its ``[masking]`` table extends the masking rules
+#: (:meth:`idemview.masking.masker.MaskRules.from_config`).
+SETTINGS_FILE = "settings.toml"
+_RULES_CACHE: dict[str, Any] = {}
+
+
+def settings_path() -> Path:
+    """``config_dir()/settings.toml`` (``IDEMVIEW_SETTINGS`` names another file)."""
+    p = os.environ.get("IDEMVIEW_SETTINGS")
+    return Path(p) if p else config_dir() / SETTINGS_FILE
+
+
+def masking_rules() -> MaskRules:
+    """The masking rules in force: the shipped ones extended by the ``[masking]`` table of
+    :func:`settings_path` (absent file or table: the shipped rules). Re-read when the file changes
+    (its mtime and size), else cached. Raises :class:`~idemview.errors.InputError` naming the file for
+    unreadable TOML or a bad ``[masking]`` entry (unknown key, bad regex, a credential detector
+    disabled): masking is never silently weaker than the user asked."""
+    from idemview.masking.masker import MaskRules
+
+    path = settings_path()
+    try:
+        st = path.stat()
+        stamp: tuple = (str(path), st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = (str(path), None, None)
+    if _RULES_CACHE.get("stamp") == stamp:
+        return _RULES_CACHE["rules"]
+    if stamp[1] is None:
+        rules = MaskRules.default()
+    else:
+        try:
+            with open(path, "rb") as f:
+                doc = tomllib.load(f)
+            table = doc.get("masking")
+            rules = MaskRules.from_config(table, source=str(path)) if table is not None else MaskRules.default()
+        except (OSError, tomllib.TOMLDecodeError, ValueError, TypeError) as e:
+            raise InputError(f"settings {path}: [masking]: {e}") from None
+    _RULES_CACHE.update(stamp=stamp, rules=rules)
+    return rules
+
+
+def new_masker(key: bytes | None = None, *, without: frozenset[str] = frozenset()) -> Masker:
+    """The one way idemview makes a :class:`~idemview.masking.masker.Masker`: with :func:`masking_rules`
+    (so the user's ``[masking]`` settings apply to the GUI, the CLI, the API, exports and logs alike)
+    and ``key`` (bytes; default random per Masker). ``without`` names detectors left out (the ledger
+    audit leaves out ``named_value``, which errs on the safe side in free text). Raises what
+    :func:`masking_rules` raises."""
+    from dataclasses import replace
+
+    from idemview.masking.masker import Masker
+
+    rules = masking_rules()
+    if without:
+        rules = replace(rules, detectors=rules.detectors - without)
+    return Masker(rules, key=key)
 
 
 @dataclass
@@ -322,3 +386,7 @@ class CredentialStore:
                     fn()
                 except Exception:  # a closed window's listener must not break the store
                     log.debug("keyring notice listener failed", exc_info=True)
+
+
+# Messages (errors, banners, logs) are masked with the configured rules too.
+_masker.set_rules_source(masking_rules)

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import select
 
+from idemview.config import new_masker
 from idemview.domain.filters import Filter
 from idemview.domain.model import LEDGER_KINDS, FindingKind, Status
 from idemview.errors import InputError, TargetRefused
@@ -691,7 +692,7 @@ def export_evidence(
     ledger = for_batch(ledger, timeout_s)
     flt = flt or Filter()
     now = (now or datetime.now(UTC)).astimezone(UTC)
-    masker = masker or Masker()
+    masker = masker or new_masker()
     with _fewer_collections():
         plan = plan_export(ledger, flt, rows, now)
         manifest = {

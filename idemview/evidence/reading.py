@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from idemview.domain import jsontext
 from idemview.errors import EvidenceMismatch
 from idemview.evidence import cells
 from idemview.evidence.writer import COLUMN_KINDS, MANIFEST_FORMAT, ColumnSpec, manifest_path_for, verify_evidence
@@ -231,7 +232,7 @@ def _restore(path: str, col: ColumnSpec, vals: list[str | None]) -> pd.Series:
                 out.append(None)
                 continue
             try:
-                out.append(json.loads(v))
+                out.append(jsontext.loads(v))  # depth bounded: the one parse chokepoint
             except (ValueError, RecursionError):
                 out.append(v)  # a masked or plain-text payload (or one nested beyond the parser): its text
         return pd.Series(out, dtype=object, name=col.name)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from idemview import __version__
+from idemview.config import new_masker
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind, Severity
 from idemview.domain.palette import KIND_WORDS, SEVERITY_COLOURS, SEVERITY_GLYPHS, STATUS_WORDS, light
@@ -248,7 +249,7 @@ def write_report(
     ledger = for_batch(ledger, timeout_s)
     flt = flt or Filter()
     now = (now or datetime.now(UTC)).astimezone(UTC)
-    masker = masker or Masker()
+    masker = masker or new_masker()
     before = masker.counts
     sink = Sink(masker)
 

@@ -48,6 +48,7 @@ from idemview import __version__
 from idemview.domain.model import Payload
 from idemview.evidence import cells
 from idemview.masking.masker import Masker, normalize_name
+from idemview.masking.visible import HiddenRows
 
 __all__ = [
     "COLUMN_KINDS",
@@ -64,7 +65,7 @@ __all__ = [
 
 COLUMN_KINDS = ("text", "integer", "number", "instant", "naive_instant", "boolean", "json")
 MANIFEST_FORMAT = "idemview-evidence-manifest/1"
-_RESERVED = frozenset({"format", "tool", "exported_at", "columns", "row_count", "masking", "csv"})
+_RESERVED = frozenset({"format", "tool", "exported_at", "columns", "row_count", "masking", "csv", "hidden_characters"})
 # Connection fields that must never reach a manifest (DESIGN §7: never a user name or password).
 _LEDGER_FORBIDDEN = frozenset(
     {
@@ -808,6 +809,7 @@ def write_evidence(
     ncols = len(cols)
     names = [c.name for c in cols]
     vecs = [_make_column_formatter(c, masker, null_literal) for c in cols]
+    hidden = HiddenRows()
     tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=directory)
@@ -848,6 +850,7 @@ def write_evidence(
                 out = [b(vec(vals)) for vec, b, vals in zip(vecs, bare, columns_in, strict=True)]
                 del columns_in
                 k = len(out[0])
+                hidden.note(out, n)
                 chars = sum(sum(map(len, col)) for col in out)
                 w.writerows(zip(*out, strict=True))
                 del out
@@ -873,6 +876,8 @@ def write_evidence(
         counts = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
 
         doc = _build_manifest(manifest, cols, n, masker, counts, base, sha, size, excel, null_literal)
+        if hidden.count:  # only then: a manifest without such rows is unchanged
+            doc["hidden_characters"] = hidden.describe()
         mtext = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
         done, tmp = tmp, None  # from here publish_with_manifest owns (and cleans up) the finished file
         publish_with_manifest(done, mtext.encode("utf-8"), final, overwrite=overwrite)

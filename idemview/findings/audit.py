@@ -15,7 +15,6 @@ grid's keys are).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -24,7 +23,7 @@ from sqlalchemy.types import TypeDecorator
 
 from idemview.domain.model import Finding, FindingKind, Severity
 from idemview.findings.rules import FindingRule
-from idemview.masking.masker import CREDENTIAL_KINDS, Masker, MaskRules
+from idemview.masking.masker import CREDENTIAL_KINDS, Masker
 
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy.engine import Connection
@@ -105,8 +104,9 @@ def _audit_masker() -> Masker:
     field names, but not ``named_value`` (a "label: value" inside free text): masking errs on the safe
     side there ("CardError: declined" is masked as a card), and an audit that claims a ledger keeps card
     numbers must not."""
-    rules = MaskRules.default()
-    return Masker(rules=replace(rules, detectors=rules.detectors - {"named_value"}))
+    from idemview.config import new_masker
+
+    return new_masker(without=frozenset({"named_value"}))
 
 
 class SecretAtRest(FindingRule):

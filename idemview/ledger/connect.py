@@ -23,6 +23,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
+from idemview.domain import jsontext
 from idemview.errors import CannotConnect, InputError
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
 from idemview.ledger.driver_options import check_url_options, driver_connect_args
@@ -162,7 +163,8 @@ def open_engine(
     forced = driver_connect_args(u)
     backend = u.get_backend_name()
     timeout_ms = int(statement_timeout_s * 1000)
-    kw: dict = {"pool_pre_ping": True}
+    # JSON columns (PostgreSQL json/jsonb, MySQL JSON) parsed through the one bounded parser.
+    kw: dict = {"pool_pre_ping": True, "json_deserializer": jsontext.loads_or_text}
     try:
         if backend == "sqlite":
             db = u.database or ""

@@ -8,7 +8,6 @@ values of a column. Findings are computed by :mod:`idemview.findings.engine` on 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from sqlalchemy.sql.elements import Null
 from sqlalchemy.sql.expression import ColumnElement, CompoundSelect, Select
 from sqlalchemy.types import TypeDecorator
 
+from idemview.domain import jsontext
 from idemview.domain.filters import Filter
 from idemview.domain.model import Attempt, Operation, Outcome, Payload, Status
 from idemview.layouts.layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
@@ -111,7 +111,7 @@ def decode_payload(value: Any, encoding: str | None) -> Payload | None:
         if isinstance(value, (dict, list, int, float, bool)):
             return Payload("json", value, size=None)
         try:
-            return Payload("json", json.loads(value), size=len(value))
+            return Payload("json", jsontext.loads(value), size=len(value))
         except (ValueError, TypeError) as e:
             return Payload("json", str(value), size=len(str(value)), problem=f"broken JSON: {e}")
     return Payload("text", str(value), size=len(str(value)))
@@ -1153,7 +1153,7 @@ def _json_list(cell: Any) -> list | None:
     if isinstance(cell, (bytes, bytearray, memoryview)):
         cell = bytes(cell).decode("utf-8", "replace")
     try:
-        v = json.loads(cell)
+        v = jsontext.loads(cell)
     except (ValueError, TypeError):
         return None
     return v if isinstance(v, list) else None

@@ -62,6 +62,7 @@ from operator import methodcaller
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from idemview.domain import jsontext
 from idemview.domain.model import FindingKind, Status
 from idemview.layouts.kv import NOT_CHECKABLE, KvLayout, all_kv_presets, load_kv_layout
 from idemview.layouts.layout import AttemptsSpec, Layout, LayoutError, StatusSource, load_preset
@@ -373,8 +374,10 @@ def decode_value(kv: KvLayout, raw) -> Any:
         }
     if kv.encoding == "json" and _orjson is not None and isinstance(raw, bytes):
         try:  # straight from the bytes (the common case)
-            v = _orjson.loads(raw)
+            v = jsontext.loads(raw, _orjson.loads)
             return v if isinstance(v, dict) else None
+        except jsontext.JSONTooDeep:
+            return None  # counted undecodable, the rest of the snapshot is read
         except _orjson.JSONDecodeError:
             pass  # not UTF-8, NaN...: decoded leniently below
     text = bytes(raw).decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
@@ -398,10 +401,12 @@ _SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str).enco
 def _loads(text):
     if _orjson is not None:
         try:
-            return _orjson.loads(text)
+            return jsontext.loads(text, _orjson.loads)
+        except jsontext.JSONTooDeep:
+            raise
         except _orjson.JSONDecodeError:
             pass  # orjson is stricter (NaN, lone surrogates): the stdlib decides
-    return json.loads(text)
+    return jsontext.loads(text)
 
 
 def _dumps_sorted(v) -> str:

@@ -7,7 +7,11 @@ A value leaving the database is masked by two kinds of rule, both plain data in 
 * **value detectors** — secrets recognised by their shape wherever they appear, free text included: JWTs,
   ``Bearer``/``Basic`` credentials, provider API keys, passwords and token parameters in URLs/DSNs,
   ``name=value`` / ``"name": value`` pairs with a sensitive name, card numbers passing Luhn, IBANs
-  passing mod-97, e-mail addresses and phone numbers.
+  passing mod-97, e-mail addresses and phone numbers; also inside encodings (percent/form-encoded
+  tokens, JSON ``\\uXXXX`` escapes: ``percent_encoded``), XML elements with a sensitive name
+  (``<wsse:Password>``: ``xml_element``), PostgreSQL ``Key (col)=(val)`` details (``key_detail``) and
+  ``-u user:pass`` command lines (``command_line``). The detectors are measured against a generated
+  corpus (``tests/masking_corpus.py``; ``make bench-masking`` prints precision and recall per kind).
 
 A masked value becomes a tag ``[kind#xxxxxx]``: the kind, and the first 6 hex digits of
 HMAC-SHA256(value) under a key that is random per :class:`Masker` and never stored. Equal values give
@@ -33,6 +37,7 @@ Choices about names (deliberate, tested):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -47,7 +52,9 @@ from types import MappingProxyType
 from typing import Any
 from uuid import UUID
 
+from idemview.domain.jsontext import MAX_JSON_DEPTH
 from idemview.domain.model import Payload
+from idemview.masking.visible import visible
 
 __all__ = [
     "CREDENTIAL_KINDS",
@@ -98,6 +105,7 @@ CREDENTIAL_KINDS: frozenset[str] = frozenset(
 #: Built-in detectors. Only the personal-data ones may be switched off by configuration;
 #: credential detectors are always on (credentials are never revealed, DESIGN §6).
 DETECTORS: tuple[str, ...] = (
+    "percent_encoded",
     "private_key",
     "url_password",
     "url_param",
@@ -110,6 +118,9 @@ DETECTORS: tuple[str, ...] = (
     "ssn",
     "card",
     "named_value",
+    "xml_element",
+    "key_detail",
+    "command_line",
 )
 OPTIONAL_DETECTORS: frozenset[str] = frozenset({"email", "iban", "card", "phone", "ssn"})
 
@@ -142,6 +153,8 @@ _FIELD_WORDS: dict[str, str] = {
     "apikey": "api_key",
     "api_token": "api_key",
     "access_key": "api_key",
+    "account_key": "api_key",  # Azure storage connection strings: AccountKey=...
+    "shared_access_key": "api_key",  # Azure Service Bus / Event Hubs: SharedAccessKey=...
     "private_key": "private_key",
     "secret_key": "private_key",
     "signing_key": "private_key",
@@ -207,6 +220,7 @@ _GLUED_NAMES: dict[str, str] = {
     "secretaccesskey": "aws_secret",
     "apikey": "api_key",
     "accesskey": "api_key",
+    "accountkey": "api_key",
     "secretkey": "private_key",
     "privatekey": "private_key",
     "accesstoken": "token",
@@ -385,6 +399,10 @@ class MaskRules:
     detectors: frozenset[str]
     patterns: tuple[PatternRule, ...] = ()
     keep_card_last4: bool = True
+    #: Where these rules came from: ``""`` for the shipped defaults, else the settings file's path and
+    #: its ``[masking]`` table as read (listed in every manifest, see :meth:`describe`).
+    source: str = ""
+    config: Mapping[str, Any] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def default(cls) -> MaskRules:
@@ -401,7 +419,7 @@ class MaskRules:
         )
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None) -> MaskRules:
+    def from_config(cls, config: Mapping[str, Any] | None, source: str = "") -> MaskRules:
         """The default rules extended by a ``[masking]`` table of the config file::
 
             fields = ["member_no", {name = "tax_ref", kind = "tax_id", credential = false}]
@@ -417,7 +435,7 @@ class MaskRules:
         """
         base = cls.default()
         if not config:
-            return base
+            return base if not source else dataclasses.replace(base, source=source)
         if not isinstance(config, Mapping):
             raise ValueError("masking config must be a table")
         known = {"fields", "not_sensitive", "patterns", "disable", "keep_card_last4"}
@@ -468,6 +486,8 @@ class MaskRules:
             detectors=frozenset(detectors),
             patterns=tuple(patterns),
             keep_card_last4=bool(config.get("keep_card_last4", True)),
+            source=source,
+            config=MappingProxyType(dict(config)),
         )
 
     def classify_name(self, name: str) -> str | None:
@@ -530,6 +550,8 @@ class MaskRules:
             # whose key it is (this export's own, or the window's session key) is the manifest's masking_key
             "tag": "[kind#first 6 hex of HMAC-SHA256(value) under the masking key named in masking_key]",
         }
+        if self.source:  # the user's [masking] settings, as read (absent for the shipped defaults)
+            d["settings"] = {"file": self.source, "masking": json.loads(json.dumps(dict(self.config), default=str))}
         d["rules_sha256"] = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
         return d
 
@@ -715,15 +737,30 @@ _SHAPE = bytes(
 )
 _PROVIDER_GATE_RE = re.compile(
     r"AKIA|ASIA|gh[pousr]_|github_pat_|_live_|_test_|whsec_|xox|xapp-|AIza|ya29\.|sk-|glpat-"
-    r"|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack"
+    r"|npm_|pypi-|SG\.|key-|shpat_|hf_|hooks\.slack|SK|Q~"
 )
 _STEM_GATE_RE = re.compile(
     r"b(?:earer|asic)|token|p(?:ass|wd?|an|in|hone)|s(?:ecret|ess|sn|ig)|key|auth"
     r"|c(?:ookie|red|ard|vv|vc|sc|ode)|iban|m(?:ail|obile|sisdn)|otp"
 )
-_F_URL, _F_AT, _F_JWT, _F_PEM, _F_CARD, _F_PHONE, _F_IBAN, _F_PROV, _F_STEM, _F_AWS, _F_PHONE00, _F_SSN, _F_LABEL = (
-    1 << i for i in range(13)
-)
+(
+    _F_URL,
+    _F_AT,
+    _F_JWT,
+    _F_PEM,
+    _F_CARD,
+    _F_PHONE,
+    _F_IBAN,
+    _F_PROV,
+    _F_STEM,
+    _F_AWS,
+    _F_PHONE00,
+    _F_SSN,
+    _F_LABEL,
+    _F_PCT,
+    _F_CLI,
+    _F_JSONU,
+) = (1 << i for i in range(16))
 # AWS secret keys (40 base64 characters) need an AWS or "secret" context (on lower-cased text).
 _AWS_GATE_RE = re.compile(r"akia|asia|aws|secret")
 
@@ -746,8 +783,14 @@ def _families(text: str) -> int:
         f |= _F_PHONE
     if "-----BEGIN" in text:
         f |= _F_PEM
+    if ("%" in text and _PCT_RE.search(text) is not None) or ("+" in text and "=" in text):
+        f |= _F_PCT
+    if "\\u" in text and _JSON_U_RE.search(text) is not None:
+        f |= _F_JSONU
+    if "-u" in text or "--user" in text or "-a" in text or "-p" in text or "--pass" in text:
+        f |= _F_CLI
     low = None
-    if "=" in text or ":" in text or " " in text or not text.isprintable():
+    if "=" in text or ":" in text or " " in text or not text.isascii() or not text.isprintable():
         low = text.lower()
         if _STEM_GATE_RE.search(low) is not None:
             f |= _F_STEM
@@ -835,7 +878,7 @@ _URL_PARAM_RE = re.compile(r"[?&#;]([A-Za-z][\w.\-]{0,63})=([^&#\s\"'<>]+)")
 
 # RFC 7519 JWT / RFC 7515 JWS compact form: base64url(JSON header) starts with "eyJ" ({").
 _JWT_RE = re.compile(
-    r"(?:(?<![A-Za-z0-9_\-])|" + _ESC + r")eyJ[A-Za-z0-9_\-]{2,}\.(?:eyJ[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*){0,3}"
+    r"(?:(?<![A-Za-z0-9\-])|" + _ESC + r")eyJ[A-Za-z0-9_\-]{2,}\.(?:eyJ[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*){0,3}"
     r"|[A-Za-z0-9_\-]{2,}(?:\.[A-Za-z0-9_\-]*){1,3})"
 )
 
@@ -849,7 +892,9 @@ _PROVIDER_RE = re.compile(
     r"|(?P<google_api_key>AIza[0-9A-Za-z_\-]{35}|ya29\.[0-9A-Za-z_\-]{20,})"
     r"|(?P<api_key>sk-[A-Za-z0-9_\-]{20,}|glpat-[A-Za-z0-9_\-]{20,}|npm_[A-Za-z0-9]{36}"
     r"|pypi-AgE[A-Za-z0-9_\-]{20,}|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}|key-[0-9a-f]{32}"
-    r"|shpat_[0-9a-fA-F]{32}|hf_[A-Za-z0-9]{30,})"
+    r"|shpat_[0-9a-fA-F]{32}|hf_[A-Za-z0-9]{30,}"
+    r"|SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"  # Twilio API key SID (the key's name and half of its credential)
+    r"|[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-]))"  # Azure AD client secret
     r")"
     r"|(?<=hooks\.slack\.com/services/)(?P<slack_webhook>[A-Za-z0-9/]{20,})"
 )
@@ -860,10 +905,8 @@ _AUTH_CONTEXT_RE = re.compile(r"(?i)authori[sz]ation|auth\b|x-auth")
 
 # E-mail addresses (RFC 5322 dot-atom, minus quote characters and separators that occur in URLs).
 _EMAIL_RE = re.compile(
-    r"(?:(?<![A-Za-z0-9!#$%*+^_{|}~.\-])|"
-    + _ESC
-    + r")(?<!\\)[A-Za-z0-9!#$%*+^_{|}~\-](?:[A-Za-z0-9!#$%*+^_{|}~.\-]{0,63})"
-    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9\-])"
+    r"(?:(?<![\w!#$%*+^{|}~.\-])|" + _ESC + r")(?<!\\)[\w!#$%*+^{|}~\-](?:[\w!#$%*+^{|}~.\-]{0,63})"
+    r"@(?:[^\W_](?:[\w\-]{0,61}[^\W_])?\.)+(?:xn--[a-z0-9\-]{2,59}|[^\W\d_]{2,24})(?![\w\-])"
 )
 
 # Candidate IBAN (ISO 13616): country, 2 check digits, BBAN, optionally in groups separated by
@@ -890,7 +933,11 @@ _CARD_TEXT_RE = re.compile(r"\s*\d[\d .\-]*\d\s*")
 
 # AWS secret access key: 40 base64 characters (mixed case, with a digit, "/" or "+"), looked for only
 # in text that mentions AWS, an access key id (AKIA/ASIA) or a secret (see _F_AWS).
-_AWS_SECRET_RE = re.compile(r"(?:(?<![A-Za-z0-9/+=])|" + _ESC + r")[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+# Not inside a longer token ("~", "-", "_" or ".x" after it: a bearer token, a JWT part), which the
+# auth-scheme and JWT detectors take whole.
+_AWS_SECRET_RE = re.compile(
+    r"(?:(?<![A-Za-z0-9/+=~_\-])|" + _ESC + r")[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=~_\-]|\.[A-Za-z0-9])"
+)
 
 # US SSN "ddd-dd-dddd" (SSA: area not 000/666/9xx, group not 00, serial not 0000); dates are 4-2-2.
 _SSN_RE = re.compile(
@@ -916,8 +963,9 @@ _NANP_RE = re.compile(
 
 # name=value, name: value, "name": "value", \"name\": \"value\" (JSON in JSON), name => value.
 _KV_RE = re.compile(
-    r"(?:(?<![\w.\-])|" + _ESC + r")(?<!\\)(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\?[\"'])?[ \t]*(?:=>|[:=])[ \t]*"
-    r"(?P<val>(?P<q1>\\\"(?:[^\"\\]|\\[^\"])*?\\\")|(?P<q2>\"(?:[^\"\\\n]|\\.)*\")|(?P<q3>'[^'\n]*')"
+    r"(?:(?<![\w.\-])|" + _ESC + r")(?<!\\)(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\{0,7}[\"'])?"
+    r"(?:[ \t\u00a0\u202f\u3000]*(?:=>|[:=\uff1a\uff1d])[ \t\u00a0\u202f\u3000]*|[\u00a0\u202f]+)"
+    r"(?P<val>(?P<q0>(?P<bs>\\{3,7})\"(?:(?!(?P=bs)\").){0,4096}?(?P=bs)\")|(?P<q1>\\\"(?:[^\"\\]|\\[^\"])*?\\\")|(?P<q2>\"(?:[^\"\\\n]|\\.)*\")|(?P<q3>'[^'\n]*')"
     r"|(?P<bare>(?:(?i:bearer|basic|token)[ \t]+)?[^\s&,;\"'<>(){}\[\]]+))"
 )
 # Continuation of an unquoted credential value (see Masker._kv_value_end): characters of a word,
@@ -958,6 +1006,41 @@ _KV_SKIP_VALUES = frozenset(
 
 _PHONE_SPLIT_RE = re.compile(r"\d+")
 
+# Percent-encoding (RFC 3986 §2.1) and form encoding (WHATWG application/x-www-form-urlencoded): a
+# token holding %XX is decoded, masked, and replaced by its masked decoded form when that hid anything.
+_PCT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
+_PCT_TOKEN_MAX = 16384  # longer tokens are blobs; decoding them would triple the cost of a big cell
+_PCT_TOKEN_RE = re.compile(r"[^\s\"'<>]*(?:%[0-9A-Fa-f]{2}|\w\+\w)[^\s\"'<>]*")
+# JSON "\uXXXX" escapes of non-ASCII characters (json.dumps' default ensure_ascii): "j\u00fcrgen@..."
+# is decoded for the detectors; ASCII escapes (\u0022, controls) stay escaped so JSON text stays JSON.
+_JSON_U_RE = re.compile(
+    r"(?<!\\)\\+u(?:d[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|00[89a-f][0-9a-f]|0[1-9a-f][0-9a-f]{2}|[1-9a-f][0-9a-f]{3})",
+    re.I,
+)
+
+# XML elements whose (local) name is sensitive: <wsse:Password>...</wsse:Password> (OASIS WS-Security
+# UsernameToken), <password>...</password>; also escaped inside another document (&lt;...&gt;).
+_XML_ELEMENT_RE = re.compile(
+    r"(?:<|&lt;)(?:[A-Za-z_][\w.\-]*:)?(?P<name>[A-Za-z_][\w.\-]{0,63})(?:\s[^<>]{0,512}?)?(?:>|&gt;)"
+    r"(?P<val>(?:(?!&lt;)[^<]){1,8192}?)(?:<|&lt;)/"
+)
+
+# PostgreSQL's unique/foreign-key violation detail (src/backend/access/nbtree/nbtinsert.c,
+# ri_triggers.c): "Key (col[, col...])=(val[, val...]) already exists." / "is not present in table".
+_PG_KEY_DETAIL_RE = re.compile(
+    r"(?<![\w])\((?P<names>[^()\n]{1,512})\)=\((?P<vals>[^\n]{0,8192}?)\)"
+    r"(?=\s+(?:already exists|is not present|is still referenced|conflicts with)|\.?\s*(?:$|\\n|\"))",
+    re.M,
+)
+
+# A user and password on a command line: curl/wget/httpie ``-u user:pass`` / ``--user user:pass`` /
+# ``--user=user:pass`` (curl(1) "-u, --user <user:password>").
+# redis-cli(1) ``-a <password>`` / ``--pass <password>``; mysql(1) / mariadb ``-p<password>`` (no space:
+# "-p password" asks for it). Looked for only in text naming the client.
+_CLI_REDIS_RE = re.compile(r"(?<![\w\-])(?:-a|--pass)[ \t]+(['\"]?)(?P<pw>[^\s'\"]+)\1")
+_CLI_MYSQL_RE = re.compile(r"(?<![\w\-])-p(?P<pw>[^\s'\"\-][^\s'\"]+)")
+_CLI_USER_RE = re.compile(r"(?<![\w\-])(?:-u|--user)(?:[ \t]+|=)(['\"]?)(?P<user>[^\s:'\"]*):(?P<pw>[^\s'\"]+)\1")
+
 
 # --------------------------------------------------------------------------------------------------
 
@@ -984,11 +1067,14 @@ class Masker:
         self._text_cache: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._tag_cache: dict[tuple[str, str], str] = {}
         self._key_cache: dict[str, tuple[str, str | None, tuple[str, ...]]] = {}
+        self._pct_depth = 0  # nesting of _d_percent_encoded (decodes at most twice)
         det = self.rules.detectors
         # (detector, families that must have triggered, function), in the order they must run.
         self._steps = [
             (bits, fn)
             for name, bits, fn in (
+                ("percent_encoded", _F_JSONU, self._d_json_escapes),
+                ("percent_encoded", _F_PCT, self._d_percent_encoded),
                 ("private_key", _F_PEM, self._d_pem),
                 ("url_password", _F_URL, self._d_url_password),
                 ("url_param", _F_STEM, self._d_url_param),
@@ -1003,6 +1089,9 @@ class Masker:
                 ("ssn", _F_SSN, self._d_ssn),
                 ("named_value", _F_LABEL, self._d_labelled_number),
                 ("card", _F_CARD, self._d_card),
+                ("xml_element", _F_STEM, self._d_xml_element),
+                ("key_detail", _F_STEM, self._d_key_detail),
+                ("command_line", _F_CLI, self._d_command_line),
                 ("named_value", _F_STEM, self._d_kv),
             )
             if name in det
@@ -1194,7 +1283,10 @@ class Masker:
         elif isinstance(value, (bytes, bytearray, memoryview)):
             raw = "b:" + bytes(value).hex()
         elif isinstance(value, (dict, list, tuple)):
-            raw = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+            try:
+                raw = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+            except (RecursionError, TypeError):  # nested past the encoder's recursion; keys of mixed types
+                raw = dump_json(value, sort_keys=True)
         elif isinstance(value, datetime):
             raw = value.isoformat()
         else:
@@ -1245,6 +1337,32 @@ class Masker:
         return self._mask_text(str(value), cnt)
 
     def _mask_dict(self, d: Mapping[Any, Any], cnt: dict[str, int]) -> dict[Any, Any]:
+        return self._walk(d, cnt)
+
+    def _mask_list(self, seq, cnt: dict[str, int]) -> list[Any]:
+        return self._walk(seq, cnt)
+
+    def _walk(self, root: Any, cnt: dict[str, int]) -> Any:
+        """Mask a parsed JSON value (dicts, lists, tuples, Mappings) by a loop over an explicit stack,
+        never recursion on the data: any nesting is walked in constant Python stack. Containers more
+        than :data:`MAX_MASK_DEPTH` levels down are serialised to JSON text (iteratively too) and that
+        text is masked as one value: shown, bounded, never a crash (issue 19 item 11)."""
+        holder: list[Any] = [None]
+        # (source container, where its copy goes, slot there, depth)
+        stack: list[tuple[Any, Any, Any, int]] = [(root, holder, 0, 0)]
+        pop, push = stack.pop, stack.append
+        while stack:
+            src, parent, slot, depth = pop()
+            if depth >= MAX_MASK_DEPTH:
+                parent[slot] = self._mask_text(dump_json(src), cnt)
+                continue
+            if isinstance(src, Mapping):
+                parent[slot] = self._walk_dict(src, cnt, push, depth + 1)
+            else:
+                parent[slot] = self._walk_list(src, cnt, push, depth + 1)
+        return holder[0]
+
+    def _walk_dict(self, d: Mapping[Any, Any], cnt: dict[str, int], push, depth: int) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         keys = self._key_cache
         tc = self._text_cache
@@ -1256,7 +1374,11 @@ class Masker:
                 hdr_kind = self.column_kind(nm)
         for k, v in d.items():
             if type(k) is not str:
-                out[k] = self._mask_value(v, None, cnt)
+                if _is_container(v):
+                    out[k] = None
+                    push((v, out, k, depth))
+                else:
+                    out[k] = self._mask_value(v, None, cnt)
                 continue
             ki = keys.get(k)
             if ki is None:
@@ -1289,25 +1411,41 @@ class Masker:
                             cnt[kk] = cnt.get(kk, 0) + 1
                     out[mk] = hit[0]
             elif type(v) is int or type(v) is float:
-                out[mk] = v
-            elif type(v) is dict:
-                out[mk] = self._mask_dict(v, cnt)
+                out[mk] = v if v < _CARD_MIN or not _card_number(v) else self._tag_number(v, cnt)
+            elif _is_container(v):
+                out[mk] = None  # the slot keeps the key order; filled when the stack reaches it
+                push((v, out, mk, depth))
             else:
                 out[mk] = self._mask_value(v, None, cnt)
         return out
 
-    def _mask_list(self, seq, cnt: dict[str, int]) -> list[Any]:
+    def _walk_list(self, seq, cnt: dict[str, int], push, depth: int) -> list[Any]:
         # [name, value] header pairs: [["Authorization", "Bearer ..."], ["Cookie", "sid=..."]]
         if len(seq) == 2 and isinstance(seq[0], str) and seq[1] is not None:
             kind = self.column_kind(seq[0])
             if kind is not None:
                 return [self._mask_text(seq[0], cnt), self._tag_whole(kind, seq[1], cnt)]
-        return [self._mask_value(v, None, cnt) for v in seq]
+        out: list[Any] = []
+        for v in seq:
+            if (type(v) is int or type(v) is float) and v >= _CARD_MIN and _card_number(v):
+                out.append(self._tag_number(v, cnt))
+            elif _is_container(v):
+                out.append(None)
+                push((v, out, len(out) - 1, depth))
+            else:
+                out.append(self._mask_value(v, None, cnt))
+        return out
+
+    def _tag_number(self, v: int | float, cnt: dict[str, int]) -> str:
+        """A JSON number that is a card number (issue 19: ``{"n": 4111111111111111}``), as its tag."""
+        cnt["card"] = cnt.get("card", 0) + 1
+        return self._tag("card", str(int(v)))
 
     # ------------------------------------------------------------------ text
 
     def _mask_text(self, text: str, cnt: dict[str, int]) -> str:
-        short = len(text) <= self._TEXT_CACHE_LEN
+        # Inside a percent-decoding step the result depends on its depth: never cached then.
+        short = len(text) <= self._TEXT_CACHE_LEN and not self._pct_depth
         if short:
             hit = self._text_cache.get(text)
             if hit is not None:
@@ -1358,6 +1496,125 @@ class Masker:
                 return g[: s - base] + self._tag(kind, m.string[s:e]) + g[e - base :]
 
             text = rx.sub(repl, text)
+        return text
+
+    def _d_percent_encoded(self, text: str, found: list[str]) -> str:
+        """Tokens holding ``%XX``: decoded (form ``+`` as space), masked with every detector, and
+        replaced by the masked decoded text when that hid something (``next=postgres%3A%2F%2Fu%3Apw%40h``
+        becomes ``next=postgres://u:[password#…]@h``); left as written otherwise. Decoding twice at
+        most (doubly encoded parameters); what decodes to the same text is left alone."""
+        from urllib.parse import unquote_plus
+
+        depth = self._pct_depth
+        if depth >= 2:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            tok = m.group()
+            if len(tok) > _PCT_TOKEN_MAX:  # a blob (base64 with "+"), not a URL or a form: as written
+                return tok
+            dec = unquote_plus(tok)
+            if dec == tok:
+                return tok
+            self._pct_depth = 2  # the token as written, not decoded: if that finds a secret, keep it so
+            try:
+                plain: dict[str, int] = {}
+                self._mask_text(tok, plain)
+            finally:
+                self._pct_depth = depth
+            if plain:
+                return tok  # masked as written by the steps after this one ("AccountKey=ab+cd==")
+            sub: dict[str, int] = {}
+            self._pct_depth = depth + 1
+            try:
+                out = self._mask_text(dec, sub)
+            finally:
+                self._pct_depth = depth
+            if not sub:
+                return tok
+            found.extend(k for k, n in sub.items() for _ in range(n))
+            return out
+
+        return _PCT_TOKEN_RE.sub(repl, text)
+
+    def _d_json_escapes(self, text: str, found: list[str]) -> str:
+        """``\\uXXXX`` escapes of non-ASCII characters decoded (JSON text written with ensure_ascii),
+        so the detectors see ``jürgen@müller.de`` or ``password\\u00a0x`` as written; the decoded text
+        is kept only when it hid something (it is still valid JSON: only non-ASCII is decoded)."""
+
+        def dec(m: re.Match[str]) -> str:
+            esc = "\\" + m.group().lstrip("\\")  # any depth of JSON-in-JSON: one escape level
+            return esc.encode("ascii").decode("unicode_escape").encode("utf-16", "surrogatepass").decode("utf-16")
+
+        decoded = _JSON_U_RE.sub(dec, text)
+        scratch: dict[str, int] = {}
+        out = self._mask_text(decoded, scratch)
+        if not scratch:
+            return text
+        found.extend(k for k, n in scratch.items() for _ in range(n))
+        return out
+
+    def _d_xml_element(self, text: str, found: list[str]) -> str:
+        if "<" not in text and "&lt;" not in text:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            kind = self.column_kind(m.group("name"))
+            vs = m.start("val")
+            if kind is None or _at_tag(m.string, vs) or not m.group("val").strip():
+                return m.group()
+            found.append(kind)
+            base = m.start()
+            return m.group()[: vs - base] + self._tag(kind, m.group("val")) + m.group()[m.end("val") - base :]
+
+        return _XML_ELEMENT_RE.sub(repl, text)
+
+    def _d_key_detail(self, text: str, found: list[str]) -> str:
+        if ")=(" not in text:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            names = [n.strip() for n in m.group("names").split(",")]
+            kinds = [self.column_kind(n) for n in names]
+            if not any(kinds):
+                return m.group()
+            raw = m.group("vals")
+            vals = raw.split(", ")
+            base = m.start()
+            head = m.group()[: m.start("vals") - base]
+            if len(vals) != len(names):  # a value holding ", ": the whole tuple as one
+                first = next(k for k in kinds if k)
+                found.append(first)
+                return head + self._tag(first, raw) + ")"
+            out = []
+            for kind, v in zip(kinds, vals, strict=True):
+                if kind is None or _at_tag(v, 0):
+                    out.append(v)
+                else:
+                    found.append(kind)
+                    out.append(self._tag(kind, v))
+            return head + ", ".join(out) + ")"
+
+        return _PG_KEY_DETAIL_RE.sub(repl, text)
+
+    def _d_command_line(self, text: str, found: list[str]) -> str:
+        def repl(m: re.Match[str]) -> str:
+            if _at_tag(m.string, m.start("pw")):
+                return m.group()
+            found.append("password")
+            base = m.start()
+            return (
+                m.group()[: m.start("pw") - base]
+                + self._tag("password", m.group("pw"))
+                + m.group()[m.end("pw") - base :]
+            )
+
+        text = _CLI_USER_RE.sub(repl, text)
+        low = text.lower()
+        if "redis-cli" in low:
+            text = _CLI_REDIS_RE.sub(repl, text)
+        if "mysql" in low or "mariadb" in low:
+            text = _CLI_MYSQL_RE.sub(repl, text)
         return text
 
     def _d_pem(self, text: str, found: list[str]) -> str:
@@ -1581,7 +1838,10 @@ class Masker:
         while m is not None:
             kind = self.column_kind(m.group("name"))
             vs, ve = m.span("val")
-            if m.group("q1") is not None:
+            if m.group("q0") is not None:  # JSON in JSON in JSON: \\\"value\\\"
+                w = len(m.group("bs")) + 1
+                vs, ve = vs + w, ve - w
+            elif m.group("q1") is not None:
                 vs, ve = vs + 2, ve - 2
             elif m.group("bare") is None:
                 vs, ve = vs + 1, ve - 1
@@ -1710,6 +1970,64 @@ def _at_tag(s: str, i: int) -> bool:
     return s.startswith("[", i) and TAG_RE.match(s, i) is not None
 
 
+_CARD_MIN = 10**12
+
+#: Nesting the masker keeps as structure; deeper containers become their masked JSON text. The same
+#: bound as the parser's (:data:`idemview.domain.jsontext.MAX_JSON_DEPTH`), for values that did not come
+#: through it (API callers, driver-parsed columns).
+MAX_MASK_DEPTH = MAX_JSON_DEPTH
+
+
+def _is_container(v: Any) -> bool:
+    t = type(v)
+    return t is dict or t is list or t is tuple or (t is not str and isinstance(v, (Mapping, list, tuple)))
+
+
+def dump_json(value: Any, *, sort_keys: bool = False) -> str:
+    """Compact JSON text of a value of any nesting, by a loop (``json.dumps`` recurses per level and
+    fails past ~1000). Scalars as ``json.dumps`` writes them (``default=str`` for other objects)."""
+    enc = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":")).encode
+    parts: list[str] = []
+    # items: a value to write, or a literal string marker (closing brackets, separators)
+    stack: list[tuple[bool, Any]] = [(False, value)]
+    while stack:
+        literal, v = stack.pop()
+        if literal:
+            parts.append(v)
+            continue
+        if isinstance(v, Mapping):
+            items = sorted(v.items(), key=lambda kv: str(kv[0])) if sort_keys else list(v.items())
+            parts.append("{")
+            stack.append((True, "}"))
+            for n, (k, x) in enumerate(reversed(items)):
+                stack.append((False, x))
+                sep = "" if n == len(items) - 1 else ","
+                stack.append((True, sep + enc(k if isinstance(k, str) else str(k)) + ":"))
+        elif isinstance(v, (list, tuple)):
+            parts.append("[")
+            stack.append((True, "]"))
+            for n, x in enumerate(reversed(v)):
+                stack.append((False, x))
+                if n != len(v) - 1:
+                    stack.append((True, ","))
+        else:
+            parts.append(enc(v))
+    return "".join(parts)
+
+
+def _card_number(v: int | float) -> bool:
+    """A JSON number (int, or a float holding an integer exactly) of 13-19 digits with a card
+    issuer's prefix and a valid Luhn sum: a card number stored as a number, not as text."""
+    if type(v) is float:
+        if not v.is_integer() or v >= 1e19:
+            return False
+        v = int(v)
+    if v >= 10**19:
+        return False
+    d = str(v)
+    return _iin_plausible(d) and luhn_valid(d)
+
+
 def _card_spans(run: str) -> Iterable[tuple[int, int]]:
     """Spans inside a digit run that are card numbers: 13-19 digits, plausible issuer prefix, Luhn
     valid, and either unseparated or grouped like a printed card (4-4-4-4[-3], 4-6-5, 4-6-4)."""
@@ -1761,17 +2079,17 @@ class MaskingLogFilter(logging.Filter):
 
     def __init__(self, masker: Masker | None = None, name: str = "") -> None:
         super().__init__(name)
-        self.masker = masker if masker is not None else Masker()
+        self.masker = masker  # None: the process-wide message masker (configured rules), at each record
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "_idemview_masked", False):
             return True
-        mask = self.masker.mask_message
+        mask = (self.masker if self.masker is not None else message_masker()).mask_message
         try:
             msg = record.getMessage()
         except Exception:  # bad format args: mask what we have rather than drop the record
             msg = f"{record.msg} {record.args!r}"
-        record.msg = mask(msg)
+        record.msg = visible(mask(msg), "\n\t")  # the display sink: no terminal escape reaches a handler
         record.args = None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
@@ -1898,11 +2216,31 @@ def _scrub_known(masker: Masker, text: str) -> str:
     return text
 
 
+_RULES_HOOK: Callable[[], MaskRules] | None = None
+
+
+def set_rules_source(hook: Callable[[], MaskRules] | None) -> None:
+    """Register where the configured rules come from (``idemview.config.masking_rules``, which reads the
+    settings file: a layer above this one). The message masker is rebuilt with them on next use."""
+    global _RULES_HOOK, _MESSAGE_MASKER
+    _RULES_HOOK = hook
+    _MESSAGE_MASKER = None
+
+
 def message_masker() -> Masker:
-    """The process-wide Masker for messages (errors, banners, logs); random key, never stored."""
+    """The process-wide Masker for messages (errors, banners, logs); random key, never stored. Its rules
+    are the configured ones (:func:`set_rules_source`), so a user's ``[masking]`` patterns reach every
+    error, banner and log line too; a settings file that cannot be read leaves the shipped rules here
+    (the command that needed them reports the file's error)."""
     global _MESSAGE_MASKER
-    if _MESSAGE_MASKER is None:
-        _MESSAGE_MASKER = Masker()
+    rules = None
+    if _RULES_HOOK is not None:
+        try:
+            rules = _RULES_HOOK()
+        except ValueError:
+            rules = None
+    if _MESSAGE_MASKER is None or (rules is not None and _MESSAGE_MASKER.rules is not rules):
+        _MESSAGE_MASKER = Masker(rules)
     return _MESSAGE_MASKER
 
 
@@ -1920,7 +2258,7 @@ def install_log_masking(masker: Masker | None = None) -> None:
     logger, and a record factory that masks records as they are made (so handlers added later, and
     records of any logger, are masked too). Idempotent."""
     global _LOG_INSTALLED
-    flt = MaskingLogFilter(masker or message_masker())
+    flt = MaskingLogFilter(masker)
     root = logging.getLogger()
     for h in root.handlers:
         if not any(isinstance(f, MaskingLogFilter) for f in h.filters):

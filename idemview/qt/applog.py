@@ -37,9 +37,9 @@ class MaskingFormatter(logging.Formatter):
     def __init__(self, fmt: str, masker=None):
         super().__init__(fmt)
         if masker is None:
-            from idemview.masking.masker import Masker
+            from idemview.config import new_masker
 
-            masker = Masker()
+            masker = new_masker()
         self._m = masker
 
     def format(self, record: logging.LogRecord) -> str:

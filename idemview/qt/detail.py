@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from idemview.domain.model import Finding, Operation, Payload
+from idemview.masking.visible import LINE_BREAKS, visible
 from idemview.qt import theme
 from idemview.qt.models import AttemptsModel
 from idemview.qt.timeline import TimelineWidget
@@ -251,7 +252,7 @@ class OperationDetail(QWidget):
             from dataclasses import replace
 
             rec = replace(rec, **{w[1]: v for w, v in self._revealed.items() if w[0] == "op"})
-        self.title.setText(rec.key if rec else "(operation not found)")
+        self.title.setText(visible(rec.key) if rec else "(operation not found)")
         if rec is None:
             self.header.setText("This operation is no longer in the ledger (it may have been purged).")
         else:
@@ -305,8 +306,8 @@ class OperationDetail(QWidget):
                 if w[0] == "payload" and w[1] == name.lower():
                     shown = json.dumps(v, ensure_ascii=False)[1:-1] if p is not None and p.encoding == "json" else v
                     text = text.replace(w[2], shown)
-            self.viewers[name].setPlainText(text)
-        self.viewers["Records"].setPlainText(self._records_text(d.records))
+            self.viewers[name].setPlainText(visible(text, LINE_BREAKS))
+        self.viewers["Records"].setPlainText(visible(self._records_text(d.records), LINE_BREAKS))
 
     EFFECTS_SHOWN = 10
 
@@ -444,7 +445,7 @@ class OperationDetail(QWidget):
 
     def _copy_key(self):
         if self.detail and self.detail.records:
-            QGuiApplication.clipboard().setText(self.detail.records[0].key)
+            QGuiApplication.clipboard().setText(visible(self.detail.records[0].key))
 
     # ----------------------------------------------------------------------------- reveal one cell
 

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from idemview.domain.actions import ACTIONS
 from idemview.domain.filters import Filter
 from idemview.domain.model import DEFAULT_SEVERITY, LEDGER_KINDS, FindingKind, Status
+from idemview.masking.visible import visible
 from idemview.qt import theme
 from idemview.qt.flow import FlowLayout
 
@@ -370,7 +371,7 @@ class FilterBar(QWidget):
 
     def _update_sentence(self):
         # Filter.sentence() in the zone shown: the manifest records this one beside the UTC sentence.
-        self.sentence.setText(self.filter().sentence(theme.TIME.zone(), theme.TIME.tz()))
+        self.sentence.setText(visible(self.filter().sentence(theme.TIME.zone(), theme.TIME.tz())))
 
     def sentence_text(self) -> str:
         return self.sentence.text()

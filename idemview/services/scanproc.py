@@ -71,11 +71,11 @@ def scan_process_main(
     of ``batch`` with explanations masked by a :class:`Masker` on ``key``. Never raises: every failure
     is sent as a masked message. ``gate`` (a multiprocessing Event, tests only) holds the scan until set.
     """
-    from idemview.masking.masker import Masker
+    from idemview.config import new_masker
 
     if gate is not None:
         gate.wait()
-    masker = Masker(key=key)
+    masker = new_masker(key=key)
     try:
         from idemview.findings.engine import FindingEngine
         from idemview.ledger.connect import open_engine

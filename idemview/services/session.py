@@ -15,20 +15,17 @@ from typing import Any
 
 from sqlalchemy.engine import URL, Engine, make_url
 
+from idemview.config import new_masker
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Operation, Severity, Status
 from idemview.findings.engine import FindingEngine
 from idemview.layouts.layout import Layout, load_layout
 from idemview.ledger.connect import open_engine, safe_url, session_is_read_only
 from idemview.ledger.reader import Histogram, Ledger, Page, find_operations, histogram, time_span
+from idemview.masking.visible import visible
 from idemview.services.cancel import CancelToken, watch_engine
 
 UTC = UTC
-
-try:  # the masking engine lands from its own branch; the GUI never shows a value without it
-    from idemview.masking.masker import Masker
-except ImportError:  # pragma: no cover - only before the masking branch is merged
-    Masker = None  # type: ignore[assignment]
 
 
 class SharedMasker:
@@ -38,29 +35,30 @@ class SharedMasker:
     across every view (grid, detail, clipboard), so one instance is used behind a lock."""
 
     def __init__(self):
-        if Masker is None:
-            raise RuntimeError("idemview.masking.masker is missing: the GUI will not show unmasked values")
         import secrets
 
         # The session's tag key: random, kept in memory only (never stored, logged or pickled). It is
         # shared with an export started from this window and with the findings process, so a tag on
         # screen is the same tag in the file (DESIGN §6: "equal within one session or export").
         self.__key = secrets.token_bytes(32)
-        self._m = Masker(key=self.__key)
+        self._m = new_masker(key=self.__key)
         self._lock = threading.Lock()
 
     def export_masker(self):
         """A fresh :class:`Masker` with this session's key: same tags as the screen, counts of its own
         (an export's manifest counts only what that export masked)."""
-        return Masker(key=self.__key)
+        return new_masker(key=self.__key)
 
     def process_key(self) -> bytes:
         """The session key, for a child process of this session (sent over its pipe, never stored)."""
         return self.__key
 
     def value(self, v: Any, column: str | None = None) -> Any:
+        """A value masked; a text result also through the display sink (structures are rendered, and
+        sunk, by the view that shows them)."""
         with self._lock:
-            return self._m.mask_value(v, column)
+            out = self._m.mask_value(v, column)
+        return visible(out, "\n\t") if isinstance(out, str) else out
 
     def text(self, v: Any, column: str | None = None) -> str:
         """A cell as display text, masked (``—`` for NULL)."""
@@ -68,13 +66,13 @@ class SharedMasker:
             return "—"
         with self._lock:
             out = self._m.mask_value(v if isinstance(v, str) else str(v), column)
-        return out if isinstance(out, str) else str(out)
+        return visible(out)  # the display sink: control, bidi and invisible characters escaped
 
     def free_text(self, s: str) -> str:
         """Free text the GUI shows (explanations, banners, status lines): every detector, plus what
         messages need — secrets this process knows and ``user:password@host`` shapes (issue #9)."""
         with self._lock:
-            return self._m.mask_message(s)
+            return visible(self._m.mask_message(s), "\n\t")
 
     def is_credential(self, column: str | None, value: Any) -> bool:
         with self._lock:

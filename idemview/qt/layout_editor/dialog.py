@@ -50,6 +50,7 @@ from PySide6.QtWidgets import (
 )
 from sqlalchemy.engine import Engine
 
+from idemview.config import new_masker
 from idemview.domain.actions import ACTIONS, ActionRuleError, ActionRules
 from idemview.domain.model import FindingKind
 from idemview.layouts.draft import AttemptsDraft, ExpiryDraft, LayoutDraft, StatusDraft, TimeDraft, ValueDraft
@@ -154,7 +155,7 @@ class LayoutEditor(QDialog):
         self.connection_id = connection_id
         self.save_path = Path(save_path) if save_path else None
         self.now = now
-        self.masker = masker or Masker()
+        self.masker = masker or new_masker()
         self.tables: list[TableInfo] = []
         self._draft = LayoutDraft.from_model(blank_model())  # what the widgets do not show is kept here
         self._loading = False
