@@ -129,10 +129,15 @@ class WindowGroup:
     @property
     def label(self) -> str:
         """The kind as shown: ``(no kind)`` when the layout maps none or the value is NULL, ``(empty
-        kind)`` for an empty text (a group of its own: NULL and '' are different values)."""
+        kind)`` for an empty text (a group of its own: NULL and '' are different values). Characters
+        that are not printable (control characters, newlines, bidi overrides such as U+202E) are shown
+        escaped as ``scan`` shows keys (``\\x1b``, ``\\u202e``): a kind is ledger data and must not
+        move the cursor, forge a line of output or reverse the text after it."""
         if self.kind is None:
             return "(no kind)"
-        return self.kind if self.kind != "" else "(empty kind)"
+        if self.kind == "":
+            return "(empty kind)"
+        return self.kind if self.kind.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in self.kind)
 
     @property
     def sentence_rest(self) -> str:

@@ -215,7 +215,7 @@ def test_undecodable_text_times_on_sqlite(sqlite_db):
         g = measure_windows(led, NOW).groups[0]
     finally:
         eng.dispose()
-    # b keeps one readable start: its span is 0 (a single readable time), a is 100 s
+    # b keeps one readable start: no span (one time is no span), a is 100 s
     assert (g.operations, g.partly_unreadable, g.unreadable) == (2, 1, 0)
     assert g.max == pytest.approx(100, abs=1e-3) and g.verdict == "enough"
 

@@ -98,3 +98,19 @@ def test_duration_words_signs_and_rounding():
     assert duration_words(-90) == "-90 s"
     # 59 min 36 s rounds to an hour: "1 h", not "60 min"
     assert duration_words(3576) == "1 h" and duration_words(3569) == "59 min"
+
+
+def test_control_and_bidi_characters_in_a_kind_are_shown_escaped(sqlite_db, capsys):
+    from idemview.cli import main
+
+    w, path = sqlite_db
+    r = _Rows()
+    r.op("evil\x1b[2J\nfake.kind: [enough]", "x-1", T0, H, [0, 2 * H])  # a forged second line
+    r.op("pay\u202ement.capture", "x-2", T0, H, [0, 60])  # right-to-left override
+    r.load(w)
+    assert main(["windows", path, "--layout", "idemview", "--now", "2026-05-03T12:00:00Z"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "evil\\x1b[2J\\nfake.kind: [enough]  [too_short]" in out
+    assert not any(line.startswith("fake.kind") for line in out.splitlines())
+    assert "  pay\\u202ement.capture: window 1 h; every retry came within it" in out
