@@ -135,9 +135,10 @@ class WindowGroup:
         move the cursor, forge a line of output or reverse the text after it."""
         if self.kind is None:
             return "(no kind)"
-        if self.kind == "":
+        k = self.kind if isinstance(self.kind, str) else str(self.kind)  # a kind column may be numeric
+        if k == "":
             return "(empty kind)"
-        return self.kind if self.kind.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in self.kind)
+        return k if k.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in k)
 
     @property
     def sentence_rest(self) -> str:
