@@ -736,8 +736,8 @@ def _sentence(g: WindowGroup) -> str:
         parts = [head]
         if g.over_retried and g.retried:
             parts.append(
-                f"{_pct(g.over_retried, g.retried)} of retries came later, the latest {duration_words(g.max)} after the "
-                f"first attempt"
+                f"{_pct(g.over_retried, g.retried)} of retries came later, the latest {duration_words(g.max)} "
+                f"after the first attempt"
             )
         if g.late:
             parts.append(
