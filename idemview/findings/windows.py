@@ -44,6 +44,7 @@ from sqlalchemy.sql.expression import ColumnElement
 from idemview.ledger.dialects import POSTGRESQL
 from idemview.ledger.reader import Ledger
 from idemview.ledger.times import iso
+from idemview.masking.visible import visible
 
 UTC = UTC
 
@@ -131,14 +132,14 @@ class WindowGroup:
         """The kind as shown: ``(no kind)`` when the layout maps none or the value is NULL, ``(empty
         kind)`` for an empty text (a group of its own: NULL and '' are different values). Characters
         that are not printable (control characters, newlines, bidi overrides such as U+202E) are shown
-        escaped as ``scan`` shows keys (``\\x1b``, ``\\u202e``): a kind is ledger data and must not
-        move the cursor, forge a line of output or reverse the text after it."""
+        escaped by the display sink's rule (:func:`idemview.masking.visible.visible`: ``\\u001b``,
+        ``\\u202e``), newlines included: a kind is one line of ledger data and must not forge another."""
         if self.kind is None:
             return "(no kind)"
         k = self.kind if isinstance(self.kind, str) else str(self.kind)  # a kind column may be numeric
         if k == "":
             return "(empty kind)"
-        return k if k.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in k)
+        return visible(k)  # line breaks too: the stdout sink keeps them, and a kind is one line
 
     @property
     def sentence_rest(self) -> str:

@@ -111,6 +111,6 @@ def test_control_and_bidi_characters_in_a_kind_are_shown_escaped(sqlite_db, caps
     assert main(["windows", path, "--layout", "idemview", "--now", "2026-05-03T12:00:00Z"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\u202e" not in out
-    assert "evil\\x1b[2J\\nfake.kind: [enough]  [too_short]" in out
+    assert "evil\\u001b[2J\\u000afake.kind: [enough]  [too_short]" in out
     assert not any(line.startswith("fake.kind") for line in out.splitlines())
     assert "  pay\\u202ement.capture: window 1 h; every retry came within it" in out
