@@ -44,6 +44,7 @@ from sqlalchemy.sql.expression import ColumnElement
 from idemview.ledger.dialects import POSTGRESQL
 from idemview.ledger.reader import Ledger
 from idemview.ledger.times import iso
+from idemview.masking.visible import visible
 
 UTC = UTC
 
@@ -71,13 +72,16 @@ def suggest(largest_span_s: float | None) -> float | None:
 
 def duration_words(seconds: float | None) -> str:
     """A duration as people write a window: ``45 s``, ``12 min``, ``3 h 10 min``, ``24 h``, ``7 d``,
-    ``2 d 5 h`` (seconds; under 48 h in hours, from 48 h on in days)."""
+    ``2 d 5 h`` (seconds; under 48 h in hours, from 48 h on in days). A negative duration (a window
+    whose expiry precedes its creation) keeps its sign: ``-1 h``."""
     if seconds is None:
         return "unknown"
-    s = int(round(abs(float(seconds))))
+    if float(seconds) < 0:
+        return "-" + duration_words(-float(seconds))
+    s = int(round(float(seconds)))
     if s < 120:
         return f"{s} s"
-    if s < 3600:
+    if s < 3600 and round(s / 60) < 60:  # 3570 s is "1 h", not "60 min"
         return f"{round(s / 60)} min"
     if s < 48 * 3600:
         h, m = divmod(round(s / 60), 60)
@@ -92,6 +96,8 @@ class WindowGroup:
 
     ``operations``: operations (scope + key) of the kind; ``retried``: those with a retry span;
     ``over``: retried operations whose span reached past their own window, or that came late;
+    ``over_retried``: those of ``over`` that were retried (what "N % of retries came later" counts: a
+    late operation with a single request is no retry);
     ``late``: operations whose last request started after the key had expired (``late_max_s``: the
     most any came after it); ``unreadable``: operations none of whose times could be read (missing or
     undecodable; not judged); ``partly_unreadable``: judged on the times that could be read;
@@ -111,6 +117,7 @@ class WindowGroup:
     late: int = 0
     late_max_s: float | None = None
     over: int = 0
+    over_retried: int = 0
     verdict: str = UNKNOWN
     reason: str | None = None
     suggested_window_s: float | None = None
@@ -122,8 +129,17 @@ class WindowGroup:
 
     @property
     def label(self) -> str:
-        """The kind as shown (``(no kind)`` when the layout maps none or the value is NULL)."""
-        return self.kind if self.kind not in (None, "") else "(no kind)"
+        """The kind as shown: ``(no kind)`` when the layout maps none or the value is NULL, ``(empty
+        kind)`` for an empty text (a group of its own: NULL and '' are different values). Characters
+        that are not printable (control characters, newlines, bidi overrides such as U+202E) are shown
+        escaped by the display sink's rule (:func:`idemview.masking.visible.visible`: ``\\u001b``,
+        ``\\u202e``), newlines included: a kind is one line of ledger data and must not forge another."""
+        if self.kind is None:
+            return "(no kind)"
+        k = self.kind if isinstance(self.kind, str) else str(self.kind)  # a kind column may be numeric
+        if k == "":
+            return "(empty kind)"
+        return visible(k)  # line breaks too: the stdout sink keeps them, and a kind is one line
 
     @property
     def sentence_rest(self) -> str:
@@ -438,7 +454,8 @@ def _judged(ledger: Ledger, source: str, wsrc: str | None):
         retried = (per.c.nrec >= 2) | (per.c.ac >= 2) | (per.c.ac.is_(None) & (per.c.last > per.c.first))
     else:
         retried = per.c.nrec >= 2
-    span = case((retried & per.c.last.is_not(None), span_all), else_=_nnull())
+    # A span needs two readable times: with one (the others missing or undecodable) it is unknown, not 0.
+    span = case((retried & per.c.last.is_not(None) & (per.c.nt >= 2), span_all), else_=_nnull())
     if wsrc in ("expires_at", "ttl"):
         base = case((per.c.created.is_(None), per.c.first), else_=per.c.created)
         win = per.c.ex - base
@@ -474,6 +491,7 @@ def _kind_query(ledger: Ledger, j, exact: bool):
         func.count().label("n"),
         func.count(j.c.span).label("retried"),
         func.sum(j.c.over).label("over"),
+        func.sum(case((j.c.span.is_not(None) & (j.c.over == 1), 1), else_=0)).label("over_r"),
         func.count(j.c.late_s).label("late"),
         func.max(j.c.late_s).label("late_max"),
         func.min(j.c.span).label("span_min"),
@@ -499,7 +517,7 @@ class _Acc:
     """Per kind: the additive counts over its histogram rows, and the buckets."""
 
     def __init__(self):
-        self.n = self.retried = self.over = self.late = self.unread = self.partly = 0
+        self.n = self.retried = self.over = self.over_r = self.late = self.unread = self.partly = 0
         self.late_max = self.span_max = self.win_min = self.win_max = self.dur_max = self.lock_max = None
         self.p50 = self.p99 = None
         self.buckets: list[tuple[int, int, float, float]] = []  # (bucket, count, min, max)
@@ -508,6 +526,7 @@ class _Acc:
         self.n += int(r.n or 0)
         self.retried += int(r.retried or 0)
         self.over += int(r.over or 0)
+        self.over_r += int(r.over_r or 0)
         self.late += int(r.late or 0)
         self.unread += int(r.unread or 0)
         self.partly += int(r.partly or 0)
@@ -636,12 +655,16 @@ def _group(ledger: Ledger, kind, acc: _Acc, source, why, wsrc) -> WindowGroup:
     g.p50, g.p99, g.max = acc.percentile(0.5), acc.percentile(0.99), acc.span_max
     if g.p99 is not None and g.max is not None:
         g.p99 = min(g.p99, g.max)
-    g.late, g.late_max_s, g.over = acc.late, acc.late_max, acc.over
+    g.late, g.late_max_s, g.over, g.over_retried = acc.late, acc.late_max, acc.over, acc.over_r
     g.unreadable, g.partly_unreadable = acc.unread, acc.partly
     g.longest_attempt_s = acc.dur_max
     g.suggested_window_s = suggest(g.max)
-    if wsrc is None or g.window_s is None:
+    if wsrc is None:
         g.verdict, g.reason = UNKNOWN, "the ledger keeps no dedup window (no expires_at, TTL or retention)"
+    elif g.window_s is None:
+        # The ledger keeps a window, but no record of this kind has one that can be read.
+        g.window_source = None
+        g.verdict, g.reason = UNKNOWN, f"no record of this kind has a readable expiry ({wsrc})"
     elif g.over or g.late:
         g.verdict = TOO_SHORT
     elif g.retried == 0:
@@ -712,10 +735,10 @@ def _sentence(g: WindowGroup) -> str:
     head = _head(g)
     if g.verdict == TOO_SHORT:
         parts = [head]
-        if g.over and g.retried:
+        if g.over_retried and g.retried:
             parts.append(
-                f"{_pct(g.over, g.retried)} of retries came later, the latest {duration_words(g.max)} after the "
-                f"first attempt"
+                f"{_pct(g.over_retried, g.retried)} of retries came later, the latest {duration_words(g.max)} "
+                f"after the first attempt"
             )
         if g.late:
             parts.append(

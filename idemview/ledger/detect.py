@@ -3,8 +3,9 @@
 Every preset names tables and columns; detection reflects the database (every schema it can list) and
 scores each preset by the share of its named tables and columns that exist, matched case-insensitively
 and allowing a table-name prefix (``myapp_oban_jobs``) or a schema (``HangFire.Job``, ``pgboss.job``).
-A preset is only a candidate when all its tables and key columns exist; confidence is the share of all
-its columns found, and more specific presets (more columns matched) win ties.
+A preset is only a candidate when all its tables and key columns exist (a table found only by its prefixed
+name must hold every column the preset reads); confidence is the share of all its columns found, and more
+specific presets (more columns matched) win ties.
 """
 
 from __future__ import annotations
@@ -127,6 +128,10 @@ def detect(engine: Engine, presets: list[Layout] | None = None) -> list[Match]:
                 missing.append(f"table {lay.attempts.table}")
         conf = got / total if total else 0.0
         if missing and conf < 0.5:
+            continue
+        if missing and found[1].lower() != lay.table.lower():
+            # A prefixed name is weak evidence for a generic table name: Laravel's `jobs` is the tail of
+            # delayed_jobs, oban_jobs, failed_jobs, good_jobs... A prefixed table must hold every column.
             continue
         fitted = replace(lay, schema=found[0], table=found[1])
         if att_found:

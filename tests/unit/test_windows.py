@@ -215,7 +215,7 @@ def test_undecodable_text_times_on_sqlite(sqlite_db):
         g = measure_windows(led, NOW).groups[0]
     finally:
         eng.dispose()
-    # b keeps one readable start: its span is 0 (a single readable time), a is 100 s
+    # b keeps one readable start: no span (one time is no span), a is 100 s
     assert (g.operations, g.partly_unreadable, g.unreadable) == (2, 1, 0)
     assert g.max == pytest.approx(100, abs=1e-3) and g.verdict == "enough"
 
@@ -338,13 +338,11 @@ def test_the_demo_shows_one_kind_whose_window_is_too_short(tmp_path):
     finally:
         eng.dispose()
     verdicts = {g.kind: g.verdict for g in rep.groups}
-    assert verdicts == {
-        "payment.capture": "too_short",
-        "email.send": "enough",
-        "invoice.create": "enough",
-        "refund.create": "enough",
-        "webhook.deliver": "enough",
-    }
+    # one kind too short; every other kind the demo writes (issue 21 added access.grant and
+    # report.render) is enough
+    assert verdicts.pop("payment.capture") == "too_short"
+    assert {"email.send", "invoice.create", "refund.create", "webhook.deliver"} <= set(verdicts)
+    assert set(verdicts.values()) == {"enough"}
     top = rep.groups[0]
     assert top.kind == "payment.capture" and top.window_s == 86400
     assert top.late == len(planted.incidents["replay_after_expiry"]) and top.suggested_window_s == 604800
