@@ -14,13 +14,13 @@ grid's keys are).
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.sql import sqltypes
 from sqlalchemy.types import TypeDecorator
 
+from idemview.domain import jsontext
 from idemview.domain.model import Finding, FindingKind, Severity
 from idemview.findings.rules import FindingRule
 from idemview.masking.masker import CREDENTIAL_KINDS, Masker
@@ -86,7 +86,7 @@ def _cells(value: Any, column: str) -> list[tuple[str | None, str | None, Any]]:
         s = value[:CELL_CHARS]
         if s[:1] in ("{", "[") and len(value) <= CELL_CHARS:
             try:
-                value = json.loads(s)
+                value = jsontext.loads(s)  # depth bounded (JSONTooDeep is a ValueError)
             except ValueError:
                 return [(None, column, s)]
         else:
