@@ -190,7 +190,8 @@ class SecretAtRest(FindingRule):
         out = []
         table = t.name
         for (col_name, path), (m, kinds, ex) in sorted(hits.items(), key=lambda x: (x[0][0], x[0][1] or "")):
-            where = col_name + (f" at {path}" if path else "")
+            # quoted like keys in other explanations: a name, not a claim (its digits are not counts)
+            where = f"'{col_name}'" + (f" at '{path}'" if path else "")
             words = ", ".join(sorted(kinds))
             advice = _advice(set(kinds))
             expl = (
@@ -203,6 +204,7 @@ class SecretAtRest(FindingRule):
                 "json_path": path,
                 "rows_read": rows_read,
                 "rows_with": m,
+                "sample_limit": n,
                 # a list, not {kind: n}: "card" or "email" as a field name would be masked by every output
                 "kinds": [{"kind": k, "values": v} for k, v in sorted(kinds.items())],
                 "sample": True,

@@ -60,8 +60,8 @@ def check(f, now: datetime) -> None:
         counts.add(len(set(map(str, seen))))
         for v in set(map(str, seen)):
             counts.add(sum(1 for x in seen if str(x) == v))
-    for n in re.findall(r"\b\d+\b", rest):
-        assert int(n) in counts, (n, counts, f)
+    for n in re.findall(r"\b\d{1,3}(?:,\d{3})+\b|\b\d+\b", rest):  # "10,000" is one number
+        assert int(n.replace(",", "")) in counts, (n, counts, f)
 
 
 MIN = timedelta(minutes=1)
