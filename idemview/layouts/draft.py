@@ -92,6 +92,9 @@ class ValueDraft:
     payload: bool = False  # payload fields are always written as a table (with their encoding)
     unless: list[dict[str, Any]] = field(default_factory=list)  # predicates under which it is missing
     add: int = 0  # attempt_count only: added to the stored number (retries + 1 = attempts)
+    #: references computed from several columns ({hash = [...], unless_empty = [...]}, issue #26)
+    hash: list[str] = field(default_factory=list)
+    unless_empty: list[str] = field(default_factory=list)
 
     @classmethod
     def from_model(cls, d: Any, payload: bool = False) -> ValueDraft | None:
@@ -101,6 +104,13 @@ class ValueDraft:
             return cls(column=d, payload=payload)
         if "value" in d:
             return cls(literal=d["value"], payload=payload)
+        if "hash" in d:
+            return cls(
+                payload=payload,
+                unless=copy.deepcopy(list(d.get("unless") or [])),
+                hash=list(d["hash"]),
+                unless_empty=list(d.get("unless_empty") or []),
+            )
         return cls(
             d.get("column"),
             d.get("json_path"),
@@ -113,6 +123,13 @@ class ValueDraft:
     def to_model(self) -> Any:
         if self.literal is not None:
             return {"value": self.literal}
+        if self.hash:
+            h: dict[str, Any] = {"hash": list(self.hash)}
+            if self.unless_empty:
+                h["unless_empty"] = list(self.unless_empty)
+            if self.unless:
+                h["unless"] = copy.deepcopy(self.unless)
+            return h
         if not self.payload and not self.json_path and not self.encoding and not self.unless and not self.add:
             return self.column
         d: dict[str, Any] = {"column": self.column}
@@ -453,6 +470,13 @@ def _time_out(tc: TimeColumn) -> dict:
 def _value_out(vs: ValueSource, payload: bool = False) -> Any:
     if vs.literal is not None:
         return {"value": vs.literal}
+    if vs.hash:  # an intent computed from several columns (issue #26)
+        h: dict[str, Any] = {"hash": list(vs.hash)}
+        if vs.unless_empty:
+            h["unless_empty"] = list(vs.unless_empty)
+        if vs.unless:
+            h["unless"] = [_pred_out(p) for p in vs.unless]
+        return h
     if not payload and not vs.json_path and not vs.encoding and not vs.unless and not vs.add:
         return vs.column
     d: dict[str, Any] = {"column": vs.column}

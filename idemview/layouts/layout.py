@@ -47,6 +47,9 @@ Format (every key not marked required is optional)::
     # unless = [pred, ...]: the value is NULL on records where any predicate holds (intended repeats
     # such as cron runs carry no intent: {column = "cron_key", is_null = false})
     # a binary reference (River unique_key): {column = "unique_key", encoding = "hex"}
+    # computed in SQL from several columns (Celery's name + args + kwargs; md5, on SQLite the plain
+    # concatenation): {hash = ["name", "args", "kwargs"], unless_empty = ["args", "kwargs"]}: NULL where
+    # every unless_empty column is empty (NULL, '', [], (), {}, null: a task with no arguments)
     effect_ref = "charge_id"
     request = {column = "request_params", encoding = "json"}    # json, text, binary, pickle
 
@@ -202,6 +205,11 @@ class ValueSource:
     encoding: str | None = None  # payload encoding for request/response/error
     unless: tuple[Predicate, ...] = ()  # the value is NULL where any of these holds
     add: int = 0  # attempt_count only: added to the stored number (a retry counter + 1 = attempts)
+    #: references only: the value is computed in SQL from these columns (idemview.ledger.intent_sql:
+    #: a hash of them; SQLite: their concatenation), e.g. Celery's task name + args + kwargs
+    hash: tuple[str, ...] = ()
+    #: with ``hash``: NULL where every one of these columns is empty (a task with no arguments)
+    unless_empty: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +374,11 @@ class Layout:
         from dataclasses import replace
 
         times = {k: v for k, v in self.times.items() if v.column not in missing}
-        fields_ = {k: v for k, v in self.fields.items() if v.column not in missing}
+        fields_ = {
+            k: v
+            for k, v in self.fields.items()
+            if v.column not in missing and not (set(v.hash) | set(v.unless_empty)) & missing
+        }
         kind = self.kind if not (self.kind and self.kind.column in missing) else None
         ltc = self.lock_timeout_column if self.lock_timeout_column not in missing else None
         return replace(
@@ -402,6 +414,7 @@ class Layout:
         cols |= {t.column for t in self.times.values()}
         cols |= {c for t in self.times.values() for p in t.unless for c in p.columns()}
         cols |= {v.column for v in self.fields.values() if v.column}
+        cols |= {c for v in self.fields.values() for c in v.hash + v.unless_empty}
         cols |= {c for v in self.fields.values() for p in v.unless for c in p.columns()}
         if self.attempts.source == "json_array" and self.attempts.column:
             cols.add(self.attempts.column)
@@ -475,6 +488,8 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
     if isinstance(v, dict):
         if "value" in v:
             return ValueSource(literal=v["value"])
+        if "hash" in v:
+            return _hash_source(where, name, v, payload)
         if not isinstance(v.get("column"), str):
             raise _err(where, f"{name}: needs a column")
         jp = v.get("json_path")
@@ -510,6 +525,29 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
             add=add,
         )
     raise _err(where, f"{name}: expected a column name or a table")
+
+
+def _hash_source(where: str, name: str, v: dict, payload: bool) -> ValueSource:
+    """``{hash = [columns], unless_empty = [columns], unless = [predicates]}`` (references only)."""
+    extra = set(v) - {"hash", "unless_empty", "unless"}
+    if extra:
+        raise _err(where, f"{name}: unknown entries {', '.join(sorted(extra))} beside hash")
+    if payload or name.endswith("attempt_count"):
+        raise _err(where, f"{name}: hash is for references (intent_ref, fingerprint, effect_ref)")
+
+    def names(k: str) -> tuple[str, ...]:
+        x = v.get(k, [])
+        if not isinstance(x, list) or not all(isinstance(c, str) and c for c in x):
+            raise _err(where, f"{name}: {k} takes a list of column names")
+        return tuple(x)
+
+    cols, empty = names("hash"), names("unless_empty")
+    if not cols:
+        raise _err(where, f"{name}: hash needs at least one column")
+    unless = v.get("unless") or []
+    if not isinstance(unless, list):
+        raise _err(where, f"{name}: unless takes a list of predicates")
+    return ValueSource(hash=cols, unless_empty=empty, unless=tuple(_predicate(where, p) for p in unless))
 
 
 def _predicate(where: str, d: Any) -> Predicate:

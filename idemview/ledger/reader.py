@@ -522,6 +522,11 @@ class Ledger:
             return null()
         if vs.literal is not None:
             return literal(str(vs.literal), String())
+        if vs.hash:  # computed from several columns in the dialect's terms (issue #26)
+            from idemview.ledger.intent_sql import intent_hash
+
+            h = intent_hash([t.c[c] for c in vs.hash], [t.c[c] for c in vs.unless_empty], self.dialect)
+            return self._guarded(t, self._exact(h), vs.unless)
         col = t.c[vs.column]
         if vs.encoding == "hex":
             out = hex_text(col)
