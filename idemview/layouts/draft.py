@@ -296,6 +296,8 @@ class ExpiryDraft:
     lock_timeout_seconds: float | None = None
     dedup_window_seconds: float | None = None
     lock_timeout_column: str | None = None  # the row's own limit in seconds (pg-boss expire_seconds)
+    #: the lock time from a joined table ({table, on, column, encoding, schema}: procrastinate's heartbeat)
+    lock_time_from: dict[str, Any] | None = None
 
 
 _PAYLOADS = ("request", "response", "error")
@@ -375,6 +377,7 @@ class LayoutDraft:
                 exp.get("lock_timeout_seconds"),
                 exp.get("dedup_window_seconds"),
                 exp.get("lock_timeout_column"),
+                copy.deepcopy(exp.get("lock_time_from")),
             ),
             retry_threshold=tun.get("retry_threshold"),
             detect=copy.deepcopy(dict(m.get("detect") or {})),
@@ -414,6 +417,7 @@ class LayoutDraft:
             "lock_timeout_seconds": _num(e.lock_timeout_seconds),
             "dedup_window_seconds": _num(e.dedup_window_seconds),
             "lock_timeout_column": e.lock_timeout_column or None,
+            "lock_time_from": copy.deepcopy(e.lock_time_from) or None,
         }
         if e.retention_seconds is not None or e.retention_from != "created_at":
             exp["retention_from"] = e.retention_from
@@ -488,6 +492,15 @@ def _value_out(vs: ValueSource, payload: bool = False) -> Any:
         d["unless"] = [_pred_out(p) for p in vs.unless]
     if vs.add:
         d["add"] = vs.add
+    return d
+
+
+def _lock_time_from_out(ltf) -> dict[str, Any] | None:
+    if ltf is None:
+        return None
+    d: dict[str, Any] = {"table": ltf.table, "on": dict(ltf.on), "column": ltf.column, "encoding": ltf.encoding}
+    if ltf.schema is not None:
+        d["schema"] = ltf.schema
     return d
 
 
@@ -574,6 +587,7 @@ def model_from_layout(layout: Layout) -> dict:
         "lock_timeout_seconds": _num_out(layout.lock_timeout_seconds),
         "dedup_window_seconds": _num_out(layout.dedup_window_seconds),
         "lock_timeout_column": layout.lock_timeout_column,
+        "lock_time_from": _lock_time_from_out(layout.lock_time_from),
     }
     if layout.retention_seconds is not None or layout.retention_from != "created_at":
         exp["retention_from"] = layout.retention_from

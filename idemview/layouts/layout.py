@@ -73,6 +73,9 @@ Format (every key not marked required is optional)::
     retention_seconds = 259200           # expires_at = retention_from + retention (dedup window)
     retention_from = "created_at"        # a name from [operations.times]
     lock_timeout_seconds = 90            # stuck when locked_at + this <= now
+    # lock_time_from = {table = "procrastinate_workers", on = {worker_id = "id"}, column = "last_heartbeat"}
+    #   the lock time (locked_at) read from a joined table: the row's worker's heartbeat (procrastinate);
+    #   a database without that table keeps no lock time (stuck_in_progress is then not checkable)
     lock_timeout_column = "expire_seconds"   # the row's own limit (seconds, an operations column);
                                          # lock_timeout_seconds is the fallback where it is NULL
     dedup_window_seconds = 86400         # for duplicate_intent when there is no retention
@@ -193,6 +196,20 @@ class TimeColumn:
     encoding: str = "datetime"
     zone: str = "UTC"
     unless: tuple[Predicate, ...] = ()  # the time is missing on records where any of these holds
+
+
+@dataclass(frozen=True, slots=True)
+class LockTimeFrom:
+    """``[expiry] lock_time_from``: the record's lock time (``locked_at``) is ``column`` of the row of
+    ``table`` (in ``schema``, default the layout's) whose columns match the operations row as ``on``
+    says (operations column -> that table's column), stored as ``encoding``. Procrastinate: a ``doing``
+    job's worker heartbeat (``procrastinate_workers.last_heartbeat``)."""
+
+    table: str
+    on: tuple[tuple[str, str], ...]
+    column: str
+    encoding: str = "datetime"
+    schema: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +357,7 @@ class Layout:
     #: An operations column holding the row's own lock/active-time limit in seconds (pg-boss
     #: ``expire_seconds``); ``lock_timeout_seconds`` is the fallback where it is NULL.
     lock_timeout_column: str | None = None
+    lock_time_from: LockTimeFrom | None = None
     dedup_window_seconds: float | None = None
     retry_threshold: int = 5
     optional: list[str] = field(default_factory=list)
@@ -381,6 +399,9 @@ class Layout:
         }
         kind = self.kind if not (self.kind and self.kind.column in missing) else None
         ltc = self.lock_timeout_column if self.lock_timeout_column not in missing else None
+        ltf = self.lock_time_from
+        if ltf is not None and {c for c, _o in ltf.on} & missing:
+            ltf = None
         return replace(
             self,
             times=times,
@@ -388,6 +409,7 @@ class Layout:
             kind=kind,
             scope=[c for c in self.scope if c not in missing],
             lock_timeout_column=ltc,
+            lock_time_from=ltf,
         )
 
     def window_seconds(self) -> float | None:
@@ -420,6 +442,8 @@ class Layout:
             cols.add(self.attempts.column)
         if self.lock_timeout_column:
             cols.add(self.lock_timeout_column)
+        if self.lock_time_from is not None:
+            cols |= {c for c, _o in self.lock_time_from.on}
         return cols
 
     def attempts_columns(self) -> set[str]:
@@ -654,6 +678,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
                 "retention_from",
                 "lock_timeout_seconds",
                 "lock_timeout_column",
+                "lock_time_from",
                 "dedup_window_seconds",
             },
         ),
@@ -742,6 +767,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         retention_from=exp.get("retention_from", "created_at"),
         lock_timeout_seconds=_num(where, "expiry.lock_timeout_seconds", exp.get("lock_timeout_seconds")),
         lock_timeout_column=exp.get("lock_timeout_column"),
+        lock_time_from=_lock_time_from(where, exp["lock_time_from"], times) if "lock_time_from" in exp else None,
         dedup_window_seconds=_num(where, "expiry.dedup_window_seconds", exp.get("dedup_window_seconds")),
         retry_threshold=_threshold(where, tun.get("retry_threshold", 5)),
         optional=_cols(where, "operations.optional", ops.get("optional"), False),
@@ -771,6 +797,23 @@ def _actions(where: str, d: Any) -> ActionRules:
         return ActionRules.from_dict(d, "[actions]")
     except ActionRuleError as e:
         raise _err(where, str(e)) from None
+
+
+def _lock_time_from(where: str, v: Any, times: dict) -> LockTimeFrom:
+    """Parse ``[expiry] lock_time_from`` (see :class:`LockTimeFrom`)."""
+    if not isinstance(v, dict) or set(v) - {"table", "schema", "on", "column", "encoding"}:
+        raise _err(where, "expiry.lock_time_from takes {table, on = {column = other_column}, column, encoding, schema}")
+    on = v.get("on")
+    if not isinstance(on, dict) or not on or not all(isinstance(a, str) and isinstance(b, str) for a, b in on.items()):
+        raise _err(where, "expiry.lock_time_from.on maps operations columns to the joined table's columns")
+    if not all(isinstance(v.get(k), str) and v[k] for k in ("table", "column")):
+        raise _err(where, "expiry.lock_time_from needs table and column")
+    enc = v.get("encoding", "datetime")
+    if enc not in TIME_ENCODINGS:
+        raise _err(where, f"expiry.lock_time_from.encoding {enc!r} is not one of {', '.join(TIME_ENCODINGS)}")
+    if "locked_at" in times:
+        raise _err(where, "expiry.lock_time_from replaces a locked_at time: give one or the other")
+    return LockTimeFrom(v["table"], tuple(on.items()), v["column"], enc, v.get("schema"))
 
 
 EFFECT_KEYS = {"table", "schema", "connection", "link", "id", "reference", "time", "where", "show", "optional"}
