@@ -24,7 +24,9 @@ Only read commands are sent, through the same allowlisted connection as the snap
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from idemview.domain.model import Status
 from idemview.layouts.kv import KvLayout
@@ -38,11 +40,6 @@ GROUP_COLUMN = "_dedup_group"
 
 def _when(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
-
-
-def _server_epoch(client) -> float:
-    s, us = client.time()
-    return int(s) + int(us) / 1e6
 
 
 def _members(client, key: str, kind: str, token=None):
@@ -63,12 +60,15 @@ def _members(client, key: str, kind: str, token=None):
         start += PAGE
 
 
-def join_keys(client, db: sqlite3.Connection, kv: KvLayout, unique_index: str, token=None) -> dict:
+def join_keys(
+    client, db: sqlite3.Connection, kv: KvLayout, unique_index: str, clock: Callable[[Any], datetime], token=None
+) -> dict:
     """Apply ``kv``'s ``[states]``, ``[lock]`` and ``[duplicates]`` to the loaded ``operations`` rows of
     ``db`` (the snapshot's keeper connection; the unique (scope, key) index ``unique_index`` built).
     Returns counts: ``{"stated": records given a state, "locks_missing": in-progress records whose lock
     key was gone, "grouped": records keyed by their dedup id, "completed": completed records}``.
-    Redis errors propagate (``redis.RedisError``)."""
+    ``clock(client)`` is the read time (aware UTC; the snapshot's ``server_time``: the server's clock,
+    the local one for a user refused TIME). Redis errors propagate (``redis.RedisError``)."""
     import redis
 
     out = {"stated": 0, "locks_missing": 0, "grouped": 0, "completed": 0}
@@ -99,14 +99,14 @@ def join_keys(client, db: sqlite3.Connection, kv: KvLayout, unique_index: str, t
                 if token is not None:
                     token.check()
                 page = rows[i : i + PAGE]
+                # the read time on the server's clock (the local one for a user refused TIME)
+                at = clock(client).timestamp()
                 pipe = client.pipeline(transaction=False)
-                pipe.time()
                 for _rid, scope, key in page:
                     pipe.execute_command("PTTL", kv.lock_key.format(scope=scope, key=key))
                 res = pipe.execute()
-                at = int(res[0][0]) + int(res[0][1]) / 1e6
                 upd = []
-                for (rid, _s, _k), pttl in zip(page, res[1:], strict=True):
+                for (rid, _s, _k), pttl in zip(page, res, strict=True):
                     pttl = int(pttl)
                     if pttl >= 0:
                         upd.append((_when(at + pttl / 1000.0), rid))

@@ -1372,7 +1372,7 @@ def snapshot(
         if kv.states or kv.lock_key or kv.group_field:  # the keys beside the records
             from idemview.ledger.redis_joins import join_keys
 
-            info.joined = join_keys(client, keeper, kv, indexes[0], token)
+            info.joined = join_keys(client, keeper, kv, indexes[0], server_time, token)
         for stmt in indexes[1:]:
             keeper.execute(stmt)
         # Statistics let SQLite pick the key and intent indexes over the status index in the

@@ -48,6 +48,14 @@ async function incidents() {
   const mail = new Queue('mail', { connection: conn });
   await mail.add('email', { to: 'a@example.com' }, { delay: 3600000, deduplication: { id: 'welcome-a' } });
   await mail.add('email', { to: 'b@example.com' });
+  // look-alike: a job scheduler's runs (job ids repeat:<scheduler>:<ms>), each its own job
+  const reports = new Queue('reports', { connection: conn });
+  await reports.upsertJobScheduler('nightly', { every: 200 }, { name: 'report', data: {} });
+  const rw = new Worker('reports', async () => 'sent', { connection: conn });
+  for (let i = 0; i < 200 && (await reports.getJobCounts('completed')).completed < 3; i++) await sleep(25);
+  await reports.removeJobScheduler('nightly');
+  await rw.close();
+  await reports.close();
   await dead.close(true);
   await live.close(true);
   await mail.close();

@@ -97,6 +97,8 @@ def test_bullmq_detected_and_planted_incidents_found(redis_db, bullmq_modules):
     } <= states
     assert [s for s in states if s[0] == "mail" and s[1] != "welcome-a"][0][2] == "wait"
     assert sum(1 for s in _all(ledger) if s.key == "charge-42") == 2
+    runs = [s for s in states if s[0] == "reports" and s[1].startswith("repeat:nightly:")]
+    assert len(runs) >= 3 and {s[2] for s in runs if s[2] != "delayed"} == {"completed"}
     failed = ledger.records("payments", "refund-7")[0]
     assert failed.attempt_count == 3 and failed.kind == "refund"
     assert ledger.records("payments", "refund-8")[0].attempt_count == 2
