@@ -472,8 +472,10 @@ class DuplicateIntent(FindingRule):
             .having(func.min(o.c.key) != func.max(o.c.key))
         ).subquery("c")
         ob = l.operations_select().subquery("ob")
+        # a ledger without a creation time (Celery's celery_taskmeta) is timed by its last update
+        when = ob.c.created_at_e if "created_at" in l.epoch or "updated_at" not in l.epoch else ob.c.updated_at_e
         base = (
-            select(ob.c.scope, ob.c.key, ob.c.intent_ref, ob.c.created_at_e)
+            select(ob.c.scope, ob.c.key, ob.c.intent_ref, when.label("created_at_e"))
             .join(cand, and_(cand.c.scope == ob.c.scope, cand.c.intent_ref == ob.c.intent_ref))
             .where(l.status_in(["completed"], ob))
         ).cte("intent_pairs")

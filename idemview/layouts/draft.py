@@ -92,6 +92,9 @@ class ValueDraft:
     payload: bool = False  # payload fields are always written as a table (with their encoding)
     unless: list[dict[str, Any]] = field(default_factory=list)  # predicates under which it is missing
     add: int = 0  # attempt_count only: added to the stored number (retries + 1 = attempts)
+    #: references computed from several columns ({hash = [...], unless_empty = [...]}, issue #26)
+    hash: list[str] = field(default_factory=list)
+    unless_empty: list[str] = field(default_factory=list)
 
     @classmethod
     def from_model(cls, d: Any, payload: bool = False) -> ValueDraft | None:
@@ -101,6 +104,13 @@ class ValueDraft:
             return cls(column=d, payload=payload)
         if "value" in d:
             return cls(literal=d["value"], payload=payload)
+        if "hash" in d:
+            return cls(
+                payload=payload,
+                unless=copy.deepcopy(list(d.get("unless") or [])),
+                hash=list(d["hash"]),
+                unless_empty=list(d.get("unless_empty") or []),
+            )
         return cls(
             d.get("column"),
             d.get("json_path"),
@@ -113,6 +123,13 @@ class ValueDraft:
     def to_model(self) -> Any:
         if self.literal is not None:
             return {"value": self.literal}
+        if self.hash:
+            h: dict[str, Any] = {"hash": list(self.hash)}
+            if self.unless_empty:
+                h["unless_empty"] = list(self.unless_empty)
+            if self.unless:
+                h["unless"] = copy.deepcopy(self.unless)
+            return h
         if not self.payload and not self.json_path and not self.encoding and not self.unless and not self.add:
             return self.column
         d: dict[str, Any] = {"column": self.column}
@@ -279,6 +296,8 @@ class ExpiryDraft:
     lock_timeout_seconds: float | None = None
     dedup_window_seconds: float | None = None
     lock_timeout_column: str | None = None  # the row's own limit in seconds (pg-boss expire_seconds)
+    #: the lock time from a joined table ({table, on, column, encoding, schema}: procrastinate's heartbeat)
+    lock_time_from: dict[str, Any] | None = None
 
 
 _PAYLOADS = ("request", "response", "error")
@@ -358,6 +377,7 @@ class LayoutDraft:
                 exp.get("lock_timeout_seconds"),
                 exp.get("dedup_window_seconds"),
                 exp.get("lock_timeout_column"),
+                copy.deepcopy(exp.get("lock_time_from")),
             ),
             retry_threshold=tun.get("retry_threshold"),
             detect=copy.deepcopy(dict(m.get("detect") or {})),
@@ -397,6 +417,7 @@ class LayoutDraft:
             "lock_timeout_seconds": _num(e.lock_timeout_seconds),
             "dedup_window_seconds": _num(e.dedup_window_seconds),
             "lock_timeout_column": e.lock_timeout_column or None,
+            "lock_time_from": copy.deepcopy(e.lock_time_from) or None,
         }
         if e.retention_seconds is not None or e.retention_from != "created_at":
             exp["retention_from"] = e.retention_from
@@ -453,6 +474,13 @@ def _time_out(tc: TimeColumn) -> dict:
 def _value_out(vs: ValueSource, payload: bool = False) -> Any:
     if vs.literal is not None:
         return {"value": vs.literal}
+    if vs.hash:  # an intent computed from several columns (issue #26)
+        h: dict[str, Any] = {"hash": list(vs.hash)}
+        if vs.unless_empty:
+            h["unless_empty"] = list(vs.unless_empty)
+        if vs.unless:
+            h["unless"] = [_pred_out(p) for p in vs.unless]
+        return h
     if not payload and not vs.json_path and not vs.encoding and not vs.unless and not vs.add:
         return vs.column
     d: dict[str, Any] = {"column": vs.column}
@@ -464,6 +492,15 @@ def _value_out(vs: ValueSource, payload: bool = False) -> Any:
         d["unless"] = [_pred_out(p) for p in vs.unless]
     if vs.add:
         d["add"] = vs.add
+    return d
+
+
+def _lock_time_from_out(ltf) -> dict[str, Any] | None:
+    if ltf is None:
+        return None
+    d: dict[str, Any] = {"table": ltf.table, "on": dict(ltf.on), "column": ltf.column, "encoding": ltf.encoding}
+    if ltf.schema is not None:
+        d["schema"] = ltf.schema
     return d
 
 
@@ -550,6 +587,7 @@ def model_from_layout(layout: Layout) -> dict:
         "lock_timeout_seconds": _num_out(layout.lock_timeout_seconds),
         "dedup_window_seconds": _num_out(layout.dedup_window_seconds),
         "lock_timeout_column": layout.lock_timeout_column,
+        "lock_time_from": _lock_time_from_out(layout.lock_time_from),
     }
     if layout.retention_seconds is not None or layout.retention_from != "created_at":
         exp["retention_from"] = layout.retention_from

@@ -21,6 +21,19 @@ intent under two task ids shows; with ``unless_empty = [fields]`` no hash where 
 a task with no arguments names no intent). ``[attempt]`` optionally derives the one attempt a record proves
 (``worker``, ``finished_at``, ``started_at``: names of normalized fields or value fields).
 
+Keys beside the record (a job queue such as BullMQ keeps a job's state and lock in other keys):
+
+- ``[states]``: ``key`` a template (``bull:{scope}:{state}``) and, per raw state, the Redis type of
+  the key listing the record ids in it (``list``, ``zset``): a record's raw status is the state whose
+  key lists its id (read with LRANGE / ZRANGE in bounded pages); ``[status] field`` is then optional;
+- ``[lock]``: ``key`` a template (``bull:{scope}:{key}:lock``) of the key a worker holds while the
+  record is ``in_progress``: its TTL is the record's ``lock_expires_at``; an in-progress record whose
+  lock key is gone was left by a dead worker, its lock expired at the latest when it was read;
+- ``[duplicates]``: ``group_field`` a value field naming the dedup id (BullMQ's ``deid``): records
+  sharing one are one idempotency key, so two completed records of one dedup id show as
+  ``duplicate_effect``; ``absent_reason`` says why no completed record may be present (the store
+  deletes them) when none is, and ``duplicate_effect`` is then not checkable.
+
 The key's TTL is the record's ``expires_at`` (Redis keeps the dedup window as the TTL: Celery's
 ``result_expires``, Powertools' ``expires_after_seconds``); a key without a TTL has none. The layout
 cannot name another expiry: an expired Redis key is gone, so what a SQL ledger shows as an expired
@@ -100,6 +113,14 @@ class KvLayout:
     dedup_window_seconds: float | None = None
     retry_threshold: int = 5
     detect_fields: tuple[str, ...] = ()
+    #: [states]: the key template listing a state's record ids, and raw state -> Redis type
+    states_key: str = ""
+    states: dict[str, str] = field(default_factory=dict)
+    #: [lock]: the template of the key held while a record is in progress
+    lock_key: str = ""
+    #: [duplicates]: the value field naming the dedup id that groups records under one key
+    group_field: str | None = None
+    absent_reason: str = ""
     text: str = ""
     origin: str = ""
 
@@ -208,7 +229,19 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     name = meta.get("name")
     if not isinstance(name, str) or not name or not name.isprintable() or len(name) > 100:
         raise _err(origin, "[layout] name is required (printable, at most 100 characters)")
-    unknown = set(d) - {"layout", "kv", "status", "fields", "attempt", "expiry", "tunables", "detect"}
+    unknown = set(d) - {
+        "layout",
+        "kv",
+        "status",
+        "fields",
+        "attempt",
+        "expiry",
+        "tunables",
+        "detect",
+        "states",
+        "lock",
+        "duplicates",
+    }
     if unknown:
         raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))}")
     where = f"{name!r} ({origin})"
@@ -239,7 +272,8 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     bad = {v for v in list(smap.values()) + [st.get("default", "unknown")] if v not in statuses}
     if bad:
         raise _err(where, f"[status] maps to unknown statuses {sorted(bad)} (known: {', '.join(sorted(statuses))})")
-    if enc != "plain" and not isinstance(st.get("field"), str):
+    states_key, states, lock_key, group, absent = _joined(where, d)
+    if enc != "plain" and not states and not isinstance(st.get("field"), str):
         raise _err(where, "[status] field is required (the value field holding the status)")
     fields = {}
     for k, v in (d.get("fields") or {}).items():
@@ -280,9 +314,57 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         dedup_window_seconds=exp.get("dedup_window_seconds"),
         retry_threshold=thr,
         detect_fields=tuple(det.get("fields") or ()),
+        states_key=states_key,
+        states=states,
+        lock_key=lock_key,
+        group_field=group,
+        absent_reason=absent,
         text=text,
         origin=origin,
     )
+
+
+STATE_TYPES = ("list", "zset")
+
+
+def _template(where: str, section: str, v: Any, needs: tuple[str, ...]) -> str:
+    if not isinstance(v, str) or not all("{" + n + "}" in v for n in needs):
+        raise _err(where, f"[{section}] key must be a key template with {', '.join('{' + n + '}' for n in needs)}")
+    try:
+        v.format(scope="s", key="k", state="x")
+    except (KeyError, IndexError, ValueError):
+        raise _err(where, f"[{section}] key may name only {{scope}}, {{key}} and {{state}}") from None
+    return v
+
+
+def _joined(where: str, d: dict) -> tuple[str, dict[str, str], str, str | None, str]:
+    """([states] key template, raw state -> Redis type, [lock] key template, [duplicates] group
+    field, absent reason), validated; empty where the layout has none."""
+    st = dict(d.get("states") or {})
+    states_key = ""
+    states: dict[str, str] = {}
+    if st:
+        states_key = _template(where, "states", st.pop("key", None), ("scope", "state"))
+        for k, v in st.items():
+            if v not in STATE_TYPES:
+                raise _err(where, f"states.{k} must be one of {', '.join(STATE_TYPES)}, not {v!r}")
+            states[str(k)] = v
+        if not states:
+            raise _err(where, "[states] names no state")
+    lk = d.get("lock") or {}
+    if set(lk) - {"key"}:
+        raise _err(where, "[lock] knows only key")
+    lock_key = _template(where, "lock", lk["key"], ("scope", "key")) if lk else ""
+    dup = d.get("duplicates") or {}
+    if set(dup) - {"group_field", "absent_reason"}:
+        raise _err(where, "[duplicates] knows only group_field and absent_reason")
+    group = dup.get("group_field")
+    if dup and (not isinstance(group, str) or not group):
+        raise _err(where, "[duplicates] group_field (the value field naming the dedup id) is required")
+    absent = dup.get("absent_reason", "")
+    if not isinstance(absent, str):
+        raise _err(where, "duplicates.absent_reason must be text")
+    return states_key, states, lock_key, group, absent
 
 
 def kv_preset_names() -> list[str]:

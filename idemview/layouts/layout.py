@@ -47,6 +47,9 @@ Format (every key not marked required is optional)::
     # unless = [pred, ...]: the value is NULL on records where any predicate holds (intended repeats
     # such as cron runs carry no intent: {column = "cron_key", is_null = false})
     # a binary reference (River unique_key): {column = "unique_key", encoding = "hex"}
+    # computed in SQL from several columns (Celery's name + args + kwargs; md5, on SQLite the plain
+    # concatenation): {hash = ["name", "args", "kwargs"], unless_empty = ["args", "kwargs"]}: NULL where
+    # every unless_empty column is empty (NULL, '', [], (), {}, null: a task with no arguments)
     effect_ref = "charge_id"
     request = {column = "request_params", encoding = "json"}    # json, text, binary, pickle
 
@@ -70,6 +73,9 @@ Format (every key not marked required is optional)::
     retention_seconds = 259200           # expires_at = retention_from + retention (dedup window)
     retention_from = "created_at"        # a name from [operations.times]
     lock_timeout_seconds = 90            # stuck when locked_at + this <= now
+    # lock_time_from = {table = "procrastinate_workers", on = {worker_id = "id"}, column = "last_heartbeat"}
+    #   the lock time (locked_at) read from a joined table: the row's worker's heartbeat (procrastinate);
+    #   a database without that table keeps no lock time (stuck_in_progress is then not checkable)
     lock_timeout_column = "expire_seconds"   # the row's own limit (seconds, an operations column);
                                          # lock_timeout_seconds is the fallback where it is NULL
     dedup_window_seconds = 86400         # for duplicate_intent when there is no retention
@@ -193,6 +199,20 @@ class TimeColumn:
 
 
 @dataclass(frozen=True, slots=True)
+class LockTimeFrom:
+    """``[expiry] lock_time_from``: the record's lock time (``locked_at``) is ``column`` of the row of
+    ``table`` (in ``schema``, default the layout's) whose columns match the operations row as ``on``
+    says (operations column -> that table's column), stored as ``encoding``. Procrastinate: a ``doing``
+    job's worker heartbeat (``procrastinate_workers.last_heartbeat``)."""
+
+    table: str
+    on: tuple[tuple[str, str], ...]
+    column: str
+    encoding: str = "datetime"
+    schema: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ValueSource:
     """A value read from a column, optionally through a JSON path (``$.a.b``), or a literal."""
 
@@ -202,6 +222,11 @@ class ValueSource:
     encoding: str | None = None  # payload encoding for request/response/error
     unless: tuple[Predicate, ...] = ()  # the value is NULL where any of these holds
     add: int = 0  # attempt_count only: added to the stored number (a retry counter + 1 = attempts)
+    #: references only: the value is computed in SQL from these columns (idemview.ledger.intent_sql:
+    #: a hash of them; SQLite: their concatenation), e.g. Celery's task name + args + kwargs
+    hash: tuple[str, ...] = ()
+    #: with ``hash``: NULL where every one of these columns is empty (a task with no arguments)
+    unless_empty: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +357,7 @@ class Layout:
     #: An operations column holding the row's own lock/active-time limit in seconds (pg-boss
     #: ``expire_seconds``); ``lock_timeout_seconds`` is the fallback where it is NULL.
     lock_timeout_column: str | None = None
+    lock_time_from: LockTimeFrom | None = None
     dedup_window_seconds: float | None = None
     retry_threshold: int = 5
     optional: list[str] = field(default_factory=list)
@@ -366,9 +392,16 @@ class Layout:
         from dataclasses import replace
 
         times = {k: v for k, v in self.times.items() if v.column not in missing}
-        fields_ = {k: v for k, v in self.fields.items() if v.column not in missing}
+        fields_ = {
+            k: v
+            for k, v in self.fields.items()
+            if v.column not in missing and not (set(v.hash) | set(v.unless_empty)) & missing
+        }
         kind = self.kind if not (self.kind and self.kind.column in missing) else None
         ltc = self.lock_timeout_column if self.lock_timeout_column not in missing else None
+        ltf = self.lock_time_from
+        if ltf is not None and {c for c, _o in ltf.on} & missing:
+            ltf = None
         return replace(
             self,
             times=times,
@@ -376,6 +409,7 @@ class Layout:
             kind=kind,
             scope=[c for c in self.scope if c not in missing],
             lock_timeout_column=ltc,
+            lock_time_from=ltf,
         )
 
     def window_seconds(self) -> float | None:
@@ -402,11 +436,14 @@ class Layout:
         cols |= {t.column for t in self.times.values()}
         cols |= {c for t in self.times.values() for p in t.unless for c in p.columns()}
         cols |= {v.column for v in self.fields.values() if v.column}
+        cols |= {c for v in self.fields.values() for c in v.hash + v.unless_empty}
         cols |= {c for v in self.fields.values() for p in v.unless for c in p.columns()}
         if self.attempts.source == "json_array" and self.attempts.column:
             cols.add(self.attempts.column)
         if self.lock_timeout_column:
             cols.add(self.lock_timeout_column)
+        if self.lock_time_from is not None:
+            cols |= {c for c, _o in self.lock_time_from.on}
         return cols
 
     def attempts_columns(self) -> set[str]:
@@ -475,6 +512,8 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
     if isinstance(v, dict):
         if "value" in v:
             return ValueSource(literal=v["value"])
+        if "hash" in v:
+            return _hash_source(where, name, v, payload)
         if not isinstance(v.get("column"), str):
             raise _err(where, f"{name}: needs a column")
         jp = v.get("json_path")
@@ -510,6 +549,29 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
             add=add,
         )
     raise _err(where, f"{name}: expected a column name or a table")
+
+
+def _hash_source(where: str, name: str, v: dict, payload: bool) -> ValueSource:
+    """``{hash = [columns], unless_empty = [columns], unless = [predicates]}`` (references only)."""
+    extra = set(v) - {"hash", "unless_empty", "unless"}
+    if extra:
+        raise _err(where, f"{name}: unknown entries {', '.join(sorted(extra))} beside hash")
+    if payload or name.endswith("attempt_count"):
+        raise _err(where, f"{name}: hash is for references (intent_ref, fingerprint, effect_ref)")
+
+    def names(k: str) -> tuple[str, ...]:
+        x = v.get(k, [])
+        if not isinstance(x, list) or not all(isinstance(c, str) and c for c in x):
+            raise _err(where, f"{name}: {k} takes a list of column names")
+        return tuple(x)
+
+    cols, empty = names("hash"), names("unless_empty")
+    if not cols:
+        raise _err(where, f"{name}: hash needs at least one column")
+    unless = v.get("unless") or []
+    if not isinstance(unless, list):
+        raise _err(where, f"{name}: unless takes a list of predicates")
+    return ValueSource(hash=cols, unless_empty=empty, unless=tuple(_predicate(where, p) for p in unless))
 
 
 def _predicate(where: str, d: Any) -> Predicate:
@@ -616,6 +678,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
                 "retention_from",
                 "lock_timeout_seconds",
                 "lock_timeout_column",
+                "lock_time_from",
                 "dedup_window_seconds",
             },
         ),
@@ -704,6 +767,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         retention_from=exp.get("retention_from", "created_at"),
         lock_timeout_seconds=_num(where, "expiry.lock_timeout_seconds", exp.get("lock_timeout_seconds")),
         lock_timeout_column=exp.get("lock_timeout_column"),
+        lock_time_from=_lock_time_from(where, exp["lock_time_from"], times) if "lock_time_from" in exp else None,
         dedup_window_seconds=_num(where, "expiry.dedup_window_seconds", exp.get("dedup_window_seconds")),
         retry_threshold=_threshold(where, tun.get("retry_threshold", 5)),
         optional=_cols(where, "operations.optional", ops.get("optional"), False),
@@ -733,6 +797,23 @@ def _actions(where: str, d: Any) -> ActionRules:
         return ActionRules.from_dict(d, "[actions]")
     except ActionRuleError as e:
         raise _err(where, str(e)) from None
+
+
+def _lock_time_from(where: str, v: Any, times: dict) -> LockTimeFrom:
+    """Parse ``[expiry] lock_time_from`` (see :class:`LockTimeFrom`)."""
+    if not isinstance(v, dict) or set(v) - {"table", "schema", "on", "column", "encoding"}:
+        raise _err(where, "expiry.lock_time_from takes {table, on = {column = other_column}, column, encoding, schema}")
+    on = v.get("on")
+    if not isinstance(on, dict) or not on or not all(isinstance(a, str) and isinstance(b, str) for a, b in on.items()):
+        raise _err(where, "expiry.lock_time_from.on maps operations columns to the joined table's columns")
+    if not all(isinstance(v.get(k), str) and v[k] for k in ("table", "column")):
+        raise _err(where, "expiry.lock_time_from needs table and column")
+    enc = v.get("encoding", "datetime")
+    if enc not in TIME_ENCODINGS:
+        raise _err(where, f"expiry.lock_time_from.encoding {enc!r} is not one of {', '.join(TIME_ENCODINGS)}")
+    if "locked_at" in times:
+        raise _err(where, "expiry.lock_time_from replaces a locked_at time: give one or the other")
+    return LockTimeFrom(v["table"], tuple(on.items()), v["column"], enc, v.get("schema"))
 
 
 EFFECT_KEYS = {"table", "schema", "connection", "link", "id", "reference", "time", "where", "show", "optional"}

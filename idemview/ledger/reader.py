@@ -522,6 +522,11 @@ class Ledger:
             return null()
         if vs.literal is not None:
             return literal(str(vs.literal), String())
+        if vs.hash:  # computed from several columns in the dialect's terms (issue #26)
+            from idemview.ledger.intent_sql import intent_hash
+
+            h = intent_hash([t.c[c] for c in vs.hash], [t.c[c] for c in vs.unless_empty], self.dialect)
+            return self._guarded(t, self._exact(h), vs.unless)
         col = t.c[vs.column]
         if vs.encoding == "hex":
             out = hex_text(col)
@@ -531,6 +536,22 @@ class Ledger:
             out = self._ident(col)
         # e.g. a cron run carries no intent: intended repeats are never a duplicate intent
         return self._guarded(t, out, vs.unless)
+
+    def _joined_lock_time(self, t: Table, spec) -> tuple[ColumnElement, TimeColumn] | None:
+        """``[expiry] lock_time_from``: the lock time as a scalar subquery on the joined table (its
+        row matching ``spec.on``; none: NULL), or ``None`` when the database lacks that table or column
+        (an older schema: no lock time, stuck_in_progress not checkable). Reflects that table once."""
+        from sqlalchemy import MetaData
+
+        schema = spec.schema if spec.schema is not None else t.schema
+        try:
+            other = Table(spec.table, MetaData(), schema=schema, autoload_with=self.engine)
+        except (NoSuchTableError, DBAPIError):
+            return None
+        if spec.column not in other.c or not all(oc in other.c for _c, oc in spec.on):
+            return None
+        q = select(other.c[spec.column]).where(*[other.c[oc] == t.c[c] for c, oc in spec.on]).limit(1)
+        return q.scalar_subquery(), TimeColumn(spec.column, spec.encoding)
 
     def _build(self):
         lay, t = self.layout, self.ops
@@ -554,6 +575,10 @@ class Ledger:
         self.time_cols: dict[str, tuple[ColumnElement, TimeColumn]] = {
             k: (self._guarded(t, t.c[tc.column], tc.unless), tc) for k, tc in lay.times.items()
         }
+        if lay.lock_time_from is not None and "locked_at" not in self.time_cols:
+            joined = self._joined_lock_time(t, lay.lock_time_from)
+            if joined is not None:
+                self.time_cols["locked_at"] = joined
         self.epoch: dict[str, ColumnElement] = {
             k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.time_cols.items()
         }

@@ -91,6 +91,8 @@ ALLOWED = frozenset(
         "HELLO",
         "SELECT",
         "ECHO",
+        "LRANGE",  # a job queue's state lists and sorted sets (redis_joins), read in pages
+        "ZRANGE",
     }
 )
 ALLOWED_SUB = {"ACL": frozenset({"WHOAMI", "DRYRUN"})}
@@ -759,10 +761,23 @@ def compile_layout(kv: KvLayout) -> CompiledLayout:
             return v if v is None or v.__class__ is str else str(v)
 
     attempt = _compile_attempt(kv, [n for n, _c, _f in cols], kind_fn) if kv.attempt else None
+    if kv.group_field:  # the dedup id, loaded beside the record until redis_joins groups by it
+        from idemview.ledger.redis_joins import GROUP_COLUMN
+
+        gfn = _text_of(_getter(kv.group_field))
+        values = partial(_and_group, values, gfn)
+        cols.append(("", GROUP_COLUMN, gfn))
     out = CompiledLayout(tuple(c for _n, c, _f in cols), values, kind_fn, status, attempt)
     if len(_COMPILED) >= 64:  # layouts edited and reopened in one session: keep it bounded
         _COMPILED.clear()
     _COMPILED[id(kv)] = (kv, out)
+    return out
+
+
+def _and_group(values, group, d):
+    """The mapped values of ``d`` followed by its dedup id (``[duplicates] group_field``)."""
+    out = values(d)
+    out.append(group(d))
     return out
 
 
@@ -842,6 +857,8 @@ class SnapshotInfo:
     redis_version: str = ""
     write_warning: str | None = None
     clock: str = "server"  # "local" when the Redis user may not run TIME (LOCAL_CLOCK_NOTE)
+    #: counts of :func:`idemview.ledger.redis_joins.join_keys` (states, locks, dedup groups), if any
+    joined: dict | None = None
 
     def to_json(self) -> dict:
         from idemview.ledger.times import iso
@@ -1303,6 +1320,10 @@ def snapshot(
     tables, indexes = _ddl()
     for stmt in tables:
         keeper.execute(stmt)
+    if kv.group_field:
+        from idemview.ledger.redis_joins import GROUP_COLUMN
+
+        keeper.execute(f"ALTER TABLE operations ADD COLUMN {GROUP_COLUMN} TEXT")
     t0 = server_time(client)
     info.server_time = t0
     info.clock_skew_s = round((t0 - datetime.now(UTC)).total_seconds(), 3)
@@ -1348,6 +1369,10 @@ def snapshot(
             info.loaded -= cur.rowcount
             keeper.execute("DELETE FROM attempts WHERE id NOT IN (SELECT id FROM operations)")
             keeper.execute(indexes[0])
+        if kv.states or kv.lock_key or kv.group_field:  # the keys beside the records
+            from idemview.ledger.redis_joins import join_keys
+
+            info.joined = join_keys(client, keeper, kv, indexes[0], server_time, token)
         for stmt in indexes[1:]:
             keeper.execute(stmt)
         # Statistics let SQLite pick the key and intent indexes over the status index in the
@@ -1371,7 +1396,11 @@ def snapshot_layout(kv: KvLayout) -> Layout:
     """The reference ``idemview`` layout narrowed to what ``kv`` maps, with its raw-status map, name,
     source text and tunables: the layout the snapshot's :class:`Ledger` reads."""
     ref = load_preset("idemview")
-    times = {k: v for k, v in ref.times.items() if k in kv.fields or k == "expires_at"}
+    times = {
+        k: v
+        for k, v in ref.times.items()
+        if k in kv.fields or k == "expires_at" or (k == "lock_expires_at" and kv.lock_key)
+    }
     fields = {k: v for k, v in ref.fields.items() if k in kv.fields}
     kind = ref.kind if ("kind" in kv.fields or "kind" in kv.key_regex.groupindex) else None
     att = ref.attempts if kv.attempt else AttemptsSpec(source="counter" if "attempt_count" in fields else "none")
@@ -1399,9 +1428,15 @@ def not_checkable(kv: KvLayout) -> dict[FindingKind, str]:
     """Finding kinds this key-value layout cannot show, with the reason in plain words."""
     out = dict(NOT_CHECKABLE)
     K = FindingKind
+    if kv.group_field:  # records sharing a dedup id are one key: two of them can both be completed
+        out.pop(K.DUPLICATE_EFFECT, None)
     if "intent_ref" not in kv.fields:
         out[K.DUPLICATE_INTENT] = "the layout maps no intent reference"
-    if "lock_expires_at" not in kv.fields and not ("locked_at" in kv.fields and kv.lock_timeout_seconds):
+    if (
+        "lock_expires_at" not in kv.fields
+        and not kv.lock_key
+        and not ("locked_at" in kv.fields and kv.lock_timeout_seconds)
+    ):
         out[K.STUCK_IN_PROGRESS] = "the records keep no lock time (and the layout sets no lock timeout)"
     if "attempt_count" not in kv.fields:
         out[K.RETRY_STORM] = "the records keep no attempt count"
@@ -1520,7 +1555,7 @@ def open_redis_ledger(
             if not matches:
                 raise LayoutError(
                     "no key-value preset fits the sampled keys of this Redis database; pass "
-                    "--layout NAME|FILE (celery-redis, celery-redis-extended, "
+                    "--layout NAME|FILE (bullmq, celery-redis, celery-redis-extended, "
                     "powertools-redis, idem-generic or your own)",
                     ["keys"],
                 )
@@ -1540,6 +1575,10 @@ def open_redis_ledger(
     ledger.not_checkable = not_checkable(kv)
     if lock_timeout_s is not None and "locked_at" in kv.fields:
         ledger.not_checkable.pop(FindingKind.STUCK_IN_PROGRESS, None)
+    if kv.group_field and info.joined is not None and not info.joined.get("completed"):
+        ledger.not_checkable[FindingKind.DUPLICATE_EFFECT] = kv.absent_reason or (
+            "no completed record is present: a dedup id that ran twice leaves no second record"
+        )
     ledger.snapshot = info
     ledger.kv_layout = kv
     ledger.source_dialect = "redis"

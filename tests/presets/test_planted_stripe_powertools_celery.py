@@ -229,7 +229,7 @@ def cel_row(i, task_id, status, done, retries=0, extended=True):
             {
                 "name": "billing.tasks.charge",
                 "args": b"[]",
-                "kwargs": b'{"order": 12}',
+                "kwargs": b'{"order": %d}' % i,
                 "worker": "celery@w1",
                 "retries": retries,
                 "queue": "billing",

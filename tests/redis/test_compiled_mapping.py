@@ -81,6 +81,7 @@ VALUES = [
     {"meta": {"state": "bad", "at": None}, "ts": "1e3", "ms": "x", "out": "text", "err": {"z": 1}, "begun": "2026"},
     {"meta": "flat", "name": "", "n": 1, "fp": 12, "out": [1, {"b": 2, "a": 1}], "begun": "2026-11-30T01:02:03"},
     {"meta": {"state": {"nested": 1}, "at": "2026-11-30T05:36:15.123456789"}, "n": -3, "name": "job"},
+    {"name": "charge", "deid": "charge-42", "timestamp": "1764480975123", "atm": "3", "finishedOn": "x"},
 ]
 
 
@@ -90,6 +91,10 @@ def reference(kv, value, key_kind):
     raw_status = kv.raw_status(value)
     op = {"kind": rec.get("kind") or key_kind, "status": raw_status if raw_status is not None else ""}
     op.update({COLUMN.get(n, n): rec.get(n) for n in OP_NAMES if n in kv.fields})
+    if kv.group_field:  # the dedup id ([duplicates] group_field), as text
+        from idemview.ledger.redis_joins import GROUP_COLUMN
+
+        op[GROUP_COLUMN] = _text(kv.get(value, kv.group_field))
     att = None
     if kv.attempt:
         st = kv.status(raw_status)
