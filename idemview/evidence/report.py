@@ -43,7 +43,7 @@ from typing import Any
 from idemview import __version__
 from idemview.config import new_masker
 from idemview.domain.filters import Filter
-from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind, Severity
+from idemview.domain.model import LEDGER_KINDS, SEVERITY_ORDER, Finding, FindingKind, Severity
 from idemview.domain.palette import KIND_WORDS, SEVERITY_COLOURS, SEVERITY_GLYPHS, STATUS_WORDS, light
 from idemview.evidence.plan import MASKING_KEYS, check_target, ledger_description
 from idemview.evidence.svg import overview_svg, timeline_svg
@@ -268,12 +268,17 @@ def write_report(
     per_kind: dict[FindingKind, int] = {}
     per_action: dict[str, int] = {}
     markers: list[tuple[datetime, Severity, str]] = []
+    audit: list[Finding] = []  # about the ledger itself (what it stores), not about an operation
     n_findings = n_briefs = 0
     for kind, fs in fe.iter_run(kinds, rest if not rest.is_empty() else None, timeout_s=timeout_s):
         check()
         for f in fs:
-            ref = (f.scope, f.key)
             n_findings += 1
+            if f.kind in LEDGER_KINDS:
+                per_kind[kind] = per_kind.get(kind, 0) + 1
+                audit.append(f)  # one per column: bounded by the ledger's schema, not its size
+                continue
+            ref = (f.scope, f.key)
             per_kind[kind] = per_kind.get(kind, 0) + 1
             action = getattr(f, "action", None)
             if action is not None:
@@ -310,6 +315,7 @@ def write_report(
             asked = set(flt.findings) if flt.findings else set(unsupported)
             why_not = {k: masker.mask_text(v, count=False) for k, v in unsupported.items() if k in asked}
             _summary(o, ledger, order, full, n_findings, per_kind, per_action, unlisted, why_not)
+            _audit(o, sink, audit)
             _overview(o, ledger, flt, now, markers)
             del markers
             written = 0
@@ -460,6 +466,25 @@ def _summary(o, ledger, order, full, n_findings, per_kind, per_action, unlisted=
         for a, n in sorted(per_action.items(), key=lambda kv: -kv[1]):
             o.w(f"<tr><td>{html.escape(a)}</td><td class=n>{n:,}</td></tr>")
         o.w("</table>")
+
+
+def _audit(o: _Out, sink: Sink, audit: list[Finding]) -> None:
+    """The ledger audit (``secret_at_rest``, DESIGN §5): one row per column (and JSON path) that keeps
+    secrets in plain text, with the explanation (counts, kinds, what to change); never a value."""
+    if not audit:
+        return
+    o.w(
+        "<h2>Ledger audit</h2><p class=muted>What the ledger itself stores in plain text, from a sample of its "
+        "newest rows: the columns to change, not operations.</p>"
+        "<table><tr><th>severity</th><th>column</th><th>what it keeps, and what to change</th></tr>"
+    )
+    for f in audit:
+        col = getattr(f, "column", None) or ""
+        o.w(
+            f"<tr><td>{_sev_chip(f.severity)}</td><td><code>{sink(col, 'column')}</code></td>"
+            f"<td>{sink(f.explanation, 'explanation')}</td></tr>"
+        )
+    o.w("</table>")
 
 
 def _overview(o: _Out, ledger: Ledger, flt: Filter, now: datetime, markers) -> None:
@@ -677,12 +702,13 @@ def _manifest(ledger, flt, now, ident, masker, masking_key, shown, counts, base,
         },
         "now": iso(now),
         "masking_key": MASKING_KEYS[masking_key],
-        "report": report,
     }
     fx = getattr(ledger, "effects", None)
     if fx is not None:
         caller["effects"] = fx.describe()
     caller = {k: _mask_uncounted(masker, _strip_urls(_plain(v))) for k, v in caller.items()}
+    # idemview's own counts, not ledger data: never masked ("secret_at_rest" as a key read as a secret)
+    caller["report"] = report
     return {
         "format": MANIFEST_FORMAT,
         "tool": {"name": "idemview", "version": __version__},
