@@ -10,8 +10,9 @@
   symlink pointing out). Opening anything else needs the user's own argument or a saved connection.
 - :func:`check_write_target`: the one gate every writer passes (export, demo, layout save). It never
   lets a write replace a file idemview reads: a ledger or effects database (any SQLite file, and every
-  file opened for reading in this process, :func:`note_source`), a layout, or the saved-connections file,
-  ``--force`` or not.
+  file opened for reading in this process, :func:`note_source`), a layout (any TOML file with an
+  ``[operations]`` table, loaded or not), or the saved-connections file, ``--force`` or not. Files are
+  compared by identity (device, inode) as well as by resolved path, so a hard link is no way around it.
 
 Layer 0: no idemview module below it but :mod:`idemview.errors`.
 """
@@ -89,6 +90,8 @@ def confined(path: str | Path, base: str | Path | None, what: str = "path") -> P
 # ----------------------------------------------------------------------------------- writes
 
 _SOURCES: set[Path] = set()
+#: The same files by identity (device, inode): a hard link is another name for a source.
+_SOURCE_IDS: set[tuple[int, int]] = set()
 _LOCK = threading.Lock()
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Files that are always sources when they exist (the saved connections); set by idemview.config.
@@ -102,8 +105,34 @@ def note_source(path: str | Path) -> None:
         p = Path(path).resolve()
     except (OSError, RuntimeError, ValueError):
         return
+    fid = _file_id(p)
     with _LOCK:
         _SOURCES.add(p)
+        if fid is not None:
+            _SOURCE_IDS.add(fid)
+
+
+def _file_id(p: Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of ``p`` (symlinks followed), ``None`` when it does not exist."""
+    try:
+        st = os.stat(p)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _is_layout(p: Path) -> bool:
+    """A TOML file with an ``[operations]`` table: an idemview layout (idemview.layouts.layout), whether
+    or not this process loaded it."""
+    import tomllib
+
+    try:
+        if p.stat().st_size > 4 << 20:  # a layout is a few KB; a big file is not parsed to find out
+            return False
+        with open(p, "rb") as f:
+            return isinstance(tomllib.load(f).get("operations"), dict)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
 
 
 def _is_sqlite(p: Path) -> bool:
@@ -122,17 +151,23 @@ def source_kind(path: str | Path) -> str | None:
         r = p.resolve()
     except (OSError, RuntimeError):
         return None
+    # By identity as well as by name: a hard link (or a bind mount) is the same file under another
+    # path, and a writer that opens it in place would change the source itself.
+    fid = _file_id(r)
     for f in PROTECTED:
         try:
-            if f().resolve() == r:
-                return "the saved connections file"
+            q = f().resolve()
         except (OSError, RuntimeError):
             continue
+        if q == r or (fid is not None and _file_id(q) == fid):
+            return "the saved connections file"
     with _LOCK:
-        if r in _SOURCES:
+        if r in _SOURCES or (fid is not None and fid in _SOURCE_IDS):
             return "a ledger, effects database or layout this process reads"
     if p.is_file() and _is_sqlite(p):
         return "a SQLite database (a ledger or effects source)"
+    if p.is_file() and _is_layout(p):
+        return "an idemview layout"
     return None
 
 

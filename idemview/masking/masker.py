@@ -760,7 +760,10 @@ _STEM_GATE_RE = re.compile(
     _F_PCT,
     _F_CLI,
     _F_JSONU,
-) = (1 << i for i in range(16))
+    _F_ENT,
+    _F_B64,
+    _F_NFKC,
+) = (1 << i for i in range(19))
 # AWS secret keys (40 base64 characters) need an AWS or "secret" context (on lower-cased text).
 _AWS_GATE_RE = re.compile(r"akia|asia|aws|secret")
 
@@ -787,6 +790,12 @@ def _families(text: str) -> int:
         f |= _F_PCT
     if "\\u" in text and _JSON_U_RE.search(text) is not None:
         f |= _F_JSONU
+    if "&" in text and _HTML_ENT_RE.search(text) is not None:
+        f |= _F_ENT
+    if len(text) >= _B64_MIN and _B64_TOKEN_RE.search(text) is not None:
+        f |= _F_B64
+    if not text.isascii():
+        f |= _F_NFKC
     if "-u" in text or "--user" in text or "-a" in text or "-p" in text or "--pass" in text:
         f |= _F_CLI
     low = None
@@ -962,9 +971,12 @@ _NANP_RE = re.compile(
 )
 
 # name=value, name: value, "name": "value", \"name\": \"value\" (JSON in JSON), name => value.
+# A name may follow "--" (a long command-line option: "mysqldump --password=x", "psql --password=x"),
+# and a quoted value may start on the next line (JSON pretty-printed with a line break after ':').
 _KV_RE = re.compile(
-    r"(?:(?<![\w.\-])|" + _ESC + r")(?<!\\)(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\{0,7}[\"'])?"
-    r"(?:[ \t\u00a0\u202f\u3000]*(?:=>|[:=\uff1a\uff1d])[ \t\u00a0\u202f\u3000]*|[\u00a0\u202f]+)"
+    r"(?:(?<![\w.\-])|(?<=(?<![\w.\-])--)|" + _ESC + r")(?<!\\)(?P<name>[A-Za-z_][\w.\-]{0,63}?)(?:\\{0,7}[\"'])?"
+    r"(?:[ \t\u00a0\u202f\u3000]*(?:=>|[:=\uff1a\uff1d])[ \t\u00a0\u202f\u3000]*"
+    r"(?:\r?\n[ \t]*(?=[\"']))?|[\u00a0\u202f]+)"
     r"(?P<val>(?P<q0>(?P<bs>\\{3,7})\"(?:(?!(?P=bs)\").){0,4096}?(?P=bs)\")|(?P<q1>\\\"(?:[^\"\\]|\\[^\"])*?\\\")|(?P<q2>\"(?:[^\"\\\n]|\\.)*\")|(?P<q3>'[^'\n]*')"
     r"|(?P<bare>(?:(?i:bearer|basic|token)[ \t]+)?[^\s&,;\"'<>(){}\[\]]+))"
 )
@@ -1011,12 +1023,24 @@ _PHONE_SPLIT_RE = re.compile(r"\d+")
 _PCT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
 _PCT_TOKEN_MAX = 16384  # longer tokens are blobs; decoding them would triple the cost of a big cell
 _PCT_TOKEN_RE = re.compile(r"[^\s\"'<>]*(?:%[0-9A-Fa-f]{2}|\w\+\w)[^\s\"'<>]*")
-# JSON "\uXXXX" escapes of non-ASCII characters (json.dumps' default ensure_ascii): "j\u00fcrgen@..."
-# is decoded for the detectors; ASCII escapes (\u0022, controls) stay escaped so JSON text stays JSON.
+# JSON "\uXXXX" escapes (json.dumps' default ensure_ascii, or a writer that escapes letters to hide
+# them: "\u0070assword", "bob\u0040example.com") are decoded for the detectors; the escapes of '"',
+# '\\' and control characters stay escaped so JSON text stays JSON.
 _JSON_U_RE = re.compile(
-    r"(?<!\\)\\+u(?:d[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|00[89a-f][0-9a-f]|0[1-9a-f][0-9a-f]{2}|[1-9a-f][0-9a-f]{3})",
+    r"(?<!\\)\\+u(?:d[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|00[89a-f][0-9a-f]|0[1-9a-f][0-9a-f]{2}|[1-9a-f][0-9a-f]{3}"
+    r"|00(?:2[013-9a-f]|[346][0-9a-f]|5[0-9abd-f]|7[0-9a-e]))",
     re.I,
 )
+# HTML/XML character references (HTML Living Standard §13.2.5.72-80, XML 1.0 §4.1): "&#x70;assword",
+# "bob&#64;example.com", "&commat;" decoded for the detectors (html.unescape), kept decoded only when
+# that hid something.
+_HTML_ENT_RE = re.compile(r"&(?:#[0-9]{1,7};?|#[xX][0-9a-fA-F]{1,6};?|[A-Za-z][A-Za-z0-9]{1,31};)")
+# A base64 / base64url token (RFC 4648 §4, §5) long enough to hide a secret ("eyJwYXNzd29yZCI6..." is
+# '{"password": ...'): decoded; when the decoded text is UTF-8 a detector masks, the whole token is
+# masked. Random bytes, hex digests and ids do not decode to UTF-8 text: they stay as written.
+_B64_MIN = 16
+_B64_MAX = 16384  # longer tokens are blobs (images, archives): not decoded
+_B64_TOKEN_RE = re.compile(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{16,}={0,2}(?![A-Za-z0-9+/_\-=])")
 
 # XML elements whose (local) name is sensitive: <wsse:Password>...</wsse:Password> (OASIS WS-Security
 # UsernameToken), <password>...</password>; also escaped inside another document (&lt;...&gt;).
@@ -1075,6 +1099,8 @@ class Masker:
             for name, bits, fn in (
                 ("percent_encoded", _F_JSONU, self._d_json_escapes),
                 ("percent_encoded", _F_PCT, self._d_percent_encoded),
+                ("percent_encoded", _F_ENT, self._d_html_entities),
+                ("percent_encoded", _F_NFKC, self._d_lookalike_letters),
                 ("private_key", _F_PEM, self._d_pem),
                 ("url_password", _F_URL, self._d_url_password),
                 ("url_param", _F_STEM, self._d_url_param),
@@ -1082,6 +1108,7 @@ class Masker:
                 ("provider_key", _F_PROV, self._d_provider),
                 ("provider_key", _F_AWS, self._d_aws_secret),
                 ("auth_header", _F_STEM, self._d_auth),
+                ("percent_encoded", _F_B64, self._d_base64),
                 ("email", _F_AT, self._d_email),
                 ("iban", _F_IBAN, self._d_iban),
                 ("phone", _F_PHONE, self._d_phone),  # before cards: "+4915123456789" is a phone
@@ -1553,6 +1580,83 @@ class Masker:
             return text
         found.extend(k for k, n in scratch.items() for _ in range(n))
         return out
+
+    def _d_html_entities(self, text: str, found: list[str]) -> str:
+        """Character references decoded (``&#x70;assword=…``, ``bob&#64;example.com``), masked with
+        every detector; the decoded, masked text replaces the original only when that hid something."""
+        import html
+
+        return self._decoded_view(text, html.unescape(text), found)
+
+    def _d_lookalike_letters(self, text: str, found: list[str]) -> str:
+        """Compatibility forms folded and invisible format characters dropped (Unicode NFKC, UAX #15;
+        general category Cf): ``ｐａｓｓｗｏｒｄ=…`` (full-width) and ``pass\u200bword=…`` (a zero-width
+        space in the name) read as ``password=…``; kept folded only when that hid something."""
+        import unicodedata
+
+        folded = unicodedata.normalize("NFKC", text)
+        if any(unicodedata.category(c) == "Cf" for c in folded if not c.isascii()):
+            folded = "".join(c for c in folded if c.isascii() or unicodedata.category(c) != "Cf")
+        return self._decoded_view(text, folded, found)
+
+    def _decoded_view(self, text: str, decoded: str, found: list[str]) -> str:
+        """``decoded`` (``text`` in another spelling) masked with every detector when that hides
+        something, else ``text`` unchanged; two levels of decoding at most."""
+        if self._pct_depth >= 2 or decoded == text:
+            return text
+        scratch: dict[str, int] = {}
+        depth = self._pct_depth
+        self._pct_depth = depth + 1
+        try:
+            out = self._mask_text(decoded, scratch)
+        finally:
+            self._pct_depth = depth
+        if not scratch:
+            return text
+        found.extend(k for k, n in scratch.items() for _ in range(n))
+        return out
+
+    def _d_base64(self, text: str, found: list[str]) -> str:
+        """Base64 / base64url tokens whose decoded bytes are UTF-8 text holding something a detector
+        masks (a JSON with a password, an e-mail, a card number) are masked whole, as the first kind
+        found; two levels of decoding at most."""
+        import base64
+        import binascii
+
+        depth = self._pct_depth
+        if depth >= 2:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            tok = m.group()
+            if len(tok) > _B64_MAX or _at_tag(text, m.start()):
+                return tok
+            body = tok.rstrip("=")
+            if len(body) % 4 == 1:
+                return tok
+            padded = body + "=" * (-len(body) % 4)
+            try:
+                if "-" in body or "_" in body:
+                    raw = base64.urlsafe_b64decode(padded)
+                else:
+                    raw = base64.b64decode(padded, validate=True)
+                dec = raw.decode("utf-8")
+            except (binascii.Error, ValueError):
+                return tok
+            if not dec.replace("\n", "").replace("\t", "").replace("\r", "").isprintable():
+                return tok
+            sub: dict[str, int] = {}
+            self._pct_depth = depth + 1
+            try:
+                self._mask_text(dec, sub)
+            finally:
+                self._pct_depth = depth
+            if not sub:
+                return tok
+            found.extend(k for k, n in sub.items() for _ in range(n))
+            return self._tag(next(iter(sub)), tok)
+
+        return _B64_TOKEN_RE.sub(repl, text)
 
     def _d_xml_element(self, text: str, found: list[str]) -> str:
         if "<" not in text and "&lt;" not in text:

@@ -147,6 +147,43 @@ def test_demo_force_never_replaces_a_real_ledger(tmp_path):
     assert real.read_bytes() == before
 
 
+def test_export_and_report_never_replace_a_hard_link_to_a_source(demo, tmp_path, capsys):
+    """A hard link is the same file under another name: the gate compares files, not spellings."""
+    from idemview.config import config_dir
+
+    led, _fx, layout = demo
+    conns = config_dir() / "connections.toml"
+    conns.parent.mkdir(parents=True, exist_ok=True)
+    conns.write_text("# my saved connections\n")
+    links = {layout: tmp_path / "team-layout.toml", conns: tmp_path / "conns-copy.toml"}
+    for src, link in links.items():
+        os.link(src, link)
+    before = {src: src.read_bytes() for src in links}
+    for link in links.values():
+        for cmd in ("export", "report"):
+            code = main([cmd, str(led), "--layout", str(layout), "--now", NOW, "--out", str(link), "--force"])
+            assert code == EXIT_USAGE, (cmd, link)
+            assert "never writes over" in capsys.readouterr().err
+            assert link.stat().st_nlink == 2  # still the same file, not a new one renamed over the name
+    assert {src: src.read_bytes() for src in links} == before
+
+
+def test_force_never_replaces_a_layout_this_process_did_not_load(demo, tmp_path, capsys):
+    """A layout is refused by what it is (a TOML file with [operations]), not only when it was loaded:
+    a scan with a preset or a detected layout may not write over the team's layout either."""
+    led, _fx, layout = demo
+    other = tmp_path / "billing-layout.toml"
+    other.write_text(layout.read_text())
+    for cmd in ("export", "report"):
+        assert main([cmd, str(led), "--now", NOW, "--out", str(other), "--force"]) == EXIT_USAGE
+        assert "is an idemview layout" in capsys.readouterr().err
+    assert other.read_text() == layout.read_text()
+    # a TOML file that is no layout is the user's to replace with --force
+    plain = tmp_path / "notes.toml"
+    plain.write_text('title = "x"\n')
+    assert check_write_target(plain, overwrite=True) == plain
+
+
 def test_write_gate_allows_a_plain_file(tmp_path):
     out = tmp_path / "out.csv"
     out.write_text("old")
