@@ -123,6 +123,7 @@ def test_every_connection_field_reaches_every_open_path(qtbot, monkeypatch, tmp_
         schema="billing",
         status_map={"RETRIES_EXCEEDED": "failed"},
         outcome_map={"TIMEOUT": "timed_out"},
+        actions={"rules": [{"match": "^settle", "action": "money"}], "regulated": ["money"]},
     )
     ConnectionStore().upsert(c)
     want = spec_for_connection(c, "pw")
@@ -135,9 +136,10 @@ def test_every_connection_field_reaches_every_open_path(qtbot, monkeypatch, tmp_
         c.id,
     )
     assert want.status_map == c.status_map and want.outcome_map == c.outcome_map and want.password == "pw"
+    assert want.actions == c.actions
     assert "sslmode=require" in want.url.render_as_string() and want.url.port == 6543
     covered = {"name", "dialect", "driver", "host", "port", "database", "user", "tls", "layout", "naive_zone"}
-    covered |= {"colour", "schema", "status_map", "outcome_map", "id"}
+    covered |= {"colour", "schema", "status_map", "outcome_map", "id", "actions"}
     assert {f.name for f in fields(Connection)} == covered, "a new Connection field: map it in spec_for_connection"
     # the paths: the start page, the dialog's Connect, `idemview open NAME`
     from idemview.qt.connections import ConnectionDialog
@@ -175,3 +177,4 @@ def test_every_connection_field_reaches_every_open_path(qtbot, monkeypatch, tmp_
         for f in ("name", "layout", "password", "colour", "connection_id", "naive_zone", "schema"):
             assert getattr(got, f) == getattr(want, f), f
         assert got.status_map == want.status_map and got.outcome_map == want.outcome_map
+        assert got.actions == want.actions

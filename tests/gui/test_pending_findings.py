@@ -33,12 +33,27 @@ def _findings_text(tab) -> str:
     return tab.detail.findings_box.text()
 
 
+def _double_by_attempts(path, planted) -> tuple[str, str]:
+    """A planted duplicate effect whose two attempts both succeeded (the demo also plants doubles seen
+    only in the effect records, whose "why" has no attempt #2)."""
+    import sqlite3
+
+    with sqlite3.connect(path) as c:
+        twice = set(
+            c.execute(
+                "SELECT scope, idempotency_key FROM attempts WHERE outcome = 'succeeded' "
+                "GROUP BY scope, idempotency_key HAVING count(*) >= 2"
+            ).fetchall()
+        )
+    return sorted(set(planted.incidents["duplicate_effect"]) & twice)[0]
+
+
 def test_detail_opened_before_the_scan_says_pending_then_shows_the_double_charge(qtbot, window, demo_db, monkeypatch):
     from idemview.qt.models import COL_FINDINGS, FindingStateRole
 
     path, planted = demo_db
     tab, gate = _held_tab(qtbot, window, path, monkeypatch)
-    scope, key = sorted(planted.incidents["duplicate_effect"])[0]
+    scope, key = _double_by_attempts(path, planted)
     tab.open_operation(scope, key)
     qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == key, timeout=20000)
     assert tab._scan["pending"] and tab.findings is None, "the scan was held: nothing can have landed"
