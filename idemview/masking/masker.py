@@ -1014,7 +1014,9 @@ _PCT_TOKEN_RE = re.compile(r"[^\s\"'<>]*(?:%[0-9A-Fa-f]{2}|\w\+\w)[^\s\"'<>]*")
 # JSON "\uXXXX" escapes of non-ASCII characters (json.dumps' default ensure_ascii): "j\u00fcrgen@..."
 # is decoded for the detectors; ASCII escapes (\u0022, controls) stay escaped so JSON text stays JSON.
 _JSON_U_RE = re.compile(
-    r"(?<!\\)\\+u(?:d[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|00[89a-f][0-9a-f]|0[1-9a-f][0-9a-f]{2}|[1-9a-f][0-9a-f]{3})",
+    # a surrogate only as a pair: a lone one (valid JSON, no character) is left as written
+    r"(?<!\\)(\\+)u(?:d[89ab][0-9a-f]{2}\1ud[c-f][0-9a-f]{2}|00[89a-f][0-9a-f]|0[1-9a-f][0-9a-f]{2}"
+    r"|[1-9a-ce-f][0-9a-f]{3}|d[0-7][0-9a-f]{2})",
     re.I,
 )
 
@@ -1543,7 +1545,8 @@ class Masker:
         is kept only when it hid something (it is still valid JSON: only non-ASCII is decoded)."""
 
         def dec(m: re.Match[str]) -> str:
-            esc = "\\" + m.group().lstrip("\\")  # any depth of JSON-in-JSON: one escape level
+            esc = m.group()[len(m.group(1)) :].replace(m.group(1), "\\")  # any depth of JSON-in-JSON
+            esc = "\\" + esc
             return esc.encode("ascii").decode("unicode_escape").encode("utf-16", "surrogatepass").decode("utf-16")
 
         decoded = _JSON_U_RE.sub(dec, text)
