@@ -28,6 +28,7 @@ from idemview.errors import CannotConnect, InputError
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
 from idemview.ledger.driver_options import check_url_options, driver_connect_args
 from idemview.ledger.pg_sqlascii import adapt as adapt_sql_ascii
+from idemview.ledger.pg_times import adapt as adapt_pg_times
 from idemview.ledger.rawtext import decode_text
 from idemview.paths import note_source, readable_file
 from idemview.urls import _SCHEME_RE, hide_password, looks_like_url, split_url  # noqa: F401  (re-exported)
@@ -233,6 +234,7 @@ def open_engine(
                 # before SQLAlchemy's first query: a SQL_ASCII database returns text as bytes
                 conn = dialect.loaded_dbapi.connect(*cargs, **cparams)
                 adapt_sql_ascii(conn)
+                adapt_pg_times(conn)  # infinity and years Python cannot hold: unknown times
                 return conn
 
             @event.listens_for(engine, "connect")

@@ -21,6 +21,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     and_,
     case,
     cast,
@@ -971,7 +972,12 @@ class Ledger:
         the key) as a tie-breaker. NULL sort values come last."""
         sort_e = self._sort_expr(sort)
         tie = self.rid if self.rid is not None else self.key_expr
-        cols = self._op_columns(payloads) + [sort_e.label("_s"), tie.label("_t")]
+        # The cursor holds the sort value as the database has it. A PostgreSQL time may be one Python
+        # cannot hold (infinity, BC, after 9999: read as None, ledger.pg_times): there the cursor is
+        # the value's text, cast back in SQL, so such a row neither repeats nor hides the rest.
+        as_text = family(self.engine) == POSTGRESQL and (sort in self.time_cols or sort == "expires_at")
+        cur_e = cast(sort_e, Text) if as_text else sort_e
+        cols = self._op_columns(payloads) + [cur_e.label("_s"), tie.label("_t")]
         where = self.filter_clause(flt, now)
         # Two range queries instead of ORDER BY (sort IS NULL), sort, tie: each is a plain ordered range
         # an index on the sort column can serve (top-N from the index, not a sort of the whole table).
@@ -983,6 +989,8 @@ class Ledger:
                 q = select(*cols).select_from(self.ops).where(where, sort_e.is_not(None))
                 if after is not None:
                     _, s_val, t_val = after
+                    if as_text:
+                        s_val = cast(literal(s_val, Text), sort_e.type)
                     if descending:
                         q = q.where(sort_e <= s_val, or_(sort_e < s_val, tie < t_val))
                     else:

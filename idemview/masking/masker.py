@@ -1027,8 +1027,10 @@ _PCT_TOKEN_RE = re.compile(r"[^\s\"'<>]*(?:%[0-9A-Fa-f]{2}|\w\+\w)[^\s\"'<>]*")
 # them: "\u0070assword", "bob\u0040example.com") are decoded for the detectors; the escapes of '"',
 # '\\' and control characters stay escaped so JSON text stays JSON.
 _JSON_U_RE = re.compile(
-    r"(?<!\\)\\+u(?:d[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|00[89a-f][0-9a-f]|0[1-9a-f][0-9a-f]{2}|[1-9a-f][0-9a-f]{3}"
-    r"|00(?:2[013-9a-f]|[346][0-9a-f]|5[0-9abd-f]|7[0-9a-e]))",
+    # a surrogate only as a pair at one escape depth: a lone one (valid JSON, no character) is left as
+    # written; ASCII letters, digits and punctuation but '"', '\\' and controls are decoded too
+    r"(?<!\\)(\\+)u(?:d[89ab][0-9a-f]{2}\1ud[c-f][0-9a-f]{2}|00[89a-f][0-9a-f]|0[1-9a-f][0-9a-f]{2}"
+    r"|[1-9a-ce-f][0-9a-f]{3}|d[0-7][0-9a-f]{2}|00(?:2[013-9a-f]|[346][0-9a-f]|5[0-9abd-f]|7[0-9a-e]))",
     re.I,
 )
 # HTML/XML character references (HTML Living Standard §13.2.5.72-80, XML 1.0 §4.1): "&#x70;assword",
@@ -1570,7 +1572,8 @@ class Masker:
         is kept only when it hid something (it is still valid JSON: only non-ASCII is decoded)."""
 
         def dec(m: re.Match[str]) -> str:
-            esc = "\\" + m.group().lstrip("\\")  # any depth of JSON-in-JSON: one escape level
+            esc = m.group()[len(m.group(1)) :].replace(m.group(1), "\\")  # any depth of JSON-in-JSON
+            esc = "\\" + esc
             return esc.encode("ascii").decode("unicode_escape").encode("utf-16", "surrogatepass").decode("utf-16")
 
         decoded = _JSON_U_RE.sub(dec, text)
