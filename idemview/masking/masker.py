@@ -2034,9 +2034,11 @@ def card_last4(value: Any) -> str | None:
     the one card number it is or holds: text that is only a card number (13-19 digits with spaces,
     dashes or dots; Luhn not required, it is under a card name or was detected), else the card
     numbers found in it by the card detector's own rule (issuer prefix, Luhn, printed grouping) in
-    its text and JSON leaves. ``None`` when it holds none (``tok_visa``), or several different ones:
-    one tag cannot name two cards, and naming one would hide the other."""
+    its text and JSON leaves; else a card object's own ``last4`` field (a provider's card object holds
+    no number). ``None`` when it holds none (``tok_visa``), or several different ones: one tag cannot
+    name two cards, and naming one would hide the other."""
     found: set[str] = set()
+    named: set[str] = set()  # last four digits given by name, used when no number is found
     stack = [value]
     while stack and len(found) < 2:
         v = stack.pop()
@@ -2060,10 +2062,22 @@ def card_last4(value: Any) -> str | None:
             if v == v.to_integral_value() and 0 < v < 10**19:
                 stack.append(str(int(v)))
         elif isinstance(v, Mapping):
+            for k, x in v.items():
+                # a provider's card object holds no number, only its last four (Stripe's card.last4)
+                if isinstance(k, str) and k.lower() in _LAST4_FIELDS and isinstance(x, (str, int)):
+                    if len(d := str(x)) == 4 and d.isdigit():
+                        named.add(d)
             stack.extend(v.values())
         elif isinstance(v, (list, tuple)):
             stack.extend(v)
+    if not found and len(named) == 1:
+        return next(iter(named))
     return next(iter(found))[-4:] if len(found) == 1 else None
+
+
+#: Field names that hold a card's last four digits in a card object (Stripe ``card.last4``, Adyen
+#: ``lastFour``, Braintree ``last_4``).
+_LAST4_FIELDS = frozenset({"last4", "last_4", "lastfour", "last_four"})
 
 
 def _card_number(v: int | float) -> bool:

@@ -82,6 +82,9 @@ def test_whole_values_under_a_card_name():
     assert re.fullmatch(r"\[card#[0-9a-f]{6}\]", on.mask_value("tok_visa", "card"))  # no card number in it
     assert card_last4({"a": ["x", {"b": "4000 0566 5566 5556"}]}) == "5556"
     assert card_last4("4242424242424242 and 4242-4242-4242-4242") == "4242"  # one card twice is one
+    # a provider's card object (Stripe's payment_method_details.card) holds only its last four
+    assert re.fullmatch(r"\[card#[0-9a-f]{6} …0005\]", on.mask_value({"brand": "amex", "last4": "0005"}, "card"))
+    assert re.fullmatch(r"\[card#[0-9a-f]{6}\]", off.mask_value({"brand": "amex", "last4": "0005"}, "card"))
 
 
 def test_manifest_says_what_was_applied(tmp_path):
