@@ -44,6 +44,17 @@ STREAM_BATCH = 5000
 FETCH_BYTES = 8 << 20
 FIRST_FETCH = 1  # the first row tells the size of the next fetch
 
+#: The manifest's description of the operations export's ``attempt_effect_refs`` column (issue #20, 11b).
+ATTEMPT_EFFECT_REFS_NOTE = (
+    "every distinct effect reference the operation's attempts carry, a JSON array in the order the "
+    "attempts first carried them (lowest attempt number first): two or more, or one other than effect_ref, "
+    "means the operation had more than one effect (a double charge); empty when the attempts carry none "
+    "or the ledger's attempts record no reference"
+)
+#: Operations whose attempts' effect references are read in one grouped query (bounded: an OR of
+#: this many (scope, key) pairs per statement).
+EFFECT_REFS_BATCH = 500
+
 OP_TIMES = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at", "expires_at", "last_attempt_at")
 
 
@@ -171,6 +182,8 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
             tdefs.append((None, None, None))
     pdefs = [(pos[f"p_{p}"], _payload_converter(ledger.layout.fields[p].encoding)) for p in payloads]
     classify = classifier_for(ledger).classify  # memoised per distinct kind (DESIGN §5.1)
+    att = ledger.layout.attempts
+    with_refs = att.source == "table" and bool(att.effect_ref)
 
     def convert(batch: list) -> list:
         n = len(batch)
@@ -207,6 +220,7 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
             ac = counts
         out.append(ac)
         out += [cols[i] for i in tail_as_is]
+        out.append(_attempt_effect_refs(ledger, scope, key) if with_refs else [None] * n)
         for i, fn in pdefs:
             out.append(list(map(fn, cols[i])))
         if findings:
@@ -216,6 +230,17 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
         return out
 
     return convert
+
+
+def _attempt_effect_refs(ledger: Ledger, scope: Sequence[Any], key: Sequence[Any]) -> list[list[str] | None]:
+    """The ``attempt_effect_refs`` cells of one fetched batch of operations (``scope``/``key`` its
+    columns): :meth:`Ledger.attempt_effect_refs` once per :data:`EFFECT_REFS_BATCH` distinct keys."""
+    pairs = list(zip(scope, key, strict=True))
+    distinct = list(dict.fromkeys(pairs))
+    found: dict[tuple[str, str], list[str]] = {}
+    for i in range(0, len(distinct), EFFECT_REFS_BATCH):
+        found.update(ledger.attempt_effect_refs(distinct[i : i + EFFECT_REFS_BATCH]))
+    return [found.get(p) for p in pairs]
 
 
 def _time_converter(tc, stored_zone: str | None) -> Callable[[Any], Any]:
@@ -324,7 +349,8 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         ColumnSpec("attempt_count", "integer"),
         ColumnSpec("fingerprint", "text"),
         ColumnSpec("intent_ref", "text"),
-        ColumnSpec("effect_ref", "text"),
+        ColumnSpec("effect_ref", "text", "the effect reference the operation's own record keeps"),
+        ColumnSpec("attempt_effect_refs", "json", ATTEMPT_EFFECT_REFS_NOTE),
     ]
     payloads = [p for p in ("request", "response", "error") if p in ledger.layout.fields]
     cols += [ColumnSpec(p, "json" if ledger.layout.fields[p].encoding == "json" else "text") for p in payloads]

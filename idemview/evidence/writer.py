@@ -128,10 +128,12 @@ class ColumnSpec:
     ``naive_instant`` (naive datetime → ISO-8601 without offset), ``boolean`` (``true``/``false``),
     ``json`` (dict/list → compact JSON after masking; a bare JSON number such as ``-7`` is a
     number, not a formula, and is not prefixed). Raises ``ValueError`` on an unknown kind.
+    ``description``: what the column holds, for a reader of the evidence (in the manifest when given).
     """
 
     name: str
     kind: str = "text"
+    description: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -925,7 +927,14 @@ def _build_manifest(
         "tool": {"name": "idemview", "version": __version__},
         "exported_at": _utc_now_iso(),
         **caller,
-        "columns": [{"name": _mask_uncounted(masker, c.name), "kind": c.kind} for c in cols],
+        "columns": [
+            {
+                "name": _mask_uncounted(masker, c.name),
+                "kind": c.kind,
+                **({"description": c.description} if c.description else {}),
+            }
+            for c in cols
+        ],
         "row_count": n,
         "masking": {"enabled": True, "rules": masker.rules.describe(), "counts": dict(sorted(counts.items()))},
         "csv": {

@@ -1089,6 +1089,46 @@ class Ledger:
             return json_array_attempts(cells, scope, key, a)
         return []
 
+    def attempt_effect_refs(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[str]]:
+        """The distinct effect references the attempts of each operation in ``keys`` (a batch of
+        (scope, key), at most a few hundred) carry: ``{(scope, key): [ref, ...]}`` in the order the
+        attempts first carried them (lowest attempt number first, then the reference), operations
+        whose attempts carry none left out. One grouped query for the whole batch. Only an attempts
+        table with an ``effect_ref`` column records them: a JSON array's elements (Oban/River errors)
+        and a counter-only ledger have none (``{}``).
+
+        References are compared exactly (``_ident``): on MySQL/MariaDB 'CH_1' and 'ch_1' are two
+        charges, not one. Why it exists: an operation charged twice keeps one ``effect_ref`` on its
+        row while its attempts keep both (issue #20, item 11)."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return {}
+        a = self.layout.attempts
+        out: dict[tuple[str, str], list[str]] = {}
+        if a.source == "table" and a.effect_ref:
+            eff = self.att_effect
+            att = self._attempts_table()
+            src = att.join(self.ops, self.att_join) if self.att_needs_join else att
+            wanted = or_(*[and_(self.att_scope_expr == s, self.att_key_expr == k) for s, k in keys])
+            first = func.min(self.att_number).label("first")
+            q = (
+                select(self.att_scope_expr.label("scope"), self.att_key_expr.label("key"), eff.label("eff"), first)
+                .select_from(src)
+                .where(wanted, self.att_where, eff.is_not(None), eff != "")
+                .group_by(self.att_scope_expr, self.att_key_expr, eff)
+            )
+            with self.engine.connect() as c:
+                rows = c.execute(q).fetchall()
+            found: dict[tuple[str, str], list[tuple[Any, str]]] = {}
+            for r in rows:
+                ref = r.eff.decode("utf-8", "replace") if isinstance(r.eff, bytes | bytearray) else str(r.eff)
+                found.setdefault((r.scope or "", r.key), []).append((r.first, ref))
+            for sk, refs in found.items():
+                refs.sort(key=lambda x: (x[0] is None, x[0] if x[0] is not None else 0, x[1]))
+                out[sk] = list(dict.fromkeys(ref for _n, ref in refs))
+            return out
+        return {}
+
     def counts(self) -> tuple[int, int]:
         """(operations, attempts) in the ledger. Attempts: rows of the attempts table, elements of the
         JSON arrays, or the sum of the counter column."""

@@ -50,6 +50,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import unquote_plus
 from uuid import UUID
 
 from idemview.domain.jsontext import MAX_JSON_DEPTH
@@ -547,6 +548,13 @@ class MaskRules:
             "credential_kinds": sorted(self.credential_kinds),
             "patterns": [{"kind": p.kind, "regex": p.regex, "credential": p.credential} for p in self.patterns],
             "keep_card_last4": self.keep_card_last4,
+            "card_tag": (
+                "[card#xxxxxx …1234]: the last four digits of the one card number the masked value is or "
+                "holds (text, a JSON number, a whole JSON value under a card name); none when it holds "
+                "several different ones"
+                if self.keep_card_last4
+                else "[card#xxxxxx]: no digit of the card kept"
+            ),
             # whose key it is (this export's own, or the window's session key) is the manifest's masking_key
             "tag": "[kind#first 6 hex of HMAC-SHA256(value) under the masking key named in masking_key]",
         }
@@ -1276,19 +1284,19 @@ class Masker:
     def _hex(self, norm: str) -> str:
         return hmac.digest(self.__key, norm.encode("utf-8", "surrogatepass"), "sha256").hex()[:6]
 
-    def _tag(self, kind: str, raw: str) -> str:
-        """Tag for a detected/whole string value. Normalisation makes formatting variants equal."""
+    def _tag(self, kind: str, raw: str, value: Any = None) -> str:
+        """Tag for a detected/whole string value. Normalisation makes formatting variants equal.
+        ``value``: the value ``raw`` was written from, when it was not text (a JSON object or number
+        under a card name), for the card's last four (:func:`card_last4`, the one rule for them)."""
         ck = (kind, raw)
         t = self._tag_cache.get(ck)
         if t is not None:
             return t
         last4 = None
         if kind == "card":
-            digits = "".join(ch for ch in raw if ch.isdigit())
-            norm = digits
-            # Last four only for a value that is itself a card number (not JSON holding one).
-            if self.rules.keep_card_last4 and 13 <= len(digits) <= 19 and _CARD_TEXT_RE.fullmatch(raw) is not None:
-                last4 = digits[-4:]
+            norm = "".join(ch for ch in raw if ch.isdigit())
+            if self.rules.keep_card_last4:
+                last4 = card_last4(raw if value is None else value)
         elif kind == "iban":
             norm = raw.replace(" ", "").upper()
         elif kind == "email":
@@ -1318,10 +1326,12 @@ class Masker:
                 raw = dump_json(value, sort_keys=True)
         elif isinstance(value, datetime):
             raw = value.isoformat()
+        elif type(value) is float and value.is_integer() and abs(value) < 1e19:
+            raw = str(int(value))  # 4242424242424242.0 is the number 4242424242424242, not 17 digits
         else:
             raw = str(value)
         cnt[kind] = cnt.get(kind, 0) + 1
-        return self._tag(kind, raw)
+        return self._tag(kind, raw, None if isinstance(value, str) else value)
 
     # ------------------------------------------------------------------ values
     # Internals count into ``cnt`` (the Masker's counts, or a scratch dict for is_credential).
@@ -2120,6 +2130,61 @@ def dump_json(value: Any, *, sort_keys: bool = False) -> str:
         else:
             parts.append(enc(v))
     return "".join(parts)
+
+
+def card_last4(value: Any) -> str | None:
+    """The last four digits a card tag keeps (``keep_card_last4``, issue #20 item 11c), for every
+    path that tags a card: a detected card number in text, a value under a card name (``card``,
+    ``pan``...) whether text, a JSON number or a whole JSON object/array, a JSON number passing Luhn.
+
+    ``value``: text, a number, bytes (read as UTF-8) or parsed JSON. Returns the last four digits of
+    the one card number it is or holds: text that is only a card number (13-19 digits with spaces,
+    dashes or dots; Luhn not required, it is under a card name or was detected), else the card
+    numbers found in it by the card detector's own rule (issuer prefix, Luhn, printed grouping) in
+    its text and JSON leaves; else a card object's own ``last4`` field (a provider's card object holds
+    no number). ``None`` when it holds none (``tok_visa``), or several different ones: one tag cannot
+    name two cards, and naming one would hide the other."""
+    found: set[str] = set()
+    named: set[str] = set()  # last four digits given by name, used when no number is found
+    stack = [value]
+    while stack and len(found) < 2:
+        v = stack.pop()
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            v = bytes(v).decode("utf-8", "replace")
+        if isinstance(v, str):
+            digits = "".join(ch for ch in v if ch.isdigit())
+            if 13 <= len(digits) <= 19 and _CARD_TEXT_RE.fullmatch(v) is not None:
+                found.add(digits)
+                continue
+            if ("%" in v or "+" in v) and (plain := unquote_plus(v)) != v:
+                v = plain  # URL/form-encoded: "card%204111…", "4111+1111+…" (the separators are spaces)
+            for m in _CARD_RUN_RE.finditer(v):
+                run = m.group()
+                for a, b in _card_spans(run):
+                    found.add("".join(ch for ch in run[a:b] if ch.isdigit()))
+        elif type(v) is int or type(v) is float:
+            if v >= _CARD_MIN and _card_number(v):
+                found.add(str(int(v)))
+        elif isinstance(v, Decimal):
+            if v == v.to_integral_value() and 0 < v < 10**19:
+                stack.append(str(int(v)))
+        elif isinstance(v, Mapping):
+            for k, x in v.items():
+                # a provider's card object holds no number, only its last four (Stripe's card.last4)
+                if isinstance(k, str) and k.lower() in _LAST4_FIELDS and isinstance(x, (str, int)):
+                    if len(d := str(x)) == 4 and d.isdigit():
+                        named.add(d)
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    if not found and len(named) == 1:
+        return next(iter(named))
+    return next(iter(found))[-4:] if len(found) == 1 else None
+
+
+#: Field names that hold a card's last four digits in a card object (Stripe ``card.last4``, Adyen
+#: ``lastFour``, Braintree ``last_4``).
+_LAST4_FIELDS = frozenset({"last4", "last_4", "lastfour", "last_four"})
 
 
 def _card_number(v: int | float) -> bool:

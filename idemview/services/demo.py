@@ -601,6 +601,9 @@ def generate(
     from idemview.services.demo_actions import plant_action_doubles
 
     plant_action_doubles(g, plant_base)
+    from idemview.services.demo_charge_failures import plant_charge_failures
+
+    plant_charge_failures(g, plant_base)  # the payments the effects file's hidden successes charged
     # --- the ledger keeps card numbers, e-mail addresses and bearer tokens in request_body in plain text
     g.planted.add("secret_at_rest", "", "")
 

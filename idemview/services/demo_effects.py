@@ -165,16 +165,21 @@ def write_demo_effects(
                     charge_id=ref if ref and ref.startswith(("ch_", "re_")) else None,
                 )
 
-    # hidden successes: the provider charged, the ledger says failed / stuck / timed out
+    # hidden successes: the provider charged, the ledger says failed / stuck / timed out. Only charging
+    # kinds: a charge is the effect of a payment, not of an e-mail (the demo plants such payments,
+    # services.demo_charge_failures); a timed-out one is its own case, not also a "failed" one.
     def pick(pred, n):
-        cands = [o for o in ops if (o[0], o[1]) not in completed_keys and pred(o)]
+        cands = [o for o in ops if o[2] in CHARGING and (o[0], o[1]) not in completed_keys and pred(o)]
         return r.sample(cands, min(n, len(cands)))
 
     def stuck(o) -> bool:
         lock_end = _parse(o[7])
         return o[3] == "running" and lock_end is not None and lock_end <= anchor
 
-    for o in pick(lambda o: o[3] == "failed", 2) + pick(stuck, 1) + pick(lambda o: (o[0], o[1]) in timed, 1):
+    def untimed_failure(o) -> bool:
+        return o[3] == "failed" and (o[0], o[1]) not in timed
+
+    for o in pick(untimed_failure, 1) + pick(stuck, 1) + pick(lambda o: (o[0], o[1]) in timed, 1):
         if (o[0], o[1]) in {tuple(x) for x in planted.get("hidden_success", [])}:
             continue
         charge(o[0], o[1], (_parse(o[4]) or anchor) + timedelta(seconds=r.randint(2, 40)), o[8])

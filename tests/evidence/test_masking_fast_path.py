@@ -156,6 +156,7 @@ def test_celery_export_masks_secrets_planted_among_uuid_task_ids(tmp_path):
                 row.append(op.raw_status)
                 row += [_as_stored(getattr(op, t), ledger, t) for t in times]
                 row += [op.attempt_count, op.fingerprint, op.intent_ref, op.effect_ref]
+                row.append(ledger.attempt_effect_refs([(op.scope, op.key)]).get((op.scope, op.key)))
                 row += [_payload_cell(getattr(op, p)) for p in payloads]
                 row.append(" ".join(findings.get((op.scope, op.key), [])) or None)
                 yield row

@@ -331,7 +331,8 @@ def test_cells_are_masked_through_the_masker(tmp_path):
     req = json.loads(back[1][3])
     assert req["amount"] == 1000 and req["note"] == f"mail {t_email}"
     assert re.fullmatch(r"\[password#[0-9a-f]{6}\]", req["password"])
-    assert re.fullmatch(r"\[card#[0-9a-f]{6}\]", req["card"])
+    # a whole JSON value under a card name keeps its card's last four too (issue #20 11c)
+    assert re.fullmatch(r"\[card#[0-9a-f]{6} …4242\]", req["card"])
     assert back[1][3] == json.dumps(req, ensure_ascii=False, separators=(",", ":"))  # compact
     assert re.fullmatch(r"connect postgres://app:\[password#[0-9a-f]{6}\]@db/x failed", back[1][4])
     assert re.fullmatch(r"'=HYPERLINK\(\"http://x\?token=\[token#[0-9a-f]{6}\]\"\)", back[2][4])

@@ -68,7 +68,8 @@ def test_scan_json_reports_exactly_the_planted_incidents(capsys, demo):
     assert set(doc["not_checkable"]) == {"hidden_success", "orphan_effect"}  # the demo has no [effects]
     assert all("[effects]" in why for why in doc["not_checkable"].values())
     assert doc["now"] == ANCHOR and doc["layout"] == "idemview"
-    assert doc["operations"] == 400 + 33  # ordinary + planted records (4 of them doubles by action class)
+    # ordinary + planted records (4 of them doubles by action class, 3 payments a hidden success charged)
+    assert doc["operations"] == 400 + 36
     # ledger findings (secret_at_rest) have null scope and key and name their column (DESIGN §9)
     assert all((f["scope"], f["key"]) == (None, None) and f["column"] for f in doc["findings"] if "column" in f)
     got = {(f["kind"], f["scope"] or "", f["key"] or "") for f in doc["findings"]}
