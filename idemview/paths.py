@@ -36,6 +36,13 @@ class PathOutsideLayout(InputError):
     """A path written in a layout leaves the layout's folder (exit 2); the user must name it himself."""
 
 
+class ServerInLayout(PathOutsideLayout):
+    """A layout file names a database server (``[effects] connection = "postgresql://…"``): a layout is
+    shared data, and connecting with the user's own credentials (a keyring entry, ``~/.pgpass``) to a
+    server the layout's author chose would read another database (exit 2). A saved connection's name,
+    or the caller's own engine, is the way to name one."""
+
+
 _KINDS = [
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISCHR, "a character device"),

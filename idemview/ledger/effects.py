@@ -193,6 +193,9 @@ def open_effects_engine(connection: str, base: str | Path | None = None) -> Engi
     data and may not make idemview read another application's files, issue #19 item 3). Every engine is
     made by :func:`~idemview.ledger.connect.open_engine` (its option allow-list applies).
 
+    A server URL is taken only from a layout built in code (``base`` None: the caller's own argument);
+    written in a layout file it is :class:`~idemview.paths.ServerInLayout` before anything connects.
+
     Raises :class:`~idemview.ledger.connect.ConnectError` when it cannot be opened,
     :class:`~idemview.paths.PathOutsideLayout` for a path outside the layout's folder,
     :class:`~idemview.ledger.driver_options.ConnectionOptionRefused` for a refused URL option."""
@@ -211,6 +214,15 @@ def open_effects_engine(connection: str, base: str | Path | None = None) -> Engi
     u = parse_url(connection)
     if u.get_backend_name() == "sqlite":
         u = u.set(database=str(confined(u.database or "", base, "effects connection")))
+    elif base is not None:  # written in a layout file: shared data may not choose a server
+        from idemview.ledger.connect import safe_url
+        from idemview.paths import ServerInLayout
+
+        raise ServerInLayout(
+            f"the layout's [effects] connection names a database server ({safe_url(u)}): a layout file may "
+            "name a SQLite file in its folder or a saved connection; save that server as a connection and "
+            "write its name in the layout"
+        )
     return open_engine(u)
 
 

@@ -42,6 +42,25 @@ def test_unreachable_effects_server_is_exit_3_without_its_password(demo, tmp_pat
     bad = "postgresql+psycopg://ops:Sekr3t-Pa55@127.0.0.1:1/payments"
     lay.write_text(text.replace(f'connection = "{effects_path_for(demo).name}"', f'connection = "{bad}"'))
     assert bad in lay.read_text()
+    # a server written in a layout file is refused (exit 2) before anything connects, its password unsaid
+    code, out, err = _scan(capsys, demo, lay)
+    assert code == 2 and out == ""
+    assert "Sekr3t" not in err and "Pa55" not in err and "names a database server" in err
+    # the same server as the user's saved connection (password in the keyring), named in the layout
+    from idemview.config import Connection, ConnectionStore, CredentialStore
+
+    c = Connection(
+        name="pay effects",
+        dialect="postgresql",
+        driver="psycopg",
+        host="127.0.0.1",
+        port=1,
+        database="payments",
+        user="ops",
+    )
+    ConnectionStore().upsert(c)
+    CredentialStore().set(c.id, "Sekr3t-Pa55")
+    lay.write_text(text.replace(f'connection = "{effects_path_for(demo).name}"', 'connection = "pay effects"'))
     code, out, err = _scan(capsys, demo, lay)
     assert code == 3 and out == ""
     assert "Sekr3t" not in err and "Pa55" not in err and "effects database" in err

@@ -249,3 +249,48 @@ def test_fifo_link_in_the_gui_session_is_refused(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(NotARegularFile):
         open_ledger(spec_for_target(str(fifo)), CancelToken())
+
+
+@pytest.mark.postgres
+def test_layout_cannot_choose_a_database_server_a_saved_connection_can(demo, pg_url, capsys):
+    """A server URL written in a layout file would be opened with the user's own credentials (keyring,
+    ~/.pgpass): refused before anything connects. The user's saved connection, named in the layout, is
+    the way to point a shared layout at a server (found by a tester after issue #19 landed)."""
+    from sqlalchemy import MetaData, create_engine, insert, select
+    from sqlalchemy.engine import make_url
+
+    from idemview.config import Connection, ConnectionStore
+
+    led, fx, layout = demo
+    src, dst = create_engine(f"sqlite:///{fx}"), create_engine(pg_url)
+    md = MetaData()
+    md.reflect(src)
+    md.drop_all(dst)
+    md.create_all(dst)
+    with src.connect() as a, dst.begin() as b:
+        for t in md.sorted_tables:
+            rows = [dict(r._mapping) for r in a.execute(select(t))]
+            if rows:
+                b.execute(insert(t), rows)
+    src.dispose()
+    dst.dispose()
+    _point_effects_at(layout, pg_url)
+    code = main(["scan", str(led), "--layout", str(layout), "--now", NOW, "--format", "json"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (EXIT_USAGE, "")
+    assert "names a database server" in err and len(err.strip().splitlines()) == 1
+    u = make_url(pg_url)
+    ConnectionStore().upsert(
+        Connection(
+            name="team charges",
+            dialect="postgresql",
+            driver="psycopg",
+            host=u.host or "",
+            port=u.port,
+            database=u.database or "",
+            user=u.username or "",
+        )
+    )
+    _point_effects_at(layout, "team charges")
+    assert main(["scan", str(led), "--layout", str(layout), "--now", NOW, "--format", "json"]) == EXIT_OK
+    assert '"duplicate_effect"' in capsys.readouterr().out

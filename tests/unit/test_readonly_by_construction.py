@@ -15,6 +15,7 @@ from idemview.errors import EXIT_USAGE, InputError
 from idemview.ledger.connect import ConnectError, open_engine
 from idemview.ledger.driver_options import ConnectionOptionRefused, check_url_options
 from idemview.ledger.effects import open_effects_engine
+from idemview.paths import ServerInLayout
 from idemview.services.cancel import CancelToken
 from idemview.services.session import open_ledger, spec_for_target
 from tests.unit.fake_mysql import CLIENT_LOCAL_FILES, FakeMySQL
@@ -59,8 +60,12 @@ def test_server_asking_for_a_file_gets_nothing(secret_file, name):
 def test_effects_connection_with_local_infile_is_refused(secret_file, tmp_path):
     with FakeMySQL(str(secret_file)) as srv:
         with pytest.raises(ConnectionOptionRefused):
-            open_effects_engine(f"mysql+pymysql://root@127.0.0.1:{srv.port}/pay?local_infile=1", tmp_path)
+            open_effects_engine(f"mysql+pymysql://root@127.0.0.1:{srv.port}/pay?local_infile=1")
         with pytest.raises(ConnectError):  # and without it, nothing is sent either
+            open_effects_engine(f"mariadb+pymysql://root@127.0.0.1:{srv.port}/pay")
+        # written in a layout file (a folder to resolve against), a server is refused before any
+        # connection: shared data may not choose where the user's credentials go
+        with pytest.raises(ServerInLayout):
             open_effects_engine(f"mariadb+pymysql://root@127.0.0.1:{srv.port}/pay", tmp_path)
     assert srv.connections == 1
     assert srv.requests >= 1 and srv.received == b""
