@@ -46,26 +46,33 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _manifest_doc(path: str) -> Any:  # a JSON object, checked field by field by the callers
+    """The JSON object in ``path``'s manifest, read with a size cap and parsed with a bounded depth;
+    :class:`~idemview.errors.EvidenceMismatch` when missing, too large, not JSON or not an object."""
+    mp = manifest_path_for(path)
+    try:
+        with open(mp, "rb") as f:
+            data = f.read(MANIFEST_MAX_BYTES + 1)
+    except OSError as e:
+        raise _fail(path, f"manifest missing or unreadable ({mp}: {e.strerror or e})") from None
+    _need(len(data) <= MANIFEST_MAX_BYTES, path, f"manifest larger than {MANIFEST_MAX_BYTES >> 20} MiB")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise _fail(path, "manifest is not a manifest (JSON nested too deeply)") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise _fail(path, f"manifest is not JSON ({e})") from None
+    _need(isinstance(doc, dict), path, "manifest is not a JSON object")
+    return doc
+
+
 def load_manifest(csv_path: str) -> dict[str, Any]:
     """The manifest of ``csv_path`` (``PATH.manifest.json``), checked: a JSON object of
     ``idemview-evidence-manifest/1`` with ``exported_at`` (ISO-8601 instant), ``columns`` (a list of
     ``{"name": str, "kind": one of COLUMN_KINDS}``), ``row_count`` (int >= 0) and ``csv`` (``sha256``
     hex, ``bytes`` int, ``null`` str, ``bom`` bool, ``formula_guard``). Raises
     :class:`~idemview.errors.EvidenceMismatch` naming the first problem."""
-    mp = manifest_path_for(csv_path)
-    try:
-        with open(mp, "rb") as f:
-            data = f.read(MANIFEST_MAX_BYTES + 1)
-    except OSError as e:
-        raise _fail(csv_path, f"manifest missing or unreadable ({mp}: {e.strerror or e})") from None
-    _need(len(data) <= MANIFEST_MAX_BYTES, csv_path, f"manifest larger than {MANIFEST_MAX_BYTES >> 20} MiB")
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except RecursionError:
-        raise _fail(csv_path, "manifest is not a manifest (JSON nested too deeply)") from None
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
-        raise _fail(csv_path, f"manifest is not JSON ({e})") from None
-    _need(isinstance(doc, dict), csv_path, "manifest is not a JSON object")
+    doc = _manifest_doc(csv_path)
     _need(doc.get("format") == MANIFEST_FORMAT, csv_path, f"manifest format is not {MANIFEST_FORMAT!r}")
     at = doc.get("exported_at")
     _need(isinstance(at, str) and _ISO_RE.fullmatch(at) is not None, csv_path, "exported_at is not an ISO-8601 instant")
@@ -105,20 +112,7 @@ def read_report_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises :class:`~idemview.errors.EvidenceMismatch` naming the first problem: missing, not JSON,
     nested too deeply, an evidence CSV's manifest (use ``read_evidence``), or a changed byte."""
     p = os.fspath(path)
-    mp = manifest_path_for(p)
-    try:
-        with open(mp, "rb") as f:
-            data = f.read(MANIFEST_MAX_BYTES + 1)
-    except OSError as e:
-        raise _fail(p, f"manifest missing or unreadable ({mp}: {e.strerror or e})") from None
-    _need(len(data) <= MANIFEST_MAX_BYTES, p, f"manifest larger than {MANIFEST_MAX_BYTES >> 20} MiB")
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except RecursionError:
-        raise _fail(p, "manifest is not a manifest (JSON nested too deeply)") from None
-    except ValueError as e:
-        raise _fail(p, f"manifest is not JSON ({e})") from None
-    _need(isinstance(doc, dict), p, "manifest is not a JSON object")
+    doc = _manifest_doc(p)
     _need("csv" not in doc, p, "its manifest is an evidence CSV's, not a report's (use read_evidence)")
     meta = doc.get("html")
     _need(isinstance(meta, dict), p, "manifest has no html section")
