@@ -95,7 +95,8 @@ def test_export_and_scan_are_not_cut_by_the_interactive_limit(db, tmp_path):
             with pytest.raises(OperationalError):
                 FindingEngine(led, ANCHOR).run()
         res = export_evidence(led, None, tmp_path / "ops.csv", now=ANCHOR)
-        assert res.rows == led.counts()[0]
+        # the reference count is batch work too: under the 1 ms interactive limit it is itself cut (flaky)
+        assert res.rows == for_batch(led, None).counts()[0]
         fs = FindingEngine(led, ANCHOR).run(timeout_s=None)
         assert {f.kind.value for f in fs} >= {"duplicate_effect", "expired_key"}
         assert FindingEngine(for_batch(led, None), ANCHOR).run() == fs
