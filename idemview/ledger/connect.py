@@ -425,6 +425,14 @@ def session_is_read_only(engine: Engine) -> bool:
 
 
 def describe(engine: Engine) -> dict:
-    """Ledger identity for manifests: dialect, host, database (never the user name or password)."""
+    """Ledger identity for manifests: dialect, host, database (never the user name or password). A dump
+    (:mod:`idemview.ledger.dumps`) adds ``files``: ``[{"table", "file", "format", "bytes", "sha256"}]``,
+    hashed now, so the evidence says which bytes it was computed from."""
     u = engine.url
-    return {"dialect": engine.dialect.name, "host": u.host or "", "database": u.database or ""}
+    out: dict = {"dialect": engine.dialect.name, "host": u.host or "", "database": u.database or ""}
+    dump = getattr(engine.dialect, "dump", None)  # the dialect: shared by the batch engines made from it
+    if dump is not None:
+        from idemview.ledger.dumps import file_hashes
+
+        out["files"] = file_hashes(dump)
+    return out

@@ -156,12 +156,20 @@ def _reader(t: DumpTable, conn: duckdb.DuckDBPyConnection) -> str:
     if t.format == "csv":
         # RFC 4180 as the dump tools write it (psql \copy CSV HEADER, mysqldump --tab, pandas, DuckDB):
         # comma, double quote, a header row; strict, so a row with too many fields is an error, not a
-        # silently re-guessed dialect. Column types are sniffed (timestamps, integers).
-        return f"read_csv({p}, delim=',', quote='\"', escape='\"', header=true, strict_mode=true)"
+        # silently re-guessed dialect; skip=0, or the sniffer would skip malformed leading rows and take
+        # a later row as the header. Column types are sniffed (timestamps, integers).
+        return f"read_csv({p}, delim=',', quote='\"', escape='\"', header=true, strict_mode=true, skip=0)"
     auto = f"read_json({p}, format='newline_delimited')"
     cols = conn.execute(f"DESCRIBE SELECT * FROM {auto}").fetchall()
     spec = ", ".join(f"{_lit(c[0])}: {_lit('JSON' if _NESTED.search(c[1]) else c[1])}" for c in cols)
     return f"read_json({p}, format='newline_delimited', columns={{{spec}}})"
+
+
+_HINTS = {
+    "csv": "a dump CSV has a header row and as many comma-separated fields in every row",
+    "parquet": "export the table again (the file is cut short or is not Parquet)",
+    "jsonl": "a JSON Lines dump has one JSON object per line",
+}
 
 
 def _first_line(e: BaseException) -> str:
@@ -185,8 +193,9 @@ def _new_connection(dump: Dump, timeout_s: float | None, validate: bool = False)
                 if validate and t.format != "parquet":
                     conn.execute(f"SELECT count(*) FROM {_ident(t.name)}").fetchall()
             except duckdb.Error as e:
+                what = FORMAT_TITLES[t.format]
                 raise DumpError(
-                    f"{t.path} is not a readable {FORMAT_TITLES[t.format]} file ({_first_line(e)}); fix or replace it"
+                    f"{t.path} is not a readable {what} file ({_first_line(e)}); {_HINTS[t.format]}"
                 ) from None
         conn.execute("SET enable_external_access = false")
         conn.execute("SET lock_configuration = true")
@@ -228,6 +237,8 @@ class DumpDialect(duckdb_engine.Dialect):
 
     driver = DRIVER
     supports_statement_cache = False
+    #: The dump this engine reads (set by :func:`open_dump_engine`; the manifest hashes its files).
+    dump: Dump | None = None
 
     def _relations(self, connection, schema: str | None) -> list[str]:
         rows = connection.execute(
@@ -315,5 +326,5 @@ def open_dump_engine(dump: Dump, statement_timeout_s: float | None) -> Engine:
 
     url = URL.create(f"duckdb+{DRIVER}", database=str(dump.root))
     engine = create_engine(url, creator=creator, json_deserializer=jsontext.loads_or_text, pool_pre_ping=True)
-    engine._idem_dump = dump  # type: ignore[attr-defined]  # which files (and hashes) the manifest names
+    engine.dialect.dump = dump  # type: ignore[attr-defined]  # which files (and hashes) the manifest names
     return engine

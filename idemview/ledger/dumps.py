@@ -92,6 +92,8 @@ def list_dump(path: str | Path) -> Dump:
     kind = special_kind(p)
     if kind is not None and kind != "a folder":
         raise DumpError(f"{p} is {kind}, not a dump file; refusing to open it")
+    if p.suffix and format_of(p) is None and not p.is_dir():
+        raise DumpError(f"{p} is not a dump file: the name must end in .csv, .parquet or .jsonl")
     if not p.exists():
         raise DumpError(f"no dump file or folder at {p} (give a .csv, .parquet or .jsonl file, or a folder of them)")
     root = p.resolve()
