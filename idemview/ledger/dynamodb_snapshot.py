@@ -162,6 +162,11 @@ def parse_dynamodb_url(url: str) -> DynamoTarget:
         )
     opts: dict[str, str] = {}
     for k, v in parse_qsl(p.query, keep_blank_values=True):
+        if k not in _URL_OPTIONS and re.search(r"key|secret|token|password|session", k, re.I):
+            raise DynamoUrlError(
+                "a dynamodb:// URL carries no credentials: remove the option and use the AWS chain "
+                "(AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment)"
+            )
         if k not in _URL_OPTIONS:
             raise DynamoUrlError(f"unknown dynamodb:// option {k[:40]!r}; known: {', '.join(_URL_OPTIONS)}")
         opts[k] = v
@@ -283,15 +288,14 @@ def translate_error(e: BaseException, target: DynamoTarget, op: str, client=None
 
 
 def _sleep(seconds: float, token, sleep: Callable[[float], Any]) -> None:
-    """Sleep ``seconds`` in slices of at most 0.2 s, checking ``token`` between them."""
-    end = time.monotonic() + seconds
-    while True:
+    """Sleep ``seconds`` in slices of at most 0.2 s, checking ``token`` before each."""
+    left = seconds
+    while left > 0:
         if token is not None:
             token.check()
-        left = end - time.monotonic()
-        if left <= 0:
-            return
-        sleep(min(left, 0.2))
+        step = min(left, 0.2)
+        sleep(step)
+        left -= step
 
 
 def call_with_backoff(
