@@ -338,3 +338,21 @@ def test_generic_layout_from_a_file(dynalite, aws, capsys, tmp_path):
     bad.write_text('[layout]\nname = "x"\n[dynamodb]\nkey_schema = ["pk"]\nkey_attribute = "nope"\n')
     assert main(["scan", _url(endpoint, "orders_idem"), "--layout", str(bad)]) == 2
     assert "key_attribute 'nope' is not in key_schema" in capsys.readouterr().err
+
+
+def test_python_api_and_the_gui_opener_read_the_same_snapshot(dynalite, aws):
+    import idemview
+    from idemview.services.cancel import CancelToken
+    from idemview.services.session import OpenSpec, open_ledger
+
+    endpoint, t0 = dynalite
+    frames = idemview.open(_url(endpoint))
+    ops = frames.operations()
+    assert len(ops) == 5 and set(ops["status"]) == {"completed", "in_progress"}
+    opened = open_ledger(OpenSpec(url=_url(endpoint), name="payments idempotency"), CancelToken())
+    assert (opened.n_ops, opened.n_att, opened.read_only) == (5, 0, True)
+    assert (
+        opened.detection.startswith("detected powertools-dynamodb (100%)")
+        and "snapshot of 5 records" in opened.detection
+    )
+    assert opened.where == _url(endpoint) and opened.ledger.name == "payments idempotency"
