@@ -304,7 +304,7 @@ def _open_dynamodb(spec: OpenSpec, token: CancelToken) -> Opened:
     from idemview.ledger.dynamodb_snapshot import open_dynamodb_ledger
 
     lay = spec.layout if isinstance(spec.layout, str) else None  # SQL layouts do not apply
-    ledger = open_dynamodb_ledger(spec.url, layout=lay or None, name=spec.name, token=token)
+    ledger = open_dynamodb_ledger(str(spec.url), layout=lay or None, name=spec.name, token=token)
     watch_engine(ledger.engine)
     n_ops, n_att = ledger.counts()
     info = ledger.snapshot
