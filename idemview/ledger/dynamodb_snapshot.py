@@ -52,6 +52,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from idemview.domain import jsontext
 from idemview.domain.model import FindingKind
 from idemview.errors import CannotConnect, InputError
 from idemview.layouts.dynamodb import DynamoLayout, all_dynamodb_presets, load_dynamodb_layout
@@ -236,8 +237,9 @@ def _parse_scan_body(response_dict=None, customized_response_dict=None, **_kwarg
     try:
         import orjson
 
-        parsed = orjson.loads(response_dict["body"])
-    except (ImportError, ValueError, TypeError, KeyError):
+        # the one JSON chokepoint (depth bounded); DynamoDB nests at most 32 levels, so it always fits
+        parsed = jsontext.loads(response_dict["body"], orjson.loads)
+    except (ImportError, ValueError, TypeError, KeyError):  # JSONTooDeep is a ValueError
         return  # botocore parses it (and says what is wrong)
     if isinstance(parsed, dict):
         customized_response_dict.update(parsed)
