@@ -216,7 +216,7 @@ def connect_dynamodb(target: DynamoTarget, *, timeout_s: float = 10.0, session=N
         client = session.client("dynamodb", region_name=target.region, endpoint_url=target.endpoint_url, config=cfg)
     except bx.ProfileNotFound:
         raise CannotConnect(
-            f"AWS profile {target.profile!r} is not in ~/.aws/config or ~/.aws/credentials: check the profile name"
+            f"AWS profile {target.profile!r} is not in the AWS config files (~/.aws/config): check the profile name"
         ) from None
     except bx.NoRegionError:
         raise DynamoUrlError(

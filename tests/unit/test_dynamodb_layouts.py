@@ -216,3 +216,19 @@ def test_a_layout_whose_key_differs_does_not_fit(stubbed):
     with pytest.raises(LayoutError) as e:
         ds.snapshot(client, target, load_dynamodb_preset("powertools-dynamodb-composite"))
     assert e.value.exit_code == EXIT_LAYOUT and "expects the primary key (id, sk)" in str(e.value)
+
+
+def test_no_region_and_an_unknown_profile_are_one_line(monkeypatch, capsys):
+    from idemview.cli import main
+
+    for k in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
+    assert main(["scan", "dynamodb://idempotency"]) == EXIT_USAGE
+    assert capsys.readouterr().err == (
+        "idemview: no AWS region for dynamodb://idempotency: add ?region=REGION to the URL or set AWS_REGION\n"
+    )
+    assert main(["scan", "dynamodb://idempotency?region=eu-west-1&profile=nope"]) == EXIT_CONNECT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "AWS profile 'nope' is not in the AWS config files" in err
