@@ -236,9 +236,11 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
     """Open a ledger read-only for analysis.
 
     ``url``: a SQLAlchemy URL, a SQLite file, a ``redis://``/``rediss://`` URL (read as a snapshot,
-    ``layout`` then a key-value preset or file), or the name of a saved connection (its password then
-    comes from the keyring, its layout and naive zone are used unless given). ``layout``: a preset
-    name, a layout file, a :class:`Layout`, or ``None`` to detect it as ``idemview detect`` does.
+    ``layout`` then a key-value preset or file), a ``dynamodb://TABLE?region=R`` URL (a snapshot of the
+    table, ``layout`` a DynamoDB preset or file; credentials from the AWS chain), or the name of a saved
+    connection (its password then comes from the keyring, its layout and naive zone are used unless
+    given). ``layout``: a preset name, a layout file, a :class:`Layout`, or ``None`` to detect it as
+    ``idemview detect`` does.
     ``naive_zone``: the IANA zone the ledger's naive timestamps were written in. ``masker``: a
     :class:`Masker` (e.g. with a fixed key for reproducible tags); default a fresh one.
     ``schema``: where the layout's tables are (the CLI's ``--schema``; default the preset's schema, else
@@ -269,6 +271,14 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
         kv = layout if isinstance(layout, str) else None
         return LedgerFrames(
             open_redis_ledger(url_s, layout=kv, password=password, name=name),
+            masked=masked,
+            masker=masker if masker is not None else new_masker(),
+        )
+    from idemview.ledger.dynamodb_snapshot import is_dynamodb_url, open_dynamodb_ledger
+
+    if is_dynamodb_url(target):  # a snapshot of one DynamoDB table (credentials from the AWS chain)
+        return LedgerFrames(
+            open_dynamodb_ledger(target, layout=layout if isinstance(layout, str) else None, name=name),
             masked=masked,
             masker=masker if masker is not None else new_masker(),
         )

@@ -242,6 +242,10 @@ def open_target(url: str):
             raise CliError(
                 f"{hide_password(url)!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE
             )
+    from idemview.ledger.dynamodb_snapshot import is_dynamodb_url, parse_dynamodb_url
+
+    if saved is None and is_dynamodb_url(url):  # a snapshot of one table (idemview.ledger.dynamodb_snapshot)
+        return parse_dynamodb_url(url), None, None
     redis_target = _redis_target(url, saved)
     if redis_target is not None:  # read by a snapshot in resolve_ledger (idemview.ledger.redis_snapshot)
         return redis_target, saved.name if saved is not None else None, saved
@@ -319,6 +323,36 @@ def _open_redis(args, target: RedisTarget, saved=None):
     return ledger
 
 
+def _is_dynamodb_target(engine) -> bool:
+    from idemview.ledger.dynamodb_snapshot import DynamoTarget
+
+    return isinstance(engine, DynamoTarget)
+
+
+def _open_dynamodb(args, target):
+    """A snapshot of a DynamoDB table; its typed errors carry their exit codes (2 URL, 3 connect, 4 fit)."""
+    from idemview.ledger.dynamodb_snapshot import open_dynamodb_ledger
+
+    progress = None
+    if sys.stderr.isatty():
+
+        def progress(scanned, loaded):
+            print(f"\rsnapshot: {scanned} items scanned, {loaded} records", end="", file=sys.stderr, flush=True)
+
+    try:
+        return open_dynamodb_ledger(
+            target,
+            layout=getattr(args, "layout", None),
+            progress=progress,
+            lock_timeout_s=getattr(args, "lock_timeout", None),
+            retry_threshold=getattr(args, "retry_threshold", None),
+            retention_s=getattr(args, "retention", None),
+        )
+    finally:
+        if progress is not None:
+            print(file=sys.stderr)
+
+
 def ledger_name(engine) -> str:
     """A name for an unsaved ledger: the SQLite file's name, or the database name on a server."""
     from idemview.ledger.dialects import SQLITE, family
@@ -341,6 +375,8 @@ def resolve_ledger(args, engine, saved=None):
 
     if isinstance(engine, RedisTarget):
         return _open_redis(args, engine, saved)
+    if _is_dynamodb_target(engine):
+        return _open_dynamodb(args, engine)
     spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
     schema = getattr(args, "schema", None) or (saved.schema if saved is not None and saved.schema else None)
     try:
@@ -423,6 +459,9 @@ def cmd_presets(args) -> int:
         for l in all_presets()
     ]
     rows += [(k.name, k.title, f"redis {k.match}") for k in all_kv_presets()]  # key-value layouts
+    from idemview.layouts.dynamodb import all_dynamodb_presets
+
+    rows += [(d.name, d.title, f"dynamodb key ({', '.join(d.key_schema)})") for d in all_dynamodb_presets()]
     w = max(len(r[0]) for r in rows)
     w2 = max(len(r[2]) for r in rows)
     for name, title, tables in rows:
@@ -436,6 +475,8 @@ def cmd_detect(args) -> int:
     engine, _name, _saved = open_target(args.url)
     if isinstance(engine, RedisTarget):
         return _detect_redis(engine)
+    if _is_dynamodb_target(engine):
+        return _detect_dynamodb(engine)
     matches = detect(engine)
     if not matches:
         print(
@@ -445,6 +486,23 @@ def cmd_detect(args) -> int:
         return EXIT_LAYOUT
     best = matches[0]
     print(f"{best.layout.name}\tconfidence {best.confidence:.2f}\t{best.reason}")
+    for m in matches[1:4]:
+        print(f"  also: {m.layout.name} ({m.confidence:.2f})")
+    return EXIT_OK
+
+
+def _detect_dynamodb(target) -> int:
+    from idemview.ledger.dynamodb_snapshot import connect_dynamodb, describe_table, detect_dynamodb
+
+    client = connect_dynamodb(target)
+    try:
+        matches = detect_dynamodb(client, target, table=describe_table(client, target))
+    finally:
+        client.close()
+    if not matches:
+        print("no DynamoDB preset fits this table; write a layout (see dynamodb-generic)", file=sys.stderr)
+        return EXIT_LAYOUT
+    print(f"{matches[0].layout.name}\tconfidence {matches[0].confidence:.2f}\t{matches[0].reason}")
     for m in matches[1:4]:
         print(f"  also: {m.layout.name} ({m.confidence:.2f})")
     return EXIT_OK
@@ -561,7 +619,9 @@ def cmd_scan(args) -> int:
         f"ledger   {ledger.name} ({getattr(ledger, 'source_dialect', ledger.dialect)}) with layout {ledger.layout.name}"
     )
     print(f"now      {iso(fe.now)}")
-    if snap is not None:
+    if snap is not None and hasattr(snap, "server_line"):  # a DynamoDB snapshot says it its own way
+        print(snap.server_line())
+    elif snap is not None:
         print(
             f"server   {iso(snap.server_time)} (Redis TIME at the snapshot; {snap.scanned} keys scanned "
             f"matching {snap.pattern!r}, {snap.loaded} records, {snap.without_ttl} without TTL, "

@@ -223,6 +223,10 @@ def open_ledger(spec: OpenSpec, token: CancelToken, *, basics: bool = True) -> O
 
     if is_redis_url(spec.url):
         return _open_redis(spec, token)
+    from idemview.ledger.dynamodb_snapshot import is_dynamodb_url
+
+    if is_dynamodb_url(spec.url):
+        return _open_dynamodb(spec, token)
     engine = open_engine(spec.url, password=spec.password)
     watch_engine(engine)
     try:
@@ -291,6 +295,22 @@ def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
     if info.write_warning:
         detection += f"; warning: {info.write_warning}"
     # The snapshot session is asked like any other (query_only); Redis itself got only allowlisted reads.
+    ro = session_is_read_only(ledger.engine)
+    return Opened(ledger.engine, ledger, ro, n_ops, n_att, time_span(ledger), detection, info.url)
+
+
+def _open_dynamodb(spec: OpenSpec, token: CancelToken) -> Opened:
+    """A snapshot of one DynamoDB table (:mod:`idemview.ledger.dynamodb_snapshot`), as :func:`_open_redis`."""
+    from idemview.ledger.dynamodb_snapshot import open_dynamodb_ledger
+
+    lay = spec.layout if isinstance(spec.layout, str) else None  # SQL layouts do not apply
+    ledger = open_dynamodb_ledger(str(spec.url), layout=lay or None, name=spec.name, token=token)
+    watch_engine(ledger.engine)
+    n_ops, n_att = ledger.counts()
+    info = ledger.snapshot
+    clock = "server time" if info.clock == "server" else "idemview's clock"
+    at = f"{info.server_time:%Y-%m-%d %H:%M:%S} UTC"
+    detection = f"{ledger.detection}; snapshot of {info.loaded} records at {clock} {at}"
     ro = session_is_read_only(ledger.engine)
     return Opened(ledger.engine, ledger, ro, n_ops, n_att, time_span(ledger), detection, info.url)
 
