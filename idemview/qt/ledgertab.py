@@ -50,7 +50,7 @@ from idemview.qt.models import (
 from idemview.qt.overview import IncidentOverview
 from idemview.qt.theme import plural
 from idemview.qt.unmapped import UnmappedNotice
-from idemview.qt.workers import JobError, Runner
+from idemview.qt.workers import JobError, Runner, run_detached
 from idemview.services.compact import (
     CompactKind,
     apply_compact,
@@ -1241,11 +1241,13 @@ class LedgerTab(QWidget):
         )
 
     def close_tab(self):
+        """Stop this tab's work; its connections are closed on a worker thread (``engine.dispose()``
+        can block on a dead server's sockets), so closing a tab never waits for the database."""
         if self._scan.get("proc") is not None:
             self._scan["proc"].cancel()
         self.runner.cancel()
         if self.opened is not None:
-            self.opened.engine.dispose()
+            run_detached(self.opened.engine.dispose, "closing the ledger's connections")
 
     def restyle(self):
         self.overview.restyle()

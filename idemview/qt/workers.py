@@ -150,6 +150,27 @@ def pool() -> QThreadPool:
     return p
 
 
+class _Detached(QRunnable):
+    def __init__(self, fn: Callable[[], Any], what: str):
+        super().__init__()
+        self.setAutoDelete(True)
+        self.fn, self.what = fn, what
+
+    def run(self):
+        try:
+            self.fn()
+        except BaseException as e:  # noqa: BLE001 - nobody waits for it: the log is told
+            err = describe_error(e)
+            log.warning("background %s failed: %s%s", self.what, err.message, ("\n" + err.detail) if err.detail else "")
+
+
+def run_detached(fn: Callable[[], Any], what: str) -> None:
+    """Run ``fn()`` on the shared pool and forget it: clean-up nobody waits for (closing a tab's pooled
+    connections can block on a dead server's sockets). A failure is logged (masked), never raised;
+    ``what`` names it in the log."""
+    pool().start(_Detached(fn, what), 0)
+
+
 class Runner(QObject):
     """Submits jobs for one owner (a ledger tab) and delivers only the latest result per channel.
 
