@@ -872,10 +872,14 @@ def _main(argv: list[str] | None = None) -> int:
         from idemview.ledger.connect import short_error
 
         if isinstance(e, OperationalError):
-            from idemview.ledger.connect import statement_timed_out
+            from idemview.errors import QueryCancelled, QueryTimedOut
+            from idemview.ledger.errors import classify
 
             msg = short_error(e)
-            if msg == "interrupted" and statement_timed_out():
+            # by the driver's code (SQLSTATE, errno, SQLite result code), never its words
+            ctrl_c = isinstance(e.__context__, KeyboardInterrupt)
+            kind = classify(e, cancel_requested=ctrl_c)
+            if isinstance(kind, QueryTimedOut):
                 t = getattr(args, "timeout", None)
                 bound = f"--timeout {t:g} s" if t else "the statement timeout"
                 print(
@@ -884,7 +888,7 @@ def _main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return EXIT_CONNECT
-            if msg == "interrupted" or isinstance(e.__context__, KeyboardInterrupt):
+            if isinstance(kind, QueryCancelled) or ctrl_c:
                 print("idemview: interrupted", file=sys.stderr)
                 return 130
             print(f"idemview: the database failed: {msg}", file=sys.stderr)
