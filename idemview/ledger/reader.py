@@ -538,6 +538,25 @@ class Ledger:
         # e.g. a cron run carries no intent: intended repeats are never a duplicate intent
         return self._guarded(t, out, vs.unless)
 
+    def _kind_expr(self, t: Table, vs) -> ColumnElement:
+        """The kind; with a ``lookup`` (:class:`idemview.layouts.layout.Lookup`) the looked-up name as a
+        scalar subquery on that table, the operations column's own value where that table (reflected
+        once), its columns or the row are missing."""
+        own = self._value_expr(t, vs)
+        lk = vs.lookup
+        if lk is None:
+            return own
+        from sqlalchemy import MetaData
+
+        try:
+            other = Table(lk.table, MetaData(), schema=lk.schema or t.schema, autoload_with=self.engine)
+        except (NoSuchTableError, DBAPIError):
+            return own
+        if lk.column not in other.c or lk.value not in other.c:
+            return own
+        q = select(self._text(other.c[lk.value])).where(other.c[lk.column] == t.c[vs.column]).limit(1)
+        return func.coalesce(self._exact(q.scalar_subquery()), own)
+
     def _joined_lock_time(self, t: Table, spec) -> tuple[ColumnElement, TimeColumn] | None:
         """``[expiry] lock_time_from``: the lock time as a scalar subquery on the joined table (its
         row matching ``spec.on``; none: NULL), or ``None`` when the database lacks that table or column
@@ -570,7 +589,7 @@ class Ledger:
                 no_key = or_(and_(*[t.c[c].is_(None) for c in lay.key]), *[t.c[c].is_(None) for c in lay.key_required])
                 self.key_expr = case((no_key, fb), else_=self.key_expr)
         self.scope_expr = self._joined([t.c[c] for c in lay.scope])
-        self.kind_expr = self._value_expr(t, lay.kind) if lay.kind else null()
+        self.kind_expr = self._kind_expr(t, lay.kind) if lay.kind else null()
         self.status_expr, self.raw_status_expr = self._status_expr(t, lay.status)
         self.rid = t.c[lay.row_id] if lay.row_id else None
         self.time_cols: dict[str, tuple[ColumnElement, TimeColumn]] = {
