@@ -118,9 +118,18 @@ def _host_label(host: str, port: int) -> str:
 def _accept_hint(spec: SshSpec) -> str:
     port = f"-p {spec.port} " if spec.port != DEFAULT_SSH_PORT else ""
     return (
-        f"check the key with the host's owner, then accept it with `ssh {port}{spec.user}@{spec.host}` "
-        f"(answer yes) or `ssh-keyscan {port}{spec.host} >> ~/.ssh/known_hosts`"
+        f"if the host's owner confirms that key, accept it with `ssh-keyscan {port}{spec.host} >> "
+        f"~/.ssh/known_hosts` (or `ssh {port}{spec.user}@{spec.host}`, answering yes)"
     )
+
+
+def _shown(path: Path) -> str:
+    """``path`` with the home folder written ``~``."""
+    home = Path(os.path.expanduser("~"))
+    try:
+        return "~/" + path.relative_to(home).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _policy(spec: SshSpec):
@@ -129,8 +138,8 @@ def _policy(spec: SshSpec):
     class _Refuse(paramiko.MissingHostKeyPolicy):
         def missing_host_key(self, client, hostname, key):
             raise HostKeyUnknown(
-                f"SSH host {_host_label(spec.host, spec.port)} is not in {known_hosts_path()} "
-                f"({key.get_name()} key {key.fingerprint}): refused; {_accept_hint(spec)}"
+                f"SSH host {_host_label(spec.host, spec.port)} is not in {_shown(known_hosts_path())}: refused; "
+                f"{_accept_hint(spec)} (its {key.get_name()} key is {key.fingerprint})"
             )
 
     return _Refuse()
@@ -325,10 +334,10 @@ def _connect_client(spec: SshSpec, secret: str | None, known_hosts: Path, timeou
     except paramiko.BadHostKeyException as e:
         client.close()
         raise HostKeyChanged(
-            f"{where} presents a {e.key.get_name()} key ({e.key.fingerprint}) other than the one in "
-            f"{known_hosts}: refused (the host was replaced, or someone is in between); if its owner confirms "
-            f"the change, remove the old entry with `ssh-keygen -R {_host_label(spec.host, spec.port)}` and "
-            f"{_accept_hint(spec).split(', then ')[-1]}"
+            f"{where} presents a {e.key.get_name()} key other than the one in {_shown(known_hosts)}: refused (the host "
+            f"was replaced, or someone is in between); if its owner confirms the new key ({e.key.fingerprint}), run "
+            f"`ssh-keygen -R {_host_label(spec.host, spec.port)}` and accept it again: "
+            f"{_accept_hint(spec).split('accept it with ')[-1]}"
         ) from None
     except paramiko.AuthenticationException:
         client.close()

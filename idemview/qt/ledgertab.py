@@ -1245,7 +1245,7 @@ class LedgerTab(QWidget):
             self._scan["proc"].cancel()
         self.runner.cancel()
         if self.opened is not None:
-            self.opened.engine.dispose()
+            self.opened.close()  # connections and the SSH tunnel, if any
 
     def restyle(self):
         self.overview.restyle()
