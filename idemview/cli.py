@@ -117,9 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     de = sub.add_parser("detect", help="print the best-matching layout and its confidence")
     de.add_argument("url")
+    ssh_arguments(de)
 
     def common(sp):
         sp.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
+        ssh_arguments(sp)
         sp.add_argument("--layout", help="preset name or layout TOML file (default: detect)")
         sp.add_argument(
             "--schema",
@@ -207,6 +209,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def ssh_arguments(sp) -> None:
+    """``--ssh USER@HOST[:PORT]`` and ``--ssh-key PATH`` (DESIGN §5.3; idemview.ledger.tunnel)."""
+    sp.add_argument(
+        "--ssh",
+        metavar="USER@HOST[:PORT]",
+        help="reach the database through this SSH host (its host and port as seen from there; key checked "
+        "against ~/.ssh/known_hosts)",
+    )
+    sp.add_argument("--ssh-key", metavar="PATH", help="private key for --ssh (passphrase from the keyring)")
+
+
 def filters(sp) -> None:
     """The export filters (DESIGN §9), shared by ``export`` and ``report``."""
     sp.add_argument("--finding", action="append", default=[], metavar="KIND")
@@ -225,10 +238,13 @@ def filters(sp) -> None:
 # --------------------------------------------------------------------------------- resolution
 
 
-def open_target(url: str):
-    """(engine, connection name, saved Connection or None) for a URL, file or saved connection name."""
+def open_target(url: str, ssh: str | None = None, ssh_key: str | None = None):
+    """(engine, connection name, saved Connection or None) for a URL, file or saved connection name;
+    through an SSH tunnel when ``ssh`` (``USER@HOST[:PORT]``) or the saved connection says so (the tunnel
+    closes when the command ends: :func:`idemview.ledger.tunnel.close_all` in :func:`main`)."""
     from idemview.config import ConnectionStore, CredentialStore
     from idemview.ledger.connect import ConnectError, looks_like_url, open_engine, parse_url
+    from idemview.ledger.tunnel import explain_failure, tunnel_target
     from idemview.masking.masker import register_secret, url_password_candidates
 
     # Whatever could be a password in the argument is known before any parser or message sees it,
@@ -245,22 +261,47 @@ def open_target(url: str):
     from idemview.ledger.dynamodb_snapshot import is_dynamodb_url, parse_dynamodb_url
 
     if saved is None and is_dynamodb_url(url):  # a snapshot of one table (idemview.ledger.dynamodb_snapshot)
+        if ssh or ssh_key:  # DynamoDB is an AWS HTTPS endpoint, never behind a bastion's port forward
+            raise CliError("--ssh does not apply to a dynamodb:// URL (it is reached over HTTPS)", EXIT_USAGE)
         return parse_dynamodb_url(url), None, None
+    spec = _ssh_spec(ssh, ssh_key, saved)
     redis_target = _redis_target(url, saved)
     if redis_target is not None:  # read by a snapshot in resolve_ledger (idemview.ledger.redis_snapshot)
+        if spec is not None:
+            redis_target.url, redis_target.tunnel = tunnel_target(
+                redis_target.url, spec, saved.id if saved is not None else None
+            )
         return redis_target, saved.name if saved is not None else None, saved
+    tunnel = None
     try:
         if saved is not None:
             stored = CredentialStore().get(saved.id)
             register_secret(stored)
-            return open_engine(saved.url(stored)), saved.name, saved
-        try:
-            parsed = parse_url(url)
-        except ConnectError as e:  # a malformed URL is an input error, not a connection failure
-            raise CliError(str(e), EXIT_USAGE) from None
-        return open_engine(parsed), None, None
+            target = saved.url(stored)
+        else:
+            try:
+                target = parse_url(url)
+            except ConnectError as e:  # a malformed URL is an input error, not a connection failure
+                raise CliError(str(e), EXIT_USAGE) from None
+        if spec is not None:
+            target, tunnel = tunnel_target(target, spec, saved.id if saved is not None else None)
+        return open_engine(target), saved.name if saved is not None else None, saved
     except ConnectError as e:  # a CannotConnect: exit code 3; re-raised without the driver's traceback
-        raise CliError(str(e), e.exit_code) from None
+        better = explain_failure(tunnel, e) if tunnel is not None else None
+        raise CliError(str(better or e), e.exit_code) from None
+
+
+def _ssh_spec(ssh: str | None, ssh_key: str | None, saved):
+    """The tunnel asked for: ``--ssh``/``--ssh-key``, else the saved connection's ``ssh``/``ssh_key``."""
+    from idemview.ledger.tunnel import SshSpec
+
+    if ssh_key and not ssh and not (saved is not None and saved.ssh):
+        raise CliError("--ssh-key needs --ssh USER@HOST[:PORT]", EXIT_USAGE)
+    if ssh:
+        return SshSpec.parse(ssh, ssh_key or (saved.ssh_key if saved is not None else None))
+    if saved is not None and saved.ssh:
+        return SshSpec.parse(saved.ssh, ssh_key or saved.ssh_key or None)
+    return None
 
 
 class RedisTarget:
@@ -268,6 +309,7 @@ class RedisTarget:
 
     def __init__(self, url: str, password: str | None = None):
         self.url, self.password = url, password
+        self.tunnel = None  # an idemview.ledger.tunnel.Tunnel when reached through SSH
 
 
 def _redis_target(url: str, saved) -> RedisTarget | None:
@@ -472,7 +514,7 @@ def cmd_presets(args) -> int:
 def cmd_detect(args) -> int:
     from idemview.ledger.detect import detect
 
-    engine, _name, _saved = open_target(args.url)
+    engine, _name, _saved = open_target(args.url, args.ssh, args.ssh_key)
     if isinstance(engine, RedisTarget):
         return _detect_redis(engine)
     if _is_dynamodb_target(engine):
@@ -552,7 +594,7 @@ def cmd_scan(args) -> int:
     from idemview.ledger.times import iso
     from idemview.ledger.unknown_times import unknown_time_counts
 
-    engine, _name, saved = open_target(args.url)
+    engine, _name, saved = open_target(args.url, args.ssh, args.ssh_key)
     # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
     ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
     schema_note = getattr(ledger, "schema_note", None)
@@ -677,7 +719,7 @@ def cmd_windows(args) -> int:
     from idemview.findings.windows import measure_windows, render_text
     from idemview.ledger.batch import for_batch
 
-    engine, _name, saved = open_target(args.url)
+    engine, _name, saved = open_target(args.url, args.ssh, args.ssh_key)
     ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
     report = measure_windows(ledger, args.now or datetime.now(UTC))
     masker = new_masker()
@@ -692,7 +734,7 @@ def cmd_windows(args) -> int:
 def cmd_export(args) -> int:
     if args.since and args.until and args.since >= args.until:
         raise CliError("--since must be before --until")
-    engine, name, saved = open_target(args.url)
+    engine, name, saved = open_target(args.url, args.ssh, args.ssh_key)
     ledger = resolve_ledger(args, engine, saved)
     return export_cli(args, ledger, connection_name=name)
 
@@ -708,7 +750,7 @@ def cmd_report(args) -> int:
     if args.since and args.until and args.since >= args.until:
         raise CliError("--since must be before --until")
     flt = filter_from_args(args)
-    engine, name, saved = open_target(args.url)
+    engine, name, saved = open_target(args.url, args.ssh, args.ssh_key)
     ledger = resolve_ledger(args, engine, saved)
     try:
         out = check_target(args.out, ledger, overwrite=args.force)  # TargetRefused: exit 2
@@ -818,6 +860,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
     finally:
+        from idemview.ledger.tunnel import close_all
+
+        close_all()  # an SSH tunnel lives as long as the command (DESIGN §5.3)
         if isinstance(sys.stdout, VisibleWriter):
             sys.stdout = out
         sys.stderr = err

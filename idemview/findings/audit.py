@@ -98,6 +98,37 @@ def _cells(value: Any, column: str) -> list[tuple[str | None, str | None, Any]]:
     return [(None, column, str(value)[:CELL_CHARS])]
 
 
+#: Distinct cells remembered per table (repeated cells are detected once; beyond it, every cell is read).
+MEMO_CELLS = 50_000
+
+
+def _detect_cell(masker: Masker, memo: dict, i: int, value: Any, column: str) -> list:
+    """[(JSON path or None, {kind: n})] the detectors find in one cell (pieces with nothing left out),
+    memoised per distinct cell value in ``memo`` (at most :data:`MEMO_CELLS`): the same status text,
+    payload or JSON document in many rows is parsed and detected once. The result is what detecting it
+    again would give (the detectors are pure), so findings do not change."""
+    key = (i, type(value), value) if isinstance(value, str | int | float) else None
+    if key is not None:
+        got = memo.get(key)
+        if got is not None:
+            return got
+    out = []
+    for path, field, v in _cells(value, column):
+        if v is None or isinstance(v, bool):
+            continue
+        leaf = ("leaf", field, v) if isinstance(v, str) and len(v) <= 256 else None
+        found = memo.get(leaf) if leaf is not None else None
+        if found is None:
+            found = masker.detected_kinds(v, field)
+            if leaf is not None and len(memo) < MEMO_CELLS:
+                memo[leaf] = found  # a short leaf (status, currency, a repeated e-mail) is detected once
+        if found:
+            out.append((path, found))
+    if key is not None and len(memo) < MEMO_CELLS:
+        memo[key] = out
+    return out
+
+
 def _audit_masker() -> Masker:
     """The masker's detectors for the audit: every value detector (cards by Luhn, IBANs by mod-97,
     JWTs, provider keys, bearer/basic credentials, passwords in URLs, e-mail addresses …) and sensitive
@@ -160,6 +191,7 @@ class SecretAtRest(FindingRule):
         masker = _audit_masker()  # only the kinds it detects are read, never a tag or a value
         # (column, path) -> [rows with it, {kind: values}, examples]
         hits: dict[tuple[str, str | None], list] = {}
+        memo: dict = {}  # (column index, cell) -> what the detectors found in it (a repeated cell: once)
         rows_read = 0
         res = c.execution_options(stream_results=True, yield_per=500).execute(q)
         try:
@@ -168,12 +200,7 @@ class SecretAtRest(FindingRule):
                 k = row[-1] if keyed else None
                 for i, col in enumerate(cols):
                     seen: set = set()
-                    for path, field, v in _cells(row[i], col.name):
-                        if v is None or isinstance(v, bool):
-                            continue
-                        found = masker.detected_kinds(v, field)
-                        if not found:
-                            continue
+                    for path, found in _detect_cell(masker, memo, i, row[i], col.name):
                         ref = (col.name, path)
                         if len(hits) >= MAX_PATHS * len(cols) and ref not in hits:
                             continue

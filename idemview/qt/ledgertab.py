@@ -1222,7 +1222,8 @@ class LedgerTab(QWidget):
             self._scan.proc.cancel()
         self.runner.cancel()
         if self.opened is not None:
-            run_detached(self.opened.engine.dispose, "closing the ledger's connections")
+            # connections and the SSH tunnel, if any: off the GUI thread (dispose can wait on the network)
+            run_detached(self.opened.close, "closing the ledger's connections")
 
     def restyle(self):
         self.overview.restyle()

@@ -83,9 +83,9 @@ def _describe_error(e: BaseException) -> JobError:
             return JobError(f"the query ran past its time limit: {msg}")
         lost = isinstance(kind, ConnectionLost)
         return JobError(("connection lost: " if lost else "the database refused a query: ") + msg, connection_lost=lost)
-    from idemview.ledger.connect import ConnectError
+    from idemview.errors import CannotConnect
 
-    if isinstance(e, ConnectError):
+    if isinstance(e, CannotConnect):  # ledger.connect.ConnectError, ledger.tunnel.TunnelError: words to show
         return JobError(str(e), connection_lost=True)
     from idemview.evidence.writer import FinalNameTaken
 
