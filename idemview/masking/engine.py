@@ -393,14 +393,15 @@ class Masker(Detectors):
     def _mask_list(self, seq, cnt: dict[str, int]) -> list[Any]:
         return self._walk(seq, cnt)
 
-    def _walk(self, root: Any, cnt: dict[str, int]) -> Any:
+    def _walk(self, root: Any, cnt: dict[str, int], depth: int = 0) -> Any:
         """Mask a parsed JSON value (dicts, lists, tuples, Mappings) by a loop over an explicit stack,
         never recursion on the data: any nesting is walked in constant Python stack. Containers more
         than :data:`MAX_MASK_DEPTH` levels down are serialised to JSON text (iteratively too) and that
-        text is masked as one value: shown, bounded, never a crash (issue 19 item 11)."""
+        text is masked as one value: shown, bounded, never a crash (issue 19 item 11). ``depth``: how deep
+        ``root`` itself sits in a larger document (the stream masker hands over small subtrees)."""
         holder: list[Any] = [None]
         # (source container, where its copy goes, slot there, depth)
-        stack: list[tuple[Any, Any, Any, int]] = [(root, holder, 0, 0)]
+        stack: list[tuple[Any, Any, Any, int]] = [(root, holder, 0, depth)]
         pop, push = stack.pop, stack.append
         while stack:
             src, parent, slot, depth = pop()
@@ -433,13 +434,7 @@ class Masker(Detectors):
                 continue
             ki = keys.get(k)
             if ki is None:
-                # (masked key, kind of the name, kinds masked inside the key): keys repeat a lot.
-                scratch: dict[str, int] = {}
-                mk = self._mask_text(k, scratch)
-                ki = (mk, self.column_kind(k), tuple(x for x, n in scratch.items() for _ in range(n)))
-                if len(keys) > 8192:
-                    keys.clear()
-                keys[k] = ki
+                ki = self._key_info(k)
             mk, kind, key_kinds = ki
             if key_kinds:
                 for kk in key_kinds:
@@ -469,6 +464,17 @@ class Masker(Detectors):
             else:
                 out[mk] = self._mask_value(v, None, cnt)
         return out
+
+    def _key_info(self, k: str) -> tuple[str, str | None, tuple[str, ...]]:
+        """(masked key, kind of the name, kinds masked inside the key) of a JSON object key, cached:
+        keys repeat a lot. The kinds inside are counted by the caller each time the key is seen."""
+        scratch: dict[str, int] = {}
+        mk = self._mask_text(k, scratch)
+        ki = (mk, self.column_kind(k), tuple(x for x, n in scratch.items() for _ in range(n)))
+        if len(self._key_cache) > 8192:
+            self._key_cache.clear()
+        self._key_cache[k] = ki
+        return ki
 
     def _walk_list(self, seq, cnt: dict[str, int], push, depth: int) -> list[Any]:
         # [name, value] header pairs: [["Authorization", "Bearer ..."], ["Cookie", "sid=..."]]
