@@ -106,7 +106,8 @@ def build(engine: str, tmp: str, ops: int, shape: str, size: int) -> str:
     with eng.begin() as c:
         ids = [r[0] for r in c.execute(text("SELECT id FROM operations ORDER BY id"))]
         for i in ids:
-            c.execute(text("UPDATE operations SET response_body = :b WHERE id = :i"), {"b": cell(shape, size, i), "i": i})
+            upd = text("UPDATE operations SET response_body = :b WHERE id = :i")
+            c.execute(upd, {"b": cell(shape, size, i), "i": i})
     eng.dispose()
     s_eng.dispose()
     return url
@@ -146,7 +147,8 @@ def main(argv=None) -> int:
                 rows.append(r)
                 print(
                     f"{engine:10} {shape:8} {args.ops} x {args.mb:g} MB: {r['s']:.1f} s, "
-                    f"{args.ops / r['s']:.1f} rows/s, {args.ops * args.mb / r['s']:.1f} MB/s, peak RSS {r['peak_mb']:.0f} MB",
+                    f"{args.ops / r['s']:.1f} rows/s, {args.ops * args.mb / r['s']:.1f} MB/s, "
+                    f"peak RSS {r['peak_mb']:.0f} MB",
                     flush=True,
                 )
     print(json.dumps(rows))

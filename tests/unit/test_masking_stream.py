@@ -113,7 +113,11 @@ def test_stream_equals_whole_document(small, doc, layout):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(doc=containers, cut=st.integers(min_value=0, max_value=10**6), junk=st.sampled_from(["", ",", "]", "}", '"', "x", "{"]))
+@given(
+    doc=containers,
+    cut=st.integers(min_value=0, max_value=10**6),
+    junk=st.sampled_from(["", ",", "]", "}", '"', "x", "{"]),
+)
 def test_broken_json_is_refused_like_the_parser(small, doc, cut, junk):
     """Truncated or spliced text: the stream masker returns None exactly when the parser refuses it
     (the caller then masks the text whole), and otherwise the same mask."""
