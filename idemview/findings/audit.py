@@ -21,7 +21,7 @@ from sqlalchemy.sql import sqltypes
 from sqlalchemy.types import TypeDecorator
 
 from idemview.domain import jsontext
-from idemview.domain.model import Finding, FindingKind, Severity
+from idemview.domain.model import Finding, FindingKind
 from idemview.findings.rules import FindingRule
 from idemview.masking.masker import CREDENTIAL_KINDS, Masker
 
@@ -115,7 +115,6 @@ class SecretAtRest(FindingRule):
     scope and key are empty, ``column`` names it."""
 
     kind = FindingKind.SECRET_AT_REST
-    severity = Severity.HIGH
 
     def selects(self, e):
         return []  # no operation carries it: a filter on it matches no operation

@@ -51,6 +51,7 @@ from idemview.domain.filters import Filter
 from idemview.domain.model import Attempt, Operation, Outcome, Payload, Status
 from idemview.layouts.layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
+from idemview.ledger.filtering import finding_clause
 from idemview.ledger.rawtext import LedgerText
 from idemview.ledger.sqlx import (
     as_text,
@@ -257,7 +258,8 @@ class Ledger:
         from idemview.ledger.effects import EffectSource, open_effects_engine
 
         self.effects = None
-        self._fx_keys: dict = {}
+        #: Key sets the findings compute for a finding filter, kept per ledger (idemview.findings.keysets).
+        self.finding_keys_cache: dict = {}
         self.effects_problem: str | None = "the layout has no [effects] section (no effect records)"
         spec = self.layout.effects
         if spec is None:
@@ -740,18 +742,8 @@ class Ledger:
                 parts.append(time_before(c, tc, flt.until, self.dialect, inclusive=False))
         if getattr(flt, "unmapped_status", False):
             parts.append(self.unmapped_status_clause())
-        if flt.findings:
-            from idemview.findings.engine import FindingEngine
-
-            now = now or datetime.now(UTC)
-            fe = FindingEngine(self, now)
-            effect_only = {"hidden_success", "orphan_effect"}
-            ledger_kinds = [k for k in flt.findings if k.value not in effect_only]
-            ors = [self.ops_ref_in(fe.keys_with(ledger_kinds, distinct=False))] if ledger_kinds else []
-            fx_keys = self.effect_finding_keys(flt.findings, now)
-            if fx_keys:
-                ors.append(tuple_(self.scope_expr, self.key_expr).in_(sorted(fx_keys)))
-            parts.append(or_(*ors) if ors else false())
+        if flt.findings:  # a key set the findings compile (idemview.ledger.filtering)
+            parts.append(finding_clause(self, flt.findings, now or datetime.now(UTC)))
         return and_(*parts)
 
     #: At most this many distinct kinds are classified for an action filter (a ledger keeps a handful
@@ -786,24 +778,6 @@ class Ledger:
         if "unknown" in wanted:
             ors.append(self.kind_expr.is_(None))
         return or_(*ors) if ors else false()
-
-    def effect_finding_keys(self, kinds, now: datetime) -> set[tuple[str, str]]:
-        """(scope, key) of operations with effect findings of ``kinds`` (reconciled with the effect
-        records, possibly in another database, so not expressible as SQL over the ledger alone); empty
-        without effects. Cached per ``(kinds, now)``: a grid asks for every page."""
-        wanted = frozenset(k.value for k in kinds) & {"duplicate_effect", "hidden_success", "orphan_effect"}
-        if self.effects is None or not wanted:
-            return set()
-        cache = self._fx_keys
-        ck = (wanted, now)
-        if ck not in cache:
-            from idemview.domain.model import FindingKind
-            from idemview.findings.effects import Reconciler
-
-            fs = Reconciler(self, now).run([FindingKind(k) for k in wanted])
-            cache.clear()
-            cache[ck] = {(f.scope, f.key) for f in fs if f.kind.value != "orphan_effect"}
-        return cache[ck]
 
     def unmapped_status_clause(self) -> ColumnElement:
         """Records whose raw status no entry of the layout maps (DESIGN §9 "unmapped"): for a value map,
