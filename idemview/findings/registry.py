@@ -12,9 +12,20 @@ A new kind is one object and one registration (ARCHITECTURE.md, "Adding a findin
         ...
 
     register(ToyRule())        # the kind and its rule; reported after the kinds already there
+
+A kind from another distribution is found through the entry point group :data:`ENTRY_POINTS`
+(``idemview.finding_kinds``): its object is a rule, an iterable of rules, or a function returning
+them; :func:`load_plugins` registers them when this module is first imported (in every process: the
+GUI's findings process too)::
+
+    [project.entry-points."idemview.finding_kinds"]
+    toy = "my_package.toykind:RULES"
 """
 
 from __future__ import annotations
+
+import logging
+from importlib.metadata import entry_points
 
 from idemview.domain import kinds as _kinds
 from idemview.domain.model import FindingKind
@@ -22,6 +33,10 @@ from idemview.findings.audit import SecretAtRest
 from idemview.findings.rules import BUILTIN_RULES, FindingRule
 
 _RULES: dict[FindingKind, FindingRule] = {}
+_log = logging.getLogger(__name__)
+
+#: The entry point group third-party finding kinds are registered under.
+ENTRY_POINTS = "idemview.finding_kinds"
 
 
 def register(rule: FindingRule, *, replace: bool = False) -> FindingRule:
@@ -76,6 +91,31 @@ def profile_flags() -> list[str]:
     return out
 
 
+def load_plugins() -> list[FindingKind]:
+    """Register the rules of every :data:`ENTRY_POINTS` entry point not registered yet (a rule, an
+    iterable of rules, or a function returning either) and return their kinds. A plug-in that fails to
+    load, or whose kind clashes with a registered one, is logged (warning) and skipped: a broken
+    plug-in never stops the program."""
+    added: list[FindingKind] = []
+    for ep in entry_points(group=ENTRY_POINTS):
+        try:
+            obj = ep.load()
+            if callable(obj) and not isinstance(obj, FindingRule):
+                obj = obj()
+            found = [obj] if isinstance(obj, FindingRule) else list(obj)
+            for r in found:
+                if not isinstance(r, FindingRule):
+                    raise TypeError(f"{r!r} is not a FindingRule")
+                if _RULES.get(r.kind) is r:
+                    continue  # registered already (imported directly too)
+                register(r)
+                added.append(r.kind)
+        except Exception as e:  # noqa: BLE001 - any plug-in failure is reported and skipped
+            _log.warning("finding kind plug-in %s could not be loaded: %s", ep.value, e)
+    return added
+
+
 for _r in BUILTIN_RULES:
     register(_r)
 register(SecretAtRest())  # the ledger audit: what the ledger itself stores (findings/audit.py)
+load_plugins()  # kinds other distributions add (entry points)

@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
+from idemview.domain import palette as _palette
 from idemview.domain.kinds import KIND_SHORT as _KIND_SHORT
 from idemview.domain.model import FindingKind, Outcome, Severity, Status  # noqa: F401 - the views use theme.Severity
 
@@ -57,6 +58,17 @@ def outcome_glyph(o: Outcome) -> str:
         if not QFontMetrics(QGuiApplication.font()).inFontUcs4(ord(g)):
             return "◷"
     return g
+
+
+def kind_glyph(kind: FindingKind, severity: Severity | None = None) -> str:
+    """The glyph of a ``kind`` badge: the kind's hint (``FindingKind.glyph``), else ``severity``'s."""
+    return _palette.kind_glyph(kind, severity)
+
+
+def kind_colour(kind: FindingKind, severity: Severity | None = None) -> QColor:
+    """The colour of a ``kind`` badge for the current scheme: the kind's hint, else ``severity``'s."""
+    light, dark = _palette.kind_colour(kind, severity)
+    return QColor(dark if is_dark() else light)
 
 
 def is_dark() -> bool:
