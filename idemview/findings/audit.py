@@ -186,8 +186,12 @@ class SecretAtRest(FindingRule):
                             h[1][kind] = h[1].get(kind, 0) + m
         finally:
             res.close()
+        return self._shape(t.name, role, hits, rows_read, n)
+
+    def _shape(self, table: str, role: str, hits: dict, rows_read: int, n: int) -> list[Finding]:
+        """One finding per (column, JSON path) of ``hits`` (``[rows with it, {kind: values}, example
+        keys]``), read from ``rows_read`` of at most ``n`` newest rows of ``table`` (its ``role``)."""
         out = []
-        table = t.name
         for (col_name, path), (m, kinds, ex) in sorted(hits.items(), key=lambda x: (x[0][0], x[0][1] or "")):
             # quoted like keys in other explanations: a name, not a claim (its digits are not counts)
             where = f"'{col_name}'" + (f" at '{path}'" if path else "")
