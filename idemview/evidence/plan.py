@@ -160,7 +160,7 @@ def _status_value(v: Any) -> str:
 
 
 def _operation_columns(ledger: Ledger, names: list[str], times: list[str], payloads: list[str], findings: dict):
-    """A function from a fetched batch of ``Ledger._op_columns()`` rows to the export's columns of
+    """A function from a fetched batch of ``Ledger.op_columns()`` rows to the export's columns of
     the operations rows (lists, one per export column), equal to what ``Ledger.row_to_operation``
     and the Operation's fields give, computed column by column: a time or status is decoded once
     per distinct stored value of the batch."""
@@ -377,7 +377,7 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         # Ledger.iter_operations' select, fetched by bytes (payload cells can be megabytes each), and
         # turned into export rows a fetched batch at a time, column by column, with what
         # Ledger.row_to_operation and the Operation fields would give (no object per row).
-        sel = [_as_text(c, ledger.engine.dialect.name) for c in ledger._op_columns()]
+        sel = [_as_text(c, ledger.engine.dialect.name) for c in ledger.op_columns()]
         q = select(*sel).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
         q = q.order_by(ledger.rid if ledger.rid is not None else ledger.key_expr)
         big = [i for i, c in enumerate(sel) if c.name.startswith(("p_", "j_"))]

@@ -21,7 +21,7 @@ from sqlalchemy.sql import sqltypes
 from sqlalchemy.types import TypeDecorator
 
 from idemview.domain import jsontext
-from idemview.domain.model import Finding, FindingKind, Severity
+from idemview.domain.model import Finding, FindingKind
 from idemview.findings.rules import FindingRule
 from idemview.masking.masker import CREDENTIAL_KINDS, Masker
 
@@ -146,7 +146,6 @@ class SecretAtRest(FindingRule):
     scope and key are empty, ``column`` names it."""
 
     kind = FindingKind.SECRET_AT_REST
-    severity = Severity.HIGH
 
     def selects(self, e):
         return []  # no operation carries it: a filter on it matches no operation
@@ -214,8 +213,12 @@ class SecretAtRest(FindingRule):
                             h[1][kind] = h[1].get(kind, 0) + m
         finally:
             res.close()
+        return self._shape(t.name, role, hits, rows_read, n)
+
+    def _shape(self, table: str, role: str, hits: dict, rows_read: int, n: int) -> list[Finding]:
+        """One finding per (column, JSON path) of ``hits`` (``[rows with it, {kind: values}, example
+        keys]``), read from ``rows_read`` of at most ``n`` newest rows of ``table`` (its ``role``)."""
         out = []
-        table = t.name
         for (col_name, path), (m, kinds, ex) in sorted(hits.items(), key=lambda x: (x[0][0], x[0][1] or "")):
             # quoted like keys in other explanations: a name, not a claim (its digits are not counts)
             where = f"'{col_name}'" + (f" at '{path}'" if path else "")
