@@ -46,6 +46,9 @@ bench: $(BIN)/.installed
 	bash packaging/start-services.sh
 	$(BIN)/python benchmarks/presets_bench.py --sizes $(BENCH_SIZES) $(BENCH_ARGS)
 	$(BIN)/python benchmarks/bench_masking_corpus.py
+	$(BIN)/python benchmarks/ssh_bench.py  # SSH tunnel overhead on loopback (issue 23: <= 1 s)
+	$(BIN)/python benchmarks/export_cells_bench.py --engines sqlite,postgresql,mariadb --ops 120 --mb 5 --shapes doc --json-column
+	$(BIN)/python benchmarks/export_cells_bench.py --engines sqlite --ops 20 --mb 5 --shapes flat,secrets
 
 # Masking: precision and recall per kind on the generated corpus (tests/masking_corpus.py), then the
 # masker's and the evidence writer's throughput (MASK_ROWS rows, default 100k).

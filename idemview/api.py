@@ -140,6 +140,8 @@ class LedgerFrames:
     ledger: Ledger
     masked: bool = True
     masker: Masker = field(default_factory=new_masker)
+    #: The SSH tunnel the ledger is read through (``ssh=``), closed by :meth:`close`; None when direct.
+    tunnel: Any = None
 
     @property
     def layout(self) -> Layout:
@@ -212,8 +214,10 @@ class LedgerFrames:
         return {k: tc.zone for k, tc in lay.times.items() if tc.encoding == "naive"}
 
     def close(self) -> None:
-        """Release the database connections."""
+        """Release the database connections (and close the SSH tunnel, if any)."""
         self.ledger.engine.dispose()
+        if self.tunnel is not None:
+            self.tunnel.close()
 
     def __enter__(self) -> LedgerFrames:
         return self
@@ -232,47 +236,81 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
     schema: str | None = None,
     status_map: dict[str, str] | None = None,
     outcome_map: dict[str, str] | None = None,
+    ssh: str | None = None,
+    ssh_key: str | None = None,
 ) -> LedgerFrames:
     """Open a ledger read-only for analysis.
 
     ``url``: a SQLAlchemy URL, a SQLite file, a ``redis://``/``rediss://`` URL (read as a snapshot,
-    ``layout`` then a key-value preset or file), or the name of a saved connection (its password then
-    comes from the keyring, its layout and naive zone are used unless given). ``layout``: a preset
-    name, a layout file, a :class:`Layout`, or ``None`` to detect it as ``idemview detect`` does.
+    ``layout`` then a key-value preset or file), a ``dynamodb://TABLE?region=R`` URL (a snapshot of the
+    table, ``layout`` a DynamoDB preset or file; credentials from the AWS chain), or the name of a saved
+    connection (its password then comes from the keyring, its layout and naive zone are used unless
+    given). ``layout``: a preset name, a layout file, a :class:`Layout`, or ``None`` to detect it as
+    ``idemview detect`` does.
     ``naive_zone``: the IANA zone the ledger's naive timestamps were written in. ``masker``: a
     :class:`Masker` (e.g. with a fixed key for reproducible tags); default a fresh one.
     ``schema``: where the layout's tables are (the CLI's ``--schema``; default the preset's schema, else
     found as detection finds them). ``status_map`` / ``outcome_map``: extra raw values, ``{RAW: STATUS}``
     (the CLI's ``--map-status`` / ``--map-outcome``), merged over a saved connection's own maps.
+    ``ssh`` (``USER@HOST[:PORT]``) / ``ssh_key`` (a private key path): read through an SSH tunnel (the
+    CLI's ``--ssh`` / ``--ssh-key``; default a saved connection's own), closed by :meth:`LedgerFrames.close`.
 
     Raises :class:`~idemview.errors.CannotConnect` (unreachable, not a database),
     :class:`~idemview.errors.LayoutMismatch` (no preset fits / the layout's tables are missing),
     :class:`~idemview.errors.InvalidLayout` (a malformed layout file).
     """
-    password, name = None, None
+    password, name, conn_id = None, None, None
     target: Any = url
     if "://" not in url and not Path(url).exists():
         from idemview.config import ConnectionStore, CredentialStore
 
         saved = ConnectionStore().find(url)
         if saved is not None:  # a saved connection, as on the command line; its password from the keyring
-            target, password, name = saved.url(), CredentialStore().get(saved.id), saved.name
+            target, password, name, conn_id = saved.url(), CredentialStore().get(saved.id), saved.name, saved.id
+            ssh, ssh_key = ssh or saved.ssh or None, ssh_key or saved.ssh_key or None
             layout = layout if layout is not None else (saved.layout or None)
             naive_zone = naive_zone if naive_zone is not None else saved.naive_zone
             schema = schema if schema is not None else (saved.schema or None)
             status_map = {**saved.status_map, **(status_map or {})}
             outcome_map = {**saved.outcome_map, **(outcome_map or {})}
     from idemview.ledger.redis_snapshot import is_redis_url, open_redis_ledger, redis_url_from_sqlalchemy
+    from idemview.ledger.tunnel import SshSpec, tunnel_target
 
+    tunnel = None
     if is_redis_url(target):  # a snapshot of a Redis keyspace (key-value layouts, not SQL ones)
         url_s = target if isinstance(target, str) else redis_url_from_sqlalchemy(target)
+        if ssh:
+            url_s, tunnel = tunnel_target(url_s, SshSpec.parse(ssh, ssh_key), conn_id)
         kv = layout if isinstance(layout, str) else None
+        try:
+            redis_ledger = open_redis_ledger(url_s, layout=kv, password=password, name=name)
+        except BaseException:
+            if tunnel is not None:
+                tunnel.close()
+            raise
         return LedgerFrames(
-            open_redis_ledger(url_s, layout=kv, password=password, name=name),
+            redis_ledger, masked=masked, masker=masker if masker is not None else new_masker(), tunnel=tunnel
+        )
+    from idemview.ledger.dynamodb_snapshot import is_dynamodb_url, open_dynamodb_ledger
+
+    if is_dynamodb_url(target):  # a snapshot of one DynamoDB table (credentials from the AWS chain)
+        return LedgerFrames(
+            open_dynamodb_ledger(target, layout=layout if isinstance(layout, str) else None, name=name),
             masked=masked,
             masker=masker if masker is not None else new_masker(),
         )
-    engine = open_engine(target, password=password)
+    if ssh:
+        from idemview.ledger.connect import parse_url
+
+        target, tunnel = tunnel_target(
+            parse_url(target) if isinstance(target, str) else target, SshSpec.parse(ssh, ssh_key), conn_id
+        )
+    try:
+        engine = open_engine(target, password=password)
+    except BaseException:
+        if tunnel is not None:
+            tunnel.close()
+        raise
     try:
         if isinstance(layout, Layout):
             lay = layout
@@ -299,8 +337,10 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
         ledger = Ledger(engine, lay, name=name, **kw)
     except BaseException:
         engine.dispose()
+        if tunnel is not None:
+            tunnel.close()
         raise
-    return LedgerFrames(ledger, masked=masked, masker=masker if masker is not None else new_masker())
+    return LedgerFrames(ledger, masked=masked, masker=masker if masker is not None else new_masker(), tunnel=tunnel)
 
 
 class _NoPreset(LayoutMismatch):

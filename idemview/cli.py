@@ -117,9 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     de = sub.add_parser("detect", help="print the best-matching layout and its confidence")
     de.add_argument("url")
+    ssh_arguments(de)
 
     def common(sp):
         sp.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
+        ssh_arguments(sp)
         sp.add_argument("--layout", help="preset name or layout TOML file (default: detect)")
         sp.add_argument(
             "--schema",
@@ -207,6 +209,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def ssh_arguments(sp) -> None:
+    """``--ssh USER@HOST[:PORT]`` and ``--ssh-key PATH`` (DESIGN §5.3; idemview.ledger.tunnel)."""
+    sp.add_argument(
+        "--ssh",
+        metavar="USER@HOST[:PORT]",
+        help="reach the database through this SSH host (its host and port as seen from there; key checked "
+        "against ~/.ssh/known_hosts)",
+    )
+    sp.add_argument("--ssh-key", metavar="PATH", help="private key for --ssh (passphrase from the keyring)")
+
+
 def filters(sp) -> None:
     """The export filters (DESIGN §9), shared by ``export`` and ``report``."""
     sp.add_argument("--finding", action="append", default=[], metavar="KIND")
@@ -225,10 +238,13 @@ def filters(sp) -> None:
 # --------------------------------------------------------------------------------- resolution
 
 
-def open_target(url: str):
-    """(engine, connection name, saved Connection or None) for a URL, file or saved connection name."""
+def open_target(url: str, ssh: str | None = None, ssh_key: str | None = None):
+    """(engine, connection name, saved Connection or None) for a URL, file or saved connection name;
+    through an SSH tunnel when ``ssh`` (``USER@HOST[:PORT]``) or the saved connection says so (the tunnel
+    closes when the command ends: :func:`idemview.ledger.tunnel.close_all` in :func:`main`)."""
     from idemview.config import ConnectionStore, CredentialStore
     from idemview.ledger.connect import ConnectError, looks_like_url, open_engine, parse_url
+    from idemview.ledger.tunnel import explain_failure, tunnel_target
     from idemview.masking.masker import register_secret, url_password_candidates
 
     # Whatever could be a password in the argument is known before any parser or message sees it,
@@ -242,21 +258,50 @@ def open_target(url: str):
             raise CliError(
                 f"{hide_password(url)!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE
             )
+    from idemview.ledger.dynamodb_snapshot import is_dynamodb_url, parse_dynamodb_url
+
+    if saved is None and is_dynamodb_url(url):  # a snapshot of one table (idemview.ledger.dynamodb_snapshot)
+        if ssh or ssh_key:  # DynamoDB is an AWS HTTPS endpoint, never behind a bastion's port forward
+            raise CliError("--ssh does not apply to a dynamodb:// URL (it is reached over HTTPS)", EXIT_USAGE)
+        return parse_dynamodb_url(url), None, None
+    spec = _ssh_spec(ssh, ssh_key, saved)
     redis_target = _redis_target(url, saved)
     if redis_target is not None:  # read by a snapshot in resolve_ledger (idemview.ledger.redis_snapshot)
+        if spec is not None:
+            redis_target.url, redis_target.tunnel = tunnel_target(
+                redis_target.url, spec, saved.id if saved is not None else None
+            )
         return redis_target, saved.name if saved is not None else None, saved
+    tunnel = None
     try:
         if saved is not None:
             stored = CredentialStore().get(saved.id)
             register_secret(stored)
-            return open_engine(saved.url(stored)), saved.name, saved
-        try:
-            parsed = parse_url(url)
-        except ConnectError as e:  # a malformed URL is an input error, not a connection failure
-            raise CliError(str(e), EXIT_USAGE) from None
-        return open_engine(parsed), None, None
+            target = saved.url(stored)
+        else:
+            try:
+                target = parse_url(url)
+            except ConnectError as e:  # a malformed URL is an input error, not a connection failure
+                raise CliError(str(e), EXIT_USAGE) from None
+        if spec is not None:
+            target, tunnel = tunnel_target(target, spec, saved.id if saved is not None else None)
+        return open_engine(target), saved.name if saved is not None else None, saved
     except ConnectError as e:  # a CannotConnect: exit code 3; re-raised without the driver's traceback
-        raise CliError(str(e), e.exit_code) from None
+        better = explain_failure(tunnel, e) if tunnel is not None else None
+        raise CliError(str(better or e), e.exit_code) from None
+
+
+def _ssh_spec(ssh: str | None, ssh_key: str | None, saved):
+    """The tunnel asked for: ``--ssh``/``--ssh-key``, else the saved connection's ``ssh``/``ssh_key``."""
+    from idemview.ledger.tunnel import SshSpec
+
+    if ssh_key and not ssh and not (saved is not None and saved.ssh):
+        raise CliError("--ssh-key needs --ssh USER@HOST[:PORT]", EXIT_USAGE)
+    if ssh:
+        return SshSpec.parse(ssh, ssh_key or (saved.ssh_key if saved is not None else None))
+    if saved is not None and saved.ssh:
+        return SshSpec.parse(saved.ssh, ssh_key or saved.ssh_key or None)
+    return None
 
 
 class RedisTarget:
@@ -264,6 +309,7 @@ class RedisTarget:
 
     def __init__(self, url: str, password: str | None = None):
         self.url, self.password = url, password
+        self.tunnel = None  # an idemview.ledger.tunnel.Tunnel when reached through SSH
 
 
 def _redis_target(url: str, saved) -> RedisTarget | None:
@@ -319,6 +365,36 @@ def _open_redis(args, target: RedisTarget, saved=None):
     return ledger
 
 
+def _is_dynamodb_target(engine) -> bool:
+    from idemview.ledger.dynamodb_snapshot import DynamoTarget
+
+    return isinstance(engine, DynamoTarget)
+
+
+def _open_dynamodb(args, target):
+    """A snapshot of a DynamoDB table; its typed errors carry their exit codes (2 URL, 3 connect, 4 fit)."""
+    from idemview.ledger.dynamodb_snapshot import open_dynamodb_ledger
+
+    progress = None
+    if sys.stderr.isatty():
+
+        def progress(scanned, loaded):
+            print(f"\rsnapshot: {scanned} items scanned, {loaded} records", end="", file=sys.stderr, flush=True)
+
+    try:
+        return open_dynamodb_ledger(
+            target,
+            layout=getattr(args, "layout", None),
+            progress=progress,
+            lock_timeout_s=getattr(args, "lock_timeout", None),
+            retry_threshold=getattr(args, "retry_threshold", None),
+            retention_s=getattr(args, "retention", None),
+        )
+    finally:
+        if progress is not None:
+            print(file=sys.stderr)
+
+
 def ledger_name(engine) -> str:
     """A name for an unsaved ledger: the SQLite file's name, or the database name on a server."""
     from idemview.ledger.dialects import SQLITE, family
@@ -341,6 +417,8 @@ def resolve_ledger(args, engine, saved=None):
 
     if isinstance(engine, RedisTarget):
         return _open_redis(args, engine, saved)
+    if _is_dynamodb_target(engine):
+        return _open_dynamodb(args, engine)
     spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
     schema = getattr(args, "schema", None) or (saved.schema if saved is not None and saved.schema else None)
     try:
@@ -423,6 +501,9 @@ def cmd_presets(args) -> int:
         for l in all_presets()
     ]
     rows += [(k.name, k.title, f"redis {k.match}") for k in all_kv_presets()]  # key-value layouts
+    from idemview.layouts.dynamodb import all_dynamodb_presets
+
+    rows += [(d.name, d.title, f"dynamodb key ({', '.join(d.key_schema)})") for d in all_dynamodb_presets()]
     w = max(len(r[0]) for r in rows)
     w2 = max(len(r[2]) for r in rows)
     for name, title, tables in rows:
@@ -433,9 +514,11 @@ def cmd_presets(args) -> int:
 def cmd_detect(args) -> int:
     from idemview.ledger.detect import detect
 
-    engine, _name, _saved = open_target(args.url)
+    engine, _name, _saved = open_target(args.url, args.ssh, args.ssh_key)
     if isinstance(engine, RedisTarget):
         return _detect_redis(engine)
+    if _is_dynamodb_target(engine):
+        return _detect_dynamodb(engine)
     matches = detect(engine)
     if not matches:
         print(
@@ -445,6 +528,23 @@ def cmd_detect(args) -> int:
         return EXIT_LAYOUT
     best = matches[0]
     print(f"{best.layout.name}\tconfidence {best.confidence:.2f}\t{best.reason}")
+    for m in matches[1:4]:
+        print(f"  also: {m.layout.name} ({m.confidence:.2f})")
+    return EXIT_OK
+
+
+def _detect_dynamodb(target) -> int:
+    from idemview.ledger.dynamodb_snapshot import connect_dynamodb, describe_table, detect_dynamodb
+
+    client = connect_dynamodb(target)
+    try:
+        matches = detect_dynamodb(client, target, table=describe_table(client, target))
+    finally:
+        client.close()
+    if not matches:
+        print("no DynamoDB preset fits this table; write a layout (see dynamodb-generic)", file=sys.stderr)
+        return EXIT_LAYOUT
+    print(f"{matches[0].layout.name}\tconfidence {matches[0].confidence:.2f}\t{matches[0].reason}")
     for m in matches[1:4]:
         print(f"  also: {m.layout.name} ({m.confidence:.2f})")
     return EXIT_OK
@@ -494,7 +594,7 @@ def cmd_scan(args) -> int:
     from idemview.ledger.times import iso
     from idemview.ledger.unknown_times import unknown_time_counts
 
-    engine, _name, saved = open_target(args.url)
+    engine, _name, saved = open_target(args.url, args.ssh, args.ssh_key)
     # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
     ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
     schema_note = getattr(ledger, "schema_note", None)
@@ -561,7 +661,9 @@ def cmd_scan(args) -> int:
         f"ledger   {ledger.name} ({getattr(ledger, 'source_dialect', ledger.dialect)}) with layout {ledger.layout.name}"
     )
     print(f"now      {iso(fe.now)}")
-    if snap is not None:
+    if snap is not None and hasattr(snap, "server_line"):  # a DynamoDB snapshot says it its own way
+        print(snap.server_line())
+    elif snap is not None:
         print(
             f"server   {iso(snap.server_time)} (Redis TIME at the snapshot; {snap.scanned} keys scanned "
             f"matching {snap.pattern!r}, {snap.loaded} records, {snap.without_ttl} without TTL, "
@@ -617,7 +719,7 @@ def cmd_windows(args) -> int:
     from idemview.findings.windows import measure_windows, render_text
     from idemview.ledger.batch import for_batch
 
-    engine, _name, saved = open_target(args.url)
+    engine, _name, saved = open_target(args.url, args.ssh, args.ssh_key)
     ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
     report = measure_windows(ledger, args.now or datetime.now(UTC))
     masker = new_masker()
@@ -632,7 +734,7 @@ def cmd_windows(args) -> int:
 def cmd_export(args) -> int:
     if args.since and args.until and args.since >= args.until:
         raise CliError("--since must be before --until")
-    engine, name, saved = open_target(args.url)
+    engine, name, saved = open_target(args.url, args.ssh, args.ssh_key)
     ledger = resolve_ledger(args, engine, saved)
     return export_cli(args, ledger, connection_name=name)
 
@@ -648,7 +750,7 @@ def cmd_report(args) -> int:
     if args.since and args.until and args.since >= args.until:
         raise CliError("--since must be before --until")
     flt = filter_from_args(args)
-    engine, name, saved = open_target(args.url)
+    engine, name, saved = open_target(args.url, args.ssh, args.ssh_key)
     ledger = resolve_ledger(args, engine, saved)
     try:
         out = check_target(args.out, ledger, overwrite=args.force)  # TargetRefused: exit 2
@@ -758,6 +860,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
     finally:
+        from idemview.ledger.tunnel import close_all
+
+        close_all()  # an SSH tunnel lives as long as the command (DESIGN §5.3)
         if isinstance(sys.stdout, VisibleWriter):
             sys.stdout = out
         sys.stderr = err
@@ -812,10 +917,14 @@ def _main(argv: list[str] | None = None) -> int:
         from idemview.ledger.connect import short_error
 
         if isinstance(e, OperationalError):
-            from idemview.ledger.connect import statement_timed_out
+            from idemview.errors import QueryCancelled, QueryTimedOut
+            from idemview.ledger.errors import classify
 
             msg = short_error(e)
-            if msg == "interrupted" and statement_timed_out():
+            # by the driver's code (SQLSTATE, errno, SQLite result code), never its words
+            ctrl_c = isinstance(e.__context__, KeyboardInterrupt)
+            kind = classify(e, cancel_requested=ctrl_c)
+            if isinstance(kind, QueryTimedOut):
                 t = getattr(args, "timeout", None)
                 bound = f"--timeout {t:g} s" if t else "the statement timeout"
                 print(
@@ -824,7 +933,7 @@ def _main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return EXIT_CONNECT
-            if msg == "interrupted" or isinstance(e.__context__, KeyboardInterrupt):
+            if isinstance(kind, QueryCancelled) or ctrl_c:
                 print("idemview: interrupted", file=sys.stderr)
                 return 130
             print(f"idemview: the database failed: {msg}", file=sys.stderr)

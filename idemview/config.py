@@ -126,7 +126,11 @@ class Connection:
     else found as detection finds them). ``status_map`` / ``outcome_map`` map raw values the layout
     does not know (``{"RETRIES_EXCEEDED" = "failed"}``) without editing the preset. ``actions`` is the
     connection's own ``[actions]`` section (``{"rules": [{"match": REGEX, "action": CLASS}],
-    "regulated": [CLASS]}``, DESIGN §5.1), tried before the layout's rules and the shipped vocabulary."""
+    "regulated": [CLASS]}``, DESIGN §5.1), tried before the layout's rules and the shipped vocabulary.
+    ``ssh`` (``USER@HOST[:PORT]``, empty: direct) and ``ssh_key`` (a private key file's path) reach the
+    database through an SSH tunnel (DESIGN §5.3, :mod:`idemview.ledger.tunnel`); ``host``/``port`` are then
+    as seen from the SSH host. The key passphrase or SSH password lives in the keyring under
+    ``<id>:ssh``, never here."""
 
     name: str
     dialect: str = "sqlite"
@@ -143,6 +147,8 @@ class Connection:
     status_map: dict = field(default_factory=dict)
     outcome_map: dict = field(default_factory=dict)
     actions: dict = field(default_factory=dict)
+    ssh: str = ""
+    ssh_key: str = ""
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def url(self, password: str | None = None) -> URL:

@@ -49,6 +49,31 @@ class Cancelled(IdemviewError):
     """Work stopped because the user (or a closing window) cancelled it; nothing was written."""
 
 
+class QueryCancelled(Cancelled):
+    """The database stopped a running statement because it was asked to: our own cancel (the GUI's
+    Cancel, Ctrl-C, a closing tab), ``KILL QUERY``, ``pg_cancel_backend``, ``sqlite3.interrupt``.
+    Raised by :func:`idemview.ledger.errors.classify` from the driver's code, never from its words.
+    ``code`` is that code (``"57014"``, ``1317``, ``"SQLITE_INTERRUPT"``)."""
+
+    code: str | int | None = None
+
+
+class QueryTimedOut(IdemviewError):
+    """The database stopped a statement that ran past its time limit (PostgreSQL ``statement_timeout``,
+    MariaDB ``max_statement_time``, MySQL ``max_execution_time``, idemview's SQLite progress-handler
+    deadline): exit code 3, like the CLI's ``--timeout`` message."""
+
+    exit_code = EXIT_CONNECT
+    code: str | int | None = None
+
+
+class ConnectionLost(CannotConnect):
+    """The session to the ledger went away (server shut down or restarted, connection killed or reset,
+    SQLite file gone): reconnecting may help. Exit code 3."""
+
+    code: str | int | None = None
+
+
 class TargetExists(InputError):
     """An export target (the CSV or its manifest) already exists and overwriting was not asked for."""
 
@@ -70,11 +95,14 @@ __all__ = [
     "EXIT_USAGE",
     "Cancelled",
     "CannotConnect",
+    "ConnectionLost",
     "EvidenceMismatch",
     "IdemviewError",
     "InputError",
     "InvalidLayout",
     "LayoutMismatch",
+    "QueryCancelled",
+    "QueryTimedOut",
     "TargetExists",
     "TargetRefused",
 ]

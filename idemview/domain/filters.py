@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from idemview.domain.actions import ACTION_WORDS, ACTIONS
+from idemview.domain.kinds import KIND_PHRASES
 from idemview.domain.model import FindingKind, Status
 
 _STATUS_WORDS = {
@@ -22,19 +23,8 @@ _STATUS_WORDS = {
     Status.UNKNOWN: "unknown-status",
 }
 
-_FINDING_WORDS = {
-    FindingKind.DUPLICATE_EFFECT: "with a duplicate effect",
-    FindingKind.REPLAY_AFTER_EXPIRY: "replayed after expiry",
-    FindingKind.KEY_CONFLICT: "with a key conflict",
-    FindingKind.DUPLICATE_INTENT: "with a duplicate intent",
-    FindingKind.STUCK_IN_PROGRESS: "stuck in progress",
-    FindingKind.UNRESOLVED_FAILURE: "with an unresolved failure",
-    FindingKind.RETRY_STORM: "in a retry storm",
-    FindingKind.EXPIRED_KEY: "with an expired key",
-    FindingKind.HIDDEN_SUCCESS: "with a hidden success",
-    FindingKind.ORPHAN_EFFECT: "with an orphan effect",
-    FindingKind.SECRET_AT_REST: "in a ledger storing secrets",
-}
+#: How the sentence names operations with a kind: derived from the kinds (FindingKind.phrase).
+_FINDING_WORDS = KIND_PHRASES
 
 
 def _iso(t: datetime) -> str:

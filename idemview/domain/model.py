@@ -12,6 +12,11 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+# Severity and the finding kinds live in their own modules (a kind is one object: idemview.domain.kinds);
+# re-exported here, where every caller has always imported them from.
+from idemview.domain.kinds import DEFAULT_SEVERITY, LEDGER_KINDS, FindingKind
+from idemview.domain.severity import SEVERITY_ORDER, Severity
+
 
 class Status(str, Enum):
     """State of an operation (DESIGN §2); the ledger's own value is kept beside it as ``raw_status``."""
@@ -34,53 +39,21 @@ class Outcome(str, Enum):
     UNKNOWN = "unknown"
 
 
-class Severity(str, Enum):
-    """Severity of a finding, most severe first in :data:`SEVERITY_ORDER`."""
-
-    CRITICAL = "critical"
-    HIGH = "high"
-    MEDIUM = "medium"
-    LOW = "low"
-    INFO = "info"
-
-
-SEVERITY_ORDER = {s: i for i, s in enumerate(Severity)}
-
-
-class FindingKind(str, Enum):
-    """The finding kinds of DESIGN §5, in the order they are reported. ``hidden_success`` and
-    ``orphan_effect`` need the layout's ``[effects]`` section (the downstream effect records)."""
-
-    DUPLICATE_EFFECT = "duplicate_effect"
-    REPLAY_AFTER_EXPIRY = "replay_after_expiry"
-    KEY_CONFLICT = "key_conflict"
-    DUPLICATE_INTENT = "duplicate_intent"
-    STUCK_IN_PROGRESS = "stuck_in_progress"
-    UNRESOLVED_FAILURE = "unresolved_failure"
-    RETRY_STORM = "retry_storm"
-    EXPIRED_KEY = "expired_key"
-    HIDDEN_SUCCESS = "hidden_success"
-    ORPHAN_EFFECT = "orphan_effect"
-    SECRET_AT_REST = "secret_at_rest"
-
-
-#: Default severity of each kind (``replay_after_expiry`` becomes critical when the replay succeeded).
-DEFAULT_SEVERITY: dict[FindingKind, Severity] = {
-    FindingKind.DUPLICATE_EFFECT: Severity.CRITICAL,
-    FindingKind.REPLAY_AFTER_EXPIRY: Severity.HIGH,
-    FindingKind.KEY_CONFLICT: Severity.HIGH,
-    FindingKind.DUPLICATE_INTENT: Severity.HIGH,
-    FindingKind.STUCK_IN_PROGRESS: Severity.MEDIUM,
-    FindingKind.UNRESOLVED_FAILURE: Severity.MEDIUM,
-    FindingKind.RETRY_STORM: Severity.LOW,
-    FindingKind.EXPIRED_KEY: Severity.INFO,
-    FindingKind.HIDDEN_SUCCESS: Severity.CRITICAL,
-    FindingKind.ORPHAN_EFFECT: Severity.MEDIUM,
-    FindingKind.SECRET_AT_REST: Severity.HIGH,
-}
-
-#: Kinds about the ledger itself (what it stores), not about one operation: no scope or key, a ``column``.
-LEDGER_KINDS = frozenset({FindingKind.SECRET_AT_REST})
+__all__ = [
+    "DEFAULT_SEVERITY",
+    "LEDGER_KINDS",
+    "SEVERITY_ORDER",
+    "Attempt",
+    "EffectRecord",
+    "Finding",
+    "FindingKind",
+    "Operation",
+    "OperationRef",
+    "Outcome",
+    "Payload",
+    "Severity",
+    "Status",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +158,7 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         """The JSON shape of DESIGN §9 (``scan --format json``); a ledger finding (``secret_at_rest``)
         has ``"column"`` and null scope and key."""
-        ledger = self.kind in LEDGER_KINDS
+        ledger = FindingKind(self.kind).about_ledger
         out: dict[str, Any] = {
             "kind": self.kind.value,
             "severity": self.severity.value,

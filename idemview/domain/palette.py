@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from idemview.domain.kinds import KIND_WORDS as _KIND_WORDS
 from idemview.domain.model import Attempt, FindingKind, Outcome, Severity, Status
 
 OUTCOME_COLOURS = {
@@ -78,19 +79,24 @@ OUTCOME_WORDS = {
     Outcome.IN_PROGRESS: "in progress",
     Outcome.UNKNOWN: "unknown",
 }
-KIND_WORDS = {
-    FindingKind.DUPLICATE_EFFECT: "duplicate effect",
-    FindingKind.REPLAY_AFTER_EXPIRY: "replay after expiry",
-    FindingKind.KEY_CONFLICT: "key conflict",
-    FindingKind.DUPLICATE_INTENT: "duplicate intent",
-    FindingKind.STUCK_IN_PROGRESS: "stuck in progress",
-    FindingKind.UNRESOLVED_FAILURE: "unresolved failure",
-    FindingKind.RETRY_STORM: "retry storm",
-    FindingKind.EXPIRED_KEY: "expired key",
-    FindingKind.HIDDEN_SUCCESS: "hidden success",
-    FindingKind.ORPHAN_EFFECT: "orphan effect",
-    FindingKind.SECRET_AT_REST: "secret at rest",
-}
+#: A finding kind in words: derived from the kinds (FindingKind.words), see idemview.domain.kinds.
+KIND_WORDS = _KIND_WORDS
+
+
+def kind_glyph(kind: FindingKind, severity: Severity | None = None) -> str:
+    """The glyph a badge of ``kind`` shows: the kind's own hint (``FindingKind.glyph``), else the glyph
+    of ``severity`` (default: the kind's default severity)."""
+    k = FindingKind(kind)
+    return k.glyph or SEVERITY_GLYPHS[severity or k.severity]
+
+
+def kind_colour(kind: FindingKind, severity: Severity | None = None) -> tuple[str, str]:
+    """The ``(light, dark)`` colour pair of ``kind``: its own hint (``FindingKind.colour``), else the
+    colour of ``severity`` (default: the kind's default severity)."""
+    k = FindingKind(kind)
+    return k.colour or SEVERITY_COLOURS[severity or k.severity]
+
+
 #: Bottom-to-top order of the incident overview's stacked bars: successes at the base, the outcomes
 #: that need a look on top where the eye lands.
 OVERVIEW_STACK = [

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import select
+from sqlalchemy import Text, cast, select, type_coerce
+from sqlalchemy.sql import sqltypes
 
 from idemview.config import new_masker
 from idemview.domain.filters import Filter
@@ -34,6 +35,7 @@ from idemview.ledger.connect import describe
 from idemview.ledger.reader import Ledger, _json_list, decode_payload, json_array_attempts, stored_number
 from idemview.ledger.times import decode_time, from_epoch, iso
 from idemview.masking.masker import Masker
+from idemview.masking.stream import STREAM_MIN, JsonText
 from idemview.paths import check_write_target
 
 UTC = UTC
@@ -121,8 +123,12 @@ def _stream(conn, q, big, batch_bytes, max_rows):
         size = 64 * len(rows)
         for i in big:
             for v in [r[i] for r in rows]:
-                if v is not None and hasattr(v, "__len__"):
+                if isinstance(v, (str, bytes, bytearray, memoryview)):
                     size += len(v)
+                elif isinstance(v, (dict, list, tuple)):
+                    # JSON the driver parsed (the export reads big JSON columns as text, see _as_text):
+                    # len() is an element count, not bytes; ~256 bytes per element of Python objects
+                    size += 256 * len(v) + 64
         n = max(1, min(max_rows, int(batch_bytes * len(rows) / size)))
         res.yield_per(n)
         yield rows
@@ -154,7 +160,7 @@ def _status_value(v: Any) -> str:
 
 
 def _operation_columns(ledger: Ledger, names: list[str], times: list[str], payloads: list[str], findings: dict):
-    """A function from a fetched batch of ``Ledger._op_columns()`` rows to the export's columns of
+    """A function from a fetched batch of ``Ledger.op_columns()`` rows to the export's columns of
     the operations rows (lists, one per export column), equal to what ``Ledger.row_to_operation``
     and the Operation's fields give, computed column by column: a time or status is decoded once
     per distinct stored value of the batch."""
@@ -267,6 +273,16 @@ def _payload_converter(encoding: str | None) -> Callable[[Any], Any]:
     def general(x: Any) -> Any:
         return _payload_cell(decode_payload(x, encoding))
 
+    if encoding == "json":
+
+        def json_cell(x: Any) -> Any:
+            # a large JSON text is masked as a stream by the writer, never parsed whole here
+            if type(x) is str and len(x) >= STREAM_MIN:
+                return JsonText(x, lambda: general(x))
+            return general(x)
+
+        return json_cell
+
     if encoding == "pickle":
 
         def pickled(x: Any) -> Any:
@@ -361,7 +377,7 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         # Ledger.iter_operations' select, fetched by bytes (payload cells can be megabytes each), and
         # turned into export rows a fetched batch at a time, column by column, with what
         # Ledger.row_to_operation and the Operation fields would give (no object per row).
-        sel = ledger._op_columns()
+        sel = [_as_text(c, ledger.engine.dialect.name) for c in ledger.op_columns()]
         q = select(*sel).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
         q = q.order_by(ledger.rid if ledger.rid is not None else ledger.key_expr)
         big = [i for i, c in enumerate(sel) if c.name.startswith(("p_", "j_"))]
@@ -371,6 +387,20 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
                 yield convert(batch)
 
     return ExportPlan(cols, ColumnBatches(rows()), "the filtered operations, one row per record")
+
+
+def _as_text(c: Any, dialect: str) -> Any:
+    """A payload column (``p_*``) of a JSON type read as its text: the driver would otherwise parse each
+    cell whole (a 5 MB document is ~60 MB of Python objects) before the fetch can be sized by bytes, and
+    the export masks JSON text as a stream (:mod:`idemview.masking.stream`). PostgreSQL's json/jsonb are
+    cast in SQL (its driver parses them by type); other engines send JSON as text already."""
+    name = getattr(c, "name", "") or ""
+    inner = getattr(c, "element", c)
+    if not name.startswith("p_") or not isinstance(getattr(inner, "type", None), sqltypes.JSON):
+        return c
+    if dialect == "postgresql":
+        return cast(inner, Text).label(name)
+    return type_coerce(inner, Text).label(name)
 
 
 def _int_rid(ledger: Ledger) -> bool:

@@ -48,6 +48,7 @@ from idemview import __version__
 from idemview.domain.model import Payload
 from idemview.evidence import cells
 from idemview.masking.masker import Masker, normalize_name
+from idemview.masking.stream import JsonText, mask_json_text
 from idemview.masking.visible import HiddenRows
 
 __all__ = [
@@ -282,6 +283,8 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
     # so the formatter may skip the call for those exact types. Unknown maskers: always call.
     column_kind = getattr(masker, "column_kind", None)
     plain = column_kind is not None and column_kind(name) is None
+    # The stream masker is the Masker's own walk: only for a real Masker, on a column not sensitive by name.
+    streamable = plain and isinstance(masker, Masker)
 
     def pre(v: Any) -> Any:
         # Bytes and payloads become what a person would read before masking sees them.
@@ -401,6 +404,14 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
     def fmt_json(v: Any) -> str:
         if v is None:
             return null
+        if type(v) is JsonText:
+            # a large JSON cell masked as a stream, never parsed whole (issue 27); same text as below
+            s = mask_json_text(masker, v.text, _dumps) if streamable else None
+            if s is not None:
+                return enc(s)
+            v = v.fallback()
+            if v is None:
+                return null
         if type(v) is not dict:
             v = pre(v)
             if v is None:

@@ -50,14 +50,8 @@ WHOLE_PASS_KEYS = 5_000
 def classifier_for(ledger: Ledger) -> Classifier:
     """The ledger's classifier (its layout's ``[actions]`` rules, the connection's merged in before
     them), made once per ledger object so its memo lasts as long as the ledger."""
-    c = getattr(ledger, "_action_classifier", None)
-    if c is None:
-        c = Classifier(getattr(ledger.layout, "actions", None))
-        try:
-            ledger._action_classifier = c  # type: ignore[attr-defined]
-        except AttributeError:  # a ledger object with slots: classify afresh each time
-            pass
-    return c
+    made = getattr(ledger, "action_classifier", None)  # Ledger.action_classifier (a wrapper may lack it)
+    return made() if made is not None else Classifier(getattr(ledger.layout, "actions", None))
 
 
 def operation_kinds(ledger: Ledger, c: Connection, keys, cache: dict | None = None) -> dict[tuple, object]:

@@ -21,7 +21,7 @@ from sqlalchemy.sql import sqltypes
 from sqlalchemy.types import TypeDecorator
 
 from idemview.domain import jsontext
-from idemview.domain.model import Finding, FindingKind, Severity
+from idemview.domain.model import Finding, FindingKind
 from idemview.findings.rules import FindingRule
 from idemview.masking.masker import CREDENTIAL_KINDS, Masker
 
@@ -98,6 +98,37 @@ def _cells(value: Any, column: str) -> list[tuple[str | None, str | None, Any]]:
     return [(None, column, str(value)[:CELL_CHARS])]
 
 
+#: Distinct cells remembered per table (repeated cells are detected once; beyond it, every cell is read).
+MEMO_CELLS = 50_000
+
+
+def _detect_cell(masker: Masker, memo: dict, i: int, value: Any, column: str) -> list:
+    """[(JSON path or None, {kind: n})] the detectors find in one cell (pieces with nothing left out),
+    memoised per distinct cell value in ``memo`` (at most :data:`MEMO_CELLS`): the same status text,
+    payload or JSON document in many rows is parsed and detected once. The result is what detecting it
+    again would give (the detectors are pure), so findings do not change."""
+    key = (i, type(value), value) if isinstance(value, str | int | float) else None
+    if key is not None:
+        got = memo.get(key)
+        if got is not None:
+            return got
+    out = []
+    for path, field, v in _cells(value, column):
+        if v is None or isinstance(v, bool):
+            continue
+        leaf = ("leaf", field, v) if isinstance(v, str) and len(v) <= 256 else None
+        found = memo.get(leaf) if leaf is not None else None
+        if found is None:
+            found = masker.detected_kinds(v, field)
+            if leaf is not None and len(memo) < MEMO_CELLS:
+                memo[leaf] = found  # a short leaf (status, currency, a repeated e-mail) is detected once
+        if found:
+            out.append((path, found))
+    if key is not None and len(memo) < MEMO_CELLS:
+        memo[key] = out
+    return out
+
+
 def _audit_masker() -> Masker:
     """The masker's detectors for the audit: every value detector (cards by Luhn, IBANs by mod-97,
     JWTs, provider keys, bearer/basic credentials, passwords in URLs, e-mail addresses …) and sensitive
@@ -115,7 +146,6 @@ class SecretAtRest(FindingRule):
     scope and key are empty, ``column`` names it."""
 
     kind = FindingKind.SECRET_AT_REST
-    severity = Severity.HIGH
 
     def selects(self, e):
         return []  # no operation carries it: a filter on it matches no operation
@@ -160,6 +190,7 @@ class SecretAtRest(FindingRule):
         masker = _audit_masker()  # only the kinds it detects are read, never a tag or a value
         # (column, path) -> [rows with it, {kind: values}, examples]
         hits: dict[tuple[str, str | None], list] = {}
+        memo: dict = {}  # (column index, cell) -> what the detectors found in it (a repeated cell: once)
         rows_read = 0
         res = c.execution_options(stream_results=True, yield_per=500).execute(q)
         try:
@@ -168,12 +199,7 @@ class SecretAtRest(FindingRule):
                 k = row[-1] if keyed else None
                 for i, col in enumerate(cols):
                     seen: set = set()
-                    for path, field, v in _cells(row[i], col.name):
-                        if v is None or isinstance(v, bool):
-                            continue
-                        found = masker.detected_kinds(v, field)
-                        if not found:
-                            continue
+                    for path, found in _detect_cell(masker, memo, i, row[i], col.name):
                         ref = (col.name, path)
                         if len(hits) >= MAX_PATHS * len(cols) and ref not in hits:
                             continue
@@ -187,8 +213,12 @@ class SecretAtRest(FindingRule):
                             h[1][kind] = h[1].get(kind, 0) + m
         finally:
             res.close()
+        return self._shape(t.name, role, hits, rows_read, n)
+
+    def _shape(self, table: str, role: str, hits: dict, rows_read: int, n: int) -> list[Finding]:
+        """One finding per (column, JSON path) of ``hits`` (``[rows with it, {kind: values}, example
+        keys]``), read from ``rows_read`` of at most ``n`` newest rows of ``table`` (its ``role``)."""
         out = []
-        table = t.name
         for (col_name, path), (m, kinds, ex) in sorted(hits.items(), key=lambda x: (x[0][0], x[0][1] or "")):
             # quoted like keys in other explanations: a name, not a claim (its digits are not counts)
             where = f"'{col_name}'" + (f" at '{path}'" if path else "")

@@ -338,6 +338,9 @@ class Reconciler:
         With ``orphan_effect`` asked for, every link of both sides is read once, in byte order, and
         merged (:meth:`_stream_merge`): that one pass also yields the links with several records and
         the counts of the candidates' links, so the effect table is not grouped a second time."""
+        # Over 80 lines on purpose: the candidate records, the link counts, the first times and the
+        # orphans (recs, counts, known_first, orphans, states) are filled together by one merge across
+        # the two databases; split up, its parts would hand those five dicts to each other.
         l, fx = self.l, self.fx
         ol = fx.operation_link
         timed = self._timed_out()

@@ -18,12 +18,13 @@ from sqlalchemy.sql.expression import ColumnElement, CompoundSelect, Select
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import Finding, FindingKind
-from idemview.findings import registry
+from idemview.findings import keysets, registry
 from idemview.findings.actions import weigh
 from idemview.findings.audit import DEFAULT_AUDIT_ROWS
 from idemview.findings.common import nonempty, two_distinct
 from idemview.findings.rules import DEFAULT_DEDUP_WINDOW_S, FindingRule  # noqa: F401  (re-exported)
 from idemview.ledger.batch import for_batch
+from idemview.ledger.filtering import use_finding_clause
 from idemview.ledger.reader import Ledger
 
 UTC = UTC
@@ -89,7 +90,7 @@ class FindingEngine:
         """The candidate (scope, key) set of profile ``flag`` when the key profile ran, else ``None``."""
         if self._profile is None or flag is None:
             return None
-        return self._profile[flag]
+        return self._profile.get(flag)
 
     def restrict(self, qs: list[Select]) -> list[Select]:
         """``qs`` restricted to the operations the current filter (:attr:`flt`) matches: each select
@@ -287,10 +288,13 @@ class FindingEngine:
                 if use and self.flt is None and len(flags) >= 2:
                     q = self.q_key_profile()
                     if q is not None:
-                        prof: dict[str, set] = {"de": set(), "kc": set(), "rp": set()}
+                        # the registered rules' flags that the profile computes (is_<flag> columns)
+                        cols = set(q.selected_columns.keys())
+                        prof: dict[str, set] = {f: set() for f in registry.profile_flags() if "is_" + f in cols}
                         for r in c.execute(q):
-                            for f in ("de", "kc", "rp"):
-                                if int(getattr(r, "is_" + f)):
+                            m = r._mapping
+                            for f in prof:
+                                if int(m["is_" + f]):
                                     prof[f].add((r.scope, r.key))
                         self._profile = prof
                 alone, shared = self._plan_passes(todo)
@@ -339,3 +343,7 @@ class _Row:
 def scan(ledger: Ledger, now: datetime | None = None, kinds=None) -> list[Finding]:
     """Convenience: all findings of ``ledger`` at ``now`` (default: the current time, UTC)."""
     return FindingEngine(ledger, now or datetime.now(UTC)).run(kinds)
+
+
+# A filter on finding kinds is compiled here, not in the ledger (which never imports the findings).
+use_finding_clause(lambda ledger, kinds, now: keysets.finding_clause(FindingEngine(ledger, now), kinds))

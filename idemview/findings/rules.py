@@ -64,8 +64,9 @@ DEFAULT_DEDUP_WINDOW_S = 86400.0
 class FindingRule:
     """One finding kind.
 
-    - ``kind``, ``severity``: what it reports and how bad it is (the default; a rule may raise it per
-      finding, as ``replay_after_expiry`` does when the replay succeeded);
+    - ``kind``: the :class:`~idemview.domain.kinds.FindingKind` it reports (its words, labels, hints);
+    - ``severity``: how bad it is by default, taken from ``kind.severity`` unless the class sets it (a
+      rule may raise it per finding, as ``replay_after_expiry`` does when the replay succeeded);
     - ``profile_flag``: the flag of the shared one-pass key profile
       (:meth:`FindingEngine.q_key_profile`) that lists this kind's candidate keys, or ``None``;
     - :meth:`not_checkable`: why a ledger cannot have or show this kind (``None``: checkable);
@@ -76,6 +77,15 @@ class FindingRule:
     kind: ClassVar[FindingKind]
     severity: ClassVar[Severity]
     profile_flag: ClassVar[str | None] = None
+    #: Where a finding filter gets this kind's operations: ``"sql"`` (:meth:`selects`) or ``"effects"``
+    #: (only the effect reconciler knows them: :mod:`idemview.findings.keysets`).
+    key_source: ClassVar[str] = "sql"
+
+    def __init_subclass__(cls, **kw):
+        # The default severity is the kind's (FindingKind.severity): one place, DEFAULT_SEVERITY agrees.
+        super().__init_subclass__(**kw)
+        if "kind" in cls.__dict__ and "severity" not in cls.__dict__:
+            cls.severity = cls.kind.severity
 
     def not_checkable(self, ledger: Ledger) -> str | None:
         """Why this kind cannot be checked (or cannot occur) on ``ledger``, in plain words; ``None``
@@ -142,7 +152,6 @@ def _fetch(c, qs: list[Select]) -> list:
 
 class DuplicateEffect(FindingRule):
     kind = K.DUPLICATE_EFFECT
-    severity = Severity.CRITICAL
     profile_flag = "de"
 
     def not_checkable(self, ledger):
@@ -255,7 +264,6 @@ class DuplicateEffect(FindingRule):
 
 class ReplayAfterExpiry(FindingRule):
     kind = K.REPLAY_AFTER_EXPIRY
-    severity = Severity.HIGH
     profile_flag = "rp"
 
     def not_checkable(self, ledger):
@@ -381,7 +389,6 @@ class ReplayAfterExpiry(FindingRule):
 
 class KeyConflict(FindingRule):
     kind = K.KEY_CONFLICT
-    severity = Severity.HIGH
     profile_flag = "kc"
 
     def not_checkable(self, ledger):
@@ -444,7 +451,6 @@ class KeyConflict(FindingRule):
 
 class DuplicateIntent(FindingRule):
     kind = K.DUPLICATE_INTENT
-    severity = Severity.HIGH
 
     def not_checkable(self, ledger):
         if "intent_ref" not in ledger.layout.fields:
@@ -519,7 +525,6 @@ class DuplicateIntent(FindingRule):
 
 class StuckInProgress(FindingRule):
     kind = K.STUCK_IN_PROGRESS
-    severity = Severity.MEDIUM
 
     def not_checkable(self, ledger):
         tc = set(ledger.time_cols)
@@ -571,7 +576,6 @@ class StuckInProgress(FindingRule):
 
 class UnresolvedFailure(FindingRule):
     kind = K.UNRESOLVED_FAILURE
-    severity = Severity.MEDIUM
 
     def selects(self, e):
         l, lay = e.l, e.l.layout
@@ -619,7 +623,6 @@ class UnresolvedFailure(FindingRule):
 
 class RetryStorm(FindingRule):
     kind = K.RETRY_STORM
-    severity = Severity.LOW
 
     def not_checkable(self, ledger):
         if ledger.attempt_count_expr is None and ledger.att is None and ledger.layout.attempts.source != "json_array":
@@ -701,7 +704,6 @@ class RetryStorm(FindingRule):
 
 class ExpiredKey(FindingRule):
     kind = K.EXPIRED_KEY
-    severity = Severity.INFO
 
     def not_checkable(self, ledger):
         if "expires_at" not in ledger.epoch:
@@ -768,7 +770,9 @@ class _EffectRule(FindingRule):
     """A kind read from the layout's ``[effects]`` section (the downstream records that prove a side
     effect happened), by :mod:`idemview.findings.effects`: SQL joins in one database, a streamed merge
     across two. Its key set is not one SQL statement over the ledger (the effects may live elsewhere),
-    so a finding filter reads it through :meth:`Ledger.effect_finding_keys`."""
+    so a finding filter reads it through :func:`idemview.findings.keysets.effect_finding_keys`."""
+
+    key_source = "effects"
 
     def not_checkable(self, ledger):
         return _effects_problem(ledger)
@@ -784,12 +788,10 @@ class _EffectRule(FindingRule):
 
 class HiddenSuccess(_EffectRule):
     kind = K.HIDDEN_SUCCESS
-    severity = Severity.CRITICAL
 
 
 class OrphanEffect(_EffectRule):
     kind = K.ORPHAN_EFFECT
-    severity = Severity.MEDIUM
 
 
 #: The built-in rules in report order (DESIGN §5); :mod:`idemview.findings.registry` registers them.

@@ -95,6 +95,8 @@ class ValueDraft:
     #: references computed from several columns ({hash = [...], unless_empty = [...]}, issue #26)
     hash: list[str] = field(default_factory=list)
     unless_empty: list[str] = field(default_factory=list)
+    #: the kind's name looked up in another table ({table, column, value, schema}, Graphile v0.16)
+    lookup: dict[str, Any] | None = None
 
     @classmethod
     def from_model(cls, d: Any, payload: bool = False) -> ValueDraft | None:
@@ -118,6 +120,7 @@ class ValueDraft:
             payload=payload,
             unless=copy.deepcopy(list(d.get("unless") or [])),
             add=int(d.get("add") or 0),
+            lookup=dict(d["lookup"]) if d.get("lookup") else None,
         )
 
     def to_model(self) -> Any:
@@ -130,6 +133,8 @@ class ValueDraft:
             if self.unless:
                 h["unless"] = copy.deepcopy(self.unless)
             return h
+        if self.lookup:
+            return {"column": self.column, "lookup": dict(self.lookup)}
         if not self.payload and not self.json_path and not self.encoding and not self.unless and not self.add:
             return self.column
         d: dict[str, Any] = {"column": self.column}
@@ -481,6 +486,10 @@ def _value_out(vs: ValueSource, payload: bool = False) -> Any:
         if vs.unless:
             h["unless"] = [_pred_out(p) for p in vs.unless]
         return h
+    if vs.lookup is not None:
+        lk = vs.lookup
+        table = {"table": lk.table, "column": lk.column, "value": lk.value}
+        return {"column": vs.column, "lookup": table | ({"schema": lk.schema} if lk.schema else {})}
     if not payload and not vs.json_path and not vs.encoding and not vs.unless and not vs.add:
         return vs.column
     d: dict[str, Any] = {"column": vs.column}

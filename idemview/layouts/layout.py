@@ -21,6 +21,9 @@ Format (every key not marked required is optional)::
                                          # (a key that only holds with them: pg-boss throttle slots)
     optional = ["name", "worker"]        # columns that may be absent (fields using them are dropped)
     kind = "request_path"                # a column, or {value = "literal"}, or {column=..., json_path=...}
+    # or a name looked up in another table (same schema unless given) by this column; the column's own
+    # value where that table or row is missing (Graphile Worker v0.16: the task's identifier):
+    # kind = {column = "task_id", lookup = {table = "_private_tasks", column = "id", value = "identifier"}}
 
     [operations.status]                  # either a value map ...
     column = "status"
@@ -120,6 +123,7 @@ from typing import Any, cast
 from idemview.domain.actions import ActionRuleError, ActionRules
 from idemview.domain.model import Outcome, Status
 from idemview.errors import InputError, InvalidLayout, LayoutMismatch
+from idemview.layouts.joins import LockTimeFrom, Lookup, parse_lock_time_from, parse_lookup
 from idemview.paths import note_source, readable_file
 
 TIME_ENCODINGS = ("datetime", "naive", "epoch_s", "epoch_ms", "iso_text")
@@ -199,20 +203,6 @@ class TimeColumn:
 
 
 @dataclass(frozen=True, slots=True)
-class LockTimeFrom:
-    """``[expiry] lock_time_from``: the record's lock time (``locked_at``) is ``column`` of the row of
-    ``table`` (in ``schema``, default the layout's) whose columns match the operations row as ``on``
-    says (operations column -> that table's column), stored as ``encoding``. Procrastinate: a ``doing``
-    job's worker heartbeat (``procrastinate_workers.last_heartbeat``)."""
-
-    table: str
-    on: tuple[tuple[str, str], ...]
-    column: str
-    encoding: str = "datetime"
-    schema: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class ValueSource:
     """A value read from a column, optionally through a JSON path (``$.a.b``), or a literal."""
 
@@ -227,6 +217,8 @@ class ValueSource:
     hash: tuple[str, ...] = ()
     #: with ``hash``: NULL where every one of these columns is empty (a task with no arguments)
     unless_empty: tuple[str, ...] = ()
+    #: kind only: the name looked up in another table by ``column`` (see :class:`Lookup`)
+    lookup: Lookup | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -533,9 +525,12 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
         unless = v.get("unless") or []
         if not isinstance(unless, list) or (unless and payload):
             raise _err(where, f"{name}: unless takes a list of predicates (references only)")
-        extra = set(v) - {"column", "json_path", "encoding", "unless", "add"}
+        extra = set(v) - {"column", "json_path", "encoding", "unless", "add", "lookup"}
         if extra:
             raise _err(where, f"{name}: unknown entries {', '.join(sorted(extra))}")
+        lookup = parse_lookup(name, v["lookup"], lambda m: _err(where, m)) if "lookup" in v else None
+        if lookup is not None and (jp is not None or enc is not None):
+            raise _err(where, f"{name}: lookup takes the column's plain value (no json_path or encoding)")
         add = v.get("add", 0)
         if add and not name.endswith("attempt_count"):
             raise _err(where, f"{name}: add is for attempt_count only (a retry counter + 1 = attempts)")
@@ -547,6 +542,7 @@ def _value(where: str, name: str, v: Any, payload: bool = False) -> ValueSource:
             encoding=enc,
             unless=tuple(_predicate(where, p) for p in unless),
             add=add,
+            lookup=lookup,
         )
     raise _err(where, f"{name}: expected a column name or a table")
 
@@ -767,7 +763,11 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         retention_from=exp.get("retention_from", "created_at"),
         lock_timeout_seconds=_num(where, "expiry.lock_timeout_seconds", exp.get("lock_timeout_seconds")),
         lock_timeout_column=exp.get("lock_timeout_column"),
-        lock_time_from=_lock_time_from(where, exp["lock_time_from"], times) if "lock_time_from" in exp else None,
+        lock_time_from=(
+            parse_lock_time_from(exp["lock_time_from"], times, TIME_ENCODINGS, lambda m: _err(where, m))
+            if "lock_time_from" in exp
+            else None
+        ),
         dedup_window_seconds=_num(where, "expiry.dedup_window_seconds", exp.get("dedup_window_seconds")),
         retry_threshold=_threshold(where, tun.get("retry_threshold", 5)),
         optional=_cols(where, "operations.optional", ops.get("optional"), False),
@@ -797,23 +797,6 @@ def _actions(where: str, d: Any) -> ActionRules:
         return ActionRules.from_dict(d, "[actions]")
     except ActionRuleError as e:
         raise _err(where, str(e)) from None
-
-
-def _lock_time_from(where: str, v: Any, times: dict) -> LockTimeFrom:
-    """Parse ``[expiry] lock_time_from`` (see :class:`LockTimeFrom`)."""
-    if not isinstance(v, dict) or set(v) - {"table", "schema", "on", "column", "encoding"}:
-        raise _err(where, "expiry.lock_time_from takes {table, on = {column = other_column}, column, encoding, schema}")
-    on = v.get("on")
-    if not isinstance(on, dict) or not on or not all(isinstance(a, str) and isinstance(b, str) for a, b in on.items()):
-        raise _err(where, "expiry.lock_time_from.on maps operations columns to the joined table's columns")
-    if not all(isinstance(v.get(k), str) and v[k] for k in ("table", "column")):
-        raise _err(where, "expiry.lock_time_from needs table and column")
-    enc = v.get("encoding", "datetime")
-    if enc not in TIME_ENCODINGS:
-        raise _err(where, f"expiry.lock_time_from.encoding {enc!r} is not one of {', '.join(TIME_ENCODINGS)}")
-    if "locked_at" in times:
-        raise _err(where, "expiry.lock_time_from replaces a locked_at time: give one or the other")
-    return LockTimeFrom(v["table"], tuple(on.items()), v["column"], enc, v.get("schema"))
 
 
 EFFECT_KEYS = {"table", "schema", "connection", "link", "id", "reference", "time", "where", "show", "optional"}

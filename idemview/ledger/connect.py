@@ -325,10 +325,6 @@ def _open_dump(u: URL, statement_timeout_s: float | None) -> Engine:
     return open_dump_engine(dump, statement_timeout_s)
 
 
-def _is_mysql_family(engine: Engine) -> bool:
-    return engine.dialect.name in ("mysql", "mariadb")
-
-
 #: Execution option naming a connection's statement time limit in seconds (``None``: no limit); set on
 #: an engine by :func:`batch_engine`. Without it a connection has the engine's interactive limit.
 TIMEOUT_OPTION = "idemview_statement_timeout_s"
@@ -343,8 +339,8 @@ def _apply_timeout(conn) -> None:
     if want is _UNSET:
         want = getattr(engine, "_idem_statement_timeout_s", DEFAULT_STATEMENT_TIMEOUT_S)
     raw = conn.connection.dbapi_connection
-    name = engine.dialect.name
-    if name in ("sqlite", "duckdb"):
+    fam = family(engine)
+    if fam in (SQLITE, DUCKDB):
         d = getattr(raw, "_idem_deadline", None)
         if d is not None:
             d[0] = want
@@ -353,12 +349,12 @@ def _apply_timeout(conn) -> None:
         return
     cur = raw.cursor()
     try:
-        if name == "postgresql":
+        if fam == POSTGRESQL:
             cur.execute(f"SET statement_timeout = {0 if want is None else max(1, int(want * 1000))}")
             # Outside a transaction block the SET stays for the session; SQLAlchemy's next statement
             # begins its own transaction.
             raw.commit()
-        elif _is_mysql_family(engine):
+        elif fam == MYSQL:
             cur.execute("SELECT VERSION()")
             if "mariadb" in str(cur.fetchone()[0]).lower():
                 cur.execute(f"SET SESSION max_statement_time = {0 if want is None else want:.3f}")

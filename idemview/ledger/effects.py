@@ -242,11 +242,11 @@ class EffectSource:
         self.engine = engine if engine is not None else ledger.engine
         self.same_database = self.engine is ledger.engine
         schema = spec.schema if spec.schema is not None else (ledger.layout.schema if self.same_database else None)
-        self.table = ledger._reflect(schema, spec.table, spec.columns(), "effects", engine=self.engine)
+        self.table = ledger.reflect(schema, spec.table, spec.columns(), "effects", engine=self.engine)
         t = self.table
         fx_dialect = family(self.engine)  # MySQL and MariaDB under either name
         self.link = link_text(t.c[spec.link_effect], fx_dialect)
-        self.where = and_(*[ledger._pred(t, p) for p in spec.where]) if spec.where else true()
+        self.where = and_(*[ledger.predicate(t, p) for p in spec.where]) if spec.where else true()
         self.record_id = t.c[spec.id] if spec.id else None
         self.reference = link_text(t.c[spec.reference], fx_dialect) if spec.reference else None
         self.at_e = epoch_seconds(t.c[spec.time.column], spec.time, fx_dialect) if spec.time else None

@@ -8,81 +8,85 @@ values of a column. Findings are computed by :mod:`idemview.findings.engine` on 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    Integer,
     MetaData,
-    String,
-    Table,
     Text,
     and_,
-    case,
     cast,
     false,
     func,
-    inspect,
     literal,
-    literal_column,
     null,
     or_,
     select,
     true,
     tuple_,
-    type_coerce,
 )
-from sqlalchemy import column as sa_column
-from sqlalchemy import table as sa_table
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, NoSuchTableError
-from sqlalchemy.sql import sqltypes
 from sqlalchemy.sql.elements import Null
 from sqlalchemy.sql.expression import ColumnElement, CompoundSelect, Select
-from sqlalchemy.types import TypeDecorator
 
 from idemview.domain import jsontext
+from idemview.domain.actions import Classifier
 from idemview.domain.filters import Filter
 from idemview.domain.model import Attempt, Operation, Outcome, Payload, Status
-from idemview.layouts.layout import Layout, LayoutError, Predicate, StatusSource, TimeColumn
-from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
-from idemview.ledger.rawtext import LedgerText
+from idemview.layouts.layout import Layout, LayoutError
+from idemview.ledger.dialects import MYSQL, POSTGRESQL, family
+from idemview.ledger.filtering import finding_clause
+
+# The schema half (reflection, expressions) and the whole-ledger questions live beside the reader;
+# their public names are re-exported here, where callers have always imported them from.
+from idemview.ledger.queries import (
+    Histogram,
+    IndexWarning,
+    _is_int,
+    _json_list,
+    _raw_key,
+    _short_text,
+    _unmapped,
+    find_operations,
+    histogram,
+    index_warnings,
+    json_array_attempts,
+    stored_number,
+    time_span,
+)
+from idemview.ledger.schema import LedgerSchema
 from idemview.ledger.sqlx import (
-    as_text,
-    epoch_seconds,
-    exact_text,
-    hex_text,
-    is_binary,
-    json_text,
-    stored_int,
     time_after,
     time_before,
 )
 from idemview.ledger.times import decode_time, from_epoch
 
+__all__ = [
+    "SORTABLE",
+    "Histogram",
+    "IndexWarning",
+    "Ledger",
+    "LedgerSchema",
+    "Page",
+    "_json_list",
+    "_stay_in_database",
+    "decode_payload",
+    "find_operations",
+    "histogram",
+    "index_warnings",
+    "json_array_attempts",
+    "stored_number",
+    "time_span",
+    "with_naive_zone",
+]
+
 UTC = UTC
 
 #: Sort keys the grid offers, each a normalized column name.
 SORTABLE = ("created_at", "key", "scope", "kind", "status", "expires_at", "attempt_count", "updated_at")
-
-
-def _is_text(col) -> bool:
-    if isinstance(col.type, sqltypes.Enum):
-        # A PostgreSQL enum rejects a value outside its labels (a legacy spelling such as pg-boss's
-        # 'expired', a value the user maps): compare it as text.
-        return False
-    t = col.type
-    if isinstance(t, TypeDecorator):  # LedgerText (SQLite text columns) and the like
-        t = t.impl_instance
-    try:
-        return isinstance(t, String) or t.python_type is str
-    except NotImplementedError:
-        return False
 
 
 def decode_payload(value: Any, encoding: str | None) -> Payload | None:
@@ -167,7 +171,7 @@ def _stay_in_database(layout: Layout) -> Layout:
     return out
 
 
-class Ledger:
+class Ledger(LedgerSchema):
     """A layout bound to a read-only engine.
 
     ``lock_timeout_s``, ``retry_threshold`` and ``retention_s`` override the layout's tunables;
@@ -212,7 +216,7 @@ class Ledger:
         self.retry_threshold = retry_threshold if retry_threshold is not None else layout.retry_threshold
         self.retention_s = retention_s if retention_s is not None else layout.retention_seconds
         self.md = MetaData()
-        self.ops = self._reflect(
+        self.ops = self.reflect(
             layout.schema, layout.table, layout.operations_columns(), "operations", optional=set(layout.optional)
         )
         absent = set(layout.optional) - {c.key for c in self.ops.c}
@@ -224,7 +228,7 @@ class Ledger:
             a = layout.attempts
             schema = a.schema if a.schema is not None else layout.schema
             try:
-                self.att = self._reflect(schema, a.table, layout.attempts_columns(), "attempts")
+                self.att = self.reflect(schema, a.table, layout.attempts_columns(), "attempts")
             except LayoutError as e:
                 if not self.schema_note:
                     raise
@@ -257,7 +261,8 @@ class Ledger:
         from idemview.ledger.effects import EffectSource, open_effects_engine
 
         self.effects = None
-        self._fx_keys: dict = {}
+        #: Key sets the findings compute for a finding filter, kept per ledger (idemview.findings.keysets).
+        self.finding_keys_cache: dict = {}
         self.effects_problem: str | None = "the layout has no [effects] section (no effect records)"
         spec = self.layout.effects
         if spec is None:
@@ -281,382 +286,6 @@ class Ledger:
             self.effects_problem = f"the effects table {spec.table} is not in the database"
             return
         self.effects_problem = None
-
-    # ------------------------------------------------------------------------------------- schema
-
-    def _check_in_tables(self):
-        """Tables named by ``in_table`` predicates must exist (else the layout does not fit)."""
-        lay = self.layout
-        preds = [p for r in lay.status.rules for p in r.when]
-        if lay.attempts.outcome:
-            preds += [p for r in lay.attempts.outcome.rules for p in r.when]
-        preds += list(lay.attempts.where)
-
-        def flat(ps):
-            for p in ps:
-                if p.op in ("any", "all"):
-                    yield from flat(p.value)
-                else:
-                    yield p
-
-        preds = list(flat(preds))
-        insp = inspect(self.engine)
-        for p in preds:
-            if p.op != "in_table":
-                continue
-            schema = p.value.get("schema", lay.schema)
-            names = {n.lower() for n in insp.get_table_names(schema=schema)}
-            if p.value["table"].lower() not in names:
-                where = f"{schema}.{p.value['table']}" if schema else p.value["table"]
-                raise LayoutError(
-                    f"layout {lay.name!r}: the table {where} (in_table) is not in the database", [f"table {where}"]
-                )
-
-    def _reflect(
-        self,
-        schema,
-        table,
-        columns: set[str],
-        role: str,
-        optional: set[str] | frozenset[str] = frozenset(),
-        engine: Engine | None = None,
-    ) -> Table:
-        """The table ``schema.table`` reflected from ``engine`` (default: the ledger's), matched
-        case-insensitively; raises :class:`LayoutError` naming what is missing."""
-        engine = engine if engine is not None else self.engine
-        insp = inspect(engine)
-        try:
-            names = {n.lower(): n for n in insp.get_table_names(schema=schema)}
-        except DBAPIError:
-            # an unknown schema errors on some engines (and is merely empty on others)
-            raise LayoutError(
-                f"layout {self.layout.name!r}: the schema {schema!r} is not in the database", [f"schema {schema}"]
-            ) from None
-        real = names.get(table.lower())
-        if real is None:
-            where = f"{schema}.{table}" if schema else table
-            raise LayoutError(
-                f"layout {self.layout.name!r}: the {role} table {where} is not in the database", [f"table {where}"]
-            )
-        # Column names match case-insensitively when there is no exact match (DDL run unquoted folds
-        # case: Camel's processorName is processorname on PostgreSQL); the column then keeps the
-        # layout's spelling as its key, while SQL uses the real, quoted name.
-        try:
-            real_cols = {c["name"] for c in insp.get_columns(real, schema=schema)}
-            fold = {c.lower(): c for c in (columns | set(optional)) if c not in real_cols}
-
-            sqlite = family(engine) == SQLITE  # the engine reflected (the effects database may differ)
-
-            def _rekey(_insp, _table, info):
-                k = fold.get(info["name"].lower())
-                if k is not None:
-                    info["key"] = k
-                # SQLite keeps times as text; SQLAlchemy's DATETIME processing raises on a malformed
-                # value ('not a date', '0000-00-00'), which would abort a whole page or export. Read
-                # the text as it is: decode_time turns what it cannot parse into "missing".
-                # Text cells may hold bytes that are not UTF-8 (read as RawText): LedgerText binds
-                # such a value back as its stored bytes, so lookups and keyset cursors find it.
-                if sqlite and isinstance(
-                    info["type"], (sqltypes.DateTime, sqltypes.Date, sqltypes.Time, sqltypes.String)
-                ):
-                    info["type"] = LedgerText()
-
-            # another database gets metadata of its own (its table names may repeat the ledger's)
-            md = self.md if engine is self.engine else MetaData()
-            t = Table(real, md, schema=schema, autoload_with=engine, listeners=[("column_reflect", _rekey)])
-        except NoSuchTableError:
-            raise LayoutError(f"layout {self.layout.name!r}: cannot read table {table}", [f"table {table}"]) from None
-        have = {c.key for c in t.c}
-        missing = sorted(c for c in columns if c not in have and c not in optional)
-        if missing:
-            raise LayoutError(
-                f"layout {self.layout.name!r}: table {real} has no column "
-                + ", ".join(missing)
-                + f" (it has: {', '.join(sorted(have))})",
-                [f"column {real}.{c}" for c in missing],
-            )
-        return t
-
-    # ----------------------------------------------------------------------------- expressions
-
-    def _text(self, col) -> ColumnElement:
-        return col if _is_text(col) else as_text(col)
-
-    def _ident(self, col) -> ColumnElement:
-        """An identity column (key, scope, reference) as text compared exactly. MySQL/MariaDB bytes
-        (a VARBINARY key) are compared as bytes: CAST(... AS CHAR) would turn bytes that are not UTF-8
-        into '?', and no lookup could find them again."""
-        if self.dialect == MYSQL and is_binary(col):
-            return self._exact(col)
-        return self._exact(self._text(col))
-
-    def _exact(self, expr) -> ColumnElement:
-        """Identity values (keys, scopes, references, fingerprints) compared byte for byte: MySQL and
-        MariaDB's default collations would merge 'Order-1' with 'order-1', 'café' with 'cafe' and
-        'a ' with 'a', reporting false duplicates (and joining an attempt to both). On PostgreSQL a
-        ``citext`` column is compared as ``text``; on SQLite the value is typed :class:`LedgerText`
-        (undecodable keys bind back as their bytes)."""
-        if self.dialect == MYSQL:
-            return exact_text(expr)
-        if self.dialect == POSTGRESQL and type(getattr(expr, "type", None)).__name__.upper() == "CITEXT":
-            return cast(expr, sqltypes.Text())
-        if self.dialect == SQLITE:
-            # COLLATE BINARY: a column declared NOCASE or RTRIM would otherwise compare loosely; on the
-            # usual BINARY columns it changes nothing and their indexes still serve (query plans
-            # checked: lookups, joins and the (scope, key) grouping).
-            return type_coerce(expr.collate("BINARY"), LedgerText())
-        return expr
-
-    def _same(self, a, b) -> ColumnElement:
-        """``a`` equals ``b`` exactly (a join condition between two identity columns)."""
-        plain = a == b
-        if self.dialect == MYSQL and (_is_text(a) or _is_text(b)):
-            return and_(plain, exact_text(a) == exact_text(b))
-        if self.dialect == POSTGRESQL and "CITEXT" in (type(a.type).__name__.upper(), type(b.type).__name__.upper()):
-            return and_(plain, cast(a, sqltypes.Text()) == cast(b, sqltypes.Text()))
-        if self.dialect == SQLITE:
-            return a.collate("BINARY") == b
-        return plain
-
-    def _joined(self, cols) -> ColumnElement:
-        """Several columns as one text value, joined with '/' (composite keys and scopes)."""
-        if not cols:
-            return literal_column("''")
-        parts = [func.coalesce(self._text(c), literal_column("''")) if len(cols) > 1 else self._text(c) for c in cols]
-        if len(cols) == 1 and self.dialect == MYSQL and is_binary(cols[0]):
-            return self._ident(cols[0])
-        out = parts[0]
-        for p in parts[1:]:
-            out = (
-                out.op("||")(literal_column("'/'")).op("||")(p)
-                if self.dialect != MYSQL
-                else func.concat(out, literal_column("'/'"), p)
-            )
-        return self._exact(out)
-
-    def _pred(self, t: Table, p: Predicate) -> ColumnElement:
-        if p.op == "any":
-            return or_(*[self._pred(t, q) for q in p.value])
-        if p.op == "all":
-            return and_(*[self._pred(t, q) for q in p.value])
-        c = t.c[p.column]
-        v = p.value
-        if p.op == "is_null":
-            return c.is_(None) if v else c.is_not(None)
-        if p.op == "eq":
-            return c == v
-        if p.op == "ne":
-            return or_(c != v, c.is_(None))
-        if p.op == "in":
-            return c.in_(v)
-        if p.op == "not_in":
-            return or_(c.not_in(v), c.is_(None))
-        if p.op == "gt":
-            return c > v
-        if p.op == "ge":
-            return c >= v
-        if p.op == "lt":
-            return c < v
-        if p.op == "le":
-            return c <= v
-        if p.op == "ge_column":
-            return c >= t.c[v]  # a per-row limit (attempts >= max_attempts); NULL on either side: false
-        if p.op == "like":
-            return self._text(c).like(v)  # a JSON column (Oban meta) is matched as its text
-        if p.op == "in_table":
-            # Presence in another table: c IN (SELECT column FROM table); names quoted by SQLAlchemy.
-            other = sa_table(v["table"], sa_column(v["column"]), schema=v.get("schema", t.schema))
-            return c.in_(select(other.c[v["column"]]).where(other.c[v["column"]].is_not(None)))
-        raise LayoutError(f"unknown predicate {p.op}")
-
-    def _status_expr(self, t: Table, s: StatusSource) -> tuple[ColumnElement, ColumnElement]:
-        """(normalized status, raw status) SQL expressions for a status source."""
-        if s.literal is not None:
-            return literal_column(f"'{s.literal}'"), null()
-        whens: list[tuple[ColumnElement, ColumnElement]]
-        if s.rules:
-            whens = [
-                (and_(*[self._pred(t, p) for p in r.when]) if r.when else true(), literal_column(f"'{r.status}'"))
-                for r in s.rules
-            ]
-            norm = case(*whens, else_=literal_column(f"'{s.default}'"))
-            raw_col = s.raw or s.column
-            raw = self._text(t.c[raw_col]) if raw_col else null()
-            return norm, raw
-        col = t.c[str(s.column)]  # a status source has a literal, rules or a column (layout validation)
-        raw = self._text(col)
-        whens = [(raw.is_(None), literal_column(f"'{s.null}'"))] if s.null is not None else []
-        # Normalized values are fixed enum words: inlined (not user data); raw values are bound.
-        whens += [(raw == k, literal_column(f"'{v}'")) for k, v in s.map.items()]
-        return (
-            case(*whens, else_=literal_column(f"'{s.default}'")) if whens else literal_column(f"'{s.default}'")
-        ), raw
-
-    def status_in(self, statuses: Sequence[str], sub=None) -> ColumnElement:
-        """ "Normalized status is one of ``statuses``", sargable where the layout maps a status column:
-        compiled to the raw values that map there (``raw IN (...)``, which the column's index serves)
-        instead of a CASE over every row. ``sub``: a subquery of :meth:`operations_select` to test
-        (its ``raw_status`` / ``status`` columns) instead of the operations table."""
-        wanted = set(statuses)
-        s = self.layout.status
-        if s.literal is not None or s.rules or not s.column:
-            return (self.status_expr if sub is None else sub.c.status).in_(sorted(wanted))
-        raw = self.raw_status_expr if sub is None else sub.c.raw_status
-        keys = list(s.map or {})
-        hit = [k for k in keys if s.map[k] in wanted]
-        conds = [raw.in_(hit)] if hit else []
-        if (s.null if s.null is not None else s.default) in wanted:
-            conds.append(raw.is_(None))
-        if s.default in wanted:
-            conds.append(raw.not_in(keys) if keys else raw.is_not(None))
-        return or_(*conds) if conds else false()
-
-    def _guarded(self, t: Table, expr, unless) -> ColumnElement:
-        """``expr``, or NULL on records where one of the ``unless`` predicates holds (a value or a time
-        that belongs to some records only: a cron run's intent, a deferred task's deadline)."""
-        if not unless:
-            return expr
-        return case((or_(*[self._pred(t, p) for p in unless]), null()), else_=expr)
-
-    def _value_expr(self, t: Table, vs) -> ColumnElement:
-        if vs is None:
-            return null()
-        if vs.literal is not None:
-            return literal(str(vs.literal), String())
-        if vs.hash:  # computed from several columns in the dialect's terms (issue #26)
-            from idemview.ledger.intent_sql import intent_hash
-
-            h = intent_hash([t.c[c] for c in vs.hash], [t.c[c] for c in vs.unless_empty], self.dialect)
-            return self._guarded(t, self._exact(h), vs.unless)
-        col = t.c[vs.column]
-        if vs.encoding == "hex":
-            out = hex_text(col)
-        elif vs.json_path:
-            out = self._exact(json_text(col, vs.json_path))
-        else:
-            out = self._ident(col)
-        # e.g. a cron run carries no intent: intended repeats are never a duplicate intent
-        return self._guarded(t, out, vs.unless)
-
-    def _joined_lock_time(self, t: Table, spec) -> tuple[ColumnElement, TimeColumn] | None:
-        """``[expiry] lock_time_from``: the lock time as a scalar subquery on the joined table (its
-        row matching ``spec.on``; none: NULL), or ``None`` when the database lacks that table or column
-        (an older schema: no lock time, stuck_in_progress not checkable). Reflects that table once."""
-        from sqlalchemy import MetaData
-
-        schema = spec.schema if spec.schema is not None else t.schema
-        try:
-            other = Table(spec.table, MetaData(), schema=schema, autoload_with=self.engine)
-        except (NoSuchTableError, DBAPIError):
-            return None
-        if spec.column not in other.c or not all(oc in other.c for _c, oc in spec.on):
-            return None
-        q = select(other.c[spec.column]).where(*[other.c[oc] == t.c[c] for c, oc in spec.on]).limit(1)
-        return q.scalar_subquery(), TimeColumn(spec.column, spec.encoding)
-
-    def _build(self):
-        lay, t = self.layout, self.ops
-        self.key_expr = self._joined([t.c[c] for c in lay.key])
-        if lay.key_fallback:
-            # A record without a key is its own operation, keyed "#<row id>": one whose key columns
-            # are all NULL, or one lacking a column the key only holds with (key_required: pg-boss's
-            # unique index on (name, singleton_on, singleton_key) exists only where singleton_on is set).
-            fb = self._text(t.c[lay.key_fallback])
-            fb = func.concat(literal_column("'#'"), fb) if self.dialect == MYSQL else literal_column("'#'").op("||")(fb)
-            fb = self._exact(fb)
-            if len(lay.key) == 1 and not lay.key_required:
-                self.key_expr = func.coalesce(self.key_expr, fb)
-            else:
-                no_key = or_(and_(*[t.c[c].is_(None) for c in lay.key]), *[t.c[c].is_(None) for c in lay.key_required])
-                self.key_expr = case((no_key, fb), else_=self.key_expr)
-        self.scope_expr = self._joined([t.c[c] for c in lay.scope])
-        self.kind_expr = self._value_expr(t, lay.kind) if lay.kind else null()
-        self.status_expr, self.raw_status_expr = self._status_expr(t, lay.status)
-        self.rid = t.c[lay.row_id] if lay.row_id else None
-        self.time_cols: dict[str, tuple[ColumnElement, TimeColumn]] = {
-            k: (self._guarded(t, t.c[tc.column], tc.unless), tc) for k, tc in lay.times.items()
-        }
-        if lay.lock_time_from is not None and "locked_at" not in self.time_cols:
-            joined = self._joined_lock_time(t, lay.lock_time_from)
-            if joined is not None:
-                self.time_cols["locked_at"] = joined
-        self.epoch: dict[str, ColumnElement] = {
-            k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.time_cols.items()
-        }
-        mode = lay.expiry_mode()
-        if mode == "retention" and self.retention_s is not None:
-            self.epoch["expires_at"] = self.epoch[lay.retention_from] + self.retention_s
-        elif mode == "column":
-            pass
-        elif self.retention_s is not None and lay.retention_from in self.epoch:
-            self.epoch["expires_at"] = self.epoch[lay.retention_from] + self.retention_s
-        if (
-            lay.lock_timeout_column
-            and "locked_at" in self.epoch
-            and "lock_expires_at" not in self.time_cols
-            and not self._lock_timeout_given
-        ):
-            # The row's own limit (pg-boss expire_seconds), the layout's default where it is NULL: the
-            # lock's end is a derived time, as a retention's expiry is (DESIGN §4 "per-row limits").
-            per_row = stored_int(t.c[lay.lock_timeout_column], self.dialect)
-            fallback = self.lock_timeout_s
-            limit = func.coalesce(per_row, literal(fallback)) if fallback is not None else per_row
-            self.epoch["lock_expires_at"] = self.epoch["locked_at"] + limit
-        f = lay.fields
-        self.fingerprint_expr = self._value_expr(t, f.get("fingerprint"))
-        self.intent_expr = self._value_expr(t, f.get("intent_ref"))
-        self.effect_expr = self._value_expr(t, f.get("effect_ref"))
-        ac = f.get("attempt_count")
-        #: The attempt count as an integer for SQL comparisons and sums: NULL (unknown) when the stored
-        #: value is not an integer ('many', 1e20), never a number the engine's CAST made up.
-        self.attempt_count_expr = None
-        #: The attempt count as stored, for display and export (issue #9, item 8).
-        self.attempt_count_raw = None
-        if ac and ac.column:
-            src = json_text(t.c[ac.column], ac.json_path) if ac.json_path else t.c[ac.column]
-            self.attempt_count_expr = stored_int(src, self.dialect)
-            self.attempt_count_raw = src
-            if ac.add:  # a retry counter: attempts = retries + add (shown as the attempt count)
-                self.attempt_count_expr = self.attempt_count_expr + ac.add
-                self.attempt_count_raw = self.attempt_count_expr
-            if ac.unless:  # e.g. a queued job has made no attempt yet, whatever its counter says
-                self.attempt_count_expr = self._guarded(t, self.attempt_count_expr, ac.unless)
-                self.attempt_count_raw = self._guarded(t, self.attempt_count_raw, ac.unless)
-        if self.att is not None:
-            self._build_attempts()
-
-    def _build_attempts(self):
-        a, t = self.layout.attempts, self.att
-        # The attempt's (scope, key) are read through the operations columns it joins on. Joined
-        # exactly (issue #9, item 7): on a case- or trailing-space-insensitive collation (MariaDB's
-        # default) 'Order-77' = 'order-77' and 'ord-88' = 'ord-88 ', and every attempt would join two
-        # operations. The plain equality stays first so the column's index still serves the join.
-        self.att_join = and_(*[self._same(t.c[ac], self.ops.c[oc]) for ac, oc in a.join.items()])
-        self.att_where = and_(*[self._pred(t, p) for p in a.where]) if a.where else true()
-        #: Attempt number as stored (display) and as an integer (sorting, comparisons).
-        self.att_number_raw = t.c[a.number] if a.number else null()
-        self.att_number = stored_int(t.c[a.number], self.dialect) if a.number else null()
-        self.att_outcome, self.att_raw_outcome = self._status_expr(t, a.outcome)
-        self.att_time: dict[str, tuple[ColumnElement, TimeColumn]] = {}
-        for k in ("started_at", "finished_at"):
-            tc = getattr(a, k)
-            if tc:
-                self.att_time[k] = (self._guarded(t, t.c[tc.column], tc.unless), tc)
-        self.att_epoch = {k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.att_time.items()}
-        self.att_effect = self._ident(t.c[a.effect_ref]) if a.effect_ref else null()
-        self.att_fingerprint = self._ident(t.c[a.fingerprint]) if a.fingerprint else null()
-        self.att_error = t.c[a.error] if a.error else null()
-        self.att_worker = self._text(t.c[a.worker]) if a.worker else null()
-        # When attempts join on all key and scope columns, scope/key can be read from the attempts
-        # table alone (no join needed): the common case, and much cheaper.
-        inv = {oc: ac for ac, oc in a.join.items()}
-        if all(c in inv for c in self.layout.key + self.layout.scope) and not self.layout.key_fallback:
-            self.att_key_expr = self._joined([t.c[inv[c]] for c in self.layout.key])
-            self.att_scope_expr = self._joined([t.c[inv[c]] for c in self.layout.scope])
-            self.att_needs_join = False
-        else:
-            self.att_key_expr, self.att_scope_expr = self.key_expr, self.scope_expr
-            self.att_needs_join = True
 
     # ------------------------------------------------------------------------------- selects
 
@@ -740,18 +369,8 @@ class Ledger:
                 parts.append(time_before(c, tc, flt.until, self.dialect, inclusive=False))
         if getattr(flt, "unmapped_status", False):
             parts.append(self.unmapped_status_clause())
-        if flt.findings:
-            from idemview.findings.engine import FindingEngine
-
-            now = now or datetime.now(UTC)
-            fe = FindingEngine(self, now)
-            effect_only = {"hidden_success", "orphan_effect"}
-            ledger_kinds = [k for k in flt.findings if k.value not in effect_only]
-            ors = [self.ops_ref_in(fe.keys_with(ledger_kinds, distinct=False))] if ledger_kinds else []
-            fx_keys = self.effect_finding_keys(flt.findings, now)
-            if fx_keys:
-                ors.append(tuple_(self.scope_expr, self.key_expr).in_(sorted(fx_keys)))
-            parts.append(or_(*ors) if ors else false())
+        if flt.findings:  # a key set the findings compile (idemview.ledger.filtering)
+            parts.append(finding_clause(self, flt.findings, now or datetime.now(UTC)))
         return and_(*parts)
 
     #: At most this many distinct kinds are classified for an action filter (a ledger keeps a handful
@@ -772,38 +391,25 @@ class Ledger:
             self._distinct_kinds = cached
         return cached
 
+    def action_classifier(self) -> Classifier:
+        """The ledger's action classifier (its layout's ``[actions]`` rules, DESIGN §5.1), made once per
+        ledger object so its memo lasts as long as the ledger (the findings weigh with it too)."""
+        cl = getattr(self, "_action_classifier", None)
+        if cl is None:
+            cl = self._action_classifier = Classifier(getattr(self.layout, "actions", None))
+        return cl
+
     def action_clause(self, actions) -> ColumnElement:
         """Operations whose kind has one of the action classes ``actions`` (``unknown``: no kind too).
         Classification runs per distinct kind in Python (the vocabulary is no SQL), then is one
         ``kind IN (...)``."""
-        from idemview.domain.actions import Classifier
-
-        cl = getattr(self, "_action_classifier", None) or Classifier(self.layout.actions)
-        self._action_classifier = cl
+        cl = self.action_classifier()
         wanted = set(actions)
         ks = [k for k in self.distinct_kinds() if cl.classify(k) in wanted]
         ors = [self.kind_expr.in_(ks)] if ks else []
         if "unknown" in wanted:
             ors.append(self.kind_expr.is_(None))
         return or_(*ors) if ors else false()
-
-    def effect_finding_keys(self, kinds, now: datetime) -> set[tuple[str, str]]:
-        """(scope, key) of operations with effect findings of ``kinds`` (reconciled with the effect
-        records, possibly in another database, so not expressible as SQL over the ledger alone); empty
-        without effects. Cached per ``(kinds, now)``: a grid asks for every page."""
-        wanted = frozenset(k.value for k in kinds) & {"duplicate_effect", "hidden_success", "orphan_effect"}
-        if self.effects is None or not wanted:
-            return set()
-        cache = self._fx_keys
-        ck = (wanted, now)
-        if ck not in cache:
-            from idemview.domain.model import FindingKind
-            from idemview.findings.effects import Reconciler
-
-            fs = Reconciler(self, now).run([FindingKind(k) for k in wanted])
-            cache.clear()
-            cache[ck] = {(f.scope, f.key) for f in fs if f.kind.value != "orphan_effect"}
-        return cache[ck]
 
     def unmapped_status_clause(self) -> ColumnElement:
         """Records whose raw status no entry of the layout maps (DESIGN §9 "unmapped"): for a value map,
@@ -845,12 +451,6 @@ class Ledger:
                     grouped(c, "outcome", self.att_raw_outcome, cond, self.att, self.att_where)
         return out
 
-    def _attempts_table(self) -> Table:
-        """The attempts table of a layout whose attempts come from a table (``LayoutError`` otherwise)."""
-        if self.att is None:
-            raise LayoutError(f"layout {self.layout.name!r} has no attempts table")
-        return self.att
-
     def ops_ref_in(self, keys: Select | CompoundSelect) -> ColumnElement:
         """Operations whose (scope, key) is in a select of ``scope, key`` rows."""
         # (scope, key) IN (SELECT ...): the planner can run the key select once and look the few keys up
@@ -878,9 +478,10 @@ class Ledger:
             conds.append(time_before(c, tc, now - timedelta(seconds=self.lock_timeout_s), self.dialect))
         return or_(*conds) if conds else None
 
-    def _op_columns(self, payloads: bool = True):
+    def op_columns(self, payloads: bool = True) -> list:
         """Columns of the operations page select: normalized expressions plus raw time columns (and the
-        payload columns unless ``payloads`` is False: a grid page does not show them)."""
+        payload columns unless ``payloads`` is False: a grid page does not show them). The evidence
+        export selects them too (:mod:`idemview.evidence.plan`); :meth:`row_to_operation` reads a row."""
         lay, t = self.layout, self.ops
         cols = [
             self.scope_expr.label("scope"),
@@ -907,6 +508,8 @@ class Ledger:
         if self.layout.attempts.source == "json_array":
             cols.append(t.c[str(self.layout.attempts.column)].label("j_attempts"))  # json_array names it
         return cols
+
+    _op_columns = op_columns  # the old private name, kept for callers outside the package
 
     def row_to_operation(self, r) -> Operation:
         m = r._mapping
@@ -977,7 +580,7 @@ class Ledger:
         # the value's text, cast back in SQL, so such a row neither repeats nor hides the rest.
         as_text = family(self.engine) == POSTGRESQL and (sort in self.time_cols or sort == "expires_at")
         cur_e = cast(sort_e, Text) if as_text else sort_e
-        cols = self._op_columns(payloads) + [cur_e.label("_s"), tie.label("_t")]
+        cols = self.op_columns(payloads) + [cur_e.label("_s"), tie.label("_t")]
         where = self.filter_clause(flt, now)
         # Two range queries instead of ORDER BY (sort IS NULL), sort, tie: each is a plain ordered range
         # an index on the sort column can serve (top-N from the index, not a sort of the whole table).
@@ -1016,7 +619,7 @@ class Ledger:
         self, flt: Filter | None = None, *, now: datetime | None = None, batch: int = 5000
     ) -> Iterator[Operation]:
         """Every operation matching ``flt``, streamed (server-side cursor where the driver has one)."""
-        q = select(*self._op_columns()).select_from(self.ops).where(self.filter_clause(flt, now))
+        q = select(*self.op_columns()).select_from(self.ops).where(self.filter_clause(flt, now))
         tie = self.rid if self.rid is not None else self.key_expr
         q = q.order_by(tie)
         with self.engine.connect() as c:
@@ -1026,7 +629,7 @@ class Ledger:
 
     def records(self, scope: str, key: str) -> list[Operation]:
         """Every record of one operation (a ledger without a unique key may hold several)."""
-        q = select(*self._op_columns()).select_from(self.ops).where(self.scope_expr == scope, self.key_expr == key)
+        q = select(*self.op_columns()).select_from(self.ops).where(self.scope_expr == scope, self.key_expr == key)
         with self.engine.connect() as c:
             return [self.row_to_operation(r) for r in c.execute(q)]
 
@@ -1159,311 +762,3 @@ class Ledger:
         q = select(c_, func.count()).group_by(c_).order_by(func.count().desc()).limit(limit)
         with self.engine.connect() as c:
             return [(r[0], int(r[1])) for r in c.execute(q)]
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def stored_number(v: Any) -> Any:
-    """A count or number cell as stored (issue #9, item 8): an ``int`` when the value is an integer
-    (``7``, ``Decimal('7')``, the text ``'7'`` of a JSON path), otherwise the stored value itself
-    (``'many'``, ``1e+20``), never a number an engine's CAST made up (``0``, ``9223372036854775807``)."""
-    if v is None or _is_int(v):
-        return v
-    if isinstance(v, float):
-        return int(v) if v.is_integer() and abs(v) < 2**63 else v
-    if isinstance(v, Decimal):
-        return int(v) if v.is_finite() and v == v.to_integral_value() and abs(v) < 2**63 else v
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        v = bytes(v).decode("utf-8", "backslashreplace")
-    if isinstance(v, str) and _INT_TEXT.fullmatch(v):
-        return int(v)
-    return v
-
-
-_INT_TEXT = re.compile(r"\s*[-+]?[0-9]{1,18}\s*")
-
-
-def _unmapped(s: StatusSource, raw, norm) -> ColumnElement | None:
-    """The records a status source does not map (see :meth:`Ledger.unmapped_status_clause`), or
-    ``None`` when it maps every record (a literal status). A value outside a map is unmapped even when
-    the layout's ``default`` (the system's own rule for values outside its list, e.g. Celery's "a state
-    not ready is unfinished") gives it a status: the person should still see it."""
-    if s.literal is not None:
-        return None
-    if s.maps():
-        keys = list(s.map)
-        outside = raw.not_in(keys) if keys else raw.is_not(None)
-        return outside if s.null is not None else or_(outside, raw.is_(None))
-    if s.default != "unknown":
-        return None  # rules whose catch-all is a real status map every record
-    return norm == literal_column("'unknown'")
-
-
-def _raw_key(v: Any) -> str:
-    if v is None:
-        return "(null)"
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v).decode("utf-8", "replace")
-    return str(v)
-
-
-def _short_text(v: Any, limit: int = 2000) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        v = bytes(v).decode("utf-8", "replace")
-    s = str(v)
-    return s if len(s) <= limit else s[:limit] + "…"
-
-
-def _json_list(cell: Any) -> list | None:
-    if cell is None:
-        return None
-    if isinstance(cell, list):
-        return cell
-    if isinstance(cell, (bytes, bytearray, memoryview)):
-        cell = bytes(cell).decode("utf-8", "replace")
-    try:
-        v = jsontext.loads(cell)
-    except (ValueError, TypeError):
-        return None
-    return v if isinstance(v, list) else None
-
-
-def json_array_attempts(cells: Sequence[Any], scope: str, key: str, spec) -> list[Attempt]:
-    """Attempts decoded from JSON array cells (Oban/River ``errors``: one element per failed attempt,
-    e.g. ``{"at": ISO, "attempt": 1, "error": "..."}``). Broken JSON gives no attempts, not an error."""
-    el = spec.element
-    tc = TimeColumn("at", spec.element_time_encoding)
-    out: list[Attempt] = []
-    default_outcome = spec.outcome.literal or spec.outcome.default if spec.outcome else "failed"
-    for cell in cells:
-        for i, e in enumerate(_json_list(cell) or []):
-            if not isinstance(e, dict):
-                continue
-            n = e.get(el.get("number", "attempt"))
-            try:
-                n = int(n) if n is not None else i + 1
-            except (TypeError, ValueError):
-                n = i + 1
-            out.append(
-                Attempt(
-                    scope=scope,
-                    key=key,
-                    number=n,
-                    started_at=decode_time(e.get(el.get("at", "at")), tc),
-                    outcome=Outcome(default_outcome),
-                    raw_outcome="error",
-                    error=_short_text(e.get(el.get("error", "error"))),
-                )
-            )
-    out.sort(key=lambda x: x.number or 0)
-    return out
-
-
-# ------------------------------------------------------------------------------ overview & search
-
-
-@dataclass
-class Histogram:
-    """Counts over time for the incident overview: ``edges`` are ``len(counts) + 1`` aware UTC bucket
-    boundaries; ``counts[outcome]`` is a list with one int per bucket. ``source`` says what is counted:
-    ``"attempts"`` (by outcome) or ``"operations"`` (by status, when the ledger keeps no attempt times)."""
-
-    edges: list[datetime]
-    counts: dict[str, list[int]]
-    source: str
-
-
-def _bucket_expr(ledger: Ledger, epoch_expr, start_e: float, width: float):
-    x = (epoch_expr - start_e) / width
-    if ledger.dialect == "sqlite":
-        return cast(x, Integer)  # x >= 0 here, so truncation is floor (SQLite may lack floor())
-    return func.floor(x)
-
-
-def histogram(
-    ledger: Ledger,
-    start: datetime,
-    end: datetime,
-    buckets: int = 120,
-    flt: Filter | None = None,
-    now: datetime | None = None,
-) -> Histogram:
-    """Attempts started in [start, end) counted per bucket and outcome, computed in the database.
-
-    Ledgers without attempt times fall back to operations created per bucket, by status. ``flt``
-    narrows to the filtered operations. Raises ``ValueError`` when ``end <= start``."""
-    if end <= start:
-        raise ValueError("the overview's end must be after its start")
-    buckets = max(1, int(buckets))
-    start_e, end_e = start.timestamp(), end.timestamp()
-    width = (end_e - start_e) / buckets
-    edges = [datetime.fromtimestamp(start_e + i * width, UTC) for i in range(buckets + 1)]
-    clause = ledger.filter_clause(flt, now) if flt is not None and not flt.is_empty() else None
-    if ledger.att is not None and "started_at" in ledger.att_epoch:
-        e = ledger.att_epoch["started_at"]
-        b = _bucket_expr(ledger, e, start_e, width).label("b")
-        q = (
-            select(b, ledger.att_outcome.label("o"), func.count().label("n"))
-            .select_from(ledger.att)
-            .where(e >= start_e, e < end_e, ledger.att_where)
-        )
-        if clause is not None or ledger.att_needs_join:
-            q = q.select_from(ledger.att.join(ledger.ops, ledger.att_join))
-            if clause is not None:
-                q = q.where(clause)
-        source = "attempts"
-    elif "created_at" in ledger.epoch:
-        e = ledger.epoch["created_at"]
-        b = _bucket_expr(ledger, e, start_e, width).label("b")
-        q = (
-            select(b, ledger.status_expr.label("o"), func.count().label("n"))
-            .select_from(ledger.ops)
-            .where(e >= start_e, e < end_e)
-        )
-        if clause is not None:
-            q = q.where(clause)
-        source = "operations"
-    else:
-        return Histogram(edges, {}, "none")
-    q = q.group_by(b, q.selected_columns[1])
-    counts: dict[str, list[int]] = {}
-    with ledger.engine.connect() as c:
-        for r in c.execute(q):
-            i = int(r.b)
-            if 0 <= i < buckets:
-                counts.setdefault(r.o, [0] * buckets)[i] += int(r.n)
-    return Histogram(edges, counts, source)
-
-
-def time_span(ledger: Ledger) -> tuple[datetime | None, datetime | None]:
-    """(earliest, latest) instant of the ledger's activity (attempt starts, else record creation)."""
-    if ledger.att is not None and "started_at" in ledger.att_epoch:
-        e, src = ledger.att_epoch["started_at"], ledger.att
-    elif "created_at" in ledger.epoch:
-        e, src = ledger.epoch["created_at"], ledger.ops
-    else:
-        return None, None
-    with ledger.engine.connect() as c:
-        lo, hi = c.execute(select(func.min(e), func.max(e)).select_from(src)).one()
-    return from_epoch(lo), from_epoch(hi)
-
-
-def find_operations(ledger: Ledger, text_: str, limit: int = 50) -> list[Operation]:
-    """Operations whose idempotency key or intent reference equals ``text_``, then those containing it
-    (exact matches first), at most ``limit``. Used by the search across all open ledgers."""
-    t = text_.strip()
-    if not t:
-        return []
-    exact = (
-        or_(ledger.key_expr == t, ledger.intent_expr == t)
-        if "intent_ref" in ledger.layout.fields
-        else ledger.key_expr == t
-    )
-    q = select(*ledger._op_columns()).select_from(ledger.ops).where(exact).limit(limit)
-    with ledger.engine.connect() as c:
-        out = [ledger.row_to_operation(r) for r in c.execute(q)]
-        if len(out) < limit:
-            like = ledger.key_expr.contains(t, autoescape=True)
-            if "intent_ref" in ledger.layout.fields:
-                like = or_(like, ledger.intent_expr.contains(t, autoescape=True))
-            q2 = select(*ledger._op_columns()).select_from(ledger.ops).where(like, ~exact).limit(limit - len(out))
-            out += [ledger.row_to_operation(r) for r in c.execute(q2)]
-    return out
-
-
-# ------------------------------------------------------------------------------------- indexes
-
-
-@dataclass
-class IndexWarning:
-    """A missing index that makes a view or a finding scan a whole table (shown by the GUI).
-
-    ``ddl`` is a suggestion for the ledger's owner: idemview never runs it (connections are read-only)."""
-
-    table: str
-    columns: list[str]
-    purpose: str
-    ddl: str
-
-    @property
-    def message(self) -> str:
-        return (
-            f"{self.table} has no index on ({', '.join(self.columns)}): {self.purpose} read the whole "
-            f"table. Suggested: {self.ddl}"
-        )
-
-    def __str__(self) -> str:  # pragma: no cover - convenience
-        return self.message
-
-
-def _leading_columns(insp, table: Table) -> list[list[str]]:
-    """Column lists of every index, primary key and unique constraint of ``table`` (lower-cased)."""
-    out: list[list[str]] = []
-    name, schema = table.name, table.schema
-    for getter in (insp.get_indexes, insp.get_unique_constraints):
-        try:
-            for ix in getter(name, schema=schema):
-                cols = ix.get("column_names") or []
-                out.append([str(c).lower() if c is not None else "" for c in cols])
-        except NotImplementedError:
-            pass
-    try:
-        pk = insp.get_pk_constraint(name, schema=schema).get("constrained_columns") or []
-        out.append([c.lower() for c in pk])
-    except NotImplementedError:
-        pass
-    return out
-
-
-def _has_index(indexes: list[list[str]], wanted: list[str]) -> bool:
-    """An index whose leading columns are ``wanted`` in any order (a prefix serves lookups and groups)."""
-    w = {c.lower() for c in wanted}
-    return any(len(cols) >= len(w) and set(cols[: len(w)]) == w for cols in indexes)
-
-
-def index_warnings(ledger: Ledger) -> list[IndexWarning]:
-    """Indexes the layout's queries rely on that the database lacks, found by reflection.
-
-    Checked: the operations key (scope + key columns: findings group and look up by it), the time the
-    grid sorts and filters by (``created_at``), the expiry column, the intent reference column
-    (``duplicate_intent``, ``unresolved_failure``), and on an attempts table its join columns and its
-    start time (the overview histogram). Returns an empty list when all are there."""
-    lay = ledger.layout
-    insp = inspect(ledger.engine)
-    out: list[IndexWarning] = []
-
-    def check(t: Table, cols: list[str], purpose: str, also: list[str] | None = None):
-        cols = [c for c in cols if c]
-        if not cols:
-            return
-        if _has_index(idx[t.name], cols) or (also and _has_index(idx[t.name], also)):
-            return
-        q = ledger.engine.dialect.identifier_preparer.quote
-        qt = f"{t.schema}.{t.name}" if t.schema else t.name
-        qtq = f"{q(t.schema)}.{q(t.name)}" if t.schema else q(t.name)
-        ixname = ("ix_" + t.name + "_" + "_".join(cols))[:63]
-        out.append(
-            IndexWarning(qt, cols, purpose, f"CREATE INDEX {q(ixname)} ON {qtq} ({', '.join(q(c) for c in cols)})")
-        )
-
-    idx = {ledger.ops.name: _leading_columns(insp, ledger.ops)}
-    check(ledger.ops, lay.scope + lay.key, "findings and the operation view", also=lay.key)
-    if "created_at" in lay.times:
-        check(ledger.ops, [lay.times["created_at"].column], "the grid's default sort and time filters")
-    if "expires_at" in lay.times:
-        check(ledger.ops, [lay.times["expires_at"].column], "the expired-key finding and expiry sort")
-    intent = lay.fields.get("intent_ref")
-    if intent is not None and intent.column and not intent.json_path:
-        check(ledger.ops, [intent.column], "duplicate-intent and unresolved-failure findings")
-    if ledger.att is not None:
-        a = lay.attempts
-        idx[ledger.att.name] = _leading_columns(insp, ledger.att)
-        keys = [ac for ac, oc in a.join.items() if oc in lay.key]
-        check(ledger.att, list(a.join.keys()), "findings over attempts and the timeline", also=keys)
-        if a.started_at is not None:
-            check(ledger.att, [a.started_at.column], "the incident overview")
-    return out

@@ -1,51 +1,22 @@
 """Start the GUI: ``idemview`` (saved connections) and ``idemview --demo``.
 
-``--demo`` writes the demo ledger (:func:`idemview.services.demo.write_demo`) into the data directory, anchored
-to the current hour so its planted incidents look recent, regenerating it when it is missing or older
-than a day, and opens it; findings are computed for the real current time, which the hour anchor keeps
-consistent with what was planted.
+``--demo`` opens the demo ledger (:mod:`idemview.services.demo_ledger`: written into the data directory on
+a worker thread when missing or older than a day, anchored to the current hour so its planted incidents
+look recent); findings are computed for the real current time, which the hour anchor keeps consistent
+with what was planted.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from idemview.appinfo import APP_ID
 
-UTC = UTC
-DEMO_MAX_AGE_S = 86400
-
-
-def demo_path() -> Path:
-    from idemview.config import data_dir
-
-    return data_dir() / "demo.db"
-
-
-def ensure_demo(path: Path | None = None) -> Path:
-    """The demo ledger's path, (re)written when missing or older than a day."""
-    from idemview.services.demo import write_demo
-
-    p = path or demo_path()
-    from idemview.services.demo_effects import layout_path_for
-
-    if not p.exists() or not layout_path_for(p).exists() or time.time() - p.stat().st_mtime > DEMO_MAX_AGE_S:
-        anchor = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-        write_demo(p, anchor=anchor)
-    return p
-
-
-def demo_spec(path: Path | None = None):
-    from idemview.services.demo_effects import layout_path_for
-    from idemview.services.session import OpenSpec
-
-    p = ensure_demo(path)
-    lay = layout_path_for(p)
-    # the demo's layout reconciles with its charges file (hidden successes, double charges, orphans)
-    return OpenSpec(url=str(p), name="demo ledger", layout=str(lay) if lay.exists() else "idemview")
+# The demo's place and freshness live in the core (written off the GUI thread, issue 25); kept importable
+# from here for callers of the old names.
+from idemview.services.demo_ledger import DEMO_MAX_AGE_S, demo_path, demo_spec, ensure_demo  # noqa: E402,F401
 
 
 def make_app(argv: list[str] | None = None):

@@ -75,9 +75,26 @@ def parse_map_text(text: str, target, what: str) -> tuple[dict[str, str], str | 
     return out, problem
 
 
-def test_connection(conn: Connection, password: str | None, layout: str, token) -> str:
-    """Connect read-only, ask the session whether it is read-only, and detect or check the layout.
-    Returns one line of plain words (runs on a worker thread)."""
+def test_connection(conn: Connection, password: str | None, layout: str, token, ssh_secret: str | None = None) -> str:
+    """Connect read-only (through the connection's SSH tunnel, if any: ``ssh_secret`` is the key
+    passphrase or SSH password typed, else the keyring's), ask the session whether it is read-only, and
+    detect or check the layout. Returns one line of plain words (runs on a worker thread)."""
+    if conn.ssh:
+        from dataclasses import replace as _replace
+
+        from idemview.ledger.tunnel import SshSpec, open_tunnel, remote_endpoint
+        from idemview.ledger.tunnel import ssh_secret as keyring_secret
+
+        spec = SshSpec.parse(conn.ssh, conn.ssh_key or None)
+        host, port = remote_endpoint(conn.url())
+        secret = ssh_secret if ssh_secret else keyring_secret(spec, conn.id)
+        with open_tunnel(spec, host, port, secret=secret) as t:
+            via = _replace(conn, ssh="", ssh_key="", host="127.0.0.1", port=t.local_port)
+            return f"✓ SSH {spec.host}:{spec.port} host key known · " + _test_direct(via, password, layout)
+    return _test_direct(conn, password, layout)
+
+
+def _test_direct(conn: Connection, password: str | None, layout: str) -> str:
     if conn.dialect in ("redis", "rediss"):
         from idemview.ledger.redis_snapshot import test_redis
 
@@ -219,6 +236,17 @@ class ConnectionDialog(QDialog):
         sf.addRow("Password", self.password)
         sf.addRow("", self.remember)
         sf.addRow("TLS (sslmode)", self.sslmode)
+        # SSH tunnel (DESIGN §5.3): host/port above are then as seen from the SSH host
+        self.ssh = QLineEdit()
+        self.ssh.setPlaceholderText("USER@HOST[:PORT] — empty: connect directly")
+        self.ssh_key = QLineEdit()
+        self.ssh_key.setPlaceholderText("private key file, e.g. ~/.ssh/id_ed25519 (empty: agent / ~/.ssh keys)")
+        self.ssh_secret = QLineEdit()
+        self.ssh_secret.setEchoMode(QLineEdit.EchoMode.Password)
+        self.ssh_secret.setPlaceholderText("key passphrase or SSH password (kept in the OS keyring)")
+        sf.addRow("SSH tunnel", self.ssh)
+        sf.addRow("SSH key", self.ssh_key)
+        sf.addRow("SSH passphrase", self.ssh_secret)
         self.server_form = sf
         form.addRow(self.server)
         self.layout_box = QComboBox()
@@ -381,6 +409,9 @@ class ConnectionDialog(QDialog):
         self.user.setText(c.user)
         self.password.setText(self.credentials.get(c.id) or "")
         self.sslmode.setCurrentText(str(c.tls.get("sslmode", "")))
+        self.ssh.setText(c.ssh)
+        self.ssh_key.setText(c.ssh_key)
+        self.ssh_secret.setText(self.credentials.get(f"{c.id}:ssh") or "")
         self._set_layout(c.layout)
         self.zone.setText(c.naive_zone or "UTC")
         self.schema.setText(c.schema or "")
@@ -452,6 +483,8 @@ class ConnectionDialog(QDialog):
             status_map=parse_map_text(self.status_map.text(), Status, "status")[0],
             outcome_map=parse_map_text(self.outcome_map.text(), Outcome, "outcome")[0],
             actions=_rules_text(self.action_rules.text())[0],
+            ssh=self.ssh.text().strip() if d != "sqlite" else "",
+            ssh_key=self.ssh_key.text().strip() if d != "sqlite" else "",
         )
 
     def _check_maps(self, *_):
@@ -521,6 +554,7 @@ class ConnectionDialog(QDialog):
         from idemview.masking.masker import register_secret
 
         register_secret(self.password.text())  # never echoed by any message
+        register_secret(self.ssh_secret.text())
         c = self.form_connection()
         self._current = c
         self.conns = [x for x in self.conns if x.id != c.id] + [c]
@@ -540,6 +574,8 @@ class ConnectionDialog(QDialog):
                 where = "; password kept for this session only" + (
                     "" if self.credentials.available else " (no usable OS keyring: see the notice)"
                 )
+        if self.ssh_secret.text() and c.ssh:  # the SSH passphrase / password: keyring, like the password
+            self.credentials.set(f"{c.id}:ssh", self.ssh_secret.text())
         self._reload_list(c.id)
         self.result.setText(f"Saved {c.name}{where}.")
         return c
@@ -550,7 +586,9 @@ class ConnectionDialog(QDialog):
         from idemview.masking.masker import register_secret
 
         c, pw, lay = self.form_connection(), self.password.text() or None, self.layout_box.currentData() or ""
+        ssh_pw = self.ssh_secret.text() or None
         register_secret(pw)
+        register_secret(ssh_pw)
         self.result.setText("Testing…")
         self.test_btn.setEnabled(False)
 
@@ -562,7 +600,7 @@ class ConnectionDialog(QDialog):
             self.test_btn.setEnabled(True)
             self.result.setText("⚠ " + self.masker.free_text(err.message))
 
-        self.runner.submit("test", lambda tok: test_connection(c, pw, lay, tok), done, fail)
+        self.runner.submit("test", lambda tok: test_connection(c, pw, lay, tok, ssh_pw), done, fail)
 
     def edit_layout(self):
         """Open the layout editor on a read-only engine of this connection (opened on a worker)."""

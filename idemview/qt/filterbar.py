@@ -252,8 +252,8 @@ class FilterBar(QWidget):
                 shown = "  …"
             elif n is not None and not why:
                 shown = f"  {n} of {totals.get(k, 0)}" if totals is not None else f"  {n}"
-            b.setText(f"{theme.SEVERITY_GLYPHS[sev]} {theme.KIND_SHORT[k]}" + shown)
-            col = theme.colour(theme.SEVERITY_COLOURS, sev).name()
+            b.setText(f"{theme.kind_glyph(k, sev)} {theme.KIND_SHORT[k]}" + shown)  # the kind's hint or sev's
+            col = theme.kind_colour(k, sev).name()
             b.setEnabled(why is None)
             b.setToolTip(
                 (why if why.startswith(("still", "the check")) else f"Not checkable with this layout: {why}")

@@ -50,9 +50,8 @@ from idemview.qt.models import (
 from idemview.qt.overview import IncidentOverview
 from idemview.qt.theme import plural
 from idemview.qt.unmapped import UnmappedNotice
-from idemview.qt.workers import JobError, Runner
+from idemview.qt.workers import JobError, Runner, run_detached
 from idemview.services.compact import (
-    CompactKind,
     apply_compact,
     compact_kinds_of,
     findings_of,
@@ -60,6 +59,7 @@ from idemview.services.compact import (
     total_findings,
     total_operations,
 )
+from idemview.services.scanstate import ScanState
 from idemview.services.session import (
     FilteredFindings,
     FindingsResult,
@@ -225,8 +225,8 @@ class LedgerTab(QWidget):
         self._scanning = False
         self.filtered_findings: FilteredFindings | None = None
         self._narrowed_res: FindingsResult | None = None
-        self._scan: dict = {"pending": set()}
-        self._merged_scan: dict | None = None  # the scan whose complete merge is shown
+        self._scan = ScanState.start(datetime.now(UTC), {}, ())  # a scan of nothing until the first refresh
+        self._merged_scan: ScanState | None = None  # the scan whose complete merge is shown
         # the per-operation finding state every view asks (pending / none / these: issue 20 §1)
         from idemview.services.findstate import FindingBoard
 
@@ -555,23 +555,14 @@ class LedgerTab(QWidget):
 
         unsupported = FindingEngine(ledger, now).unsupported()  # pure Python: no query
         old = self._scan
-        if old.get("proc") is not None:
-            old["proc"].cancel()
-        self._scan = {
-            "now": now,
-            "parts": {},
-            "expl": {},
-            "unsupported": unsupported,
-            "failed": {},
-            "compact": {},  # kind -> CompactKind: findings beyond the process's DETAIL_MAX, as keys
-            "pending": {k for k in FindingKind if k not in unsupported},
-            "proc": None,
-        }
-        self.board.begin(self._scan["pending"])
-        if self._scan["pending"] and not self._scan_in_process(self._scan):
-            self._scan_in_threads(self._scan, list(self._scan["pending"]))
-        if not self._scan["pending"]:
-            self._merge_scan(self._scan)
+        if old.proc is not None:
+            old.proc.cancel()
+        st = self._scan = ScanState.start(now, unsupported)
+        self.board.begin(st.pending)
+        if st.pending and not self._scan_in_process(st):
+            self._scan_in_threads(st, list(st.pending))
+        if not st.pending:
+            self._merge_scan(st)
         self.flt = self.filterbar.filter()
         if not live or self.model.rowCount() <= self.model.page_size:
             self._requery()
@@ -582,10 +573,11 @@ class LedgerTab(QWidget):
     #: a multiprocessing (spawn) Event holding the child's scan until set: tests only
     scan_gate = None
 
-    def _scan_in_threads(self, st: dict, kinds: list):
+    def _scan_in_threads(self, st: ScanState, kinds: list):
         # One job per finding kind, in parallel: the quick kinds show up at once and a kind whose SQL is
         # slow on this ledger (or times out) holds nothing else back.
-        ledger, masker, now = self.ledger, self.masker, st["now"]
+        ledger, masker, now = self.ledger, self.masker, st.now
+        st.started = True
         for k in kinds:
             self.runner.submit(
                 f"findings:{k.value}",
@@ -594,7 +586,7 @@ class LedgerTab(QWidget):
                 lambda err, k=k, st=st: self._on_kind_error(st, k, err),
             )
 
-    def _scan_in_process(self, st: dict) -> bool:
+    def _scan_in_process(self, st: ScanState) -> bool:
         """Start the scan of ``st``'s pending kinds in a child process (results come back in batches
         through :attr:`_scan_relay`); False when this ledger cannot be scanned that way."""
         url = self.spec.url
@@ -602,15 +594,15 @@ class LedgerTab(QWidget):
             return False
         from idemview.services.scanproc import ScanProcess
 
-        kinds = [k for k in FindingKind if k in st["pending"]]
+        kinds = [k for k in FindingKind if k in st.pending]
         relay = self._scan_relay
         try:
-            st["proc"] = ScanProcess(
+            st.proc = ScanProcess(
                 url,
                 self.spec.password,
                 self.ledger.layout,
                 self.spec.name,
-                st["now"],
+                st.now,
                 kinds,
                 self.masker.process_key(),
                 on_message=lambda what, kind, payload: relay.emit((st, what, kind, payload)),
@@ -631,30 +623,26 @@ class LedgerTab(QWidget):
             return
         if what == "batch":
             fs, expl = payload
-            st["parts"].setdefault(kind, []).extend(fs)
-            st["expl"].update(expl)
+            st.add_batch(kind, fs, expl)
             # Findings live until the next scan: out of the cyclic GC's generations as they arrive (O(1)).
             # A million of them (an aged ledger's expired keys) made every full collection walk them all
             # while holding the GIL: a 3 s event-loop stall (issue 11 §3, BENCHMARKS.md).
             gc.freeze()
         elif what == "keys":  # a kind too big to keep finding by finding: (severity, [(scope, key)])
             sev, refs = payload
-            c = st["compact"].get(kind)
-            if c is None:
-                c = st["compact"][kind] = CompactKind(kind)
-            c.add(sev, refs)
+            st.add_keys(kind, sev, refs)
             gc.freeze()
         elif what == "summary":
-            st["compact"].setdefault(kind, CompactKind(kind)).finish(payload)
+            st.add_summary(kind, payload)
         elif what == "done":
-            st["pending"].discard(kind)
+            st.kind_done(kind)
             self._merge_scan(st)
         elif what == "failed":
             self._on_kind_error(st, kind, JobError(payload))
-        elif what in ("error", "exit") and payload and st["pending"]:
+        elif what in ("error", "exit") and payload and st.pending:
             # the process could not open the ledger (or died): the remaining kinds run in threads
-            st["proc"] = None
-            self._scan_in_threads(st, list(st["pending"]))
+            st.proc = None
+            self._scan_in_threads(st, list(st.pending))
 
     def _requery(self):
         self.model.set_query(self.flt, self.now, None)
@@ -675,20 +663,16 @@ class LedgerTab(QWidget):
         self._count = n
         self._update_footer()
 
-    def _on_kind(self, st: dict, kind: FindingKind, res: FindingsResult):
+    def _on_kind(self, st: ScanState, kind: FindingKind, res: FindingsResult):
         if st is not self._scan:
             return
-        st["pending"].discard(kind)
-        st["parts"][kind] = res.findings
-        st["expl"].update(res.explanations)
+        st.kind_done(kind, res.findings, res.explanations)
         self._merge_scan(st)
 
-    def _on_kind_error(self, st: dict, kind: FindingKind, err: JobError):
+    def _on_kind_error(self, st: ScanState, kind: FindingKind, err: JobError):
         if st is not self._scan:
             return
-        st["pending"].discard(kind)
-        if not err.cancelled:
-            st["failed"][kind] = err.message
+        if st.kind_failed(kind, err.message, cancelled=err.cancelled):
             self.show_error(JobError(f"{theme.KIND_WORDS[kind]} could not be checked: {err.message}"))
         self._merge_scan(st)
 
@@ -697,7 +681,7 @@ class LedgerTab(QWidget):
         # partial merge can land after the pending set emptied (the full merge still on its worker)
         return (
             self.findings is not None
-            and not self._scan["pending"]
+            and self._scan.complete
             and self._merged_scan is self._scan
             and self.findings_settled()
         )
@@ -710,7 +694,7 @@ class LedgerTab(QWidget):
             and not self.runner.is_pending("narrow")
         )
 
-    def _merge_scan(self, st: dict):
+    def _merge_scan(self, st: ScanState):
         # Kinds finish one by one; merging (and redrawing badges, chips, markers) once per burst rather
         # than once per kind keeps the GUI thread's share of a big scan small.
         if getattr(self, "_merge_timer", None) is None:
@@ -718,42 +702,35 @@ class LedgerTab(QWidget):
 
             self._merge_timer = QTimer(self, singleShot=True, interval=80)
             self._merge_timer.timeout.connect(lambda: self._do_merge(self._scan))
-        if not st["pending"]:
+        if st.complete:
             self._merge_timer.stop()
             self._do_merge(st)
         elif not self._merge_timer.isActive():
             self._merge_timer.start()
 
-    def _do_merge(self, st: dict):
+    def _do_merge(self, st: ScanState):
         if st is not self._scan:
             return
         from idemview.services.session import merge_findings
 
-        fs = [f for k in FindingKind for f in st["parts"].get(k, [])]
-        unsupported = dict(st["unsupported"])
-        for k in st["pending"]:
-            unsupported[k] = "still scanning…"
-        for k, msg in st["failed"].items():
-            unsupported[k] = f"the check failed: {msg}"
-        expl, now = dict(st["expl"]), st["now"]
-        compact = {k: c for k, c in st["compact"].items() if c.complete}  # complete ones no longer change
+        m = st.merge_inputs()  # a snapshot: what arrives later goes into the next merge
         # Grouping and sorting tens of thousands of findings runs on a worker; the GUI only swaps in
         # the result (stale merges are dropped by the runner's per-channel generation).
-        complete = not st["pending"]
-        pending, failed = frozenset(st["pending"]), dict(st["failed"])  # what this merge does not answer
         self.runner.submit(
             "merge",
-            lambda tok: apply_compact(merge_findings(now, fs, unsupported, expl), compact),
+            lambda tok: apply_compact(merge_findings(m.now, m.findings, m.unsupported, m.explanations), m.compact),
             lambda res, st=st: (
-                self._on_findings(res, st if complete else None, pending, failed) if st is self._scan else None
+                self._on_findings(res, st if m.complete else None, m.pending, m.failed) if st is self._scan else None
             ),
             lambda err: self.show_error(err),
         )
 
-    def _on_findings(self, res: FindingsResult, complete_scan: dict | None = None, pending=frozenset(), failed=None):
+    def _on_findings(
+        self, res: FindingsResult, complete_scan: ScanState | None = None, pending=frozenset(), failed=None
+    ):
         old = getattr(self.findings, "compact", None) or {}
         keep = {id(c) for c in (getattr(res, "compact", None) or {}).values()}
-        keep |= {id(c) for c in self._scan["compact"].values()} if "compact" in self._scan else set()
+        keep |= {id(c) for c in self._scan.compact.values()}
         # an older scan's key sets: emptied on a worker once nothing shows them (see _on_narrowed)
         self._to_release = getattr(self, "_to_release", []) + [c for c in old.values() if id(c) not in keep]
         self.findings = res
@@ -765,7 +742,7 @@ class LedgerTab(QWidget):
             self._requery()
         self.board.publish(res, pending, failed)  # the detail, grid, chips and search hits follow
         gc.freeze()  # findings live until the next scan; keep full GC passes from walking them (GIL)
-        self._scanning = bool(self._scan["pending"]) or complete_scan is None
+        self._scanning = bool(self._scan.pending) or complete_scan is None
         self._show_as_of()
         # chips, panel, markers and F8 show the findings of what the filter shows: narrowed on a worker
         self._narrow()
@@ -1084,16 +1061,14 @@ class LedgerTab(QWidget):
     def cancel_all(self):
         """Esc / Cancel: stop this tab's queries and the findings scan (silent when nothing runs: Esc also
         closes a dropdown, which must not print "Cancelled the running queries")."""
-        if not self.runner.pending() and not (self._scan.get("proc") is not None and self._scan["pending"]):
+        st = self._scan
+        if not self.runner.pending() and not (st.proc is not None and st.pending):
             return
         self.runner.cancel()
-        if self._scan.get("proc") is not None and self._scan["pending"]:
+        if st.proc is not None and st.pending:
             # what the process had sent stays; the kinds it had not finished say "cancelled"
-            self._scan["proc"].cancel()
-            for k in list(self._scan["pending"]):
-                self._scan["failed"][k] = "cancelled"
-            self._scan["pending"].clear()
-            self._merge_scan(self._scan)
+            st.cancel()
+            self._merge_scan(st)
         self.model._set_loading(False)
         self._update_footer()
         self.message.emit("Cancelled the running queries; what was shown stays")
@@ -1114,7 +1089,7 @@ class LedgerTab(QWidget):
         elif not self.model.is_exhausted() and n:
             parts.append("scroll for more")
         busy = self.runner.pending()
-        if self._scan.get("proc") is not None and self._scan.get("pending"):
+        if self._scan.proc is not None and self._scan.pending:
             busy = busy + ["findings"]
         if busy and not self.model.is_loading():
             parts.append("working: " + ", ".join(busy))
@@ -1241,11 +1216,14 @@ class LedgerTab(QWidget):
         )
 
     def close_tab(self):
-        if self._scan.get("proc") is not None:
-            self._scan["proc"].cancel()
+        """Stop this tab's work; its connections are closed on a worker thread (``engine.dispose()``
+        can block on a dead server's sockets), so closing a tab never waits for the database."""
+        if self._scan.proc is not None:
+            self._scan.proc.cancel()
         self.runner.cancel()
         if self.opened is not None:
-            self.opened.engine.dispose()
+            # connections and the SSH tunnel, if any: off the GUI thread (dispose can wait on the network)
+            run_detached(self.opened.close, "closing the ledger's connections")
 
     def restyle(self):
         self.overview.restyle()

@@ -290,7 +290,7 @@ class MainWindow(QMainWindow):
         """Remember the window geometry and the current tab's splitter sizes."""
         st = gui_settings()
         st.setValue("window/geometry", self.saveGeometry())
-        from idemview.qt.app import demo_path
+        from idemview.services.demo_ledger import demo_path
 
         ids = []
         for t in self.ledger_tabs():
@@ -683,10 +683,28 @@ class MainWindow(QMainWindow):
                 tab.opened_signal.connect(go)
         return tab
 
-    def open_demo(self):
-        from idemview.qt.app import demo_spec
+    def open_demo(self) -> None:
+        """Open the demo ledger; when it must be (re)written first, that runs on a worker thread and the
+        tab opens when it is done (the window never waits for the write)."""
+        from idemview.services.demo_ledger import demo_is_current, demo_path, demo_spec, spec_for_demo
 
-        self.open_spec(demo_spec())
+        path = demo_path()
+        if demo_is_current(path):
+            self.open_spec(spec_for_demo(path))
+            return
+        if self.runner.is_pending("demo"):  # already being written: one writer per file
+            return
+        self.show_status("Writing the demo ledger…", 0)
+
+        def written(spec):
+            self.statusBar().clearMessage()
+            self.open_spec(spec)
+
+        def failed(err: JobError):
+            self.statusBar().clearMessage()
+            self._notify(QMessageBox.Icon.Warning, "Cannot write the demo ledger", self.masker.free_text(err.message))
+
+        self.runner.submit("demo", lambda _tok: demo_spec(path), written, failed, cancel_previous=False)
 
     def show_connections(self):
         from idemview.qt.connections import ConnectionDialog

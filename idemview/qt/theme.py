@@ -14,6 +14,8 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
+from idemview.domain import palette as _palette
+from idemview.domain.kinds import KIND_SHORT as _KIND_SHORT
 from idemview.domain.model import FindingKind, Outcome, Severity, Status  # noqa: F401 - the views use theme.Severity
 
 # The colour, glyph and word tables live in the core (idemview.domain.palette): the incident report
@@ -32,20 +34,9 @@ from idemview.domain.palette import OUTCOME_GLYPHS as _OUTCOME_GLYPHS
 
 UTC = UTC
 
-# Short badge labels for the grid (the full words are in the tooltip).
-KIND_SHORT = {
-    FindingKind.DUPLICATE_EFFECT: "dup effect",
-    FindingKind.REPLAY_AFTER_EXPIRY: "replay",
-    FindingKind.KEY_CONFLICT: "conflict",
-    FindingKind.DUPLICATE_INTENT: "dup intent",
-    FindingKind.STUCK_IN_PROGRESS: "stuck",
-    FindingKind.UNRESOLVED_FAILURE: "unresolved",
-    FindingKind.RETRY_STORM: "storm",
-    FindingKind.EXPIRED_KEY: "expired",
-    FindingKind.HIDDEN_SUCCESS: "hidden success",
-    FindingKind.ORPHAN_EFFECT: "orphan",
-    FindingKind.SECRET_AT_REST: "secret",
-}
+# Short badge labels for the grid (the full words are in the tooltip): derived from the kinds
+# (FindingKind.short), so a kind registered at run time has one too.
+KIND_SHORT = _KIND_SHORT
 # Action classes (DESIGN §5.1) as the findings panel names its groups.
 ACTION_LABELS = {
     "money": "moved money",
@@ -67,6 +58,17 @@ def outcome_glyph(o: Outcome) -> str:
         if not QFontMetrics(QGuiApplication.font()).inFontUcs4(ord(g)):
             return "◷"
     return g
+
+
+def kind_glyph(kind: FindingKind, severity: Severity | None = None) -> str:
+    """The glyph of a ``kind`` badge: the kind's hint (``FindingKind.glyph``), else ``severity``'s."""
+    return _palette.kind_glyph(kind, severity)
+
+
+def kind_colour(kind: FindingKind, severity: Severity | None = None) -> QColor:
+    """The colour of a ``kind`` badge for the current scheme: the kind's hint, else ``severity``'s."""
+    light, dark = _palette.kind_colour(kind, severity)
+    return QColor(dark if is_dark() else light)
 
 
 def is_dark() -> bool:

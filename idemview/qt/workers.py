@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
 
+from idemview.errors import ConnectionLost, QueryCancelled, QueryTimedOut
 from idemview.ledger.connect import short_error
+from idemview.ledger.errors import classify
 from idemview.services.cancel import Cancelled, CancelToken, bind_token, current_token, watch_engine  # noqa: F401 - re-exported for the GUI
 
 log = logging.getLogger(__name__)
@@ -71,36 +73,19 @@ def _describe_error(e: BaseException) -> JobError:
     if isinstance(e, Cancelled):
         return JobError("cancelled", cancelled=True)
     if isinstance(e, DBAPIError):
+        # by the driver's code (SQLSTATE, errno, SQLite result code), never its words: idemview.ledger.errors
         msg = short_error(e)
-        lost = bool(getattr(e, "connection_invalidated", False))
-        low = msg.lower()
-        if (
-            "interrupted" in low
-            or "canceling statement due to user request" in low
-            or "query execution was interrupted" in low
-        ):
+        token = current_token()
+        kind = classify(e, cancel_requested=bool(token is not None and token.cancelled))
+        if isinstance(kind, QueryCancelled):
             return JobError("the query was cancelled", cancelled=True)
-        if "statement timeout" in low or "max_execution_time" in low or "max_statement_time" in low:
+        if isinstance(kind, QueryTimedOut):
             return JobError(f"the query ran past its time limit: {msg}")
-        if isinstance(e, OperationalError) and any(
-            w in low
-            for w in (
-                "connection",
-                "server closed",
-                "terminat",
-                "could not connect",
-                "lost",
-                "gone away",
-                "unable to open",
-                "no such file",
-                "broken pipe",
-            )
-        ):
-            lost = True
+        lost = isinstance(kind, ConnectionLost)
         return JobError(("connection lost: " if lost else "the database refused a query: ") + msg, connection_lost=lost)
-    from idemview.ledger.connect import ConnectError
+    from idemview.errors import CannotConnect
 
-    if isinstance(e, ConnectError):
+    if isinstance(e, CannotConnect):  # ledger.connect.ConnectError, ledger.tunnel.TunnelError: words to show
         return JobError(str(e), connection_lost=True)
     from idemview.evidence.writer import FinalNameTaken
 
@@ -163,6 +148,27 @@ def pool() -> QThreadPool:
 
         sys.setswitchinterval(0.0005)
     return p
+
+
+class _Detached(QRunnable):
+    def __init__(self, fn: Callable[[], Any], what: str):
+        super().__init__()
+        self.setAutoDelete(True)
+        self.fn, self.what = fn, what
+
+    def run(self):
+        try:
+            self.fn()
+        except BaseException as e:  # noqa: BLE001 - nobody waits for it: the log is told
+            err = describe_error(e)
+            log.warning("background %s failed: %s%s", self.what, err.message, ("\n" + err.detail) if err.detail else "")
+
+
+def run_detached(fn: Callable[[], Any], what: str) -> None:
+    """Run ``fn()`` on the shared pool and forget it: clean-up nobody waits for (closing a tab's pooled
+    connections can block on a dead server's sockets). A failure is logged (masked), never raised;
+    ``what`` names it in the log."""
+    pool().start(_Detached(fn, what), 0)
 
 
 class Runner(QObject):

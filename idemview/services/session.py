@@ -116,6 +116,8 @@ class OpenSpec:
     # the instant the first scan computes findings for (a Copy link's ``--now``); None: the current time
     now: datetime | None = None
     actions: dict = field(default_factory=dict)  # the connection's own [actions] rules (DESIGN §5.1)
+    ssh: str = ""  # USER@HOST[:PORT]: reach the ledger through this SSH host (DESIGN §5.3); empty: direct
+    ssh_key: str = ""  # private key file for ``ssh`` (its passphrase from the keyring)
 
 
 def password_needed(spec: OpenSpec, known: str | None = None) -> bool:
@@ -153,6 +155,8 @@ def spec_for_connection(c: Any, password: str | None = None) -> OpenSpec:
         status_map=dict(c.status_map),
         outcome_map=dict(c.outcome_map),
         actions=dict(getattr(c, "actions", None) or {}),
+        ssh=getattr(c, "ssh", "") or "",
+        ssh_key=getattr(c, "ssh_key", "") or "",
     )
 
 
@@ -168,6 +172,13 @@ class Opened:
     where: str  # safe URL (no user, no password)
     # raw status / outcome values the layout does not map, with counts (Ledger.unmapped_counts)
     unmapped: dict[str, dict[str, int]] = field(default_factory=lambda: {"status": {}, "outcome": {}})
+    tunnel: Any = None  # the SSH tunnel (idemview.ledger.tunnel.Tunnel) the ledger is read through; None: direct
+
+    def close(self) -> None:
+        """Release the connections and close the SSH tunnel (the tab closes)."""
+        self.engine.dispose()
+        if self.tunnel is not None:
+            self.tunnel.close()
 
 
 def fit_layout(
@@ -218,12 +229,42 @@ def open_ledger(spec: OpenSpec, token: CancelToken, *, basics: bool = True) -> O
     """Connect read-only, choose the layout (given or detected), reflect it, and read the basics.
     A ``redis://`` / ``rediss://`` URL is read through a snapshot (:mod:`idemview.ledger.redis_snapshot`).
     ``basics=False`` leaves out the whole-table counts (``n_ops``/``n_att`` -1, no unmapped values):
-    the GUI asks for them with :func:`ledger_basics` after the first page (issue 11 §3: first rows)."""
+    the GUI asks for them with :func:`ledger_basics` after the first page (issue 11 §3: first rows).
+    With ``spec.ssh`` the ledger is reached through an SSH tunnel (:mod:`idemview.ledger.tunnel`), kept in
+    ``Opened.tunnel`` and closed by :meth:`Opened.close`."""
+    if not spec.ssh:
+        return _open_any(spec, spec.url, token, basics)
+    from dataclasses import replace
+
+    from idemview.ledger.connect import parse_url
+    from idemview.ledger.redis_snapshot import is_redis_url
+    from idemview.ledger.tunnel import SshSpec, tunnel_target
+
+    target = spec.url if isinstance(spec.url, URL) or is_redis_url(spec.url) else parse_url(spec.url)
+    if isinstance(target, URL) and is_redis_url(target):
+        from idemview.ledger.redis_snapshot import redis_url_from_sqlalchemy
+
+        target = redis_url_from_sqlalchemy(target)
+    url, tunnel = tunnel_target(target, SshSpec.parse(spec.ssh, spec.ssh_key or None), spec.connection_id)
+    try:
+        opened = _open_any(replace(spec, ssh=""), url, token, basics)
+    except BaseException:
+        tunnel.close()
+        raise
+    opened.tunnel = tunnel
+    return opened
+
+
+def _open_any(spec: OpenSpec, url: str | URL, token: CancelToken, basics: bool) -> Opened:
     from idemview.ledger.redis_snapshot import is_redis_url
 
-    if is_redis_url(spec.url):
-        return _open_redis(spec, token)
-    engine = open_engine(spec.url, password=spec.password)
+    if is_redis_url(url):
+        return _open_redis(replace_url(spec, url), token)
+    from idemview.ledger.dynamodb_snapshot import is_dynamodb_url
+
+    if is_dynamodb_url(url):
+        return _open_dynamodb(replace_url(spec, url), token)
+    engine = open_engine(url, password=spec.password)
     watch_engine(engine)
     try:
         token.check()
@@ -272,6 +313,13 @@ def ledger_basics(ledger: Ledger) -> tuple[int, int, dict[str, dict[str, int]]]:
     return n_ops, n_att, ledger.unmapped_counts()
 
 
+def replace_url(spec: OpenSpec, url: str | URL) -> OpenSpec:
+    """``spec`` with another URL (the tunnel's local end)."""
+    from dataclasses import replace
+
+    return spec if url is spec.url else replace(spec, url=url)
+
+
 def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
     from idemview.ledger.redis_snapshot import open_redis_ledger, redis_url_from_sqlalchemy
 
@@ -291,6 +339,22 @@ def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
     if info.write_warning:
         detection += f"; warning: {info.write_warning}"
     # The snapshot session is asked like any other (query_only); Redis itself got only allowlisted reads.
+    ro = session_is_read_only(ledger.engine)
+    return Opened(ledger.engine, ledger, ro, n_ops, n_att, time_span(ledger), detection, info.url)
+
+
+def _open_dynamodb(spec: OpenSpec, token: CancelToken) -> Opened:
+    """A snapshot of one DynamoDB table (:mod:`idemview.ledger.dynamodb_snapshot`), as :func:`_open_redis`."""
+    from idemview.ledger.dynamodb_snapshot import open_dynamodb_ledger
+
+    lay = spec.layout if isinstance(spec.layout, str) else None  # SQL layouts do not apply
+    ledger = open_dynamodb_ledger(str(spec.url), layout=lay or None, name=spec.name, token=token)
+    watch_engine(ledger.engine)
+    n_ops, n_att = ledger.counts()
+    info = ledger.snapshot
+    clock = "server time" if info.clock == "server" else "idemview's clock"
+    at = f"{info.server_time:%Y-%m-%d %H:%M:%S} UTC"
+    detection = f"{ledger.detection}; snapshot of {info.loaded} records at {clock} {at}"
     ro = session_is_read_only(ledger.engine)
     return Opened(ledger.engine, ledger, ro, n_ops, n_att, time_span(ledger), detection, info.url)
 

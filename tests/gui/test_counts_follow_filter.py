@@ -216,7 +216,7 @@ def test_counts_follow_the_window_on_server_engines(qtbot, window, request, dial
     tab = open_and_wait(
         qtbot, window, OpenSpec(url=url.render_as_string(hide_password=False), name=dialect, layout="idemview")
     )
-    assert tab._scan["proc"] is not None  # scanned in the child process
+    assert tab._scan.proc is not None  # scanned in the child process
     # the live session confirms read-only under the `mariadb` name too (it was "NOT READ-ONLY")
     assert tab.badge.text().strip() == "READ-ONLY"
     totals = dict(tab.findings.counts)

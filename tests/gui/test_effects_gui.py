@@ -39,7 +39,7 @@ def test_demo_shows_hidden_success_double_charge_and_effect_records(qtbot, windo
     qtbot.waitUntil(
         lambda: tab.scan_complete() and tab.model.rowCount() > 0 and not tab.model.is_loading(), timeout=60000
     )
-    assert tab._scan["failed"] == {}, "every finding kind was checked"
+    assert tab._scan.failed == {}, "every finding kind was checked"
     fs = tab.findings.findings
     assert {f.kind.value for f in fs} >= {"stuck_in_progress", "expired_key", "hidden_success", "orphan_effect"}
     got = {(f.kind.value, f.scope, f.key) for f in fs if f.kind.value in ("hidden_success", "orphan_effect")}

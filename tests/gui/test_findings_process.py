@@ -23,7 +23,7 @@ def test_scan_runs_in_a_child_process_with_the_session_key(qtbot, window, demo_d
 
     path, planted = demo_db
     tab = open_and_wait(qtbot, window, spec_for(path))
-    proc = tab._scan["proc"]
+    proc = tab._scan.proc
     assert proc is not None and proc.proc.pid != os.getpid()
     qtbot.waitUntil(lambda: proc.proc.exitcode is not None, timeout=10000)
     assert proc.proc.exitcode == 0
@@ -48,7 +48,7 @@ def test_a_finding_filter_shows_rows_while_the_scan_is_held(qtbot, window, demo_
     gate = multiprocessing.get_context("spawn").Event()
     monkeypatch.setattr(LedgerTab, "scan_gate", gate)
     tab = window.open_spec(spec_for(path))
-    qtbot.waitUntil(lambda: tab.ledger is not None and tab._scan.get("proc") is not None, timeout=30000)
+    qtbot.waitUntil(lambda: tab.ledger is not None and tab._scan.proc is not None, timeout=30000)
     tab.filter_by_finding(FindingKind.DUPLICATE_EFFECT)
     qtbot.waitUntil(
         lambda: (
@@ -59,7 +59,7 @@ def test_a_finding_filter_shows_rows_while_the_scan_is_held(qtbot, window, demo_
         ),
         timeout=30000,
     )
-    assert tab._scan["pending"], "the scan was held: its results cannot have arrived"
+    assert tab._scan.pending, "the scan was held: its results cannot have arrived"
     assert tab.findings is None
     assert {(r.scope_raw, r.key_raw) for r in tab.model.rows()} == set(planted.incidents["duplicate_effect"])
     gate.set()
@@ -75,10 +75,10 @@ def test_cancel_stops_the_findings_process(qtbot, window, demo_db, monkeypatch):
     gate = multiprocessing.get_context("spawn").Event()
     monkeypatch.setattr(LedgerTab, "scan_gate", gate)
     tab = window.open_spec(spec_for(path))
-    qtbot.waitUntil(lambda: tab.ledger is not None and tab._scan.get("proc") is not None, timeout=30000)
-    proc = tab._scan["proc"]
+    qtbot.waitUntil(lambda: tab.ledger is not None and tab._scan.proc is not None, timeout=30000)
+    proc = tab._scan.proc
     tab.cancel_all()
     qtbot.waitUntil(lambda: not proc.proc.is_alive(), timeout=10000)
-    assert not tab._scan["pending"]
+    assert not tab._scan.pending
     qtbot.waitUntil(lambda: tab.findings is not None, timeout=10000)
     assert set(tab.findings.unsupported.values()) >= {"the check failed: cancelled"}

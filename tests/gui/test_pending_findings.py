@@ -25,7 +25,7 @@ def _held_tab(qtbot, window, path, monkeypatch):
     gate = multiprocessing.get_context("spawn").Event()
     monkeypatch.setattr(LedgerTab, "scan_gate", gate)
     tab = window.open_spec(spec_for(path))
-    qtbot.waitUntil(lambda: tab.ledger is not None and tab._scan.get("proc") is not None, timeout=30000)
+    qtbot.waitUntil(lambda: tab.ledger is not None and tab._scan.proc is not None, timeout=30000)
     return tab, gate
 
 
@@ -56,7 +56,7 @@ def test_detail_opened_before_the_scan_says_pending_then_shows_the_double_charge
     scope, key = _double_by_attempts(path, planted)
     tab.open_operation(scope, key)
     qtbot.waitUntil(lambda: tab.detail.detail is not None and tab.detail.detail.key_raw == key, timeout=20000)
-    assert tab._scan["pending"] and tab.findings is None, "the scan was held: nothing can have landed"
+    assert tab._scan.pending and tab.findings is None, "the scan was held: nothing can have landed"
     text = _findings_text(tab)
     assert "pending" in text and "No findings" not in text
     assert tab.board.state_of((scope, key)).state is FindingState.PENDING

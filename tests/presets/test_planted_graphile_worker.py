@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
+from idemview.domain.filters import Filter
 from idemview.findings.engine import FindingEngine
 from idemview.layouts.layout import load_preset
 from idemview.ledger.connect import open_engine
@@ -63,10 +64,20 @@ def pg(request):
     eng.dispose()
 
 
-def gw_md(legacy: bool = False) -> MetaData:
-    """``graphile_worker._private_jobs`` (v0.16+), or ``graphile_worker.jobs`` as before v0.14
-    (``legacy``: task_identifier and queue_name on the row, int counters, no is_available)."""
+def gw_md(legacy: bool = False, tasks: bool = True) -> MetaData:
+    """``graphile_worker._private_jobs`` (v0.16+) with ``_private_tasks`` (``tasks``: the task names,
+    sql/000011.sql), or ``graphile_worker.jobs`` as before v0.14 (``legacy``: task_identifier and
+    queue_name on the row, int counters, no is_available)."""
     md = MetaData()
+    if tasks and not legacy:
+        Table(
+            "_private_tasks",
+            md,
+            Column("id", Integer, Identity(always=True), primary_key=True),
+            Column("identifier", Text, nullable=False, unique=True),
+            CheckConstraint("length(identifier) <= 128", name="tasks_identifier_check"),
+            schema=SCHEMA,
+        )
     small = Integer if legacy else SmallInteger
     cols = [
         Column("id", BigInteger, Identity(always=True), primary_key=True),
@@ -109,7 +120,7 @@ def gw_md(legacy: bool = False) -> MetaData:
     return md
 
 
-def job(jid, created, *, key=None, attempts=0, max_attempts=25, locked=None, error=None, legacy=False):
+def job(jid, created, *, key=None, attempts=0, max_attempts=25, locked=None, error=None, legacy=False, task=1):
     row = {
         "id": jid,
         "payload": {"orderId": jid},
@@ -123,15 +134,24 @@ def job(jid, created, *, key=None, attempts=0, max_attempts=25, locked=None, err
         "locked_at": locked,
         "locked_by": "worker-8f3a1c2d" if locked else None,
     }
-    row.update({"task_identifier": "send_invoice"} if legacy else {"task_id": 1})
+    row.update({"task_identifier": TASKS[task]} if legacy else {"task_id": task})
     return row
 
 
-def gw_load(writable, rows, legacy=False):
-    md = gw_md(legacy)
+#: ``_private_tasks`` rows (add_jobs inserts a task's identifier the first time a job names it)
+TASKS = {1: "send_invoice", 2: "charge_card"}
+
+
+def gw_load(writable, rows, legacy=False, tasks=True):
+    md = gw_md(legacy, tasks)
+    with writable.begin() as c:  # a schema without the tasks table (left by an earlier load)
+        c.execute(text(f"DROP TABLE IF EXISTS {SCHEMA}._private_tasks"))
     load(writable, md, {})
     t = md.tables[f"{SCHEMA}.{'jobs' if legacy else '_private_jobs'}"]
     with writable.begin() as c:
+        if tasks and not legacy:
+            ins = text(f"INSERT INTO {SCHEMA}._private_tasks (id, identifier) OVERRIDING SYSTEM VALUE VALUES (:id, :n)")
+            c.execute(ins, [{"id": i, "n": n} for i, n in TASKS.items()])
         for r in rows:
             # "generated always as identity": ids chosen by the fixture need OVERRIDING SYSTEM VALUE
             cols = ", ".join(f'"{k}"' for k in r)
@@ -161,7 +181,7 @@ def planted(legacy=False):
         job(10, NOW - 6 * H, attempts=1, locked=NOW - 5 * H, **kw),  # lock older than 4 h
         # retries exhausted against its own max_attempts (5 of 5): failed, not a storm (5 is not > 5)
         job(11, NOW - 3 * H, key="invoice-3", attempts=5, max_attempts=5, error="card declined", **kw),
-        job(12, NOW - 4 * H, attempts=8, error="rate limited", **kw),  # 8 attempts of 25: a storm
+        job(12, NOW - 4 * H, attempts=8, error="rate limited", task=2, **kw),  # 8 attempts of 25: a storm
         # a replaced row whose worker died: stuck, but its 25 is not a count of attempts
         job(13, NOW - 7 * H, attempts=25, locked=NOW - 6 * H, **kw),
     ]
@@ -186,6 +206,24 @@ def test_graphile_planted(pg, legacy):
     assert stuck.evidence[0]["lock_expired_at"] == "2026-11-30T11:00:00Z"  # locked_at + 4 h
     storm = next(f for f in fs if f.kind.value == "retry_storm")
     assert "8" in storm.explanation
+
+
+def test_graphile_task_names_from_private_tasks(pg):
+    """v0.16 keeps the task's name in _private_tasks (task_id -> identifier): the kind is the name, and
+    the task id itself where that table is not there (or holds no row for it)."""
+    writable, url = pg
+    for tasks, want in ((True, {"#10": "send_invoice", "#12": "charge_card"}), (False, {"#10": "1", "#12": "2"})):
+        gw_load(writable, planted(), tasks=tasks)
+        eng = open_engine(url)
+        try:
+            led = Ledger(eng, load_preset("graphile-worker"))
+            kinds = {op.key: op.kind for op in led.iter_operations(now=NOW)}
+            filtered = {op.key for op in led.page(flt=Filter(kinds=["charge_card"]), limit=50).rows}
+        finally:
+            eng.dispose()
+        assert {k: kinds[k] for k in want} == want
+        assert set(kinds.values()) == ({"send_invoice", "charge_card"} if tasks else {"1", "2"})
+        assert filtered == ({"#12"} if tasks else set())
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["private_jobs", "jobs"])
@@ -237,3 +275,30 @@ def test_detect_picks_graphile(pg, legacy):
     assert matches and matches[0].layout.name == want, [(m.layout.name, m.confidence) for m in matches]
     assert matches[0].layout.schema == SCHEMA
     assert matches[0].confidence > 0.9
+
+
+def test_kind_lookup_round_trips_and_is_checked():
+    """The lookup survives the layout editor's draft (TOML out, parsed back) and a malformed one is
+    refused when parsed, naming the entry."""
+    from idemview.layouts.draft import LayoutDraft
+    from idemview.layouts.layout import LayoutError, parse_layout
+
+    lay = load_preset("graphile-worker")
+    again = LayoutDraft.from_layout(lay).to_layout()
+    assert again.kind == lay.kind and again.kind.lookup.value == "identifier"
+    base = '[layout]\nname = "x"\n[operations]\ntable = "jobs"\nkey = ["id"]\nstatus = "new"\n'
+    for bad, says in (
+        ('kind = { column = "task_id", lookup = { table = "tasks", column = "id" } }', "needs table, column"),
+        (
+            'kind = { column = "task_id", json_path = "$.a", lookup = { table = "t", column = "id", value = "n" } }',
+            "plain",
+        ),
+    ):
+        with pytest.raises(LayoutError, match=says):
+            parse_layout(base.replace('status = "new"\n', f'status = "new"\n{bad}\n'))
+    with pytest.raises(LayoutError, match="operations.kind only"):
+        parse_layout(
+            base
+            + '[operations.fields]\neffect_ref = { column = "a", lookup = '  # noqa: ISC003 - one TOML line
+            + '{ table = "t", column = "id", value = "n" } }\n'
+        )

@@ -70,6 +70,13 @@ def laravel_md() -> MetaData:
         Column("created_at", Integer, nullable=False),
         Column("finished_at", Integer),
     )
+    Table(  # laravel/laravel create_cache_table: the database cache store's locks
+        "cache_locks",
+        md,
+        Column("key", String(255), primary_key=True),
+        Column("owner", String(255), nullable=False),
+        Column("expiration", Integer, nullable=False, index=True),
+    )
     Table(
         "failed_jobs",
         md,
@@ -192,6 +199,115 @@ def test_laravel_failed_jobs_clean(db):
     assert scan(url, "laravel-failed-jobs", NOW)[0] == set()
 
 
+def batch(n, created, *, name="Import orders", total=3, pending=0, failed=0, ids=(), finished=None, cancelled=None):
+    """A job_batches row as DatabaseBatchRepository writes it (epoch seconds, failed_job_ids JSON)."""
+    e = lambda t: int(t.timestamp()) if t else None  # noqa: E731
+    return {
+        "id": f"9d4e1f2a-0000-4000-8000-{n:012d}",
+        "name": name,
+        "total_jobs": total,
+        "pending_jobs": pending,
+        "failed_jobs": failed,
+        "failed_job_ids": json.dumps(list(ids)),
+        "options": "a:0:{}",
+        "cancelled_at": e(cancelled),
+        "created_at": e(created),
+        "finished_at": e(finished),
+    }
+
+
+def batches_clean():
+    return [
+        batch(1, NOW - H, finished=NOW - 50 * M),  # every job succeeded
+        batch(2, NOW - 5 * M, total=10, pending=7),  # running
+        batch(3, NOW - 20 * M, total=4, pending=3, failed=1, ids=["j-31"]),  # allowFailures, 2 jobs still to run
+        # a failed job retried (queue:retry-batch) and then succeeded: failed_jobs stays 1, ids emptied
+        batch(4, NOW - 2 * H, total=2, pending=0, failed=1, finished=NOW - H),
+    ]
+
+
+def test_laravel_job_batches_planted(db):
+    writable, url = db
+    rows = batches_clean() + [
+        # the first failure cancelled a batch without allowFailures (cancel(): cancelled_at, finished_at)
+        batch(10, NOW - 3 * H, pending=2, failed=1, ids=["j-101"], cancelled=NOW - 2 * H, finished=NOW - 2 * H),
+        # allowFailures: every pending job is a failed one - it never finishes until retried
+        batch(11, NOW - 4 * H, name="Send receipts", total=5, pending=2, failed=2, ids=["j-111", "j-112"]),
+    ]
+    load(writable, laravel_md(), {"job_batches": rows})
+    got, fs = scan(url, "laravel-job-batches", NOW)
+    assert got == {
+        ("unresolved_failure", "", "9d4e1f2a-0000-4000-8000-000000000010"),
+        ("unresolved_failure", "", "9d4e1f2a-0000-4000-8000-000000000011"),
+    }
+    eng = open_engine(url)
+    try:
+        led = Ledger(eng, load_preset("laravel-job-batches"))
+        ops = {op.key[-2:]: op for op in led.iter_operations(now=NOW)}
+        unsupported = {k.value for k in FindingEngine(led, NOW).unsupported()}
+    finally:
+        eng.dispose()
+    assert {k: o.status.value for k, o in ops.items()} == {
+        "01": "completed",
+        "02": "in_progress",
+        "03": "in_progress",
+        "04": "completed",
+        "10": "failed",
+        "11": "failed",
+    }
+    assert ops["11"].kind == "Send receipts" and ops["11"].created_at.isoformat() == "2026-11-30T08:00:00+00:00"
+    assert ops["01"].completed_at.isoformat() == "2026-11-30T11:10:00+00:00"
+    assert ops["11"].error.value == ["j-111", "j-112"]
+    # a batch is one row with no lock or attempts: nothing to call stuck, a storm or a duplicate
+    assert {"stuck_in_progress", "retry_storm", "duplicate_effect"} <= unsupported
+
+
+def test_laravel_job_batches_clean(db):
+    writable, url = db
+    load(writable, laravel_md(), {"job_batches": batches_clean()})
+    assert scan(url, "laravel-job-batches", NOW)[0] == set()
+
+
+def lock(name, expiration, owner="4fQ2kZ8sLx1T0aBc"):
+    """A cache_locks row as DatabaseLock::acquire writes it (prefix from config/cache.php)."""
+    return {"key": f"laravel-cache-{name}", "owner": owner, "expiration": int(expiration.timestamp())}
+
+
+UNIQUE = "laravel_unique_job:App\\Jobs\\ChargeOrder:"
+
+
+def locks_clean():
+    return [
+        lock(UNIQUE + "1001", NOW + 50 * M),  # uniqueFor 3600, taken 10 min ago: held
+        lock(UNIQUE + "1002", NOW + 23 * H),  # uniqueFor 0: the 86400 s default lock timeout
+        lock("laravel-queue-overlap:App\\Jobs\\SyncStock:42", NOW + 30 * S),  # WithoutOverlapping
+    ]
+
+
+def test_laravel_cache_locks_planted(db):
+    writable, url = db
+    rows = locks_clean() + [lock(UNIQUE + "1003", NOW - 10 * M)]  # never released, past its expiration
+    load(writable, laravel_md(), {"cache_locks": rows})
+    got, fs = scan(url, "laravel-cache-locks", NOW)
+    assert got == {("stuck_in_progress", "", "laravel-cache-" + UNIQUE + "1003")}
+    assert fs[0].evidence[0]["lock_expired_at"] == "2026-11-30T11:50:00Z"
+    eng = open_engine(url)
+    try:
+        led = Ledger(eng, load_preset("laravel-cache-locks"))
+        ops = {op.key: op for op in led.iter_operations(now=NOW)}
+    finally:
+        eng.dispose()
+    assert len(ops) == 4 and {o.status.value for o in ops.values()} == {"in_progress"}
+    held = ops["laravel-cache-" + UNIQUE + "1002"]
+    assert held.lock_expires_at.isoformat() == "2026-12-01T11:00:00+00:00"
+
+
+def test_laravel_cache_locks_clean(db):
+    writable, url = db
+    load(writable, laravel_md(), {"cache_locks": locks_clean()})
+    assert scan(url, "laravel-cache-locks", NOW)[0] == set()
+
+
 def test_detect_picks_laravel(db):
     writable, url = db
     load(writable, laravel_md(), {})
@@ -200,6 +316,6 @@ def test_detect_picks_laravel(db):
         names = [m.layout.name for m in detect(eng) if m.confidence > 0.9]
     finally:
         eng.dispose()
-    # one database holds both tables: both presets fit, each its own table
-    assert set(names) >= {"laravel-queue", "laravel-failed-jobs"}, names
-    assert names[:2] in (["laravel-failed-jobs", "laravel-queue"], ["laravel-queue", "laravel-failed-jobs"])
+    # one database holds every table: each preset fits its own table
+    laravel = {"laravel-queue", "laravel-failed-jobs", "laravel-job-batches", "laravel-cache-locks"}
+    assert set(names[:4]) == laravel, names

@@ -90,10 +90,11 @@ def test_property_oracle_sees_a_leak(capsys, caplog, tmp_path, shape, monkeypatc
     """The oracle is not trivially true: with message masking switched off, a password shows."""
     import idemview.cli
     import idemview.ledger.connect
+    import idemview.masking.known
     import idemview.masking.masker as m
 
     monkeypatch.setattr(m.Masker, "mask_message", lambda self, text: str(text))
-    monkeypatch.setattr(m, "_KNOWN_SECRETS", {})
+    monkeypatch.setattr(idemview.masking.known, "_KNOWN_SECRETS", {})
     # and the structural hiding of a typed URL's password (urls.hide_password), where it is used
     monkeypatch.setattr(idemview.cli, "hide_password", lambda typed: typed)
     monkeypatch.setattr(idemview.ledger.connect, "hide_password", lambda typed: typed)

@@ -1,0 +1,1 @@
+"""Shipped DynamoDB layouts (TOML data files, see :mod:`idemview.layouts.dynamodb`)."""

@@ -1,0 +1,345 @@
+"""Questions asked of a whole :class:`~idemview.ledger.reader.Ledger` (not one page or one operation):
+the histogram of a time column, the time span, a free-text search over keys, the index warnings, and
+the row helpers the reader shares (stored numbers, raw keys, JSON-array attempts, the unmapped-status
+condition). The ledger is passed in; this module never imports the reader at run time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import (
+    Integer,
+    Table,
+    cast,
+    func,
+    inspect,
+    literal_column,
+    or_,
+    select,
+)
+from sqlalchemy.sql.expression import ColumnElement
+
+from idemview.domain import jsontext
+from idemview.domain.filters import Filter
+from idemview.domain.model import Attempt, Operation, Outcome
+from idemview.layouts.layout import StatusSource, TimeColumn
+from idemview.ledger.times import decode_time, from_epoch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from idemview.ledger.reader import Ledger
+
+UTC = UTC
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def stored_number(v: Any) -> Any:
+    """A count or number cell as stored (issue #9, item 8): an ``int`` when the value is an integer
+    (``7``, ``Decimal('7')``, the text ``'7'`` of a JSON path), otherwise the stored value itself
+    (``'many'``, ``1e+20``), never a number an engine's CAST made up (``0``, ``9223372036854775807``)."""
+    if v is None or _is_int(v):
+        return v
+    if isinstance(v, float):
+        return int(v) if v.is_integer() and abs(v) < 2**63 else v
+    if isinstance(v, Decimal):
+        return int(v) if v.is_finite() and v == v.to_integral_value() and abs(v) < 2**63 else v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        v = bytes(v).decode("utf-8", "backslashreplace")
+    if isinstance(v, str) and _INT_TEXT.fullmatch(v):
+        return int(v)
+    return v
+
+
+_INT_TEXT = re.compile(r"\s*[-+]?[0-9]{1,18}\s*")
+
+
+def _unmapped(s: StatusSource, raw, norm) -> ColumnElement | None:
+    """The records a status source does not map (see :meth:`Ledger.unmapped_status_clause`), or
+    ``None`` when it maps every record (a literal status). A value outside a map is unmapped even when
+    the layout's ``default`` (the system's own rule for values outside its list, e.g. Celery's "a state
+    not ready is unfinished") gives it a status: the person should still see it."""
+    if s.literal is not None:
+        return None
+    if s.maps():
+        keys = list(s.map)
+        outside = raw.not_in(keys) if keys else raw.is_not(None)
+        return outside if s.null is not None else or_(outside, raw.is_(None))
+    if s.default != "unknown":
+        return None  # rules whose catch-all is a real status map every record
+    return norm == literal_column("'unknown'")
+
+
+def _raw_key(v: Any) -> str:
+    if v is None:
+        return "(null)"
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).decode("utf-8", "replace")
+    return str(v)
+
+
+def _short_text(v: Any, limit: int = 2000) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        v = bytes(v).decode("utf-8", "replace")
+    s = str(v)
+    return s if len(s) <= limit else s[:limit] + "…"
+
+
+def _json_list(cell: Any) -> list | None:
+    if cell is None:
+        return None
+    if isinstance(cell, list):
+        return cell
+    if isinstance(cell, (bytes, bytearray, memoryview)):
+        cell = bytes(cell).decode("utf-8", "replace")
+    try:
+        v = jsontext.loads(cell)
+    except (ValueError, TypeError):
+        return None
+    return v if isinstance(v, list) else None
+
+
+def json_array_attempts(cells: Sequence[Any], scope: str, key: str, spec) -> list[Attempt]:
+    """Attempts decoded from JSON array cells (Oban/River ``errors``: one element per failed attempt,
+    e.g. ``{"at": ISO, "attempt": 1, "error": "..."}``). Broken JSON gives no attempts, not an error."""
+    el = spec.element
+    tc = TimeColumn("at", spec.element_time_encoding)
+    out: list[Attempt] = []
+    default_outcome = spec.outcome.literal or spec.outcome.default if spec.outcome else "failed"
+    for cell in cells:
+        for i, e in enumerate(_json_list(cell) or []):
+            if not isinstance(e, dict):
+                continue
+            n = e.get(el.get("number", "attempt"))
+            try:
+                n = int(n) if n is not None else i + 1
+            except (TypeError, ValueError):
+                n = i + 1
+            out.append(
+                Attempt(
+                    scope=scope,
+                    key=key,
+                    number=n,
+                    started_at=decode_time(e.get(el.get("at", "at")), tc),
+                    outcome=Outcome(default_outcome),
+                    raw_outcome="error",
+                    error=_short_text(e.get(el.get("error", "error"))),
+                )
+            )
+    out.sort(key=lambda x: x.number or 0)
+    return out
+
+
+# ------------------------------------------------------------------------------ overview & search
+
+
+@dataclass
+class Histogram:
+    """Counts over time for the incident overview: ``edges`` are ``len(counts) + 1`` aware UTC bucket
+    boundaries; ``counts[outcome]`` is a list with one int per bucket. ``source`` says what is counted:
+    ``"attempts"`` (by outcome) or ``"operations"`` (by status, when the ledger keeps no attempt times)."""
+
+    edges: list[datetime]
+    counts: dict[str, list[int]]
+    source: str
+
+
+def _bucket_expr(ledger: Ledger, epoch_expr, start_e: float, width: float):
+    x = (epoch_expr - start_e) / width
+    if ledger.dialect == "sqlite":
+        return cast(x, Integer)  # x >= 0 here, so truncation is floor (SQLite may lack floor())
+    return func.floor(x)
+
+
+def histogram(
+    ledger: Ledger,
+    start: datetime,
+    end: datetime,
+    buckets: int = 120,
+    flt: Filter | None = None,
+    now: datetime | None = None,
+) -> Histogram:
+    """Attempts started in [start, end) counted per bucket and outcome, computed in the database.
+
+    Ledgers without attempt times fall back to operations created per bucket, by status. ``flt``
+    narrows to the filtered operations. Raises ``ValueError`` when ``end <= start``."""
+    if end <= start:
+        raise ValueError("the overview's end must be after its start")
+    buckets = max(1, int(buckets))
+    start_e, end_e = start.timestamp(), end.timestamp()
+    width = (end_e - start_e) / buckets
+    edges = [datetime.fromtimestamp(start_e + i * width, UTC) for i in range(buckets + 1)]
+    clause = ledger.filter_clause(flt, now) if flt is not None and not flt.is_empty() else None
+    if ledger.att is not None and "started_at" in ledger.att_epoch:
+        e = ledger.att_epoch["started_at"]
+        b = _bucket_expr(ledger, e, start_e, width).label("b")
+        q = (
+            select(b, ledger.att_outcome.label("o"), func.count().label("n"))
+            .select_from(ledger.att)
+            .where(e >= start_e, e < end_e, ledger.att_where)
+        )
+        if clause is not None or ledger.att_needs_join:
+            q = q.select_from(ledger.att.join(ledger.ops, ledger.att_join))
+            if clause is not None:
+                q = q.where(clause)
+        source = "attempts"
+    elif "created_at" in ledger.epoch:
+        e = ledger.epoch["created_at"]
+        b = _bucket_expr(ledger, e, start_e, width).label("b")
+        q = (
+            select(b, ledger.status_expr.label("o"), func.count().label("n"))
+            .select_from(ledger.ops)
+            .where(e >= start_e, e < end_e)
+        )
+        if clause is not None:
+            q = q.where(clause)
+        source = "operations"
+    else:
+        return Histogram(edges, {}, "none")
+    q = q.group_by(b, q.selected_columns[1])
+    counts: dict[str, list[int]] = {}
+    with ledger.engine.connect() as c:
+        for r in c.execute(q):
+            i = int(r.b)
+            if 0 <= i < buckets:
+                counts.setdefault(r.o, [0] * buckets)[i] += int(r.n)
+    return Histogram(edges, counts, source)
+
+
+def time_span(ledger: Ledger) -> tuple[datetime | None, datetime | None]:
+    """(earliest, latest) instant of the ledger's activity (attempt starts, else record creation)."""
+    if ledger.att is not None and "started_at" in ledger.att_epoch:
+        e, src = ledger.att_epoch["started_at"], ledger.att
+    elif "created_at" in ledger.epoch:
+        e, src = ledger.epoch["created_at"], ledger.ops
+    else:
+        return None, None
+    with ledger.engine.connect() as c:
+        lo, hi = c.execute(select(func.min(e), func.max(e)).select_from(src)).one()
+    return from_epoch(lo), from_epoch(hi)
+
+
+def find_operations(ledger: Ledger, text_: str, limit: int = 50) -> list[Operation]:
+    """Operations whose idempotency key or intent reference equals ``text_``, then those containing it
+    (exact matches first), at most ``limit``. Used by the search across all open ledgers."""
+    t = text_.strip()
+    if not t:
+        return []
+    exact = (
+        or_(ledger.key_expr == t, ledger.intent_expr == t)
+        if "intent_ref" in ledger.layout.fields
+        else ledger.key_expr == t
+    )
+    q = select(*ledger.op_columns()).select_from(ledger.ops).where(exact).limit(limit)
+    with ledger.engine.connect() as c:
+        out = [ledger.row_to_operation(r) for r in c.execute(q)]
+        if len(out) < limit:
+            like = ledger.key_expr.contains(t, autoescape=True)
+            if "intent_ref" in ledger.layout.fields:
+                like = or_(like, ledger.intent_expr.contains(t, autoescape=True))
+            q2 = select(*ledger.op_columns()).select_from(ledger.ops).where(like, ~exact).limit(limit - len(out))
+            out += [ledger.row_to_operation(r) for r in c.execute(q2)]
+    return out
+
+
+# ------------------------------------------------------------------------------------- indexes
+
+
+@dataclass
+class IndexWarning:
+    """A missing index that makes a view or a finding scan a whole table (shown by the GUI).
+
+    ``ddl`` is a suggestion for the ledger's owner: idemview never runs it (connections are read-only)."""
+
+    table: str
+    columns: list[str]
+    purpose: str
+    ddl: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.table} has no index on ({', '.join(self.columns)}): {self.purpose} read the whole "
+            f"table. Suggested: {self.ddl}"
+        )
+
+    def __str__(self) -> str:  # pragma: no cover - convenience
+        return self.message
+
+
+def _leading_columns(insp, table: Table) -> list[list[str]]:
+    """Column lists of every index, primary key and unique constraint of ``table`` (lower-cased)."""
+    out: list[list[str]] = []
+    name, schema = table.name, table.schema
+    for getter in (insp.get_indexes, insp.get_unique_constraints):
+        try:
+            for ix in getter(name, schema=schema):
+                cols = ix.get("column_names") or []
+                out.append([str(c).lower() if c is not None else "" for c in cols])
+        except NotImplementedError:
+            pass
+    try:
+        pk = insp.get_pk_constraint(name, schema=schema).get("constrained_columns") or []
+        out.append([c.lower() for c in pk])
+    except NotImplementedError:
+        pass
+    return out
+
+
+def _has_index(indexes: list[list[str]], wanted: list[str]) -> bool:
+    """An index whose leading columns are ``wanted`` in any order (a prefix serves lookups and groups)."""
+    w = {c.lower() for c in wanted}
+    return any(len(cols) >= len(w) and set(cols[: len(w)]) == w for cols in indexes)
+
+
+def index_warnings(ledger: Ledger) -> list[IndexWarning]:
+    """Indexes the layout's queries rely on that the database lacks, found by reflection.
+
+    Checked: the operations key (scope + key columns: findings group and look up by it), the time the
+    grid sorts and filters by (``created_at``), the expiry column, the intent reference column
+    (``duplicate_intent``, ``unresolved_failure``), and on an attempts table its join columns and its
+    start time (the overview histogram). Returns an empty list when all are there."""
+    lay = ledger.layout
+    insp = inspect(ledger.engine)
+    out: list[IndexWarning] = []
+
+    def check(t: Table, cols: list[str], purpose: str, also: list[str] | None = None):
+        cols = [c for c in cols if c]
+        if not cols:
+            return
+        if _has_index(idx[t.name], cols) or (also and _has_index(idx[t.name], also)):
+            return
+        q = ledger.engine.dialect.identifier_preparer.quote
+        qt = f"{t.schema}.{t.name}" if t.schema else t.name
+        qtq = f"{q(t.schema)}.{q(t.name)}" if t.schema else q(t.name)
+        ixname = ("ix_" + t.name + "_" + "_".join(cols))[:63]
+        out.append(
+            IndexWarning(qt, cols, purpose, f"CREATE INDEX {q(ixname)} ON {qtq} ({', '.join(q(c) for c in cols)})")
+        )
+
+    idx = {ledger.ops.name: _leading_columns(insp, ledger.ops)}
+    check(ledger.ops, lay.scope + lay.key, "findings and the operation view", also=lay.key)
+    if "created_at" in lay.times:
+        check(ledger.ops, [lay.times["created_at"].column], "the grid's default sort and time filters")
+    if "expires_at" in lay.times:
+        check(ledger.ops, [lay.times["expires_at"].column], "the expired-key finding and expiry sort")
+    intent = lay.fields.get("intent_ref")
+    if intent is not None and intent.column and not intent.json_path:
+        check(ledger.ops, [intent.column], "duplicate-intent and unresolved-failure findings")
+    if ledger.att is not None:
+        a = lay.attempts
+        idx[ledger.att.name] = _leading_columns(insp, ledger.att)
+        keys = [ac for ac, oc in a.join.items() if oc in lay.key]
+        check(ledger.att, list(a.join.keys()), "findings over attempts and the timeline", also=keys)
+        if a.started_at is not None:
+            check(ledger.att, [a.started_at.column], "the incident overview")
+    return out

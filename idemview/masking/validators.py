@@ -1,0 +1,332 @@
+"""Value checks the detectors rely on (DESIGN.md §6): Luhn and issuer prefixes for cards, ISO 13616
+for IBANs, the card's last four digits, and the shapes proven unchanged by every detector.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+from urllib.parse import unquote_plus
+
+# --------------------------------------------------------------------------------------------------
+# Value checks
+
+
+def luhn_valid(digits: str) -> bool:
+    """ISO/IEC 7812-1 Luhn check over a string of ASCII digits."""
+    total = 0
+    dbl = False
+    for ch in reversed(digits):
+        x = ord(ch) - 48
+        if dbl:
+            x = _LUHN_DBL[x]
+        total += x
+        dbl = not dbl
+    return total % 10 == 0
+
+
+_LUHN_DBL = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)
+
+
+def _iin_plausible(d: str) -> bool:
+    """Issuer prefix and length of the major card networks (ISO/IEC 7812 IIN ranges): cuts false
+    positives such as 13-digit epoch milliseconds (leading 1) and random 16-digit ids."""
+    n = len(d)
+    a = d[0]
+    if a == "4":  # Visa
+        return n in (13, 16, 19)
+    if a == "5":  # Mastercard 51-55, Maestro 50/56-59
+        return 16 <= n <= 19
+    if a == "2":  # Mastercard 2-series 2221-2720
+        return n == 16 and 2221 <= int(d[:4]) <= 2720
+    if a == "6":  # Discover, UnionPay, Maestro
+        return 16 <= n <= 19
+    if a == "3":
+        ab = d[:2]
+        if ab in ("34", "37"):  # Amex
+            return n == 15
+        if ab in ("30", "36", "38", "39"):  # Diners
+            return n in (14, 16, 19)
+        if ab == "35":  # JCB
+            return 16 <= n <= 19
+    return False
+
+
+# ISO 13616 IBAN lengths by country (SWIFT IBAN registry).
+_IBAN_LENGTHS: dict[str, int] = {
+    "AD": 24,
+    "AE": 23,
+    "AL": 28,
+    "AT": 20,
+    "AZ": 28,
+    "BA": 20,
+    "BE": 16,
+    "BG": 22,
+    "BH": 22,
+    "BI": 27,
+    "BR": 29,
+    "BY": 28,
+    "CH": 21,
+    "CR": 22,
+    "CY": 28,
+    "CZ": 24,
+    "DE": 22,
+    "DJ": 27,
+    "DK": 18,
+    "DO": 28,
+    "EE": 20,
+    "EG": 29,
+    "ES": 24,
+    "FI": 18,
+    "FK": 18,
+    "FO": 18,
+    "FR": 27,
+    "GB": 22,
+    "GE": 22,
+    "GI": 23,
+    "GL": 18,
+    "GR": 27,
+    "GT": 28,
+    "HR": 21,
+    "HU": 28,
+    "IE": 22,
+    "IL": 23,
+    "IQ": 23,
+    "IS": 26,
+    "IT": 27,
+    "JO": 30,
+    "KW": 30,
+    "KZ": 20,
+    "LB": 28,
+    "LC": 32,
+    "LI": 21,
+    "LT": 20,
+    "LU": 20,
+    "LV": 21,
+    "LY": 25,
+    "MC": 27,
+    "MD": 24,
+    "ME": 22,
+    "MK": 19,
+    "MN": 20,
+    "MR": 27,
+    "MT": 31,
+    "MU": 30,
+    "NI": 28,
+    "NL": 18,
+    "NO": 15,
+    "OM": 23,
+    "PK": 24,
+    "PL": 28,
+    "PS": 29,
+    "PT": 25,
+    "QA": 29,
+    "RO": 24,
+    "RS": 22,
+    "RU": 33,
+    "SA": 24,
+    "SC": 31,
+    "SD": 18,
+    "SE": 24,
+    "SI": 19,
+    "SK": 24,
+    "SM": 27,
+    "SO": 23,
+    "ST": 25,
+    "SV": 28,
+    "TL": 23,
+    "TN": 24,
+    "TR": 26,
+    "UA": 29,
+    "VA": 22,
+    "VG": 24,
+    "XK": 20,
+    "YE": 30,
+}
+
+
+def iban_valid(iban: str) -> bool:
+    """ISO 13616 IBAN check: known country, its length, and ISO 7064 mod 97-10 == 1.
+    Spaces are ignored; letters may be of either case."""
+    s = iban.replace(" ", "").upper()
+    if _IBAN_LENGTHS.get(s[:2]) != len(s) or not s[2:4].isdigit() or not s.isalnum():
+        return False
+    r = s[4:] + s[:4]
+    try:
+        return int("".join(str(int(c, 36)) for c in r)) % 97 == 1
+    except ValueError:
+        return False
+
+
+def _looks_random(s: str) -> bool:
+    """Heuristic for a credential after ``Bearer``/``Basic``: prose words are all letters with at
+    most a leading capital; tokens carry digits, symbols, inner capitals or are long."""
+    if len(s) >= 20:
+        return True
+    upper = lower = 0
+    for ch in s:
+        if ch.isdigit() or ch in "._~+/=-":
+            return True
+        if ch.isupper():
+            upper += 1
+        elif ch.islower():
+            lower += 1
+    return upper >= 2 and lower >= 1 or (upper >= 1 and not s[0].isupper())
+
+
+# Runs of >= 13 digits with single space/dash/dot separators; card windows are searched inside a run.
+_CARD_RUN_RE = re.compile(r"(?<!\d)\d(?:[ .\-]?\d){12,}(?!\d)")
+_DIGITS_RE = re.compile(r"\d+")
+_CARD_TEXT_RE = re.compile(r"\s*\d[\d .\-]*\d\s*")
+
+_CARD_MIN = 10**12
+
+# Shapes every detector leaves unchanged, proven cheaply (see _plain_shape).
+_UUID_SHAPE_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_LOWER_HEX_RE = re.compile(r"[0-9a-f]+")
+_HEX_IBAN_START_RE = re.compile(r"[a-f]{2}[0-9]{2}")
+_HEX_LETTERS_TO_SPACE = bytes.maketrans(b"abcdefABCDEF", b" " * 12)
+
+
+def _plain_shape(text: str) -> bool:
+    """True when ``text`` is a canonical UUID or lower-case hex that no built-in detector changes,
+    decided without running them (False: run them). Why that is exact, detector by detector:
+
+    - only ``[0-9a-fA-F-]`` (UUID) or ``[0-9a-f]`` (hex): no ``@ : / + = ? & # ;``, space, quote,
+      backslash or label word, so no URL, e-mail, auth scheme, name=value, phone (``+``, spaces,
+      ``ddd-ddd-dddd``: UUID groups between hyphens are 4 or 12 long and the first is 8), SSN
+      (``ddd-dd-dddd``, likewise), JWT (``eyJ``), PEM or provider key (every prefix holds a letter
+      outside a-f, ``_``, ``.`` or ``-``; ``key-`` and ``sk-`` have k, s, y), hence no AWS secret
+      either (it needs a provider or ``secret`` context);
+    - IBAN: a UUID has no 15 letters/digits in a row; in lower-case hex the candidate must start the
+      text (word start) and a lower-case hex candidate is an IBAN only when its BBAN is all digits:
+      a text starting ``[a-f]{2}[0-9]{2}`` is left to the detectors;
+    - card: a UUID whose digit runs, joined across hyphens, are all shorter than 13 digits has no
+      card run; in hex (no separators) a card is a whole digit run of 13-19 digits with a plausible
+      issuer and a valid Luhn sum, checked here exactly as the card detector does.
+    """
+    if len(text) == 36 and _UUID_SHAPE_RE.fullmatch(text) is not None:
+        runs = text.encode("ascii").translate(_HEX_LETTERS_TO_SPACE, b"-").split()
+        return max(map(len, runs), default=0) < 13
+    if _LOWER_HEX_RE.fullmatch(text) is None or _HEX_IBAN_START_RE.match(text) is not None:
+        return False
+    runs = text.encode("ascii").translate(_HEX_LETTERS_TO_SPACE).split()
+    if max(map(len, runs), default=0) < 13:
+        return True
+    for run in runs:
+        if 12 < len(run) < 20:
+            d = run.decode("ascii")
+            if _iin_plausible(d) and luhn_valid(d):
+                return False
+    return True
+
+
+def card_last4(value: Any) -> str | None:
+    """The last four digits a card tag keeps (``keep_card_last4``, issue #20 item 11c), for every
+    path that tags a card: a detected card number in text, a value under a card name (``card``,
+    ``pan``...) whether text, a JSON number or a whole JSON object/array, a JSON number passing Luhn.
+
+    ``value``: text, a number, bytes (read as UTF-8) or parsed JSON. Returns the last four digits of
+    the one card number it is or holds: text that is only a card number (13-19 digits with spaces,
+    dashes or dots; Luhn not required, it is under a card name or was detected), else the card
+    numbers found in it by the card detector's own rule (issuer prefix, Luhn, printed grouping) in
+    its text and JSON leaves; else a card object's own ``last4`` field (a provider's card object holds
+    no number). ``None`` when it holds none (``tok_visa``), or several different ones: one tag cannot
+    name two cards, and naming one would hide the other."""
+    found: set[str] = set()
+    named: set[str] = set()  # last four digits given by name, used when no number is found
+    stack = [value]
+    while stack and len(found) < 2:
+        v = stack.pop()
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            v = bytes(v).decode("utf-8", "replace")
+        if isinstance(v, str):
+            digits = "".join(ch for ch in v if ch.isdigit())
+            if 13 <= len(digits) <= 19 and _CARD_TEXT_RE.fullmatch(v) is not None:
+                found.add(digits)
+                continue
+            if ("%" in v or "+" in v) and (plain := unquote_plus(v)) != v:
+                v = plain  # URL/form-encoded: "card%204111…", "4111+1111+…" (the separators are spaces)
+            for m in _CARD_RUN_RE.finditer(v):
+                run = m.group()
+                for a, b in _card_spans(run):
+                    found.add("".join(ch for ch in run[a:b] if ch.isdigit()))
+        elif type(v) is int or type(v) is float:
+            if v >= _CARD_MIN and _card_number(v):
+                found.add(str(int(v)))
+        elif isinstance(v, Decimal):
+            if v == v.to_integral_value() and 0 < v < 10**19:
+                stack.append(str(int(v)))
+        elif isinstance(v, Mapping):
+            for k, x in v.items():
+                # a provider's card object holds no number, only its last four (Stripe's card.last4)
+                if isinstance(k, str) and k.lower() in _LAST4_FIELDS and isinstance(x, (str, int)):
+                    if len(d := str(x)) == 4 and d.isdigit():
+                        named.add(d)
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    if not found and len(named) == 1:
+        return next(iter(named))
+    return next(iter(found))[-4:] if len(found) == 1 else None
+
+
+#: Field names that hold a card's last four digits in a card object (Stripe ``card.last4``, Adyen
+#: ``lastFour``, Braintree ``last_4``).
+_LAST4_FIELDS = frozenset({"last4", "last_4", "lastfour", "last_four"})
+
+
+def _card_number(v: int | float) -> bool:
+    """A JSON number (int, or a float holding an integer exactly) of 13-19 digits with a card
+    issuer's prefix and a valid Luhn sum: a card number stored as a number, not as text."""
+    if type(v) is float:
+        if not v.is_integer() or v >= 1e19:
+            return False
+        v = int(v)
+    if v >= 10**19:
+        return False
+    d = str(v)
+    return _iin_plausible(d) and luhn_valid(d)
+
+
+def _card_spans(run: str) -> Iterable[tuple[int, int]]:
+    """Spans inside a digit run that are card numbers: 13-19 digits, plausible issuer prefix, Luhn
+    valid, and either unseparated or grouped like a printed card (4-4-4-4[-3], 4-6-5, 4-6-4)."""
+    groups = [(g.group(), g.start(), g.end()) for g in _DIGITS_RE.finditer(run)]
+    if len(groups) == 1:
+        d = groups[0][0]
+        if 13 <= len(d) <= 19 and _iin_plausible(d) and luhn_valid(d):
+            yield (0, len(run))
+        return  # >19 unseparated digits: an id, not a card
+    i = 0
+    n = len(groups)
+    while i < n:
+        hit = None
+        digits = ""
+        for j in range(i, n):
+            digits += groups[j][0]
+            if len(digits) > 19:
+                break
+            if (
+                len(digits) >= 13
+                and _card_shape([len(g[0]) for g in groups[i : j + 1]])
+                and _iin_plausible(digits)
+                and luhn_valid(digits)
+            ):
+                hit = j
+                break
+        if hit is None:
+            i += 1
+        else:
+            yield (groups[i][1], groups[hit][2])
+            i = hit + 1
+
+
+def _card_shape(lens: list[int]) -> bool:
+    if len(lens) == 1:
+        return 13 <= lens[0] <= 19
+    if lens == [4, 6, 5] or lens == [4, 6, 4]:
+        return True
+    return len(lens) >= 4 and all(x == 4 for x in lens[:-1]) and 1 <= lens[-1] <= 4
