@@ -3,7 +3,9 @@
 - SQLite: opened through a ``file:`` URI with ``mode=ro``, plus ``PRAGMA query_only`` and an authorizer
   that denies ATTACH (an attached file could otherwise be created and written);
 - PostgreSQL: ``default_transaction_read_only=on`` and ``statement_timeout`` as connection options;
-- MySQL/MariaDB: ``SET SESSION TRANSACTION READ ONLY`` and a statement time limit on every connection.
+- MySQL/MariaDB: ``SET SESSION TRANSACTION READ ONLY`` and a statement time limit on every connection;
+- a dump (``.csv``/``.parquet``/``.jsonl`` file or folder, DuckDB): only the dump's files readable,
+  configuration locked, one SELECT per statement (:mod:`idemview.ledger.dump_engine`).
 
 Every session also runs in UTC (PostgreSQL ``TimeZone``, MySQL ``time_zone``) so that times are read
 unshifted. Errors are raised as :class:`ConnectError` whose message never contains a password.
@@ -25,7 +27,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 
 from idemview.domain import jsontext
 from idemview.errors import CannotConnect, InputError
-from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family
+from idemview.ledger.dialects import DUCKDB, MYSQL, POSTGRESQL, SQLITE, family
 from idemview.ledger.driver_options import check_url_options, driver_connect_args
 from idemview.ledger.pg_sqlascii import adapt as adapt_sql_ascii
 from idemview.ledger.pg_times import adapt as adapt_pg_times
@@ -72,7 +74,9 @@ def redact(text_: str) -> str:
 
 
 def parse_url(url: str) -> URL:
-    """Parse a SQLAlchemy URL; a bare path to an existing file is taken as a SQLite ledger.
+    """Parse a SQLAlchemy URL; a bare path to an existing file is taken as a SQLite ledger, a path
+    ending in ``.csv``/``.parquet``/``.jsonl`` or to a folder as a dump (``duckdb:///PATH``,
+    :mod:`idemview.ledger.dumps`).
 
     The user info ends at the last ``@`` (:func:`split_url`). A string shaped like a URL with one
     slash (``postgresql:/ops@db/x``) is a malformed URL, not a SQLite file name.
@@ -82,7 +86,11 @@ def parse_url(url: str) -> URL:
     for pw in url_password_candidates(url):  # no message of this process will show it
         register_secret(pw)
     if "://" not in url:
+        from idemview.ledger.dumps import BACKEND, is_dump_path
+
         p = Path(url)
+        if is_dump_path(url):
+            return URL.create(BACKEND, database=str(p))
         m = _SCHEME_RE.match(url)
         if m and not p.exists():
             raise ConnectError(
@@ -116,7 +124,7 @@ class Interrupter:
     def cancel(self, dbapi_conn) -> None:
         fam = family(self.engine)
         try:
-            if fam == SQLITE:
+            if fam in (SQLITE, DUCKDB):
                 dbapi_conn.interrupt()
             elif fam == POSTGRESQL and hasattr(dbapi_conn, "cancel"):
                 dbapi_conn.cancel()
@@ -262,6 +270,8 @@ def open_engine(
                     cur.execute(f"SET SESSION max_execution_time = {timeout_ms}")
                 cur.close()
                 dbapi_conn._idem_timeout = statement_timeout_s
+        elif backend == "duckdb":
+            engine = _open_dump(u, statement_timeout_s)
         else:
             # Any other SQLAlchemy dialect: read-only is requested through the DBAPI where possible;
             # the GUI shows the badge only when the session confirms it (see session_is_read_only).
@@ -303,6 +313,18 @@ def open_engine(
     return engine
 
 
+def _open_dump(u: URL, statement_timeout_s: float | None) -> Engine:
+    """The read-only engine over the dump ``u`` names (``duckdb:///PATH``; a DuckDB database file or
+    ``:memory:`` is not a dump and is refused). Every DuckDB engine idemview makes is made here."""
+    from idemview.ledger.dump_engine import open_dump_engine
+    from idemview.ledger.dumps import list_dump
+
+    dump = list_dump(u.database or "")  # DumpError (exit 2): missing, empty, mixed, not a dump file
+    for f in dump.files:
+        note_source(f)  # no export may replace a file of the dump (paths.check_write_target)
+    return open_dump_engine(dump, statement_timeout_s)
+
+
 #: Execution option naming a connection's statement time limit in seconds (``None``: no limit); set on
 #: an engine by :func:`batch_engine`. Without it a connection has the engine's interactive limit.
 TIMEOUT_OPTION = "idemview_statement_timeout_s"
@@ -318,7 +340,7 @@ def _apply_timeout(conn) -> None:
         want = getattr(engine, "_idem_statement_timeout_s", DEFAULT_STATEMENT_TIMEOUT_S)
     raw = conn.connection.dbapi_connection
     fam = family(engine)
-    if fam == SQLITE:
+    if fam in (SQLITE, DUCKDB):
         d = getattr(raw, "_idem_deadline", None)
         if d is not None:
             d[0] = want
@@ -383,6 +405,10 @@ def session_is_read_only(engine: Engine) -> bool:
     with engine.connect() as c:
         if fam == SQLITE:
             return bool(c.exec_driver_sql("PRAGMA query_only").scalar())
+        if fam == DUCKDB:  # no file but the dump's, configuration locked (and the statement guard)
+            locked = c.exec_driver_sql("SELECT current_setting('lock_configuration')").scalar()
+            external = c.exec_driver_sql("SELECT current_setting('enable_external_access')").scalar()
+            return bool(locked) and not bool(external)
         if fam == POSTGRESQL:
             return c.exec_driver_sql("SHOW transaction_read_only").scalar() == "on"
         if fam == MYSQL:
@@ -395,6 +421,14 @@ def session_is_read_only(engine: Engine) -> bool:
 
 
 def describe(engine: Engine) -> dict:
-    """Ledger identity for manifests: dialect, host, database (never the user name or password)."""
+    """Ledger identity for manifests: dialect, host, database (never the user name or password). A dump
+    (:mod:`idemview.ledger.dumps`) adds ``files``: ``[{"table", "file", "format", "bytes", "sha256"}]``,
+    hashed now, so the evidence says which bytes it was computed from."""
     u = engine.url
-    return {"dialect": engine.dialect.name, "host": u.host or "", "database": u.database or ""}
+    out: dict = {"dialect": engine.dialect.name, "host": u.host or "", "database": u.database or ""}
+    dump = getattr(engine.dialect, "dump", None)  # the dialect: shared by the batch engines made from it
+    if dump is not None:
+        from idemview.ledger.dumps import file_hashes
+
+        out["files"] = file_hashes(dump)
+    return out

@@ -12,6 +12,7 @@ dialect                 family
 ``postgresql`` (and     ``postgresql``
 subclasses)
 ``mysql``, ``mariadb``  ``mysql``
+``duckdb``              ``duckdb`` (dump files, :mod:`idemview.ledger.dumps`)
 anything else           ``other``
 ======================  ==============
 
@@ -31,13 +32,20 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.exc import CompileError
 
-SQLITE, POSTGRESQL, MYSQL, OTHER = "sqlite", "postgresql", "mysql", "other"
+SQLITE, POSTGRESQL, MYSQL, DUCKDB, OTHER = "sqlite", "postgresql", "mysql", "duckdb", "other"
 
 #: Backend names SQLAlchemy gives each family (``URL.get_backend_name()``, ``dialect.name``).
-_BY_NAME = {"sqlite": SQLITE, "postgresql": POSTGRESQL, "postgres": POSTGRESQL, "mysql": MYSQL, "mariadb": MYSQL}
+_BY_NAME = {
+    "sqlite": SQLITE,
+    "postgresql": POSTGRESQL,
+    "postgres": POSTGRESQL,
+    "mysql": MYSQL,
+    "mariadb": MYSQL,
+    "duckdb": DUCKDB,
+}
 
 #: Human names for messages.
-TITLES = {SQLITE: "SQLite", POSTGRESQL: "PostgreSQL", MYSQL: "MySQL/MariaDB"}
+TITLES = {SQLITE: "SQLite", POSTGRESQL: "PostgreSQL", MYSQL: "MySQL/MariaDB", DUCKDB: "DuckDB"}
 
 
 class DialectNotSupported(CompileError):
@@ -47,7 +55,10 @@ class DialectNotSupported(CompileError):
 
 def _dialect_family(d: Dialect) -> str:
     # By class first: third-party dialects built on a family's dialect class (e.g. a PostgreSQL
-    # fork's dialect subclassing PGDialect) speak that family's SQL; then by name.
+    # fork's dialect subclassing PGDialect) speak that family's SQL; then by name. DuckDB first:
+    # duckdb-engine's dialect subclasses PGDialect, but DuckDB's SQL and catalog are its own.
+    if getattr(d, "name", "") == "duckdb":
+        return DUCKDB
     try:
         from sqlalchemy.dialects.mysql.base import MySQLDialect
         from sqlalchemy.dialects.postgresql.base import PGDialect
@@ -65,7 +76,7 @@ def _dialect_family(d: Dialect) -> str:
 
 def family(x: Any) -> str:
     """The dialect family of ``x``: ``"sqlite"``, ``"postgresql"``, ``"mysql"`` (MySQL and MariaDB
-    under either SQLAlchemy name) or ``"other"``.
+    under either SQLAlchemy name), ``"duckdb"`` or ``"other"``.
 
     ``x`` may be an :class:`~sqlalchemy.engine.Engine`, a :class:`~sqlalchemy.engine.Connection`, a
     :class:`~sqlalchemy.engine.interfaces.Dialect`, a SQL compiler (anything with ``.dialect``), a

@@ -7,7 +7,8 @@
 - :func:`json_text` extracts a scalar at a JSON path as text, NULL when the cell is not valid JSON
   (where the engine can tell: SQLite ``json_valid``, MySQL/MariaDB ``JSON_VALID``).
 
-Engines handled natively: SQLite, PostgreSQL, MySQL/MariaDB. Each construct has one compile handler that
+Engines handled natively: SQLite, PostgreSQL, MySQL/MariaDB, DuckDB (dumps, whose time columns may be
+typed ``TIMESTAMP`` or hold text, as a CSV of a SQLite table does). Each construct has one compile handler that
 dispatches by dialect *family* (:mod:`idemview.ledger.dialects`), so the ``mariadb`` dialect name gets
 MySQL's SQL; an unknown dialect gets the portable (ANSI / SQL:2016) form where there is one and
 :class:`~idemview.ledger.dialects.DialectNotSupported` where there is none (turning a timestamp into
@@ -40,7 +41,7 @@ from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 from sqlalchemy.types import TypeDecorator
 
 from idemview.layouts.layout import TimeColumn
-from idemview.ledger.dialects import MYSQL, POSTGRESQL, SQLITE, family, not_supported
+from idemview.ledger.dialects import DUCKDB, MYSQL, POSTGRESQL, SQLITE, family, not_supported
 from idemview.ledger.rawtext import RawText, decode_text
 from idemview.ledger.times import EPOCH_S_MAX, EPOCH_S_MIN
 
@@ -96,6 +97,24 @@ def _epoch_mysql_text(a: str) -> str:
     )
 
 
+def _epoch_duck(a: str) -> str:
+    # a TIMESTAMP (naive: UTC) or TIMESTAMPTZ column; epoch() gives seconds with the fraction
+    return f"CAST(epoch({a}) AS DOUBLE)"
+
+
+def _epoch_duck_text(a: str) -> str:
+    # TRY_CAST: text that is not a time is NULL (an unknown time), never an aborted query; the session
+    # zone is UTC, so text without an offset is UTC (as on every engine).
+    return f"CAST(epoch(TRY_CAST(CAST({a} AS VARCHAR) AS TIMESTAMPTZ)) AS DOUBLE)"
+
+
+def _is_time_type(col) -> bool:
+    t = getattr(col, "type", None)
+    if isinstance(t, TypeDecorator):
+        t = t.impl_instance
+    return isinstance(t, DateTime)
+
+
 class _EpochNumberOfText(FunctionElement):
     """The number an epoch column of a text type (or SQLite's any-type cell) holds, NULL when the cell is
     not numeric text of the shape :data:`idemview.ledger.times.EPOCH_TEXT` (see :func:`_epoch_number`)."""
@@ -130,6 +149,9 @@ def _epoch_number_of_text(el, compiler, **kw):
     if fam == MYSQL:
         # MySQL reads 'yesterday' as 0 in arithmetic (a warning only): only text of the shape is a number.
         return f"(CASE WHEN CAST({a} AS CHAR) REGEXP '{_NUM_RE}' THEN (TRIM(CAST({a} AS CHAR)) + 0e0) END)"
+    if fam == DUCKDB:
+        t = f"CAST({a} AS VARCHAR)"
+        return f"(CASE WHEN regexp_matches({t}, '{_NUM_RE}') THEN CAST(trim({t}) AS DOUBLE) END)"
     return f"CAST({a} AS DOUBLE PRECISION)"
 
 
@@ -156,8 +178,8 @@ def _epoch_number(col: ColumnElement, enc: str) -> ColumnElement:
     return case((and_(v > lo, v < hi), v))
 
 
-_EPOCH = {SQLITE: _epoch_sqlite, POSTGRESQL: _epoch_pg, MYSQL: _epoch_mysql}
-_EPOCH_TEXT = {SQLITE: _epoch_sqlite, POSTGRESQL: _epoch_pg_text, MYSQL: _epoch_mysql_text}
+_EPOCH = {SQLITE: _epoch_sqlite, POSTGRESQL: _epoch_pg, MYSQL: _epoch_mysql, DUCKDB: _epoch_duck}
+_EPOCH_TEXT = {SQLITE: _epoch_sqlite, POSTGRESQL: _epoch_pg_text, MYSQL: _epoch_mysql_text, DUCKDB: _epoch_duck_text}
 
 
 @compiles(_EpochOf)
@@ -165,7 +187,10 @@ def _epoch_of(el, compiler, **kw):
     # One handler for every dialect, dispatched by family: SQLAlchemy's @compiles keys on the dialect
     # *name*, and "mariadb" is not "mysql" (it used to get the PostgreSQL-style default here).
     (arg,) = list(el.clauses)
-    fn = _EPOCH.get(family(compiler.dialect))
+    fam = family(compiler.dialect)
+    fn = _EPOCH.get(fam)
+    if fam == DUCKDB and not _is_time_type(arg):  # a dump's time column read as text (CSV of SQLite)
+        fn = _epoch_duck_text
     if fn is None:
         # No portable SQL turns a timestamp into seconds (EXTRACT(EPOCH ...) is PostgreSQL's).
         raise not_supported(compiler.dialect, "computing times in SQL")
@@ -220,7 +245,7 @@ def _instant_for(col: ColumnElement, inst: datetime, dialect: str) -> ColumnElem
     time zone`` column holding UTC is compared with a naive UTC value: comparing it with a
     ``timestamptz`` would cast the column on every row (the session zone is UTC, so the meaning is the
     same) and no index on it could serve the comparison."""
-    if family(dialect) == POSTGRESQL and getattr(getattr(col, "type", None), "timezone", None) is False:
+    if family(dialect) in (POSTGRESQL, DUCKDB) and getattr(getattr(col, "type", None), "timezone", None) is False:
         return literal(inst.astimezone(UTC).replace(tzinfo=None), DateTime())
     return literal(inst, DateTime(timezone=True))
 
@@ -243,7 +268,7 @@ def _time_cmp(col: ColumnElement, tc: TimeColumn, instant: datetime, dialect: st
         # them). On SQLite a text cell in a numeric column sorts above every number: "< hi" drops it.
         lo, hi = _epoch_bounds(enc)
         return and_(cmp(col, v), col > lo, col < hi)
-    if enc == "iso_text" or dialect == SQLITE:
+    if enc == "iso_text" or dialect == SQLITE or (dialect == DUCKDB and not _is_time_type(col)):
         # Text times: their lexical order is not time order across formats; compare as instants.
         return cmp(epoch_seconds(col, tc, dialect), inst.timestamp())
     if enc == "naive":
@@ -297,8 +322,18 @@ def _json_text(el, compiler, **kw):
         parts = [x for x in pv.lstrip("$").split(".") if x]
         arr = "{" + ",".join(parts) + "}"
         return f"(CAST({c} AS JSON) #>> '{arr}')"
+    if fam == DUCKDB:
+        # json_valid first: a cell that is not JSON is NULL, not an aborted query (a JSON Lines dump's
+        # nested values are typed JSON, a CSV's are text)
+        t = f"CAST({c} AS VARCHAR)"
+        pv = path.value if hasattr(path, "value") else "$"
+        return f"(CASE WHEN json_valid({t}) THEN json_extract_string({t}, {_quote_literal(pv)}) END)"
     # SQL:2016 JSON_VALUE: the portable form.
     return f"JSON_VALUE({c}, {compiler.process(path, **kw)})"
+
+
+def _quote_literal(v: str) -> str:
+    return "'" + v.replace("'", "''") + "'"
 
 
 def json_text(col: ColumnElement, path: str) -> ColumnElement:
@@ -425,6 +460,9 @@ def _stored_int(el, compiler, **kw):
             f"(CASE WHEN CAST({a} AS CHAR) REGEXP '^[[:space:]]*[-+]?[0-9]{{1,18}}[[:space:]]*$' "
             f"THEN CAST({a} AS SIGNED) END)"
         )
+    if fam == DUCKDB:
+        t = f"CAST({a} AS VARCHAR)"
+        return f"(CASE WHEN regexp_matches({t}, '^\\s*[-+]?[0-9]{{1,18}}\\s*$') THEN CAST(trim({t}) AS BIGINT) END)"
     return f"CAST({a} AS BIGINT)"
 
 
@@ -435,6 +473,6 @@ def stored_int(expr: ColumnElement, dialect: str) -> ColumnElement:
     index stays usable); SQLite's declared types are not enforced. Display and export read the value
     as stored instead (issue #9, item 8)."""
     t = getattr(expr, "type", None)
-    if family(dialect) in (POSTGRESQL, MYSQL) and isinstance(t, Integer):
+    if family(dialect) in (POSTGRESQL, MYSQL, DUCKDB) and isinstance(t, Integer):
         return expr
     return _StoredInt(expr)

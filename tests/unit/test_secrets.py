@@ -322,5 +322,6 @@ def test_driver_refusing_a_setting_is_a_connect_error(mysql_url, capsys):
 
 
 def test_a_folder_is_not_a_ledger(tmp_path, capsys):
-    assert main(["scan", str(tmp_path)]) == 3
-    assert "is a folder" in capsys.readouterr().err
+    # a folder is read as a dump (one file per table, DESIGN §5.3): one without dump files is bad input
+    assert main(["scan", str(tmp_path)]) == 2
+    assert "holds no .csv, .parquet or .jsonl file" in capsys.readouterr().err
