@@ -170,6 +170,8 @@ def parse_dynamodb_url(url: str) -> DynamoTarget:
             )
         if k not in _URL_OPTIONS:
             raise DynamoUrlError(f"unknown dynamodb:// option {k[:40]!r}; known: {', '.join(_URL_OPTIONS)}")
+        if k in opts:  # region=a&region=b: which one was meant is not ours to guess
+            raise DynamoUrlError(f"the dynamodb:// option {k!r} is given twice: keep one")
         opts[k] = v
     if "region" in opts and not _REGION.match(opts["region"]):
         raise DynamoUrlError("region must be an AWS region name such as eu-west-1")

@@ -44,6 +44,8 @@ def test_url_parses(url, table, region, endpoint):
         ("dynamodb://tbl?region=EU WEST", "AWS region name"),
         ("dynamodb://tbl?endpoint_url=http://u:p@h:1", "endpoint_url must be"),
         ("dynamodb://tbl?endpoint_url=file:///etc/passwd", "endpoint_url must be"),
+        # found by tester: the second region silently won
+        ("dynamodb://tbl?region=us-east-1&region=eu-west-1", "option 'region' is given twice"),
     ],
 )
 def test_bad_urls_are_input_errors_without_the_secret(url, words):
