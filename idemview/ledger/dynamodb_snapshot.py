@@ -153,7 +153,7 @@ def parse_dynamodb_url(url: str) -> DynamoTarget:
         raise DynamoUrlError("not a DynamoDB URL (expected dynamodb://TABLE?region=REGION)")
     if "@" in url.split("://", 1)[-1].split("?", 1)[0] or "@" in p.netloc:  # a secret may hold "/"
         raise DynamoUrlError(
-            "a dynamodb:// URL carries no credentials: remove the part before '@' and use the AWS chain "
+            "a dynamodb:// URL must not carry credentials (remove the part before '@'); use the AWS chain "
             "(AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment)"
         )
     table = p.netloc
@@ -165,11 +165,13 @@ def parse_dynamodb_url(url: str) -> DynamoTarget:
     for k, v in parse_qsl(p.query, keep_blank_values=True):
         if k not in _URL_OPTIONS and re.search(r"key|secret|token|password|session", k, re.I):
             raise DynamoUrlError(
-                "a dynamodb:// URL carries no credentials: remove the option and use the AWS chain "
+                "a dynamodb:// URL must not carry credentials (remove the option); use the AWS chain "
                 "(AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment)"
             )
         if k not in _URL_OPTIONS:
             raise DynamoUrlError(f"unknown dynamodb:// option {k[:40]!r}; known: {', '.join(_URL_OPTIONS)}")
+        if k in opts:  # region=a&region=b: which one was meant is not ours to guess
+            raise DynamoUrlError(f"the dynamodb:// option {k!r} is given twice: keep one")
         opts[k] = v
     if "region" in opts and not _REGION.match(opts["region"]):
         raise DynamoUrlError("region must be an AWS region name such as eu-west-1")
@@ -214,9 +216,12 @@ def connect_dynamodb(target: DynamoTarget, *, timeout_s: float = 10.0, session=N
             user_agent_extra="idemview",
         )
         client = session.client("dynamodb", region_name=target.region, endpoint_url=target.endpoint_url, config=cfg)
-    except bx.ProfileNotFound:
+    except bx.ProfileNotFound as e:
+        # the name may come from AWS_PROFILE rather than the URL: botocore's exception names it
+        name = target.profile or getattr(e, "kwargs", {}).get("profile")
+        source = "" if target.profile else " (from AWS_PROFILE)"
         raise CannotConnect(
-            f"AWS profile {target.profile!r} is not in the AWS config files (~/.aws/config): check the profile name"
+            f"AWS profile {name!r}{source} is not in the AWS config files (~/.aws/config): check the profile name"
         ) from None
     except bx.NoRegionError:
         raise DynamoUrlError(

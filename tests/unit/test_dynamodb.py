@@ -271,7 +271,7 @@ def test_no_credentials_one_line_exit_3_and_no_secret_printed(dynalite, tmp_path
         text=True,
         timeout=60,
     )
-    assert r.returncode == 2 and "carries no credentials" in r.stderr
+    assert r.returncode == 2 and "must not carry credentials" in r.stderr
     assert secret not in r.stderr + r.stdout and "AKIAEXAMPLE" not in r.stderr
     # wrong credentials are not echoed either (dynalite accepts any: the environment's secret is checked
     # against every output of a scan and a missing-table error)

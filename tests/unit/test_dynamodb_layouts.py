@@ -35,15 +35,17 @@ def test_url_parses(url, table, region, endpoint):
 @pytest.mark.parametrize(
     "url, words",
     [
-        ("dynamodb://AKIAX:se/cr+et@tbl?region=us-east-1", "carries no credentials"),
-        ("dynamodb://AKIAX:secret@tbl", "carries no credentials"),
+        ("dynamodb://AKIAX:se/cr+et@tbl?region=us-east-1", "must not carry credentials"),
+        ("dynamodb://AKIAX:secret@tbl", "must not carry credentials"),
         ("dynamodb://ab?region=us-east-1", "3-255 letters"),
         ("dynamodb://tbl/x?region=us-east-1", "no path after it"),
-        ("dynamodb://tbl?region=us-east-1&aws_secret_access_key=s3cr3t", "carries no credentials"),
+        ("dynamodb://tbl?region=us-east-1&aws_secret_access_key=s3cr3t", "must not carry credentials"),
         ("dynamodb://tbl?region=us-east-1&consistent=no", "unknown dynamodb:// option"),
         ("dynamodb://tbl?region=EU WEST", "AWS region name"),
         ("dynamodb://tbl?endpoint_url=http://u:p@h:1", "endpoint_url must be"),
         ("dynamodb://tbl?endpoint_url=file:///etc/passwd", "endpoint_url must be"),
+        # found by tester: the second region silently won
+        ("dynamodb://tbl?region=us-east-1&region=eu-west-1", "option 'region' is given twice"),
     ],
 )
 def test_bad_urls_are_input_errors_without_the_secret(url, words):
@@ -232,3 +234,36 @@ def test_no_region_and_an_unknown_profile_are_one_line(monkeypatch, capsys):
     assert main(["scan", "dynamodb://idempotency?region=eu-west-1&profile=nope"]) == EXIT_CONNECT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "AWS profile 'nope' is not in the AWS config files" in err
+
+
+@pytest.mark.parametrize(
+    "url, what_to_do",
+    [
+        ("dynamodb://AKIAX:secret@tbl?region=us-east-1", "(remove the part before '@'); use the AWS chain"),
+        ("dynamodb://tbl?region=us-east-1&aws_secret_access_key=s3cr3t", "(remove the option); use the AWS chain"),
+    ],
+)
+def test_a_credential_in_the_url_says_what_to_remove_through_the_cli(url, what_to_do, capsys):
+    # found by tester: "carries no credentials: remove ..." read as "credentials: <secret>" to the CLI's
+    # message masker, which printed "[credential#…]" in place of what to remove
+    from idemview.cli import main
+
+    assert main(["scan", url]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and what_to_do in err and "[credential#" not in err
+    assert "AKIAX" not in err and "s3cr3t" not in err and ":secret" not in err
+
+
+def test_an_unknown_profile_from_aws_profile_is_named(monkeypatch, capsys):
+    # found by tester: AWS_PROFILE=nope printed "AWS profile None is not in the AWS config files"
+    from idemview.cli import main
+
+    monkeypatch.setenv("AWS_PROFILE", "nope-from-env")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
+    assert main(["scan", "dynamodb://idempotency?region=eu-west-1"]) == EXIT_CONNECT
+    err = capsys.readouterr().err
+    assert err == (
+        "idemview: AWS profile 'nope-from-env' (from AWS_PROFILE) is not in the AWS config files (~/.aws/config):"
+        " check the profile name\n"
+    )
