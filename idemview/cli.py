@@ -917,27 +917,7 @@ def _main(argv: list[str] | None = None) -> int:
         from idemview.ledger.connect import short_error
 
         if isinstance(e, OperationalError):
-            from idemview.errors import QueryCancelled, QueryTimedOut
-            from idemview.ledger.errors import classify
-
-            msg = short_error(e)
-            # by the driver's code (SQLSTATE, errno, SQLite result code), never its words
-            ctrl_c = isinstance(e.__context__, KeyboardInterrupt)
-            kind = classify(e, cancel_requested=ctrl_c)
-            if isinstance(kind, QueryTimedOut):
-                t = getattr(args, "timeout", None)
-                bound = f"--timeout {t:g} s" if t else "the statement timeout"
-                print(
-                    f"idemview: a query ran past {bound} and was stopped (raise it, or leave --timeout out to "
-                    f"run until done)",
-                    file=sys.stderr,
-                )
-                return EXIT_CONNECT
-            if isinstance(kind, QueryCancelled) or ctrl_c:
-                print("idemview: interrupted", file=sys.stderr)
-                return 130
-            print(f"idemview: the database failed: {msg}", file=sys.stderr)
-            return EXIT_CONNECT
+            return database_failed(e, getattr(args, "timeout", None))
         if isinstance(e, DBAPIError):
             print(f"idemview: the database refused a query: {short_error(e)}", file=sys.stderr)
             return EXIT_USAGE
@@ -1052,3 +1032,39 @@ def filter_from_args(args):
             f"unknown status {bad_s!r} (idemview's normalized statuses, not the ledger's raw "
             f"values): one of " + ", ".join(s.value for s in Status)
         ) from None
+
+
+def database_failed(e: BaseException, timeout: float | None = None) -> int:
+    """Print the one line for a query the database stopped or failed, and return the exit code.
+
+    Classified by the driver's code (SQLSTATE, errno, SQLite result code; :func:`idemview.ledger.errors.classify`),
+    never its words: a statement timeout (``timeout``: the ``--timeout`` seconds, if given) and a lost
+    connection exit 3; a cancel exits 130 only when the user pressed Ctrl-C (the exception's context is a
+    ``KeyboardInterrupt``), while a query someone else stopped (MariaDB ``KILL QUERY``, errno 1317) exits 3,
+    so a script does not mistake another session's action for its own interrupt."""
+    from idemview.errors import ConnectionLost, QueryCancelled, QueryTimedOut
+    from idemview.ledger.connect import short_error
+    from idemview.ledger.errors import classify
+
+    msg = short_error(e)
+    ctrl_c = isinstance(e.__context__, KeyboardInterrupt)
+    kind = classify(e, cancel_requested=ctrl_c)
+    if ctrl_c:
+        print("idemview: interrupted", file=sys.stderr)
+        return 130
+    if isinstance(kind, QueryTimedOut):
+        bound = f"--timeout {timeout:g} s" if timeout else "the statement timeout"
+        print(
+            f"idemview: a query ran past {bound} and was stopped (raise it, or leave --timeout out to run until done)",
+            file=sys.stderr,
+        )
+    elif isinstance(kind, QueryCancelled):
+        print(
+            f"idemview: the database failed: another session stopped the query ({msg}); run it again",
+            file=sys.stderr,
+        )
+    elif isinstance(kind, ConnectionLost):
+        print(f"idemview: the database failed: the connection was lost ({msg}); run it again", file=sys.stderr)
+    else:
+        print(f"idemview: the database failed: {msg}", file=sys.stderr)
+    return EXIT_CONNECT

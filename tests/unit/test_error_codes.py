@@ -236,3 +236,40 @@ def test_mysql_bad_sql_is_not_classified(my_url):
         assert error_code(e) == 1064 and classify(e) is None
     finally:
         engine.dispose()
+
+
+@pytest.mark.mysql
+def test_cli_says_another_session_stopped_the_query_and_exits_3(my_url, capsys):
+    """A KILL QUERY from another session (errno 1317) is not the user's Ctrl-C: exit 3, not 130 (found by
+    a tester: it printed "interrupted" and exited 130)."""
+    from idemview.cli import database_failed
+
+    engine = open_engine(my_url)
+    try:
+        stopper = _stop_when_running(my_url, MY_FIND, "KILL QUERY {pid}")
+        with engine.connect() as c:
+            e = _raised(lambda: c.exec_driver_sql(HEAVY_MYSQL).all())
+        stopper.join()
+    finally:
+        engine.dispose()
+    assert database_failed(e) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("idemview: the database failed: another session stopped the query (")
+    assert "1317" in err and err.count("\n") == 1
+
+
+@pytest.mark.mysql
+def test_cli_says_the_connection_was_lost(my_url, capsys):
+    from idemview.cli import database_failed
+
+    engine = open_engine(my_url)
+    try:
+        stopper = _stop_when_running(my_url, MY_FIND, "KILL {pid}")
+        with engine.connect() as c:
+            e = _raised(lambda: c.exec_driver_sql(HEAVY_MYSQL).all())
+        stopper.join()
+    finally:
+        engine.dispose()
+    assert database_failed(e) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("idemview: the database failed: the connection was lost (") and err.count("\n") == 1
