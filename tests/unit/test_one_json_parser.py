@@ -17,7 +17,7 @@ ALLOWED = {
     "domain/jsontext.py": "the chokepoint itself",
     "evidence/reading.py": "idemview's own manifests, size-capped, RecursionError reported as a mismatch",
     "evidence/writer.py": "a round trip of idemview's own manifest values",
-    "masking/masker.py": "a round trip of the user's [masking] settings for the manifest",
+    "masking/rules.py": "a round trip of the user's [masking] settings for the manifest",
     "services/demo_effects.py": "the demo's own request bodies, written by the demo",
 }
 
