@@ -19,7 +19,7 @@ demo: $(BIN)/.installed
 # The core test folders run with PySide6/pyqtgraph made unimportable (.ci/noqt/sitecustomize.py): the
 # core must work without Qt (DESIGN §10). Everything else runs with Qt, offscreen. Each test runs once.
 CORE_TESTS := tests/unit tests/presets tests/evidence
-PYTEST := QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+PYTEST := QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q --durations=15  # the slowest tests, to keep the suite under 15 min
 
 test: $(BIN)/.installed
 	bash packaging/start-services.sh
