@@ -124,6 +124,8 @@ def test_every_connection_field_reaches_every_open_path(qtbot, monkeypatch, tmp_
         status_map={"RETRIES_EXCEEDED": "failed"},
         outcome_map={"TIMEOUT": "timed_out"},
         actions={"rules": [{"match": "^settle", "action": "money"}], "regulated": ["money"]},
+        ssh="reader@bastion.example:2222",
+        ssh_key=str(tmp_path / "id_ed25519"),
     )
     ConnectionStore().upsert(c)
     want = spec_for_connection(c, "pw")
@@ -137,9 +139,10 @@ def test_every_connection_field_reaches_every_open_path(qtbot, monkeypatch, tmp_
     )
     assert want.status_map == c.status_map and want.outcome_map == c.outcome_map and want.password == "pw"
     assert want.actions == c.actions
+    assert (want.ssh, want.ssh_key) == ("reader@bastion.example:2222", str(tmp_path / "id_ed25519"))
     assert "sslmode=require" in want.url.render_as_string() and want.url.port == 6543
     covered = {"name", "dialect", "driver", "host", "port", "database", "user", "tls", "layout", "naive_zone"}
-    covered |= {"colour", "schema", "status_map", "outcome_map", "id", "actions"}
+    covered |= {"colour", "schema", "status_map", "outcome_map", "id", "actions", "ssh", "ssh_key"}
     assert {f.name for f in fields(Connection)} == covered, "a new Connection field: map it in spec_for_connection"
     # the paths: the start page, the dialog's Connect, `idemview open NAME`
     from idemview.qt.connections import ConnectionDialog
@@ -174,7 +177,7 @@ def test_every_connection_field_reaches_every_open_path(qtbot, monkeypatch, tmp_
     assert len(seen) == 3
     for got in seen:
         assert got.url.render_as_string() == want.url.render_as_string()
-        for f in ("name", "layout", "password", "colour", "connection_id", "naive_zone", "schema"):
+        for f in ("name", "layout", "password", "colour", "connection_id", "naive_zone", "schema", "ssh", "ssh_key"):
             assert getattr(got, f) == getattr(want, f), f
         assert got.status_map == want.status_map and got.outcome_map == want.outcome_map
         assert got.actions == want.actions
