@@ -199,32 +199,43 @@ def test_mysql_statement_timeout(my_url):
         engine.dispose()
 
 
-@pytest.mark.mysql
-def test_mysql_kill_query_is_cancelled(my_url):
-    engine = open_engine(my_url)
+def _killed(url: str, stmt: str) -> BaseException:
+    """The error a heavy query raises when another session runs ``stmt`` (``KILL QUERY {pid}``, ``KILL {pid}``)."""
+    engine = open_engine(url)
     try:
-        stopper = _stop_when_running(my_url, MY_FIND, "KILL QUERY {pid}")
+        stopper = _stop_when_running(url, MY_FIND, stmt)
         with engine.connect() as c:
             e = _raised(lambda: c.exec_driver_sql(HEAVY_MYSQL).all())
         stopper.join()
-        got = classify(e)
-        assert isinstance(got, QueryCancelled) and got.code == 1317
+        return e
     finally:
         engine.dispose()
 
 
 @pytest.mark.mysql
-def test_mysql_killed_session_is_lost(my_url):
-    engine = open_engine(my_url)
-    try:
-        stopper = _stop_when_running(my_url, MY_FIND, "KILL {pid}")
-        with engine.connect() as c:
-            e = _raised(lambda: c.exec_driver_sql(HEAVY_MYSQL).all())
-        stopper.join()
-        got = classify(e)
-        assert isinstance(got, ConnectionLost) and got.code in (2013, 1927)
-    finally:
-        engine.dispose()
+def test_mysql_kill_query_is_cancelled(my_url, capsys):
+    from idemview.cli import database_failed
+
+    e = _killed(my_url, "KILL QUERY {pid}")
+    got = classify(e)
+    assert isinstance(got, QueryCancelled) and got.code == 1317
+    # the CLI: another session's KILL QUERY is not the user's Ctrl-C (exit 3, not 130; found by a tester)
+    assert database_failed(e) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("idemview: the database failed: another session stopped the query (")
+    assert "1317" in err and err.count("\n") == 1
+
+
+@pytest.mark.mysql
+def test_mysql_killed_session_is_lost(my_url, capsys):
+    from idemview.cli import database_failed
+
+    e = _killed(my_url, "KILL {pid}")
+    got = classify(e)
+    assert isinstance(got, ConnectionLost) and got.code in (2013, 1927)
+    assert database_failed(e) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("idemview: the database failed: the connection was lost (") and err.count("\n") == 1
 
 
 @pytest.mark.mysql
@@ -236,40 +247,3 @@ def test_mysql_bad_sql_is_not_classified(my_url):
         assert error_code(e) == 1064 and classify(e) is None
     finally:
         engine.dispose()
-
-
-@pytest.mark.mysql
-def test_cli_says_another_session_stopped_the_query_and_exits_3(my_url, capsys):
-    """A KILL QUERY from another session (errno 1317) is not the user's Ctrl-C: exit 3, not 130 (found by
-    a tester: it printed "interrupted" and exited 130)."""
-    from idemview.cli import database_failed
-
-    engine = open_engine(my_url)
-    try:
-        stopper = _stop_when_running(my_url, MY_FIND, "KILL QUERY {pid}")
-        with engine.connect() as c:
-            e = _raised(lambda: c.exec_driver_sql(HEAVY_MYSQL).all())
-        stopper.join()
-    finally:
-        engine.dispose()
-    assert database_failed(e) == 3
-    err = capsys.readouterr().err
-    assert err.startswith("idemview: the database failed: another session stopped the query (")
-    assert "1317" in err and err.count("\n") == 1
-
-
-@pytest.mark.mysql
-def test_cli_says_the_connection_was_lost(my_url, capsys):
-    from idemview.cli import database_failed
-
-    engine = open_engine(my_url)
-    try:
-        stopper = _stop_when_running(my_url, MY_FIND, "KILL {pid}")
-        with engine.connect() as c:
-            e = _raised(lambda: c.exec_driver_sql(HEAVY_MYSQL).all())
-        stopper.join()
-    finally:
-        engine.dispose()
-    assert database_failed(e) == 3
-    err = capsys.readouterr().err
-    assert err.startswith("idemview: the database failed: the connection was lost (") and err.count("\n") == 1
