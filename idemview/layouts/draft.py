@@ -300,7 +300,8 @@ class ExpiryDraft:
     retention_from: str = "created_at"
     lock_timeout_seconds: float | None = None
     dedup_window_seconds: float | None = None
-    lock_timeout_column: str | None = None  # the row's own limit in seconds (pg-boss expire_seconds)
+    #: the row's own limit (pg-boss expire_seconds); a list: one column per version, the first present
+    lock_timeout_column: str | list[str] | None = None
     #: the lock time from a joined table ({table, on, column, encoding, schema}: procrastinate's heartbeat)
     lock_time_from: dict[str, Any] | None = None
 
@@ -421,7 +422,7 @@ class LayoutDraft:
             "retention_seconds": _num(e.retention_seconds),
             "lock_timeout_seconds": _num(e.lock_timeout_seconds),
             "dedup_window_seconds": _num(e.dedup_window_seconds),
-            "lock_timeout_column": e.lock_timeout_column or None,
+            "lock_timeout_column": copy.deepcopy(e.lock_timeout_column) or None,
             "lock_time_from": copy.deepcopy(e.lock_time_from) or None,
         }
         if e.retention_seconds is not None or e.retention_from != "created_at":

@@ -80,7 +80,10 @@ Format (every key not marked required is optional)::
     #   the lock time (locked_at) read from a joined table: the row's worker's heartbeat (procrastinate);
     #   a database without that table keeps no lock time (stuck_in_progress is then not checkable)
     lock_timeout_column = "expire_seconds"   # the row's own limit (seconds, an operations column);
-                                         # lock_timeout_seconds is the fallback where it is NULL
+                                         # lock_timeout_seconds is the fallback where it is NULL;
+                                         # a PostgreSQL interval column is read as its seconds;
+                                         # ["expire_seconds", "expire_in"]: one per version, the
+                                         # first the table has (each listed in optional)
     dedup_window_seconds = 86400         # for duplicate_intent when there is no retention
 
     [tunables]
@@ -347,8 +350,10 @@ class Layout:
     retention_from: str = "created_at"
     lock_timeout_seconds: float | None = None
     #: An operations column holding the row's own lock/active-time limit in seconds (pg-boss
-    #: ``expire_seconds``); ``lock_timeout_seconds`` is the fallback where it is NULL.
-    lock_timeout_column: str | None = None
+    #: ``expire_seconds``) or as a PostgreSQL interval (pg-boss v10 ``expire_in``); a list names one
+    #: column per version of the system, the first the table has (each must be ``optional``).
+    #: ``lock_timeout_seconds`` is the fallback where it is NULL.
+    lock_timeout_column: str | list[str] | None = None
     lock_time_from: LockTimeFrom | None = None
     dedup_window_seconds: float | None = None
     retry_threshold: int = 5
@@ -390,7 +395,11 @@ class Layout:
             if v.column not in missing and not (set(v.hash) | set(v.unless_empty)) & missing
         }
         kind = self.kind if not (self.kind and self.kind.column in missing) else None
-        ltc = self.lock_timeout_column if self.lock_timeout_column not in missing else None
+        ltc: str | list[str] | None = self.lock_timeout_column
+        if isinstance(ltc, list):
+            ltc = [c for c in ltc if c not in missing] or None
+        elif ltc in missing:
+            ltc = None
         ltf = self.lock_time_from
         if ltf is not None and {c for c, _o in ltf.on} & missing:
             ltf = None
@@ -432,7 +441,9 @@ class Layout:
         cols |= {c for v in self.fields.values() for p in v.unless for c in p.columns()}
         if self.attempts.source == "json_array" and self.attempts.column:
             cols.add(self.attempts.column)
-        if self.lock_timeout_column:
+        if isinstance(self.lock_timeout_column, list):
+            cols |= set(self.lock_timeout_column)
+        elif self.lock_timeout_column:
             cols.add(self.lock_timeout_column)
         if self.lock_time_from is not None:
             cols |= {c for c, _o in self.lock_time_from.on}
@@ -783,10 +794,21 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         raise _err(where, "operations.key_fallback is a column name")
     if lay.key_required and (lay.key_fallback is None or not set(lay.key_required) <= set(lay.key)):
         raise _err(where, "operations.key_required names key columns, and needs key_fallback")
-    if lay.lock_timeout_column is not None and not (
-        isinstance(lay.lock_timeout_column, str) and lay.lock_timeout_column and "locked_at" in times
+    ltc = lay.lock_timeout_column
+    if ltc is not None and not (
+        (
+            (isinstance(ltc, str) and ltc)
+            or (isinstance(ltc, list) and ltc and all(isinstance(c, str) and c for c in ltc))
+        )
+        and "locked_at" in times
     ):
-        raise _err(where, "expiry.lock_timeout_column names a column of seconds, and needs a locked_at time")
+        raise _err(
+            where,
+            "expiry.lock_timeout_column names a column of seconds (or a list of them, one per version), "
+            "and needs a locked_at time",
+        )
+    if isinstance(ltc, list) and len(ltc) > 1 and not set(ltc) <= set(lay.optional):
+        raise _err(where, "expiry.lock_timeout_column: a list names alternatives, each in operations.optional")
     if lay.retention_seconds is not None and lay.retention_from not in times:
         raise _err(where, f"expiry.retention_from {lay.retention_from!r} is not in [operations.times]")
     return lay

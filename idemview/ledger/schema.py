@@ -45,6 +45,7 @@ from idemview.ledger.sqlx import (
     hex_text,
     is_binary,
     json_text,
+    limit_seconds,
     stored_int,
 )
 
@@ -417,7 +418,11 @@ class LedgerSchema:
         ):
             # The row's own limit (pg-boss expire_seconds), the layout's default where it is NULL: the
             # lock's end is a derived time, as a retention's expiry is (DESIGN §4 "per-row limits").
-            per_row = stored_int(t.c[lay.lock_timeout_column], self.dialect)
+            ltc = lay.lock_timeout_column
+            # a list names one column per version, the first the table has (pg-boss v11+ expire_seconds,
+            # v10 expire_in): Layout.without_columns has dropped those the database lacks
+            col = next(c for c in ([ltc] if isinstance(ltc, str) else ltc) if c in t.c)
+            per_row = limit_seconds(t.c[col], self.dialect)
             fallback = self.lock_timeout_s
             limit = func.coalesce(per_row, literal(fallback)) if fallback is not None else per_row
             self.epoch["lock_expires_at"] = self.epoch["locked_at"] + limit

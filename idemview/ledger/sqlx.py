@@ -476,3 +476,17 @@ def stored_int(expr: ColumnElement, dialect: str) -> ColumnElement:
     if family(dialect) in (POSTGRESQL, MYSQL, DUCKDB) and isinstance(t, Integer):
         return expr
     return _StoredInt(expr)
+
+
+def limit_seconds(expr: ColumnElement, dialect: str) -> ColumnElement:
+    """A per-row limit (a lock or active-time limit) as seconds: a PostgreSQL ``interval`` column
+    through ``EXTRACT(EPOCH FROM ...)`` (pg-boss v10's ``expire_in``, src/plans.js createTableJob),
+    anything else as :func:`stored_int` (NULL where the value is not an integer). Only PostgreSQL
+    reflects an interval type; MySQL/MariaDB and SQLite have none."""
+    from sqlalchemy import extract
+    from sqlalchemy.dialects.postgresql import INTERVAL
+    from sqlalchemy.sql.sqltypes import Interval
+
+    if family(dialect) == POSTGRESQL and isinstance(getattr(expr, "type", None), (INTERVAL, Interval)):
+        return extract("epoch", expr)
+    return stored_int(expr, dialect)

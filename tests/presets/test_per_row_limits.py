@@ -147,3 +147,32 @@ def test_layout_editor_keeps_the_new_layout_entries():
         assert back.lock_timeout_column == lay.lock_timeout_column, name
         assert back.fields["attempt_count"].unless == lay.fields["attempt_count"].unless, name
         assert [r.when for r in back.status.rules] == [r.when for r in lay.status.rules], name
+
+
+def test_lock_timeout_column_list_names_optional_alternatives():
+    """A list of per-row limit columns names one column per version (pg-boss v11+ expire_seconds, v10
+    expire_in): each must be optional, since a table has only one of them."""
+    base = """
+[layout]
+name = "jobs"
+[operations]
+table = "job"
+row_id = "id"
+key = "id"
+optional = OPT
+status = { column = "state", map = { active = "in_progress" } }
+times = { locked_at = { column = "started_on", encoding = "datetime" } }
+[expiry]
+lock_timeout_column = ["expire_seconds", "expire_in"]
+lock_timeout_seconds = 900
+"""
+    lay = parse_layout(base.replace("OPT", '["expire_seconds", "expire_in"]'))
+    assert lay.lock_timeout_column == ["expire_seconds", "expire_in"]
+    assert lay.without_columns({"expire_seconds"}).lock_timeout_column == ["expire_in"]
+    assert lay.without_columns({"expire_seconds", "expire_in"}).lock_timeout_column is None
+    try:
+        parse_layout(base.replace("OPT", '["expire_seconds"]'))
+    except LayoutError as e:
+        assert "operations.optional" in str(e)
+    else:
+        raise AssertionError("a list with a column that is not optional must be refused")
