@@ -587,6 +587,8 @@ def model_from_layout(layout: Layout) -> dict:
         "key_required": list(layout.key_required),
         "optional": list(layout.optional),
     }
+    if layout.deletes_completed:
+        ops["deletes_completed"] = layout.deletes_completed
     if layout.kind is not None:
         ops["kind"] = _value_out(layout.kind)
     ops["status"] = _status_out(layout.status)

@@ -18,6 +18,9 @@ Format (every key not marked required is optional)::
     scope = ["user_id"]                  # zero or more columns ("" scope when none)
     key_fallback = "id"                  # a record whose key columns are all NULL is keyed "#<id>"
     key_required = ["singleton_on"]      # ... and so is one where any of these key columns is NULL
+    deletes_completed = "complete_jobs deletes the job's row"   # the system deletes completed records:
+                                         # a key's absence is not evidence of success, and two
+                                         # successes of one key cannot be seen (said, not guessed)
                                          # (a key that only holds with them: pg-boss throttle slots)
     optional = ["name", "worker"]        # columns that may be absent (fields using them are dropped)
     kind = "request_path"                # a column, or {value = "literal"}, or {column=..., json_path=...}
@@ -363,6 +366,10 @@ class Layout:
     origin: str = ""
     key_fallback: str | None = None
     key_required: list[str] = field(default_factory=list)
+    #: The system deletes a record when its work completes (Graphile Worker's complete_jobs, Laravel's
+    #: DatabaseQueue): what does it, in words. A key's absence is then not evidence of success, and two
+    #: successes of one key leave no rows: the ledger says so (``Ledger.not_checkable``).
+    deletes_completed: str | None = None
     effects: EffectsSpec | None = None
     #: The layout's own ``[actions]`` rules (regex -> action class, regulated classes; DESIGN §5.1).
     actions: ActionRules = field(default_factory=ActionRules)
@@ -711,6 +718,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         "optional",
         "key_fallback",
         "key_required",
+        "deletes_completed",
     }
     if unknown:
         raise _err(where, f"[operations] has unknown entries: {', '.join(sorted(unknown))}")
@@ -787,9 +795,12 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         origin=origin,
         key_fallback=ops.get("key_fallback"),
         key_required=_cols(where, "operations.key_required", ops.get("key_required"), False),
+        deletes_completed=ops.get("deletes_completed"),
         effects=_effects(where, d["effects"]) if "effects" in d else None,
         actions=_actions(where, d.get("actions")),
     )
+    if lay.deletes_completed is not None and not (isinstance(lay.deletes_completed, str) and lay.deletes_completed):
+        raise _err(where, "operations.deletes_completed says, in words, what deletes a completed record")
     if lay.key_fallback is not None and not isinstance(lay.key_fallback, str):
         raise _err(where, "operations.key_fallback is a column name")
     if lay.key_required and (lay.key_fallback is None or not set(lay.key_required) <= set(lay.key)):

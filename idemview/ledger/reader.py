@@ -35,6 +35,7 @@ from sqlalchemy.sql.expression import ColumnElement, CompoundSelect, Select
 from idemview.domain import jsontext
 from idemview.domain.actions import Classifier
 from idemview.domain.filters import Filter
+from idemview.domain.kinds import FindingKind
 from idemview.domain.model import Attempt, Operation, Outcome, Payload, Status
 from idemview.layouts.layout import Layout, LayoutError
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, family
@@ -248,6 +249,22 @@ class Ledger(LedgerSchema):
         #: (read once here, so that the scan's "not checkable" list costs no query later), or None.
         self.key_unique: str | None = key_is_unique(self)
         self._bind_effects(effects_engine)
+        #: Kinds this ledger cannot show, with the reason (honoured by the findings engine, as a Redis
+        #: snapshot's): a system that deletes completed records (``deletes_completed``) leaves no trace
+        #: of a success, so two successes of one key, or of one intent, cannot be seen here.
+        self.not_checkable: dict[FindingKind, str] = {}
+        if layout.deletes_completed:
+            gone = (
+                f"completed records are deleted ({layout.deletes_completed}): "
+                "a key's absence is not evidence of success"
+            )
+            if self.effects is None:  # effect records downstream can still show two successes
+                self.not_checkable[FindingKind.DUPLICATE_EFFECT] = (
+                    f"{gone}, and a key that succeeded twice leaves no row"
+                )
+            self.not_checkable[FindingKind.DUPLICATE_INTENT] = (
+                f"{gone}, and no two completed records of one intent remain"
+            )
 
     def _bind_effects(self, effects_engine: Engine | None) -> None:
         """Bind the layout's ``[effects]`` section (DESIGN §5): ``self.effects`` is an
