@@ -304,6 +304,8 @@ class ExpiryDraft:
     lock_timeout_column: str | list[str] | None = None
     #: the lock time from a joined table ({table, on, column, encoding, schema}: procrastinate's heartbeat)
     lock_time_from: dict[str, Any] | None = None
+    #: a heartbeat lease per row ({column, encoding, seconds_column}: pg-boss 12's heartbeat_on/_seconds)
+    lock_heartbeat: dict[str, Any] | None = None
 
 
 _PAYLOADS = ("request", "response", "error")
@@ -384,6 +386,7 @@ class LayoutDraft:
                 exp.get("dedup_window_seconds"),
                 exp.get("lock_timeout_column"),
                 copy.deepcopy(exp.get("lock_time_from")),
+                copy.deepcopy(exp.get("lock_heartbeat")),
             ),
             retry_threshold=tun.get("retry_threshold"),
             detect=copy.deepcopy(dict(m.get("detect") or {})),
@@ -424,6 +427,7 @@ class LayoutDraft:
             "dedup_window_seconds": _num(e.dedup_window_seconds),
             "lock_timeout_column": copy.deepcopy(e.lock_timeout_column) or None,
             "lock_time_from": copy.deepcopy(e.lock_time_from) or None,
+            "lock_heartbeat": copy.deepcopy(e.lock_heartbeat) or None,
         }
         if e.retention_seconds is not None or e.retention_from != "created_at":
             exp["retention_from"] = e.retention_from
@@ -600,6 +604,15 @@ def model_from_layout(layout: Layout) -> dict:
         "dedup_window_seconds": _num_out(layout.dedup_window_seconds),
         "lock_timeout_column": layout.lock_timeout_column,
         "lock_time_from": _lock_time_from_out(layout.lock_time_from),
+        "lock_heartbeat": (
+            {
+                "column": layout.lock_heartbeat.time.column,
+                "encoding": layout.lock_heartbeat.time.encoding,
+                "seconds_column": layout.lock_heartbeat.seconds_column,
+            }
+            if layout.lock_heartbeat is not None
+            else None
+        ),
     }
     if layout.retention_seconds is not None or layout.retention_from != "created_at":
         exp["retention_from"] = layout.retention_from

@@ -87,6 +87,9 @@ Format (every key not marked required is optional)::
                                          # a PostgreSQL interval column is read as its seconds;
                                          # ["expire_seconds", "expire_in"]: one per version, the
                                          # first the table has (each listed in optional)
+    lock_heartbeat = {column = "heartbeat_on", encoding = "datetime", seconds_column = "heartbeat_seconds"}
+                                         # a heartbeat lease per row: where both are set the lock also
+                                         # ends at heartbeat + seconds (the earlier end holds)
     dedup_window_seconds = 86400         # for duplicate_intent when there is no retention
 
     [tunables]
@@ -206,6 +209,17 @@ class TimeColumn:
     encoding: str = "datetime"
     zone: str = "UTC"
     unless: tuple[Predicate, ...] = ()  # the time is missing on records where any of these holds
+
+
+@dataclass(frozen=True, slots=True)
+class LockHeartbeat:
+    """A second lease kept per row: the worker's last heartbeat (``time``) and the row's own heartbeat
+    limit in seconds (``seconds_column``). Where both are set the lock also ends at time + seconds, and the
+    earlier of that and the lock's other end holds (pg-boss 12.12+ ``heartbeat_on`` + ``heartbeat_seconds``,
+    src/plans.ts failJobsByHeartbeat); where either is NULL the row has no heartbeat lease."""
+
+    time: TimeColumn
+    seconds_column: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +372,8 @@ class Layout:
     #: ``lock_timeout_seconds`` is the fallback where it is NULL.
     lock_timeout_column: str | list[str] | None = None
     lock_time_from: LockTimeFrom | None = None
+    #: A heartbeat lease per row (:class:`LockHeartbeat`), besides ``locked_at`` + the limit.
+    lock_heartbeat: LockHeartbeat | None = None
     dedup_window_seconds: float | None = None
     retry_threshold: int = 5
     optional: list[str] = field(default_factory=list)
@@ -410,6 +426,9 @@ class Layout:
         ltf = self.lock_time_from
         if ltf is not None and {c for c, _o in ltf.on} & missing:
             ltf = None
+        hb = self.lock_heartbeat
+        if hb is not None and {hb.time.column, hb.seconds_column} & missing:
+            hb = None  # an older version without the heartbeat columns (pg-boss v10, v11)
         return replace(
             self,
             times=times,
@@ -418,6 +437,7 @@ class Layout:
             scope=[c for c in self.scope if c not in missing],
             lock_timeout_column=ltc,
             lock_time_from=ltf,
+            lock_heartbeat=hb,
         )
 
     def window_seconds(self) -> float | None:
@@ -454,6 +474,8 @@ class Layout:
             cols.add(self.lock_timeout_column)
         if self.lock_time_from is not None:
             cols |= {c for c, _o in self.lock_time_from.on}
+        if self.lock_heartbeat is not None:
+            cols |= {self.lock_heartbeat.time.column, self.lock_heartbeat.seconds_column}
         return cols
 
     def attempts_columns(self) -> set[str]:
@@ -693,6 +715,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
                 "lock_timeout_seconds",
                 "lock_timeout_column",
                 "lock_time_from",
+                "lock_heartbeat",
                 "dedup_window_seconds",
             },
         ),
@@ -787,6 +810,7 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
             if "lock_time_from" in exp
             else None
         ),
+        lock_heartbeat=_lock_heartbeat(where, exp["lock_heartbeat"]) if "lock_heartbeat" in exp else None,
         dedup_window_seconds=_num(where, "expiry.dedup_window_seconds", exp.get("dedup_window_seconds")),
         retry_threshold=_threshold(where, tun.get("retry_threshold", 5)),
         optional=_cols(where, "operations.optional", ops.get("optional"), False),
@@ -820,9 +844,30 @@ def parse_layout(text: str, origin: str = "<string>") -> Layout:
         )
     if isinstance(ltc, list) and len(ltc) > 1 and not set(ltc) <= set(lay.optional):
         raise _err(where, "expiry.lock_timeout_column: a list names alternatives, each in operations.optional")
+    if lay.lock_heartbeat is not None and "locked_at" not in times:
+        raise _err(where, "expiry.lock_heartbeat needs a locked_at time")
     if lay.retention_seconds is not None and lay.retention_from not in times:
         raise _err(where, f"expiry.retention_from {lay.retention_from!r} is not in [operations.times]")
     return lay
+
+
+def _lock_heartbeat(where: str, d: Any) -> LockHeartbeat:
+    # {column = "heartbeat_on", encoding = "datetime", seconds_column = "heartbeat_seconds"}
+    ok = isinstance(d, dict) and not set(d) - {"column", "encoding", "seconds_column"}
+    enc = d.get("encoding", "datetime") if isinstance(d, dict) else None
+    if not (
+        ok
+        and isinstance(d.get("column"), str)
+        and d["column"]
+        and isinstance(d.get("seconds_column"), str)
+        and d["seconds_column"]
+        and enc in TIME_ENCODINGS
+    ):
+        raise _err(
+            where,
+            "expiry.lock_heartbeat is {column = TIME COLUMN, encoding = ..., seconds_column = COLUMN OF SECONDS}",
+        )
+    return LockHeartbeat(TimeColumn(d["column"], enc), d["seconds_column"])
 
 
 def _actions(where: str, d: Any) -> ActionRules:

@@ -426,6 +426,18 @@ class LedgerSchema:
             fallback = self.lock_timeout_s
             limit = func.coalesce(per_row, literal(fallback)) if fallback is not None else per_row
             self.epoch["lock_expires_at"] = self.epoch["locked_at"] + limit
+        hb = lay.lock_heartbeat
+        if hb is not None and "locked_at" in self.epoch and "lock_expires_at" not in self.time_cols:
+            if not self._lock_timeout_given:
+                # a heartbeat lease (pg-boss 12 heartbeat_on + heartbeat_seconds): NULL where either is
+                # NULL; otherwise the lock ends at the earlier of the two ends
+                hb_end = epoch_seconds(t.c[hb.time.column], hb.time, self.dialect) + limit_seconds(
+                    t.c[hb.seconds_column], self.dialect
+                )
+                base = self.epoch.get("lock_expires_at")
+                if base is None and self.lock_timeout_s is not None:
+                    base = self.epoch["locked_at"] + self.lock_timeout_s
+                self.epoch["lock_expires_at"] = hb_end if base is None else case((hb_end < base, hb_end), else_=base)
         f = lay.fields
         self.fingerprint_expr = self._value_expr(t, f.get("fingerprint"))
         self.intent_expr = self._value_expr(t, f.get("intent_ref"))

@@ -1,7 +1,8 @@
 // pg-boss itself writes a test ledger for tests/presets/test_pgboss_real.py (issue 26: "tried with
 // pg-boss 10.4 itself on Node 20, a job whose worker was killed stays active with its own 3 s limit").
 //
-//   node plant.js CONNECTION_STRING [MODULE]     MODULE: pg-boss (10.4, the default) or pg-boss-11
+//   node plant.js CONNECTION_STRING [MODULE [heartbeat]]
+//   MODULE: pg-boss (10.4, the default), pg-boss-11 or pg-boss-12; heartbeat: plant heartbeat leases (12.12+)
 //
 // Uses only pg-boss's public API (send, sendThrottled, fetch, complete, fail, work). Maintenance and
 // cron are off (supervise: false, schedule: false), so nothing but this script changes a job. Prints
@@ -64,6 +65,15 @@ async function main () {
   await boss.fetch('charge-card')
   say('active-default', await boss.send('charge-card', { orderId: 7 }))
   await boss.fetch('charge-card')
+
+  // pg-boss 12.12+: heartbeat leases. One whose worker stopped beating (fetched, never touched: its
+  // own 10 s lease lapses long before its 1 h active-time limit), one under a 10 min lease
+  if (process.argv[4] === 'heartbeat') {
+    say('heartbeat-lapsed', await boss.send('charge-card', { orderId: 10 }, { expireInSeconds: 3600, heartbeatSeconds: 10 }))
+    await boss.fetch('charge-card')
+    say('heartbeat-live', await boss.send('charge-card', { orderId: 11 }, { expireInSeconds: 3600, heartbeatSeconds: 600 }))
+    await boss.fetch('charge-card')
+  }
 
   // never fetched
   say('created', await boss.send('send-receipt', { orderId: 8 }))

@@ -1,6 +1,6 @@
 """pg-boss itself (npm, Node.js) writes the pg-boss test ledger: ``tests/pgboss/plant.js`` through pg-boss's
-public API, pinned by ``tests/pgboss/package.json`` + ``package-lock.json`` (pg-boss 10.4.2, and 11.1.2 as
-``pg-boss-11``), installed with ``npm ci`` by ``.ci/run`` or here when missing.
+public API, pinned by ``tests/pgboss/package.json`` + ``package-lock.json`` (pg-boss 10.4.2, 11.1.2 as
+``pg-boss-11`` and 12.27.0 as ``pg-boss-12``), installed with ``npm ci`` by ``.ci/run`` or here when missing.
 
 :func:`plant` runs the script as a subprocess against a PostgreSQL database, waits until a pg-boss worker
 holds the doomed job ("WORKING <id>") and kills the process with SIGKILL, as an OOM killer would: that
@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 HERE = Path(__file__).resolve().parents[1] / "pgboss"
 SCRIPT = HERE / "plant.js"
 #: npm package name (as installed) of each pg-boss version the tests run
-MODULES = {"10": "pg-boss", "11": "pg-boss-11"}
+MODULES = {"10": "pg-boss", "11": "pg-boss-11", "12": "pg-boss-12"}
 
 
 def install() -> None:
@@ -54,14 +54,15 @@ def node_url(sqlalchemy_url: str) -> str:
 
 
 def plant(sqlalchemy_url: str, version: str = "10") -> dict[str, list[str | None]]:
-    """Run plant.js with pg-boss ``version`` ("10" or "11") on the database; return {plant name: [job
-    ids]} (``None`` for a send pg-boss refused). The process is SIGKILLed once its worker holds the
+    """Run plant.js with pg-boss ``version`` ("10", "11" or "12": also heartbeat leases) on the database;
+    return {plant name: [job ids]} (``None`` for a send pg-boss refused). The process is SIGKILLed once its worker holds the
     doomed job ("killed"); a script that fails raises ``RuntimeError`` with its stderr. A guard kills a
     script that has not got there in 120 s (a hung server), so the test fails instead of hanging."""
     install()
     err = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty stderr cannot block the script
     proc = subprocess.Popen(
-        [shutil.which("node") or "node", str(SCRIPT), node_url(sqlalchemy_url), MODULES[version]],
+        [shutil.which("node") or "node", str(SCRIPT), node_url(sqlalchemy_url), MODULES[version]]
+        + (["heartbeat"] if version == "12" else []),
         cwd=HERE,
         stdout=subprocess.PIPE,
         stderr=err,

@@ -141,10 +141,12 @@ def test_layout_editor_keeps_the_new_layout_entries():
     groups and ``ge_column`` predicates (an edit must not silently drop them)."""
     from idemview.layouts.draft import LayoutDraft
 
+    assert load_preset("pg-boss").lock_heartbeat is not None
     for name in ("pg-boss", "graphile-worker", "trigger-dev"):
         lay = load_preset(name)
         back = LayoutDraft.from_layout(lay).to_layout()
         assert back.lock_timeout_column == lay.lock_timeout_column, name
+        assert back.lock_heartbeat == lay.lock_heartbeat, name
         assert back.fields["attempt_count"].unless == lay.fields["attempt_count"].unless, name
         assert [r.when for r in back.status.rules] == [r.when for r in lay.status.rules], name
 
@@ -176,3 +178,32 @@ lock_timeout_seconds = 900
         assert "operations.optional" in str(e)
     else:
         raise AssertionError("a list with a column that is not optional must be refused")
+
+
+def test_pgboss_heartbeat_lease_is_per_row_and_the_earlier_end_holds(pg):  # noqa: F811 - the fixture
+    """pg-boss 12.12+ (src/plans.ts failJobsByHeartbeat): an active job is also failed once heartbeat_on +
+    ITS OWN heartbeat_seconds passes. A variant of the real-ledger test: a job without heartbeat_seconds
+    has no lease however old its heartbeat; where the active-time limit ends first, it holds."""
+    writable, url = pg
+
+    def hb(n, started, limit, beat, beat_s):
+        r = _boss(n, started, limit)
+        r["heartbeat_on"], r["heartbeat_seconds"] = beat, beat_s
+        return r
+
+    boss_load(
+        writable,
+        [
+            hb(1, NOW - 10 * M, 3600, NOW - 2 * M, 60),  # last beat 2 min ago, 60 s lease: stuck
+            hb(2, NOW - 10 * M, 3600, NOW - 30 * S, 60),  # beating: running
+            hb(3, NOW - 10 * M, 3600, NOW - 9 * M, None),  # no lease: running (1 h limit)
+            hb(4, NOW - 20 * M, 300, NOW - 30 * S, 600),  # beating, but 20 min into its own 5: stuck
+        ],
+    )
+    got, fs = scan(url, "pg-boss", NOW)
+    assert {k[-2:] for _, _, k in got} == {"01", "04"}
+    ends = {f.key[-2:]: f.evidence[0]["lock_expired_at"] for f in fs}
+    assert ends == {"01": "2026-11-30T11:59:00Z", "04": "2026-11-30T11:45:00Z"}
+    # the user's --lock-timeout holds for every row, over both of the rows' own limits
+    got, _ = scan(url, "pg-boss", NOW, lock_timeout_s=15 * 60)
+    assert {k[-2:] for _, _, k in got} == {"04"}

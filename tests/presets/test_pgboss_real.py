@@ -1,6 +1,8 @@
-"""pg-boss 10.4 and 11 themselves write the ledger (tests/pgboss/plant.js, issue 26): a job whose worker
+"""pg-boss 10.4, 11 and 12 themselves write the ledger (tests/pgboss/plant.js, issue 26): a job whose worker
 was SIGKILLed stays ``active`` with its own 3 s limit, and the ``pg-boss`` preset calls it stuck by that
-limit, read per row: v10's ``expire_in`` is a PostgreSQL interval, v11's ``expire_seconds`` an integer.
+limit, read per row: v10's ``expire_in`` is a PostgreSQL interval, v11's ``expire_seconds`` an integer;
+v12 also keeps a heartbeat lease per job (``heartbeat_on`` + ``heartbeat_seconds``): a job whose worker
+stopped beating is stuck when its own lease lapses, long before its active-time limit.
 Clean look-alikes: active jobs under their own 1 h and the default 15 min limits, a throttled re-send
 pg-boss refused, one singleton key sent twice without a slot (two intended runs), a job that failed once
 and then completed. pg-boss is PostgreSQL-only."""
@@ -31,7 +33,7 @@ def _plant(url, version):
         raise
 
 
-@pytest.mark.parametrize("version", ["10", "11"])
+@pytest.mark.parametrize("version", ["10", "11", "12"])
 def test_pgboss_itself_killed_worker_is_stuck_by_its_own_limit(pg, version):  # noqa: F811 - the fixture
     writable, url = pg
     ids = _plant(url, version)
@@ -40,9 +42,9 @@ def test_pgboss_itself_killed_worker_is_stuck_by_its_own_limit(pg, version):  # 
     killed, failed = ids["killed"][0], ids["failed"][0]
     with writable.connect() as c:
         limit_col = "expire_in" if version == "10" else "expire_seconds"
-        rows = {
-            str(r.id): r for r in c.execute(text(f"SELECT id, state, started_on, {limit_col} AS lim FROM pgboss.job"))
-        }
+        hb = "heartbeat_on" if version == "12" else "NULL AS heartbeat_on"
+        q = text(f"SELECT id, state, started_on, {limit_col} AS lim, {hb} FROM pgboss.job")
+        rows = {str(r.id): r for r in c.execute(q)}
         assert {r.state for r in rows.values()} == {"created", "active", "completed", "failed"}
     assert rows[killed].state == "active"
     assert rows[killed].lim == (timedelta(seconds=3) if version == "10" else 3)
@@ -62,6 +64,12 @@ def test_pgboss_itself_killed_worker_is_stuck_by_its_own_limit(pg, version):  # 
         for name in ("killed", "active-1h", "active-default")
     }
     assert ends == {"killed": 3, "active-1h": 3600, "active-default": 900}
+    if version == "12":  # the heartbeat lease ends first: heartbeat_on + its own 10 s, 600 s
+        hb_ends = {
+            name: round((ops[f"#{ids[name][0]}"].lock_expires_at - rows[ids[name][0]].heartbeat_on).total_seconds(), 2)
+            for name in ("heartbeat-lapsed", "heartbeat-live")
+        }
+        assert hb_ends == {"heartbeat-lapsed": 10, "heartbeat-live": 600}
     attempts = {
         name: ops[f"#{ids[name][0]}"].attempt_count for name in ("completed", "failed", "retried-ok", "created")
     }
@@ -71,17 +79,23 @@ def test_pgboss_itself_killed_worker_is_stuck_by_its_own_limit(pg, version):  # 
 
     # five minutes after the kill: only the killed job is stuck (900 s for every job would miss it)
     got, fs = scan(url, "pg-boss", started + timedelta(minutes=5))
-    assert got == {
-        ("stuck_in_progress", "charge-card", f"#{killed}"),
-        ("unresolved_failure", "charge-card", f"#{failed}"),
-    }
-    stuck = next(f for f in fs if f.kind.value == "stuck_in_progress")
+    lapsed = {("stuck_in_progress", "charge-card", f"#{i}") for i in ids.get("heartbeat-lapsed", [])}
+    assert (
+        got
+        == {
+            ("stuck_in_progress", "charge-card", f"#{killed}"),
+            ("unresolved_failure", "charge-card", f"#{failed}"),
+        }
+        | lapsed
+    )
+    stuck = next(f for f in fs if f.kind.value == "stuck_in_progress" and f.key == f"#{killed}")
     lock_end = datetime.fromisoformat(stuck.evidence[0]["lock_expired_at"].replace("Z", "+00:00"))
     assert abs(lock_end - (started + timedelta(seconds=3))) <= timedelta(milliseconds=1)
     # twenty minutes after: the default-limit job too, the one under its own hour not
     got, _ = scan(url, "pg-boss", started + timedelta(minutes=20))
     stuck_keys = {k for kind, _, k in got if kind == "stuck_in_progress"}
-    assert stuck_keys == {f"#{killed}", f"#{ids['active-default'][0]}"}
+    beats = {f"#{i}" for name in ("heartbeat-lapsed", "heartbeat-live") for i in ids.get(name, [])}
+    assert stuck_keys == {f"#{killed}", f"#{ids['active-default'][0]}"} | beats
 
 
 def test_pgboss_v10_interval_limit_of_another_shape(pg):  # noqa: F811 - the fixture
