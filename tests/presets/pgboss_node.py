@@ -55,9 +55,10 @@ def node_url(sqlalchemy_url: str) -> str:
 
 def plant(sqlalchemy_url: str, version: str = "10") -> dict[str, list[str | None]]:
     """Run plant.js with pg-boss ``version`` ("10", "11" or "12": also heartbeat leases) on the database;
-    return {plant name: [job ids]} (``None`` for a send pg-boss refused). The process is SIGKILLed once its worker holds the
-    doomed job ("killed"); a script that fails raises ``RuntimeError`` with its stderr. A guard kills a
-    script that has not got there in 120 s (a hung server), so the test fails instead of hanging."""
+    return {plant name: [job ids]} (``None`` for a send pg-boss refused). The process is SIGKILLed once
+    its worker holds the doomed job ("killed"); a script that fails raises ``RuntimeError`` with its
+    stderr. A guard kills a script that has not got there in 120 s (a hung server), so the test fails
+    instead of hanging."""
     install()
     err = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty stderr cannot block the script
     proc = subprocess.Popen(
