@@ -102,6 +102,9 @@ def build_schema(writable, lay: Layout) -> None:
     types = _column_types(lay)
     md = MetaData()
     op_times = {t.column: _time_type(t.encoding) for t in lay.times.values()}
+    if lay.lock_heartbeat is not None:  # a heartbeat lease: its time and its seconds (pg-boss 12)
+        op_times[lay.lock_heartbeat.time.column] = _time_type(lay.lock_heartbeat.time.encoding)
+        types[lay.lock_heartbeat.seconds_column] = BigInteger()
     a = lay.attempts
     ops_cols = lay.operations_columns() | set(lay.optional) | set(a.join.values())
     Table(
