@@ -7,8 +7,9 @@ How it reads
     gives the key schema (checked against the layout: a table whose primary key differs does not fit),
     then ``Scan`` pages (``ConsistentRead``, ``Limit`` items per page, ``ExclusiveStartKey`` to go on)
     are decoded and loaded into the same in-memory SQLite reference tables a Redis snapshot fills
-    (:mod:`idemview.ledger.redis_snapshot`: its compiled key-value mapping, batch loader, DDL, read-only
-    memory engine and prefetching thread are reused as they are), so the normal
+    (:mod:`idemview.ledger.memory_snapshot`: the memory database, batch loader, indexes, read-only
+    engine and prefetching thread every snapshot shares; the per-item mapping is the key-value layout's
+    compiled one, :mod:`idemview.ledger.redis_kv.decode`), so the normal
     :class:`~idemview.ledger.reader.Ledger` serves grid, detail, findings and export unchanged.
 
 Read-only by construction
@@ -42,9 +43,7 @@ import base64
 import gc
 import random
 import re
-import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -57,18 +56,11 @@ from idemview.domain.model import FindingKind
 from idemview.errors import CannotConnect, InputError
 from idemview.layouts.dynamodb import DynamoLayout, all_dynamodb_presets, load_dynamodb_layout
 from idemview.layouts.layout import LayoutError
+from idemview.ledger import memory_snapshot as mem
+from idemview.ledger.memory_snapshot import CONVERSION_ERRORS
 from idemview.ledger.reader import Ledger
-from idemview.ledger.redis_snapshot import (
-    _CONVERSION_ERRORS,
-    _ddl,
-    _load,
-    _prefetched,
-    compile_layout,
-    memory_engine,
-    not_checkable,
-    snapshot_layout,
-    sql_time,
-)
+from idemview.ledger.redis_kv.decode import compile_layout, sql_time
+from idemview.ledger.redis_kv.ledger import not_checkable, snapshot_layout
 
 SCHEME = "dynamodb"
 PAGE_ITEMS: int | None = None  # items per Scan page (Limit); None: DynamoDB's own 1 MB pages
@@ -540,7 +532,7 @@ class _ItemMapper:
                 vkind = kind_of(d) if kind_of is not None else None
                 att = attempt_of(raw_status, d, vkind, vals) if attempt_of is not None else None
                 expires = sql_time(_get(d, exp_attr), exp_enc) if exp_attr else None
-            except _CONVERSION_ERRORS:
+            except CONVERSION_ERRORS:
                 undecodable += 1
                 continue
             if expires is None:
@@ -560,41 +552,6 @@ def _get(d: dict, path: str) -> Any:
             return None
         cur = cur.get(part)
     return cur
-
-
-def _new_memory_db() -> tuple[str, sqlite3.Connection, list[str]]:
-    """(URI, keeper connection, index statements) of a fresh shared-cache memory database holding the
-    reference tables (no journal: nobody sees it until it is complete; the indexes come after the load)."""
-    uri = f"file:idemview-dynamodb-{uuid.uuid4().hex}?mode=memory&cache=shared"
-    keeper = sqlite3.connect(uri, uri=True, check_same_thread=False)
-    keeper.execute("PRAGMA journal_mode = OFF")
-    keeper.execute("PRAGMA synchronous = OFF")
-    tables, indexes = _ddl()
-    for stmt in tables:
-        keeper.execute(stmt)
-    return uri, keeper, indexes
-
-
-def _finish(keeper: sqlite3.Connection, indexes: list[str]) -> int:
-    """Build the indexes (the unique (scope, key) one first) and statistics; returns how many records
-    were dropped because an earlier one had the same (scope, key)."""
-    keeper.commit()
-    keeper.execute("PRAGMA journal_mode = MEMORY")
-    dropped = 0
-    try:
-        keeper.execute(indexes[0])
-    except sqlite3.IntegrityError:
-        cur = keeper.execute(
-            "DELETE FROM operations WHERE id NOT IN (SELECT min(id) FROM operations GROUP BY scope, idempotency_key)"
-        )
-        dropped = cur.rowcount
-        keeper.execute("DELETE FROM attempts WHERE id NOT IN (SELECT id FROM operations)")
-        keeper.execute(indexes[0])
-    for stmt in indexes[1:]:
-        keeper.execute(stmt)
-    keeper.execute("ANALYZE")
-    keeper.commit()
-    return dropped
 
 
 def snapshot(
@@ -632,15 +589,10 @@ def snapshot(
         info.clock, info.server_time = "local", datetime.now(UTC)
     info.clock_skew_s = round((info.server_time - datetime.now(UTC)).total_seconds(), 3)
     comp = compile_layout(layout.kv)
-    op_cols = ("id", "scope", "idempotency_key", "kind", "status", "expires_at", *comp.columns)
-    op_sql = f"INSERT INTO operations ({', '.join(op_cols)}) VALUES ({','.join('?' * len(op_cols))})"
-    att_sql = (
-        "INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, "
-        "outcome, request_hash, effect_ref, worker, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-    )
-    uri, keeper, indexes = _new_memory_db()
+    op_sql, att_sql = mem.insert_statements(comp.columns)
+    uri, keeper, indexes = mem.new_memory_db("dynamodb")
     mapper = _ItemMapper(layout)
-    pages = _prefetched(scan_pages(client, target, limit=batch, token=token, on_retry=retried), token)
+    pages = mem.prefetched(scan_pages(client, target, limit=batch, token=token, on_retry=retried), token)
     paused = gc.isenabled()
     gc.disable()  # the load makes no reference cycles (as the Redis snapshot's)
     try:
@@ -654,12 +606,12 @@ def snapshot(
             info.undecodable += bad
             info.without_expiry += no_exp
             if ops:
-                n_bad = _load(keeper, op_sql, att_sql, ops, atts)
+                n_bad = mem.load_rows(keeper, op_sql, att_sql, ops, atts)
                 info.loaded += len(ops) - n_bad
                 info.undecodable += n_bad
             if progress:
                 progress(info.scanned, info.loaded)
-        info.same_key = _finish(keeper, indexes)
+        info.same_key = mem.finish(keeper, indexes)
         info.loaded -= info.same_key
         info.server_time_end = last if info.clock == "server" else datetime.now(UTC)
         info.finished_at = datetime.now(UTC)
@@ -669,7 +621,7 @@ def snapshot(
     finally:
         if paused:
             gc.enable()
-    return memory_engine(uri, keeper), info
+    return mem.memory_engine(uri, keeper), info
 
 
 def dynamodb_not_checkable(layout: DynamoLayout) -> dict[FindingKind, str]:
@@ -717,7 +669,7 @@ def detect_dynamodb(client, target: DynamoTarget, presets: list[DynamoLayout] | 
         for it in items:
             try:
                 sample.append(decode_item(it))
-            except _CONVERSION_ERRORS:
+            except CONVERSION_ERRORS:
                 continue
     out = []
     for lay in presets if presets is not None else all_dynamodb_presets():
