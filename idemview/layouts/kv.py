@@ -34,6 +34,22 @@ Keys beside the record (a job queue such as BullMQ keeps a job's state and lock 
   ``duplicate_effect``; ``absent_reason`` says why no completed record may be present (the store
   deletes them) when none is, and ``duplicate_effect`` is then not checkable.
 
+Records that are members of other keys, not keys of their own (Sidekiq keeps each job as a JSON member
+of a queue list or of the ``schedule``/``retry``/``dead`` sorted sets):
+
+- ``[members]``: ``key_field``, the value field naming the record (Sidekiq's ``jid``), and
+  ``[[members.source]]`` tables, each with ``match`` (a key name, or a SCAN MATCH glob), ``type``
+  (``list``, ``zset``, ``hash``: each member or hash field is one record), ``state`` (the raw status
+  of its records), optionally ``key_regex`` (named captures of the container key added to each record:
+  the digest of ``uniquejobs:<digest>:LOCKED``), and for a hash ``field_as``/``value_as`` (the names a
+  field and its value take in the record; a value that is a JSON object is merged into it). A record
+  is the member's JSON object (or the hash field's) plus ``_container`` and ``_score`` (a sorted set's);
+  the container's TTL is each record's ``expires_at``;
+- ``[duplicates] lock_type_field`` + ``[duplicates.holds]``: which records hold their dedup id's lock,
+  by lock type (sidekiq-unique-jobs: an ``until_executed`` job holds it while queued, a
+  ``while_executing`` one never on the client), ``"*"`` for any type: only holders are grouped, so a
+  look-alike the system allows (a second ``while_executing`` job queued) is no duplicate.
+
 The key's TTL is the record's ``expires_at`` (Redis keeps the dedup window as the TTL: Celery's
 ``result_expires``, Powertools' ``expires_after_seconds``); a key without a TTL has none. The layout
 cannot name another expiry: an expired Redis key is gone, so what a SQL ledger shows as an expired
@@ -59,7 +75,10 @@ ENCODINGS = ("json", "hash", "plain")
 KV_TIME_FIELDS = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at")
 KV_VALUE_FIELDS = ("kind", "attempt_count", "fingerprint", "intent_ref", "effect_ref")
 KV_PAYLOAD_FIELDS = ("request", "response", "error")
-KV_TIME_ENCODINGS = ("iso_text", "epoch_s", "epoch_ms")
+#: ``epoch_s_or_ms``: a number read as milliseconds from 1e11 on (1e11 s is the year 5138, 1e11 ms 1973),
+#: else seconds: Sidekiq 8 writes times as epoch ms, Sidekiq 7 as epoch float seconds, side by side.
+KV_TIME_ENCODINGS = ("iso_text", "epoch_s", "epoch_ms", "epoch_s_or_ms")
+MEMBER_TYPES = ("list", "zset", "hash")
 ATTEMPT_FIELDS = ("worker", "started_at", "finished_at")
 
 #: Finding kinds a key-value store cannot show, whatever the layout, and why (DESIGN §5 kinds).
@@ -89,6 +108,25 @@ class KvField:
     #: ``hash_of`` only: no value (no intent) when every one of these fields is empty (missing, null,
     #: "", [] or {}): a Celery task called with no arguments, a periodic one, names no business intent
     unless_empty: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSource:
+    """One ``[[members.source]]``: container keys (``match``: a name, or a glob read with SCAN MATCH) of
+    ``type`` whose members are records in raw state ``state``; ``key_regex`` captures of the container
+    key are added to each record; a hash field and its value are named ``field_as``/``value_as``."""
+
+    match: str
+    type: str
+    state: str
+    key_regex: re.Pattern | None = None
+    field_as: str = "field"
+    value_as: str = "value"
+
+    @property
+    def literal(self) -> bool:
+        """True when ``match`` names one key (no glob character): read directly, no SCAN."""
+        return not any(c in self.match for c in "*?[\\")
 
 
 @dataclass(slots=True)
@@ -121,6 +159,13 @@ class KvLayout:
     #: [duplicates]: the value field naming the dedup id that groups records under one key
     group_field: str | None = None
     absent_reason: str = ""
+    #: [members]: records are members of container keys (see the module docstring)
+    members: tuple[MemberSource, ...] = ()
+    members_key: str = ""
+    #: [duplicates] lock_type_field and holds: lock type -> raw states whose records hold the lock
+    lock_type_field: str | None = None
+    holds: dict[str, frozenset[str]] = field(default_factory=dict)
+    detect_keys: tuple[str, ...] = ()
     text: str = ""
     origin: str = ""
 
@@ -241,6 +286,7 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         "states",
         "lock",
         "duplicates",
+        "members",
     }
     if unknown:
         raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))}")
@@ -273,6 +319,10 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     if bad:
         raise _err(where, f"[status] maps to unknown statuses {sorted(bad)} (known: {', '.join(sorted(statuses))})")
     states_key, states, lock_key, group, absent = _joined(where, d)
+    members, members_key = _members(where, d)
+    lock_type_field, holds = _holds(where, d)
+    if members and enc != "json":
+        raise _err(where, "[members] records are JSON objects: [kv] encoding must be json")
     if enc != "plain" and not states and not isinstance(st.get("field"), str):
         raise _err(where, "[status] field is required (the value field holding the status)")
     fields = {}
@@ -319,6 +369,11 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         lock_key=lock_key,
         group_field=group,
         absent_reason=absent,
+        members=members,
+        members_key=members_key,
+        lock_type_field=lock_type_field,
+        holds=holds,
+        detect_keys=tuple(det.get("keys") or ()),
         text=text,
         origin=origin,
     )
@@ -356,8 +411,8 @@ def _joined(where: str, d: dict) -> tuple[str, dict[str, str], str, str | None, 
         raise _err(where, "[lock] knows only key")
     lock_key = _template(where, "lock", lk["key"], ("scope", "key")) if lk else ""
     dup = d.get("duplicates") or {}
-    if set(dup) - {"group_field", "absent_reason"}:
-        raise _err(where, "[duplicates] knows only group_field and absent_reason")
+    if set(dup) - {"group_field", "absent_reason", "lock_type_field", "holds"}:
+        raise _err(where, "[duplicates] knows only group_field, absent_reason, lock_type_field and holds")
     group = dup.get("group_field")
     if dup and (not isinstance(group, str) or not group):
         raise _err(where, "[duplicates] group_field (the value field naming the dedup id) is required")
@@ -365,6 +420,57 @@ def _joined(where: str, d: dict) -> tuple[str, dict[str, str], str, str | None, 
     if not isinstance(absent, str):
         raise _err(where, "duplicates.absent_reason must be text")
     return states_key, states, lock_key, group, absent
+
+
+def _members(where: str, d: dict) -> tuple[tuple[MemberSource, ...], str]:
+    """([[members.source]] tables, the key field), validated; empty where the layout has none."""
+    m = d.get("members")
+    if not m:
+        return (), ""
+    if not isinstance(m, dict) or set(m) - {"key_field", "source"}:
+        raise _err(where, "[members] knows only key_field and [[members.source]]")
+    key = m.get("key_field")
+    if not isinstance(key, str) or not key:
+        raise _err(where, "[members] key_field (the value field naming a record) is required")
+    out = []
+    for i, src in enumerate(m.get("source") or ()):
+        at = f"members.source[{i}]"
+        if not isinstance(src, dict) or set(src) - {"match", "type", "state", "key_regex", "field_as", "value_as"}:
+            raise _err(where, f"{at} knows only match, type, state, key_regex, field_as and value_as")
+        if not isinstance(src.get("match"), str) or not src["match"]:
+            raise _err(where, f"{at} match (a key name or a SCAN MATCH glob) is required")
+        if src.get("type") not in MEMBER_TYPES:
+            raise _err(where, f"{at} type must be one of {', '.join(MEMBER_TYPES)}")
+        if not isinstance(src.get("state"), str) or not src["state"]:
+            raise _err(where, f"{at} state (the raw status of its records) is required")
+        try:
+            rx = re.compile(src["key_regex"]) if src.get("key_regex") else None
+        except (re.error, TypeError) as e:
+            raise _err(where, f"{at} key_regex is not a valid regular expression: {e}") from None
+        names = {k: src.get(k, k.split("_")[0]) for k in ("field_as", "value_as")}
+        if not all(isinstance(v, str) and v for v in names.values()):
+            raise _err(where, f"{at} field_as/value_as must be field names")
+        out.append(MemberSource(src["match"], src["type"], src["state"], rx, names["field_as"], names["value_as"]))
+    if not out:
+        raise _err(where, "[members] names no [[members.source]]")
+    return tuple(out), key
+
+
+def _holds(where: str, d: dict) -> tuple[str | None, dict[str, frozenset[str]]]:
+    """([duplicates] lock_type_field, lock type -> raw states whose records hold the lock), validated."""
+    dup = d.get("duplicates") or {}
+    holds = dup.get("holds")
+    field_name = dup.get("lock_type_field")
+    if holds is None and field_name is None:
+        return None, {}
+    if not isinstance(field_name, str) or not field_name or not isinstance(holds, dict):
+        raise _err(where, "[duplicates] lock_type_field and holds (lock type -> states) go together")
+    out = {}
+    for k, v in holds.items():
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise _err(where, f"duplicates.holds.{k} must be a list of raw states")
+        out[str(k)] = frozenset(v)
+    return field_name, out
 
 
 def kv_preset_names() -> list[str]:

@@ -305,3 +305,16 @@ def write_rights(client) -> str | None:
             "commands, but a read-only ACL user is safer (see README, Redis ledgers)"
         )
     return None
+
+
+def _scan_batches(client, pattern: str, count: int, token=None):
+    """The keys of ``SCAN … MATCH pattern COUNT count``, one list per call; ``token`` checked before each."""
+    cursor = 0
+    while True:
+        if token is not None:
+            token.check()
+        cursor, keys = client.scan(cursor=cursor, match=pattern, count=count)
+        if keys:
+            yield keys
+        if int(cursor) == 0:
+            return

@@ -30,6 +30,8 @@ def decode_value(kv: KvLayout, raw) -> Any:
     when it cannot be decoded (counted as undecodable)."""
     if raw is None:
         return None
+    if raw.__class__ is dict and kv.encoding == "json":  # a [members] record, built by redis_kv.members
+        return raw
     if kv.encoding == "hash":
         if not isinstance(raw, dict):
             return None
@@ -105,7 +107,7 @@ def _canonical_hash(values: list) -> str | None:
 
 
 def sql_time(v, enc: str) -> str | None:
-    """A stored time (``iso_text``, ``epoch_s``, ``epoch_ms``) as the reference tables keep it: naive
+    """A stored time (``iso_text``, ``epoch_s``, ``epoch_ms``, ``epoch_s_or_ms``) as the reference tables keep it: naive
     UTC text ``YYYY-MM-DD HH:MM:SS.ffffff``. ``None`` when missing or unparsable (shown as missing,
     never invented). Naive ISO text is taken as UTC. Runs several times per key: C parsers only."""
     if v is None or v == "":
@@ -123,7 +125,8 @@ def sql_time(v, enc: str) -> str | None:
                 t = t.replace(tzinfo=None)
         else:
             x = float(v)
-            t = datetime.fromtimestamp(x / 1000.0 if enc == "epoch_ms" else x, UTC).replace(tzinfo=None)
+            ms = enc == "epoch_ms" or (enc == "epoch_s_or_ms" and abs(x) >= 1e11)  # see KV_TIME_ENCODINGS
+            t = datetime.fromtimestamp(x / 1000.0 if ms else x, UTC).replace(tzinfo=None)
         return t.isoformat(" ", "microseconds")
     except (ValueError, OverflowError, OSError, TypeError, AttributeError):
         return None
@@ -409,6 +412,8 @@ def compile_layout(kv: KvLayout) -> CompiledLayout:
         from idemview.ledger.redis_joins import GROUP_COLUMN
 
         gfn = _text_of(_getter(kv.group_field))
+        if kv.holds:
+            gfn = _holders_only(kv, gfn)
         values = partial(_and_group, values, gfn)
         cols.append(("", GROUP_COLUMN, gfn))
     out = CompiledLayout(tuple(c for _n, c, _f in cols), values, kind_fn, status, attempt)
@@ -441,6 +446,25 @@ def _compile_status(kv: KvLayout) -> Callable[[Any], str | None]:
             return v if v is None or v.__class__ is str else str(v)
 
     return status
+
+
+def _holders_only(kv: KvLayout, group: Callable[[dict], Any]) -> Callable[[dict], Any]:
+    """``group``, but ``None`` for a record that does not hold its dedup id's lock: its raw state is not
+    among ``kv.holds`` of its lock type (nor of ``"*"``). A record that holds none is keyed by itself,
+    so what the system allows (a second ``while_executing`` job queued) groups with nothing."""
+    lget = _getter(kv.lock_type_field or "")
+    sget = _getter(kv.status_field or "")
+    any_type = kv.holds.get("*", frozenset())
+    holds = kv.holds
+
+    def f(d):
+        st = sget(d)
+        lt = lget(d)
+        if st in any_type or st in holds.get(lt if lt.__class__ is str else "", ()):
+            return group(d)
+        return None
+
+    return f
 
 
 def _and_group(values, group, d):

@@ -47,6 +47,11 @@ def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes]
     ]
     out = []
     for kv in presets if presets is not None else all_kv_presets():
+        if kv.members:
+            m = _members_match(kv, keys)
+            if m is not None:
+                out.append(m)
+            continue
         mine = [k for k in keys if fnmatchcase(k, kv.match) and kv.split_key(k) is not None]
         if not mine:
             continue
@@ -80,3 +85,22 @@ def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes]
     # More specific presets (more fields required) win ties: celery-redis-extended over celery-redis.
     out.sort(key=lambda m: (-m.confidence, -len(m.layout.required_fields()), -m.keys, m.layout.name))
     return out
+
+
+def _members_match(kv: KvLayout, keys: list[str]) -> KvMatch | None:
+    """A ``[members]`` layout fits when sampled keys match its ``[detect] keys`` globs (keys its system
+    alone writes: ``uniquejobs:*``) and its sources' container keys are present beside them."""
+    from fnmatch import fnmatchcase
+
+    own = [k for k in keys if any(fnmatchcase(k, g) for g in kv.detect_keys)]
+    if not own:
+        return None
+    containers = [k for k in keys if any(fnmatchcase(k, s.match) for s in kv.members)]
+    conf = 1.0 if containers else 0.5
+    return KvMatch(
+        kv,
+        conf,
+        f"{len(own)} of {len(keys)} sampled keys match {', '.join(kv.detect_keys)}; "
+        f"{len(containers)} are record containers ({', '.join(s.match for s in kv.members)})",
+        len(own),
+    )

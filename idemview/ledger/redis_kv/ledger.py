@@ -136,7 +136,14 @@ def open_redis_ledger(
     ledger.not_checkable = not_checkable(kv)
     if lock_timeout_s is not None and "locked_at" in kv.fields:
         ledger.not_checkable.pop(FindingKind.STUCK_IN_PROGRESS, None)
-    if kv.group_field and info.joined is not None and not info.joined.get("completed"):
+    # Without completed records a dedup id that ran twice shows only through two effect references
+    # (the job ids one sidekiq-unique-jobs digest let through): a layout mapping none cannot show it.
+    if (
+        kv.group_field
+        and "effect_ref" not in kv.fields
+        and info.joined is not None
+        and not info.joined.get("completed")
+    ):
         ledger.not_checkable[FindingKind.DUPLICATE_EFFECT] = kv.absent_reason or (
             "no completed record is present: a dedup id that ran twice leaves no second record"
         )

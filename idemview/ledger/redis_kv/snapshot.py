@@ -27,7 +27,7 @@ from typing import Any
 from idemview.layouts.kv import KvLayout
 from idemview.ledger import memory_snapshot as mem
 from idemview.ledger.redis_kv import mapping
-from idemview.ledger.redis_kv.client import SCAN_COUNT, safe_redis_url, server_time, write_rights
+from idemview.ledger.redis_kv.client import SCAN_COUNT, _scan_batches, safe_redis_url, server_time, write_rights
 from idemview.ledger.redis_kv.decode import compile_layout
 from idemview.ledger.redis_kv.mapping import _Mapper
 
@@ -69,18 +69,6 @@ class SnapshotInfo:
         for k in ("started_at", "finished_at", "server_time", "server_time_end"):
             d[k] = iso(getattr(self, k))
         return d
-
-
-def _scan_batches(client, pattern: str, count: int, token=None):
-    cursor = 0
-    while True:
-        if token is not None:
-            token.check()
-        cursor, keys = client.scan(cursor=cursor, match=pattern, count=count)
-        if keys:
-            yield keys
-        if int(cursor) == 0:
-            return
 
 
 def _read_batches(client, kv: KvLayout, read: str, batch: int, token):
@@ -129,6 +117,11 @@ def _read_batches(client, kv: KvLayout, read: str, batch: int, token):
 
 def _reads(client, kv: KvLayout, batch: int, token):
     """``(keys scanned, keys skipped, [(scope, key, kind)], read time, values, PTTLs)`` per SCAN batch."""
+    if kv.members:  # records are members of other keys (Sidekiq's queues and sets)
+        from idemview.ledger.redis_kv.members import member_batches
+
+        yield from member_batches(client, kv, batch, token)
+        return
     read = "HGETALL" if kv.encoding == "hash" else "GET"
     for n_scanned, n_skipped, wanted, at, values, pttls in _read_batches(client, kv, read, batch, token):
         yield n_scanned, n_skipped, [p for _k, p in wanted], at, values, pttls
