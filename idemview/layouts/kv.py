@@ -45,6 +45,11 @@ of a queue list or of the ``schedule``/``retry``/``dead`` sorted sets):
   field and its value take in the record; a value that is a JSON object is merged into it). A record
   is the member's JSON object (or the hash field's) plus ``_container`` and ``_score`` (a sorted set's);
   the container's TTL is each record's ``expires_at``;
+- ``[duplicates] window_key``: the template (``bull:{scope}:de:{group}``) of the key that holds a dedup id
+  while its window lasts (its value the holding record's key): its TTL is that record's ``expires_at``;
+- ``[events]``: ``key`` the template of a scope's events stream (``bull:{scope}:events``, read with
+  XRANGE in pages): a ``completed`` event of a job whose record is gone (deleted on completion) becomes a
+  succeeded attempt of that job id, so a job id that completed twice shows (``duplicate_effect``);
 - ``[duplicates] lock_type_field`` + ``[duplicates.holds]``: which records hold their dedup id's lock,
   by lock type (sidekiq-unique-jobs: an ``until_executed`` job holds it while queued, a
   ``while_executing`` one never on the client), ``"*"`` for any type: only holders are grouped, so a
@@ -164,6 +169,10 @@ class KvLayout:
     members_key: str = ""
     #: [duplicates] lock_type_field and holds: lock type -> raw states whose records hold the lock
     lock_type_field: str | None = None
+    #: [duplicates] window_key: the template of the key that holds a dedup id while its window lasts
+    window_key: str = ""
+    #: [events]: the template of a scope's events stream (BullMQ's bull:<queue>:events)
+    events_key: str = ""
     holds: dict[str, frozenset[str]] = field(default_factory=dict)
     detect_keys: tuple[str, ...] = ()
     text: str = ""
@@ -287,6 +296,7 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         "lock",
         "duplicates",
         "members",
+        "events",
     }
     if unknown:
         raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))}")
@@ -320,6 +330,12 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         raise _err(where, f"[status] maps to unknown statuses {sorted(bad)} (known: {', '.join(sorted(statuses))})")
     states_key, states, lock_key, group, absent = _joined(where, d)
     members, members_key = _members(where, d)
+    dup = d.get("duplicates") or {}
+    window_key = _template(where, "duplicates", dup["window_key"], ("scope", "group")) if "window_key" in dup else ""
+    ev = d.get("events") or {}
+    if set(ev) - {"key"}:
+        raise _err(where, "[events] knows only key")
+    events_key = _template(where, "events", ev["key"], ("scope",)) if ev else ""
     lock_type_field, holds = _holds(where, d)
     if members and enc != "json":
         raise _err(where, "[members] records are JSON objects: [kv] encoding must be json")
@@ -372,6 +388,8 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         members=members,
         members_key=members_key,
         lock_type_field=lock_type_field,
+        window_key=window_key,
+        events_key=events_key,
         holds=holds,
         detect_keys=tuple(det.get("keys") or ()),
         text=text,
@@ -386,9 +404,9 @@ def _template(where: str, section: str, v: Any, needs: tuple[str, ...]) -> str:
     if not isinstance(v, str) or not all("{" + n + "}" in v for n in needs):
         raise _err(where, f"[{section}] key must be a key template with {', '.join('{' + n + '}' for n in needs)}")
     try:
-        v.format(scope="s", key="k", state="x")
+        v.format(scope="s", key="k", state="x", group="g")
     except (KeyError, IndexError, ValueError):
-        raise _err(where, f"[{section}] key may name only {{scope}}, {{key}} and {{state}}") from None
+        raise _err(where, f"[{section}] key may name only {{scope}}, {{key}}, {{state}} and {{group}}") from None
     return v
 
 
@@ -411,8 +429,8 @@ def _joined(where: str, d: dict) -> tuple[str, dict[str, str], str, str | None, 
         raise _err(where, "[lock] knows only key")
     lock_key = _template(where, "lock", lk["key"], ("scope", "key")) if lk else ""
     dup = d.get("duplicates") or {}
-    if set(dup) - {"group_field", "absent_reason", "lock_type_field", "holds"}:
-        raise _err(where, "[duplicates] knows only group_field, absent_reason, lock_type_field and holds")
+    if set(dup) - {"group_field", "absent_reason", "lock_type_field", "holds", "window_key"}:
+        raise _err(where, "[duplicates] knows only group_field, absent_reason, lock_type_field, holds and window_key")
     group = dup.get("group_field")
     if dup and (not isinstance(group, str) or not group):
         raise _err(where, "[duplicates] group_field (the value field naming the dedup id) is required")

@@ -45,6 +45,7 @@ ALLOWED = frozenset(
         "ECHO",
         "LRANGE",  # a job queue's state lists and sorted sets (redis_joins), read in pages
         "ZRANGE",
+        "XRANGE",  # an events stream (BullMQ's bull:<queue>:events), read in pages
     }
 )
 ALLOWED_SUB = {"ACL": frozenset({"WHOAMI", "DRYRUN"})}

@@ -40,7 +40,10 @@ def snapshot_layout(kv: KvLayout) -> Layout:
     }
     fields = {k: v for k, v in ref.fields.items() if k in kv.fields}
     kind = ref.kind if ("kind" in kv.fields or "kind" in kv.key_regex.groupindex) else None
-    att = ref.attempts if kv.attempt else AttemptsSpec(source="counter" if "attempt_count" in fields else "none")
+    # the attempts table: the one attempt a record proves ([attempt]), the completions an events stream
+    # gives of deleted jobs ([events])
+    counter = AttemptsSpec(source="counter" if "attempt_count" in fields else "none")
+    att = ref.attempts if kv.attempt or kv.events_key else counter
     return replace(
         ref,
         name=kv.name,
@@ -136,23 +139,37 @@ def open_redis_ledger(
     ledger.not_checkable = not_checkable(kv)
     if lock_timeout_s is not None and "locked_at" in kv.fields:
         ledger.not_checkable.pop(FindingKind.STUCK_IN_PROGRESS, None)
-    # Without completed records a dedup id that ran twice shows only through two effect references
-    # (the job ids one sidekiq-unique-jobs digest let through): a layout mapping none cannot show it.
-    if (
-        kv.group_field
-        and "effect_ref" not in kv.fields
-        and info.joined is not None
-        and not info.joined.get("completed")
-    ):
-        ledger.not_checkable[FindingKind.DUPLICATE_EFFECT] = kv.absent_reason or (
-            "no completed record is present: a dedup id that ran twice leaves no second record"
-        )
+    _duplicates_checkable(ledger, kv, info)
     ledger.snapshot = info
     ledger.kv_layout = kv
     ledger.source_dialect = "redis"
     ledger.detection = detection
     ledger.describe = describe_snapshot(ledger)
     return ledger
+
+
+def _duplicates_checkable(ledger, kv: KvLayout, info: SnapshotInfo) -> None:
+    """Whether ``duplicate_effect`` can show on this snapshot, said in ``ledger.not_checkable`` (and
+    ``info.notes``). Without completed records a dedup id that ran twice shows only through two effect
+    references (the job ids one sidekiq-unique-jobs digest let through) or two completions read from
+    an events stream (a BullMQ job id re-added after ``removeOnComplete`` deleted it)."""
+    j = info.joined or {}
+    removed, reruns = j.get("completed_removed", 0), j.get("rerun_ids", 0)
+    if removed:  # said whether or not the kind is checkable: the deleted jobs' dedup ids are unknown
+        info.notes.append(
+            f"{removed} completed jobs were deleted on completion (removeOnComplete; their completions were "
+            f"read from the events stream): a job id completed twice shows ({reruns} did), a dedup id among "
+            "them does not (the events do not name it)"
+        )
+    if not kv.group_field or "effect_ref" in kv.fields or not j or j.get("completed") or reruns:
+        return
+    why = kv.absent_reason or "no completed record is present: a dedup id that ran twice leaves no second record"
+    if removed:
+        why += (
+            f" ({removed} completions of deleted jobs read from the events stream: no job id among them "
+            "completed twice; the events do not name a job's dedup id)"
+        )
+    ledger.not_checkable[FindingKind.DUPLICATE_EFFECT] = why
 
 
 class RedisLedger(Ledger):

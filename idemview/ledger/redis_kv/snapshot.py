@@ -20,7 +20,7 @@ import gc
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -61,6 +61,8 @@ class SnapshotInfo:
     clock: str = "server"  # "local" when the Redis user may not run TIME (LOCAL_CLOCK_NOTE)
     #: counts of :func:`idemview.ledger.redis_joins.join_keys` (states, locks, dedup groups), if any
     joined: dict | None = None
+    #: what the reader should know about this snapshot's limits, in plain words (e.g. removeOnComplete)
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         from idemview.ledger.times import iso
@@ -199,7 +201,7 @@ def snapshot(
                 progress(info.scanned, info.loaded)
 
         def joins() -> None:  # the keys beside the records, once the unique (scope, key) index exists
-            if kv.states or kv.lock_key or kv.group_field:
+            if kv.states or kv.lock_key or kv.group_field or kv.events_key:
                 from idemview.ledger.redis_joins import join_keys
 
                 info.joined = join_keys(client, keeper, kv, indexes[0], server_time, token)
