@@ -55,6 +55,12 @@ of a queue list or of the ``schedule``/``retry``/``dead`` sorted sets):
   ``while_executing`` one never on the client), ``"*"`` for any type: only holders are grouped, so a
   look-alike the system allows (a second ``while_executing`` job queued) is no duplicate.
 
+A store that sets the same TTL at every write (Celery's ``result_expires``) tells when a record was last
+written: ``[expiry] write_ttl_seconds`` (the TTL the store was configured with) and ``write_time_fields``
+(the time fields that take read time - (TTL - remaining TTL) when the record holds none: a Celery
+``STARTED`` record has ``date_done: null``). A remaining TTL above the configured one means the
+configuration differs: no time is derived, and the snapshot says so.
+
 The key's TTL is the record's ``expires_at`` (Redis keeps the dedup window as the TTL: Celery's
 ``result_expires``, Powertools' ``expires_after_seconds``); a key without a TTL has none. The layout
 cannot name another expiry: an expired Redis key is gone, so what a SQL ledger shows as an expired
@@ -154,6 +160,10 @@ class KvLayout:
     attempt: dict[str, str] = field(default_factory=dict)
     lock_timeout_seconds: float | None = None
     dedup_window_seconds: float | None = None
+    #: [expiry] write_ttl_seconds: the TTL the store sets at every write (Celery's result_expires); a
+    #: record's write time = read time - (this - remaining TTL), used for write_time_fields it lacks
+    write_ttl_seconds: float | None = None
+    write_time_fields: tuple[str, ...] = ()
     retry_threshold: int = 5
     detect_fields: tuple[str, ...] = ()
     #: [states]: the key template listing a state's record ids, and raw state -> Redis type
@@ -273,37 +283,15 @@ def _field(where: str, name: str, v: Any) -> KvField:
     return KvField(fields=_names(where, v["field"]), encoding=enc, add=add)
 
 
-def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
-    """Parse and validate key-value layout TOML. Raises :class:`LayoutError` with one clear line."""
-    try:
-        d = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise _err(origin, f"not valid TOML: {e}") from None
-    meta = d.get("layout") or {}
-    name = meta.get("name")
-    if not isinstance(name, str) or not name or not name.isprintable() or len(name) > 100:
-        raise _err(origin, "[layout] name is required (printable, at most 100 characters)")
-    unknown = set(d) - {
-        "layout",
-        "kv",
-        "status",
-        "fields",
-        "attempt",
-        "expiry",
-        "tunables",
-        "detect",
-        "states",
-        "lock",
-        "duplicates",
-        "members",
-        "events",
-    }
-    if unknown:
-        raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))}")
-    where = f"{name!r} ({origin})"
-    kv = d.get("kv")
-    if not isinstance(kv, dict):
-        raise _err(where, "[kv] is required")
+#: the sections a key-value layout may have
+SECTIONS = frozenset(
+    ("layout", "kv", "status", "fields", "attempt", "expiry", "tunables", "detect")
+    + ("states", "lock", "duplicates", "members", "events")
+)
+
+
+def _kv_keys(where: str, kv: dict) -> tuple[str, re.Pattern, re.Pattern | None]:
+    """([kv] match, key_regex, exclude_regex), validated."""
     extra = set(kv) - {"match", "key_regex", "exclude_regex", "encoding", "scope"}
     if extra:
         raise _err(where, f"[kv] has unknown entries: {', '.join(sorted(extra))}")
@@ -319,6 +307,29 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         raise _err(where, "[kv] key_regex needs a named capture (?P<key>...)")
     if set(key_re.groupindex) - {"key", "scope", "kind"}:
         raise _err(where, "[kv] key_regex captures only key, scope and kind")
+    return match, key_re, excl
+
+
+def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
+    """Parse and validate key-value layout TOML. Raises :class:`LayoutError` with one clear line."""
+    # Over 80 lines for one reason: the KvLayout call names each of its ~30 fields; every section's
+    # own validation is a helper (_kv_keys, _fields, _expiry, _joined, _members, _holds).
+    try:
+        d = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise _err(origin, f"not valid TOML: {e}") from None
+    meta = d.get("layout") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name or not name.isprintable() or len(name) > 100:
+        raise _err(origin, "[layout] name is required (printable, at most 100 characters)")
+    unknown = set(d) - SECTIONS
+    if unknown:
+        raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))}")
+    where = f"{name!r} ({origin})"
+    kv = d.get("kv")
+    if not isinstance(kv, dict):
+        raise _err(where, "[kv] is required")
+    match, key_re, excl = _kv_keys(where, kv)
     enc = kv.get("encoding", "json")
     if enc not in ENCODINGS:
         raise _err(where, f"[kv] encoding {enc!r} is not one of {', '.join(ENCODINGS)}")
@@ -341,22 +352,11 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         raise _err(where, "[members] records are JSON objects: [kv] encoding must be json")
     if enc != "plain" and not states and not isinstance(st.get("field"), str):
         raise _err(where, "[status] field is required (the value field holding the status)")
-    fields = {}
-    for k, v in (d.get("fields") or {}).items():
-        if k not in KV_TIME_FIELDS + KV_VALUE_FIELDS + KV_PAYLOAD_FIELDS:
-            raise _err(
-                where, f"[fields] {k!r} is not one of {', '.join(KV_TIME_FIELDS + KV_VALUE_FIELDS + KV_PAYLOAD_FIELDS)}"
-            )
-        fields[k] = _field(where, k, v)
+    fields = _fields(where, d)
     att = d.get("attempt") or {}
     if set(att) - set(ATTEMPT_FIELDS):
         raise _err(where, f"[attempt] knows only {', '.join(ATTEMPT_FIELDS)}")
-    exp = d.get("expiry") or {}
-    if set(exp) - {"lock_timeout_seconds", "dedup_window_seconds"}:
-        raise _err(where, "[expiry] knows only lock_timeout_seconds and dedup_window_seconds (the TTL is the expiry)")
-    for k, v in exp.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise _err(where, f"expiry.{k} must be a non-negative number of seconds")
+    exp, wt_fields = _expiry(where, d)
     thr = (d.get("tunables") or {}).get("retry_threshold", 5)
     if isinstance(thr, bool) or not isinstance(thr, int) or thr < 0:
         raise _err(where, "tunables.retry_threshold must be a whole number >= 0")
@@ -378,6 +378,8 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         attempt={str(k): str(v) for k, v in att.items()},
         lock_timeout_seconds=exp.get("lock_timeout_seconds"),
         dedup_window_seconds=exp.get("dedup_window_seconds"),
+        write_ttl_seconds=exp.get("write_ttl_seconds"),
+        write_time_fields=tuple(wt_fields),
         retry_threshold=thr,
         detect_fields=tuple(det.get("fields") or ()),
         states_key=states_key,
@@ -395,6 +397,37 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         text=text,
         origin=origin,
     )
+
+
+def _fields(where: str, d: dict) -> dict[str, KvField]:
+    """[fields], validated: normalized name -> :class:`KvField`."""
+    known = KV_TIME_FIELDS + KV_VALUE_FIELDS + KV_PAYLOAD_FIELDS
+    fields = {}
+    for k, v in (d.get("fields") or {}).items():
+        if k not in known:
+            raise _err(where, f"[fields] {k!r} is not one of {', '.join(known)}")
+        fields[k] = _field(where, k, v)
+    return fields
+
+
+def _expiry(where: str, d: dict) -> tuple[dict[str, float], list[str]]:
+    """([expiry] numbers by name, write_time_fields), validated."""
+    exp = dict(d.get("expiry") or {})
+    wt_fields = exp.pop("write_time_fields", [])
+    if set(exp) - {"lock_timeout_seconds", "dedup_window_seconds", "write_ttl_seconds"}:
+        raise _err(
+            where,
+            "[expiry] knows only lock_timeout_seconds, dedup_window_seconds, write_ttl_seconds and "
+            "write_time_fields (the TTL is the expiry)",
+        )
+    if not isinstance(wt_fields, list) or not all(f in KV_TIME_FIELDS for f in wt_fields):
+        raise _err(where, f"expiry.write_time_fields must list time fields ({', '.join(KV_TIME_FIELDS)})")
+    if wt_fields and "write_ttl_seconds" not in exp:
+        raise _err(where, "expiry.write_time_fields needs write_ttl_seconds (the TTL of every write)")
+    for k, v in exp.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise _err(where, f"expiry.{k} must be a non-negative number of seconds")
+    return exp, wt_fields
 
 
 STATE_TYPES = ("list", "zset")

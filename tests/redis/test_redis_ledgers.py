@@ -444,6 +444,7 @@ READ_SEEN = {
     "MGET",
     "HGETALL",
     "PTTL",
+    "PEXPIRETIME",  # a Celery layout's write times from TTLs (Redis >= 7), a read
     "SCAN",
     "TIME",
     "PING",

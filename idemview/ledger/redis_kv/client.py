@@ -33,6 +33,7 @@ ALLOWED = frozenset(
         "MGET",
         "HGETALL",
         "PTTL",
+        "PEXPIRETIME",  # a key's expiry itself (Redis >= 7): write times read from TTLs
         "TYPE",
         "SCAN",
         "TIME",
@@ -49,7 +50,7 @@ ALLOWED = frozenset(
     }
 )
 ALLOWED_SUB = {"ACL": frozenset({"WHOAMI", "DRYRUN"})}
-_FAST_OK = frozenset({"PTTL", "GET", "MGET", "HGETALL", "SCAN", "TIME"})
+_FAST_OK = frozenset({"PTTL", "PEXPIRETIME", "GET", "MGET", "HGETALL", "SCAN", "TIME"})
 
 
 class RedisUrlError(ConnectError):

@@ -351,6 +351,9 @@ class CompiledLayout:
     kind: Callable[[dict], Any] | None
     status: Callable[[Any], str | None]
     attempt: Callable[[Any, dict, Any, list], tuple] | None
+    #: indexes into ``values(d)`` of the time columns that take the write time read from the TTL when
+    #: the record holds none (``[expiry] write_time_fields``)
+    write_slots: tuple[int, ...] = ()
 
 
 _COMPILED: dict[int, tuple[KvLayout, CompiledLayout]] = {}
@@ -392,6 +395,9 @@ def compile_layout(kv: KvLayout) -> CompiledLayout:
             kind_fn = fn
         else:
             cols.append((name, _COLUMN.get(name, name), fn))
+    for name in kv.write_time_fields:  # a time the layout maps no field for: the write time only
+        if name not in kv.fields:
+            cols.append((name, name, _none))
     plan = tuple(fn for _n, _c, fn in cols)
     if time_src:
         srcs = tuple(time_src)
@@ -416,11 +422,16 @@ def compile_layout(kv: KvLayout) -> CompiledLayout:
             gfn = _holders_only(kv, gfn)
         values = partial(_and_group, values, gfn)
         cols.append(("", GROUP_COLUMN, gfn))
-    out = CompiledLayout(tuple(c for _n, c, _f in cols), values, kind_fn, status, attempt)
+    slots = tuple(i for i, (n, _c, _f) in enumerate(cols) if n in kv.write_time_fields)
+    out = CompiledLayout(tuple(c for _n, c, _f in cols), values, kind_fn, status, attempt, slots)
     if len(_COMPILED) >= 64:  # layouts edited and reopened in one session: keep it bounded
         _COMPILED.clear()
     _COMPILED[id(kv)] = (kv, out)
     return out
+
+
+def _none(d: dict) -> None:
+    return None
 
 
 def _compile_status(kv: KvLayout) -> Callable[[Any], str | None]:

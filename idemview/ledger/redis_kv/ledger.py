@@ -98,13 +98,16 @@ def open_redis_ledger(
     retry_threshold=None,
     retention_s=None,
     worker: bool | None = None,
+    write_ttl_s: float | None = None,
 ):
     """Connect read-only, choose the key-value layout (given, else detected from a key sample), take a
     snapshot and return a :class:`~idemview.ledger.reader.Ledger` on it. The ledger carries
     ``not_checkable`` (kind -> reason), ``snapshot`` (:class:`SnapshotInfo`), ``kv_layout``,
     ``source_dialect`` ("redis") and ``detection`` (how the layout was chosen).
 
-    ``worker``: see :func:`snapshot`. Raises :class:`ConnectError` (cannot connect),
+    ``worker``: see :func:`snapshot`. ``write_ttl_s``: the TTL (seconds) the store sets at every write
+    (Celery's ``result_expires``), in place of the layout's ``[expiry] write_ttl_seconds``. Raises
+    :class:`ConnectError` (cannot connect),
     :class:`LayoutError` (no layout fits, bad layout)."""
 
     client = connect_redis(url, password)
@@ -125,6 +128,8 @@ def open_redis_ledger(
                 )
             kv = matches[0].layout
             detection = f"detected {kv.name} ({matches[0].confidence:.0%}): {matches[0].reason}"
+        if write_ttl_s is not None and kv.write_time_fields:
+            kv = replace(kv, write_ttl_seconds=float(write_ttl_s))
         engine, info = snapshot(client, kv, url=url, batch=batch, progress=progress, token=token, worker=worker)
     finally:
         client.connection_pool.disconnect()
@@ -140,12 +145,30 @@ def open_redis_ledger(
     if lock_timeout_s is not None and "locked_at" in kv.fields:
         ledger.not_checkable.pop(FindingKind.STUCK_IN_PROGRESS, None)
     _duplicates_checkable(ledger, kv, info)
+    _write_time_notes(kv, info)
     ledger.snapshot = info
     ledger.kv_layout = kv
     ledger.source_dialect = "redis"
     ledger.detection = detection
     ledger.describe = describe_snapshot(ledger)
     return ledger
+
+
+def _write_time_notes(kv: KvLayout, info: SnapshotInfo) -> None:
+    """Say in ``info.notes`` where times were read from TTLs (``[expiry] write_ttl_seconds``)."""
+    ttl = kv.write_ttl_seconds
+    names = ", ".join(kv.write_time_fields)
+    if info.write_times:
+        info.notes.append(
+            f"{info.write_times} records hold no {names} of their own: their write time is read from their "
+            f"TTL (read time - ({ttl:g} s, the TTL the store sets at every write - the remaining TTL)); if the "
+            "store was configured with another TTL, set it (layout [expiry] write_ttl_seconds)"
+        )
+    if info.write_ttl_above:
+        info.notes.append(
+            f"{info.write_ttl_above} records have more TTL left than {ttl:g} s: the store was configured with a "
+            "longer TTL, so no write time was read from their TTL (set layout [expiry] write_ttl_seconds)"
+        )
 
 
 def _duplicates_checkable(ledger, kv: KvLayout, info: SnapshotInfo) -> None:

@@ -24,7 +24,8 @@ _fromtimestamp = datetime.fromtimestamp
 class _Mapper:
     """Rows of the reference tables from read batches: ``batch(...)`` -> ``(counts, ops, atts)``, the
     ``operations`` and ``attempts`` rows (ids numbered from 1 in reading order, across batches) and
-    ``counts`` = (scanned, not matching, gone, wrong type, undecodable, without TTL)."""
+    ``counts`` = (scanned, not matching, gone, wrong type, undecodable, without TTL, write times derived
+    from the TTL, remaining TTLs above the configured write TTL)."""
 
     def __init__(self, kv: KvLayout):
         import redis
@@ -32,6 +33,7 @@ class _Mapper:
         self.kv = kv
         self.comp = compile_layout(kv)
         self.rid = 0
+        self.ttl_above = 0
         self.error_type = redis.exceptions.ResponseError
 
     def batch(self, n_scanned: int, n_skipped: int, parts: list, at: float, values: list, pttls: list):
@@ -45,7 +47,8 @@ class _Mapper:
         hashed = kv.encoding == "hash"
         empty: dict = {}
         rid = self.rid
-        gone = wrong_type = undecodable = without_ttl = 0
+        gone = wrong_type = undecodable = without_ttl = written = 0
+        slots = self.comp.write_slots
         ops: list[tuple] = []
         atts: list[tuple] = []
         for (scope, key, kind), raw, pttl in zip(parts, values, pttls, strict=True):
@@ -67,6 +70,8 @@ class _Mapper:
                     continue
                 d = value if isinstance(value, dict) else empty
                 vals = values_of(d)
+                if slots and pttl.__class__ is int and pttl >= 0:
+                    written += self._written(vals, at, pttl)
                 raw_status = status_of(value)
                 vkind = kind_of(d) if kind_of is not None else None
                 att = attempt_of(raw_status, d, vkind, vals) if attempt_of is not None else None
@@ -83,7 +88,28 @@ class _Mapper:
             if att is not None:
                 atts.append((rid, scope, key, *att))
         self.rid = rid
-        return (n_scanned, n_skipped, gone, wrong_type, undecodable, without_ttl), ops, atts
+        counts = (n_scanned, n_skipped, gone, wrong_type, undecodable, without_ttl, written, self.ttl_above)
+        self.ttl_above = 0
+        return counts, ops, atts
+
+    def _written(self, vals: list, at: float, pttl: int) -> int:
+        """Fill the write-time columns (``comp.write_slots``) a record left empty with its write time:
+        read time - (the TTL every write sets - the remaining TTL). Returns 1 when it filled any. A
+        remaining TTL above the configured one means the store was configured otherwise: nothing is
+        derived, counted in ``ttl_above``."""
+        ttl = self.kv.write_ttl_seconds or 0.0
+        if pttl > ttl * 1000.0:
+            self.ttl_above += 1
+            return 0
+        empty = [i for i in self.comp.write_slots if vals[i] is None]
+        if not empty:
+            return 0
+        # in whole ms from the expiry (int(at * 1000) + pttl: exact when read with PEXPIRETIME)
+        w_ms = int(at * 1000) + pttl - round(ttl * 1000)
+        w = _fromtimestamp(w_ms / 1000.0, UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+        for i in empty:
+            vals[i] = w
+        return 1
 
 
 #: The database size (DBSIZE) from which the snapshot maps keys in a second process by default: measured

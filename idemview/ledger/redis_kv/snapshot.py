@@ -56,6 +56,10 @@ class SnapshotInfo:
     wrong_type: int = 0
     undecodable: int = 0
     without_ttl: int = 0
+    #: records whose empty time fields took their write time from the TTL ([expiry] write_ttl_seconds),
+    #: and records whose remaining TTL exceeded that configured TTL (nothing derived for those)
+    write_times: int = 0
+    write_ttl_above: int = 0
     redis_version: str = ""
     write_warning: str | None = None
     clock: str = "server"  # "local" when the Redis user may not run TIME (LOCAL_CLOCK_NOTE)
@@ -85,36 +89,50 @@ def _read_batches(client, kv: KvLayout, read: str, batch: int, token):
         if not wanted:
             yield len(keys), len(keys), [], 0.0, [], []
             continue
-        # Read time of this batch on the server's clock: PTTL is relative to it.
-        pipe = client.pipeline(transaction=False)
-        server_clock = not getattr(client, "_idem_local_clock", False)
-        if server_clock:
-            pipe.time()
-        if read == "GET":  # one MGET per batch (a wrong-type key reads as nil there)
-            pipe.execute_command("MGET", *[k for k, _p in wanted])
-            for k, _parts in wanted:
-                pipe.execute_command("PTTL", k)
-        else:
-            for k, _parts in wanted:
-                pipe.execute_command(read, k)
-                pipe.execute_command("PTTL", k)
-        local_at = time.time()
-        res = pipe.execute(raise_on_error=False)
-        if not server_clock:  # a user refused TIME (see server_time): the local clock at the read
-            res = [None, *res]
-        if server_clock and isinstance(res[0], Exception):
-            client._idem_local_clock = True
-            at = local_at
-        elif server_clock:
-            now_s, now_us = res[0]
-            at = int(now_s) + int(now_us) / 1e6
-        else:
-            at = local_at
-        if read == "GET":
-            values, pttls = res[1], res[2:]
-        else:
-            values, pttls = res[1::2], res[2::2]
+        # Read time of this batch on the server's clock: PTTL is relative to it. A layout that reads
+        # write times from TTLs asks PEXPIRETIME (Redis >= 7: the expiry itself, in ms), so that a write
+        # time is the same whenever it is read; PTTL where the server or the user cannot.
+        exact = bool(kv.write_time_fields) and not getattr(client, "_idem_no_pexpiretime", False)
+        at, values, pttls = _pipeline_read(client, read, wanted, "PEXPIRETIME" if exact else "PTTL")
+        if exact and any(isinstance(x, Exception) for x in pttls):
+            client._idem_no_pexpiretime = True
+            at, values, pttls = _pipeline_read(client, read, wanted, "PTTL")
+        elif exact:  # as PTTLs from the read time's whole ms: int(at * 1000) + pttl is the expiry
+            base = int(at * 1000)
+            pttls = [x - base if isinstance(x, int) and x >= 0 else x for x in pttls]
         yield len(keys), len(keys) - len(wanted), wanted, at, values, pttls
+
+
+def _pipeline_read(client, read: str, wanted: list, ttl_cmd: str) -> tuple[float, list, list]:
+    """(read time, values, TTL answers) of one pipeline: TIME (when the user may), then MGET (or
+    ``read`` per key) and ``ttl_cmd`` (PTTL or PEXPIRETIME) per key of ``wanted``."""
+    pipe = client.pipeline(transaction=False)
+    server_clock = not getattr(client, "_idem_local_clock", False)
+    if server_clock:
+        pipe.time()
+    if read == "GET":  # one MGET per batch (a wrong-type key reads as nil there)
+        pipe.execute_command("MGET", *[k for k, _p in wanted])
+        for k, _parts in wanted:
+            pipe.execute_command(ttl_cmd, k)
+    else:
+        for k, _parts in wanted:
+            pipe.execute_command(read, k)
+            pipe.execute_command(ttl_cmd, k)
+    local_at = time.time()
+    res = pipe.execute(raise_on_error=False)
+    if not server_clock:  # a user refused TIME (see server_time): the local clock at the read
+        res = [None, *res]
+    if server_clock and isinstance(res[0], Exception):
+        client._idem_local_clock = True
+        at = local_at
+    elif server_clock:
+        now_s, now_us = res[0]
+        at = int(now_s) + int(now_us) / 1e6
+    else:
+        at = local_at
+    if read == "GET":
+        return at, res[1], res[2:]
+    return at, res[1::2], res[2::2]
 
 
 def _reads(client, kv: KvLayout, batch: int, token):
@@ -193,6 +211,8 @@ def snapshot(
             info.wrong_type += counts[3]
             info.undecodable += counts[4]
             info.without_ttl += counts[5]
+            info.write_times += counts[6]
+            info.write_ttl_above += counts[7]
             if ops:
                 n_bad = mem.load_rows(keeper, op_sql, att_sql, ops, atts)
                 info.loaded += len(ops) - n_bad
