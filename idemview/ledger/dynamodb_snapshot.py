@@ -400,7 +400,8 @@ class DynamoSnapshotInfo:
     server's ``Date`` on the first/last response (aware UTC; the "as of"), ``clock_skew_s`` server -
     local (seconds); counts: ``scanned`` items Scan returned, ``loaded`` records, ``not_matching``
     items whose key attribute the layout's key regex rejects, ``undecodable``, ``without_expiry``
-    (no expiry attribute), ``same_key`` (a second item mapped onto one (scope, key); the first kept),
+    (no expiry attribute), ``expiry_unreadable`` (an expiry attribute that is no time: text, a negative
+    epoch; the item's expiry is unknown), ``same_key`` (a second item mapped onto one (scope, key); the first kept),
     ``pages``, ``retries`` (throttling / 5xx retries), ``item_count_estimate`` (DescribeTable's
     ItemCount, updated by AWS about every 6 hours)."""
 
@@ -420,6 +421,7 @@ class DynamoSnapshotInfo:
     not_matching: int = 0
     undecodable: int = 0
     without_expiry: int = 0
+    expiry_unreadable: int = 0
     same_key: int = 0
     pages: int = 0
     retries: int = 0
@@ -433,6 +435,7 @@ class DynamoSnapshotInfo:
         return (
             f"server   {iso(self.server_time)} ({clock}; table {self.table}, {self.scanned} items scanned in "
             f"{self.pages} pages, {self.loaded} records, {self.without_expiry} without expiry, "
+            f"{self.expiry_unreadable} with an unreadable expiry, "
             f"{self.not_matching} not matching the key pattern, {self.undecodable} unreadable, "
             f"{self.retries} throttling retries)"
         )
@@ -503,7 +506,7 @@ def scan_pages(
 
 class _ItemMapper:
     """Rows of the reference tables from Scan pages: ``page(items)`` -> ``(counts, ops, atts)`` with
-    counts = (scanned, not matching, undecodable, without expiry); ids numbered from 1 across pages.
+    counts = (scanned, not matching, undecodable, without expiry, unreadable expiry); ids numbered from 1 across pages.
     The per-item mapping is the key-value layout's compiled one (:func:`compile_layout`)."""
 
     def __init__(self, layout: DynamoLayout):
@@ -516,7 +519,7 @@ class _ItemMapper:
         exp_attr, exp_enc = lay.expires_attribute, lay.expires_encoding
         kind_of, attempt_of = comp.kind, comp.attempt
         rid = self.rid
-        not_matching = undecodable = without_expiry = 0
+        not_matching = undecodable = without_expiry = expiry_unreadable = 0
         ops: list[tuple] = []
         atts: list[tuple] = []
         for raw in items:
@@ -531,18 +534,34 @@ class _ItemMapper:
                 raw_status = comp.status(d)
                 vkind = kind_of(d) if kind_of is not None else None
                 att = attempt_of(raw_status, d, vkind, vals) if attempt_of is not None else None
-                expires = sql_time(_get(d, exp_attr), exp_enc) if exp_attr else None
+                expires, exp_state = _expiry(_get(d, exp_attr), exp_enc) if exp_attr else (None, "none")
             except CONVERSION_ERRORS:
                 undecodable += 1
                 continue
-            if expires is None:
+            if exp_state == "none":
                 without_expiry += 1
+            elif exp_state == "unreadable":
+                expiry_unreadable += 1
             rid += 1
             ops.append((rid, scope, key, vkind or kind, raw_status if raw_status is not None else "", expires, *vals))
             if att is not None:
                 atts.append((rid, scope, key, *att))
         self.rid = rid
-        return (len(items), not_matching, undecodable, without_expiry), ops, atts
+        return (len(items), not_matching, undecodable, without_expiry, expiry_unreadable), ops, atts
+
+
+def _expiry(v: Any, enc: str) -> tuple[str | None, str]:
+    """(expires_at text, "ok" | "none" | "unreadable") of an expiry attribute's value. Missing (or
+    empty): no expiry. A value that is not a time in ``enc`` (text where a number belongs, a negative
+    or zero epoch: DynamoDB's TTL ignores an attribute that is not a positive number, and it would show
+    as "20789 days ago") is unreadable: the item's expiry is unknown, never "none"."""
+    if v is None or v == "":
+        return None, "none"
+    if enc in ("epoch_s", "epoch_ms", "epoch_s_or_ms"):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < float("inf")):
+            return None, "unreadable"
+    t = sql_time(v, enc)
+    return (t, "ok") if t is not None else (None, "unreadable")
 
 
 def _get(d: dict, path: str) -> Any:
@@ -600,11 +619,12 @@ def snapshot(
         for items, at in pages:
             info.pages += 1
             last = at or last
-            (n, not_matching, bad, no_exp), ops, atts = mapper.page(items)
+            (n, not_matching, bad, no_exp, bad_exp), ops, atts = mapper.page(items)
             info.scanned += n
             info.not_matching += not_matching
             info.undecodable += bad
             info.without_expiry += no_exp
+            info.expiry_unreadable += bad_exp
             if ops:
                 n_bad = mem.load_rows(keeper, op_sql, att_sql, ops, atts)
                 info.loaded += len(ops) - n_bad
