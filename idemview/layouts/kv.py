@@ -42,7 +42,8 @@ of a queue list or of the ``schedule``/``retry``/``dead`` sorted sets):
   (``list``, ``zset``, ``hash``: each member or hash field is one record), ``state`` (the raw status
   of its records), optionally ``key_regex`` (named captures of the container key added to each record:
   the digest of ``uniquejobs:<digest>:LOCKED``), and for a hash ``field_as``/``value_as`` (the names a
-  field and its value take in the record; a value that is a JSON object is merged into it). A record
+  field and its value take in the record; a value that is a JSON object is merged into it), and
+  ``rename`` (record field -> another name it is given where the record lacks that one). A record
   is the member's JSON object (or the hash field's) plus ``_container`` and ``_score`` (a sorted set's);
   the container's TTL is each record's ``expires_at``;
 - ``[duplicates] window_key``: the template (``bull:{scope}:de:{group}``) of the key that holds a dedup id
@@ -90,6 +91,7 @@ KV_PAYLOAD_FIELDS = ("request", "response", "error")
 #: else seconds: Sidekiq 8 writes times as epoch ms, Sidekiq 7 as epoch float seconds, side by side.
 KV_TIME_ENCODINGS = ("iso_text", "epoch_s", "epoch_ms", "epoch_s_or_ms")
 MEMBER_TYPES = ("list", "zset", "hash")
+SOURCE_ENTRIES = frozenset(("match", "type", "state", "key_regex", "field_as", "value_as", "rename"))
 ATTEMPT_FIELDS = ("worker", "started_at", "finished_at")
 
 #: Finding kinds a key-value store cannot show, whatever the layout, and why (DESIGN §5 kinds).
@@ -133,6 +135,9 @@ class MemberSource:
     key_regex: re.Pattern | None = None
     field_as: str = "field"
     value_as: str = "value"
+    #: record field -> the name it is also given (sidekiq-unique-jobs v9 lock metadata's ``worker`` is
+    #: the job's ``class``), where the record has no field of that name
+    rename: tuple[tuple[str, str], ...] = ()
 
     @property
     def literal(self) -> bool:
@@ -486,8 +491,11 @@ def _members(where: str, d: dict) -> tuple[tuple[MemberSource, ...], str]:
     out = []
     for i, src in enumerate(m.get("source") or ()):
         at = f"members.source[{i}]"
-        if not isinstance(src, dict) or set(src) - {"match", "type", "state", "key_regex", "field_as", "value_as"}:
-            raise _err(where, f"{at} knows only match, type, state, key_regex, field_as and value_as")
+        if not isinstance(src, dict) or set(src) - SOURCE_ENTRIES:
+            raise _err(where, f"{at} knows only match, type, state, key_regex, field_as, value_as and rename")
+        ren = src.get("rename") or {}
+        if not isinstance(ren, dict) or not all(isinstance(v, str) and v for v in ren.values()):
+            raise _err(where, f"{at} rename must map field names to field names")
         if not isinstance(src.get("match"), str) or not src["match"]:
             raise _err(where, f"{at} match (a key name or a SCAN MATCH glob) is required")
         if src.get("type") not in MEMBER_TYPES:
@@ -501,7 +509,11 @@ def _members(where: str, d: dict) -> tuple[tuple[MemberSource, ...], str]:
         names = {k: src.get(k, k.split("_")[0]) for k in ("field_as", "value_as")}
         if not all(isinstance(v, str) and v for v in names.values()):
             raise _err(where, f"{at} field_as/value_as must be field names")
-        out.append(MemberSource(src["match"], src["type"], src["state"], rx, names["field_as"], names["value_as"]))
+        out.append(
+            MemberSource(
+                src["match"], src["type"], src["state"], rx, names["field_as"], names["value_as"], tuple(ren.items())
+            )
+        )
     if not out:
         raise _err(where, "[members] names no [[members.source]]")
     return tuple(out), key

@@ -136,6 +136,8 @@ def test_sidekiq_unique_jobs_planted_and_look_alikes(redis_db):
     lk = next(r for r in ledger.records(SCOPE, d1) if r.raw_status == "locked")
     assert lk.expires_at is not None and lk.expires_at > now and lk.locked_at is not None
     assert all(r.locked_at is not None for r in ledger.records(SCOPE, d2))
+    assert {r.kind for r in ledger.records(SCOPE, d2)} == {"RefundJob"}  # v9 metadata's worker
+    assert ledger.snapshot.pattern == "queue:*, schedule, retry, dead, uniquejobs:*:LOCKED"
     assert K.DUPLICATE_EFFECT not in FindingEngine(ledger, now).unsupported()
     assert ledger.snapshot.loaded == 17
 

@@ -81,6 +81,7 @@ def _record(raw, src: MemberSource, container: str, caps: dict, score=None) -> d
         return None
     for k, v in caps.items():
         obj.setdefault(k, v)
+    _rename(obj, src)
     obj["_state"] = src.state
     obj["_container"] = container
     if score is not None:
@@ -104,10 +105,18 @@ def _hash_records(fields: dict, src: MemberSource, container: str, caps: dict) -
         else:
             rec[src.value_as] = val
         rec[src.field_as] = _text(f)
+        _rename(rec, src)
         rec["_state"] = src.state
         rec["_container"] = container
         out.append(rec)
     return out
+
+
+def _rename(rec: dict, src: MemberSource) -> None:
+    """Give ``rec`` the other names of ``src.rename`` where it lacks them."""
+    for old, new in src.rename:
+        if old in rec and new not in rec:
+            rec[new] = rec[old]
 
 
 class _Batcher:

@@ -248,7 +248,7 @@ def _start_info(client, kv: KvLayout, url: str, check_rights: bool) -> SnapshotI
     info = SnapshotInfo(
         url=safe_redis_url(url) if url else "",
         db=int(client.connection_pool.connection_kwargs.get("db") or 0),
-        pattern=kv.match,
+        pattern=", ".join(m.match for m in kv.members) if kv.members else kv.match,
         layout=kv.name,
         started_at=datetime.now(UTC),
     )
