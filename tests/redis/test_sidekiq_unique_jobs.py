@@ -12,10 +12,12 @@ fixtures): keys written as the source writes them.
   lock_metadata): HSET ``<digest>:LOCKED`` job_id -> JSON {worker, queue, limit, timeout, ttl, type,
   lock_args, time, at}; only that key and ``uniquejobs:digests``.
 
-Planted: two queued until_executed jobs of one v8 digest (the lock let the second through), a v9 LOCKED
-hash holding two job ids, a dead job, a job retried 6 times. Look-alikes: two queued while_executing jobs
-(allowed: no client lock), a failed until_executed job in ``retry`` beside the next one (v8 released its
-lock), two queued until_expired jobs (only its LOCKED hash is compared), one job per digest."""
+Planted: two queued until_executed jobs of one v8 digest (the lock let the second through), a v9 LOCKED hash
+holding two job ids, a v9 until_executed job failed into ``retry`` still holding its lock (v9 unlocks on
+success only) with a second job of its digest queued, a dead job, a job retried 6 times. Look-alikes: two
+queued while_executing jobs (allowed: no client lock), a failed until_executed job in ``retry`` beside the
+next one (v8 released its lock), two queued until_expired jobs (only its LOCKED hash is compared), one job per
+digest."""
 
 from __future__ import annotations
 
@@ -106,6 +108,11 @@ def test_sidekiq_unique_jobs_planted_and_look_alikes(redis_db):
     push(raw, job("g1", "PingJob", lock="until_expired", dig=d6))
     push(raw, job("g2", "PingJob", lock="until_expired", dig=d6))
     lock_v8(raw, d6, "g2", ttl_ms=5_000)
+    # 3. v9 until_executed keeps a failed job's lock: r1 in retry still holds it, r2 got queued beside it
+    d7 = digest("payout-9")
+    raw.zadd("retry", {job("r1", "PayoutJob", lock="until_executed", dig=d7, retry_count=0): time.time() + 30})
+    lock_v9(raw, d7, "r1")
+    push(raw, job("r2", "PayoutJob", lock="until_executed", dig=d7))
     # a dead job (Sidekiq 7 float-seconds times) and a job retried 6 times (Sidekiq 8 ms times)
     raw.zadd("dead", {job("h1", "ExportJob", sidekiq7=True, retry_count=2, error_message="boom"): time.time()})
     raw.zadd("retry", {job("i1", "WebhookJob", retry_count=6, error_message="HTTP 502"): time.time() + 60})
@@ -117,6 +124,7 @@ def test_sidekiq_unique_jobs_planted_and_look_alikes(redis_db):
     assert got == {
         ("duplicate_effect", d1),
         ("duplicate_effect", d2),
+        ("duplicate_effect", d7),
         ("unresolved_failure", "h1"),
         ("retry_storm", "i1"),
     }
@@ -139,7 +147,7 @@ def test_sidekiq_unique_jobs_planted_and_look_alikes(redis_db):
     assert {r.kind for r in ledger.records(SCOPE, d2)} == {"RefundJob"}  # v9 metadata's worker
     assert ledger.snapshot.pattern == "queue:*, schedule, retry, dead, uniquejobs:*:LOCKED"
     assert K.DUPLICATE_EFFECT not in FindingEngine(ledger, now).unsupported()
-    assert ledger.snapshot.loaded == 17
+    assert ledger.snapshot.loaded == 20
 
 
 def test_sidekiq_bad_members_are_counted_not_fatal(redis_db):
