@@ -46,7 +46,8 @@ of a queue list or of the ``schedule``/``retry``/``dead`` sorted sets):
   ``rename`` (record field -> another name it is given where the record lacks that one). A record
   is the member's JSON object (or the hash field's) plus ``_container`` and ``_score`` (a sorted set's);
   the container's TTL is each record's ``expires_at``;
-- ``[duplicates] window_key``: the template (``bull:{scope}:de:{group}``) of the key that holds a dedup id
+- ``[duplicates] window_key``: the template (``bull:{scope}:de:{group}``; Asynq's unique key is the dedup
+  id itself: ``{group}``) of the key that holds a dedup id
   while its window lasts (its value the holding record's key): its TTL is that record's ``expires_at``;
 - ``[events]``: ``key`` the template of a scope's events stream (``bull:{scope}:events``, read with
   XRANGE in pages): a ``completed`` event of a job whose record is gone (deleted on completion) becomes a
@@ -347,7 +348,7 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     states_key, states, lock_key, group, absent = _joined(where, d)
     members, members_key = _members(where, d)
     dup = d.get("duplicates") or {}
-    window_key = _template(where, "duplicates", dup["window_key"], ("scope", "group")) if "window_key" in dup else ""
+    window_key = _template(where, "duplicates", dup["window_key"], ("group",)) if "window_key" in dup else ""
     ev = d.get("events") or {}
     if set(ev) - {"key"}:
         raise _err(where, "[events] knows only key")
