@@ -142,7 +142,7 @@ def test_bullmq_remove_on_complete_says_duplicates_cannot_be_checked(redis_db, b
     assert [(o.scope, o.key, o.raw_status) for o in _all(ledger)] == [("orders", "3", "delayed")]
 
 
-def test_bullmq_job_id_rerun_after_remove_on_complete_is_a_duplicate(redis_db, bullmq_modules):
+def test_bullmq_job_id_rerun_after_remove_on_complete_is_a_duplicate(redis_db, bullmq_modules, capsys):
     url, raw = redis_db
     plant(bullmq_modules, url, "jobid-rerun")
     ledger = open_ledger(url, "bullmq")
@@ -156,6 +156,12 @@ def test_bullmq_job_id_rerun_after_remove_on_complete_is_a_duplicate(redis_db, b
     assert K.DUPLICATE_EFFECT not in FindingEngine(ledger, now).unsupported()
     # invoice-7 was kept: one record, completed once (its re-add was refused as a duplicate)
     assert [o.raw_status for o in ledger.records("invoices", "invoice-7")] == ["completed"]
+    # the scan report says it, under the server line
+    from idemview.cli import main
+
+    main(["scan", url, "--layout", "bullmq"])
+    out = capsys.readouterr().out
+    assert "\nnote     3 completed jobs were deleted on completion (removeOnComplete" in out
 
 
 def test_bullmq_not_detected_on_other_redis_ledgers(redis_db):

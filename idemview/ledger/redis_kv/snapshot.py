@@ -68,6 +68,18 @@ class SnapshotInfo:
     #: what the reader should know about this snapshot's limits, in plain words (e.g. removeOnComplete)
     notes: list[str] = field(default_factory=list)
 
+    def server_line(self) -> str:
+        """The scan report's ``server`` line (the "as of" and what was read), then one ``note`` line per
+        entry of :attr:`notes` (what this snapshot could not read, or read from TTLs)."""
+        from idemview.ledger.times import iso
+
+        line = (
+            f"server   {iso(self.server_time)} (Redis TIME at the snapshot; {self.scanned} keys scanned "
+            f"matching {self.pattern!r}, {self.loaded} records, {self.without_ttl} without TTL, "
+            f"{self.gone} gone while reading, {self.undecodable + self.wrong_type} unreadable)"
+        )
+        return "\n".join([line, *(f"note     {n}" for n in self.notes)])
+
     def to_json(self) -> dict:
         from idemview.ledger.times import iso
 
