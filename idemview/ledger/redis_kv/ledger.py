@@ -50,7 +50,8 @@ def snapshot_layout(kv: KvLayout) -> Layout:
         title=kv.title,
         description=kv.description,
         source=kv.source,
-        status=StatusSource(column="status", map=dict(kv.status_map), default=kv.status_default),
+        # a record without a status (the snapshot stores "" for it) is unknown, not a value to map
+        status=StatusSource(column="status", map={"": "unknown", **kv.status_map}, default=kv.status_default),
         times=times,
         fields=fields,
         kind=kind,
