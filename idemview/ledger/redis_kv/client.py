@@ -234,7 +234,8 @@ SNAPSHOT_COMMANDS = ("SCAN", "TYPE", "GET", "MGET", "HGETALL", "PTTL", "TIME")
 
 def snapshot_permissions(client, kv: KvLayout | None = None) -> tuple[list[str], bool]:
     """(commands the snapshot needs that this Redis user may not run, whether ``TIME`` is refused):
-    each of :data:`SNAPSHOT_COMMANDS` run once on a sampled (or absent) key. ``TIME`` refused is not
+    each of :data:`SNAPSHOT_COMMANDS` (and LRANGE/ZRANGE for a ``[members]`` layout, whose records are
+    members of lists and sorted sets) run once on a sampled (or absent) key. ``TIME`` refused is not
     fatal (the local clock is used, see :func:`server_time`); any other refused command is."""
     import redis
 
@@ -253,6 +254,9 @@ def snapshot_permissions(client, kv: KvLayout | None = None) -> tuple[list[str],
         "PTTL": lambda: client.execute_command("PTTL", key),
         "TIME": lambda: client.execute_command("TIME"),
     }
+    if kv is not None and kv.members:  # records that are members of lists and sorted sets
+        probes["LRANGE"] = lambda: client.execute_command("LRANGE", key, 0, 0)
+        probes["ZRANGE"] = lambda: client.execute_command("ZRANGE", key, 0, 0)
     for name, run in probes.items():
         try:
             run()
@@ -267,6 +271,8 @@ def snapshot_permissions(client, kv: KvLayout | None = None) -> tuple[list[str],
 
 
 def _reads_of(kv: KvLayout) -> tuple[str, ...]:
+    if kv.members:
+        return ("HGETALL",) if any(m.type == "hash" for m in kv.members) else ()
     return ("HGETALL",) if kv.encoding == "hash" else ("GET", "MGET")
 
 

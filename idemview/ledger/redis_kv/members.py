@@ -174,6 +174,8 @@ def member_batches(client, kv: KvLayout, batch: int, token) -> Iterator[tuple]:
                 if src.key_regex is not None and m is None:
                     continue
                 wanted.append((name, {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}))
+            if not wanted:
+                continue
             if src.type == "hash":  # one HGETALL per container, pipelined per SCAN batch
                 at, res = _pipeline(client, [c for name, _ in wanted for c in (("HGETALL", name), ("PTTL", name))])
                 for (name, caps), fields, pttl in zip(wanted, res[0::2], res[1::2], strict=True):
