@@ -14,7 +14,8 @@ A key-value layout is TOML like the SQL layouts (never code): a ``[kv]`` table w
 statuses, unmapped raw values becoming ``default``. ``[fields]`` maps normalized names
 (DESIGN §3) onto value fields: a field name (a dotted path into JSON: ``meta.status``), or a table with
 ``field``/``fields`` (several fields gathered into one JSON object, e.g. Celery's args + kwargs as the
-request), ``encoding`` (times: ``iso_text``, ``epoch_s``, ``epoch_ms``; payloads: ``json``/``text``),
+request), ``first_of`` (alternatives: the first present one), ``encoding`` (times: ``iso_text``,
+``epoch_s``, ``epoch_ms``, ``epoch_s_or_ms``; payloads: ``json``/``text``),
 ``add`` (a number added to an integer: Celery's ``retries`` + 1 = attempts) or ``hash_of`` (a SHA-256
 over the named fields' canonical JSON: Celery's task name + arguments as the intent reference, so one
 intent under two task ids shows; with ``unless_empty = [fields]`` no hash where all of those are empty:
@@ -122,6 +123,9 @@ class KvField:
     #: ``hash_of`` only: no value (no intent) when every one of these fields is empty (missing, null,
     #: "", [] or {}): a Celery task called with no arguments, a periodic one, names no business intent
     unless_empty: tuple[str, ...] = ()
+    #: ``first_of``: ``fields`` are alternatives, the first present (not null) one is the value
+    #: (Sidekiq's last failure: ``retried_at``, else ``failed_at``)
+    first_of: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +264,7 @@ def _field(where: str, name: str, v: Any) -> KvField:
         return KvField(fields=(v,))
     if not isinstance(v, dict):
         raise _err(where, f"fields.{name} must be a field name or a table")
-    extra = set(v) - {"field", "fields", "encoding", "add", "hash_of", "unless_empty"}
+    extra = set(v) - {"field", "fields", "first_of", "encoding", "add", "hash_of", "unless_empty"}
     if extra:
         raise _err(where, f"fields.{name} has unknown entries: {', '.join(sorted(extra))}")
     enc = v.get("encoding")
@@ -284,8 +288,10 @@ def _field(where: str, name: str, v: Any) -> KvField:
         return KvField(hash_of=_names(where, v["hash_of"]), encoding=enc, unless_empty=empty)
     if "fields" in v:
         return KvField(fields=_names(where, v["fields"]), encoding=enc, add=add, gather=True)
+    if "first_of" in v:
+        return KvField(fields=_names(where, v["first_of"]), encoding=enc, add=add, first_of=True)
     if "field" not in v:
-        raise _err(where, f"fields.{name} needs field, fields or hash_of")
+        raise _err(where, f"fields.{name} needs field, fields, first_of or hash_of")
     return KvField(fields=_names(where, v["field"]), encoding=enc, add=add)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from datetime import UTC, datetime
 
 from idemview.domain.model import FindingKind as K
 from idemview.findings.engine import FindingEngine
@@ -114,8 +115,27 @@ def test_sidekiq_unique_jobs_planted_and_look_alikes(redis_db):
     lock_v9(raw, d7, "r1")
     push(raw, job("r2", "PayoutJob", lock="until_executed", dig=d7))
     # a dead job (Sidekiq 7 float-seconds times) and a job retried 6 times (Sidekiq 8 ms times)
-    raw.zadd("dead", {job("h1", "ExportJob", sidekiq7=True, retry_count=2, error_message="boom"): time.time()})
-    raw.zadd("retry", {job("i1", "WebhookJob", retry_count=6, error_message="HTTP 502"): time.time() + 60})
+    raw.zadd(
+        "dead",
+        {
+            job(
+                "h1", "ExportJob", sidekiq7=True, retry_count=2, error_message="boom", failed_at=1767323045.0
+            ): time.time()
+        },
+    )
+    raw.zadd(
+        "retry",
+        {
+            job(
+                "i1",
+                "WebhookJob",
+                retry_count=6,
+                error_message="HTTP 502",
+                failed_at=1767225600000,
+                retried_at=1767398400000,
+            ): time.time() + 60
+        },
+    )
     ledger = open_ledger(url)
     assert ledger.layout.name == "sidekiq-unique-jobs", ledger.detection
     now = server_now(raw)
@@ -140,6 +160,9 @@ def test_sidekiq_unique_jobs_planted_and_look_alikes(redis_db):
     for r in (h1, i1):
         assert r.created_at is not None and abs((now - r.created_at).total_seconds() - 60) < 30
     assert h1.status.value == "failed" and h1.attempt_count == 3
+    # the last failure: failed_at (a first failure; Sidekiq 7 seconds) or retried_at (Sidekiq 8 ms)
+    assert h1.updated_at == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert i1.updated_at == datetime(2026, 1, 3, 0, 0, tzinfo=UTC)
     # a v8 lock entry's TTL is its expiry; v9's time (JSON metadata) and v8's (bare value) both read
     lk = next(r for r in ledger.records(SCOPE, d1) if r.raw_status == "locked")
     assert lk.expires_at is not None and lk.expires_at > now and lk.locked_at is not None

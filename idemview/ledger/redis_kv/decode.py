@@ -147,13 +147,13 @@ def _plan(kv: KvLayout) -> list[tuple]:
         elif f.gather:
             plan.append((name, "gather", f.fields, f.encoding, 0))
         elif name in _TIME_NAMES:
-            plan.append((name, "time", f.fields[0], f.encoding or "iso_text", 0))
+            plan.append((name, "time", _src(f), f.encoding or "iso_text", 0))
         elif name == "attempt_count":
-            plan.append((name, "int", f.fields[0], None, f.add))
+            plan.append((name, "int", _src(f), None, f.add))
         elif name in ("request", "response", "error"):
-            plan.append((name, "json" if f.encoding == "json" else "text", f.fields[0], None, 0))
+            plan.append((name, "json" if f.encoding == "json" else "text", _src(f), None, 0))
         else:
-            plan.append((name, "text", f.fields[0], None, 0))
+            plan.append((name, "text", _src(f), None, 0))
     _PLANS[id(kv)] = (kv, plan)
     return plan
 
@@ -177,7 +177,7 @@ def map_record(kv: KvLayout, value: Any) -> dict[str, Any]:
             v = got if any(x is not None for x in got.values()) else None
             out[name] = None if v is None else _dumps_sorted(v) if enc == "json" else _text(v)
             continue
-        v = get(d, src)
+        v = get(d, src) if src.__class__ is str else next((x for n in src if (x := get(d, n)) is not None), None)
         if action == "time":
             k = (src, enc)
             if k not in seen_t:  # Celery's date_done feeds three times: parse it once
@@ -245,6 +245,28 @@ def _getter(path: str) -> Callable[[dict], Any]:
         return cur
 
     return walk
+
+
+def _src(f) -> Any:
+    """A field's source: its one value field, or the tuple of ``first_of`` names (the first present)."""
+    return f.fields if f.first_of else f.fields[0]
+
+
+def _field_getter(f) -> Callable[[dict], Any]:
+    """The value of a :class:`~idemview.layouts.kv.KvField` in a decoded dict: its field, or the first
+    of its ``first_of`` fields that is present and not null."""
+    if not f.first_of:
+        return _getter(f.fields[0])
+    gets = tuple(_getter(n) for n in f.fields)
+
+    def first(d: dict) -> Any:
+        for g in gets:
+            v = g(d)
+            if v is not None:
+                return v
+        return None
+
+    return first
 
 
 def _text_of(g: Callable[[dict], Any]) -> Callable[[dict], Any]:
@@ -379,18 +401,18 @@ def compile_layout(kv: KvLayout) -> CompiledLayout:
             fn = _gather_of(f.fields)
         elif name in _TIME_NAMES:
             enc = f.encoding or "iso_text"
-            k = (f.fields[0], enc)
+            k = (_src(f), enc)
             if k not in time_slot:
                 time_slot[k] = len(time_src)
                 parse = _iso_time if enc == "iso_text" else partial(sql_time, enc=enc)
-                time_src.append((_getter(f.fields[0]), parse))
+                time_src.append((_field_getter(f), parse))
             fn = time_slot[k]
         elif name == "attempt_count":
-            fn = _int_of(_getter(f.fields[0]), f.add)
+            fn = _int_of(_field_getter(f), f.add)
         elif name in ("request", "response", "error") and f.encoding == "json":
-            fn = _json_of(_getter(f.fields[0]))
+            fn = _json_of(_field_getter(f))
         else:
-            fn = _text_of(_getter(f.fields[0]))
+            fn = _text_of(_field_getter(f))
         if name == "kind":
             kind_fn = fn
         else:
