@@ -7,6 +7,7 @@ snapshot / detect / ledger); this module re-exports the names other layers and t
 
 from __future__ import annotations
 
+from idemview.layouts.kv import NOT_CHECKABLE
 from idemview.ledger.memory_snapshot import CONVERSION_ERRORS as _CONVERSION_ERRORS
 from idemview.ledger.memory_snapshot import ddl as _ddl
 from idemview.ledger.memory_snapshot import load_rows as _load
@@ -56,6 +57,7 @@ __all__ = [
     "DETECT_SAMPLE",
     "DETECT_SCANS",
     "LOCAL_CLOCK_NOTE",
+    "NOT_CHECKABLE",
     "SCAN_COUNT",
     "SNAPSHOT_COMMANDS",
     "UTC",
