@@ -14,7 +14,8 @@ A key-value layout is TOML like the SQL layouts (never code): a ``[kv]`` table w
 statuses, unmapped raw values becoming ``default``. ``[fields]`` maps normalized names
 (DESIGN §3) onto value fields: a field name (a dotted path into JSON: ``meta.status``), or a table with
 ``field``/``fields`` (several fields gathered into one JSON object, e.g. Celery's args + kwargs as the
-request), ``encoding`` (times: ``iso_text``, ``epoch_s``, ``epoch_ms``; payloads: ``json``/``text``),
+request), ``first_of`` (alternatives: the first present one), ``encoding`` (times: ``iso_text``,
+``epoch_s``, ``epoch_ms``, ``epoch_s_or_ms``; payloads: ``json``/``text``),
 ``add`` (a number added to an integer: Celery's ``retries`` + 1 = attempts) or ``hash_of`` (a SHA-256
 over the named fields' canonical JSON: Celery's task name + arguments as the intent reference, so one
 intent under two task ids shows; with ``unless_empty = [fields]`` no hash where all of those are empty:
@@ -33,6 +34,35 @@ Keys beside the record (a job queue such as BullMQ keeps a job's state and lock 
   sharing one are one idempotency key, so two completed records of one dedup id show as
   ``duplicate_effect``; ``absent_reason`` says why no completed record may be present (the store
   deletes them) when none is, and ``duplicate_effect`` is then not checkable.
+
+Records that are members of other keys, not keys of their own (Sidekiq keeps each job as a JSON member
+of a queue list or of the ``schedule``/``retry``/``dead`` sorted sets):
+
+- ``[members]``: ``key_field``, the value field naming the record (Sidekiq's ``jid``), and
+  ``[[members.source]]`` tables, each with ``match`` (a key name, or a SCAN MATCH glob), ``type``
+  (``list``, ``zset``, ``hash``: each member or hash field is one record), ``state`` (the raw status
+  of its records), optionally ``key_regex`` (named captures of the container key added to each record:
+  the digest of ``uniquejobs:<digest>:LOCKED``), and for a hash ``field_as``/``value_as`` (the names a
+  field and its value take in the record; a value that is a JSON object is merged into it), and
+  ``rename`` (record field -> another name it is given where the record lacks that one). A record
+  is the member's JSON object (or the hash field's) plus ``_container`` and ``_score`` (a sorted set's);
+  the container's TTL is each record's ``expires_at``;
+- ``[duplicates] window_key``: the template (``bull:{scope}:de:{group}``; Asynq's unique key is the dedup
+  id itself: ``{group}``) of the key that holds a dedup id
+  while its window lasts (its value the holding record's key): its TTL is that record's ``expires_at``;
+- ``[events]``: ``key`` the template of a scope's events stream (``bull:{scope}:events``, read with
+  XRANGE in pages): a ``completed`` event of a job whose record is gone (deleted on completion) becomes a
+  succeeded attempt of that job id, so a job id that completed twice shows (``duplicate_effect``);
+- ``[duplicates] lock_type_field`` + ``[duplicates.holds]``: which records hold their dedup id's lock,
+  by lock type (sidekiq-unique-jobs: an ``until_executed`` job holds it while queued, a
+  ``while_executing`` one never on the client), ``"*"`` for any type: only holders are grouped, so a
+  look-alike the system allows (a second ``while_executing`` job queued) is no duplicate.
+
+A store that sets the same TTL at every write (Celery's ``result_expires``) tells when a record was last
+written: ``[expiry] write_ttl_seconds`` (the TTL the store was configured with) and ``write_time_fields``
+(the time fields that take read time - (TTL - remaining TTL) when the record holds none: a Celery
+``STARTED`` record has ``date_done: null``). A remaining TTL above the configured one means the
+configuration differs: no time is derived, and the snapshot says so.
 
 The key's TTL is the record's ``expires_at`` (Redis keeps the dedup window as the TTL: Celery's
 ``result_expires``, Powertools' ``expires_after_seconds``); a key without a TTL has none. The layout
@@ -59,7 +89,11 @@ ENCODINGS = ("json", "hash", "plain")
 KV_TIME_FIELDS = ("created_at", "updated_at", "completed_at", "locked_at", "lock_expires_at")
 KV_VALUE_FIELDS = ("kind", "attempt_count", "fingerprint", "intent_ref", "effect_ref")
 KV_PAYLOAD_FIELDS = ("request", "response", "error")
-KV_TIME_ENCODINGS = ("iso_text", "epoch_s", "epoch_ms")
+#: ``epoch_s_or_ms``: a number read as milliseconds from 1e11 on (1e11 s is the year 5138, 1e11 ms 1973),
+#: else seconds: Sidekiq 8 writes times as epoch ms, Sidekiq 7 as epoch float seconds, side by side.
+KV_TIME_ENCODINGS = ("iso_text", "epoch_s", "epoch_ms", "epoch_s_or_ms")
+MEMBER_TYPES = ("list", "zset", "hash")
+SOURCE_ENTRIES = frozenset(("match", "type", "state", "key_regex", "field_as", "value_as", "rename"))
 ATTEMPT_FIELDS = ("worker", "started_at", "finished_at")
 
 #: Finding kinds a key-value store cannot show, whatever the layout, and why (DESIGN §5 kinds).
@@ -89,6 +123,31 @@ class KvField:
     #: ``hash_of`` only: no value (no intent) when every one of these fields is empty (missing, null,
     #: "", [] or {}): a Celery task called with no arguments, a periodic one, names no business intent
     unless_empty: tuple[str, ...] = ()
+    #: ``first_of``: ``fields`` are alternatives, the first present (not null) one is the value
+    #: (Sidekiq's last failure: ``retried_at``, else ``failed_at``)
+    first_of: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSource:
+    """One ``[[members.source]]``: container keys (``match``: a name, or a glob read with SCAN MATCH) of
+    ``type`` whose members are records in raw state ``state``; ``key_regex`` captures of the container
+    key are added to each record; a hash field and its value are named ``field_as``/``value_as``."""
+
+    match: str
+    type: str
+    state: str
+    key_regex: re.Pattern | None = None
+    field_as: str = "field"
+    value_as: str = "value"
+    #: record field -> the name it is also given (sidekiq-unique-jobs v9 lock metadata's ``worker`` is
+    #: the job's ``class``), where the record has no field of that name
+    rename: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def literal(self) -> bool:
+        """True when ``match`` names one key (no glob character): read directly, no SCAN."""
+        return not any(c in self.match for c in "*?[\\")
 
 
 @dataclass(slots=True)
@@ -111,6 +170,10 @@ class KvLayout:
     attempt: dict[str, str] = field(default_factory=dict)
     lock_timeout_seconds: float | None = None
     dedup_window_seconds: float | None = None
+    #: [expiry] write_ttl_seconds: the TTL the store sets at every write (Celery's result_expires); a
+    #: record's write time = read time - (this - remaining TTL), used for write_time_fields it lacks
+    write_ttl_seconds: float | None = None
+    write_time_fields: tuple[str, ...] = ()
     retry_threshold: int = 5
     detect_fields: tuple[str, ...] = ()
     #: [states]: the key template listing a state's record ids, and raw state -> Redis type
@@ -121,6 +184,17 @@ class KvLayout:
     #: [duplicates]: the value field naming the dedup id that groups records under one key
     group_field: str | None = None
     absent_reason: str = ""
+    #: [members]: records are members of container keys (see the module docstring)
+    members: tuple[MemberSource, ...] = ()
+    members_key: str = ""
+    #: [duplicates] lock_type_field and holds: lock type -> raw states whose records hold the lock
+    lock_type_field: str | None = None
+    #: [duplicates] window_key: the template of the key that holds a dedup id while its window lasts
+    window_key: str = ""
+    #: [events]: the template of a scope's events stream (BullMQ's bull:<queue>:events)
+    events_key: str = ""
+    holds: dict[str, frozenset[str]] = field(default_factory=dict)
+    detect_keys: tuple[str, ...] = ()
     text: str = ""
     origin: str = ""
 
@@ -190,7 +264,7 @@ def _field(where: str, name: str, v: Any) -> KvField:
         return KvField(fields=(v,))
     if not isinstance(v, dict):
         raise _err(where, f"fields.{name} must be a field name or a table")
-    extra = set(v) - {"field", "fields", "encoding", "add", "hash_of", "unless_empty"}
+    extra = set(v) - {"field", "fields", "first_of", "encoding", "add", "hash_of", "unless_empty"}
     if extra:
         raise _err(where, f"fields.{name} has unknown entries: {', '.join(sorted(extra))}")
     enc = v.get("encoding")
@@ -214,40 +288,22 @@ def _field(where: str, name: str, v: Any) -> KvField:
         return KvField(hash_of=_names(where, v["hash_of"]), encoding=enc, unless_empty=empty)
     if "fields" in v:
         return KvField(fields=_names(where, v["fields"]), encoding=enc, add=add, gather=True)
+    if "first_of" in v:
+        return KvField(fields=_names(where, v["first_of"]), encoding=enc, add=add, first_of=True)
     if "field" not in v:
-        raise _err(where, f"fields.{name} needs field, fields or hash_of")
+        raise _err(where, f"fields.{name} needs field, fields, first_of or hash_of")
     return KvField(fields=_names(where, v["field"]), encoding=enc, add=add)
 
 
-def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
-    """Parse and validate key-value layout TOML. Raises :class:`LayoutError` with one clear line."""
-    try:
-        d = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise _err(origin, f"not valid TOML: {e}") from None
-    meta = d.get("layout") or {}
-    name = meta.get("name")
-    if not isinstance(name, str) or not name or not name.isprintable() or len(name) > 100:
-        raise _err(origin, "[layout] name is required (printable, at most 100 characters)")
-    unknown = set(d) - {
-        "layout",
-        "kv",
-        "status",
-        "fields",
-        "attempt",
-        "expiry",
-        "tunables",
-        "detect",
-        "states",
-        "lock",
-        "duplicates",
-    }
-    if unknown:
-        raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))}")
-    where = f"{name!r} ({origin})"
-    kv = d.get("kv")
-    if not isinstance(kv, dict):
-        raise _err(where, "[kv] is required")
+#: the sections a key-value layout may have
+SECTIONS = frozenset(
+    ("layout", "kv", "status", "fields", "attempt", "expiry", "tunables", "detect")
+    + ("states", "lock", "duplicates", "members", "events")
+)
+
+
+def _kv_keys(where: str, kv: dict) -> tuple[str, re.Pattern, re.Pattern | None]:
+    """([kv] match, key_regex, exclude_regex), validated."""
     extra = set(kv) - {"match", "key_regex", "exclude_regex", "encoding", "scope"}
     if extra:
         raise _err(where, f"[kv] has unknown entries: {', '.join(sorted(extra))}")
@@ -263,6 +319,29 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         raise _err(where, "[kv] key_regex needs a named capture (?P<key>...)")
     if set(key_re.groupindex) - {"key", "scope", "kind"}:
         raise _err(where, "[kv] key_regex captures only key, scope and kind")
+    return match, key_re, excl
+
+
+def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
+    """Parse and validate key-value layout TOML. Raises :class:`LayoutError` with one clear line."""
+    # Over 80 lines for one reason: the KvLayout call names each of its ~30 fields; every section's
+    # own validation is a helper (_kv_keys, _fields, _expiry, _joined, _members, _holds).
+    try:
+        d = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise _err(origin, f"not valid TOML: {e}") from None
+    meta = d.get("layout") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name or not name.isprintable() or len(name) > 100:
+        raise _err(origin, "[layout] name is required (printable, at most 100 characters)")
+    unknown = set(d) - SECTIONS
+    if unknown:
+        raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))}")
+    where = f"{name!r} ({origin})"
+    kv = d.get("kv")
+    if not isinstance(kv, dict):
+        raise _err(where, "[kv] is required")
+    match, key_re, excl = _kv_keys(where, kv)
     enc = kv.get("encoding", "json")
     if enc not in ENCODINGS:
         raise _err(where, f"[kv] encoding {enc!r} is not one of {', '.join(ENCODINGS)}")
@@ -273,24 +352,23 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     if bad:
         raise _err(where, f"[status] maps to unknown statuses {sorted(bad)} (known: {', '.join(sorted(statuses))})")
     states_key, states, lock_key, group, absent = _joined(where, d)
+    members, members_key = _members(where, d)
+    dup = d.get("duplicates") or {}
+    window_key = _template(where, "duplicates", dup["window_key"], ("group",)) if "window_key" in dup else ""
+    ev = d.get("events") or {}
+    if set(ev) - {"key"}:
+        raise _err(where, "[events] knows only key")
+    events_key = _template(where, "events", ev["key"], ("scope",)) if ev else ""
+    lock_type_field, holds = _holds(where, d)
+    if members and enc != "json":
+        raise _err(where, "[members] records are JSON objects: [kv] encoding must be json")
     if enc != "plain" and not states and not isinstance(st.get("field"), str):
         raise _err(where, "[status] field is required (the value field holding the status)")
-    fields = {}
-    for k, v in (d.get("fields") or {}).items():
-        if k not in KV_TIME_FIELDS + KV_VALUE_FIELDS + KV_PAYLOAD_FIELDS:
-            raise _err(
-                where, f"[fields] {k!r} is not one of {', '.join(KV_TIME_FIELDS + KV_VALUE_FIELDS + KV_PAYLOAD_FIELDS)}"
-            )
-        fields[k] = _field(where, k, v)
+    fields = _fields(where, d)
     att = d.get("attempt") or {}
     if set(att) - set(ATTEMPT_FIELDS):
         raise _err(where, f"[attempt] knows only {', '.join(ATTEMPT_FIELDS)}")
-    exp = d.get("expiry") or {}
-    if set(exp) - {"lock_timeout_seconds", "dedup_window_seconds"}:
-        raise _err(where, "[expiry] knows only lock_timeout_seconds and dedup_window_seconds (the TTL is the expiry)")
-    for k, v in exp.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise _err(where, f"expiry.{k} must be a non-negative number of seconds")
+    exp, wt_fields = _expiry(where, d)
     thr = (d.get("tunables") or {}).get("retry_threshold", 5)
     if isinstance(thr, bool) or not isinstance(thr, int) or thr < 0:
         raise _err(where, "tunables.retry_threshold must be a whole number >= 0")
@@ -312,6 +390,8 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         attempt={str(k): str(v) for k, v in att.items()},
         lock_timeout_seconds=exp.get("lock_timeout_seconds"),
         dedup_window_seconds=exp.get("dedup_window_seconds"),
+        write_ttl_seconds=exp.get("write_ttl_seconds"),
+        write_time_fields=tuple(wt_fields),
         retry_threshold=thr,
         detect_fields=tuple(det.get("fields") or ()),
         states_key=states_key,
@@ -319,9 +399,47 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         lock_key=lock_key,
         group_field=group,
         absent_reason=absent,
+        members=members,
+        members_key=members_key,
+        lock_type_field=lock_type_field,
+        window_key=window_key,
+        events_key=events_key,
+        holds=holds,
+        detect_keys=tuple(det.get("keys") or ()),
         text=text,
         origin=origin,
     )
+
+
+def _fields(where: str, d: dict) -> dict[str, KvField]:
+    """[fields], validated: normalized name -> :class:`KvField`."""
+    known = KV_TIME_FIELDS + KV_VALUE_FIELDS + KV_PAYLOAD_FIELDS
+    fields = {}
+    for k, v in (d.get("fields") or {}).items():
+        if k not in known:
+            raise _err(where, f"[fields] {k!r} is not one of {', '.join(known)}")
+        fields[k] = _field(where, k, v)
+    return fields
+
+
+def _expiry(where: str, d: dict) -> tuple[dict[str, float], list[str]]:
+    """([expiry] numbers by name, write_time_fields), validated."""
+    exp = dict(d.get("expiry") or {})
+    wt_fields = exp.pop("write_time_fields", [])
+    if set(exp) - {"lock_timeout_seconds", "dedup_window_seconds", "write_ttl_seconds"}:
+        raise _err(
+            where,
+            "[expiry] knows only lock_timeout_seconds, dedup_window_seconds, write_ttl_seconds and "
+            "write_time_fields (the TTL is the expiry)",
+        )
+    if not isinstance(wt_fields, list) or not all(f in KV_TIME_FIELDS for f in wt_fields):
+        raise _err(where, f"expiry.write_time_fields must list time fields ({', '.join(KV_TIME_FIELDS)})")
+    if wt_fields and "write_ttl_seconds" not in exp:
+        raise _err(where, "expiry.write_time_fields needs write_ttl_seconds (the TTL of every write)")
+    for k, v in exp.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise _err(where, f"expiry.{k} must be a non-negative number of seconds")
+    return exp, wt_fields
 
 
 STATE_TYPES = ("list", "zset")
@@ -331,9 +449,9 @@ def _template(where: str, section: str, v: Any, needs: tuple[str, ...]) -> str:
     if not isinstance(v, str) or not all("{" + n + "}" in v for n in needs):
         raise _err(where, f"[{section}] key must be a key template with {', '.join('{' + n + '}' for n in needs)}")
     try:
-        v.format(scope="s", key="k", state="x")
+        v.format(scope="s", key="k", state="x", group="g")
     except (KeyError, IndexError, ValueError):
-        raise _err(where, f"[{section}] key may name only {{scope}}, {{key}} and {{state}}") from None
+        raise _err(where, f"[{section}] key may name only {{scope}}, {{key}}, {{state}} and {{group}}") from None
     return v
 
 
@@ -356,8 +474,8 @@ def _joined(where: str, d: dict) -> tuple[str, dict[str, str], str, str | None, 
         raise _err(where, "[lock] knows only key")
     lock_key = _template(where, "lock", lk["key"], ("scope", "key")) if lk else ""
     dup = d.get("duplicates") or {}
-    if set(dup) - {"group_field", "absent_reason"}:
-        raise _err(where, "[duplicates] knows only group_field and absent_reason")
+    if set(dup) - {"group_field", "absent_reason", "lock_type_field", "holds", "window_key"}:
+        raise _err(where, "[duplicates] knows only group_field, absent_reason, lock_type_field, holds and window_key")
     group = dup.get("group_field")
     if dup and (not isinstance(group, str) or not group):
         raise _err(where, "[duplicates] group_field (the value field naming the dedup id) is required")
@@ -365,6 +483,64 @@ def _joined(where: str, d: dict) -> tuple[str, dict[str, str], str, str | None, 
     if not isinstance(absent, str):
         raise _err(where, "duplicates.absent_reason must be text")
     return states_key, states, lock_key, group, absent
+
+
+def _members(where: str, d: dict) -> tuple[tuple[MemberSource, ...], str]:
+    """([[members.source]] tables, the key field), validated; empty where the layout has none."""
+    m = d.get("members")
+    if not m:
+        return (), ""
+    if not isinstance(m, dict) or set(m) - {"key_field", "source"}:
+        raise _err(where, "[members] knows only key_field and [[members.source]]")
+    key = m.get("key_field")
+    if not isinstance(key, str) or not key:
+        raise _err(where, "[members] key_field (the value field naming a record) is required")
+    out = []
+    for i, src in enumerate(m.get("source") or ()):
+        at = f"members.source[{i}]"
+        if not isinstance(src, dict) or set(src) - SOURCE_ENTRIES:
+            raise _err(where, f"{at} knows only match, type, state, key_regex, field_as, value_as and rename")
+        ren = src.get("rename") or {}
+        if not isinstance(ren, dict) or not all(isinstance(v, str) and v for v in ren.values()):
+            raise _err(where, f"{at} rename must map field names to field names")
+        if not isinstance(src.get("match"), str) or not src["match"]:
+            raise _err(where, f"{at} match (a key name or a SCAN MATCH glob) is required")
+        if src.get("type") not in MEMBER_TYPES:
+            raise _err(where, f"{at} type must be one of {', '.join(MEMBER_TYPES)}")
+        if not isinstance(src.get("state"), str) or not src["state"]:
+            raise _err(where, f"{at} state (the raw status of its records) is required")
+        try:
+            rx = re.compile(src["key_regex"]) if src.get("key_regex") else None
+        except (re.error, TypeError) as e:
+            raise _err(where, f"{at} key_regex is not a valid regular expression: {e}") from None
+        names = {k: src.get(k, k.split("_")[0]) for k in ("field_as", "value_as")}
+        if not all(isinstance(v, str) and v for v in names.values()):
+            raise _err(where, f"{at} field_as/value_as must be field names")
+        out.append(
+            MemberSource(
+                src["match"], src["type"], src["state"], rx, names["field_as"], names["value_as"], tuple(ren.items())
+            )
+        )
+    if not out:
+        raise _err(where, "[members] names no [[members.source]]")
+    return tuple(out), key
+
+
+def _holds(where: str, d: dict) -> tuple[str | None, dict[str, frozenset[str]]]:
+    """([duplicates] lock_type_field, lock type -> raw states whose records hold the lock), validated."""
+    dup = d.get("duplicates") or {}
+    holds = dup.get("holds")
+    field_name = dup.get("lock_type_field")
+    if holds is None and field_name is None:
+        return None, {}
+    if not isinstance(field_name, str) or not field_name or not isinstance(holds, dict):
+        raise _err(where, "[duplicates] lock_type_field and holds (lock type -> states) go together")
+    out = {}
+    for k, v in holds.items():
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise _err(where, f"duplicates.holds.{k} must be a list of raw states")
+        out[str(k)] = frozenset(v)
+    return field_name, out
 
 
 def kv_preset_names() -> list[str]:

@@ -7,8 +7,9 @@ How it reads
     gives the key schema (checked against the layout: a table whose primary key differs does not fit),
     then ``Scan`` pages (``ConsistentRead``, ``Limit`` items per page, ``ExclusiveStartKey`` to go on)
     are decoded and loaded into the same in-memory SQLite reference tables a Redis snapshot fills
-    (:mod:`idemview.ledger.redis_snapshot`: its compiled key-value mapping, batch loader, DDL, read-only
-    memory engine and prefetching thread are reused as they are), so the normal
+    (:mod:`idemview.ledger.memory_snapshot`: the memory database, batch loader, indexes, read-only
+    engine and prefetching thread every snapshot shares; the per-item mapping is the key-value layout's
+    compiled one, :mod:`idemview.ledger.redis_kv.decode`), so the normal
     :class:`~idemview.ledger.reader.Ledger` serves grid, detail, findings and export unchanged.
 
 Read-only by construction
@@ -42,9 +43,7 @@ import base64
 import gc
 import random
 import re
-import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -57,18 +56,11 @@ from idemview.domain.model import FindingKind
 from idemview.errors import CannotConnect, InputError
 from idemview.layouts.dynamodb import DynamoLayout, all_dynamodb_presets, load_dynamodb_layout
 from idemview.layouts.layout import LayoutError
+from idemview.ledger import memory_snapshot as mem
+from idemview.ledger.memory_snapshot import CONVERSION_ERRORS
 from idemview.ledger.reader import Ledger
-from idemview.ledger.redis_snapshot import (
-    _CONVERSION_ERRORS,
-    _ddl,
-    _load,
-    _prefetched,
-    compile_layout,
-    memory_engine,
-    not_checkable,
-    snapshot_layout,
-    sql_time,
-)
+from idemview.ledger.redis_kv.decode import compile_layout, sql_time
+from idemview.ledger.redis_kv.ledger import not_checkable, snapshot_layout
 
 SCHEME = "dynamodb"
 PAGE_ITEMS: int | None = None  # items per Scan page (Limit); None: DynamoDB's own 1 MB pages
@@ -408,7 +400,8 @@ class DynamoSnapshotInfo:
     server's ``Date`` on the first/last response (aware UTC; the "as of"), ``clock_skew_s`` server -
     local (seconds); counts: ``scanned`` items Scan returned, ``loaded`` records, ``not_matching``
     items whose key attribute the layout's key regex rejects, ``undecodable``, ``without_expiry``
-    (no expiry attribute), ``same_key`` (a second item mapped onto one (scope, key); the first kept),
+    (no expiry attribute), ``expiry_unreadable`` (an expiry attribute that is no time: text, a negative
+    epoch; the item's expiry is unknown), ``same_key`` (a second item mapped onto one (scope, key); the first kept),
     ``pages``, ``retries`` (throttling / 5xx retries), ``item_count_estimate`` (DescribeTable's
     ItemCount, updated by AWS about every 6 hours)."""
 
@@ -428,6 +421,7 @@ class DynamoSnapshotInfo:
     not_matching: int = 0
     undecodable: int = 0
     without_expiry: int = 0
+    expiry_unreadable: int = 0
     same_key: int = 0
     pages: int = 0
     retries: int = 0
@@ -441,6 +435,7 @@ class DynamoSnapshotInfo:
         return (
             f"server   {iso(self.server_time)} ({clock}; table {self.table}, {self.scanned} items scanned in "
             f"{self.pages} pages, {self.loaded} records, {self.without_expiry} without expiry, "
+            f"{self.expiry_unreadable} with an unreadable expiry, "
             f"{self.not_matching} not matching the key pattern, {self.undecodable} unreadable, "
             f"{self.retries} throttling retries)"
         )
@@ -511,7 +506,7 @@ def scan_pages(
 
 class _ItemMapper:
     """Rows of the reference tables from Scan pages: ``page(items)`` -> ``(counts, ops, atts)`` with
-    counts = (scanned, not matching, undecodable, without expiry); ids numbered from 1 across pages.
+    counts = (scanned, not matching, undecodable, without expiry, unreadable expiry); ids numbered from 1 across pages.
     The per-item mapping is the key-value layout's compiled one (:func:`compile_layout`)."""
 
     def __init__(self, layout: DynamoLayout):
@@ -524,7 +519,7 @@ class _ItemMapper:
         exp_attr, exp_enc = lay.expires_attribute, lay.expires_encoding
         kind_of, attempt_of = comp.kind, comp.attempt
         rid = self.rid
-        not_matching = undecodable = without_expiry = 0
+        not_matching = undecodable = without_expiry = expiry_unreadable = 0
         ops: list[tuple] = []
         atts: list[tuple] = []
         for raw in items:
@@ -539,18 +534,34 @@ class _ItemMapper:
                 raw_status = comp.status(d)
                 vkind = kind_of(d) if kind_of is not None else None
                 att = attempt_of(raw_status, d, vkind, vals) if attempt_of is not None else None
-                expires = sql_time(_get(d, exp_attr), exp_enc) if exp_attr else None
-            except _CONVERSION_ERRORS:
+                expires, exp_state = _expiry(_get(d, exp_attr), exp_enc) if exp_attr else (None, "none")
+            except CONVERSION_ERRORS:
                 undecodable += 1
                 continue
-            if expires is None:
+            if exp_state == "none":
                 without_expiry += 1
+            elif exp_state == "unreadable":
+                expiry_unreadable += 1
             rid += 1
             ops.append((rid, scope, key, vkind or kind, raw_status if raw_status is not None else "", expires, *vals))
             if att is not None:
                 atts.append((rid, scope, key, *att))
         self.rid = rid
-        return (len(items), not_matching, undecodable, without_expiry), ops, atts
+        return (len(items), not_matching, undecodable, without_expiry, expiry_unreadable), ops, atts
+
+
+def _expiry(v: Any, enc: str) -> tuple[str | None, str]:
+    """(expires_at text, "ok" | "none" | "unreadable") of an expiry attribute's value. Missing (or
+    empty): no expiry. A value that is not a time in ``enc`` (text where a number belongs, a negative
+    or zero epoch: DynamoDB's TTL ignores an attribute that is not a positive number, and it would show
+    as "20789 days ago") is unreadable: the item's expiry is unknown, never "none"."""
+    if v is None or v == "":
+        return None, "none"
+    if enc in ("epoch_s", "epoch_ms", "epoch_s_or_ms"):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < float("inf")):
+            return None, "unreadable"
+    t = sql_time(v, enc)
+    return (t, "ok") if t is not None else (None, "unreadable")
 
 
 def _get(d: dict, path: str) -> Any:
@@ -560,41 +571,6 @@ def _get(d: dict, path: str) -> Any:
             return None
         cur = cur.get(part)
     return cur
-
-
-def _new_memory_db() -> tuple[str, sqlite3.Connection, list[str]]:
-    """(URI, keeper connection, index statements) of a fresh shared-cache memory database holding the
-    reference tables (no journal: nobody sees it until it is complete; the indexes come after the load)."""
-    uri = f"file:idemview-dynamodb-{uuid.uuid4().hex}?mode=memory&cache=shared"
-    keeper = sqlite3.connect(uri, uri=True, check_same_thread=False)
-    keeper.execute("PRAGMA journal_mode = OFF")
-    keeper.execute("PRAGMA synchronous = OFF")
-    tables, indexes = _ddl()
-    for stmt in tables:
-        keeper.execute(stmt)
-    return uri, keeper, indexes
-
-
-def _finish(keeper: sqlite3.Connection, indexes: list[str]) -> int:
-    """Build the indexes (the unique (scope, key) one first) and statistics; returns how many records
-    were dropped because an earlier one had the same (scope, key)."""
-    keeper.commit()
-    keeper.execute("PRAGMA journal_mode = MEMORY")
-    dropped = 0
-    try:
-        keeper.execute(indexes[0])
-    except sqlite3.IntegrityError:
-        cur = keeper.execute(
-            "DELETE FROM operations WHERE id NOT IN (SELECT min(id) FROM operations GROUP BY scope, idempotency_key)"
-        )
-        dropped = cur.rowcount
-        keeper.execute("DELETE FROM attempts WHERE id NOT IN (SELECT id FROM operations)")
-        keeper.execute(indexes[0])
-    for stmt in indexes[1:]:
-        keeper.execute(stmt)
-    keeper.execute("ANALYZE")
-    keeper.commit()
-    return dropped
 
 
 def snapshot(
@@ -632,15 +608,10 @@ def snapshot(
         info.clock, info.server_time = "local", datetime.now(UTC)
     info.clock_skew_s = round((info.server_time - datetime.now(UTC)).total_seconds(), 3)
     comp = compile_layout(layout.kv)
-    op_cols = ("id", "scope", "idempotency_key", "kind", "status", "expires_at", *comp.columns)
-    op_sql = f"INSERT INTO operations ({', '.join(op_cols)}) VALUES ({','.join('?' * len(op_cols))})"
-    att_sql = (
-        "INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, "
-        "outcome, request_hash, effect_ref, worker, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-    )
-    uri, keeper, indexes = _new_memory_db()
+    op_sql, att_sql = mem.insert_statements(comp.columns)
+    uri, keeper, indexes = mem.new_memory_db("dynamodb")
     mapper = _ItemMapper(layout)
-    pages = _prefetched(scan_pages(client, target, limit=batch, token=token, on_retry=retried), token)
+    pages = mem.prefetched(scan_pages(client, target, limit=batch, token=token, on_retry=retried), token)
     paused = gc.isenabled()
     gc.disable()  # the load makes no reference cycles (as the Redis snapshot's)
     try:
@@ -648,18 +619,19 @@ def snapshot(
         for items, at in pages:
             info.pages += 1
             last = at or last
-            (n, not_matching, bad, no_exp), ops, atts = mapper.page(items)
+            (n, not_matching, bad, no_exp, bad_exp), ops, atts = mapper.page(items)
             info.scanned += n
             info.not_matching += not_matching
             info.undecodable += bad
             info.without_expiry += no_exp
+            info.expiry_unreadable += bad_exp
             if ops:
-                n_bad = _load(keeper, op_sql, att_sql, ops, atts)
+                n_bad = mem.load_rows(keeper, op_sql, att_sql, ops, atts)
                 info.loaded += len(ops) - n_bad
                 info.undecodable += n_bad
             if progress:
                 progress(info.scanned, info.loaded)
-        info.same_key = _finish(keeper, indexes)
+        info.same_key = mem.finish(keeper, indexes)
         info.loaded -= info.same_key
         info.server_time_end = last if info.clock == "server" else datetime.now(UTC)
         info.finished_at = datetime.now(UTC)
@@ -669,7 +641,7 @@ def snapshot(
     finally:
         if paused:
             gc.enable()
-    return memory_engine(uri, keeper), info
+    return mem.memory_engine(uri, keeper), info
 
 
 def dynamodb_not_checkable(layout: DynamoLayout) -> dict[FindingKind, str]:
@@ -717,7 +689,7 @@ def detect_dynamodb(client, target: DynamoTarget, presets: list[DynamoLayout] | 
         for it in items:
             try:
                 sample.append(decode_item(it))
-            except _CONVERSION_ERRORS:
+            except CONVERSION_ERRORS:
                 continue
     out = []
     for lay in presets if presets is not None else all_dynamodb_presets():

@@ -1,5 +1,6 @@
 // Writes a BullMQ keyspace with planted incidents and clean look-alikes, with BullMQ itself
-// (tests/redis/test_bullmq.py runs it; argv: redis url, scenario "incidents" | "remove-on-complete").
+// (tests/redis/test_bullmq.py runs it; argv: redis url, scenario "incidents" | "remove-on-complete" |
+// "jobid-rerun").
 // Only BullMQ's public API: Queue.add, Worker (with and without a processor), getNextJob.
 const { Queue, Worker } = require('bullmq');
 const url = new URL(process.argv[2]);
@@ -74,6 +75,26 @@ async function removeOnComplete() {
   await q.close();
 }
 
-(scenario === 'incidents' ? incidents() : removeOnComplete())
+async function jobIdRerun() {
+  // BullMQ refuses an add whose jobId's hash exists (handleDuplicatedJob.lua); removeOnComplete deletes
+  // the hash when the job completes, so the same jobId added again runs again
+  const q = new Queue('invoices', { connection: conn });
+  const ok = async () => 'sent';
+  await q.add('send', { invoice: 5 }, { jobId: 'invoice-5', removeOnComplete: true });
+  await drain(q, ok);
+  await q.add('send', { invoice: 5 }, { jobId: 'invoice-5', removeOnComplete: true });
+  await drain(q, ok);
+  // look-alikes: a jobId completed once and removed; a jobId kept on completion, its re-add refused
+  await q.add('send', { invoice: 6 }, { jobId: 'invoice-6', removeOnComplete: true });
+  await drain(q, ok);
+  await q.add('send', { invoice: 7 }, { jobId: 'invoice-7' });
+  await drain(q, ok);
+  await q.add('send', { invoice: 7 }, { jobId: 'invoice-7' });
+  await drain(q, ok);
+  await q.close();
+}
+
+const scenarios = { incidents, 'remove-on-complete': removeOnComplete, 'jobid-rerun': jobIdRerun };
+scenarios[scenario]()
   .then(() => process.exit(0))
   .catch((e) => { console.error(e); process.exit(1); });

@@ -75,7 +75,11 @@ def test_asynq_planted(redis_db):
     assert ledger.records(Q, "t-4")[0].status.value == "new"
     # a task with a unique_key is keyed by it (its dedup id), one without by its task id
     assert ledger.records(Q, "t-6") == []
-    assert ledger.records(Q, _unique("report:build", b"d"))[0].status.value == "in_progress"
+    held = ledger.records(Q, _unique("report:build", b"d"))[0]
+    assert held.status.value == "in_progress"
+    # the unique key (SET NX EX 600) names t-6: its TTL ends t-6's uniqueness window
+    assert held.expires_at is not None and 0 < (held.expires_at - now).total_seconds() <= 600
+    assert ledger.snapshot.joined["windows"] == 1
     assert ledger.records(Q, "t-5")[0].status.value == "new" and ledger.records(Q, "t-5")[0].raw_status == "retry"
     assert len(ledger.records(Q, _unique("payment:charge", b'{"order":42}'))) == 2
     done = ledger.records(Q, _unique("report:build", b"e"))[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,11 @@ def test_bullmq_detected_and_planted_incidents_found(redis_db, bullmq_modules):
     assert live.lock_expires_at is not None and live.lock_expires_at > now
     assert dead.lock_expires_at is not None and dead.lock_expires_at <= now
     assert ledger.snapshot.joined["locks_missing"] == 1
+    # the dedup keys: charge-43's (ttl 10 min) ends its job's window; welcome-a's (no ttl) has no end
+    held = ledger.records("payments", "charge-43")[0]
+    assert held.expires_at is not None and now < held.expires_at <= now + timedelta(minutes=10)
+    assert ledger.records("mail", "welcome-a")[0].expires_at is None
+    assert ledger.snapshot.joined["windows"] == 2 and ledger.snapshot.joined["windows_gone"] == 0
     nc = FindingEngine(ledger, now).unsupported()
     assert K.DUPLICATE_EFFECT not in nc and K.STUCK_IN_PROGRESS not in nc and K.RETRY_STORM not in nc
 
@@ -130,8 +136,32 @@ def test_bullmq_remove_on_complete_says_duplicates_cannot_be_checked(redis_db, b
     assert found(ledger, now) == set()
     nc = FindingEngine(ledger, now).unsupported()
     assert "removeOnComplete" in nc[K.DUPLICATE_EFFECT]
+    # the two deleted completions were read from the events stream: neither job id completed twice
+    assert "2 completions of deleted jobs" in nc[K.DUPLICATE_EFFECT]
     # the deleted jobs left nothing; the delayed one (job id 3) is the only record
     assert [(o.scope, o.key, o.raw_status) for o in _all(ledger)] == [("orders", "3", "delayed")]
+
+
+def test_bullmq_job_id_rerun_after_remove_on_complete_is_a_duplicate(redis_db, bullmq_modules, capsys):
+    url, raw = redis_db
+    plant(bullmq_modules, url, "jobid-rerun")
+    ledger = open_ledger(url, "bullmq")
+    now = server_now(raw)
+    fs = FindingEngine(ledger, now).run()
+    assert {(f.kind.value, f.scope, f.key) for f in fs} == {("duplicate_effect", "invoices", "invoice-5")}
+    dup = fs[0]
+    assert "2 attempts succeeded" in dup.explanation and "job removed" in dup.explanation
+    assert ledger.snapshot.joined["completed_removed"] == 3 and ledger.snapshot.joined["rerun_ids"] == 1
+    assert any("removeOnComplete" in n for n in ledger.snapshot.notes)
+    assert K.DUPLICATE_EFFECT not in FindingEngine(ledger, now).unsupported()
+    # invoice-7 was kept: one record, completed once (its re-add was refused as a duplicate)
+    assert [o.raw_status for o in ledger.records("invoices", "invoice-7")] == ["completed"]
+    # the scan report says it, under the server line
+    from idemview.cli import main
+
+    main(["scan", url, "--layout", "bullmq"])
+    out = capsys.readouterr().out
+    assert "\nnote     3 completed jobs were deleted on completion (removeOnComplete" in out
 
 
 def test_bullmq_not_detected_on_other_redis_ledgers(redis_db):

@@ -42,11 +42,27 @@ HEAD = '[layout]\nname = "x"\n[kv]\nmatch = "q:*"\nencoding = "hash"\n'
         ('[status]\nfield = "s"\n[lock]\nkey = "q:{scope}:{key}:{nope}"\n', "may name only"),
         ('[status]\nfield = "s"\n[duplicates]\nabsent_reason = "x"\n', "group_field"),
         ('[status]\nfield = "s"\n[duplicates]\ngroup_field = "d"\nextra = 1\n', "knows only"),
+        ('[status]\nfield = "s"\n[duplicates]\ngroup_field = "d"\nlock_type_field = "lock"\n', "go together"),
+        ('[status]\nfield = "s"\n[duplicates]\ngroup_field = "d"\nlock_type_field = "l"\nholds = {a = 1}\n', "list"),
+        ('[status]\nfield = "s"\n[members]\nkey_field = "jid"\n', "names no"),
+        (
+            '[status]\nfield = "s"\n[members]\n[[members.source]]\nmatch = "q"\ntype = "list"\nstate = "x"\n',
+            "key_field",
+        ),
+        ('[status]\nfield = "s"\n[members]\nkey_field = "j"\n[[members.source]]\nmatch = "q"\ntype = "set"\n', "list"),
+        (
+            '[status]\nfield = "s"\n[members]\nkey_field = "j"\n[[members.source]]\nmatch = "q"\ntype = "list"\n',
+            "state",
+        ),
+        (
+            '[status]\nfield = "s"\n[members]\nkey_field = "j"\n[[members.source]]\nmatch = "q"\nnope = 1\n',
+            "knows only",
+        ),
     ],
 )
 def test_bad_joined_sections_are_one_line_errors(body, words):
     with pytest.raises(LayoutError) as e:
-        parse_kv_layout(HEAD + body)
+        parse_kv_layout(HEAD.replace('"hash"', '"json"') + body if "[members]" in body else HEAD + body)
     assert words in str(e.value) and "\n" not in str(e.value)
 
 

@@ -97,3 +97,16 @@ def test_redis_scan_json_fits_the_schema_and_counts_the_unreadable(redis_db, cap
     doc = check_scan_json(capsys.readouterr().out)
     assert (doc["operations"], doc["snapshot"]["undecodable"], doc["snapshot"]["loaded"]) == (1, 1, 1)
     assert {(f["kind"], f["key"]) for f in doc["findings"]} >= {("retry_storm", "ok"), ("unresolved_failure", "ok")}
+
+
+def test_a_record_without_status_is_unknown_not_an_unmapped_value(redis_db):
+    """Tester's note (DynamoDB, the same snapshot tables): a missing status showed as the raw value ''
+    to map. It is unknown; a status the layout does not know is still reported unmapped."""
+    from idemview.ledger.redis_snapshot import open_redis_ledger
+
+    url, raw = redis_db
+    raw.hset("idem:shop:k1", mapping={"created_at": "2026-01-01T00:00:00Z"})
+    raw.hset("idem:shop:k2", mapping={"status": "weird", "created_at": "2026-01-01T00:00:00Z"})
+    ledger = open_redis_ledger(url, layout="idem-generic")
+    assert ledger.records("shop", "k1")[0].status.value == "unknown"
+    assert ledger.unmapped_counts()["status"] == {"weird": 1}

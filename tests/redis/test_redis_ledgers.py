@@ -444,6 +444,7 @@ READ_SEEN = {
     "MGET",
     "HGETALL",
     "PTTL",
+    "PEXPIRETIME",  # a Celery layout's write times from TTLs (Redis >= 7), a read
     "SCAN",
     "TIME",
     "PING",
@@ -695,7 +696,8 @@ def test_a_key_scan_returns_twice_is_loaded_once(redis_db, monkeypatch):
     from sqlalchemy import text
 
     from idemview.layouts.kv import load_kv_preset
-    from idemview.ledger import redis_snapshot as rs
+    from idemview.ledger.redis_kv import snapshot as rs
+    from idemview.ledger.redis_snapshot import connect_redis
 
     url, raw = redis_db
     now = server_now(raw)
@@ -710,7 +712,7 @@ def test_a_key_scan_returns_twice_is_loaded_once(redis_db, monkeypatch):
         yield [b"celery-task-meta-t0", b"celery-task-meta-t0"]  # and twice within one batch
 
     monkeypatch.setattr(rs, "_scan_batches", twice)
-    c = rs.connect_redis(url)
+    c = connect_redis(url)
     engine, info = rs.snapshot(c, load_kv_preset("celery-redis-extended"))
     c.connection_pool.disconnect()
     assert info.scanned == 12 and info.loaded == 5
@@ -798,7 +800,8 @@ def test_worker_process_errors_and_cancel_reach_the_caller(redis_db, monkeypatch
     import redis
 
     from idemview.layouts.kv import load_kv_preset
-    from idemview.ledger import redis_snapshot as rs
+    from idemview.ledger.redis_kv import snapshot as rs
+    from idemview.ledger.redis_snapshot import connect_redis
     from idemview.services.cancel import Cancelled, CancelToken
 
     url, raw = redis_db
@@ -806,7 +809,7 @@ def test_worker_process_errors_and_cancel_reach_the_caller(redis_db, monkeypatch
     for i in range(200):
         put_celery(raw, f"c{i}", "SUCCESS", done=now)
     kv = load_kv_preset("celery-redis")
-    c = rs.connect_redis(url)
+    c = connect_redis(url)
     tok = CancelToken()
 
     def prog(s, n):

@@ -66,3 +66,27 @@ def test_a_user_missing_a_snapshot_command_is_told_which_to_grant(redis_db):
         assert said.startswith("✗") and "GET" in said and "+get" in said and "+mget" in said, said
     finally:
         admin.execute_command("ACL", "DELUSER", user)
+
+
+def test_a_sidekiq_reader_needs_the_member_reads_and_is_told(redis_db):
+    """A [members] layout (sidekiq-unique-jobs) reads lists and sorted sets: a +@read user opens it; a
+    user refused ZRANGE is told to grant it by Test, before Connect fails on it."""
+    import json
+
+    from idemview.ledger.redis_snapshot import open_redis_ledger, test_redis
+
+    base, admin = redis_db
+    admin.hset("uniquejobs:abc:LOCKED", "j1", "1796000000.5")
+    admin.lpush("queue:default", json.dumps({"jid": "j1", "class": "A", "args": [], "lock_digest": "uniquejobs:abc"}))
+    admin.zadd("retry", {json.dumps({"jid": "j2", "class": "A", "args": [], "retry_count": 0}): 1.0})
+    user, pw = _user(admin, ["+@read", "+ping", "+select", "+time"])
+    no_zrange, pw2 = _user(admin, ["+@read", "+ping", "+select", "+time", "-zrange"])
+    try:
+        ledger = open_redis_ledger(_url(base, user, pw), layout="sidekiq-unique-jobs")
+        assert ledger.snapshot.loaded == 3
+        ledger.engine.dispose()
+        said = test_redis(_url(base, no_zrange, pw2), "sidekiq-unique-jobs")
+        assert said.startswith("✗") and "ZRANGE" in said and "+zrange" in said, said
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)
+        admin.execute_command("ACL", "DELUSER", no_zrange)

@@ -137,6 +137,33 @@ def test_expired_key_checkable_one_item_kinds_not():
     assert FindingKind.UNRESOLVED_FAILURE not in generic and FindingKind.RETRY_STORM not in generic
 
 
+def test_an_unreadable_expiry_is_counted_unknown_not_none():
+    """Tester's notes: a non-numeric ``expiration`` was counted "no expiry", a negative epoch showed as
+    "20789.0 days ago". Both are unreadable now: expiry unknown (NULL), counted apart from a missing one."""
+    m = ds._ItemMapper(load_dynamodb_preset("powertools-dynamodb"))
+
+    def item(k, exp):
+        d = {"id": {"S": f"fn#{k}"}, "status": {"S": "COMPLETED"}}
+        if exp is not None:
+            d["expiration"] = exp
+        return d
+
+    counts, ops, _atts = m.page(
+        [
+            item("ok", {"N": "1700000000"}),
+            item("text", {"S": "tomorrow"}),
+            item("negative", {"N": "-1796000000"}),
+            item("zero", {"N": "0"}),
+            item("missing", None),
+            item("numeric-text", {"S": "1700000000"}),  # a string where DynamoDB's TTL needs a number
+        ]
+    )
+    assert counts == (6, 0, 0, 1, 4)
+    expires = {op[2]: op[5] for op in ops}
+    assert expires["ok"] == "2023-11-14 22:13:20.000000"
+    assert [expires[k] for k in ("text", "negative", "zero", "missing", "numeric-text")] == [None] * 5
+
+
 @pytest.fixture
 def stubbed(monkeypatch):
     """A read-only idemview client whose answers come from a botocore Stubber (nothing is sent)."""

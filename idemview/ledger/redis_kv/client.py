@@ -1,0 +1,328 @@
+"""The Redis connection idemview reads through: read-only by construction.
+
+Every command idemview sends goes through one allowlist (:data:`ALLOWED`), enforced in the command
+packer of idemview's own connection classes (:class:`_ReadOnlyPacker`): single commands, pipelines and
+the connection handshake all pass through it, and anything else raises :class:`RedisWriteRefused`
+before a byte is sent. ``CLIENT SETINFO`` is switched off. On top, the server is asked whether the
+connection's user could write (:func:`write_rights`: ``ACL WHOAMI`` + ``ACL DRYRUN <user> SET …``,
+Redis >= 7). (Reads still refresh the keys' LRU/LFU access clocks; Redis offers no read that does not.)
+Also here: the URLs (``redis[s]://``), the server's clock (:func:`server_time`) and the permission
+probe a connection test runs (:func:`snapshot_permissions`).
+"""
+
+from __future__ import annotations
+
+import inspect as _inspect
+import re
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
+
+from idemview.ledger.connect import ConnectError, redact
+
+if TYPE_CHECKING:
+    from idemview.layouts.kv import KvLayout
+
+UTC = UTC
+SCAN_COUNT = 1000  # keys per SCAN call (a hint to the server) and per pipeline
+
+#: The only commands idemview sends to Redis (upper case; "ACL" only with the listed subcommands).
+ALLOWED = frozenset(
+    {
+        "GET",
+        "MGET",
+        "HGETALL",
+        "PTTL",
+        "PEXPIRETIME",  # a key's expiry itself (Redis >= 7): write times read from TTLs
+        "TYPE",
+        "SCAN",
+        "TIME",
+        "PING",
+        "INFO",
+        "DBSIZE",
+        "AUTH",
+        "HELLO",
+        "SELECT",
+        "ECHO",
+        "LRANGE",  # a job queue's state lists and sorted sets (redis_joins), read in pages
+        "ZRANGE",
+        "XRANGE",  # an events stream (BullMQ's bull:<queue>:events), read in pages
+    }
+)
+ALLOWED_SUB = {"ACL": frozenset({"WHOAMI", "DRYRUN"})}
+_FAST_OK = frozenset({"PTTL", "PEXPIRETIME", "GET", "MGET", "HGETALL", "SCAN", "TIME"})
+
+
+class RedisUrlError(ConnectError):
+    """The URL is malformed (an input error, not a connection failure)."""
+
+
+class RedisWriteRefused(RuntimeError):
+    """A command outside :data:`ALLOWED` was about to be sent; nothing was sent."""
+
+
+def _word(x) -> str:
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x).decode("latin-1")
+    return str(x)
+
+
+def check_command(args: tuple) -> None:
+    """Raise :class:`RedisWriteRefused` unless ``args`` (a command as the client packs it) is allowed.
+
+    The first argument may carry the subcommand after a space (``"ACL WHOAMI"``), as redis-py splits it."""
+    if args and args[0] in _FAST_OK:  # the per-key commands, as redis-py passes them: no parsing
+        return
+    if not args:
+        raise RedisWriteRefused("empty command")
+    words = _word(args[0]).split() + [_word(a) for a in args[1:2]]
+    name = words[0].upper() if words else ""
+    if name in ALLOWED:
+        return
+    if name in ALLOWED_SUB and len(words) > 1 and words[1].upper() in ALLOWED_SUB[name]:
+        return
+    raise RedisWriteRefused(
+        f"idemview refuses to send {name or '?'!r} to Redis: only read commands "
+        f"({', '.join(sorted(ALLOWED))}, ACL WHOAMI/DRYRUN) are allowed"
+    )
+
+
+class _ReadOnlyPacker:
+    """Wraps a connection's command packer: every command (single, pipelined, handshake) is checked
+    against the allowlist before it is encoded. The one place the read-only rule is enforced."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def pack(self, *args):
+        check_command(args)
+        return self._inner.pack(*args)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def _connection_classes():
+    import redis
+    from redis.connection import Connection, SSLConnection
+
+    class ReadOnlyConnection(Connection):
+        def _construct_command_packer(self, packer):
+            return _ReadOnlyPacker(super()._construct_command_packer(packer))
+
+    class ReadOnlySSLConnection(SSLConnection):
+        def _construct_command_packer(self, packer):
+            return _ReadOnlyPacker(super()._construct_command_packer(packer))
+
+    return redis, ReadOnlyConnection, ReadOnlySSLConnection
+
+
+def is_redis_url(url) -> bool:
+    """True for ``redis://`` and ``rediss://`` URLs (strings or SQLAlchemy URL objects)."""
+    s = url if isinstance(url, str) else getattr(url, "drivername", "") + "://"
+    return s.split("://", 1)[0].lower() in ("redis", "rediss") if "://" in s else False
+
+
+def safe_redis_url(url: str) -> str:
+    """``redis[s]://host:port/db`` without user name and password (for messages and manifests)."""
+    try:
+        p = urlsplit(url)
+        host = p.hostname or "localhost"
+        host = f"[{host}]" if ":" in host else host
+        return f"{p.scheme}://{host}:{p.port or 6379}/{_db(p)}"
+    except ValueError:
+        return redact(url)
+
+
+def _db(p) -> int:
+    path = (p.path or "/").strip("/")
+    if path:
+        return int(path)
+    m = re.search(r"(?:^|&)db=(\d+)", p.query or "")
+    return int(m.group(1)) if m else 0
+
+
+def redis_url_from_sqlalchemy(u) -> str:
+    """A ``redis[s]://`` URL string from a SQLAlchemy :class:`URL` (saved connections build those),
+    password included (for connecting only; never shown)."""
+    scheme = (
+        "rediss"
+        if u.drivername.startswith("rediss") or str(u.query.get("ssl", "")).lower() in ("1", "true", "yes")
+        else "redis"
+    )
+    auth = ""
+    if u.username or u.password:
+        auth = quote(u.username or "", safe="") + (":" + quote(u.password, safe="") if u.password else "") + "@"
+    host = u.host or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    q = "&".join(f"{k}={quote(str(v))}" for k, v in u.query.items() if k != "ssl")
+    return f"{scheme}://{auth}{host}:{u.port or 6379}/{u.database or 0}" + (f"?{q}" if q else "")
+
+
+def connect_redis(url: str, password: str | None = None, *, timeout_s: float = 10.0):
+    """A read-only :class:`redis.Redis` client for ``url`` (``redis://[user[:pw]@]host[:port][/db]``,
+    ``rediss://`` for TLS, with redis-py's ``ssl_*`` query options). ``password`` (e.g. from the
+    keyring) replaces the URL's. Raises :class:`ConnectError` (bad URL, unreachable, auth refused)."""
+    redis, RO, ROS = _connection_classes()
+    from redis.connection import parse_url
+
+    try:
+        p = urlsplit(url)
+        if p.scheme.lower() not in ("redis", "rediss"):
+            raise ValueError("scheme")
+        _db(p), p.port  # noqa: B018 - malformed db or port raise here
+        opts = parse_url(url)
+    except (ValueError, TypeError):
+        raise RedisUrlError(
+            f"not a Redis URL: {redact(url)!r} (expected redis://host:6379/0 or rediss://host:6380/0)"
+        ) from None
+    opts["connection_class"] = ROS if p.scheme.lower() == "rediss" else RO
+    if password is not None:
+        opts["password"] = password
+    opts.setdefault("db", 0)
+    # RESP2: no HELLO handshake and no maintenance-notification subscription (CLIENT ...), which are
+    # not reads; idemview needs nothing RESP3 adds.
+    kw: dict[str, Any] = dict(
+        socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=False, protocol=2
+    )
+    # CLIENT SETINFO (sent on connect by redis-py >= 5) is not a read: switch it off.
+    sig = _inspect.signature(redis.connection.AbstractConnection.__init__).parameters
+    if "driver_info" in sig:
+        kw["driver_info"] = None
+    else:
+        kw.update(lib_name=None, lib_version=None)
+    pool = redis.ConnectionPool(**opts, **kw)
+    client = redis.Redis(connection_pool=pool)
+    try:
+        client.ping()
+    except redis.exceptions.AuthenticationError as e:
+        pool.disconnect()
+        raise ConnectError(
+            f"cannot connect to {safe_redis_url(url)}: authentication refused ({redact(str(e))[:120]})"
+        ) from None
+    except (redis.exceptions.RedisError, OSError) as e:
+        pool.disconnect()
+        raise ConnectError(f"cannot connect to {safe_redis_url(url)}: {redact(str(e)).splitlines()[0][:200]}") from None
+    return client
+
+
+#: what the snapshot says when the Redis user may not run TIME (issue 20 §4)
+LOCAL_CLOCK_NOTE = (
+    "this Redis user may not run TIME: expiry times use idemview's local clock (grant +time to use the server's clock)"
+)
+
+
+def server_time(client) -> datetime:
+    """The server's clock (``TIME``), aware UTC. A user refused ``TIME`` (an ACL without ``+time``,
+    e.g. ``+@read``) gets idemview's local clock instead, and ``client._idem_local_clock`` is set so
+    the snapshot says so (:data:`LOCAL_CLOCK_NOTE`) and its batches stop asking."""
+    import redis
+
+    if not getattr(client, "_idem_local_clock", False):
+        try:
+            s, us = client.time()
+            return datetime.fromtimestamp(int(s) + int(us) / 1e6, UTC)
+        except redis.exceptions.NoPermissionError:
+            client._idem_local_clock = True
+    return datetime.now(UTC)
+
+
+#: every command a snapshot sends, with an argument shape that cannot change anything (TIME last: a
+#: user without it is told, and the snapshot uses the local clock)
+SNAPSHOT_COMMANDS = ("SCAN", "TYPE", "GET", "MGET", "HGETALL", "PTTL", "TIME")
+
+
+def snapshot_permissions(client, kv: KvLayout | None = None) -> tuple[list[str], bool]:
+    """(commands the snapshot needs that this Redis user may not run, whether ``TIME`` is refused):
+    each of :data:`SNAPSHOT_COMMANDS` (and LRANGE/ZRANGE for a ``[members]`` layout, whose records are
+    members of lists and sorted sets) run once on a sampled (or absent) key. ``TIME`` refused is not
+    fatal (the local clock is used, see :func:`server_time`); any other refused command is."""
+    import redis
+
+    key = b"idemview:permission-probe"
+    try:
+        _cur, keys = client.scan(0, match=(kv.match if kv is not None else "*"), count=10)
+        key = keys[0] if keys else key
+    except redis.exceptions.NoPermissionError:
+        return ["SCAN"], False
+    missing, no_time = [], False
+    probes = {
+        "TYPE": lambda: client.execute_command("TYPE", key),
+        "GET": lambda: client.execute_command("GET", key),
+        "MGET": lambda: client.execute_command("MGET", key),
+        "HGETALL": lambda: client.execute_command("HGETALL", key),
+        "PTTL": lambda: client.execute_command("PTTL", key),
+        "TIME": lambda: client.execute_command("TIME"),
+    }
+    if kv is not None and kv.members:  # records that are members of lists and sorted sets
+        probes["LRANGE"] = lambda: client.execute_command("LRANGE", key, 0, 0)
+        probes["ZRANGE"] = lambda: client.execute_command("ZRANGE", key, 0, 0)
+    for name, run in probes.items():
+        try:
+            run()
+        except redis.exceptions.NoPermissionError:
+            if name == "TIME":
+                no_time = True
+            elif not (kv is not None and name in ("GET", "MGET", "HGETALL") and name not in _reads_of(kv)):
+                missing.append(name)
+        except redis.exceptions.ResponseError:  # WRONGTYPE on a sampled key: the command is allowed
+            pass
+    return missing, no_time
+
+
+def _reads_of(kv: KvLayout) -> tuple[str, ...]:
+    if kv.members:
+        return ("HGETALL",) if any(m.type == "hash" for m in kv.members) else ()
+    return ("HGETALL",) if kv.encoding == "hash" else ("GET", "MGET")
+
+
+def write_rights(client) -> str | None:
+    """A warning when this connection's Redis user could write, else ``None``.
+
+    Asks ``ACL WHOAMI`` and ``ACL DRYRUN <user> SET`` / ``DEL`` (Redis >= 7). When the server cannot
+    answer (Redis < 7, or the user may not run ACL: a sign it is restricted) the warning says the rights
+    could not be checked."""
+    import redis
+
+    try:
+        user = _word(client.execute_command("ACL WHOAMI"))
+    except redis.exceptions.RedisError as e:
+        return f"could not check whether this Redis user can write (ACL WHOAMI: {str(e)[:80]})"
+    can = []
+    for cmd in (("SET", "idemview:probe", "x"), ("DEL", "idemview:probe")):
+        try:
+            # OK when the user may run it; a sentence ("This user has no permissions ...") when not.
+            r = client.execute_command("ACL DRYRUN", user, *cmd)
+        except redis.exceptions.ResponseError as e:
+            low = str(e).lower()
+            if "unknown subcommand" in low or "unknown command" in low:
+                return "could not check whether this Redis user can write (ACL DRYRUN needs Redis 7)"
+            if "noperm" in low or "permission" in low:
+                return (
+                    f"could not verify that Redis user {user!r} is read-only (it may not run ACL DRYRUN; "
+                    "a restricted user, probably)"
+                )
+            continue
+        except redis.exceptions.RedisError:
+            continue
+        if _word(r).upper() == "OK":
+            can.append(cmd[0])
+    if can:
+        return (
+            f"Redis user {user!r} can write ({', '.join(can)} allowed): idemview sends only read "
+            "commands, but a read-only ACL user is safer (see README, Redis ledgers)"
+        )
+    return None
+
+
+def _scan_batches(client, pattern: str, count: int, token=None):
+    """The keys of ``SCAN … MATCH pattern COUNT count``, one list per call; ``token`` checked before each."""
+    cursor = 0
+    while True:
+        if token is not None:
+            token.check()
+        cursor, keys = client.scan(cursor=cursor, match=pattern, count=count)
+        if keys:
+            yield keys
+        if int(cursor) == 0:
+            return

@@ -1,0 +1,256 @@
+"""Opening a Redis ledger: connect read-only, choose the layout, snapshot, and a Ledger on it.
+
+What a key-value store cannot show
+    An expired Redis key is gone: ``expired_key`` and ``replay_after_expiry`` cannot be seen; a key
+    holds one value, so ``duplicate_effect`` and ``key_conflict`` (two records or fingerprints under one
+    key) cannot either, except where the layout groups records by a dedup id (``[duplicates]``). Those
+    kinds, and those the layout maps no field for, are listed in ``ledger.not_checkable`` with the
+    reason (:func:`not_checkable`); the findings engine skips and reports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from urllib.parse import urlsplit
+
+from idemview.domain.model import FindingKind
+from idemview.layouts.kv import NOT_CHECKABLE, KvLayout, load_kv_layout
+from idemview.layouts.layout import AttemptsSpec, Layout, LayoutError, StatusSource, load_preset
+from idemview.ledger.reader import Ledger
+from idemview.ledger.redis_kv.client import (
+    LOCAL_CLOCK_NOTE,
+    SCAN_COUNT,
+    connect_redis,
+    redis_url_from_sqlalchemy,
+    snapshot_permissions,
+    write_rights,
+)
+from idemview.ledger.redis_kv.detect import detect_kv
+from idemview.ledger.redis_kv.snapshot import SnapshotInfo, snapshot
+
+
+def snapshot_layout(kv: KvLayout) -> Layout:
+    """The reference ``idemview`` layout narrowed to what ``kv`` maps, with its raw-status map, name,
+    source text and tunables: the layout the snapshot's :class:`Ledger` reads."""
+    ref = load_preset("idemview")
+    times = {
+        k: v
+        for k, v in ref.times.items()
+        if k in kv.fields or k == "expires_at" or (k == "lock_expires_at" and kv.lock_key)
+    }
+    fields = {k: v for k, v in ref.fields.items() if k in kv.fields}
+    kind = ref.kind if ("kind" in kv.fields or "kind" in kv.key_regex.groupindex) else None
+    # the attempts table: the one attempt a record proves ([attempt]), the completions an events stream
+    # gives of deleted jobs ([events])
+    counter = AttemptsSpec(source="counter" if "attempt_count" in fields else "none")
+    att = ref.attempts if kv.attempt or kv.events_key else counter
+    return replace(
+        ref,
+        name=kv.name,
+        title=kv.title,
+        description=kv.description,
+        source=kv.source,
+        # a record without a status (the snapshot stores "" for it) is unknown, not a value to map
+        status=StatusSource(column="status", map={"": "unknown", **kv.status_map}, default=kv.status_default),
+        times=times,
+        fields=fields,
+        kind=kind,
+        attempts=att,
+        retention_seconds=None,
+        lock_timeout_seconds=kv.lock_timeout_seconds,
+        dedup_window_seconds=kv.dedup_window_seconds,
+        retry_threshold=kv.retry_threshold,
+        text=kv.text,
+        origin=kv.origin,
+    )
+
+
+def not_checkable(kv: KvLayout) -> dict[FindingKind, str]:
+    """Finding kinds this key-value layout cannot show, with the reason in plain words."""
+    out = dict(NOT_CHECKABLE)
+    K = FindingKind
+    if kv.group_field:  # records sharing a dedup id are one key: two of them can both be completed
+        out.pop(K.DUPLICATE_EFFECT, None)
+    if "intent_ref" not in kv.fields:
+        out[K.DUPLICATE_INTENT] = "the layout maps no intent reference"
+    if (
+        "lock_expires_at" not in kv.fields
+        and not kv.lock_key
+        and not ("locked_at" in kv.fields and kv.lock_timeout_seconds)
+    ):
+        out[K.STUCK_IN_PROGRESS] = "the records keep no lock time (and the layout sets no lock timeout)"
+    if "attempt_count" not in kv.fields:
+        out[K.RETRY_STORM] = "the records keep no attempt count"
+    if "failed" not in kv.status_map.values() and kv.status_default != "failed":
+        out[K.UNRESOLVED_FAILURE] = "the store keeps no failed records (a failure deletes the key)"
+    return out
+
+
+def open_redis_ledger(
+    url: str,
+    *,
+    layout: str | KvLayout | None = None,
+    password: str | None = None,
+    name: str | None = None,
+    progress=None,
+    token=None,
+    batch: int = SCAN_COUNT,
+    lock_timeout_s=None,
+    retry_threshold=None,
+    retention_s=None,
+    worker: bool | None = None,
+    write_ttl_s: float | None = None,
+):
+    """Connect read-only, choose the key-value layout (given, else detected from a key sample), take a
+    snapshot and return a :class:`~idemview.ledger.reader.Ledger` on it. The ledger carries
+    ``not_checkable`` (kind -> reason), ``snapshot`` (:class:`SnapshotInfo`), ``kv_layout``,
+    ``source_dialect`` ("redis") and ``detection`` (how the layout was chosen).
+
+    ``worker``: see :func:`snapshot`. ``write_ttl_s``: the TTL (seconds) the store sets at every write
+    (Celery's ``result_expires``), in place of the layout's ``[expiry] write_ttl_seconds``. Raises
+    :class:`ConnectError` (cannot connect),
+    :class:`LayoutError` (no layout fits, bad layout)."""
+
+    client = connect_redis(url, password)
+    try:
+        if isinstance(layout, KvLayout):
+            kv, detection = layout, f"layout {layout.name} (chosen)"
+        elif layout:
+            kv = load_kv_layout(layout)
+            detection = f"layout {kv.name} (chosen)"
+        else:
+            matches = detect_kv(client)
+            if not matches:
+                raise LayoutError(
+                    "no key-value preset fits the sampled keys of this Redis database; pass "
+                    "--layout NAME|FILE (bullmq, celery-redis, celery-redis-extended, "
+                    "powertools-redis, idem-generic or your own)",
+                    ["keys"],
+                )
+            kv = matches[0].layout
+            detection = f"detected {kv.name} ({matches[0].confidence:.0%}): {matches[0].reason}"
+        if write_ttl_s is not None and kv.write_time_fields:
+            kv = replace(kv, write_ttl_seconds=float(write_ttl_s))
+        engine, info = snapshot(client, kv, url=url, batch=batch, progress=progress, token=token, worker=worker)
+    finally:
+        client.connection_pool.disconnect()
+    ledger = RedisLedger(
+        engine,
+        snapshot_layout(kv),
+        name=name or f"redis {info.url.split('://', 1)[-1]}",
+        lock_timeout_s=lock_timeout_s,
+        retry_threshold=retry_threshold,
+        retention_s=retention_s,
+    )
+    ledger.not_checkable = not_checkable(kv)
+    if lock_timeout_s is not None and "locked_at" in kv.fields:
+        ledger.not_checkable.pop(FindingKind.STUCK_IN_PROGRESS, None)
+    _duplicates_checkable(ledger, kv, info)
+    _write_time_notes(kv, info)
+    ledger.snapshot = info
+    ledger.kv_layout = kv
+    ledger.source_dialect = "redis"
+    ledger.detection = detection
+    ledger.describe = describe_snapshot(ledger)
+    return ledger
+
+
+def _write_time_notes(kv: KvLayout, info: SnapshotInfo) -> None:
+    """Say in ``info.notes`` where times were read from TTLs (``[expiry] write_ttl_seconds``)."""
+    ttl = kv.write_ttl_seconds
+    names = ", ".join(kv.write_time_fields)
+    if info.write_times:
+        info.notes.append(
+            f"{info.write_times} records hold no {names} of their own: their write time is read from their "
+            f"TTL (read time - ({ttl:g} s, the TTL the store sets at every write - the remaining TTL)); if the "
+            "store was configured with another TTL, set it (layout [expiry] write_ttl_seconds)"
+        )
+    if info.write_ttl_above:
+        info.notes.append(
+            f"{info.write_ttl_above} records have more TTL left than {ttl:g} s: the store was configured with a "
+            "longer TTL, so no write time was read from their TTL (set layout [expiry] write_ttl_seconds)"
+        )
+
+
+def _duplicates_checkable(ledger, kv: KvLayout, info: SnapshotInfo) -> None:
+    """Whether ``duplicate_effect`` can show on this snapshot, said in ``ledger.not_checkable`` (and
+    ``info.notes``). Without completed records a dedup id that ran twice shows only through two effect
+    references (the job ids one sidekiq-unique-jobs digest let through) or two completions read from
+    an events stream (a BullMQ job id re-added after ``removeOnComplete`` deleted it)."""
+    j = info.joined or {}
+    removed, reruns = j.get("completed_removed", 0), j.get("rerun_ids", 0)
+    if removed:  # said whether or not the kind is checkable: the deleted jobs' dedup ids are unknown
+        info.notes.append(
+            f"{removed} completed jobs were deleted on completion (removeOnComplete; their completions were "
+            f"read from the events stream): a job id completed twice shows ({reruns} did), a dedup id among "
+            "them does not (the events do not name it)"
+        )
+    if not kv.group_field or "effect_ref" in kv.fields or not j or j.get("completed") or reruns:
+        return
+    why = kv.absent_reason or "no completed record is present: a dedup id that ran twice leaves no second record"
+    if removed:
+        why += (
+            f" ({removed} completions of deleted jobs read from the events stream: no job id among them "
+            "completed twice; the events do not name a job's dedup id)"
+        )
+    ledger.not_checkable[FindingKind.DUPLICATE_EFFECT] = why
+
+
+class RedisLedger(Ledger):
+    """A :class:`~idemview.ledger.reader.Ledger` over a Redis snapshot, with what it carries beside:
+    ``not_checkable`` (kind -> reason, honoured by the findings engine), ``snapshot``
+    (:class:`SnapshotInfo`), ``kv_layout``, ``source_dialect`` ("redis"), ``detection`` (how the layout
+    was chosen) and ``describe`` (the manifest's ledger identity)."""
+
+    not_checkable: dict[FindingKind, str]
+    snapshot: SnapshotInfo
+    kv_layout: KvLayout
+    source_dialect: str
+    detection: str
+    describe: dict | None
+
+
+def describe_snapshot(ledger) -> dict | None:
+    """Manifest identity of a Redis ledger (dialect, host, database, snapshot), else ``None``."""
+    info = getattr(ledger, "snapshot", None)
+    if info is None:
+        return None
+    p = urlsplit(info.url) if info.url else None
+    return {
+        "dialect": "redis",
+        "host": (p.hostname or "") if p else "",
+        "database": str(info.db),
+        "snapshot": info.to_json(),
+    }
+
+
+def test_redis(url, layout: str = "") -> str:
+    """The connection dialog's Test for a Redis connection: reachable, write rights, layout detected or
+    checked against a key sample. One line of plain words (run on a worker thread)."""
+    s = url if isinstance(url, str) else redis_url_from_sqlalchemy(url)
+    client = connect_redis(s)
+    try:
+        warn = write_rights(client)
+        parts = ["✓ reachable", "read commands only (allowlist)" + (f" · ⚠ {warn}" if warn else "")]
+        presets = [load_kv_layout(layout)] if layout else None
+        m = detect_kv(client, presets)
+        # Test runs every command Connect's snapshot will run: Test passing means Connect can read
+        missing, no_time = snapshot_permissions(client, m[0].layout if m else None)
+        if missing:
+            grant = " ".join("+" + c.lower() for c in missing)
+            return (
+                f"✗ reachable, but this Redis user may not run {', '.join(missing)}, which reading a "
+                f"snapshot needs: grant {grant} (ACL SETUSER <user> {grant})"
+            )
+        if no_time:
+            parts.append("⚠ " + LOCAL_CLOCK_NOTE)
+        if m:
+            parts.append(
+                f"{'layout' if layout else 'detected'} {m[0].layout.name} — confidence "
+                f"{m[0].confidence:.0%}: {m[0].reason}"
+            )
+        else:
+            parts.append("⚠ no key-value preset fits the sampled keys: choose or write a layout")
+        return " · ".join(parts)
+    finally:
+        client.connection_pool.disconnect()
