@@ -130,7 +130,9 @@ class Connection:
     ``ssh`` (``USER@HOST[:PORT]``, empty: direct) and ``ssh_key`` (a private key file's path) reach the
     database through an SSH tunnel (DESIGN §5.3, :mod:`idemview.ledger.tunnel`); ``host``/``port`` are then
     as seen from the SSH host. The key passphrase or SSH password lives in the keyring under
-    ``<id>:ssh``, never here."""
+    ``<id>:ssh``, never here. ``options`` holds a backend's own settings that are no URL part (DynamoDB's
+    ``region``, ``endpoint_url``, ``profile``: :mod:`idemview.backends.dynamodb`); ``dialect`` then names
+    the backend's choice (``dynamodb``; ``duckdb`` for a dump file or folder, its path in ``database``)."""
 
     name: str
     dialect: str = "sqlite"
@@ -149,6 +151,7 @@ class Connection:
     actions: dict = field(default_factory=dict)
     ssh: str = ""
     ssh_key: str = ""
+    options: dict = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def url(self, password: str | None = None) -> URL:
