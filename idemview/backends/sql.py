@@ -110,9 +110,6 @@ class SqlBackend(Backend):
                 )
             )
         out.append(Field("ssh", "SSH tunnel", "ssh"))
-        out.append(
-            Field("schema", "Schema", placeholder="the preset's schema; else found as detection finds the tables")
-        )
         return tuple(out)
 
     def needs_password(self, target: Target) -> bool:

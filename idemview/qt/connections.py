@@ -455,11 +455,11 @@ class ConnectionDialog(QDialog):
                 w = item.widget() if item is not None else None
                 if w is None:
                     continue
-                if isinstance(w, QLabel) and (w not in self.notes):
+                w.hide()  # a deleteLater alone leaves it painted until the event loop runs
+                if isinstance(w, QLabel) and w not in self.notes:
                     w.deleteLater()  # the row's label
-                else:
-                    w.hide()
         for n in self.notes:
+            n.hide()
             n.deleteLater()
         self.notes = []
         for f in fields:
