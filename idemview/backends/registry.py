@@ -23,15 +23,31 @@ log = logging.getLogger(__name__)
 
 #: The entry point group backends are registered under.
 ENTRY_POINTS = "idemview.backends"
-#: The built-in backends as ``pyproject.toml`` registers them (name -> object reference). Used only when
-#: the installed metadata lacks them (an editable install made before they were declared); a test checks
-#: that the distribution's entry points say the same.
+#: The built-in backends as ``pyproject.toml`` registers them (name -> object reference). The entry points
+#: are how they are found; these are imported by name only for a name the installed metadata lacks (a
+#: frozen bundle carries no distribution metadata; an editable install made before they were declared).
+#: A test keeps this table equal to ``pyproject.toml``'s.
 BUILTIN = {
     "sql": "idemview.backends.sql:BACKEND",
     "dump": "idemview.backends.dump:BACKEND",
     "redis": "idemview.backends.redis:BACKEND",
     "dynamodb": "idemview.backends.dynamodb:BACKEND",
 }
+
+
+def _builtin(name: str) -> object:
+    """The built-in backend ``name`` (one of :data:`BUILTIN`), imported by a plain import statement so a
+    bundler sees the module."""
+    if name == "sql":
+        from idemview.backends import sql as m
+    elif name == "dump":
+        from idemview.backends import dump as m  # type: ignore[no-redef]
+    elif name == "redis":
+        from idemview.backends import redis as m  # type: ignore[no-redef]
+    else:
+        from idemview.backends import dynamodb as m  # type: ignore[no-redef]
+    return m.BACKEND
+
 
 _BACKENDS: dict[str, Backend] = {}
 _loaded = False
@@ -52,16 +68,6 @@ def register(backend: Backend, *, replace: bool = False) -> Backend:
 def unregister(name: str) -> None:
     """Remove the backend named ``name`` (tests); nothing if none is."""
     _BACKENDS.pop(name, None)
-
-
-def _load_ref(ref: str) -> object:
-    from importlib import import_module
-
-    module, _, attr = ref.partition(":")
-    obj: object = import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _add(obj: object, where: str) -> list[str]:
@@ -90,9 +96,9 @@ def load_plugins() -> list[str]:
             _add(ep.load(), ep.value)
         except Exception as e:  # noqa: BLE001 - any plug-in failure is reported and skipped
             log.warning("backend plug-in %s could not be loaded: %s", ep.value, e)
-    for name, ref in BUILTIN.items():  # metadata older than the declaration (see BUILTIN)
+    for name, ref in BUILTIN.items():  # no metadata for it (see BUILTIN)
         if name not in seen and name not in _BACKENDS:
-            _add(_load_ref(ref), ref)
+            _add(_builtin(name), ref)
     _loaded = True
     return [n for n in _BACKENDS if n not in before]
 

@@ -54,8 +54,10 @@ def test_the_registry_lists_the_four_builtins_from_the_entry_points():
     assert names[-1] == "sql"  # the catch-all is asked last
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["idemview.backends"]
     assert declared == registry.BUILTIN  # the fallback for stale metadata says what pyproject says
-    installed = {ep.name: ep.value for ep in entry_points(group=registry.ENTRY_POINTS)}
-    assert {k: installed.get(k) for k in declared} == declared
+    installed = {ep.name: ep for ep in entry_points(group=registry.ENTRY_POINTS)}
+    assert {k: installed[k].value for k in declared if k in installed} == declared
+    for name in declared:  # the entry point, and the import a bundle without metadata uses, are one object
+        assert installed[name].load() is registry._builtin(name) is registry.backend_named(name)
 
 
 @pytest.mark.parametrize(
