@@ -175,6 +175,14 @@ class Backend(ABC):
         """The connection dialog's fields for a connection of this ``dialect`` (one of :attr:`choices`),
         in the order shown."""
 
+    def connection_from(self, name: str, text: str) -> tuple[Connection, str | None]:
+        """A :class:`~idemview.config.Connection` (and the password, never saved) from a URL or path a user
+        pasted into the dialog. Default: a SQLAlchemy-shaped URL split into fields
+        (:meth:`Connection.from_url`). Raises ``ValueError`` (message without a secret)."""
+        from idemview.config import Connection
+
+        return Connection.from_url(name, text)
+
     def needs_password(self, target: Target) -> bool:
         """Whether opening ``target`` without a password must first ask for one (a server with a user
         name and no password in the target). Default: never."""

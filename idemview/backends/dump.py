@@ -59,6 +59,11 @@ class DumpBackend(SqlBackend):
             ),
         )
 
+    def connection_from(self, name: str, text: str) -> tuple[Connection, str | None]:
+        from idemview.config import Connection
+
+        return Connection(name=name, dialect="duckdb", database=str(self.url(text).database or "")), None
+
     def needs_password(self, target: Target) -> bool:
         return False
 

@@ -69,6 +69,14 @@ class DynamoBackend(Backend):
             ),
         )
 
+    def connection_from(self, name: str, text: str) -> tuple[Connection, str | None]:
+        from idemview.config import Connection
+        from idemview.ledger.dynamodb_snapshot import parse_dynamodb_url
+
+        t = parse_dynamodb_url(text)  # DynamoUrlError (a ValueError): credentials in the URL refused
+        opts = {k: getattr(t, k) for k in OPTIONS if getattr(t, k)}
+        return Connection(name=name, dialect=SCHEME, database=t.table, options=opts), None
+
     def open(self, req: OpenRequest) -> Source:
         from idemview.ledger.dynamodb_snapshot import open_dynamodb_ledger
         from idemview.ledger.source import LedgerSource

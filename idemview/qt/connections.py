@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from idemview.backends import Field, backend_for_dialect, backends
+from idemview.backends import Field, backend_for, backend_for_dialect, backends
 from idemview.config import Connection, ConnectionStore, CredentialStore
 from idemview.domain.actions import ACTIONS, ActionRuleError, ActionRules
 from idemview.domain.model import Outcome, Status
@@ -148,7 +148,9 @@ class ConnectionDialog(QDialog):
         form.addRow("Name", self.name)
         paste = QHBoxLayout()
         self.url = QLineEdit()
-        self.url.setPlaceholderText("Paste a SQLAlchemy URL, e.g. postgresql://app@db.internal:5432/payments")
+        self.url.setPlaceholderText(
+            "Paste a URL or a dump's path, e.g. postgresql://app@db.internal:5432/payments, dynamodb://TABLE?region=R"
+        )
         self.url.setEchoMode(QLineEdit.EchoMode.Normal)
         self.split_btn = QPushButton("Fill fields")
         self.split_btn.setToolTip("Split the URL into the fields below (the password goes to the password field)")
@@ -602,7 +604,7 @@ class ConnectionDialog(QDialog):
         if not text:
             return
         try:
-            c, pw = Connection.from_url(self.name.text() or "pasted", text)
+            c, pw = backend_for(text).connection_from(self.name.text() or "pasted", text)
         except ValueError as e:
             self.result.setText("⚠ " + self.masker.free_text(str(e)))
             return

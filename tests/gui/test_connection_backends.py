@@ -190,3 +190,22 @@ def test_sqlite_keeps_its_file_row_and_servers_their_fields(dialog):
     assert dlg.sslmode.isVisible() and dlg.ssh.isVisible() and dlg.port.value() == 5432
     _choose(dlg, "redis")
     assert not dlg.sslmode.isVisible() and dlg.ssh.isVisible() and not dlg.schema.isVisible()
+
+
+def test_a_pasted_dynamodb_url_or_dump_path_fills_its_backends_fields(dialog, tmp_path):
+    dlg, _ = dialog
+    dlg.new()
+    dlg.url.setText("dynamodb://orders.v2?region=eu-west-1&endpoint_url=http://127.0.0.1:8000")
+    dlg.split_btn.click()
+    assert dlg.type.currentData() == "dynamodb" and dlg.dbname.text() == "orders.v2"
+    assert dlg.options["region"].text() == "eu-west-1"
+    assert dlg.options["endpoint_url"].text() == "http://127.0.0.1:8000"
+    c = dlg.form_connection()
+    assert (c.dialect, c.host, c.tls, c.options["region"]) == ("dynamodb", "", {}, "eu-west-1")
+    dlg.url.setText("dynamodb://AKIAEXAMPLE:s3cr3t@orders?region=eu-west-1")  # a credential: refused, not kept
+    dlg.split_btn.click()
+    assert "AWS chain" in dlg.result.text() and "s3cr3t" not in dlg.result.text()
+    assert dlg.dbname.text() == "orders.v2"
+    dlg.url.setText(str(tmp_path / "jobs.parquet"))
+    dlg.split_btn.click()
+    assert dlg.type.currentData() == "duckdb" and dlg.file.text() == str(tmp_path / "jobs.parquet")
