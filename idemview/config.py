@@ -130,9 +130,10 @@ class Connection:
     ``ssh`` (``USER@HOST[:PORT]``, empty: direct) and ``ssh_key`` (a private key file's path) reach the
     database through an SSH tunnel (DESIGN §5.3, :mod:`idemview.ledger.tunnel`); ``host``/``port`` are then
     as seen from the SSH host. The key passphrase or SSH password lives in the keyring under
-    ``<id>:ssh``, never here. ``options`` holds a backend's own settings that are no URL part (DynamoDB's
-    ``region``, ``endpoint_url``, ``profile``: :mod:`idemview.backends.dynamodb`); ``dialect`` then names
-    the backend's choice (``dynamodb``; ``duckdb`` for a dump file or folder, its path in ``database``)."""
+    ``<id>:ssh``, never here. ``tls`` is the URL's query options: a driver's TLS options, and a backend's
+    own (DynamoDB's ``region``, ``endpoint_url``, ``profile``: :mod:`idemview.backends.dynamodb`, whose
+    ``dialect`` is ``dynamodb`` and ``database`` the table; a dump's ``dialect`` is ``duckdb`` and
+    ``database`` its file or folder)."""
 
     name: str
     dialect: str = "sqlite"
@@ -151,7 +152,6 @@ class Connection:
     actions: dict = field(default_factory=dict)
     ssh: str = ""
     ssh_key: str = ""
-    options: dict = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def url(self, password: str | None = None) -> URL:

@@ -46,8 +46,8 @@ class Field:
     """One field of the connection dialog for a backend.
 
     ``key``: the :class:`~idemview.config.Connection` attribute it edits (``host``, ``port``,
-    ``database``, ``user``, ``password`` — never saved, it goes to the keyring —, ``tls.sslmode``, or
-    ``options.NAME`` for a backend's own option such as DynamoDB's ``options.region``). ``kind``:
+    ``database``, ``user``, ``password`` — never saved, it goes to the keyring —, or ``tls.NAME`` for an
+    entry of the URL's query options: ``tls.sslmode``, DynamoDB's ``tls.region``). ``kind``:
     ``text``, ``port``, ``password``, ``file`` (a file picker), ``path`` (a file *or* folder picker),
     ``choice`` (one of ``choices``), ``ssh`` (the SSH tunnel rows), or ``note`` (a line of text, no
     value: ``label`` is the text). ``label`` is what the dialog shows; ``placeholder`` and ``help`` (tool

@@ -3,8 +3,8 @@
 come from the AWS chain only (environment, profile, SSO, instance role): there is no credential field and
 a URL carrying one is refused. Reached over HTTPS, never through an SSH tunnel.
 
-A saved connection keeps the table in ``database`` and ``region`` / ``endpoint_url`` / ``profile`` in
-``options`` (:class:`~idemview.config.Connection`)."""
+A saved connection keeps the table in ``database`` and ``region`` / ``endpoint_url`` / ``profile`` among
+its URL query options, ``tls`` (:class:`~idemview.config.Connection`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from idemview.ledger.reader import Ledger
 
 SCHEME = "dynamodb"
-#: The URL's options a saved connection keeps in ``options`` (dynamodb_snapshot.parse_dynamodb_url's).
+#: The URL's options a saved connection keeps in ``tls`` (dynamodb_snapshot.parse_dynamodb_url's).
 OPTIONS = ("region", "endpoint_url", "profile")
 
 
@@ -49,18 +49,18 @@ class DynamoBackend(Backend):
         return is_dynamodb_url(target) or (not isinstance(target, str) and target.drivername == SCHEME)
 
     def target(self, conn: Connection, password: str | None = None) -> Target:
-        return dynamodb_url(conn.database, dict(conn.options or {}))
+        return dynamodb_url(conn.database, dict(conn.tls or {}))
 
     def fields(self, dialect: str) -> tuple[Field, ...]:
         return (
             Field("database", "Table", placeholder="the table's name, e.g. idempotency"),
-            Field("options.region", "Region", placeholder="e.g. eu-west-1 (empty: the AWS chain's)"),
+            Field("tls.region", "Region", placeholder="e.g. eu-west-1 (empty: the AWS chain's)"),
             Field(
-                "options.endpoint_url",
+                "tls.endpoint_url",
                 "Endpoint URL",
                 placeholder="empty: AWS; e.g. http://localhost:8000 for DynamoDB Local",
             ),
-            Field("options.profile", "AWS profile", placeholder="empty: the default profile or AWS_PROFILE"),
+            Field("tls.profile", "AWS profile", placeholder="empty: the default profile or AWS_PROFILE"),
             Field(
                 "note",
                 "Credentials come from the AWS chain (environment, profile, SSO, instance role); "
@@ -75,7 +75,7 @@ class DynamoBackend(Backend):
 
         t = parse_dynamodb_url(text)  # DynamoUrlError (a ValueError): credentials in the URL refused
         opts = {k: getattr(t, k) for k in OPTIONS if getattr(t, k)}
-        return Connection(name=name, dialect=SCHEME, database=t.table, options=opts), None
+        return Connection(name=name, dialect=SCHEME, database=t.table, tls=opts), None
 
     def open(self, req: OpenRequest) -> Source:
         from idemview.ledger.dynamodb_snapshot import open_dynamodb_ledger

@@ -201,7 +201,7 @@ class ConnectionDialog(QDialog):
         self.ssh_secret = QLineEdit()
         self.ssh_secret.setEchoMode(QLineEdit.EchoMode.Password)
         self.ssh_secret.setPlaceholderText("key passphrase or SSH password (kept in the OS keyring)")
-        self.options: dict[str, QLineEdit] = {}  # a backend's own options (options.NAME), made when first shown
+        self.options: dict[str, QLineEdit] = {}  # a backend's own URL options (tls.NAME), made when first shown
         self.notes: list[QLabel] = []
         for w in (self.file_row, self.host, self.port, self.dbname, self.user, self.password, self.remember):
             w.hide()
@@ -375,7 +375,7 @@ class ConnectionDialog(QDialog):
         self.port.setValue(c.port or DEFAULT_PORTS.get(c.dialect, 0))
         self.dbname.setText(c.database if not in_file else "")
         for key, ed in self.options.items():
-            ed.setText(str((c.options or {}).get(key, "")))
+            ed.setText(str((c.tls or {}).get(key, "")))
         self.user.setText(c.user)
         self.password.setText(self.credentials.get(c.id) or "")
         self.sslmode.setCurrentText(str(c.tls.get("sslmode", "")))
@@ -431,10 +431,10 @@ class ConnectionDialog(QDialog):
             "tls.sslmode": self.sslmode,
         }
         w: QWidget | None = known.get(f.key)
-        if w is None and f.key.startswith("options."):
-            w = self.options.get(f.key[8:])
+        if w is None and f.key.startswith("tls."):
+            w = self.options.get(f.key[4:])
             if w is None:
-                w = self.options[f.key[8:]] = QLineEdit()
+                w = self.options[f.key[4:]] = QLineEdit()
                 w.textChanged.connect(self._live_list_text)
         if w is None:
             w = QLineEdit()  # a third party's field of a kind this dialog does not know: text
@@ -528,9 +528,9 @@ class ConnectionDialog(QDialog):
         in_file = db is not None and db.kind in ("file", "path")
         sslmode = self.sslmode.currentText() if "tls.sslmode" in keys else ""
         options = {
-            k[8:]: self.options[k[8:]].text().strip()
+            k[4:]: self.options[k[4:]].text().strip()
             for k in keys
-            if k.startswith("options.") and k[8:] in self.options and self.options[k[8:]].text().strip()
+            if k.startswith("tls.") and k[4:] in self.options and self.options[k[4:]].text().strip()
         }
         return replace(
             base,
@@ -541,7 +541,7 @@ class ConnectionDialog(QDialog):
             port=(self.port.value() or None) if "port" in keys else None,
             database=(self.file.text().strip() if in_file else self.dbname.text().strip()) if db is not None else "",
             user=self.user.text().strip() if "user" in keys else "",
-            tls={"sslmode": sslmode} if sslmode else {},
+            tls=({"sslmode": sslmode} if sslmode else {}) | options,
             layout=self.layout_box.currentData() or "",
             naive_zone=self.zone.text().strip() or "UTC",
             schema=self.schema.text().strip(),
@@ -550,7 +550,6 @@ class ConnectionDialog(QDialog):
             actions=_rules_text(self.action_rules.text())[0],
             ssh=self.ssh.text().strip() if "ssh" in keys else "",
             ssh_key=self.ssh_key.text().strip() if "ssh" in keys else "",
-            options=options,
         )
 
     def _check_maps(self, *_):

@@ -77,7 +77,7 @@ def test_dynamodb_fields_have_no_credential_and_round_trip(dialog):
     dlg.options["region"].setText("eu-west-1")
     dlg.options["endpoint_url"].setText("http://127.0.0.1:8000")
     saved = dlg.save()
-    assert (saved.dialect, saved.database, saved.options) == (
+    assert (saved.dialect, saved.database, saved.tls) == (
         "dynamodb",
         "idempotency",
         {"region": "eu-west-1", "endpoint_url": "http://127.0.0.1:8000"},
@@ -201,7 +201,7 @@ def test_a_pasted_dynamodb_url_or_dump_path_fills_its_backends_fields(dialog, tm
     assert dlg.options["region"].text() == "eu-west-1"
     assert dlg.options["endpoint_url"].text() == "http://127.0.0.1:8000"
     c = dlg.form_connection()
-    assert (c.dialect, c.host, c.tls, c.options["region"]) == ("dynamodb", "", {}, "eu-west-1")
+    assert (c.dialect, c.host, c.tls["region"]) == ("dynamodb", "", "eu-west-1")
     dlg.url.setText("dynamodb://AKIAEXAMPLE:s3cr3t@orders?region=eu-west-1")  # a credential: refused, not kept
     dlg.split_btn.click()
     assert "AWS chain" in dlg.result.text() and "s3cr3t" not in dlg.result.text()

@@ -102,12 +102,12 @@ def test_a_folder_is_a_dump_and_a_url_object_keeps_its_backend(tmp_path):
                 "ddb",
                 "dynamodb",
                 database="idempotency",
-                options={"region": "eu-west-1", "endpoint_url": "http://127.0.0.1:8000"},
+                tls={"region": "eu-west-1", "endpoint_url": "http://127.0.0.1:8000"},
             ),
             "dynamodb://idempotency?region=eu-west-1&endpoint_url=http://127.0.0.1:8000",
         ),
         (
-            Connection("ddb-aws", "dynamodb", database="orders.v2", options={"profile": "ops"}),
+            Connection("ddb-aws", "dynamodb", database="orders.v2", tls={"profile": "ops"}),
             "dynamodb://orders.v2?profile=ops",
         ),
     ],
@@ -115,7 +115,7 @@ def test_a_folder_is_a_dump_and_a_url_object_keeps_its_backend(tmp_path):
 def test_each_kind_of_saved_connection_round_trips_to_its_target(conn, url):
     ConnectionStore().upsert(conn)
     back = ConnectionStore().find(conn.name)
-    assert back == conn  # every field, the backend's options included
+    assert back == conn  # every field, the backend's URL options included
     spec = spec_for_connection(back)
     assert str(spec.url) == url
     assert backend_for(spec.url) is backend_for_dialect(conn.dialect)
@@ -125,16 +125,16 @@ def test_each_kind_of_saved_connection_round_trips_to_its_target(conn, url):
         t = parse_dynamodb_url(spec.url)
         assert (t.table, t.region, t.endpoint_url, t.profile) == (
             conn.database,
-            conn.options.get("region"),
-            conn.options.get("endpoint_url"),
-            conn.options.get("profile"),
+            conn.tls.get("region"),
+            conn.tls.get("endpoint_url"),
+            conn.tls.get("profile"),
         )
 
 
 def test_the_dialog_fields_come_from_the_backend():
     kinds = {b.name: {f.key: f.kind for f in b.fields(b.choices[0].dialect)} for b in backends()}
     assert "password" not in kinds["dynamodb"] and "ssh" not in kinds["dynamodb"]  # the AWS chain only
-    assert {"database", "options.region", "options.endpoint_url"} <= set(kinds["dynamodb"])
+    assert {"database", "tls.region", "tls.endpoint_url"} <= set(kinds["dynamodb"])
     assert kinds["dump"]["database"] == "path"  # a file or a folder
     assert kinds["sql"] == {"database": "file"}  # SQLite: the file alone
     assert {"host", "port", "user", "password", "ssh"} <= set(kinds["redis"])
