@@ -46,6 +46,7 @@ class ToyBackend(Backend):
 
         OPENED.append(str(req.target))
         engine = self._engine(str(req.target))
+        req.engine_made(engine)
         layout, detection, _ = choose_layout(engine, req.layout, req.no_fit_hint)
         ledger = Ledger(engine, layout, name=req.name or "toy", naive_zone=req.naive_zone)
         ledger.source = LedgerSource(self.name)

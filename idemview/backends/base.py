@@ -87,8 +87,10 @@ class OpenRequest:
     ``password`` (from the keyring or typed; never stored), the ``layout`` (a preset name, a file, a
     :class:`Layout`; ``None``: detect), the connection's ``schema``, value maps and action rules, the
     naive zone, the display ``name`` (``None``: the backend's default), :class:`Tunables`, a ``progress``
-    callback ``(scanned, loaded)`` for snapshots, a cancel ``token`` (``check()`` raises) and
-    ``no_fit_hint``, the words after "no preset fits …;" that say what to do in this front end."""
+    callback ``(scanned, loaded)`` for snapshots, a cancel ``token`` (``check()`` raises),
+    ``no_fit_hint``, the words after "no preset fits …;" that say what to do in this front end, and
+    ``on_engine``, called with each engine the backend makes before its first statement (the opener
+    installs the cancel listeners there, so detection and reflection can be interrupted)."""
 
     target: Target
     password: str | None = None
@@ -103,6 +105,12 @@ class OpenRequest:
     progress: Callable[[int, int], None] | None = None
     token: Any = None
     no_fit_hint: str = "choose or build a layout"
+    on_engine: Callable[[Any], None] | None = None
+
+    def engine_made(self, engine: Any) -> None:
+        """Tell the opener about a new engine (``on_engine``), before any statement runs on it."""
+        if self.on_engine is not None:
+            self.on_engine(engine)
 
     def check(self) -> None:
         """Raise if the caller cancelled (the token's ``check``); nothing without a token."""

@@ -155,6 +155,7 @@ class SqlBackend(Backend):
 
         engine = open_engine(self.url(req.target), password=req.password)
         try:
+            req.engine_made(engine)
             req.check()
             layout, detection, detected = choose_layout(engine, req.layout, req.no_fit_hint)
             try:

@@ -211,6 +211,7 @@ def open_source(
         progress=progress,
         token=token,
         no_fit_hint=no_fit_hint,
+        on_engine=watch_engine,
     )
     try:
         src = backend.open(req)
@@ -221,7 +222,7 @@ def open_source(
         if better is not e:
             raise better from None
         raise
-    watch_engine(src.engine)
+    watch_engine(src.engine)  # a snapshot's engine, made inside its module (idempotent for the others)
     return Opening(backend, src.ledger, src.engine, src.detection, src.where, list(src.warnings), tunnel)
 
 
