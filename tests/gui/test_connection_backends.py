@@ -209,3 +209,37 @@ def test_a_pasted_dynamodb_url_or_dump_path_fills_its_backends_fields(dialog, tm
     dlg.url.setText(str(tmp_path / "jobs.parquet"))
     dlg.split_btn.click()
     assert dlg.type.currentData() == "duckdb" and dlg.file.text() == str(tmp_path / "jobs.parquet")
+
+
+def test_a_third_party_backend_brings_its_fields_and_opens_from_the_dialog(qtbot, tmp_path, monkeypatch, dump):
+    """The toy backend of tests/toybackend.py, registered through an entry point: the dialog offers it with
+    its own rows, and its Connect spec opens through the GUI's opener."""
+    from idemview.backends import registry
+    from idemview.qt.connections import ConnectionDialog
+    from idemview.services.session import open_ledger
+    from tests import toybackend
+
+    toybackend.install_entry_point(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert registry.load_plugins() == ["toy"]
+    toybackend.OPENED.clear()
+    try:
+        dlg = ConnectionDialog(CredentialStore(), SharedMasker(), store=ConnectionStore(tmp_path / "c.toml"))
+        qtbot.addWidget(dlg)
+        dlg.show()
+        dlg.new()
+        dlg.name.setText("toy")
+        _choose(dlg, "toy")
+        assert _labels(dlg) == ["Toy file", "A toy backend."] and dlg.file.isVisible()
+        _folder, db = dump
+        dlg.file.setText(str(db))
+        dlg.connect_()
+        assert dlg.spec.url == f"toy://{db}"
+        o = open_ledger(dlg.spec, CancelToken())
+        try:
+            assert o.ledger.source.backend == "toy" and o.n_ops > 0
+        finally:
+            o.close()
+        assert toybackend.OPENED == [f"toy://{db}"]
+    finally:
+        registry.unregister("toy")
