@@ -216,7 +216,8 @@ class Backend(ABC):
 
     def not_checkable(self, ledger: Ledger) -> dict[FindingKind, str]:
         """The finding kinds this backend cannot check on ``ledger``, each with the reason (e.g. a
-        key-value store keeps one record per key: no duplicate effect). Default: none."""
+        key-value store keeps one record per key: no duplicate effect), declared in
+        ``ledger.source.not_checkable`` when it opens. Default: none."""
         return {}
 
     # ---------------------------------------------------------------------------------- SSH

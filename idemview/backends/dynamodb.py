@@ -93,7 +93,7 @@ class DynamoBackend(Backend):
             retention_s=t.retention_s,
         )
         info = ledger.snapshot
-        ledger.source = LedgerSource(self.name, info)
+        ledger.source = LedgerSource(self.name, info, self.not_checkable(ledger))
         clock = "server time" if info.clock == "server" else "idemview's clock"
         detection = (
             f"{ledger.detection}; snapshot of {info.loaded} records at {clock} {info.server_time:%Y-%m-%d %H:%M:%S} UTC"

@@ -93,7 +93,7 @@ class RedisBackend(Backend):
                 retention_s=t.retention_s,
             )
         info = ledger.snapshot
-        ledger.source = LedgerSource(self.name, info)
+        ledger.source = LedgerSource(self.name, info, self.not_checkable(ledger))
         at = f"{info.server_time:%Y-%m-%d %H:%M:%S} UTC"
         detection = ledger.detection + (
             f"; snapshot of {info.loaded} records at server time {at}"

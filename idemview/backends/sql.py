@@ -180,7 +180,7 @@ class SqlBackend(Backend):
                 retry_threshold=t.retry_threshold,
                 retention_s=t.retention_s,
             )
-            ledger.source = LedgerSource(self.name)
+            ledger.source = LedgerSource(self.name, None, self.not_checkable(ledger))
             req.check()
             return Source(ledger, engine, detection, safe_url(engine.url))
         except BaseException:

@@ -191,7 +191,7 @@ class Ledger(LedgerSchema):
     @snapshot.setter
     def snapshot(self, info: Any) -> None:
         backend = self.source.backend if self.source is not LIVE else "snapshot"
-        self.source = LedgerSource(backend, info)
+        self.source = LedgerSource(backend, info, dict(self.source.not_checkable))
 
     def __init__(
         self,

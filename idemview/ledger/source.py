@@ -8,7 +8,7 @@ the snapshot's facts (``SnapshotInfo``: when, how many records, which clock). Fr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -17,10 +17,12 @@ class LedgerSource:
     """``backend``: the registered backend's name (``sql``, ``dump``, ``redis``, ``dynamodb`` or a
     third party's); ``snapshot``: the snapshot's information when the ledger is a copy taken at one
     instant (its ``server_time`` in UTC, ``loaded`` records, ``to_json()`` for manifests), ``None`` when
-    every query reads the database as it is now."""
+    every query reads the database as it is now; ``not_checkable``: the finding kinds this store cannot
+    show on this ledger, each with the reason (the backend's ``Backend.not_checkable``; empty for SQL)."""
 
     backend: str = "sql"
     snapshot: Any = None
+    not_checkable: dict = field(default_factory=dict)
 
     @property
     def is_snapshot(self) -> bool:

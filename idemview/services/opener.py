@@ -271,8 +271,3 @@ def editor_engine(conn: Connection, password: str | None) -> Engine:
     if not isinstance(backend, SqlBackend):
         raise InputError(f"the layout editor maps SQL tables; a {backend.title} ledger uses its own layouts")
     return backend.engine(backend.target(conn, password), password)
-
-
-def with_layout(spec: OpenSpec, layout: str | Layout | None) -> OpenSpec:
-    """``spec`` with ``layout`` when one is given (a front end's ``--layout`` over the connection's)."""
-    return replace(spec, layout=layout) if layout else spec
