@@ -107,10 +107,10 @@ def saved_connection(target: str) -> Connection | None:
 
 
 def spec_for_target(target: str, credentials=None) -> OpenSpec:
-    """An :class:`OpenSpec` for a target a user typed (``idemview open TARGET``, the CLI's URL argument,
-    ``idemview.open(URL)``): a saved connection's name (layout, zone and the password of that connection
-    from ``credentials``, a :class:`~idemview.config.CredentialStore`, when given), else a URL, a SQLite
-    file or a dump (layout detected). Raises ``ConnectError`` for a malformed URL."""
+    """An :class:`OpenSpec` for what ``idemview open TARGET`` or a Copy link names: a saved connection's
+    name (all its fields, and its password from ``credentials``, a :class:`~idemview.config.CredentialStore`,
+    when given), else a URL, a SQLite file or a dump (layout detected). Raises ``ConnectError`` for a
+    malformed URL."""
     import os
 
     c = saved_connection(target)
@@ -121,7 +121,7 @@ def spec_for_target(target: str, credentials=None) -> OpenSpec:
 
     if target.startswith("~"):  # a link's portable path (see services.links): the reader's own home
         target = os.path.expanduser(target)
-    if not backend_for(target).name == "sql" and "://" in target:
+    if backend_for(target).name != "sql" and "://" in target:
         return OpenSpec(url=target, name=_display_name(target))
     u = parse_url(target)
     name = u.database.rsplit("/", 1)[-1] if u.get_backend_name() == "sqlite" and u.database else safe_url(u)
