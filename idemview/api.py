@@ -29,17 +29,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from idemview.config import new_masker
 from idemview.domain.filters import Filter
 from idemview.domain.model import FindingKind, Payload, Status
-from idemview.errors import LayoutMismatch
 from idemview.evidence.plan import plan_export
 from idemview.evidence.writer import ColumnSpec
-from idemview.layouts.layout import Layout, load_layout
-from idemview.ledger.connect import open_engine
+from idemview.layouts.layout import Layout
 from idemview.ledger.inputs import instant_value
 from idemview.ledger.reader import Ledger
 from idemview.masking.masker import Masker
@@ -259,92 +256,28 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
     :class:`~idemview.errors.LayoutMismatch` (no preset fits / the layout's tables are missing),
     :class:`~idemview.errors.InvalidLayout` (a malformed layout file).
     """
-    password, name, conn_id = None, None, None
-    target: Any = url
-    if "://" not in url and not Path(url).exists():
-        from idemview.config import ConnectionStore, CredentialStore
+    from idemview.backends import Tunables
+    from idemview.services.opener import OpenSpec, saved_connection, spec_for_connection
 
-        saved = ConnectionStore().find(url)
-        if saved is not None:  # a saved connection, as on the command line; its password from the keyring
-            target, password, name, conn_id = saved.url(), CredentialStore().get(saved.id), saved.name, saved.id
-            ssh, ssh_key = ssh or saved.ssh or None, ssh_key or saved.ssh_key or None
-            layout = layout if layout is not None else (saved.layout or None)
-            naive_zone = naive_zone if naive_zone is not None else saved.naive_zone
-            schema = schema if schema is not None else (saved.schema or None)
-            status_map = {**saved.status_map, **(status_map or {})}
-            outcome_map = {**saved.outcome_map, **(outcome_map or {})}
-    from idemview.ledger.redis_snapshot import is_redis_url, open_redis_ledger, redis_url_from_sqlalchemy
-    from idemview.ledger.tunnel import SshSpec, tunnel_target
+    saved = saved_connection(url)
+    if saved is not None:  # a saved connection, as on the command line; its password from the keyring
+        from idemview.config import CredentialStore
 
-    tunnel = None
-    if is_redis_url(target):  # a snapshot of a Redis keyspace (key-value layouts, not SQL ones)
-        url_s = target if isinstance(target, str) else redis_url_from_sqlalchemy(target)
-        if ssh:
-            url_s, tunnel = tunnel_target(url_s, SshSpec.parse(ssh, ssh_key), conn_id)
-        kv = layout if isinstance(layout, str) else None
-        try:
-            redis_ledger = open_redis_ledger(url_s, layout=kv, password=password, name=name)
-        except BaseException:
-            if tunnel is not None:
-                tunnel.close()
-            raise
-        return LedgerFrames(
-            redis_ledger, masked=masked, masker=masker if masker is not None else new_masker(), tunnel=tunnel
-        )
-    from idemview.ledger.dynamodb_snapshot import is_dynamodb_url, open_dynamodb_ledger
+        spec = spec_for_connection(saved, CredentialStore().get(saved.id))
+        spec.status_map = {**spec.status_map, **(status_map or {})}
+        spec.outcome_map = {**spec.outcome_map, **(outcome_map or {})}
+    else:
+        spec = OpenSpec(url=url, name="", status_map=dict(status_map or {}), outcome_map=dict(outcome_map or {}))
+    spec.ssh, spec.ssh_key = ssh or spec.ssh, ssh_key or spec.ssh_key
+    spec.layout = layout if layout is not None else spec.layout
+    spec.naive_zone = naive_zone if naive_zone is not None else spec.naive_zone
+    spec.schema = schema if schema is not None else spec.schema
+    from idemview.services.opener import open_source
 
-    if is_dynamodb_url(target):  # a snapshot of one DynamoDB table (credentials from the AWS chain)
-        return LedgerFrames(
-            open_dynamodb_ledger(target, layout=layout if isinstance(layout, str) else None, name=name),
-            masked=masked,
-            masker=masker if masker is not None else new_masker(),
-        )
-    if ssh:
-        from idemview.ledger.connect import parse_url
-
-        target, tunnel = tunnel_target(
-            parse_url(target) if isinstance(target, str) else target, SshSpec.parse(ssh, ssh_key), conn_id
-        )
-    try:
-        engine = open_engine(target, password=password)
-    except BaseException:
-        if tunnel is not None:
-            tunnel.close()
-        raise
-    try:
-        if isinstance(layout, Layout):
-            lay = layout
-        elif layout:
-            lay = load_layout(layout)
-        else:
-            from idemview.ledger.detect import detect
-
-            matches = detect(engine)
-            if not matches:
-                raise _NoPreset("no preset fits this database; pass layout=NAME|FILE (see `idemview presets`)")
-            lay = matches[0].layout
-        from idemview.services.session import fit_layout
-
-        # where the tables are and the extra raw values, as the CLI and a saved connection apply them
-        lay = fit_layout(engine, lay, schema=schema, status_map=status_map, outcome_map=outcome_map, located=not layout)
-        kw: dict[str, Any] = {"naive_zone": naive_zone}
-        if name is None:
-            name = (
-                Path(engine.url.database or "").name
-                if engine.dialect.name == "sqlite"
-                else (engine.url.database or engine.dialect.name)
-            )
-        ledger = Ledger(engine, lay, name=name, **kw)
-    except BaseException:
-        engine.dispose()
-        if tunnel is not None:
-            tunnel.close()
-        raise
-    return LedgerFrames(ledger, masked=masked, masker=masker if masker is not None else new_masker(), tunnel=tunnel)
-
-
-class _NoPreset(LayoutMismatch):
-    """No shipped preset fits the database (detection found nothing)."""
+    opened = open_source(spec, tunables=Tunables(), no_fit_hint="; pass layout=NAME|FILE (see `idemview presets`)")
+    return LedgerFrames(
+        opened.ledger, masked=masked, masker=masker if masker is not None else new_masker(), tunnel=opened.tunnel
+    )
 
 
 def read_evidence(path: str | os.PathLike[str]) -> pd.DataFrame:

@@ -238,235 +238,98 @@ def filters(sp) -> None:
 # --------------------------------------------------------------------------------- resolution
 
 
-def open_target(url: str, ssh: str | None = None, ssh_key: str | None = None):
-    """(engine, connection name, saved Connection or None) for a URL, file or saved connection name;
-    through an SSH tunnel when ``ssh`` (``USER@HOST[:PORT]``) or the saved connection says so (the tunnel
-    closes when the command ends: :func:`idemview.ledger.tunnel.close_all` in :func:`main`)."""
-    from idemview.config import ConnectionStore, CredentialStore
-    from idemview.ledger.connect import ConnectError, looks_like_url, open_engine, parse_url
-    from idemview.ledger.tunnel import explain_failure, tunnel_target
+def cli_spec(args):
+    """``(OpenSpec, saved Connection or None)`` for the command's ``url`` argument (a URL, a file, a dump,
+    or a saved connection's name, whose fields and keyring password it brings) with the command line's
+    ``--ssh``/``--ssh-key``, ``--layout``, ``--schema`` and ``--map-status``/``--map-outcome`` over the
+    connection's own. Raises :class:`CliError` (exit 2) for a target that is none of these or a
+    malformed value map."""
+    from idemview.config import CredentialStore
+    from idemview.domain.model import Outcome
+    from idemview.layouts.layout import LayoutError, parse_value_map
     from idemview.masking.masker import register_secret, url_password_candidates
+    from idemview.services.opener import OpenSpec, saved_connection, spec_for_connection
+    from idemview.urls import looks_like_url
 
+    url, ssh, ssh_key = args.url, getattr(args, "ssh", None), getattr(args, "ssh_key", None)
     # Whatever could be a password in the argument is known before any parser or message sees it,
     # so no message can echo it, however malformed the URL (issue #9).
     for pw in url_password_candidates(url):
         register_secret(pw)
-    saved = None
-    if "://" not in url and not Path(url).exists():
-        saved = ConnectionStore().find(url)
-        if saved is None and not url.endswith((".db", ".sqlite", ".sqlite3")) and not looks_like_url(url):
-            raise CliError(
-                f"{hide_password(url)!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE
-            )
-    from idemview.ledger.dynamodb_snapshot import is_dynamodb_url, parse_dynamodb_url
-
-    if saved is None and is_dynamodb_url(url):  # a snapshot of one table (idemview.ledger.dynamodb_snapshot)
-        if ssh or ssh_key:  # DynamoDB is an AWS HTTPS endpoint, never behind a bastion's port forward
-            raise CliError("--ssh does not apply to a dynamodb:// URL (it is reached over HTTPS)", EXIT_USAGE)
-        return parse_dynamodb_url(url), None, None
-    spec = _ssh_spec(ssh, ssh_key, saved)
-    redis_target = _redis_target(url, saved)
-    if redis_target is not None:  # read by a snapshot in resolve_ledger (idemview.ledger.redis_snapshot)
-        if spec is not None:
-            redis_target.url, redis_target.tunnel = tunnel_target(
-                redis_target.url, spec, saved.id if saved is not None else None
-            )
-        return redis_target, saved.name if saved is not None else None, saved
-    tunnel = None
-    try:
-        if saved is not None:
-            stored = CredentialStore().get(saved.id)
-            register_secret(stored)
-            target = saved.url(stored)
-        else:
-            try:
-                target = parse_url(url)
-            except ConnectError as e:  # a malformed URL is an input error, not a connection failure
-                raise CliError(str(e), EXIT_USAGE) from None
-        if spec is not None:
-            target, tunnel = tunnel_target(target, spec, saved.id if saved is not None else None)
-        return open_engine(target), saved.name if saved is not None else None, saved
-    except ConnectError as e:  # a CannotConnect: exit code 3; re-raised without the driver's traceback
-        better = explain_failure(tunnel, e) if tunnel is not None else None
-        raise CliError(str(better or e), e.exit_code) from None
-
-
-def _ssh_spec(ssh: str | None, ssh_key: str | None, saved):
-    """The tunnel asked for: ``--ssh``/``--ssh-key``, else the saved connection's ``ssh``/``ssh_key``."""
-    from idemview.ledger.tunnel import SshSpec
-
+    saved = saved_connection(url)
+    if (
+        saved is None
+        and "://" not in url
+        and not Path(url).exists()
+        and not url.endswith((".db", ".sqlite", ".sqlite3"))
+        and not looks_like_url(url)
+    ):
+        raise CliError(f"{hide_password(url)!r} is neither a database URL, a file, nor a saved connection", EXIT_USAGE)
     if ssh_key and not ssh and not (saved is not None and saved.ssh):
         raise CliError("--ssh-key needs --ssh USER@HOST[:PORT]", EXIT_USAGE)
+    if saved is not None:
+        stored = CredentialStore().get(saved.id)
+        register_secret(stored)
+        spec = spec_for_connection(saved, stored)
+    else:
+        spec = OpenSpec(url=url, name="")
     if ssh:
-        return SshSpec.parse(ssh, ssh_key or (saved.ssh_key if saved is not None else None))
-    if saved is not None and saved.ssh:
-        return SshSpec.parse(saved.ssh, ssh_key or saved.ssh_key or None)
-    return None
-
-
-class RedisTarget:
-    """A Redis ledger to open: its URL (password included, never shown) and a name for messages."""
-
-    def __init__(self, url: str, password: str | None = None):
-        self.url, self.password = url, password
-        self.tunnel = None  # an idemview.ledger.tunnel.Tunnel when reached through SSH
-
-
-def _redis_target(url: str, saved) -> RedisTarget | None:
-    from idemview.ledger.redis_snapshot import is_redis_url, redis_url_from_sqlalchemy
-
-    if saved is not None and saved.dialect in ("redis", "rediss"):
-        from idemview.config import CredentialStore
-
-        return RedisTarget(redis_url_from_sqlalchemy(saved.url()), CredentialStore().get(saved.id))
-    return RedisTarget(url) if is_redis_url(url) else None
-
-
-def _open_redis(args, target: RedisTarget, saved=None):
-    from idemview.layouts.layout import LayoutError
-    from idemview.ledger.connect import ConnectError
-    from idemview.ledger.redis_snapshot import RedisUrlError, open_redis_ledger, safe_redis_url
-
-    spec = getattr(args, "layout", None) or (saved.layout if saved is not None and saved.layout else None)
-    progress = None
-    if sys.stderr.isatty():
-
-        def progress(scanned, loaded):
-            print(f"\rsnapshot: {scanned} keys scanned, {loaded} records", end="", file=sys.stderr, flush=True)
-
+        spec.ssh = ssh
+    spec.ssh_key = (ssh_key or spec.ssh_key) if spec.ssh else ""
+    spec.layout = getattr(args, "layout", None) or spec.layout
+    spec.schema = getattr(args, "schema", None) or spec.schema
     try:
-        ledger = open_redis_ledger(
-            target.url,
-            layout=spec,
-            password=target.password,
-            name=saved.name if saved is not None else None,
-            progress=progress,
-            lock_timeout_s=getattr(args, "lock_timeout", None),
-            retry_threshold=getattr(args, "retry_threshold", None),
-            retention_s=getattr(args, "retention", None),
-        )
-    except RedisUrlError as e:
-        raise CliError(str(e), EXIT_USAGE) from None
-    except ConnectError as e:
-        raise CliError(str(e), EXIT_CONNECT) from None
-    except LayoutError as e:
-        raise CliError(str(e), EXIT_LAYOUT if e.missing or spec is None else EXIT_USAGE) from None
-    except Exception as e:
-        import redis
-
-        if isinstance(e, redis.exceptions.RedisError):
-            raise CliError(f"Redis at {safe_redis_url(target.url)} failed: {str(e)[:200]}", EXIT_CONNECT) from None
-        raise
-    finally:
-        if progress is not None:
-            print(file=sys.stderr)
-    if ledger.snapshot.write_warning:
-        print(f"idemview: warning: {ledger.snapshot.write_warning}", file=sys.stderr)
-    return ledger
-
-
-def _is_dynamodb_target(engine) -> bool:
-    from idemview.ledger.dynamodb_snapshot import DynamoTarget
-
-    return isinstance(engine, DynamoTarget)
-
-
-def _open_dynamodb(args, target):
-    """A snapshot of a DynamoDB table; its typed errors carry their exit codes (2 URL, 3 connect, 4 fit)."""
-    from idemview.ledger.dynamodb_snapshot import open_dynamodb_ledger
-
-    progress = None
-    if sys.stderr.isatty():
-
-        def progress(scanned, loaded):
-            print(f"\rsnapshot: {scanned} items scanned, {loaded} records", end="", file=sys.stderr, flush=True)
-
-    try:
-        return open_dynamodb_ledger(
-            target,
-            layout=getattr(args, "layout", None),
-            progress=progress,
-            lock_timeout_s=getattr(args, "lock_timeout", None),
-            retry_threshold=getattr(args, "retry_threshold", None),
-            retention_s=getattr(args, "retention", None),
-        )
-    finally:
-        if progress is not None:
-            print(file=sys.stderr)
-
-
-def ledger_name(engine) -> str:
-    """A name for an unsaved ledger: the SQLite file's name, or the database name on a server."""
-    from idemview.ledger.dialects import SQLITE, family
-
-    db = engine.url.database or ""
-    return Path(db).name if family(engine) == SQLITE else (db or engine.dialect.name)
-
-
-def resolve_ledger(args, engine, saved=None):
-    """The :class:`Ledger` the arguments ask for: the layout given (or the saved connection's, or
-    detected), its tables looked up where they are (``--schema`` or the connection's schema, else the
-    preset's, else found as detection finds them) and the extra raw-value maps merged in (the
-    connection's ``status_map`` / ``outcome_map``, then ``--map-status`` / ``--map-outcome``).
-    Raises :class:`CliError` (exit 4 when the layout does not fit, 2 on a malformed map)."""
-    from idemview.domain.model import Outcome
-    from idemview.layouts.layout import LayoutError, load_layout, parse_value_map
-    from idemview.ledger.detect import detect
-    from idemview.ledger.reader import Ledger
-    from idemview.services.session import fit_layout
-
-    if isinstance(engine, RedisTarget):
-        return _open_redis(args, engine, saved)
-    if _is_dynamodb_target(engine):
-        return _open_dynamodb(args, engine)
-    spec = args.layout or (saved.layout if saved is not None and saved.layout else None)
-    schema = getattr(args, "schema", None) or (saved.schema if saved is not None and saved.schema else None)
-    try:
-        smap = {
-            **parse_value_map(saved.status_map if saved is not None else {}),
+        spec.status_map = {
+            **parse_value_map(spec.status_map),
             **parse_value_map(getattr(args, "map_status", None) or []),
         }
-        omap = {
-            **parse_value_map(saved.outcome_map if saved is not None else {}, Outcome, "outcome"),
+        spec.outcome_map = {
+            **parse_value_map(spec.outcome_map, Outcome, "outcome"),
             **parse_value_map(getattr(args, "map_outcome", None) or [], Outcome, "outcome"),
         }
     except LayoutError as e:
         raise CliError(str(e), EXIT_USAGE) from None
+    return spec, saved
+
+
+def open_ledger(args):
+    """``(Ledger, saved Connection or None)`` the arguments ask for, through the one opener
+    (:func:`idemview.services.opener.open_source`): the target's backend, its SSH tunnel (closed when the
+    command ends: :func:`idemview.ledger.tunnel.close_all` in :func:`main`), the layout given (or the saved
+    connection's, or detected) fitted to the connection and the command line, and the thresholds
+    ``--lock-timeout``/``--retry-threshold``/``--retention``. A snapshot's progress is shown on a
+    terminal; its warnings go to stderr. Raises :class:`CliError`: exit 4 when the layout does not fit
+    (a detected one included), 2 for a malformed layout, map or action rule, else the typed error's code."""
+    from idemview.backends import Tunables
+    from idemview.backends.sql import ConnectionSettingsError
+    from idemview.services.opener import open_source
+
+    spec, saved = cli_spec(args)
+    progress = None
+    if sys.stderr.isatty():
+
+        def progress(scanned, loaded):
+            print(f"\rsnapshot: {scanned} scanned, {loaded} records", end="", file=sys.stderr, flush=True)
+
+    tunables = Tunables(
+        getattr(args, "lock_timeout", None), getattr(args, "retry_threshold", None), getattr(args, "retention", None)
+    )
     try:
-        if spec:
-            layout = load_layout(spec)
-        else:
-            matches = detect(engine)
-            if not matches:
-                raise CliError(
-                    "no preset fits this database; pass --layout NAME|FILE (see `idemview presets`)", EXIT_LAYOUT
-                )
-            layout = matches[0].layout
-        try:  # where the tables are and the extra raw values, as the GUI and the Python API apply them
-            layout = fit_layout(
-                engine,
-                layout,
-                schema=schema,
-                status_map=smap,
-                outcome_map=omap,
-                located=not spec,
-                actions=saved.actions if saved is not None else None,
-            )
-        except LayoutError as e:
-            raise CliError(str(e), EXIT_USAGE) from None
-        return Ledger(
-            engine,
-            layout,
-            lock_timeout_s=args.lock_timeout,
-            retry_threshold=args.retry_threshold,
-            retention_s=args.retention,
-            name=saved.name if saved is not None else ledger_name(engine),
-            naive_zone=saved.naive_zone if saved is not None else None,
+        opened = open_source(
+            spec, tunables=tunables, progress=progress, no_fit_hint="; pass --layout NAME|FILE (see `idemview presets`)"
         )
+    except ConnectionSettingsError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
     except InvalidLayout as e:
         # A LayoutMismatch exits 4; so does a detected preset that turns out invalid here (the database
         # chose it, not the user).
-        raise CliError(str(e), EXIT_LAYOUT if spec is None else e.exit_code) from None
+        raise CliError(str(e), EXIT_LAYOUT if not spec.layout else e.exit_code) from None
+    finally:
+        if progress is not None:
+            print(file=sys.stderr)
+    for w in opened.warnings:
+        print(f"idemview: warning: {w}", file=sys.stderr)
+    return opened.ledger, saved
 
 
 # ------------------------------------------------------------------------------------ commands
@@ -512,69 +375,17 @@ def cmd_presets(args) -> int:
 
 
 def cmd_detect(args) -> int:
-    from idemview.ledger.detect import detect
+    from idemview.services.opener import detect_layouts
 
-    engine, _name, _saved = open_target(args.url, args.ssh, args.ssh_key)
-    if isinstance(engine, RedisTarget):
-        return _detect_redis(engine)
-    if _is_dynamodb_target(engine):
-        return _detect_dynamodb(engine)
-    matches = detect(engine)
+    spec, _saved = cli_spec(args)
+    backend, matches = detect_layouts(spec)
     if not matches:
-        print(
-            "no preset fits this database (no known ledger table found); build a layout file and pass it with --layout",
-            file=sys.stderr,
-        )
+        print(backend.no_fit_detect, file=sys.stderr)
         return EXIT_LAYOUT
     best = matches[0]
-    print(f"{best.layout.name}\tconfidence {best.confidence:.2f}\t{best.reason}")
+    print(f"{best.name}\tconfidence {best.confidence:.2f}\t{best.reason}")
     for m in matches[1:4]:
-        print(f"  also: {m.layout.name} ({m.confidence:.2f})")
-    return EXIT_OK
-
-
-def _detect_dynamodb(target) -> int:
-    from idemview.ledger.dynamodb_snapshot import connect_dynamodb, describe_table, detect_dynamodb
-
-    client = connect_dynamodb(target)
-    try:
-        matches = detect_dynamodb(client, target, table=describe_table(client, target))
-    finally:
-        client.close()
-    if not matches:
-        print("no DynamoDB preset fits this table; write a layout (see dynamodb-generic)", file=sys.stderr)
-        return EXIT_LAYOUT
-    print(f"{matches[0].layout.name}\tconfidence {matches[0].confidence:.2f}\t{matches[0].reason}")
-    for m in matches[1:4]:
-        print(f"  also: {m.layout.name} ({m.confidence:.2f})")
-    return EXIT_OK
-
-
-def _detect_redis(target: RedisTarget) -> int:
-    from idemview.ledger.connect import ConnectError
-    from idemview.ledger.redis_snapshot import RedisUrlError, connect_redis, detect_kv
-
-    try:
-        client = connect_redis(target.url, target.password)
-    except RedisUrlError as e:
-        raise CliError(str(e), EXIT_USAGE) from None
-    except ConnectError as e:
-        raise CliError(str(e), EXIT_CONNECT) from None
-    try:
-        matches = detect_kv(client)
-    finally:
-        client.connection_pool.disconnect()
-    if not matches:
-        print(
-            "no key-value preset fits the sampled keys; write a key-value layout (see idem-generic) "
-            "and pass it with --layout",
-            file=sys.stderr,
-        )
-        return EXIT_LAYOUT
-    best = matches[0]
-    print(f"{best.layout.name}\tconfidence {best.confidence:.2f}\t{best.reason}")
-    for m in matches[1:4]:
-        print(f"  also: {m.layout.name} ({m.confidence:.2f})")
+        print(f"  also: {m.name} ({m.confidence:.2f})")
     return EXIT_OK
 
 
@@ -594,9 +405,9 @@ def cmd_scan(args) -> int:
     from idemview.ledger.times import iso
     from idemview.ledger.unknown_times import unknown_time_counts
 
-    engine, _name, saved = open_target(args.url, args.ssh, args.ssh_key)
+    ledger, _saved = open_ledger(args)
     # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
-    ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
+    ledger = for_batch(ledger, args.timeout)
     schema_note = getattr(ledger, "schema_note", None)
     if schema_note:  # which schema, and other copies (as detect says)
         note = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in schema_note)
@@ -623,7 +434,7 @@ def cmd_scan(args) -> int:
     counts: dict[str, int] = {}
     unmapped = ledger.unmapped_counts()
     unknown_times = unknown_time_counts(ledger)  # stored values that are no instant, per time field
-    snap = getattr(ledger, "snapshot", None)  # a Redis ledger: the snapshot, with the server's clock
+    snap = ledger.source.snapshot  # a snapshot (Redis, DynamoDB): its facts, with the server's clock
     if args.format == "json":
         # Written as it streams: the header, then each kind's findings as that kind is done; the
         # counts (known only at the end) close the object. Same keys as DESIGN §9 (JSON key order
@@ -719,8 +530,8 @@ def cmd_windows(args) -> int:
     from idemview.findings.windows import measure_windows, render_text
     from idemview.ledger.batch import for_batch
 
-    engine, _name, saved = open_target(args.url, args.ssh, args.ssh_key)
-    ledger = for_batch(resolve_ledger(args, engine, saved), args.timeout)
+    ledger, _saved = open_ledger(args)
+    ledger = for_batch(ledger, args.timeout)
     report = measure_windows(ledger, args.now or datetime.now(UTC))
     masker = new_masker()
     if args.format == "json":
@@ -734,8 +545,8 @@ def cmd_windows(args) -> int:
 def cmd_export(args) -> int:
     if args.since and args.until and args.since >= args.until:
         raise CliError("--since must be before --until")
-    engine, name, saved = open_target(args.url, args.ssh, args.ssh_key)
-    ledger = resolve_ledger(args, engine, saved)
+    ledger, saved = open_ledger(args)
+    name = saved.name if saved is not None else None
     return export_cli(args, ledger, connection_name=name)
 
 
@@ -750,8 +561,8 @@ def cmd_report(args) -> int:
     if args.since and args.until and args.since >= args.until:
         raise CliError("--since must be before --until")
     flt = filter_from_args(args)
-    engine, name, saved = open_target(args.url, args.ssh, args.ssh_key)
-    ledger = resolve_ledger(args, engine, saved)
+    ledger, saved = open_ledger(args)
+    name = saved.name if saved is not None else None
     try:
         out = check_target(args.out, ledger, overwrite=args.force)  # TargetRefused: exit 2
     except TargetExists as e:

@@ -130,7 +130,10 @@ class Connection:
     ``ssh`` (``USER@HOST[:PORT]``, empty: direct) and ``ssh_key`` (a private key file's path) reach the
     database through an SSH tunnel (DESIGN §5.3, :mod:`idemview.ledger.tunnel`); ``host``/``port`` are then
     as seen from the SSH host. The key passphrase or SSH password lives in the keyring under
-    ``<id>:ssh``, never here."""
+    ``<id>:ssh``, never here. ``tls`` is the URL's query options: a driver's TLS options, and a backend's
+    own (DynamoDB's ``region``, ``endpoint_url``, ``profile``: :mod:`idemview.backends.dynamodb`, whose
+    ``dialect`` is ``dynamodb`` and ``database`` the table; a dump's ``dialect`` is ``duckdb`` and
+    ``database`` its file or folder)."""
 
     name: str
     dialect: str = "sqlite"

@@ -315,7 +315,7 @@ def _tables_read(ledger: Ledger) -> dict[str, dict[str, str]]:
     for role, t in (("operations", getattr(ledger, "ops", None)), ("attempts", getattr(ledger, "att", None))):
         if t is not None and getattr(t, "name", None):
             out[role] = f"{t.schema}.{t.name}" if t.schema else t.name
-    if getattr(ledger, "snapshot", None) is not None or not out:
+    if ledger.source.is_snapshot or not out:
         return {}
     return {"tables": out}
 

@@ -59,6 +59,7 @@ from idemview.ledger.queries import (
     time_span,
 )
 from idemview.ledger.schema import LedgerSchema
+from idemview.ledger.source import LIVE, LedgerSource
 from idemview.ledger.sqlx import (
     time_after,
     time_before,
@@ -178,6 +179,20 @@ class Ledger(LedgerSchema):
     ``lock_timeout_s``, ``retry_threshold`` and ``retention_s`` override the layout's tunables;
     ``naive_zone`` (IANA) says which zone the ledger's naive timestamps were written in.
     Raises :class:`LayoutError` (``missing`` set) when a table or column the layout names is absent."""
+
+    #: What the ledger is read from (:mod:`idemview.ledger.source`): live SQL unless its backend says otherwise.
+    source: LedgerSource = LIVE
+
+    @property
+    def snapshot(self) -> Any:
+        """``source.snapshot`` (the snapshot's information, ``None`` for a live database), under the name
+        the snapshot modules set it by; setting it declares the ledger a snapshot."""
+        return self.source.snapshot
+
+    @snapshot.setter
+    def snapshot(self, info: Any) -> None:
+        backend = self.source.backend if self.source is not LIVE else "snapshot"
+        self.source = LedgerSource(backend, info, dict(self.source.not_checkable))
 
     def __init__(
         self,

@@ -447,12 +447,21 @@ def explain_failure(tunnel: Tunnel, error: Exception) -> TunnelError | None:
     )
 
 
-def tunnel_target(target, spec: SshSpec, connection_id: str | None = None, *, known_hosts: Path | None = None):
+def tunnel_target(
+    target,
+    spec: SshSpec,
+    connection_id: str | None = None,
+    *,
+    known_hosts: Path | None = None,
+    secret: str | None = None,
+):
     """``(target through the tunnel, Tunnel)`` for a ledger target: a SQLAlchemy :class:`URL` or a
-    ``redis://`` / ``rediss://`` URL string, its passphrase or SSH password read from the keyring
-    (:func:`ssh_secret` with ``connection_id``). The one place the CLI, the GUI and the API attach a tunnel.
-    Raises what :func:`through_tunnel` raises."""
-    secret = ssh_secret(spec, connection_id)
+    ``redis://`` / ``rediss://`` URL string, its passphrase or SSH password ``secret`` (typed in the
+    connection dialog), else read from the keyring (:func:`ssh_secret` with ``connection_id``). Called by
+    the network backends' ``through`` (:mod:`idemview.backends`), which the one opener
+    (:mod:`idemview.services.opener`) calls for the CLI, the GUI and the API. Raises what
+    :func:`through_tunnel` raises."""
+    secret = secret or ssh_secret(spec, connection_id)
     if isinstance(target, str):
         return through_tunnel_str(target, spec, secret=secret, known_hosts=known_hosts)
     return through_tunnel(target, spec, secret=secret, known_hosts=known_hosts)

@@ -5,6 +5,10 @@ goes to the OS keyring through :class:`idemview.config.CredentialStore`. When no
 dialog says so (``CredentialStore.notice``) and keeps the password for this session only. A pasted
 SQLAlchemy URL is split into the fields (:meth:`Connection.from_url`), so nobody has to hand-escape a
 password. Test and layout detection run on a worker thread: a dead host never freezes the dialog.
+
+The "Database" list and each type's fields come from the backends (:mod:`idemview.backends`:
+``Backend.choices`` and ``Backend.fields``): SQLite, PostgreSQL, MySQL, MariaDB, Redis, DynamoDB (table,
+region, endpoint URL; credentials from the AWS chain), a dump file or folder, and any third party's.
 """
 
 from __future__ import annotations
@@ -31,23 +35,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from idemview.backends import Field, backend_for, backend_for_dialect, backends
 from idemview.config import Connection, ConnectionStore, CredentialStore
 from idemview.domain.actions import ACTIONS, ActionRuleError, ActionRules
 from idemview.domain.model import Outcome, Status
 from idemview.layouts.layout import all_presets
+from idemview.ledger.tunnel import DEFAULT_PORTS
 from idemview.qt import theme
 from idemview.qt.workers import JobError, Runner
+from idemview.services.opener import editor_engine
+from idemview.services.opener import test_connection as opener_test
 from idemview.services.session import OpenSpec, SharedMasker, spec_for_connection
-
-TYPES = [
-    ("SQLite file", "sqlite"),
-    ("PostgreSQL", "postgresql"),
-    ("MySQL", "mysql"),
-    ("MariaDB", "mariadb"),
-    ("Redis", "redis"),
-    ("Redis (TLS)", "rediss"),
-]
-DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306, "redis": 6379, "rediss": 6379}
 
 
 def _map_text(m: dict) -> str:
@@ -76,51 +74,9 @@ def parse_map_text(text: str, target, what: str) -> tuple[dict[str, str], str | 
 
 
 def test_connection(conn: Connection, password: str | None, layout: str, token, ssh_secret: str | None = None) -> str:
-    """Connect read-only (through the connection's SSH tunnel, if any: ``ssh_secret`` is the key
-    passphrase or SSH password typed, else the keyring's), ask the session whether it is read-only, and
-    detect or check the layout. Returns one line of plain words (runs on a worker thread)."""
-    if conn.ssh:
-        from dataclasses import replace as _replace
-
-        from idemview.ledger.tunnel import SshSpec, open_tunnel, remote_endpoint
-        from idemview.ledger.tunnel import ssh_secret as keyring_secret
-
-        spec = SshSpec.parse(conn.ssh, conn.ssh_key or None)
-        host, port = remote_endpoint(conn.url())
-        secret = ssh_secret if ssh_secret else keyring_secret(spec, conn.id)
-        with open_tunnel(spec, host, port, secret=secret) as t:
-            via = _replace(conn, ssh="", ssh_key="", host="127.0.0.1", port=t.local_port)
-            return f"✓ SSH {spec.host}:{spec.port} host key known · " + _test_direct(via, password, layout)
-    return _test_direct(conn, password, layout)
-
-
-def _test_direct(conn: Connection, password: str | None, layout: str) -> str:
-    if conn.dialect in ("redis", "rediss"):
-        from idemview.ledger.redis_snapshot import test_redis
-
-        return test_redis(conn.url(password), layout)
-    from idemview.layouts.layout import load_layout
-    from idemview.ledger.connect import open_engine, session_is_read_only
-    from idemview.ledger.detect import detect
-    from idemview.ledger.reader import Ledger
-
-    engine = open_engine(conn.url(password), statement_timeout_s=20)
-    try:
-        ro = session_is_read_only(engine)
-        parts = ["✓ reachable", "read-only session confirmed" if ro else "⚠ session NOT confirmed read-only"]
-        if layout:
-            lay = load_layout(layout)
-            Ledger(engine, lay)
-            parts.append(f"layout {lay.name} fits")
-        else:
-            m = detect(engine)
-            if m:
-                parts.append(f"detected {m[0].layout.name} — confidence {m[0].confidence:.0%}: {m[0].reason}")
-            else:
-                parts.append("⚠ no preset fits: choose a layout")
-        return " · ".join(parts)
-    finally:
-        engine.dispose()
+    """The Test button's job (on a worker thread): :func:`idemview.services.opener.test_connection` for the
+    connection as the fields describe it (its backend's own test, through its SSH tunnel if any)."""
+    return opener_test(conn, password, layout, ssh_secret)
 
 
 REMEMBER_TEXT = "Remember in the OS keyring"
@@ -192,7 +148,9 @@ class ConnectionDialog(QDialog):
         form.addRow("Name", self.name)
         paste = QHBoxLayout()
         self.url = QLineEdit()
-        self.url.setPlaceholderText("Paste a SQLAlchemy URL, e.g. postgresql://app@db.internal:5432/payments")
+        self.url.setPlaceholderText(
+            "Paste a URL or a dump's path, e.g. postgresql://app@db.internal:5432/payments, dynamodb://TABLE?region=R"
+        )
         self.url.setEchoMode(QLineEdit.EchoMode.Normal)
         self.split_btn = QPushButton("Fill fields")
         self.split_btn.setToolTip("Split the URL into the fields below (the password goes to the password field)")
@@ -201,24 +159,31 @@ class ConnectionDialog(QDialog):
         paste.addWidget(self.split_btn)
         form.addRow("URL", paste)
         self.type = QComboBox()
-        for label, d in TYPES:
-            self.type.addItem(label, d)
+        for backend in sorted(backends(), key=lambda x: (x.priority, x.name)):  # SQL first: the most used
+            for choice in backend.choices:
+                self.type.addItem(choice.label, choice.dialect)
         self.type.currentIndexChanged.connect(self._type_changed)
         form.addRow("Database", self.type)
+        self.form = form
+        # The backend's fields (Backend.fields), rebuilt when the type changes. The editors of the
+        # common keys are made once and kept (their values survive a change of type and back).
+        self.server = QGroupBox("Server")
+        self.server_form = QFormLayout(self.server)
+        self.server_form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         fileh = QHBoxLayout()
         self.file = QLineEdit()
         self.file.setPlaceholderText("/path/to/ledger.db")
         self.browse = QPushButton("Browse…")
         self.browse.clicked.connect(self._browse)
+        self.browse_dir = QPushButton("Folder…")
+        self.browse_dir.setToolTip("Choose a folder holding one file per table")
+        self.browse_dir.clicked.connect(self._browse_folder)
         fileh.addWidget(self.file, 1)
         fileh.addWidget(self.browse)
+        fileh.addWidget(self.browse_dir)
         self.file_row = QWidget()
         self.file_row.setLayout(fileh)
         fileh.setContentsMargins(0, 0, 0, 0)
-        form.addRow("File", self.file_row)
-        self.form = form
-        self.server = QGroupBox("Server")
-        sf = QFormLayout(self.server)
         self.host = QLineEdit()
         self.port = QSpinBox()
         self.port.setRange(0, 65535)
@@ -228,14 +193,6 @@ class ConnectionDialog(QDialog):
         self.password.setEchoMode(QLineEdit.EchoMode.Password)
         self.remember = QCheckBox(REMEMBER_TEXT)
         self.sslmode = QComboBox()
-        self.sslmode.addItems(["", "disable", "prefer", "require", "verify-ca", "verify-full"])
-        sf.addRow("Host", self.host)
-        sf.addRow("Port", self.port)
-        sf.addRow("Database", self.dbname)
-        sf.addRow("User", self.user)
-        sf.addRow("Password", self.password)
-        sf.addRow("", self.remember)
-        sf.addRow("TLS (sslmode)", self.sslmode)
         # SSH tunnel (DESIGN §5.3): host/port above are then as seen from the SSH host
         self.ssh = QLineEdit()
         self.ssh.setPlaceholderText("USER@HOST[:PORT] — empty: connect directly")
@@ -244,10 +201,13 @@ class ConnectionDialog(QDialog):
         self.ssh_secret = QLineEdit()
         self.ssh_secret.setEchoMode(QLineEdit.EchoMode.Password)
         self.ssh_secret.setPlaceholderText("key passphrase or SSH password (kept in the OS keyring)")
-        sf.addRow("SSH tunnel", self.ssh)
-        sf.addRow("SSH key", self.ssh_key)
-        sf.addRow("SSH passphrase", self.ssh_secret)
-        self.server_form = sf
+        self.options: dict[str, QLineEdit] = {}  # a backend's own URL options (tls.NAME), made when first shown
+        self.notes: list[QLabel] = []
+        for w in (self.file_row, self.host, self.port, self.dbname, self.user, self.password, self.remember):
+            w.hide()
+        for w in (self.sslmode, self.ssh, self.ssh_key, self.ssh_secret):
+            w.hide()
+        self._fields: tuple[Field, ...] = ()
         form.addRow(self.server)
         self.layout_box = QComboBox()
         self.layout_box.addItem("Detect automatically", "")
@@ -257,6 +217,10 @@ class ConnectionDialog(QDialog):
 
         for kv in all_kv_presets():  # key-value layouts, for Redis connections
             self.layout_box.addItem(f"{kv.name} — {kv.title} (Redis)", kv.name)
+        from idemview.layouts.dynamodb import all_dynamodb_presets
+
+        for dl in all_dynamodb_presets():  # DynamoDB layouts, for DynamoDB connections
+            self.layout_box.addItem(f"{dl.name} — {dl.title} (DynamoDB)", dl.name)
         self.edit_layout_btn = QPushButton("Edit layout…")
         self.edit_layout_btn.setToolTip(
             "Map or adjust the layout against this database (opened read-only), starting from the chosen preset"
@@ -378,7 +342,8 @@ class ConnectionDialog(QDialog):
 
     @staticmethod
     def _list_text(c: Connection) -> str:
-        where = c.database if c.dialect == "sqlite" else f"{c.host}/{c.database}"
+        keys = {f.key for f in backend_for_dialect(c.dialect).fields(c.dialect)}
+        where = f"{c.host}/{c.database}" if "host" in keys else c.database
         return f"{c.name}\n  {c.dialect} · {where}"
 
     def _live_list_text(self, *_):
@@ -402,10 +367,15 @@ class ConnectionDialog(QDialog):
         self.url.clear()
         i = self.type.findData(c.dialect)
         self.type.setCurrentIndex(i if i >= 0 else 1)
-        self.file.setText(c.database if c.dialect == "sqlite" else "")
+        self._type_changed()  # the backend's rows before their values
+        fields = {f.key: f for f in backend_for_dialect(c.dialect).fields(c.dialect)}
+        in_file = "database" in fields and fields["database"].kind in ("file", "path")
+        self.file.setText(c.database if in_file else "")
         self.host.setText(c.host)
         self.port.setValue(c.port or DEFAULT_PORTS.get(c.dialect, 0))
-        self.dbname.setText(c.database if c.dialect != "sqlite" else "")
+        self.dbname.setText(c.database if not in_file else "")
+        for key, ed in self.options.items():
+            ed.setText(str((c.tls or {}).get(key, "")))
         self.user.setText(c.user)
         self.password.setText(self.credentials.get(c.id) or "")
         self.sslmode.setCurrentText(str(c.tls.get("sslmode", "")))
@@ -441,50 +411,145 @@ class ConnectionDialog(QDialog):
             self.layout_box.setItemText(j, f"{name} — file {layout}")
         self.layout_box.setCurrentIndex(max(j, 0))
 
+    def backend(self):
+        """The backend of the type chosen (:func:`idemview.backends.backend_for_dialect`)."""
+        return backend_for_dialect(self.type.currentData() or "sqlite")
+
+    def _editor(self, f: Field) -> QWidget:
+        """The editor of field ``f`` (the common keys' editors are kept; an option's is made once)."""
+        if f.kind in ("file", "path"):
+            self.file.setPlaceholderText(f.placeholder or "/path/to/ledger.db")
+            self.file.setToolTip(f.help)
+            self.browse_dir.setVisible(f.kind == "path")
+            return self.file_row
+        known = {
+            "host": self.host,
+            "port": self.port,
+            "database": self.dbname,
+            "user": self.user,
+            "password": self.password,
+            "tls.sslmode": self.sslmode,
+        }
+        w: QWidget | None = known.get(f.key)
+        if w is None and f.key.startswith("tls."):
+            w = self.options.get(f.key[4:])
+            if w is None:
+                w = self.options[f.key[4:]] = QLineEdit()
+                w.textChanged.connect(self._live_list_text)
+        if w is None:
+            w = QLineEdit()  # a third party's field of a kind this dialog does not know: text
+            self.options[f.key] = w
+        if isinstance(w, QLineEdit):
+            w.setPlaceholderText(f.placeholder)
+        if isinstance(w, QComboBox) and f.choices and w.count() != len(f.choices):
+            w.clear()
+            w.addItems(list(f.choices))
+        w.setToolTip(f.help)
+        return w
+
+    def _build_fields(self, fields: tuple[Field, ...]) -> None:
+        """The server box's rows for ``fields``, in their order (the previous rows taken out; their
+        editors kept, hidden)."""
+        sf = self.server_form
+        while sf.rowCount():
+            row = sf.takeRow(0)
+            for item in (row.labelItem, row.fieldItem):
+                w = item.widget() if item is not None else None
+                if w is None:
+                    continue
+                w.hide()  # a deleteLater alone leaves it painted until the event loop runs
+                if isinstance(w, QLabel) and w not in self.notes:
+                    w.deleteLater()  # the row's label
+        for n in self.notes:
+            n.hide()
+            n.deleteLater()
+        self.notes = []
+        for f in fields:
+            if f.kind == "note":
+                note = QLabel(f.label)
+                note.setWordWrap(True)
+                note.setStyleSheet("color: palette(mid)")
+                self.notes.append(note)
+                sf.addRow(note)
+                continue
+            if f.kind == "ssh":
+                for label, w in (
+                    ("SSH tunnel", self.ssh),
+                    ("SSH key", self.ssh_key),
+                    ("SSH passphrase", self.ssh_secret),
+                ):
+                    sf.addRow(label, w)
+                    w.show()
+                continue
+            w = self._editor(f)
+            sf.addRow(f.label, w)
+            w.show()
+            if f.kind == "password":
+                sf.addRow("", self.remember)
+                self.remember.show()
+        self._fields = fields
+
     def _type_changed(self, *_):
-        sqlite = self.type.currentData() == "sqlite"
-        # hide whole form rows (label included), not just the field
-        self.form.setRowVisible(self.file_row, sqlite)
-        self.form.setRowVisible(self.server, not sqlite)
-        # only the fields that apply: sslmode is PostgreSQL's; a Redis ledger has no SQL schema
-        d = self.type.currentData()
-        self.server_form.setRowVisible(self.sslmode, d == "postgresql")
-        self.form.setRowVisible(self.schema, d not in ("redis", "rediss"))
-        if not self._loading and not sqlite and self.port.value() == 0:
-            self.port.setValue(DEFAULT_PORTS.get(self.type.currentData(), 0))
+        b, d = self.backend(), self.type.currentData()
+        fields = b.fields(d)
+        if fields != self._fields:
+            self._build_fields(fields)
+        self.server.setTitle(b.title if b.name != "sql" or d != "sqlite" else "SQLite file")
+        # only the fields that apply: a key-value or DynamoDB ledger has no SQL schema
+        self.form.setRowVisible(self.schema, "sql" in b.layout_kinds)
+        keys = {f.key for f in fields}
+        if not self._loading and "port" in keys and self.port.value() == 0:
+            self.port.setValue(DEFAULT_PORTS.get(d, 0))
+
+    def _field_keys(self) -> dict[str, Field]:
+        return {f.key: f for f in self.backend().fields(self.type.currentData())}
 
     def _browse(self):
-        p, _ = QFileDialog.getOpenFileName(
-            self, "SQLite ledger", self.file.text(), "SQLite (*.db *.sqlite *.sqlite3);;All files (*)"
-        )
+        f = self._field_keys().get("database")
+        filt = (f.filter if f is not None else "") or "All files (*)"
+        p, _ = QFileDialog.getOpenFileName(self, f.label if f is not None else "File", self.file.text(), filt)
+        if p:
+            self.file.setText(p)
+
+    def _browse_folder(self):
+        p = QFileDialog.getExistingDirectory(self, "Folder with one file per table", self.file.text())
         if p:
             self.file.setText(p)
 
     # -------------------------------------------------------------------------------- editing
 
     def form_connection(self) -> Connection:
-        """The connection as the fields describe it (id kept from the selected one)."""
+        """The connection as the fields describe it (id kept from the selected one): only the fields its
+        backend shows (:meth:`Backend.fields`) are read; the others are left empty."""
         base = self._current or Connection(name="")
         d = self.type.currentData()
-        tls = {"sslmode": self.sslmode.currentText()} if self.sslmode.currentText() and d == "postgresql" else {}
+        keys = self._field_keys()
+        db = keys.get("database")
+        in_file = db is not None and db.kind in ("file", "path")
+        sslmode = self.sslmode.currentText() if "tls.sslmode" in keys else ""
+        options = {
+            k[4:]: self.options[k[4:]].text().strip()
+            for k in keys
+            if k.startswith("tls.") and k[4:] in self.options and self.options[k[4:]].text().strip()
+        }
         return replace(
             base,
             name=self.name.text().strip() or "unnamed",
             dialect=d,
             driver=base.driver if base.dialect == d else "",
-            host=self.host.text().strip() if d != "sqlite" else "",
-            port=(self.port.value() or None) if d != "sqlite" else None,
-            database=self.file.text().strip() if d == "sqlite" else self.dbname.text().strip(),
-            user=self.user.text().strip() if d != "sqlite" else "",
-            tls=tls,
+            host=self.host.text().strip() if "host" in keys else "",
+            port=(self.port.value() or None) if "port" in keys else None,
+            database=(self.file.text().strip() if in_file else self.dbname.text().strip()) if db is not None else "",
+            user=self.user.text().strip() if "user" in keys else "",
+            tls=({"sslmode": sslmode} if sslmode else {}) | options,
             layout=self.layout_box.currentData() or "",
             naive_zone=self.zone.text().strip() or "UTC",
             schema=self.schema.text().strip(),
             status_map=parse_map_text(self.status_map.text(), Status, "status")[0],
             outcome_map=parse_map_text(self.outcome_map.text(), Outcome, "outcome")[0],
             actions=_rules_text(self.action_rules.text())[0],
-            ssh=self.ssh.text().strip() if d != "sqlite" else "",
-            ssh_key=self.ssh_key.text().strip() if d != "sqlite" else "",
+            ssh=self.ssh.text().strip() if "ssh" in keys else "",
+            ssh_key=self.ssh_key.text().strip() if "ssh" in keys else "",
         )
 
     def _check_maps(self, *_):
@@ -538,7 +603,7 @@ class ConnectionDialog(QDialog):
         if not text:
             return
         try:
-            c, pw = Connection.from_url(self.name.text() or "pasted", text)
+            c, pw = backend_for(text).connection_from(self.name.text() or "pasted", text)
         except ValueError as e:
             self.result.setText("⚠ " + self.masker.free_text(str(e)))
             return
@@ -561,7 +626,7 @@ class ConnectionDialog(QDialog):
         self.store.upsert(c)
         pw = self.password.text()
         where = ""
-        if pw and c.dialect != "sqlite":
+        if pw and "password" in self._field_keys():
             if self.remember.isChecked():
                 stored = self.credentials.set(c.id, pw)
                 where = (
@@ -612,9 +677,8 @@ class ConnectionDialog(QDialog):
 
         def job(tok):
             from idemview.layouts.layout import load_layout, preset_names
-            from idemview.ledger.connect import open_engine
 
-            engine = open_engine(c.url(pw), statement_timeout_s=20)
+            engine = editor_engine(c, pw)
             try:
                 lay = start if start is None or start in preset_names() else load_layout(start)
             except BaseException:

@@ -540,7 +540,7 @@ class LedgerTab(QWidget):
             if not self.runner.is_pending("open"):
                 self.start()
             return
-        if not live and snapshot_again and getattr(self.ledger, "snapshot", None) is not None:
+        if not live and snapshot_again and self.ledger.source.is_snapshot:
             # A Redis ledger is a snapshot: F5 reads the keys again (_on_open then refreshes).
             if not self.runner.is_pending("open"):
                 self.start()

@@ -13,17 +13,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import Engine
 
+from idemview.backends.base import fit_layout  # noqa: F401 - importable from here, as before
 from idemview.config import new_masker
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Attempt, Finding, FindingKind, Operation, Severity, Status
 from idemview.findings.engine import FindingEngine
-from idemview.layouts.layout import Layout, load_layout
-from idemview.ledger.connect import open_engine, safe_url, session_is_read_only
+from idemview.ledger.connect import session_is_read_only
 from idemview.ledger.reader import Histogram, Ledger, Page, find_operations, histogram, time_span
 from idemview.masking.visible import visible
-from idemview.services.cancel import CancelToken, watch_engine
+from idemview.services.cancel import CancelToken
+
+# Opening lives in idemview.services.opener (the one opener); these names stay importable from here.
+from idemview.services.opener import OpenSpec, open_source, password_needed, spec_for_connection, spec_for_target  # noqa: F401, E402
 
 UTC = UTC
 
@@ -99,68 +102,6 @@ class OpRow:
 
 
 @dataclass
-class OpenSpec:
-    """What to open: a URL (with optional password), a display name and a layout (name/file/object,
-    empty: detect). ``colour`` tints the tab."""
-
-    url: str | URL
-    name: str
-    layout: str | Layout | None = None
-    password: str | None = None
-    colour: str = ""
-    connection_id: str | None = None
-    naive_zone: str | None = None  # IANA zone of the ledger's naive timestamps (a saved connection's)
-    schema: str | None = None  # where the layout's tables are (a saved connection's; empty: found)
-    status_map: dict[str, str] = field(default_factory=dict)  # extra raw status -> status
-    outcome_map: dict[str, str] = field(default_factory=dict)  # extra raw outcome -> outcome
-    # the instant the first scan computes findings for (a Copy link's ``--now``); None: the current time
-    now: datetime | None = None
-    actions: dict = field(default_factory=dict)  # the connection's own [actions] rules (DESIGN §5.1)
-    ssh: str = ""  # USER@HOST[:PORT]: reach the ledger through this SSH host (DESIGN §5.3); empty: direct
-    ssh_key: str = ""  # private key file for ``ssh`` (its passphrase from the keyring)
-
-
-def password_needed(spec: OpenSpec, known: str | None = None) -> bool:
-    """Whether opening ``spec`` must first ask for a password (issue 20 §3): a saved connection to a
-    server with a user name, and no password in ``spec``, in its URL or ``known`` (the keyring's or
-    this session's). SQLite files have none to ask."""
-    if not spec.connection_id or spec.password or known:
-        return False
-    from idemview.ledger.redis_snapshot import is_redis_url
-
-    try:
-        u = make_url(spec.url) if not isinstance(spec.url, URL) else spec.url
-    except Exception:  # noqa: BLE001 - a path or something parse_url rejects later: nothing to ask
-        return False
-    if u.get_backend_name() == "sqlite" and not is_redis_url(spec.url):
-        return False
-    return bool(u.username) and not u.password
-
-
-def spec_for_connection(c: Any, password: str | None = None) -> OpenSpec:
-    """The :class:`OpenSpec` of a saved :class:`~idemview.config.Connection` ``c`` (DESIGN §8), with
-    ``password`` (from the keyring or typed for this session; never stored here). The one place a
-    saved connection becomes something to open: the connection dialog, the start page, Reconnect and
-    ``idemview open NAME`` all call it, so every field (layout, zone, schema, value maps, colour, action rules)
-    reaches every path."""
-    return OpenSpec(
-        url=c.url(),
-        name=c.name,
-        layout=c.layout or None,
-        password=password or None,
-        colour=c.colour,
-        connection_id=c.id,
-        naive_zone=c.naive_zone or None,
-        schema=c.schema or None,
-        status_map=dict(c.status_map),
-        outcome_map=dict(c.outcome_map),
-        actions=dict(getattr(c, "actions", None) or {}),
-        ssh=getattr(c, "ssh", "") or "",
-        ssh_key=getattr(c, "ssh_key", "") or "",
-    )
-
-
-@dataclass
 class Opened:
     engine: Engine
     ledger: Ledger
@@ -181,44 +122,6 @@ class Opened:
             self.tunnel.close()
 
 
-def fit_layout(
-    engine: Engine,
-    layout: Layout,
-    *,
-    schema: str | None = None,
-    status_map: dict[str, str] | None = None,
-    outcome_map: dict[str, str] | None = None,
-    located: bool = False,
-    actions: dict | None = None,
-) -> Layout:
-    """The layout as it applies to this database and connection: its tables looked up where they are
-    (``schema``, else the preset's schema, else found as detection finds them: DESIGN §9; skipped when
-    ``located``, i.e. detection already placed it) and the connection's extra raw-value maps merged in;
-    the connection's ``actions`` rules (``{"rules": [...], "regulated": [...]}``) come before the
-    layout's own. Raises :class:`LayoutError` on a malformed map or action rule."""
-    from idemview.domain.model import Outcome
-    from idemview.layouts.layout import parse_value_map, with_value_maps
-    from idemview.ledger.detect import locate
-
-    if schema or not located:
-        layout = locate(engine, layout, schema=schema or None)
-    layout = with_value_maps(
-        layout, parse_value_map(status_map or {}), parse_value_map(outcome_map or {}, Outcome, "outcome")
-    )
-    if actions:
-        from dataclasses import replace
-
-        from idemview.domain.actions import ActionRuleError, ActionRules
-        from idemview.layouts.layout import LayoutError
-
-        try:
-            own = ActionRules.from_dict(actions, "the connection's [actions]")
-        except ActionRuleError as e:
-            raise LayoutError(str(e)) from None
-        layout = replace(layout, actions=own.then(layout.actions))
-    return layout
-
-
 def unmapped(ledger: Ledger) -> dict[str, dict[str, int]]:
     """Raw status / outcome values the layout does not map, with counts (run on a worker): see
     :meth:`idemview.ledger.reader.Ledger.unmapped_counts`."""
@@ -226,84 +129,28 @@ def unmapped(ledger: Ledger) -> dict[str, dict[str, int]]:
 
 
 def open_ledger(spec: OpenSpec, token: CancelToken, *, basics: bool = True) -> Opened:
-    """Connect read-only, choose the layout (given or detected), reflect it, and read the basics.
-    A ``redis://`` / ``rediss://`` URL is read through a snapshot (:mod:`idemview.ledger.redis_snapshot`).
-    ``basics=False`` leaves out the whole-table counts (``n_ops``/``n_att`` -1, no unmapped values):
-    the GUI asks for them with :func:`ledger_basics` after the first page (issue 11 §3: first rows).
-    With ``spec.ssh`` the ledger is reached through an SSH tunnel (:mod:`idemview.ledger.tunnel`), kept in
-    ``Opened.tunnel`` and closed by :meth:`Opened.close`."""
-    if not spec.ssh:
-        return _open_any(spec, spec.url, token, basics)
-    from dataclasses import replace
-
-    from idemview.ledger.connect import parse_url
-    from idemview.ledger.redis_snapshot import is_redis_url
-    from idemview.ledger.tunnel import SshSpec, tunnel_target
-
-    target = spec.url if isinstance(spec.url, URL) or is_redis_url(spec.url) else parse_url(spec.url)
-    if isinstance(target, URL) and is_redis_url(target):
-        from idemview.ledger.redis_snapshot import redis_url_from_sqlalchemy
-
-        target = redis_url_from_sqlalchemy(target)
-    url, tunnel = tunnel_target(target, SshSpec.parse(spec.ssh, spec.ssh_key or None), spec.connection_id)
+    """Open ``spec`` through the one opener (:func:`idemview.services.opener.open_source`: its backend,
+    its SSH tunnel, its layout given or detected and fitted) and read what the GUI shows first: whether
+    the session is read-only and the time span. ``basics=False`` leaves out the whole-table counts of a
+    live database (``n_ops``/``n_att`` -1, no unmapped values): the GUI asks for them with
+    :func:`ledger_basics` after the first page (issue 11 §3: first rows); a snapshot counts its own
+    rows at once. The SSH tunnel is kept in ``Opened.tunnel`` and closed by :meth:`Opened.close`."""
+    o = open_source(spec, token)
     try:
-        opened = _open_any(replace(spec, ssh=""), url, token, basics)
-    except BaseException:
-        tunnel.close()
-        raise
-    opened.tunnel = tunnel
-    return opened
-
-
-def _open_any(spec: OpenSpec, url: str | URL, token: CancelToken, basics: bool) -> Opened:
-    from idemview.ledger.redis_snapshot import is_redis_url
-
-    if is_redis_url(url):
-        return _open_redis(replace_url(spec, url), token)
-    from idemview.ledger.dynamodb_snapshot import is_dynamodb_url
-
-    if is_dynamodb_url(url):
-        return _open_dynamodb(replace_url(spec, url), token)
-    engine = open_engine(url, password=spec.password)
-    watch_engine(engine)
-    try:
+        ledger = o.ledger
         token.check()
-        lay = spec.layout
-        if isinstance(lay, Layout):
-            layout, detection = lay, f"layout {lay.name} (chosen)"
-        elif lay:
-            layout = load_layout(lay)  # a preset's name means the preset (see load_layout)
-            detection = f"layout {layout.name} (chosen)"
+        ro = session_is_read_only(o.engine)
+        um: dict[str, dict[str, int]] = {"status": {}, "outcome": {}}
+        if ledger.source.is_snapshot:  # counted in memory; the raw values were read by the snapshot
+            n_ops, n_att = ledger.counts()
         else:
-            from idemview.ledger.detect import detect
-
-            matches = detect(engine)
-            if not matches:
-                from idemview.layouts.layout import LayoutError
-
-                raise LayoutError("no preset fits this database: choose or build a layout")
-            m = matches[0]
-            layout = m.layout
-            detection = f"detected {m.layout.name} ({m.confidence:.0%}): {m.reason}"
-        layout = fit_layout(
-            engine,
-            layout,
-            schema=spec.schema,
-            status_map=spec.status_map,
-            outcome_map=spec.outcome_map,
-            located=detection.startswith("detected"),
-            actions=spec.actions,
-        )
-        ledger = Ledger(engine, layout, name=spec.name, naive_zone=spec.naive_zone)
-        token.check()
-        ro = session_is_read_only(engine)
-        n_ops, n_att, um = ledger_basics(ledger) if basics else (-1, -1, {"status": {}, "outcome": {}})
+            n_ops, n_att, um = ledger_basics(ledger) if basics else (-1, -1, um)
         span = time_span(ledger)
         token.check()
-        return Opened(engine, ledger, ro, n_ops, n_att, span, detection, safe_url(engine.url), unmapped=um)
     except BaseException:
-        engine.dispose()
+        o.close()
         raise
+    return Opened(o.engine, ledger, ro, n_ops, n_att, span, o.detection, o.where, unmapped=um, tunnel=o.tunnel)
 
 
 def ledger_basics(ledger: Ledger) -> tuple[int, int, dict[str, dict[str, int]]]:
@@ -311,52 +158,6 @@ def ledger_basics(ledger: Ledger) -> tuple[int, int, dict[str, dict[str, int]]]:
     worker; on millions of rows they take longer than the first page)."""
     n_ops, n_att = ledger.counts()
     return n_ops, n_att, ledger.unmapped_counts()
-
-
-def replace_url(spec: OpenSpec, url: str | URL) -> OpenSpec:
-    """``spec`` with another URL (the tunnel's local end)."""
-    from dataclasses import replace
-
-    return spec if url is spec.url else replace(spec, url=url)
-
-
-def _open_redis(spec: OpenSpec, token: CancelToken) -> Opened:
-    from idemview.ledger.redis_snapshot import open_redis_ledger, redis_url_from_sqlalchemy
-
-    url = spec.url if isinstance(spec.url, str) else redis_url_from_sqlalchemy(spec.url)
-    lay = spec.layout if not isinstance(spec.layout, Layout) else None  # SQL layouts do not apply
-    ledger = open_redis_ledger(url, layout=lay or None, password=spec.password, name=spec.name, token=token)
-    watch_engine(ledger.engine)
-    n_ops, n_att = ledger.counts()
-    info = ledger.snapshot
-    from idemview.ledger.redis_snapshot import LOCAL_CLOCK_NOTE
-
-    detection = ledger.detection + (
-        f"; snapshot of {info.loaded} records at server time {info.server_time:%Y-%m-%d %H:%M:%S} UTC"
-        if info.clock == "server"
-        else f"; snapshot of {info.loaded} records at {info.server_time:%Y-%m-%d %H:%M:%S} UTC; {LOCAL_CLOCK_NOTE}"
-    )
-    if info.write_warning:
-        detection += f"; warning: {info.write_warning}"
-    # The snapshot session is asked like any other (query_only); Redis itself got only allowlisted reads.
-    ro = session_is_read_only(ledger.engine)
-    return Opened(ledger.engine, ledger, ro, n_ops, n_att, time_span(ledger), detection, info.url)
-
-
-def _open_dynamodb(spec: OpenSpec, token: CancelToken) -> Opened:
-    """A snapshot of one DynamoDB table (:mod:`idemview.ledger.dynamodb_snapshot`), as :func:`_open_redis`."""
-    from idemview.ledger.dynamodb_snapshot import open_dynamodb_ledger
-
-    lay = spec.layout if isinstance(spec.layout, str) else None  # SQL layouts do not apply
-    ledger = open_dynamodb_ledger(str(spec.url), layout=lay or None, name=spec.name, token=token)
-    watch_engine(ledger.engine)
-    n_ops, n_att = ledger.counts()
-    info = ledger.snapshot
-    clock = "server time" if info.clock == "server" else "idemview's clock"
-    at = f"{info.server_time:%Y-%m-%d %H:%M:%S} UTC"
-    detection = f"{ledger.detection}; snapshot of {info.loaded} records at {clock} {at}"
-    ro = session_is_read_only(ledger.engine)
-    return Opened(ledger.engine, ledger, ro, n_ops, n_att, time_span(ledger), detection, info.url)
 
 
 @dataclass
@@ -987,23 +788,3 @@ def deep_link(spec: OpenSpec, scope: str, key: str, *, layout: Any = None, now: 
     from idemview.services.links import deep_link as _link
 
     return _link(spec, scope, key, layout=layout, now=now).command()
-
-
-def spec_for_target(target: str, credentials=None) -> OpenSpec:
-    """An :class:`OpenSpec` for ``idemview open TARGET``: a saved connection's name (layout, zone and
-    the keyring password of that connection), else a URL or SQLite file (layout detected)."""
-    from idemview.config import ConnectionStore
-
-    c = ConnectionStore().find(target)
-    if c is not None:
-        pw = credentials.get(c.id) if credentials is not None else None
-        return spec_for_connection(c, pw)
-    import os
-
-    from idemview.ledger.connect import parse_url, safe_url
-
-    if target.startswith("~"):  # a link's portable path (see services.links): the reader's own home
-        target = os.path.expanduser(target)
-    u = parse_url(target)
-    name = u.database.rsplit("/", 1)[-1] if u.get_backend_name() == "sqlite" and u.database else safe_url(u)
-    return OpenSpec(url=target, name=name)

@@ -1,0 +1,156 @@
+"""Redis keyspaces (``redis://`` / ``rediss://``), read as a snapshot through the key-value layouts
+(:mod:`idemview.ledger.redis_snapshot`: allowlisted read commands only, bounded memory, the server's
+clock). Reachable through an SSH tunnel."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from sqlalchemy.engine import URL
+
+from idemview.backends.base import Backend, Choice, Field, Match, OpenRequest, Source, Target
+from idemview.errors import CannotConnect, InputError
+
+if TYPE_CHECKING:
+    from idemview.config import Connection
+    from idemview.domain.model import FindingKind
+    from idemview.ledger.reader import Ledger
+
+
+def redis_text(target: Target) -> str:
+    """``target`` as a ``redis[s]://`` URL string (a saved connection's SQLAlchemy URL converted)."""
+    from idemview.ledger.redis_snapshot import redis_url_from_sqlalchemy
+
+    return target if isinstance(target, str) else redis_url_from_sqlalchemy(target)
+
+
+class RedisBackend(Backend):
+    """Redis (see the module docstring)."""
+
+    name = "redis"
+    title = "Redis"
+    choices = (Choice("Redis", "redis"), Choice("Redis (TLS)", "rediss"))
+    network = True
+    priority = 20
+    layout_kinds = ("kv",)
+    no_fit_detect = (
+        "no key-value preset fits the sampled keys; write a key-value layout (see idem-generic) "
+        "and pass it with --layout"
+    )
+
+    def matches(self, target: Target) -> bool:
+        from idemview.ledger.redis_snapshot import is_redis_url
+
+        return is_redis_url(target)
+
+    def target(self, conn: Connection, password: str | None = None) -> Target:
+        return conn.url(password)
+
+    def fields(self, dialect: str) -> tuple[Field, ...]:
+        return (
+            Field("host", "Host", placeholder="redis.internal"),
+            Field("port", "Port", "port"),
+            Field("database", "Database", placeholder="0 (the database number)"),
+            Field("user", "User", placeholder="an ACL user (empty: default)"),
+            Field("password", "Password", "password"),
+            Field("ssh", "SSH tunnel", "ssh"),
+        )
+
+    def needs_password(self, target: Target) -> bool:
+        from urllib.parse import urlsplit
+
+        if isinstance(target, URL):
+            return bool(target.username) and not target.password
+        try:
+            p = urlsplit(target)
+            return bool(p.username) and not p.password
+        except ValueError:
+            return False
+
+    def tunnel_form(self, target: Target) -> Target:
+        return redis_text(target)
+
+    def open(self, req: OpenRequest) -> Source:
+        from idemview.layouts.layout import Layout
+        from idemview.ledger.redis_snapshot import LOCAL_CLOCK_NOTE, open_redis_ledger
+        from idemview.ledger.source import LedgerSource
+
+        url = redis_text(req.target)
+        lay = req.layout if not isinstance(req.layout, Layout) else None  # SQL layouts do not apply
+        t = req.tunables
+        with _typed_errors(url):
+            ledger = open_redis_ledger(
+                url,
+                layout=lay or None,
+                password=req.password,
+                name=req.name,
+                progress=req.progress,
+                token=req.token,
+                lock_timeout_s=t.lock_timeout_s,
+                retry_threshold=t.retry_threshold,
+                retention_s=t.retention_s,
+            )
+        info = ledger.snapshot
+        ledger.source = LedgerSource(self.name, info, self.not_checkable(ledger))
+        at = f"{info.server_time:%Y-%m-%d %H:%M:%S} UTC"
+        detection = ledger.detection + (
+            f"; snapshot of {info.loaded} records at server time {at}"
+            if info.clock == "server"
+            else f"; snapshot of {info.loaded} records at {at}; {LOCAL_CLOCK_NOTE}"
+        )
+        warnings = [info.write_warning] if info.write_warning else []
+        if info.write_warning:
+            detection += f"; warning: {info.write_warning}"
+        return Source(ledger, ledger.engine, detection, info.url, warnings)
+
+    def test(self, target: Target, password: str | None, layout: str) -> str:
+        from idemview.ledger.redis_snapshot import test_redis
+
+        return test_redis(_with_password(redis_text(target), password), layout)
+
+    def detect(self, target: Target, password: str | None) -> list[Match]:
+        from idemview.ledger.redis_snapshot import connect_redis, detect_kv
+
+        url = redis_text(target)
+        with _typed_errors(url):
+            client = connect_redis(url, password)
+            try:
+                return [Match(m.layout.name, m.confidence, m.reason) for m in detect_kv(client)]
+            finally:
+                client.connection_pool.disconnect()
+
+    def not_checkable(self, ledger: Ledger) -> dict[FindingKind, str]:
+        return dict(getattr(ledger, "not_checkable", None) or {})
+
+
+def _with_password(url: str, password: str | None) -> str:
+    """``url`` with ``password`` in its user info (the dialog's typed password), kept as given otherwise."""
+    if not password:
+        return url
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    p = urlsplit(url)
+    host = p.netloc.rpartition("@")[2]
+    auth = f"{quote(p.username or '', safe='')}:{quote(password, safe='')}@"
+    return urlunsplit((p.scheme, auth + host, p.path, p.query, p.fragment))
+
+
+@contextmanager
+def _typed_errors(url: str) -> Iterator[None]:
+    """A malformed Redis URL is an input error (exit 2), any other Redis failure a :class:`CannotConnect`
+    naming the server (exit 3), whichever front end asked."""
+    import redis
+
+    from idemview.ledger.redis_snapshot import RedisUrlError, safe_redis_url
+
+    try:
+        yield
+    except RedisUrlError as e:
+        raise InputError(str(e)) from None
+    except redis.exceptions.RedisError as e:
+        raise CannotConnect(f"Redis at {safe_redis_url(url)} failed: {str(e)[:200]}") from None
+
+
+BACKEND = RedisBackend()
