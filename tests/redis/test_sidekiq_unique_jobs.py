@@ -207,3 +207,22 @@ def test_sidekiq_snapshot_in_a_worker_process_is_the_same(redis_db):
         engine.dispose()
         got.append((rows, info.loaded, info.joined))
     assert got[0] == got[1] and got[0][1] == 45 and got[0][2]["grouped"] == 45
+
+
+def test_sidekiq_containers_with_non_utf8_names_are_read(redis_db):
+    """A queue or LOCKED hash whose key name is not UTF-8 (a Redis key is bytes: ``queue:\\xff`` is a valid
+    Sidekiq queue name for Redis) is read by its own bytes: its records are loaded, not silently lost
+    because the name was decoded for display and sent back as different bytes."""
+    url, raw = redis_db
+    raw.lpush(b"queue:\xffbin", job("q1", lock="until_executed", dig=digest("bin")))
+    raw.lpush(b"queue:caf\xe9", job("q2", lock="until_executed", dig=digest("bin")))  # latin-1 é
+    raw.hset(b"uniquejobs:\xfe\xff:LOCKED", "q3", repr(time.time()))
+    push(raw, job("q4"))
+    ledger = open_ledger(url, "sidekiq-unique-jobs")
+    info = ledger.snapshot
+    assert (info.scanned, info.loaded, info.undecodable, info.wrong_type) == (4, 4, 0, 0)
+    dig = digest("bin")
+    assert sorted(r.effect_ref for r in ledger.records(SCOPE, dig)) == ["q1", "q2"]
+    locked = ledger.records(SCOPE, "uniquejobs:\\xfe\\xff")
+    assert [(r.raw_status, r.effect_ref) for r in locked] == [("locked", "q3")]
+    assert K.DUPLICATE_EFFECT in {f.kind for f in FindingEngine(ledger, server_now(raw)).run()}
