@@ -30,6 +30,7 @@ from typing import Any
 
 from idemview.domain.model import Status
 from idemview.layouts.kv import KvLayout
+from idemview.ledger.redis_kv.client import raise_refused
 
 PAGE = 1000  # members per LRANGE/ZRANGE call, PTTLs per pipeline
 
@@ -107,6 +108,8 @@ def _states(client, db: sqlite3.Connection, kv: KvLayout, scopes: list[str], tok
                         [(state, scope, m) for m in page],
                     )
                     out["stated"] += max(cur.rowcount, 0)
+            except redis.exceptions.NoPermissionError:
+                raise  # the user may not run LRANGE/ZRANGE: not an empty state (client.raise_refused)
             except redis.exceptions.ResponseError:
                 continue  # a key of another type (WRONGTYPE): this state lists nothing here
 
@@ -160,6 +163,7 @@ def _windows(client, db: sqlite3.Connection, kv: KvLayout, clock, token, out: di
             pipe.execute_command("GET", k)
             pipe.execute_command("PTTL", k)
         res = pipe.execute(raise_on_error=False)
+        raise_refused(res)
         upd = []
         for (scope, _g), holder, pttl in zip(page, res[0::2], res[1::2], strict=True):
             if not isinstance(holder, (bytes, bytearray)):
@@ -219,6 +223,8 @@ def _events(client, db: sqlite3.Connection, kv: KvLayout, scopes: list[str], tok
             for sid, job in _completions(client, key, token):
                 if job not in present:
                     runs.setdefault(job, []).append((sid, _when(int(sid.split("-")[0]) / 1000.0)))
+        except redis.exceptions.NoPermissionError:
+            raise  # the user may not run XRANGE: the completions are unknown, not absent
         except redis.exceptions.ResponseError:
             continue  # not a stream (WRONGTYPE)
         rows = []

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from idemview.layouts.kv import KvLayout, MemberSource
-from idemview.ledger.redis_kv.client import _scan_batches
+from idemview.ledger.redis_kv.client import _scan_batches, raise_refused
 from idemview.ledger.redis_kv.decode import _loads
 
 
@@ -54,7 +54,9 @@ def _pipeline(client, commands: list[tuple]) -> tuple[float, list]:
     local_at = time.time()
     res = pipe.execute(raise_on_error=False)
     if not server_clock:
+        raise_refused(res)
         return local_at, res
+    raise_refused(res[1:])  # a read the user may not run stops the snapshot (TIME's refusal: local clock)
     return _at(client, res[0], local_at), res[1:]
 
 
@@ -212,6 +214,8 @@ def _paged(client, src: MemberSource, key, name: str, caps: dict, page: int, tok
             cmd = ("ZRANGE", key, start, start + page - 1, "WITHSCORES")
         try:
             got = client.execute_command(*cmd)
+        except redis.exceptions.NoPermissionError:
+            raise  # the user may not run LRANGE/ZRANGE: not a value (client.raise_refused)
         except redis.exceptions.ResponseError as e:  # WRONGTYPE: counted, the snapshot goes on
             out.add(e, name, start, at, -1)
             return
