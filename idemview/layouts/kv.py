@@ -450,8 +450,14 @@ def _template(where: str, section: str, v: Any, needs: tuple[str, ...]) -> str:
         raise _err(where, f"[{section}] key must be a key template with {', '.join('{' + n + '}' for n in needs)}")
     try:
         v.format(scope="s", key="k", state="x", group="g")
-    except (KeyError, IndexError, ValueError):
-        raise _err(where, f"[{section}] key may name only {{scope}}, {{key}}, {{state}} and {{group}}") from None
+    except (KeyError, IndexError, ValueError) as e:
+        hint = ""
+        if isinstance(e, KeyError):  # e.g. BullMQ's Redis Cluster prefix "{myapp}" (a hash tag), taken literally
+            name = str(e.args[0])
+            hint = f" (a literal brace is written twice: {{{{{name}}}}} for the text {{{name}}}, e.g. "
+            hint += v.replace("{" + name + "}", "{{" + name + "}}") + ")"
+        msg = f"[{section}] key may name only {{scope}}, {{key}}, {{state}} and {{group}}{hint}"
+        raise _err(where, msg) from None
     return v
 
 
