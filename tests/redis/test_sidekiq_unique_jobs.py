@@ -226,3 +226,29 @@ def test_sidekiq_containers_with_non_utf8_names_are_read(redis_db):
     locked = ledger.records(SCOPE, "uniquejobs:\\xfe\\xff")
     assert [(r.raw_status, r.effect_ref) for r in locked] == [("locked", "q3")]
     assert K.DUPLICATE_EFFECT in {f.kind for f in FindingEngine(ledger, server_now(raw)).run()}
+
+
+def test_sidekiq_containers_deleted_after_scan_count_as_gone(redis_db, monkeypatch):
+    """A LOCKED hash released (DEL by unlock.lua) or a queue drained between SCAN and the read is gone
+    while reading, as a key of a one-record-per-key layout is: counted in ``gone``, not silently nothing.
+    The deletion is made right after SCAN returns the names (the real SCAN, wrapped)."""
+    from idemview.ledger.redis_kv import members
+
+    url, raw = redis_db
+    d1, d2 = digest("gone-1"), digest("stays")
+    lock_v8(raw, d1, "x1")
+    lock_v9(raw, d2, "x2")
+    push(raw, job("q1"), "drained")
+    push(raw, job("q2"))
+    real = members._containers
+
+    def then_deleted(client, src, count, token):
+        for names in real(client, src, count, token):
+            for _key, name in names:
+                if name in (f"{d1}:LOCKED", "queue:drained"):
+                    raw.delete(name)
+            yield names
+
+    monkeypatch.setattr(members, "_containers", then_deleted)
+    info = open_ledger(url, "sidekiq-unique-jobs").snapshot
+    assert (info.loaded, info.gone, info.wrong_type, info.undecodable) == (2, 2, 0, 0)

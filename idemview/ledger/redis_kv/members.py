@@ -154,6 +154,16 @@ class _Batcher:
         self.values.append(rec if rec is not None else b"\xff")  # not a JSON object: undecodable
         self.pttls.append(pttl if pttl != -2 else -1)
 
+    def gone(self, container: str, at: float) -> None:
+        """A container SCAN named that was deleted before its read (a released lock, a drained queue):
+        counted as gone, as the mapper counts a key read as nil with PTTL -2."""
+        self.scanned += 1
+        if self.at is None:
+            self.at = at
+        self.parts.append((self.kv.scope, f"{container}#gone", None))
+        self.values.append(None)
+        self.pttls.append(-2)
+
     def full(self) -> bool:
         return len(self.parts) >= self.size
 
@@ -186,6 +196,9 @@ def member_batches(client, kv: KvLayout, batch: int, token) -> Iterator[tuple]:
                     if isinstance(fields, redis.exceptions.ResponseError):
                         out.add(fields, name, 0, at, -1)
                         continue
+                    if not fields and pttl == -2:  # deleted since SCAN named it
+                        out.gone(name, at)
+                        continue
                     for i, rec in enumerate(_hash_records(fields or {}, src, name, caps)):
                         out.add(rec, name, i, at, int(pttl), f"{name}#{rec[src.field_as]}")
                     if out.full():
@@ -205,6 +218,10 @@ def _paged(client, src: MemberSource, key, name: str, caps: dict, page: int, tok
     start = 0
     at, (pttl,) = _pipeline(client, [("PTTL", key)])
     pttl = int(pttl) if not isinstance(pttl, Exception) else -1
+    if pttl == -2:  # deleted since SCAN named it (a literal name: absent)
+        if not src.literal:
+            out.gone(name, at)
+        return
     while True:
         if token is not None:
             token.check()
