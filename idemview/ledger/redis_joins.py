@@ -36,6 +36,8 @@ PAGE = 1000  # members per LRANGE/ZRANGE call, PTTLs per pipeline
 #: The column the snapshot loads a record's dedup id into (``[duplicates] group_field``) until the
 #: records are grouped by it (:func:`join_keys`).
 GROUP_COLUMN = "_dedup_group"
+#: the holder limit of a record's dedup id ([duplicates] limit_field), loaded beside GROUP_COLUMN
+LIMIT_COLUMN = "_dedup_limit"
 
 
 def _when(epoch_s: float) -> str:
@@ -83,7 +85,7 @@ def join_keys(
     if kv.window_key and kv.group_field:
         _windows(client, db, kv, clock, token, out)
     if kv.group_field:
-        _group(db, unique_index, out)
+        _group(db, unique_index, out, bool(kv.limit_field))
     done = [s for s in kv.states if kv.status(s) == Status.COMPLETED] or [
         k for k, v in kv.status_map.items() if v == Status.COMPLETED.value
     ]
@@ -269,13 +271,20 @@ def _completions(client, key: str, token):
         start = "(" + sid  # exclusive start (Redis >= 6.2)
 
 
-def _group(db: sqlite3.Connection, unique_index: str, out: dict) -> None:
-    """Records sharing a dedup id become one idempotency key (``[duplicates] group_field``)."""
+def _group(db: sqlite3.Connection, unique_index: str, out: dict, limit: bool = False) -> None:
+    """Records sharing a dedup id become one idempotency key (``[duplicates] group_field``); with
+    ``limit`` (``[duplicates] limit_field``) not those of a dedup id held by 2 to its limit distinct
+    effect refs (job ids; the largest limit its records carry, 1 when none does): as many holders as
+    the lock admits are no duplicate, so each record keeps its own key."""
     db.execute(f"DROP INDEX {unique_index_name(unique_index)}")
-    cur = db.execute(
-        f"UPDATE operations SET idempotency_key = {GROUP_COLUMN} "
-        f"WHERE {GROUP_COLUMN} IS NOT NULL AND {GROUP_COLUMN} <> ''"
-    )
+    g = GROUP_COLUMN
+    within = ""
+    if limit:  # held by no more job ids than its limit admits (lock.lua: HLEN < limit): no duplicate
+        within = (
+            f" AND (scope, {g}) NOT IN (SELECT scope, {g} FROM operations WHERE {g} IS NOT NULL AND {g} <> '' "
+            f"GROUP BY scope, {g} HAVING COUNT(DISTINCT effect_ref) BETWEEN 2 AND MAX(COALESCE({LIMIT_COLUMN}, 1)))"
+        )
+    cur = db.execute(f"UPDATE operations SET idempotency_key = {g} WHERE {g} IS NOT NULL AND {g} <> ''{within}")
     out["grouped"] = max(cur.rowcount, 0)
     db.execute(
         "UPDATE attempts SET idempotency_key = (SELECT o.idempotency_key FROM operations o "

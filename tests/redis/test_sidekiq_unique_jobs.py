@@ -252,3 +252,22 @@ def test_sidekiq_containers_deleted_after_scan_count_as_gone(redis_db, monkeypat
     monkeypatch.setattr(members, "_containers", then_deleted)
     info = open_ledger(url, "sidekiq-unique-jobs").snapshot
     assert (info.loaded, info.gone, info.wrong_type, info.undecodable) == (2, 2, 0, 0)
+
+
+def test_sidekiq_lock_limit_allows_that_many_holders(redis_db):
+    """lua/lock.lua (v8 and v9) lets a job id in while HLEN <LOCKED> < limit (the worker's ``lock_limit``,
+    1 by default; v9's metadata records it as ``limit``): a digest of limit 2 held by two job ids is what
+    the user configured, not a duplicate; held by three, the lock let one through too many. The job JSON
+    carries ``lock_limit`` too, so two queued jobs of a limit-2 digest are no duplicate either."""
+    url, raw = redis_db
+    ok, over, queued = digest("limit-2"), digest("limit-2-over"), digest("queued-limit-2")
+    for j in ("l1", "l2"):
+        lock_v9(raw, ok, j, limit=2)
+    for j in ("m1", "m2", "m3"):
+        lock_v9(raw, over, j, limit=2)
+    push(raw, job("n1", lock="until_executed", dig=queued, lock_limit=2))
+    push(raw, job("n2", lock="until_executed", dig=queued, lock_limit=2))
+    ledger = open_ledger(url, "sidekiq-unique-jobs")
+    got = {(f.kind.value, f.key) for f in FindingEngine(ledger, server_now(raw)).run()}
+    assert got == {("duplicate_effect", over)}
+    assert sorted(r.effect_ref for r in ledger.records(SCOPE, over)) == ["m1", "m2", "m3"]

@@ -212,6 +212,10 @@ def snapshot(
         from idemview.ledger.redis_joins import GROUP_COLUMN
 
         keeper.execute(f"ALTER TABLE operations ADD COLUMN {GROUP_COLUMN} TEXT")
+        if kv.limit_field:
+            from idemview.ledger.redis_joins import LIMIT_COLUMN
+
+            keeper.execute(f"ALTER TABLE operations ADD COLUMN {LIMIT_COLUMN} INTEGER")
     t0 = server_time(client)
     info.server_time = t0
     info.clock_skew_s = round((t0 - datetime.now(UTC)).total_seconds(), 3)
