@@ -57,6 +57,9 @@ of a queue list or of the ``schedule``/``retry``/``dead`` sorted sets):
   by lock type (sidekiq-unique-jobs: an ``until_executed`` job holds it while queued, a
   ``while_executing`` one never on the client), ``"*"`` for any type: only holders are grouped, so a
   look-alike the system allows (a second ``while_executing`` job queued) is no duplicate.
+- ``[duplicates] limit_field``: the field holding how many holders a dedup id admits at once
+  (sidekiq-unique-jobs' ``lock_limit``, 1 when absent): a dedup id held by no more job ids than its
+  limit is what the user configured, and its records are not grouped (no duplicate).
 
 A store that sets the same TTL at every write (Celery's ``result_expires``) tells when a record was last
 written: ``[expiry] write_ttl_seconds`` (the TTL the store was configured with) and ``write_time_fields``
@@ -189,6 +192,9 @@ class KvLayout:
     members_key: str = ""
     #: [duplicates] lock_type_field and holds: lock type -> raw states whose records hold the lock
     lock_type_field: str | None = None
+    #: [duplicates] limit_field: the record field holding how many holders its dedup id admits at once
+    #: (sidekiq-unique-jobs' lock_limit: lock.lua admits a job id while HLEN < limit); absent: 1
+    limit_field: str | None = None
     #: [duplicates] window_key: the template of the key that holds a dedup id while its window lasts
     window_key: str = ""
     #: [events]: the template of a scope's events stream (BullMQ's bull:<queue>:events)
@@ -360,6 +366,7 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         raise _err(where, "[events] knows only key")
     events_key = _template(where, "events", ev["key"], ("scope",)) if ev else ""
     lock_type_field, holds = _holds(where, d)
+    limit_field = dup.get("limit_field")
     if members and enc != "json":
         raise _err(where, "[members] records are JSON objects: [kv] encoding must be json")
     if enc != "plain" and not states and not isinstance(st.get("field"), str):
@@ -402,6 +409,7 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         members=members,
         members_key=members_key,
         lock_type_field=lock_type_field,
+        limit_field=limit_field,
         window_key=window_key,
         events_key=events_key,
         holds=holds,
@@ -450,8 +458,14 @@ def _template(where: str, section: str, v: Any, needs: tuple[str, ...]) -> str:
         raise _err(where, f"[{section}] key must be a key template with {', '.join('{' + n + '}' for n in needs)}")
     try:
         v.format(scope="s", key="k", state="x", group="g")
-    except (KeyError, IndexError, ValueError):
-        raise _err(where, f"[{section}] key may name only {{scope}}, {{key}}, {{state}} and {{group}}") from None
+    except (KeyError, IndexError, ValueError) as e:
+        hint = ""
+        if isinstance(e, KeyError):  # e.g. BullMQ's Redis Cluster prefix "{myapp}" (a hash tag), taken literally
+            name = str(e.args[0])
+            hint = f" (a literal brace is written twice: {{{{{name}}}}} for the text {{{name}}}, e.g. "
+            hint += v.replace("{" + name + "}", "{{" + name + "}}") + ")"
+        msg = f"[{section}] key may name only {{scope}}, {{key}}, {{state}} and {{group}}{hint}"
+        raise _err(where, msg) from None
     return v
 
 
@@ -474,8 +488,13 @@ def _joined(where: str, d: dict) -> tuple[str, dict[str, str], str, str | None, 
         raise _err(where, "[lock] knows only key")
     lock_key = _template(where, "lock", lk["key"], ("scope", "key")) if lk else ""
     dup = d.get("duplicates") or {}
-    if set(dup) - {"group_field", "absent_reason", "lock_type_field", "holds", "window_key"}:
-        raise _err(where, "[duplicates] knows only group_field, absent_reason, lock_type_field, holds and window_key")
+    if set(dup) - {"group_field", "absent_reason", "lock_type_field", "holds", "window_key", "limit_field"}:
+        raise _err(
+            where,
+            "[duplicates] knows only group_field, absent_reason, lock_type_field, holds, window_key and limit_field",
+        )
+    if "limit_field" in dup and (not isinstance(dup["limit_field"], str) or not dup["limit_field"]):
+        raise _err(where, "duplicates.limit_field must name a value field")
     group = dup.get("group_field")
     if dup and (not isinstance(group, str) or not group):
         raise _err(where, "[duplicates] group_field (the value field naming the dedup id) is required")

@@ -36,6 +36,8 @@ PAGE = 1000  # members per LRANGE/ZRANGE call, PTTLs per pipeline
 #: The column the snapshot loads a record's dedup id into (``[duplicates] group_field``) until the
 #: records are grouped by it (:func:`join_keys`).
 GROUP_COLUMN = "_dedup_group"
+#: the holder limit of a record's dedup id ([duplicates] limit_field), loaded beside GROUP_COLUMN
+LIMIT_COLUMN = "_dedup_limit"
 
 
 def _when(epoch_s: float) -> str:
@@ -83,7 +85,7 @@ def join_keys(
     if kv.window_key and kv.group_field:
         _windows(client, db, kv, clock, token, out)
     if kv.group_field:
-        _group(db, unique_index, out)
+        _group(db, unique_index, out, bool(kv.limit_field))
     done = [s for s in kv.states if kv.status(s) == Status.COMPLETED] or [
         k for k, v in kv.status_map.items() if v == Status.COMPLETED.value
     ]
@@ -107,6 +109,8 @@ def _states(client, db: sqlite3.Connection, kv: KvLayout, scopes: list[str], tok
                         [(state, scope, m) for m in page],
                     )
                     out["stated"] += max(cur.rowcount, 0)
+            except redis.exceptions.NoPermissionError:
+                raise  # the user may not run LRANGE/ZRANGE: not an empty state (client.raise_refused)
             except redis.exceptions.ResponseError:
                 continue  # a key of another type (WRONGTYPE): this state lists nothing here
 
@@ -146,6 +150,8 @@ def _windows(client, db: sqlite3.Connection, kv: KvLayout, clock, token, out: di
     ttl`` in includes/setDeduplicationKey.lua, its value the job id holding the id): the holding record's
     ``expires_at`` = read time + PTTL (the end of its dedup window; none when the key has no TTL: held
     until the job finishes). A dedup key naming a job whose record is gone counts in ``windows_gone``."""
+    import redis
+
     g = GROUP_COLUMN
     rows = db.execute(f"SELECT DISTINCT scope, {g} FROM operations WHERE {g} IS NOT NULL AND {g} <> ''").fetchall()
     out["windows"] = out["windows_gone"] = 0
@@ -160,6 +166,9 @@ def _windows(client, db: sqlite3.Connection, kv: KvLayout, clock, token, out: di
             pipe.execute_command("GET", k)
             pipe.execute_command("PTTL", k)
         res = pipe.execute(raise_on_error=False)
+        for a in res:  # a read the user may not run is not an absent key (redis_kv.client.raise_refused)
+            if isinstance(a, redis.exceptions.NoPermissionError):
+                raise a
         upd = []
         for (scope, _g), holder, pttl in zip(page, res[0::2], res[1::2], strict=True):
             if not isinstance(holder, (bytes, bytearray)):
@@ -219,6 +228,8 @@ def _events(client, db: sqlite3.Connection, kv: KvLayout, scopes: list[str], tok
             for sid, job in _completions(client, key, token):
                 if job not in present:
                     runs.setdefault(job, []).append((sid, _when(int(sid.split("-")[0]) / 1000.0)))
+        except redis.exceptions.NoPermissionError:
+            raise  # the user may not run XRANGE: the completions are unknown, not absent
         except redis.exceptions.ResponseError:
             continue  # not a stream (WRONGTYPE)
         rows = []
@@ -260,13 +271,20 @@ def _completions(client, key: str, token):
         start = "(" + sid  # exclusive start (Redis >= 6.2)
 
 
-def _group(db: sqlite3.Connection, unique_index: str, out: dict) -> None:
-    """Records sharing a dedup id become one idempotency key (``[duplicates] group_field``)."""
+def _group(db: sqlite3.Connection, unique_index: str, out: dict, limit: bool = False) -> None:
+    """Records sharing a dedup id become one idempotency key (``[duplicates] group_field``); with
+    ``limit`` (``[duplicates] limit_field``) not those of a dedup id held by 2 to its limit distinct
+    effect refs (job ids; the largest limit its records carry, 1 when none does): as many holders as
+    the lock admits are no duplicate, so each record keeps its own key."""
     db.execute(f"DROP INDEX {unique_index_name(unique_index)}")
-    cur = db.execute(
-        f"UPDATE operations SET idempotency_key = {GROUP_COLUMN} "
-        f"WHERE {GROUP_COLUMN} IS NOT NULL AND {GROUP_COLUMN} <> ''"
-    )
+    g = GROUP_COLUMN
+    within = ""
+    if limit:  # held by no more job ids than its limit admits (lock.lua: HLEN < limit): no duplicate
+        within = (
+            f" AND (scope, {g}) NOT IN (SELECT scope, {g} FROM operations WHERE {g} IS NOT NULL AND {g} <> '' "
+            f"GROUP BY scope, {g} HAVING COUNT(DISTINCT effect_ref) BETWEEN 2 AND MAX(COALESCE({LIMIT_COLUMN}, 1)))"
+        )
+    cur = db.execute(f"UPDATE operations SET idempotency_key = {g} WHERE {g} IS NOT NULL AND {g} <> ''{within}")
     out["grouped"] = max(cur.rowcount, 0)
     db.execute(
         "UPDATE attempts SET idempotency_key = (SELECT o.idempotency_key FROM operations o "

@@ -95,6 +95,13 @@ def reference(kv, value, key_kind):
         from idemview.ledger.redis_joins import GROUP_COLUMN
 
         op[GROUP_COLUMN] = _text(kv.get(value, kv.group_field))
+    if kv.limit_field:  # the dedup id's holder limit ([duplicates] limit_field): a positive whole number
+        from idemview.ledger.redis_joins import LIMIT_COLUMN
+
+        lim = kv.get(value, kv.limit_field) if isinstance(value, dict) else None
+        lim = int(lim) if isinstance(lim, str) and lim.strip().isdigit() else lim
+        lim = int(lim) if isinstance(lim, float) and lim.is_integer() else lim
+        op[LIMIT_COLUMN] = lim if type(lim) is int and 0 < lim < 2**31 else None
     att = None
     if kv.attempt:
         st = kv.status(raw_status)

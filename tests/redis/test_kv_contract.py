@@ -40,6 +40,8 @@ HEAD = '[layout]\nname = "x"\n[kv]\nmatch = "q:*"\nencoding = "hash"\n'
         ('[states]\nkey = "q:{scope}:{state}"\n', "names no state"),
         ('[status]\nfield = "s"\n[lock]\nkey = "q:{key}:lock"\n', "{scope}"),
         ('[status]\nfield = "s"\n[lock]\nkey = "q:{scope}:{key}:{nope}"\n', "may name only"),
+        # BullMQ's Redis Cluster prefix ("{myapp}", a hash tag): a literal brace is doubled, as in Python
+        ('[status]\nfield = "s"\n[lock]\nkey = "{myapp}:{scope}:{key}:lock"\n', "{{myapp}}:{scope}"),
         ('[status]\nfield = "s"\n[duplicates]\nabsent_reason = "x"\n', "group_field"),
         ('[status]\nfield = "s"\n[duplicates]\ngroup_field = "d"\nextra = 1\n', "knows only"),
         ('[status]\nfield = "s"\n[duplicates]\ngroup_field = "d"\nlock_type_field = "lock"\n', "go together"),

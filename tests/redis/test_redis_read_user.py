@@ -90,3 +90,99 @@ def test_a_sidekiq_reader_needs_the_member_reads_and_is_told(redis_db):
     finally:
         admin.execute_command("ACL", "DELUSER", user)
         admin.execute_command("ACL", "DELUSER", no_zrange)
+
+
+def test_a_snapshot_refused_a_read_stops_with_the_command_named(redis_db, capsys):
+    """A user refused a read the snapshot needs (MGET for JSON strings, HGETALL for hashes, LRANGE or
+    ZRANGE for Sidekiq's queues and sets, PTTL) is not read as a keyspace of unreadable values (a
+    TypeError on MGET's refusal; Sidekiq's refused queues counted as wrong-type keys and the scan's
+    findings silently short): the snapshot stops with Redis' NOPERM naming the command, and the CLI says
+    it in one line (exit 3). A user refused PEXPIRETIME only (write times) reads with PTTL instead."""
+    import json
+
+    import redis
+
+    from idemview.cli import main
+    from idemview.ledger.redis_snapshot import open_redis_ledger
+    from tests.redis.conftest import put_generic
+
+    base, admin = redis_db
+    put_celery(admin, "t-1", "STARTED", done=None, ttl_s=3600)
+    put_generic(admin, "pay", "k1", status="completed")
+    admin.hset("uniquejobs:abc:LOCKED", "j1", "1796000000.5")
+    admin.lpush("queue:default", json.dumps({"jid": "j1", "class": "A", "args": [], "lock_digest": "uniquejobs:abc"}))
+    admin.zadd("retry", {json.dumps({"jid": "j2", "class": "A", "args": [], "retry_count": 0}): 1.0})
+    cases = [
+        ("mget", "celery-redis"),
+        ("pttl", "idem-generic"),  # celery-redis reads PEXPIRETIME (write times), not PTTL, on Redis 7
+        ("hgetall", "idem-generic"),
+        ("lrange", "sidekiq-unique-jobs"),
+        ("zrange", "sidekiq-unique-jobs"),
+        ("hgetall", "sidekiq-unique-jobs"),
+    ]
+    users = []
+    try:
+        for cmd, layout in cases:
+            user, pw = _user(admin, ["+@read", "+ping", "+select", "+time", f"-{cmd}"])
+            users.append(user)
+            url = _url(base, user, pw)
+            try:
+                open_redis_ledger(url, layout=layout).engine.dispose()
+            except redis.exceptions.NoPermissionError as e:
+                assert cmd in str(e).lower(), (cmd, layout, str(e))
+            else:
+                raise AssertionError(f"{layout} opened by a user refused {cmd}")
+            capsys.readouterr()
+            assert main(["scan", url, "--layout", layout]) == 3, (cmd, layout)
+            err = capsys.readouterr().err.strip().splitlines()
+            assert any(f"'{cmd}'" in line and "failed" in line for line in err), (cmd, err)
+        user, pw = _user(admin, ["+@read", "+ping", "+select", "+time", "-pexpiretime"])
+        users.append(user)
+        ledger = open_redis_ledger(_url(base, user, pw), layout="celery-redis")
+        assert ledger.snapshot.loaded == 1 and ledger.snapshot.write_times == 1
+        ledger.engine.dispose()
+    finally:
+        for u in users:
+            admin.execute_command("ACL", "DELUSER", u)
+
+
+def test_bullmq_reader_refused_xrange_or_zrange_is_stopped_not_short(redis_db):
+    """BullMQ's states and events stream are read beside the job hashes (redis_joins): a user refused
+    ZRANGE (the completed/failed sets) or XRANGE (the events stream, where completions of jobs removed
+    on completion are) got a snapshot without those states or completions, said nowhere. Now Test names
+    the command to grant and the snapshot stops with the refused command named; a +@read user reads the
+    rerun (a jobId completed twice after removeOnComplete, moveToFinished-14.lua's XADD … completed jobId <id>)."""
+    import redis
+
+    from idemview.ledger.redis_snapshot import open_redis_ledger, test_redis
+
+    base, admin = redis_db
+    ms = int(datetime.now(UTC).timestamp() * 1000)
+    admin.hset(
+        "bull:mail:1",
+        mapping={"name": "send", "data": "{}", "opts": "{}", "timestamp": ms, "finishedOn": ms, "atm": 1},
+    )
+    admin.zadd("bull:mail:completed", {"1": ms})
+    for _ in range(2):  # job id "order-7" completed twice, its hash removed each time
+        admin.xadd("bull:mail:events", {"event": "completed", "jobId": "order-7", "returnvalue": "null"})
+    users = []
+    try:
+        user, pw = _user(admin, ["+@read", "+ping", "+select", "+time"])
+        users.append(user)
+        ledger = open_redis_ledger(_url(base, user, pw), layout="bullmq")
+        assert ledger.snapshot.joined["completed_removed"] == 2 and ledger.snapshot.joined["rerun_ids"] == 1
+        ledger.engine.dispose()
+        for cmd in ("xrange", "zrange"):
+            user, pw = _user(admin, ["+@read", "+ping", "+select", "+time", f"-{cmd}"])
+            users.append(user)
+            said = test_redis(_url(base, user, pw), "bullmq")  # Test tells before Connect fails
+            assert said.startswith("✗") and f"+{cmd}" in said, said
+            try:
+                open_redis_ledger(_url(base, user, pw), layout="bullmq").engine.dispose()
+            except redis.exceptions.NoPermissionError as e:
+                assert cmd in str(e).lower(), str(e)
+            else:
+                raise AssertionError(f"bullmq opened by a user refused {cmd}")
+    finally:
+        for u in users:
+            admin.execute_command("ACL", "DELUSER", u)

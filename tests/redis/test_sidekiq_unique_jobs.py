@@ -207,3 +207,67 @@ def test_sidekiq_snapshot_in_a_worker_process_is_the_same(redis_db):
         engine.dispose()
         got.append((rows, info.loaded, info.joined))
     assert got[0] == got[1] and got[0][1] == 45 and got[0][2]["grouped"] == 45
+
+
+def test_sidekiq_containers_with_non_utf8_names_are_read(redis_db):
+    """A queue or LOCKED hash whose key name is not UTF-8 (a Redis key is bytes: ``queue:\\xff`` is a valid
+    Sidekiq queue name for Redis) is read by its own bytes: its records are loaded, not silently lost
+    because the name was decoded for display and sent back as different bytes."""
+    url, raw = redis_db
+    raw.lpush(b"queue:\xffbin", job("q1", lock="until_executed", dig=digest("bin")))
+    raw.lpush(b"queue:caf\xe9", job("q2", lock="until_executed", dig=digest("bin")))  # latin-1 é
+    raw.hset(b"uniquejobs:\xfe\xff:LOCKED", "q3", repr(time.time()))
+    push(raw, job("q4"))
+    ledger = open_ledger(url, "sidekiq-unique-jobs")
+    info = ledger.snapshot
+    assert (info.scanned, info.loaded, info.undecodable, info.wrong_type) == (4, 4, 0, 0)
+    dig = digest("bin")
+    assert sorted(r.effect_ref for r in ledger.records(SCOPE, dig)) == ["q1", "q2"]
+    locked = ledger.records(SCOPE, "uniquejobs:\\xfe\\xff")
+    assert [(r.raw_status, r.effect_ref) for r in locked] == [("locked", "q3")]
+    assert K.DUPLICATE_EFFECT in {f.kind for f in FindingEngine(ledger, server_now(raw)).run()}
+
+
+def test_sidekiq_containers_deleted_after_scan_count_as_gone(redis_db, monkeypatch):
+    """A LOCKED hash released (DEL by unlock.lua) or a queue drained between SCAN and the read is gone
+    while reading, as a key of a one-record-per-key layout is: counted in ``gone``, not silently nothing.
+    The deletion is made right after SCAN returns the names (the real SCAN, wrapped)."""
+    from idemview.ledger.redis_kv import members
+
+    url, raw = redis_db
+    d1, d2 = digest("gone-1"), digest("stays")
+    lock_v8(raw, d1, "x1")
+    lock_v9(raw, d2, "x2")
+    push(raw, job("q1"), "drained")
+    push(raw, job("q2"))
+    real = members._containers
+
+    def then_deleted(client, src, count, token):
+        for names in real(client, src, count, token):
+            for _key, name in names:
+                if name in (f"{d1}:LOCKED", "queue:drained"):
+                    raw.delete(name)
+            yield names
+
+    monkeypatch.setattr(members, "_containers", then_deleted)
+    info = open_ledger(url, "sidekiq-unique-jobs").snapshot
+    assert (info.loaded, info.gone, info.wrong_type, info.undecodable) == (2, 2, 0, 0)
+
+
+def test_sidekiq_lock_limit_allows_that_many_holders(redis_db):
+    """lua/lock.lua (v8 and v9) lets a job id in while HLEN <LOCKED> < limit (the worker's ``lock_limit``,
+    1 by default; v9's metadata records it as ``limit``): a digest of limit 2 held by two job ids is what
+    the user configured, not a duplicate; held by three, the lock let one through too many. The job JSON
+    carries ``lock_limit`` too, so two queued jobs of a limit-2 digest are no duplicate either."""
+    url, raw = redis_db
+    ok, over, queued = digest("limit-2"), digest("limit-2-over"), digest("queued-limit-2")
+    for j in ("l1", "l2"):
+        lock_v9(raw, ok, j, limit=2)
+    for j in ("m1", "m2", "m3"):
+        lock_v9(raw, over, j, limit=2)
+    push(raw, job("n1", lock="until_executed", dig=queued, lock_limit=2))
+    push(raw, job("n2", lock="until_executed", dig=queued, lock_limit=2))
+    ledger = open_ledger(url, "sidekiq-unique-jobs")
+    got = {(f.kind.value, f.key) for f in FindingEngine(ledger, server_now(raw)).run()}
+    assert got == {("duplicate_effect", over)}
+    assert sorted(r.effect_ref for r in ledger.records(SCOPE, over)) == ["m1", "m2", "m3"]

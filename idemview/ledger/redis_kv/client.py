@@ -234,8 +234,9 @@ SNAPSHOT_COMMANDS = ("SCAN", "TYPE", "GET", "MGET", "HGETALL", "PTTL", "TIME")
 
 def snapshot_permissions(client, kv: KvLayout | None = None) -> tuple[list[str], bool]:
     """(commands the snapshot needs that this Redis user may not run, whether ``TIME`` is refused):
-    each of :data:`SNAPSHOT_COMMANDS` (and LRANGE/ZRANGE for a ``[members]`` layout, whose records are
-    members of lists and sorted sets) run once on a sampled (or absent) key. ``TIME`` refused is not
+    each of :data:`SNAPSHOT_COMMANDS` (and LRANGE/ZRANGE for a ``[members]`` or ``[states]`` layout, whose
+    records or states are members of lists and sorted sets, XRANGE for an ``[events]`` stream) run once
+    on a sampled (or absent) key. ``TIME`` refused is not
     fatal (the local clock is used, see :func:`server_time`); any other refused command is."""
     import redis
 
@@ -254,9 +255,11 @@ def snapshot_permissions(client, kv: KvLayout | None = None) -> tuple[list[str],
         "PTTL": lambda: client.execute_command("PTTL", key),
         "TIME": lambda: client.execute_command("TIME"),
     }
-    if kv is not None and kv.members:  # records that are members of lists and sorted sets
+    if kv is not None and (kv.members or kv.states):  # members of lists and sorted sets; job states
         probes["LRANGE"] = lambda: client.execute_command("LRANGE", key, 0, 0)
         probes["ZRANGE"] = lambda: client.execute_command("ZRANGE", key, 0, 0)
+    if kv is not None and kv.events_key:  # an events stream (BullMQ's completions)
+        probes["XRANGE"] = lambda: client.execute_command("XRANGE", key, "-", "+", "COUNT", 1)
     for name, run in probes.items():
         try:
             run()
@@ -313,6 +316,19 @@ def write_rights(client) -> str | None:
             "commands, but a read-only ACL user is safer (see README, Redis ledgers)"
         )
     return None
+
+
+def raise_refused(answers) -> None:
+    """Raise the first ``NoPermissionError`` (NOPERM: the Redis user may not run a command) among a
+    pipeline's ``answers`` (``execute(raise_on_error=False)``): a refused read is not a value, and a
+    snapshot that took it for one would count the keys as unreadable and report short. Its message
+    names the command (Redis: "this user has no permissions to run the 'mget' command"); the CLI
+    says it in one line. Other errors (WRONGTYPE) stay answers, counted by the snapshot."""
+    import redis
+
+    for a in answers:
+        if isinstance(a, redis.exceptions.NoPermissionError):
+            raise a
 
 
 def _scan_batches(client, pattern: str, count: int, token=None):

@@ -444,6 +444,12 @@ def compile_layout(kv: KvLayout) -> CompiledLayout:
             gfn = _holders_only(kv, gfn)
         values = partial(_and_group, values, gfn)
         cols.append(("", GROUP_COLUMN, gfn))
+        if kv.limit_field:  # how many holders the dedup id admits (redis_joins._group compares)
+            from idemview.ledger.redis_joins import LIMIT_COLUMN
+
+            lfn = _limit_of(_getter(kv.limit_field))
+            values = partial(_and_group, values, lfn)
+            cols.append(("", LIMIT_COLUMN, lfn))
     slots = tuple(i for i, (n, _c, _f) in enumerate(cols) if n in kv.write_time_fields)
     out = CompiledLayout(tuple(c for _n, c, _f in cols), values, kind_fn, status, attempt, slots)
     if len(_COMPILED) >= 64:  # layouts edited and reopened in one session: keep it bounded
@@ -496,6 +502,20 @@ def _holders_only(kv: KvLayout, group: Callable[[dict], Any]) -> Callable[[dict]
         if st in any_type or st in holds.get(lt if lt.__class__ is str else "", ()):
             return group(d)
         return None
+
+    return f
+
+
+def _limit_of(get: Callable[[dict], Any]) -> Callable[[dict], int | None]:
+    """A holder limit as a positive int (``None``: absent, or not a positive whole number)."""
+
+    def f(d):
+        v = get(d)
+        if isinstance(v, str) and v.strip().isdigit():
+            v = int(v)
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        return v if v.__class__ is int and 0 < v < 2**31 else None
 
     return f
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from idemview.layouts.kv import KvLayout, MemberSource
-from idemview.ledger.redis_kv.client import _scan_batches
+from idemview.ledger.redis_kv.client import _scan_batches, raise_refused
 from idemview.ledger.redis_kv.decode import _loads
 
 
@@ -54,7 +54,9 @@ def _pipeline(client, commands: list[tuple]) -> tuple[float, list]:
     local_at = time.time()
     res = pipe.execute(raise_on_error=False)
     if not server_clock:
+        raise_refused(res)
         return local_at, res
+    raise_refused(res[1:])  # a read the user may not run stops the snapshot (TIME's refusal: local clock)
     return _at(client, res[0], local_at), res[1:]
 
 
@@ -62,13 +64,15 @@ def _text(b) -> str:
     return bytes(b).decode("utf-8", "backslashreplace") if isinstance(b, (bytes, bytearray)) else str(b)
 
 
-def _containers(client, src: MemberSource, count: int, token) -> Iterator[list[str]]:
-    """The container keys of ``src`` in SCAN batches (a literal name: itself, read without SCAN)."""
+def _containers(client, src: MemberSource, count: int, token) -> Iterator[list[tuple[Any, str]]]:
+    """The container keys of ``src`` in SCAN batches, as (the key's own bytes, its text for display and
+    matching); a literal name: itself, read without SCAN. Commands are sent with the bytes: a key name
+    need not be UTF-8, and its text (undecodable bytes as ``\\xff``) names another key."""
     if src.literal:
-        yield [src.match]
+        yield [(src.match, src.match)]
         return
     for keys in _scan_batches(client, src.match, count, token):
-        yield [_text(k) for k in keys]
+        yield [(k, _text(k)) for k in keys]
 
 
 def _record(raw, src: MemberSource, container: str, caps: dict, score=None) -> dict | None:
@@ -150,6 +154,16 @@ class _Batcher:
         self.values.append(rec if rec is not None else b"\xff")  # not a JSON object: undecodable
         self.pttls.append(pttl if pttl != -2 else -1)
 
+    def gone(self, container: str, at: float) -> None:
+        """A container SCAN named that was deleted before its read (a released lock, a drained queue):
+        counted as gone, as the mapper counts a key read as nil with PTTL -2."""
+        self.scanned += 1
+        if self.at is None:
+            self.at = at
+        self.parts.append((self.kv.scope, f"{container}#gone", None))
+        self.values.append(None)
+        self.pttls.append(-2)
+
     def full(self) -> bool:
         return len(self.parts) >= self.size
 
@@ -169,46 +183,56 @@ def member_batches(client, kv: KvLayout, batch: int, token) -> Iterator[tuple]:
     for src in kv.members:
         for names in _containers(client, src, batch, token):
             wanted = []
-            for name in names:
+            for key, name in names:
                 m = src.key_regex.match(name) if src.key_regex is not None else None
                 if src.key_regex is not None and m is None:
                     continue
-                wanted.append((name, {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}))
+                wanted.append((key, name, {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}))
             if not wanted:
                 continue
             if src.type == "hash":  # one HGETALL per container, pipelined per SCAN batch
-                at, res = _pipeline(client, [c for name, _ in wanted for c in (("HGETALL", name), ("PTTL", name))])
-                for (name, caps), fields, pttl in zip(wanted, res[0::2], res[1::2], strict=True):
+                at, res = _pipeline(client, [c for key, _, _ in wanted for c in (("HGETALL", key), ("PTTL", key))])
+                for (_key, name, caps), fields, pttl in zip(wanted, res[0::2], res[1::2], strict=True):
                     if isinstance(fields, redis.exceptions.ResponseError):
                         out.add(fields, name, 0, at, -1)
+                        continue
+                    if not fields and pttl == -2:  # deleted since SCAN named it
+                        out.gone(name, at)
                         continue
                     for i, rec in enumerate(_hash_records(fields or {}, src, name, caps)):
                         out.add(rec, name, i, at, int(pttl), f"{name}#{rec[src.field_as]}")
                     if out.full():
                         yield out.take()
                 continue
-            for name, caps in wanted:
-                yield from _paged(client, src, name, caps, batch, token, out)
+            for key, name, caps in wanted:
+                yield from _paged(client, src, key, name, caps, batch, token, out)
     if out.parts or out.scanned:
         yield out.take()
 
 
-def _paged(client, src: MemberSource, name: str, caps: dict, page: int, token, out: _Batcher) -> Iterator[tuple]:
-    """The members of one list or sorted set, ``page`` at a time, into ``out`` (full batches yielded)."""
+def _paged(client, src: MemberSource, key, name: str, caps: dict, page: int, token, out: _Batcher) -> Iterator[tuple]:
+    """The members of the list or sorted set ``key`` (its bytes; ``name``: its text), ``page`` at a time,
+    into ``out`` (full batches yielded)."""
     import redis
 
     start = 0
-    at, (pttl,) = _pipeline(client, [("PTTL", name)])
+    at, (pttl,) = _pipeline(client, [("PTTL", key)])
     pttl = int(pttl) if not isinstance(pttl, Exception) else -1
+    if pttl == -2:  # deleted since SCAN named it (a literal name: absent)
+        if not src.literal:
+            out.gone(name, at)
+        return
     while True:
         if token is not None:
             token.check()
         if src.type == "list":
-            cmd: tuple = ("LRANGE", name, start, start + page - 1)
+            cmd: tuple = ("LRANGE", key, start, start + page - 1)
         else:
-            cmd = ("ZRANGE", name, start, start + page - 1, "WITHSCORES")
+            cmd = ("ZRANGE", key, start, start + page - 1, "WITHSCORES")
         try:
             got = client.execute_command(*cmd)
+        except redis.exceptions.NoPermissionError:
+            raise  # the user may not run LRANGE/ZRANGE: not a value (client.raise_refused)
         except redis.exceptions.ResponseError as e:  # WRONGTYPE: counted, the snapshot goes on
             out.add(e, name, start, at, -1)
             return

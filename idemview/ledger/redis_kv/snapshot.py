@@ -27,7 +27,14 @@ from typing import Any
 from idemview.layouts.kv import KvLayout
 from idemview.ledger import memory_snapshot as mem
 from idemview.ledger.redis_kv import mapping
-from idemview.ledger.redis_kv.client import SCAN_COUNT, _scan_batches, safe_redis_url, server_time, write_rights
+from idemview.ledger.redis_kv.client import (
+    SCAN_COUNT,
+    _scan_batches,
+    raise_refused,
+    safe_redis_url,
+    server_time,
+    write_rights,
+)
 from idemview.ledger.redis_kv.decode import compile_layout
 from idemview.ledger.redis_kv.mapping import _Mapper
 
@@ -112,6 +119,8 @@ def _read_batches(client, kv: KvLayout, read: str, batch: int, token):
         elif exact:  # as PTTLs from the read time's whole ms: int(at * 1000) + pttl is the expiry
             base = int(at * 1000)
             pttls = [x - base if isinstance(x, int) and x >= 0 else x for x in pttls]
+        raise_refused([values] if read == "GET" else values)  # MGET: one answer; else one per key
+        raise_refused(pttls)
         yield len(keys), len(keys) - len(wanted), wanted, at, values, pttls
 
 
@@ -203,6 +212,10 @@ def snapshot(
         from idemview.ledger.redis_joins import GROUP_COLUMN
 
         keeper.execute(f"ALTER TABLE operations ADD COLUMN {GROUP_COLUMN} TEXT")
+        if kv.limit_field:
+            from idemview.ledger.redis_joins import LIMIT_COLUMN
+
+            keeper.execute(f"ALTER TABLE operations ADD COLUMN {LIMIT_COLUMN} INTEGER")
     t0 = server_time(client)
     info.server_time = t0
     info.clock_skew_s = round((t0 - datetime.now(UTC)).total_seconds(), 3)
