@@ -212,7 +212,7 @@ class RedisLedger(Ledger):
 
 def describe_snapshot(ledger) -> dict | None:
     """Manifest identity of a Redis ledger (dialect, host, database, snapshot), else ``None``."""
-    info = getattr(ledger, "snapshot", None)
+    info = ledger.source.snapshot
     if info is None:
         return None
     p = urlsplit(info.url) if info.url else None
