@@ -263,7 +263,7 @@ def narrow_compact(ledger, res: FindingsResult, flt: Filter, now: datetime, toke
     if whole:
         chosen = set(flt.findings)
         tails = [(k, s, refs) for k, c in res.compact.items() if not chosen or k in chosen for s, refs in c.runs]
-        ff.ordered = FindingWalk(ff.ordered, tails)  # type: ignore[assignment]
+        ff.ordered = FindingWalk(ff.ordered, tails)  # type: ignore[assignment,arg-type]
     return ff
 
 

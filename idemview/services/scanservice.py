@@ -168,12 +168,19 @@ class ScanService:
         now = st.now
         st.started = True
         for k in kinds:
-            self.worker.submit(
-                f"{KIND_CHANNEL}{k.value}",
-                lambda tok, k=k: scan(ledger, masker, now, tok, [k]),
-                lambda res, k=k: self._on_kind(st, k, res),
-                lambda err, k=k: self._on_kind_error(st, k, err),
-            )
+            self._submit_kind(st, ledger, masker, now, k)
+
+    def _submit_kind(self, st: ScanState, ledger, masker, now: datetime, k: FindingKind) -> None:
+        def job(tok: Any) -> FindingsResult:
+            return scan(ledger, masker, now, tok, [k])
+
+        def ok(res: FindingsResult) -> None:
+            self._on_kind(st, k, res)
+
+        def failed(err: JobError) -> None:
+            self._on_kind_error(st, k, err)
+
+        self.worker.submit(f"{KIND_CHANNEL}{k.value}", job, ok, failed)
 
     def _in_process(self, st: ScanState, p: ProcessArgs) -> bool:
         """Start the scan of ``st``'s pending kinds in the findings process; False when it cannot start
