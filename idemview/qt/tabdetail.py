@@ -100,7 +100,7 @@ class DetailViews:
         sm = self.grid.selectionModel()
         self._syncing = True
         try:
-            for i, row in enumerate(self.model.rows()):
+            for i, row in self.model.cached():  # the rows held (an operation not held is not selected)
                 if ref is not None and (row.scope_raw, row.key_raw) == ref:
                     if self.grid.currentIndex().row() != i or not sm.isRowSelected(i):
                         self.grid.selectRow(i)
@@ -120,9 +120,8 @@ class DetailViews:
         self._rows_seen = n
         if ref is None or self.grid.selectionModel().hasSelection():
             return
-        rows = self.model.rows()
-        for i in range(min(start, len(rows)), len(rows)):
-            if (rows[i].scope_raw, rows[i].key_raw) == ref:
+        for i, row in self.model.cached():
+            if i >= start and (row.scope_raw, row.key_raw) == ref:
                 self._syncing = True
                 try:
                     self.grid.selectRow(i)
@@ -143,8 +142,8 @@ class DetailViews:
 
     def _open_current(self):
         i = getattr(self, "_pending_current", -1)
-        if 0 <= i < self.model.rowCount():
-            r = self.model.row(i)
+        r = self.model._row_or_none(i)
+        if r is not None:  # None: its page is being read again (the click is repeated by then)
             if (r.scope_raw, r.key_raw) != getattr(self, "_shown_ref", None):
                 self.open_operation(r.scope_raw, r.key_raw)
 
@@ -214,7 +213,9 @@ class DetailViews:
         ok, tip = reveal_state(str(index.data() or ""))
         a.setEnabled(ok)
         a.setToolTip(tip)
-        r, row, col = self.model.row(index.row()), index.row(), index.column()
+        r, row, col = self.model._row_or_none(index.row()), index.row(), index.column()
+        if r is None:
+            return None
 
         def go():
             self.reveal(
@@ -224,7 +225,7 @@ class DetailViews:
                 r.row_id,
                 lambda v: (
                     self.model.set_revealed(row, col, v)
-                    if self.model.rowCount() > row and self.model.row(row) is r
+                    if self.model._row_or_none(row) is r
                     else None
                 ),
             )
