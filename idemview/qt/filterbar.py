@@ -237,34 +237,42 @@ class FilterBar(QWidget):
             self._severities.get(k, DEFAULT_SEVERITY[k]) if getattr(self, "_severities", None) else DEFAULT_SEVERITY[k]
         )
 
+    #: the glyph of a chip whose kind is not checked yet: its severity is not known, never guessed
+    PENDING_GLYPH = "◌"
+
     def _render_chips(self):
         totals = getattr(self, "_totals", None)
+        board = getattr(self, "_board", None)
         for k, b in self.chips.items():
-            sev = self.chip_severity(k)
             n = self._counts.get(k)
             why = self._unsupported.get(k)
-            board = getattr(self, "_board", None)
             pending = board is not None and board.kind_pending(k)
             if pending:  # still being checked: a finding filter on it still works (its own SQL)
                 why = None
+            # not known yet (being checked, or no scan has answered): a neutral chip, not the default
+            # severity's colour and glyph, which the scan's answer then contradicted (a tester saw a
+            # chip change severity when the scan landed)
+            unknown = pending or (n is None and not why)
+            sev = self.chip_severity(k)
             shown = ""
-            if pending:
+            if unknown:
                 shown = "  …"
             elif n is not None and not why:
                 shown = f"  {n} of {totals.get(k, 0)}" if totals is not None else f"  {n}"
-            b.setText(f"{theme.kind_glyph(k, sev)} {theme.KIND_SHORT[k]}" + shown)  # the kind's hint or sev's
+            glyph = self.PENDING_GLYPH if unknown else theme.kind_glyph(k, sev)  # the kind's hint or sev's
+            b.setText(f"{glyph} {theme.KIND_SHORT[k]}" + shown)
             col = theme.kind_colour(k, sev).name()
             b.setEnabled(why is None)
             b.setToolTip(
                 (why if why.startswith(("still", "the check")) else f"Not checkable with this layout: {why}")
                 if why
-                else ("still being checked — " if pending else "")
-                + f"{sev.value} — show only operations with {theme.a_an(theme.KIND_WORDS[k])}"
+                else ("still being checked (its severity is known once it is) — " if unknown else f"{sev.value} — ")
+                + f"show only operations with {theme.a_an(theme.KIND_WORDS[k])}"
             )
             b.setStyleSheet(
                 f"QToolButton {{ border: 1px solid {col}; border-radius: 9px; padding: 1px 8px; }}"
                 f"QToolButton:checked {{ background: {col}; color: white; }}"
-                if n
+                if n and not unknown
                 else "QToolButton { border: 1px solid palette(mid); border-radius: 9px; padding: 1px 8px; }"
                 "QToolButton:checked { background: palette(highlight); color: palette(highlighted-text); }"
             )

@@ -153,7 +153,7 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         main.setStretchFactor(1, 0)
         # the grid gets the width its columns want; the detail the rest, never less than its minimum
         # (it took a third of the window for a one-line hint, and the grid scrolled sideways)
-        main.setSizes([sum(GRID_WIDTHS) + 190, DETAIL_MIN + 40])
+        main.setSizes([sum(GRID_WIDTHS) + 190, DETAIL_MIN])
         v.addWidget(main, 1)
         self.restore_splitters()
         self._count: int | None = None

@@ -223,11 +223,7 @@ class DetailViews:
                 r.key_raw,
                 ("op", field),
                 r.row_id,
-                lambda v: (
-                    self.model.set_revealed(row, col, v)
-                    if self.model._row_or_none(row) is r
-                    else None
-                ),
+                lambda v: self.model.set_revealed(row, col, v) if self.model._row_or_none(row) is r else None,
             )
 
         a.triggered.connect(go)
