@@ -62,6 +62,8 @@ UTC = UTC
 GRID_WIDTHS = (195, 70, 112, 100, 140, 140, 62, 56)
 #: The detail pane's least width (px): its text wraps to the pane, only its height scrolls.
 DETAIL_MIN = 260
+#: Its width when it unfolds for the first operation opened (a 36-character key shows whole).
+DETAIL_OPEN = 380
 
 
 class LedgerTab(ScanViews, DetailViews, QWidget):
@@ -151,11 +153,14 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         main.addWidget(self._build_detail())
         main.setStretchFactor(0, 1)
         main.setStretchFactor(1, 0)
-        # the grid gets the width its columns want; the detail the rest, never less than its minimum
-        # (it took a third of the window for a one-line hint, and the grid scrolled sideways)
-        main.setSizes([sum(GRID_WIDTHS) + 190, DETAIL_MIN])
+        # Until an operation is opened the detail pane is folded away and its hint is in the footer:
+        # it took a third of the window for a two-line hint, and the grid scrolled sideways
+        # (_unfold_detail opens it at DETAIL_OPEN px). A width the user chose is remembered instead.
+        main.setCollapsible(1, True)
+        main.setSizes([sum(GRID_WIDTHS) + 190, 0])
         v.addWidget(main, 1)
-        self.restore_splitters()
+        if not self.restore_splitters():
+            main.setSizes([sum(GRID_WIDTHS) + 190, 0])
         self._count: int | None = None
         self._update_footer()
 
@@ -262,14 +267,26 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         for name, sp in self.splitters.items():
             st.setValue(f"splitters/{name}", sp.saveState())
 
-    def restore_splitters(self):
+    def restore_splitters(self) -> bool:
+        """Restore the splitters' remembered states; True when the main splitter had one."""
         from idemview.qt.settings import gui_settings
 
         st = gui_settings()
+        main = False
         for name, sp in self.splitters.items():
             v = st.value(f"splitters/{name}")
             if v is not None:
                 sp.restoreState(v)
+                main = main or name == "main"
+        return main
+
+    def _unfold_detail(self) -> None:
+        """Open the folded detail pane (an operation is being shown) at :data:`DETAIL_OPEN` px."""
+        main = self.splitters["main"]
+        sizes = main.sizes()
+        if len(sizes) == 2 and sizes[1] == 0:
+            total = sum(sizes)
+            main.setSizes([max(total - DETAIL_OPEN, 0), DETAIL_OPEN])
 
     # ------------------------------------------------------------------------------- opening
 
@@ -521,6 +538,8 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
             parts.append("loading…")
         elif not self.model.is_exhausted() and n:
             parts.append("scroll for more")
+        if n and self.detail.detail is None:  # the folded detail pane's hint
+            parts.append("double-click a row to read it; F8 walks the findings")
         busy = self.runner.pending()  # the findings process is its "findings" channel
         if busy and not self.model.is_loading():
             parts.append("working: " + ", ".join(busy))

@@ -71,7 +71,9 @@ class DetailViews:
             return load_detail(ledger, masker, scope, key, allf, ex, state)
 
         def shown(d):
+            self._unfold_detail()  # type: ignore[attr-defined]
             self.detail.set_detail(d, now or self.now)
+            self._update_footer()  # type: ignore[attr-defined]
             if not reload:  # F8, a search hit, a click: the new operation is read from its top
                 self.detail_scroll.verticalScrollBar().setValue(0)
 

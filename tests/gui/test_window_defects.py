@@ -58,3 +58,4 @@ def test_at_a_laptop_size_the_header_is_whole_and_the_grid_does_not_scroll_sidew
     grid = tab.grid
     assert grid.horizontalScrollBar().maximum() == 0, grid.horizontalScrollBar().maximum()
     assert tab.detail_scroll.width() < window.width() / 3
+    assert "double-click a row" in tab.footer.full_text()  # the folded pane's hint
