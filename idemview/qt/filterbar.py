@@ -100,30 +100,7 @@ class FilterBar(QWidget):
             self.range.addItem(label)
         self.range.model().item(len(RANGES) - 1).setEnabled(False)  # set by dragging on the overview
         self.range.activated.connect(self._range_chosen)
-        self.status_btn = QToolButton()
-        self.status_btn.setText("Status: any")
-        self.status_btn.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self.status_btn)
-        self.status_actions: dict[Status, QAction] = {}
-        for s in (Status.COMPLETED, Status.FAILED, Status.IN_PROGRESS, Status.NEW, Status.UNKNOWN):
-            a = menu.addAction(f"{theme.STATUS_GLYPHS[s]} {theme.STATUS_WORDS[s]}")
-            a.setCheckable(True)
-            a.toggled.connect(self._statuses_changed)
-            self.status_actions[s] = a
-        self.status_btn.setMenu(menu)
-        # what the action does (DESIGN §5.1): "3 duplicate effects that moved money"
-        self.action_btn = QToolButton()
-        self.action_btn.setText("Action: any")
-        self.action_btn.setToolTip("Only operations whose kind does this (the layout's and connection's rules first)")
-        self.action_btn.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        amenu = QMenu(self.action_btn)
-        self.action_actions: dict[str, QAction] = {}
-        for a_name in ACTIONS:
-            a = amenu.addAction(theme.ACTION_LABELS[a_name])
-            a.setCheckable(True)
-            a.toggled.connect(self._actions_changed)
-            self.action_actions[a_name] = a
-        self.action_btn.setMenu(amenu)
+        self._build_menus()
         self.key_edit = self._search_edit("Idempotency key contains…")
         self.intent_edit = self._search_edit("Intent reference contains…")
         self.scope_edit = self._search_edit("Scope contains…")
@@ -175,6 +152,33 @@ class FilterBar(QWidget):
         self._render_chips()
         self._update_sentence()
         theme.TIME.changed.connect(self._update_sentence)
+
+    def _build_menus(self) -> None:
+        """The Status and Action drop-down buttons (checkable entries, one per status / action class)."""
+        self.status_btn = QToolButton()
+        self.status_btn.setText("Status: any")
+        self.status_btn.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self.status_btn)
+        self.status_actions: dict[Status, QAction] = {}
+        for s in (Status.COMPLETED, Status.FAILED, Status.IN_PROGRESS, Status.NEW, Status.UNKNOWN):
+            a = menu.addAction(f"{theme.STATUS_GLYPHS[s]} {theme.STATUS_WORDS[s]}")
+            a.setCheckable(True)
+            a.toggled.connect(self._statuses_changed)
+            self.status_actions[s] = a
+        self.status_btn.setMenu(menu)
+        # what the action does (DESIGN §5.1): "3 duplicate effects that moved money"
+        self.action_btn = QToolButton()
+        self.action_btn.setText("Action: any")
+        self.action_btn.setToolTip("Only operations whose kind does this (the layout's and connection's rules first)")
+        self.action_btn.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        amenu = QMenu(self.action_btn)
+        self.action_actions: dict[str, QAction] = {}
+        for a_name in ACTIONS:
+            a = amenu.addAction(theme.ACTION_LABELS[a_name])
+            a.setCheckable(True)
+            a.toggled.connect(self._actions_changed)
+            self.action_actions[a_name] = a
+        self.action_btn.setMenu(amenu)
 
     def _search_edit(self, placeholder: str) -> QLineEdit:
         e = QLineEdit()
