@@ -40,6 +40,7 @@ from idemview.qt.tabscan import ScanViews
 from idemview.qt.theme import plural
 from idemview.qt.unmapped import UnmappedNotice
 from idemview.qt.workers import JobError, Runner, run_detached
+from idemview.services.leanengine import bound_sqlite_memory
 from idemview.services.scanservice import ProcessArgs, ScanService
 from idemview.services.scanstate import ScanState
 from idemview.services.session import (
@@ -303,6 +304,8 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
 
     def _on_open(self, o: Opened):
         self.opened = o
+        # a window stays open: a small SQLite page cache and no file map (services/leanengine.py)
+        bound_sqlite_memory(o.engine)
         self.filterbar.setEnabled(True)  # after a failed first try (Reconnect)
         self.model.set_ledger(o.ledger)
         self.grid.setColumnHidden(COL_EFFECTS, not self.model.has_effects())

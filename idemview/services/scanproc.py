@@ -81,8 +81,10 @@ def scan_process_main(
         from idemview.findings.engine import FindingEngine
         from idemview.ledger.connect import open_engine
         from idemview.ledger.reader import Ledger
+        from idemview.services.leanengine import bound_sqlite_memory
 
         engine = open_engine(url, password=password)
+        bound_sqlite_memory(engine)  # the findings process's memory is the window's too (issue 27 item 3)
         ledger = Ledger(engine, layout, name=name)
         fe = FindingEngine(ledger, now)
         unsupported = fe.unsupported()
