@@ -5,10 +5,11 @@
 once, wrong for a window that stays open. Measured on a 2M-row Celery ledger (539 MB file): the GUI process
 peaked at 1,239 MB and the findings process at 965 MB, the mapped file's pages counted in both and each pooled
 connection filling its own cache; with a 16 MiB cache and no map the GUI peaked at 238 MB (BENCHMARKS.md,
-"A lean window"). The operating system's page cache still holds the file, so reads stay memory-speed.
+"A lean window"). Temporary b-trees (``temp_store``) go to a file instead of memory. The operating
+system's page cache still holds the file, so reads stay memory-speed.
 
 :func:`bound_sqlite_memory` sets the smaller values on every connection each time it is checked out of the
-pool (two PRAGMAs, microseconds; allowed on a read-only, ``query_only`` session: they change no data), so a
+pool (three PRAGMAs, microseconds; allowed on a read-only, ``query_only`` session: they change no data), so a
 connection opened before it was called is bounded too. An export run from the window sets its own values on
 its connection (:mod:`idemview.evidence.plan`) after the checkout, as before.
 """
@@ -33,6 +34,9 @@ def bound_sqlite_memory(engine: Engine, cache_kb: int = LEAN_CACHE_KB) -> bool:
         try:
             cur.execute(f"PRAGMA cache_size = -{int(cache_kb)}")
             cur.execute("PRAGMA mmap_size = 0")
+            # GROUP BY / DISTINCT b-trees of a whole-ledger finding query spill to a temporary file
+            # (open_engine keeps them in memory); a no-op when the value is already FILE
+            cur.execute("PRAGMA temp_store = FILE")
         finally:
             cur.close()
 

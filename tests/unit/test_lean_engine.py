@@ -13,9 +13,9 @@ from idemview.ledger.connect import SQLITE_CACHE_KB, open_engine
 from idemview.services.leanengine import LEAN_CACHE_KB, bound_sqlite_memory
 
 
-def _pragmas(engine) -> tuple[int, int]:
+def _pragmas(engine) -> tuple[int, int, int]:
     with engine.connect() as c:
-        return c.execute(text("PRAGMA cache_size")).scalar(), c.execute(text("PRAGMA mmap_size")).scalar()
+        return tuple(c.execute(text(f"PRAGMA {p}")).scalar() for p in ("cache_size", "mmap_size", "temp_store"))
 
 
 @pytest.mark.parametrize("cache_kb", [LEAN_CACHE_KB, 2048])
@@ -28,7 +28,7 @@ def test_sqlite_connections_are_bounded_even_one_opened_before(tmp_path, cache_k
     try:
         assert _pragmas(engine)[0] == -SQLITE_CACHE_KB, "open_engine's own values: the export's"
         assert bound_sqlite_memory(engine, cache_kb) is True
-        assert _pragmas(engine) == (-cache_kb, 0)  # the pooled connection from before, checked out again
+        assert _pragmas(engine) == (-cache_kb, 0, 1)  # 1: FILE. The pooled connection from before, checked out again
         assert bound_sqlite_memory(engine, cache_kb) is False  # once is enough
         with engine.connect() as c:
             assert c.execute(text("SELECT count(*) FROM t")).scalar() == 1000
