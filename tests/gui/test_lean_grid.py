@@ -55,3 +55,22 @@ def test_the_grid_holds_a_bounded_number_of_pages(qtbot, window, demo_db, monkey
     last = m.rowCount() - 1
     qtbot.waitUntil(lambda: m.data(m.index(last, 0), RowRole) is not None, timeout=30000)
     assert m.data(m.index(last, COL_KEY)) not in (None, "…")
+
+
+def test_the_windows_sqlite_connections_are_lean(qtbot, window, demo_db):
+    from sqlalchemy import text
+
+    from idemview.services.leanengine import LEAN_CACHE_KB
+
+    path, _ = demo_db
+    tab = open_and_wait(qtbot, window, spec_for(path))
+    engine = tab.opened.engine
+
+    def pragmas(tok):
+        with engine.connect() as c:
+            return [c.execute(text(f"PRAGMA {p}")).scalar() for p in ("cache_size", "mmap_size", "temp_store")]
+
+    got = []
+    tab.runner.submit("probe", pragmas, got.append)  # on a worker: no database call on the GUI thread
+    qtbot.waitUntil(lambda: bool(got), timeout=20000)
+    assert got[0] == [-LEAN_CACHE_KB, 0, 1]
