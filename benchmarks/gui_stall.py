@@ -189,7 +189,7 @@ def measure(
             prof.dump_stats(profile)
         # wait for the findings process to exit and be reaped (a finished scan's process may still be
         # freeing its findings; one terminated by close_tab below would be left out of RUSAGE_CHILDREN)
-        sp = tab._scan.get("proc") if tab is not None else None
+        sp = tab._scan.proc if tab is not None else None
         if sp is not None and tab.scan_complete():
             sp.proc.join(60)
         for t in w.ledger_tabs():

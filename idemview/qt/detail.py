@@ -120,6 +120,16 @@ class OperationDetail(QWidget):
         v = QVBoxLayout(self.body)
         v.setContentsMargins(6, 4, 6, 4)
         v.setSpacing(4)
+        self._build_head(v)
+        self._build_records(v)
+        v.addWidget(self._build_attempts_and_payloads(), 1)
+        self.detail: Detail | None = None
+        self._now: datetime | None = None
+        self._revealed: dict[tuple, str] = {}  # where -> value revealed on request (this operation only)
+        theme.TIME.changed.connect(self._rerender)
+
+    def _build_head(self, v: QVBoxLayout) -> None:
+        """The key (with Copy key / Copy link), the header line and the findings box."""
         top = QHBoxLayout()
         # the key on a row of its own (the Copy buttons cut it at 1280 px); a key longer than the pane
         # is elided in the middle, whole in the tooltip and on Copy key
@@ -163,6 +173,9 @@ class OperationDetail(QWidget):
         )
         self.findings_box.linkActivated.connect(self._finding_link)
         v.addWidget(self.findings_box)
+
+    def _build_records(self, v: QVBoxLayout) -> None:
+        """The timeline and the downstream effect records."""
         self.timeline_title = QLabel("<b>Timeline</b>")
         v.addWidget(self.timeline_title)
         self.timeline = TimelineWidget()
@@ -190,6 +203,9 @@ class OperationDetail(QWidget):
         self.effects_table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.effects_table.hide()
         v.addWidget(self.effects_table)
+
+    def _build_attempts_and_payloads(self) -> QSplitter:
+        """The attempts table over the payload viewers (Request, Response, Error, Records)."""
         split = QSplitter(Qt.Orientation.Vertical)
         self.attempts_model = AttemptsModel(self)
         self.attempts = QTableView()
@@ -220,11 +236,7 @@ class OperationDetail(QWidget):
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
         split.setSizes([200, 300])
-        v.addWidget(split, 1)
-        self.detail: Detail | None = None
-        self._now: datetime | None = None
-        self._revealed: dict[tuple, str] = {}  # where -> value revealed on request (this operation only)
-        theme.TIME.changed.connect(self._rerender)
+        return split
 
     # -------------------------------------------------------------------------------- content
 

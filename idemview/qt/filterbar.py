@@ -100,30 +100,7 @@ class FilterBar(QWidget):
             self.range.addItem(label)
         self.range.model().item(len(RANGES) - 1).setEnabled(False)  # set by dragging on the overview
         self.range.activated.connect(self._range_chosen)
-        self.status_btn = QToolButton()
-        self.status_btn.setText("Status: any")
-        self.status_btn.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self.status_btn)
-        self.status_actions: dict[Status, QAction] = {}
-        for s in (Status.COMPLETED, Status.FAILED, Status.IN_PROGRESS, Status.NEW, Status.UNKNOWN):
-            a = menu.addAction(f"{theme.STATUS_GLYPHS[s]} {theme.STATUS_WORDS[s]}")
-            a.setCheckable(True)
-            a.toggled.connect(self._statuses_changed)
-            self.status_actions[s] = a
-        self.status_btn.setMenu(menu)
-        # what the action does (DESIGN §5.1): "3 duplicate effects that moved money"
-        self.action_btn = QToolButton()
-        self.action_btn.setText("Action: any")
-        self.action_btn.setToolTip("Only operations whose kind does this (the layout's and connection's rules first)")
-        self.action_btn.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        amenu = QMenu(self.action_btn)
-        self.action_actions: dict[str, QAction] = {}
-        for a_name in ACTIONS:
-            a = amenu.addAction(theme.ACTION_LABELS[a_name])
-            a.setCheckable(True)
-            a.toggled.connect(self._actions_changed)
-            self.action_actions[a_name] = a
-        self.action_btn.setMenu(amenu)
+        self._build_menus()
         self.key_edit = self._search_edit("Idempotency key contains…")
         self.intent_edit = self._search_edit("Intent reference contains…")
         self.scope_edit = self._search_edit("Scope contains…")
@@ -175,6 +152,33 @@ class FilterBar(QWidget):
         self._render_chips()
         self._update_sentence()
         theme.TIME.changed.connect(self._update_sentence)
+
+    def _build_menus(self) -> None:
+        """The Status and Action drop-down buttons (checkable entries, one per status / action class)."""
+        self.status_btn = QToolButton()
+        self.status_btn.setText("Status: any")
+        self.status_btn.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self.status_btn)
+        self.status_actions: dict[Status, QAction] = {}
+        for s in (Status.COMPLETED, Status.FAILED, Status.IN_PROGRESS, Status.NEW, Status.UNKNOWN):
+            a = menu.addAction(f"{theme.STATUS_GLYPHS[s]} {theme.STATUS_WORDS[s]}")
+            a.setCheckable(True)
+            a.toggled.connect(self._statuses_changed)
+            self.status_actions[s] = a
+        self.status_btn.setMenu(menu)
+        # what the action does (DESIGN §5.1): "3 duplicate effects that moved money"
+        self.action_btn = QToolButton()
+        self.action_btn.setText("Action: any")
+        self.action_btn.setToolTip("Only operations whose kind does this (the layout's and connection's rules first)")
+        self.action_btn.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        amenu = QMenu(self.action_btn)
+        self.action_actions: dict[str, QAction] = {}
+        for a_name in ACTIONS:
+            a = amenu.addAction(theme.ACTION_LABELS[a_name])
+            a.setCheckable(True)
+            a.toggled.connect(self._actions_changed)
+            self.action_actions[a_name] = a
+        self.action_btn.setMenu(amenu)
 
     def _search_edit(self, placeholder: str) -> QLineEdit:
         e = QLineEdit()
@@ -237,34 +241,42 @@ class FilterBar(QWidget):
             self._severities.get(k, DEFAULT_SEVERITY[k]) if getattr(self, "_severities", None) else DEFAULT_SEVERITY[k]
         )
 
+    #: the glyph of a chip whose kind is not checked yet: its severity is not known, never guessed
+    PENDING_GLYPH = "◌"
+
     def _render_chips(self):
         totals = getattr(self, "_totals", None)
+        board = getattr(self, "_board", None)
         for k, b in self.chips.items():
-            sev = self.chip_severity(k)
             n = self._counts.get(k)
             why = self._unsupported.get(k)
-            board = getattr(self, "_board", None)
             pending = board is not None and board.kind_pending(k)
             if pending:  # still being checked: a finding filter on it still works (its own SQL)
                 why = None
+            # not known yet (being checked, or no scan has answered): a neutral chip, not the default
+            # severity's colour and glyph, which the scan's answer then contradicted (a tester saw a
+            # chip change severity when the scan landed)
+            unknown = pending or (n is None and not why)
+            sev = self.chip_severity(k)
             shown = ""
-            if pending:
+            if unknown:
                 shown = "  …"
             elif n is not None and not why:
                 shown = f"  {n} of {totals.get(k, 0)}" if totals is not None else f"  {n}"
-            b.setText(f"{theme.kind_glyph(k, sev)} {theme.KIND_SHORT[k]}" + shown)  # the kind's hint or sev's
+            glyph = self.PENDING_GLYPH if unknown else theme.kind_glyph(k, sev)  # the kind's hint or sev's
+            b.setText(f"{glyph} {theme.KIND_SHORT[k]}" + shown)
             col = theme.kind_colour(k, sev).name()
             b.setEnabled(why is None)
             b.setToolTip(
                 (why if why.startswith(("still", "the check")) else f"Not checkable with this layout: {why}")
                 if why
-                else ("still being checked — " if pending else "")
-                + f"{sev.value} — show only operations with {theme.a_an(theme.KIND_WORDS[k])}"
+                else ("still being checked (its severity is known once it is) — " if unknown else f"{sev.value} — ")
+                + f"show only operations with {theme.a_an(theme.KIND_WORDS[k])}"
             )
             b.setStyleSheet(
                 f"QToolButton {{ border: 1px solid {col}; border-radius: 9px; padding: 1px 8px; }}"
                 f"QToolButton:checked {{ background: {col}; color: white; }}"
-                if n
+                if n and not unknown
                 else "QToolButton { border: 1px solid palette(mid); border-radius: 9px; padding: 1px 8px; }"
                 "QToolButton:checked { background: palette(highlight); color: palette(highlighted-text); }"
             )

@@ -1,12 +1,15 @@
-"""Qt item models. The operations model is lazy: it holds only the pages fetched so far and asks the
-database for the next page (keyset paging, :meth:`idemview.ledger.reader.Ledger.page`) on ``fetchMore``, on a
-worker thread. Sorting is a new database query, never a proxy model over rows in memory — a 10-million
-row ledger sorts the same way a 10-row one does.
+"""Qt item models. The operations model is lazy: it asks the database for the next page (keyset paging,
+:meth:`idemview.ledger.reader.Ledger.page`) on ``fetchMore``, on a worker thread, and holds no result set:
+only the pages most recently looked at, at most :data:`CACHE_PAGES` of them (an LRU; issue 27 item 3),
+and for every page fetched its keyset cursor (a tuple of two or three values). A page that fell out of
+the cache is read again by its cursor when the view paints it. Sorting is a new database query, never a
+proxy model over rows in memory — a 10-million row ledger sorts the same way a 10-row one does.
 """
 
 from __future__ import annotations
 
 import gc
+from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
@@ -86,6 +89,10 @@ OP_COLUMNS = [
 #: From this many effect records an operation's side effect happened more than once: highlighted.
 EFFECTS_WARN = 2
 
+#: Pages of rows the operations model keeps (LRU): with 500-row pages at most 5,000 rows are held
+#: however far the grid scrolls; the visible page is always the most recently used one.
+CACHE_PAGES = 10
+
 #: Role carrying the row's findings (list[Finding]) for the badge delegate.
 FindingsRole = Qt.ItemDataRole.UserRole + 1
 #: Role carrying the row's :class:`~idemview.services.findstate.OpFindings` (pending / none / these).
@@ -115,7 +122,13 @@ class OperationsModel(QAbstractTableModel):
         self.scanned: FindingsResult | None = None  # the tab's scan: a finding filter uses its answer
         self._sql_findings = False  # the page in flight runs the findings' SQL (the scan had no answer)
         self.sort_key, self.descending = "created_at", True
-        self._rows: list[OpRow] = []
+        # the pages held (page number -> rows, least recently used first) and, for every page fetched,
+        # the cursor it starts after and its length: rows are never kept beyond CACHE_PAGES pages
+        self._pages: OrderedDict[int, list[OpRow]] = OrderedDict()
+        self._starts: list[tuple | None] = []
+        self._lens: list[int] = []
+        self._n = 0  # rows fetched so far (the grid's row count)
+        self._refetching: set[int] = set()
         self._cursor: tuple | None = None
         self._started = False  # first page requested
         self._loading = False
@@ -125,7 +138,7 @@ class OperationsModel(QAbstractTableModel):
         self._fx_counts: dict[tuple[str, str], int] = {}
         self._fx_where = ""  # where they are counted, masked ("" without [effects])
         self._query_gen = 0  # bumped by set_query: a late count of an older query is dropped
-        self._pages = 0  # pages of the current query (one effects channel each)
+        self._fx_pages = 0  # effect counts asked for the current query (one channel each)
 
     # ------------------------------------------------------------------------------ queries
 
@@ -141,8 +154,8 @@ class OperationsModel(QAbstractTableModel):
 
     def effect_count(self, row: int) -> int | None:
         """Effect records of row ``row``'s operation (None: not counted yet, or no effects)."""
-        r = self._rows[row]
-        return self._fx_counts.get((r.scope_raw, r.key_raw))
+        r = self._row_or_none(row)
+        return None if r is None else self._fx_counts.get((r.scope_raw, r.key_raw))
 
     def set_query(
         self, flt: Filter | None = None, now: datetime | None = None, findings: FindingsResult | None = None
@@ -157,7 +170,8 @@ class OperationsModel(QAbstractTableModel):
             self.scanned = findings
         self._cancel_effect_counts()
         self.beginResetModel()
-        self._rows, self._cursor = [], None
+        self._pages, self._starts, self._lens, self._n, self._cursor = OrderedDict(), [], [], 0, None
+        self._refetching = set()
         self._revealed = {}
         self._fx_counts = {}
         self._exhausted = self.ledger is None
@@ -201,8 +215,8 @@ class OperationsModel(QAbstractTableModel):
         # are loaded: no loop over tens of thousands of rows on the GUI thread.
         self.by_ref = findings.by_ref
         self.scanned = findings
-        if self._rows:
-            self.dataChanged.emit(self.index(0, COL_FINDINGS), self.index(len(self._rows) - 1, COL_FINDINGS))
+        if self._n:
+            self.dataChanged.emit(self.index(0, COL_FINDINGS), self.index(self._n - 1, COL_FINDINGS))
 
     def _request(self, after):
         ledger, masker, flt, sort, desc = self.ledger, self.masker, self.flt, self.sort_key, self.descending
@@ -210,6 +224,7 @@ class OperationsModel(QAbstractTableModel):
         self._started = True
         self._sql_findings = bool(flt.findings) and not self.scan_answers(flt)
         self._set_loading(True)
+        self._pending_start = after
         self.runner.submit(
             "page",
             lambda tok: fetch_page(
@@ -234,7 +249,7 @@ class OperationsModel(QAbstractTableModel):
 
     def waits_on_finding_sql(self) -> bool:
         """The first page of a finding filter is being asked in SQL (the scan had not answered yet)."""
-        return self._loading and self._sql_findings and not self._rows
+        return self._loading and self._sql_findings and not self._n
 
     def _on_page(self, result):
         rows, cursor = result
@@ -245,24 +260,104 @@ class OperationsModel(QAbstractTableModel):
         self._cursor = cursor if rows else None
         self._exhausted = self._cursor is None
         if rows:
-            first = len(self._rows)
+            first, page = self._n, len(self._lens)
             self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
-            self._rows.extend(rows)
+            self._starts.append(getattr(self, "_pending_start", None))
+            self._lens.append(len(rows))
+            self._n += len(rows)
+            self._keep(page, rows)
             self.endInsertRows()
             if self.has_effects():
                 self._count_effects(rows, first)
-            # Loaded rows live as long as the grid: take them out of the cyclic GC's generations (they
-            # hold no cycles; refcounting still frees them). Otherwise every full collection walks
-            # tens of thousands of rows while holding the GIL, which stalls the event loop.
+            # Held rows are few (CACHE_PAGES pages) but live a while: out of the cyclic GC's
+            # generations (no cycles; refcounting still frees them), so full collections stay short.
             gc.freeze()
         self._set_loading(False)
-        self.page_loaded.emit(len(self._rows))
+        self.page_loaded.emit(self._n)
+
+    # ------------------------------------------------------------------------- the page cache
+
+    def _keep(self, page: int, rows: list[OpRow]) -> None:
+        """Hold ``rows`` as page ``page`` (most recently used); the least recently used pages beyond
+        :data:`CACHE_PAGES` are dropped, with what was kept per row of them (effect counts, reveals)."""
+        self._pages[page] = rows
+        self._pages.move_to_end(page)
+        while len(self._pages) > CACHE_PAGES:
+            gone, old = self._pages.popitem(last=False)
+            for r in old:
+                self._fx_counts.pop((r.scope_raw, r.key_raw), None)
+
+    def _locate(self, i: int) -> tuple[int, int]:
+        """(page, offset) of row ``i``: pages are ``page_size`` long except the last fetched."""
+        ps = self.page_size
+        page = min(i // ps, len(self._lens) - 1)
+        return page, i - page * ps
+
+    def _row_or_none(self, i: int) -> OpRow | None:
+        """Row ``i`` when its page is held (touching it: most recently used), else None and the page is
+        read again on a worker (the view repaints the rows when it lands)."""
+        if not 0 <= i < self._n:
+            return None
+        page, off = self._locate(i)
+        rows = self._pages.get(page)
+        if rows is None:
+            self._refetch(page)
+            return None
+        self._pages.move_to_end(page)
+        return rows[off] if off < len(rows) else None
+
+    def _refetch(self, page: int) -> None:
+        if page in self._refetching or self.ledger is None:
+            return
+        self._refetching.add(page)
+        ledger, masker, flt, sort, desc = self.ledger, self.masker, self.flt, self.sort_key, self.descending
+        now, by_ref, limit, scanned = self.now, self.by_ref, self._lens[page], self.scanned_for(self.flt)
+        after, gen = self._starts[page], self._query_gen
+
+        def landed(result) -> None:
+            self._refetching.discard(page)
+            if gen != self._query_gen:
+                return
+            rows, _cursor = result
+            self._keep(page, rows)
+            first = page * self.page_size
+            last = min(first + self._lens[page], self._n) - 1
+            if last >= first:
+                self.dataChanged.emit(self.index(first, 0), self.index(last, len(OP_COLUMNS) - 1))
+                if self.has_effects():
+                    self._count_effects(rows, first)
+
+        def failed(err: JobError) -> None:
+            self._refetching.discard(page)
+            if gen == self._query_gen and not err.cancelled:
+                self.error.emit(err)
+
+        self.runner.submit(
+            f"repage:{page}",
+            lambda tok: fetch_page(
+                ledger, masker, flt, sort, desc, after, limit, now or datetime.now(theme.UTC), by_ref, scanned
+            ),
+            landed,
+            failed,
+        )
+
+    def held_rows(self) -> int:
+        """Rows held in memory now (at most ``CACHE_PAGES * page_size``)."""
+        return sum(len(r) for r in self._pages.values())
+
+    def cached(self) -> list[tuple[int, OpRow]]:
+        """(row number, row) of every row held, in row order (finding a row without fetching any)."""
+        out = []
+        for page in sorted(self._pages):
+            base = page * self.page_size
+            out.extend((base + j, r) for j, r in enumerate(self._pages[page]))
+        return out
 
     def _cancel_effect_counts(self) -> None:
         self._query_gen += 1
-        self._pages = 0
+        self._fx_pages = 0
         for ch in self.runner.pending():
-            if ch.startswith("effects:"):
+            if ch.startswith(("effects:", "repage:")):
                 self.runner.cancel(ch)
 
     def _count_effects(self, rows: list[OpRow], first: int) -> None:
@@ -271,14 +366,14 @@ class OperationsModel(QAbstractTableModel):
         does not drop page 1's answer; a new query (``set_query``) drops them all."""
         ledger, gen = self.ledger, self._query_gen
         refs = [(r.scope_raw, r.key_raw) for r in rows]
-        page = self._pages
-        self._pages += 1
+        page = self._fx_pages
+        self._fx_pages += 1
 
         def done(res: EffectCounts):
             if gen != self._query_gen:
                 return
             self._fx_counts.update(res.counts)
-            last = min(first + len(rows), len(self._rows)) - 1
+            last = min(first + len(rows), self._n) - 1
             if last >= first:
                 self.dataChanged.emit(self.index(first, COL_EFFECTS), self.index(last, COL_EFFECTS))
 
@@ -317,7 +412,7 @@ class OperationsModel(QAbstractTableModel):
             self._request(self._cursor)
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self._rows)
+        return 0 if parent.isValid() else self._n
 
     def columnCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(OP_COLUMNS)
@@ -351,14 +446,18 @@ class OperationsModel(QAbstractTableModel):
         return None
 
     def row(self, i: int) -> OpRow:
-        return self._rows[i]
+        """Row ``i``; IndexError when it is not held (its page is being read again)."""
+        r = self._row_or_none(i)
+        if r is None:
+            raise IndexError(i)
+        return r
 
     #: grid column -> Operation field that "Reveal this value" re-reads
     REVEALABLE = {COL_KEY: "key", COL_SCOPE: "scope", COL_KIND: "kind"}
 
     def set_revealed(self, row: int, column: int, value: str) -> None:
         """Show ``value`` (revealed on the user's explicit request) instead of the masked cell."""
-        if 0 <= row < len(self._rows):
+        if 0 <= row < self._n:
             self._revealed[(row, column)] = value
             ix = self.index(row, column)
             self.dataChanged.emit(ix, ix)
@@ -367,39 +466,21 @@ class OperationsModel(QAbstractTableModel):
         return (row, column) in self._revealed
 
     def rows(self) -> list[OpRow]:
-        return list(self._rows)
+        """The rows held, in row order (every row fetched while they fit the cache)."""
+        return [r for _i, r in self.cached()]
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or index.row() >= len(self._rows):
+        if not index.isValid() or index.row() >= self._n:
             return None
-        r, c = self._rows[index.row()], index.column()
+        r, c = self._row_or_none(index.row()), index.column()
+        if r is None:  # its page is being read again: a placeholder, never a stale or guessed value
+            return "…" if role == Qt.ItemDataRole.DisplayRole and c in (COL_KEY, COL_SCOPE) else None
         if self._revealed and role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
             rv = self._revealed.get((index.row(), c))
             if rv is not None:
                 return rv if role == Qt.ItemDataRole.DisplayRole else "revealed on request"
         if role == Qt.ItemDataRole.DisplayRole:
-            if c == COL_KEY:
-                return r.key
-            if c == COL_SCOPE:
-                return r.scope
-            if c == COL_KIND:
-                return r.kind
-            if c == COL_STATUS:
-                return f"{theme.STATUS_GLYPHS[r.status]} {theme.STATUS_WORDS[r.status]}"
-            if c == COL_CREATED:
-                return theme.TIME.fmt(r.created_at)
-            if c == COL_EXPIRES:
-                return theme.TIME.fmt(r.expires_at)
-            if c == COL_ATTEMPTS:
-                return "—" if r.attempts is None else str(r.attempts)
-            if c == COL_EFFECTS:
-                n = self._fx_counts.get((r.scope_raw, r.key_raw))
-                if n is None or not self.has_effects():
-                    return ""
-                return f"{n} ⚠" if n >= EFFECTS_WARN else str(n)
-            if c == COL_FINDINGS:
-                # plain-text form (the delegate paints badges; this is for copy and accessibility)
-                return ", ".join(f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_WORDS[f.kind]}" for f in self._fs(r))
+            return self._display(r, c)
         elif role == Qt.ItemDataRole.ToolTipRole:
             if c == COL_STATUS:
                 return f"{theme.STATUS_WORDS[r.status]} (ledger says: {r.raw_status})"
@@ -450,6 +531,32 @@ class OperationsModel(QAbstractTableModel):
             return self._state(r)
         elif role == RowRole:
             return r
+        return None
+
+    def _display(self, r: OpRow, c: int) -> Any:
+        """The text of column ``c`` of row ``r`` (masked values, times in the chosen zone)."""
+        if c == COL_KEY:
+            return r.key
+        if c == COL_SCOPE:
+            return r.scope
+        if c == COL_KIND:
+            return r.kind
+        if c == COL_STATUS:
+            return f"{theme.STATUS_GLYPHS[r.status]} {theme.STATUS_WORDS[r.status]}"
+        if c == COL_CREATED:
+            return theme.TIME.fmt(r.created_at)
+        if c == COL_EXPIRES:
+            return theme.TIME.fmt(r.expires_at)
+        if c == COL_ATTEMPTS:
+            return "—" if r.attempts is None else str(r.attempts)
+        if c == COL_EFFECTS:
+            n = self._fx_counts.get((r.scope_raw, r.key_raw))
+            if n is None or not self.has_effects():
+                return ""
+            return f"{n} ⚠" if n >= EFFECTS_WARN else str(n)
+        if c == COL_FINDINGS:
+            # plain-text form (the delegate paints badges; this is for copy and accessibility)
+            return ", ".join(f"{theme.SEVERITY_GLYPHS[f.severity]} {theme.KIND_WORDS[f.kind]}" for f in self._fs(r))
         return None
 
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:

@@ -21,91 +21,25 @@ parallel while still bounding the number of connections opened against a product
 
 from __future__ import annotations
 
-import errno
 import itertools
 import logging
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
-from sqlalchemy.exc import DBAPIError
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
 
-from idemview.errors import ConnectionLost, QueryCancelled, QueryTimedOut
-from idemview.ledger.connect import short_error
-from idemview.ledger.errors import classify
 from idemview.services.cancel import Cancelled, CancelToken, bind_token, current_token, watch_engine  # noqa: F401 - re-exported for the GUI
+from idemview.services.work import JobError, StreamStart, describe_error  # noqa: F401 - re-exported for the GUI
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class JobError:
-    """A failed job, already in words fit for the UI (no SQL, no password). ``connection_lost`` means
-    the database went away (show Reconnect); ``cancelled`` means the user stopped it."""
-
-    message: str
-    connection_lost: bool = False
-    cancelled: bool = False
-    detail: str = ""
-
-
-_WRITE_ERRNOS = frozenset(
-    getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG", "EIO") if hasattr(errno, n)
-)
-
-
-def describe_error(e: BaseException) -> JobError:
-    """The UI's words for a failed job. Every message and detail goes through the masker first
-    (:func:`idemview.masking.masker.mask_message`): a driver's error can quote ledger data (an e-mail,
-    a card number) or a connection string, and a banner is a message like any other (DESIGN §6)."""
-    from idemview.masking.masker import mask_message
-
-    err = _describe_error(e)
-    err.message = mask_message(err.message)
-    if err.detail:
-        err.detail = mask_message(err.detail)
-    return err
-
-
-def _describe_error(e: BaseException) -> JobError:
-    if isinstance(e, Cancelled):
-        return JobError("cancelled", cancelled=True)
-    if isinstance(e, DBAPIError):
-        # by the driver's code (SQLSTATE, errno, SQLite result code), never its words: idemview.ledger.errors
-        msg = short_error(e)
-        token = current_token()
-        kind = classify(e, cancel_requested=bool(token is not None and token.cancelled))
-        if isinstance(kind, QueryCancelled):
-            return JobError("the query was cancelled", cancelled=True)
-        if isinstance(kind, QueryTimedOut):
-            return JobError(f"the query ran past its time limit: {msg}")
-        lost = isinstance(kind, ConnectionLost)
-        return JobError(("connection lost: " if lost else "the database refused a query: ") + msg, connection_lost=lost)
-    from idemview.errors import CannotConnect
-
-    if isinstance(e, CannotConnect):  # ledger.connect.ConnectError, ledger.tunnel.TunnelError: words to show
-        return JobError(str(e), connection_lost=True)
-    from idemview.evidence.writer import FinalNameTaken
-
-    if isinstance(e, FinalNameTaken):
-        return JobError(str(e))
-    if isinstance(e, OSError) and not isinstance(e, ConnectionError) and e.errno in _WRITE_ERRNOS:
-        # disk full, read-only or forbidden folder: words, not "[Errno 28]"
-        where = f" {e.filename}" if e.filename else ""
-        return JobError(f"cannot write{where}: {e.strerror}")
-    from idemview.ledger.connect import redact
-
-    return JobError(
-        f"{type(e).__name__}: {redact(str(e))[:300]}", detail="".join(traceback.format_exception(e))[-4000:]
-    )
-
-
 class _Relay(QObject):
-    """Carries a finished job back to the GUI thread (queued connection: the relay lives there)."""
+    """Carries a finished job, and a stream's messages, back to the GUI thread (queued connection: the
+    relay lives there)."""
 
     finished = Signal(object)
+    message = Signal(object)
 
 
 _job_ids = itertools.count(1)
@@ -176,7 +110,10 @@ class Runner(QObject):
 
     ``submit(channel, fn, on_ok, on_error)``: ``fn(token)`` runs on a worker thread; ``on_ok(result)``
     or ``on_error(JobError)`` run on the GUI thread, unless a newer job was submitted on the same
-    channel or the channel was cancelled. ``busy_changed(bool)`` tells a spinner when work is pending.
+    channel or the channel was cancelled. ``stream(channel, start, on_message, on_done)``: work that
+    runs elsewhere (the findings process) and sends messages, with the same generations and cancel.
+    ``busy_changed(bool)`` tells a spinner when work is pending. The Qt implementation of
+    :class:`idemview.services.work.Worker`.
     """
 
     busy_changed = Signal(bool)
@@ -185,8 +122,10 @@ class Runner(QObject):
         super().__init__(parent)
         self._relay = _Relay(self)
         self._relay.finished.connect(self._deliver)
+        self._relay.message.connect(self._deliver_message)
         self._gen: dict[str, int] = {}
         self._pending: dict[str, tuple[CancelToken, Callable | None, Callable | None]] = {}
+        self._streams: dict[str, tuple[int, Any, Callable]] = {}  # channel -> (gen, handle, on_message)
 
     def submit(
         self,
@@ -196,22 +135,90 @@ class Runner(QObject):
         on_error: Callable[[JobError], None] | None = None,
         *,
         cancel_previous: bool = True,
+        run: bool = True,
     ) -> int:
         gen = self._gen.get(channel, 0) + 1
         self._gen[channel] = gen
         prev = self._pending.get(channel)
         if prev is not None and cancel_previous:
             prev[0].cancel()  # nobody will read its answer; stop it in the database too
+            self._stop_stream(channel)
         token = CancelToken()
         was_busy = bool(self._pending)
         self._pending[channel] = (token, on_ok, on_error)
         # What a person waits for (grid pages, counts, the detail pane, search) goes ahead of the
         # background findings scan in the pool's queue; a whole-ledger finding kind can take a while.
-        background = channel.startswith(("findings:", "merge"))
-        pool().start(_Job(self._relay, channel, gen, fn, token), 0 if background else 10)
+        background = channel.startswith(("findings", "merge"))
+        if run:  # a stream (run=False) runs elsewhere: only its generation and token are kept here
+            pool().start(_Job(self._relay, channel, gen, fn, token), 0 if background else 10)
         if not was_busy:
             self.busy_changed.emit(True)
         return gen
+
+    def stream(
+        self,
+        channel: str,
+        start: StreamStart,
+        on_message: Callable[[Any], None],
+        on_done: Callable[[str | None], None] | None = None,
+    ) -> int:
+        """Start work that runs elsewhere and sends messages: ``start(emit, done, token)`` returns a
+        handle with ``cancel()``; ``emit``/``done`` may be called from any thread, and reach
+        ``on_message(msg)`` / ``on_done(error or None)`` on the GUI thread while this is the channel's
+        newest submission. Cancelling the channel cancels the handle (terminates the process)."""
+        relay = self._relay
+        gen_box: list[int] = []
+
+        def emit(msg: Any) -> None:
+            try:
+                relay.message.emit((channel, gen_box[0], msg))
+            except RuntimeError:  # the owner was closed while the work ran
+                pass
+
+        def done(err: str | None) -> None:
+            try:
+                relay.finished.emit((channel, gen_box[0], True, err))
+            except RuntimeError:
+                pass
+
+        def ok(err: str | None) -> None:
+            self._streams.pop(channel, None)
+            if on_done is not None:
+                on_done(err)
+
+        gen = self.submit(channel, lambda tok: None, ok, None, run=False)
+        gen_box.append(gen)
+        token = self._pending[channel][0]
+        try:
+            handle = start(emit, done, token)
+        except BaseException:
+            self.cancel(channel)
+            raise
+        self._streams[channel] = (gen, handle, on_message)
+        return gen
+
+    def _stop_stream(self, channel: str) -> None:
+        s = self._streams.pop(channel, None)
+        if s is not None and s[1] is not None:
+            s[1].cancel()
+
+    def _deliver_message(self, out) -> None:
+        channel, gen, msg = out
+        s = self._streams.get(channel)
+        if s is None or s[0] != gen or self._gen.get(channel) != gen:
+            return  # stale: a newer stream, or the channel was cancelled
+        s[2](msg)
+
+    def call_later(self, seconds: float, fn: Callable[[], None]) -> QTimer:
+        """Run ``fn()`` on the GUI thread after ``seconds`` (a single-shot timer; ``cancel()`` stops it)."""
+        t = QTimer(self)
+        t.setSingleShot(True)
+        t.setInterval(int(seconds * 1000))
+        t.timeout.connect(fn)
+        t.timeout.connect(t.deleteLater)
+        t.cancel = t.stop  # type: ignore[attr-defined]  # the Worker protocol's Timer
+        t.start()
+        return t
 
     def cancel(self, channel: str | None = None) -> None:
         """Cancel one channel (or all): the running statement is interrupted, its result dropped."""
@@ -221,6 +228,7 @@ class Runner(QObject):
             self._gen[ch] = self._gen.get(ch, 0) + 1
             if p is not None:
                 p[0].cancel()
+            self._stop_stream(ch)
         if not self._pending:
             self.busy_changed.emit(False)
 

@@ -24,18 +24,20 @@ from typing import Any, overload
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind, Severity
+from idemview.services.packedrefs import PackedRefs, RefChain, ref_hash
 from idemview.services.session import FilteredFindings, FindingsResult, count_matching, findings_in_filter
 
 
 class CompactKind:
-    """The findings of one kind beyond the detailed ones: ``runs`` [(severity, [(scope, key), ...])] in
-    F8 order and a set per severity for look-ups; ``count`` / ``ops`` / ``worst`` the exact numbers of
-    the whole kind (detailed ones included), set when its summary arrives (``complete``)."""
+    """The findings of one kind beyond the detailed ones: ``runs`` [(severity, references)] in F8 order
+    (each a :class:`~idemview.services.packedrefs.RefChain` of packed chunks, never a list of tuples)
+    and ``by_sev`` severity -> its packed chunks for look-ups; ``count`` / ``ops`` / ``worst`` the
+    exact numbers of the whole kind (detailed ones included), set when its summary arrives (``complete``)."""
 
     def __init__(self, kind: FindingKind):
         self.kind = kind
-        self.runs: list[tuple[Severity, list[tuple[str, str]]]] = []
-        self.by_sev: dict[Severity, set[tuple[str, str]]] = {}
+        self.runs: list[tuple[Severity, RefChain]] = []
+        self.by_sev: dict[Severity, list[PackedRefs]] = {}
         self.count = 0
         self.ops = 0
         self.worst: Severity | None = None
@@ -43,13 +45,14 @@ class CompactKind:
         self.by_action: dict[str, int] = {}
         self.complete = False
 
-    def add(self, severity: Severity, refs: list[tuple[str, str]]) -> None:
-        """One chunk from the process (GUI thread: a list extend and a set update, a few ms)."""
+    def add(self, severity: Severity, refs: PackedRefs | Sequence[tuple[str, str]]) -> None:
+        """One chunk from the process (owner's thread: two list appends)."""
+        packed = refs if isinstance(refs, PackedRefs) else PackedRefs.pack(refs)
         if self.runs and self.runs[-1][0] == severity:
-            self.runs[-1][1].extend(refs)
+            self.runs[-1][1].append(packed)
         else:
-            self.runs.append((severity, list(refs)))
-        self.by_sev.setdefault(severity, set()).update(refs)
+            self.runs.append((severity, RefChain([packed])))
+        self.by_sev.setdefault(severity, []).append(packed)
 
     def finish(self, summary: tuple) -> None:
         """The exact numbers: ``(findings, operations, worst severity[, {action class: findings}])``."""
@@ -59,25 +62,32 @@ class CompactKind:
         self.complete = True
 
     def severity_of(self, ref: tuple[str, str]) -> Severity | None:
-        for sev, refs in self.by_sev.items():
-            if ref in refs:
+        if not self.by_sev:
+            return None
+        h = ref_hash(ref)
+        for sev, chunks in self.by_sev.items():
+            if any(c.has_hash(h) for c in chunks):
                 return sev
         return None
+
+    def hashes(self):
+        """The hashes of every key of this kind (a numpy ``uint64`` array, unsorted across chunks)."""
+        import numpy as np
+
+        parts = [c.hashes for chunks in self.by_sev.values() for c in chunks]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype="<u8")
 
     def __len__(self) -> int:
         return sum(len(r) for _s, r in self.runs)
 
-    def release(self, chunk: int = 20_000) -> None:
-        """Empty this kind in small steps (a worker, when a newer scan has replaced it): dropping a
-        million keys at once frees them in one C call that holds the GIL for ~0.25 s, a stall of the
-        GUI thread; a few ms per step lets the GIL pass between them."""
-        for _s, refs in self.runs:
-            while refs:
-                del refs[-chunk:]
-        for refs_set in self.by_sev.values():
-            while refs_set:
-                for _ in range(min(chunk, len(refs_set))):
-                    refs_set.pop()
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the packed keys (BENCHMARKS.md: what the GUI keeps of a compact kind)."""
+        return sum(c.nbytes for chunks in self.by_sev.values() for c in chunks)
+
+    def release(self) -> None:
+        """Drop the keys (a newer scan replaced this one): a few large buffers, freed at once in
+        microseconds (a list of a million tuples took ~0.25 s of the GIL to free)."""
         self.runs, self.by_sev = [], {}
 
 
@@ -151,16 +161,13 @@ def apply_compact(res: FindingsResult, compact: dict[FindingKind, CompactKind]) 
     kind_rows = [(k, compact[k].worst or s, compact[k].ops) if k in compact else (k, s, n) for k, s, n in res.kind_rows]
     n_findings = len(res.findings) + sum(c.count - detailed[k] for k, c in compact.items())
     seen = res.by_ref
-    sets = [refs for c in compact.values() for refs in c.by_sev.values()]
-    if len(sets) == 1:  # the usual case: one set, its size less the operations already counted
-        extra = len(sets[0]) - sum(1 for ref in seen if ref in sets[0])
-    else:  # a Python loop (the GIL passes every few ms), not one long set union
-        union: set[tuple[str, str]] = set()
-        for refs in sets:
-            for ref in refs:
-                if ref not in seen:
-                    union.add(ref)
-        extra = len(union)
+    # distinct keys of the compact kinds not already among the detailed findings: one numpy pass over
+    # the packed hashes (C, on this worker), not a set of a million tuples
+    import numpy as np
+
+    allh = np.unique(np.concatenate([c.hashes() for c in compact.values()]))
+    seen_h = np.fromiter((ref_hash(r) for r in seen), dtype="<u8", count=len(seen))
+    extra = len(allh) - int(np.isin(np.unique(seen_h), allh).sum())
     n_ops = len(seen) + extra
     return CompactFindingsResult(
         res.now,
@@ -256,7 +263,7 @@ def narrow_compact(ledger, res: FindingsResult, flt: Filter, now: datetime, toke
     if whole:
         chosen = set(flt.findings)
         tails = [(k, s, refs) for k, c in res.compact.items() if not chosen or k in chosen for s, refs in c.runs]
-        ff.ordered = FindingWalk(ff.ordered, tails)  # type: ignore[assignment]
+        ff.ordered = FindingWalk(ff.ordered, tails)  # type: ignore[assignment,arg-type]
     return ff
 
 

@@ -16,7 +16,8 @@ Messages on the pipe, each a tuple ``(what, kind, payload)``:
 
 A kind with more than ``detail_max`` findings (an aged ledger's million ``expired_key``, issue 11 §3) is
 sent compact: the first ``detail_max`` findings in F8 order (severity, then ``at``) in full as above, the
-rest as ``("keys", kind, (severity, [(scope, key), ...]))`` chunks in the same order, and before its
+rest as ``("keys", kind, (severity, PackedRefs))`` chunks (:mod:`idemview.services.packedrefs`: bytes and
+arrays, not lists of Python objects) in the same order, and before its
 "done" ``("summary", kind, (findings, operations, worst severity, {action class: findings}))`` with the
 exact numbers (each detailed finding carries its own ``action``; the keys after them are counted by class). The parent
 keeps the rest as key lists (:class:`CompactKind`): badges, the finding filter (its SQL), F8
@@ -80,8 +81,10 @@ def scan_process_main(
         from idemview.findings.engine import FindingEngine
         from idemview.ledger.connect import open_engine
         from idemview.ledger.reader import Ledger
+        from idemview.services.leanengine import bound_sqlite_memory
 
         engine = open_engine(url, password=password)
+        bound_sqlite_memory(engine)  # the findings process's memory is the window's too (issue 27 item 3)
         ledger = Ledger(engine, layout, name=name)
         fe = FindingEngine(ledger, now)
         unsupported = fe.unsupported()
@@ -106,6 +109,7 @@ def scan_process_main(
                 conn.send(("batch", k, [(f, masker.mask_text(f.explanation)) for f in head[i : i + batch]]))
             if summary is not None:
                 from idemview.domain.model import Severity
+                from idemview.services.packedrefs import PackedRefs
 
                 sevs = list(Severity)
                 for i in range(0, len(tail), KEYS_BATCH):
@@ -115,7 +119,8 @@ def scan_process_main(
                         so, stop = chunk[j][0], j
                         while stop < len(chunk) and chunk[stop][0] == so:
                             stop += 1
-                        conn.send(("keys", k, (sevs[so], [(t[-2], t[-1]) for t in chunk[j:stop]])))
+                        refs = PackedRefs.pack((t[-2], t[-1]) for t in chunk[j:stop])
+                        conn.send(("keys", k, (sevs[so], refs)))
                         j = stop
                     tail[i : i + KEYS_BATCH] = [None] * len(chunk)  # free as sent
                 conn.send(("summary", k, summary))
