@@ -146,3 +146,54 @@ def test_plain_intent_column_uses_its_index(indexed):
     led.layout = load_preset("idemview")
     led.ops = t
     assert rules._intent_indexed(led) is indexed
+
+
+def _basics_both_ways(url, layout="celery"):
+    from idemview.ledger.queries import ledger_basics
+    from idemview.ledger.unknown_times import unknown_time_counts
+
+    eng = open_engine(url)
+    try:
+        led = Ledger(eng, load_preset(layout))
+        stmts: list[str] = []
+        event.listen(eng, "before_cursor_execute", lambda c, cur, s, *a: stmts.append(s))
+        b = ledger_basics(led)
+        one_pass = list(stmts)
+        n_ops, n_att = led.counts()
+        return b, (n_ops, n_att, led.unmapped_counts(), unknown_time_counts(led)), one_pass
+    finally:
+        eng.dispose()
+
+
+def test_basics_in_one_pass_per_table(db):
+    """Counts, unmapped raw values and unknown times: the one-pass answer equals the three questions,
+    with unmapped statuses (then only the unmapped records are grouped) and without."""
+    writable, url = db
+    rows = _rows()
+    load(writable, celery_md(), {"celery_taskmeta": rows})
+    b, sep, stmts = _basics_both_ways(url)
+    assert (b.operations, b.attempts, b.unmapped, b.unknown_times) == sep
+    assert b.operations == len(rows) and b.attempts == len(rows)  # Celery counts retries + 1 per task
+    assert len(stmts) == 1, stmts  # one table, nothing unmapped: one statement
+    # a variant with raw statuses Celery's map does not know: grouped, counted, still equal
+    odd = [
+        dict(r, id=100 + i, task_id=f"odd-{i}", status=st)
+        for i, (r, st) in enumerate(zip(rows[:3], ["WEIRD", "WEIRD", "paused"], strict=True))
+    ]
+    load(writable, celery_md(), {"celery_taskmeta": rows + odd})
+    b, sep, stmts = _basics_both_ways(url)
+    assert (b.operations, b.attempts, b.unmapped, b.unknown_times) == sep
+    assert b.unmapped["status"] == {"WEIRD": 2, "paused": 1}
+    assert len(stmts) == 2 and "GROUP BY" in stmts[1].upper(), stmts
+
+
+def test_basics_on_the_demo_ledger(tmp_path):
+    """The reference layout: operations and an attempts table (counted by rows), time columns of both."""
+    from idemview.services.demo import write_demo
+
+    p = tmp_path / "demo.db"
+    write_demo(p, operations=300, seed=5, anchor=NOW)
+    b, sep, stmts = _basics_both_ways(str(p), "idemview")
+    assert (b.operations, b.attempts, b.unmapped, b.unknown_times) == sep
+    assert b.operations >= 300 and b.attempts > b.operations
+    assert len([s for s in stmts if "GROUP BY" not in s.upper()]) == 2, stmts  # one pass per table
