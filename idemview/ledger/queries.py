@@ -376,14 +376,21 @@ def ledger_basics(ledger: Ledger, *, unknown_times: bool = True) -> Basics:
     from sqlalchemy import and_, case, null
     from sqlalchemy.sql.elements import Null
 
-    from idemview.ledger.reader import Ledger as _Ledger
     from idemview.ledger.unknown_times import _stored, unknown_time_counts
 
     cls = type(ledger)
     a = ledger.layout.attempts
+
+    def base(name: str) -> bool:  # the reader's own method (this module is below the reader: no import)
+        f = getattr(cls, name, None)
+        return (
+            getattr(f, "__module__", "") == "idemview.ledger.reader"
+            and getattr(f, "__qualname__", "") == f"Ledger.{name}"
+        )
+
     own = (
-        cls.counts is not _Ledger.counts
-        or cls.unmapped_counts is not _Ledger.unmapped_counts
+        not base("counts")
+        or not base("unmapped_counts")
         or a.source == "json_array"
         or getattr(ledger, "time_cols", None) is None
     )
