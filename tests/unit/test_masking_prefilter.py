@@ -89,7 +89,6 @@ def test_generated_rejected_texts_find_nothing(text):
     [
         "ch_1987200_1",
         "payment.capture",
-        "23758a80-1987200",
         "succeeded",
         "billing.tasks.charge",
         "9e3779b1-0085-4d45-8757-71be6d021923",
