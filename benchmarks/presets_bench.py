@@ -57,6 +57,9 @@ TARGET_PANDAS = 10.0  # scan >= 10x faster than pandas read_sql + groupby
 TARGET_EXPORT_RATE = 150_000
 TARGET_EXPORT_VS_PANDAS = 2.0
 TARGET_RSS_MB = 500
+#: --no-windows leaves `idemview windows` out; --audit-share also times each scan with --audit-rows 0
+WINDOWS = True
+AUDIT_SHARE = False
 
 
 # ------------------------------------------------------------------------------- child processes
@@ -255,7 +258,8 @@ def _engine_keys(path: str) -> dict[str, set] | None:
 def _compare(a: dict[str, set] | None, b: dict[str, set] | None) -> str:
     if a is None or b is None:
         return "n/a"
-    kinds = {k for k in set(a) | set(b) if a.get(k) or b.get(k)}
+    # secret_at_rest is about the ledger's columns (no operation keys): the floor has no such query
+    kinds = {k for k in set(a) | set(b) if (a.get(k) or b.get(k)) and k != "secret_at_rest"}
     bad = [k for k in sorted(kinds) if a.get(k, set()) != b.get(k, set())]
     return "yes" if not bad else "NO: " + ", ".join(f"{k} {len(a.get(k, ()))}/{len(b.get(k, ()))}" for k in bad)
 
@@ -278,7 +282,7 @@ def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas
     sp = os.path.join(tmp, "floor_spec.json")
     json.dump(spec, open(sp, "w"))
     fl_out, sc_out = os.path.join(tmp, "floor_out.json"), os.path.join(tmp, "scan_out.json")
-    floors, scans, wins = [], [], []
+    floors, scans, wins, noaudit = [], [], [], []
     wi_out = os.path.join(tmp, "windows_out.json")
     for _ in range(repeat):
         floors.append(run_child([PY, "-c", FLOOR_CHILD, sp, fl_out]))
@@ -288,6 +292,15 @@ def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas
                 out_path=sc_out,
             )
         )
+        if AUDIT_SHARE:  # issue 21: the same scan without the ledger audit (its share of the scan)
+            noaudit.append(
+                run_child(
+                    [IDEMVIEW, "scan", scan_url, "--layout", preset, "--format", "json", "--now", pg.now_iso()]
+                    + ["--audit-rows", "0"],
+                )
+            )
+        if not WINDOWS:
+            continue
         # issue 22: `windows` on the same ledger, alternating with scan (same minutes, same load)
         wins.append(
             run_child(
@@ -296,7 +309,8 @@ def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas
             )
         )
     fl, sc = min(floors, key=lambda r: r["s"]), min(scans, key=lambda r: r["s"])
-    wi = min(wins, key=lambda r: r["s"])
+    wi = min(wins, key=lambda r: r["s"]) if wins else None
+    na = min(noaudit, key=lambda r: r["s"]) if noaudit else None
     fkeys = _keys(json.load(open(fl_out))) if fl["rc"] == 0 else None
     ekeys = _engine_keys(sc_out) if sc["rc"] == 0 else None
     res = {
@@ -308,11 +322,12 @@ def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas
         "keys_equal": _compare(ekeys, fkeys),
         "counts": {k: len(v) for k, v in (ekeys or {}).items()},
         "windows": wi,
+        "scan_no_audit": na,
     }
     try:
         res["windows_verdicts"] = {
             str(g["kind"]): g["verdict"] for g in json.load(open(wi_out))["groups"]
-        } if wi["rc"] == 0 else {}
+        } if wi and wi["rc"] == 0 else {}
     except (OSError, ValueError, KeyError):
         res["windows_verdicts"] = {}
     if sc["rc"] != 0:
@@ -633,6 +648,8 @@ def main(argv=None) -> int:
     ap.add_argument("--export-size", default="largest", help="Celery size exported (a --sizes entry; 'none')")
     ap.add_argument("--no-big-cells", action="store_true")
     ap.add_argument("--no-reuse", action="store_true")
+    ap.add_argument("--no-windows", action="store_true", help="leave `idemview windows` out")
+    ap.add_argument("--audit-share", action="store_true", help="also time each scan with --audit-rows 0")
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--notes", default=str(HERE / "NOTES_presets.md"), help="text appended to the report")
     ap.add_argument("--render-only", action="store_true", help="rewrite --out from the last results")
@@ -642,6 +659,8 @@ def main(argv=None) -> int:
         help="re-measure the exports (at --export-size) into the last results, then render",
     )
     args = ap.parse_args(argv)
+    global WINDOWS, AUDIT_SHARE
+    WINDOWS, AUDIT_SHARE = not args.no_windows, args.audit_share
     if args.only_export:
         # The exports alone, all engines in one run (same minutes, so the ratios to pandas compare):
         # printed as the report's export table; merged into the last full results when there are some.
@@ -722,10 +741,13 @@ def main(argv=None) -> int:
                     r["repeat"] = rep
                     r["generate_s"] = gen_s
                     res["scans"].append(r)
+                    wi, na = r["windows"], r["scan_no_audit"]
                     print(
-                        f"  scan {r['scan']['s']:.2f} s ({r['scan']['rss_mb']:.0f} MB), windows "
-                        f"{r['windows']['s']:.2f} s ({r['windows']['rss_mb']:.0f} MB, rc {r['windows']['rc']}), "
-                        f"floor {r['floor']['s']:.2f} s, keys {r['keys_equal']}, "
+                        f"  scan {r['scan']['s']:.2f} s ({r['scan']['rss_mb']:.0f} MB), "
+                        + (f"windows {wi['s']:.2f} s ({wi['rss_mb']:.0f} MB, rc {wi['rc']}), " if wi else "")
+                        + (f"scan --audit-rows 0 {na['s']:.2f} s, " if na else "")
+                        + f"floor {r['floor']['s']:.2f} s, scan/floor {r['scan']['s'] / r['floor']['s']:.2f}, "
+                        f"keys {r['keys_equal']}, "
                         f"pandas {r.get('pandas', {}).get('s', float('nan')):.2f} s",
                         flush=True,
                     )

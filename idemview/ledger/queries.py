@@ -343,3 +343,118 @@ def index_warnings(ledger: Ledger) -> list[IndexWarning]:
         if a.started_at is not None:
             check(ledger.att, [a.started_at.column], "the incident overview")
     return out
+
+
+# ------------------------------------------------------------------------------- whole-ledger basics
+
+
+@dataclass
+class Basics:
+    """What a scan says about the whole ledger before its findings (DESIGN §9): ``operations``
+    (records), ``attempts`` (rows of the attempts table, elements of JSON arrays, or the sum of the
+    counter column), ``unmapped`` (``{"status": {RAW: N}, "outcome": {RAW: N}}``, as
+    :meth:`Ledger.unmapped_counts`) and ``unknown_times`` (``{time field: N}``, as
+    :func:`idemview.ledger.unknown_times.unknown_time_counts`; ``None`` when not asked)."""
+
+    operations: int
+    attempts: int
+    unmapped: dict[str, dict[str, int]]
+    unknown_times: dict[str, int] | None
+
+
+def ledger_basics(ledger: Ledger, *, unknown_times: bool = True) -> Basics:
+    """Counts, unmapped raw values and (``unknown_times``) stored times that are no instant, read in
+    **one aggregate pass per table** (issue 27 item 4): one ``SELECT count(*), sum(counter),
+    sum(unmapped?), sum(time unknown?) …`` over the operations table and one over an attempts table,
+    where the separate questions read each table up to three times. Raw values are grouped only when
+    that pass saw an unmapped record, and then only the unmapped records (a GROUP BY over every row
+    makes SQLite sort all of them: 3.2 s against 1.6 s for the plain aggregate at 2M Celery rows).
+    The answers equal :meth:`Ledger.counts`, :meth:`Ledger.unmapped_counts` and
+    :func:`~idemview.ledger.unknown_times.unknown_time_counts`; a ledger class that answers those
+    itself (or JSON-array attempts, counted in Python) is asked through them. Raises what the
+    database raises."""
+    from sqlalchemy import and_, case, null
+    from sqlalchemy.sql.elements import Null
+
+    from idemview.ledger.unknown_times import _stored, unknown_time_counts
+
+    cls = type(ledger)
+    a = ledger.layout.attempts
+
+    def base(name: str) -> bool:  # the reader's own method (this module is below the reader: no import)
+        f = getattr(cls, name, None)
+        return (
+            getattr(f, "__module__", "") == "idemview.ledger.reader"
+            and getattr(f, "__qualname__", "") == f"Ledger.{name}"
+        )
+
+    own = (
+        not base("counts")
+        or not base("unmapped_counts")
+        or a.source == "json_array"
+        or getattr(ledger, "time_cols", None) is None
+    )
+    if own:
+        n_ops, n_att = ledger.counts()
+        ut = unknown_time_counts(ledger) if unknown_times else None
+        return Basics(n_ops, n_att, ledger.unmapped_counts(), ut)
+
+    one: ColumnElement = literal_column("1")
+    zero: ColumnElement = literal_column("0")
+    um_out: dict[str, dict[str, int]] = {"status": {}, "outcome": {}}
+    ut_out: dict[str, int] = {}
+    n_ops = n_att = 0
+
+    def time_sums(cols, epoch) -> list:
+        if not unknown_times or not cols:
+            return []
+        return [
+            func.sum(case((and_(_stored(cols[k][0]), epoch[k].is_(None)), one), else_=zero)).label(f"t_{k}")
+            for k in cols
+            if k in epoch
+        ]
+
+    def grouped(c, what, raw, cond, table, *where):
+        if isinstance(raw, Null):  # rules without a raw column: one count, nothing to group by
+            q = select(null().label("raw"), func.count().label("n")).select_from(table).where(cond, *where)
+        else:
+            q = select(raw.label("raw"), func.count().label("n")).select_from(table).where(cond, *where).group_by(raw)
+        for r in c.execute(q):
+            if int(r.n):
+                k = _raw_key(r.raw)
+                um_out[what][k] = um_out[what].get(k, 0) + int(r.n)
+
+    def one_pass(c, table, where, extra: list, um_cond, what, raw) -> dict:
+        cols = [func.count().label("n"), *extra]
+        if um_cond is not None:
+            cols.append(func.sum(case((um_cond, one), else_=zero)).label("um"))
+        q = select(*cols).select_from(table)
+        if where is not None:
+            q = q.where(where)
+        row = c.execute(q).one()._mapping
+        for k, v in row.items():
+            if k.startswith("t_") and int(v or 0):
+                ut_out[k[2:]] = ut_out.get(k[2:], 0) + int(v)
+        if um_cond is not None and int(row["um"] or 0):
+            grouped(c, what, raw, um_cond, table, *([where] if where is not None else []))
+        return dict(row)
+
+    with ledger.engine.connect() as c:
+        extra = time_sums(ledger.time_cols, ledger.epoch)
+        counter = a.source == "counter" and ledger.attempt_count_expr is not None
+        if counter:
+            extra.append(func.sum(ledger.attempt_count_expr).label("att"))
+        um_cond = _unmapped(ledger.layout.status, ledger.raw_status_expr, ledger.status_expr)
+        row = one_pass(c, ledger.ops, None, extra, um_cond, "status", ledger.raw_status_expr)
+        n_ops = int(row["n"] or 0)
+        if counter:
+            n_att = int(row["att"] or 0)
+        if ledger.att is not None:
+            extra = time_sums(ledger.att_time, ledger.att_epoch)
+            um_cond = (
+                _unmapped(a.outcome, ledger.att_raw_outcome, ledger.att_outcome) if a.outcome is not None else None
+            )
+            row = one_pass(c, ledger.att, ledger.att_where, extra, um_cond, "outcome", ledger.att_raw_outcome)
+            if a.source == "table":
+                n_att = int(row["n"] or 0)
+    return Basics(n_ops, n_att, um_out, ut_out if unknown_times else None)

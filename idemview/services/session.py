@@ -155,9 +155,12 @@ def open_ledger(spec: OpenSpec, token: CancelToken, *, basics: bool = True) -> O
 
 def ledger_basics(ledger: Ledger) -> tuple[int, int, dict[str, dict[str, int]]]:
     """(operations, attempts, unmapped raw values) of the whole ledger: full-table counts (run on a
-    worker; on millions of rows they take longer than the first page)."""
-    n_ops, n_att = ledger.counts()
-    return n_ops, n_att, ledger.unmapped_counts()
+    worker; on millions of rows they take longer than the first page). One aggregate pass per table
+    (:func:`idemview.ledger.queries.ledger_basics`)."""
+    from idemview.ledger.queries import ledger_basics as _basics
+
+    b = _basics(ledger, unknown_times=False)
+    return b.operations, b.attempts, b.unmapped
 
 
 @dataclass
