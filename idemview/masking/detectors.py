@@ -49,7 +49,7 @@ from idemview.masking.patterns import (
     _iban_case_ok,
 )
 from idemview.masking.rules import TAG_RE, MaskRules, _at_tag
-from idemview.masking.validators import _CARD_RUN_RE, _IBAN_LENGTHS, _card_spans, _looks_random, iban_valid
+from idemview.masking.validators import _CARD_RUN_RE, _IBAN_LENGTHS, _looks_random, card_spans, iban_valid
 
 
 class Detectors:
@@ -422,19 +422,15 @@ class Detectors:
         return "".join(parts)
 
     def _d_card(self, text: str, found: list[str]) -> str:
-        m = _CARD_RUN_RE.search(text)
-        if m is None:
+        if _CARD_RUN_RE.search(text) is None:
             return text
         parts: list[str] = []
         pos = 0
-        while m is not None:
-            base = m.start()
-            for s, e in _card_spans(m.group()):
-                parts.append(text[pos : base + s])
-                parts.append(self._tag("card", text[base + s : base + e]))
-                found.append("card")
-                pos = base + e
-            m = _CARD_RUN_RE.search(text, m.end())
+        for s, e in card_spans(text):
+            parts.append(text[pos:s])
+            parts.append(self._tag("card", text[s:e]))
+            found.append("card")
+            pos = e
         parts.append(text[pos:])
         return "".join(parts)
 

@@ -212,6 +212,8 @@ def _plain_shape(text: str) -> bool:
         return max(map(len, runs), default=0) < 13
     if _LOWER_HEX_RE.fullmatch(text) is None or _HEX_IBAN_START_RE.match(text) is not None:
         return False
+    if len(text) >= _HASH_MIN and not text.isdigit():
+        return True  # a digest: its digit runs are no card (_in_hash_token)
     runs = text.encode("ascii").translate(_HEX_LETTERS_TO_SPACE).split()
     if max(map(len, runs), default=0) < 13:
         return True
@@ -249,10 +251,8 @@ def card_last4(value: Any) -> str | None:
                 continue
             if ("%" in v or "+" in v) and (plain := unquote_plus(v)) != v:
                 v = plain  # URL/form-encoded: "card%204111…", "4111+1111+…" (the separators are spaces)
-            for m in _CARD_RUN_RE.finditer(v):
-                run = m.group()
-                for a, b in _card_spans(run):
-                    found.add("".join(ch for ch in run[a:b] if ch.isdigit()))
+            for a, b in card_spans(v):
+                found.add("".join(ch for ch in v[a:b] if ch.isdigit()))
         elif type(v) is int or type(v) is float:
             if v >= _CARD_MIN and _card_number(v):
                 found.add(str(int(v)))
@@ -289,6 +289,38 @@ def _card_number(v: int | float) -> bool:
         return False
     d = str(v)
     return _iin_plausible(d) and luhn_valid(d)
+
+
+_HEXDIGITS = frozenset("0123456789abcdefABCDEF")
+_HASH_MIN = 32  # MD5 in hex; SHA-1 40, SHA-256 64
+
+
+def _in_hash_token(text: str, start: int, end: int) -> bool:
+    """True when ``text[start:end]`` (a run of digits) lies inside a hex token of at least 32 characters
+    that holds a letter a-f: a digest (MD5, SHA-1, SHA-256, a sidekiq-unique-jobs digest), whose digits
+    are not a card even where a run of them passes Luhn (1 in ~3,600 random MD5s had one in a tester's
+    43,559 Sidekiq digests). A card printed inside such a token is not a shape any system writes."""
+    if not text[start:end].isdigit():
+        return False  # a printed card (4-4-4-4) is no part of a digest
+    a, b = start, end
+    while a > 0 and text[a - 1] in _HEXDIGITS:
+        a -= 1
+    while b < len(text) and text[b] in _HEXDIGITS:
+        b += 1
+    if b - a < _HASH_MIN or (a == start and b == end):
+        return False
+    return any(ch not in "0123456789" for ch in text[a:b])
+
+
+def card_spans(text: str) -> Iterable[tuple[int, int]]:
+    """Spans of ``text`` that are card numbers (the card detector's one rule: :data:`_CARD_RUN_RE`
+    runs, :func:`_card_spans` inside each, digest tokens left alone by :func:`_in_hash_token`),
+    as ``(start, end)`` offsets into ``text``."""
+    for m in _CARD_RUN_RE.finditer(text):
+        base = m.start()
+        for s, e in _card_spans(m.group()):
+            if not _in_hash_token(text, base + s, base + e):
+                yield (base + s, base + e)
 
 
 def _card_spans(run: str) -> Iterable[tuple[int, int]]:
