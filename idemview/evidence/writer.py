@@ -579,6 +579,8 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
 
 #: A one-row chunk at least this many characters is written field by field (:func:`_row_pieces`).
 BIG_ROW = 1 << 20
+#: Characters of a large field quoted, encoded and written at a time.
+PIECE_CHARS = 1 << 20
 
 
 class _Lines:
@@ -614,7 +616,12 @@ def _row_pieces(fields: list[str]) -> Iterator[str]:
             yield str.__str__(cell)
             continue
         yield '"'
-        yield cell.replace('"', '""') if '"' in cell else cell
+        if len(cell) <= PIECE_CHARS:
+            yield cell.replace('"', '""') if '"' in cell else cell
+        else:  # a slice at a time: no whole quoted (nor encoded) copy of a large cell
+            for i in range(0, len(cell), PIECE_CHARS):
+                part = cell[i : i + PIECE_CHARS]
+                yield part.replace('"', '""') if '"' in part else part
         yield '"'
     yield "\r\n"
 

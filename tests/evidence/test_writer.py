@@ -464,6 +464,7 @@ def test_row_pieces_equal_the_csv_module():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
+    from idemview.evidence import writer
     from idemview.evidence.writer import _Bare, _row_pieces
 
     cell = st.text(alphabet=st.sampled_from(list("ab,\"\r\n;= 'x\u00e9\u2028")), max_size=12)
@@ -477,6 +478,12 @@ def test_row_pieces_equal_the_csv_module():
         assert "".join(_row_pieces(fields)) == buf.getvalue()
 
     check()
+    old = writer.PIECE_CHARS
+    writer.PIECE_CHARS = 3  # fields longer than a piece are quoted slice by slice
+    try:
+        check()
+    finally:
+        writer.PIECE_CHARS = old
 
 
 def test_a_large_row_is_written_like_the_csv_module_and_held_once(tmp_path, monkeypatch):
@@ -495,6 +502,7 @@ def test_a_large_row_is_written_like_the_csv_module_and_held_once(tmp_path, monk
     monkeypatch.setattr(w, "BIG_ROW", 10**12)  # never the field-by-field path
     b = run("b.csv")
     monkeypatch.setattr(w, "BIG_ROW", 1)  # every one-row chunk field by field
+    monkeypatch.setattr(w, "PIECE_CHARS", 7)  # in slices that split doubled quotes' neighbours
     c = run("c.csv")
     data = (tmp_path / "a.csv").read_bytes()
     assert data == (tmp_path / "b.csv").read_bytes() == (tmp_path / "c.csv").read_bytes()
