@@ -45,9 +45,12 @@ def _ledger(engine: str, n: int):
     from idemview.ledger.connect import open_engine
     from idemview.ledger.reader import Ledger
 
+    from idemview.ledger.batch import for_batch
+
     url, _s = pg.ensure(engine, "celery", n, PG_ADMIN, log=lambda *_: None)
     sa = f"sqlite:///{url}" if engine == "sqlite" else url
-    return Ledger(open_engine(sa), load_layout("celery")), sa
+    # batch work, as export_evidence reads: no interactive statement timeout
+    return for_batch(Ledger(open_engine(sa), load_layout("celery")), None), sa
 
 
 def main(argv=None) -> int:
