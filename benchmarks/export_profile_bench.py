@@ -42,10 +42,9 @@ PG_ADMIN = os.environ.get("IDEMVIEW_BENCH_PG", "postgresql+psycopg://postgres@12
 
 def _ledger(engine: str, n: int):
     from idemview.layouts.layout import load_layout
+    from idemview.ledger.batch import for_batch
     from idemview.ledger.connect import open_engine
     from idemview.ledger.reader import Ledger
-
-    from idemview.ledger.batch import for_batch
 
     url, _s = pg.ensure(engine, "celery", n, PG_ADMIN, log=lambda *_: None)
     sa = f"sqlite:///{url}" if engine == "sqlite" else url
