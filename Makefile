@@ -49,6 +49,9 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/ssh_bench.py  # SSH tunnel overhead on loopback (issue 23: <= 1 s)
 	$(BIN)/python benchmarks/export_cells_bench.py --engines sqlite,postgresql,mariadb --ops 120 --mb 5 --shapes doc --json-column
 	$(BIN)/python benchmarks/export_cells_bench.py --engines sqlite --ops 20 --mb 5 --shapes flat,secrets
+	$(BIN)/python benchmarks/export_cells_bench.py --engines sqlite --ops 1 --mb 50 --shapes doc,flat,secrets
+	# where an export's time goes (driver, conversion, masker per column, csv) and the ratio to pandas
+	$(BIN)/python benchmarks/export_profile_bench.py --rows 2000000 --skip-findings
 
 # Masking: precision and recall per kind on the generated corpus (tests/masking_corpus.py), then the
 # masker's and the evidence writer's throughput (MASK_ROWS rows, default 100k).

@@ -206,14 +206,21 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
         out.append(list(map(_PerValue(_status_value).__getitem__, cols[i_status])))
         out.append(cols[i_raw])
         caches: dict = {}
+        done: dict = {}  # (stored column position, cache key) -> its decoded list, shared as is
         for i, ck, fn in tdefs:
             if i is None or fn is None:
                 out.append([None] * n)
                 continue
+            same = done.get((i, ck))
+            if same is not None:
+                # the same stored column decoded alike (Celery's updated_at and locked_at): the same
+                # list object, which the writer formats once (write_evidence's shared columns)
+                out.append(same)
+                continue
             cache = caches.get(ck)
             if cache is None:
                 cache = caches[ck] = _PerValue(fn)
-            out.append(list(map(cache.__getitem__, cols[i])))
+            out.append(done.setdefault((i, ck), list(map(cache.__getitem__, cols[i]))))
         ac: Sequence[Any] = cols[i_ac]
         if not set(map(type, ac)) <= {int, _NONE_TYPE} or (i_json is not None and None in ac):
             counts = [stored_number(x) for x in ac]

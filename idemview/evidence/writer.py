@@ -30,7 +30,6 @@ import csv
 import enum
 import errno
 import hashlib
-import io
 import json
 import os
 import re
@@ -425,6 +424,7 @@ def _make_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Any
 
 
 _NONE_TYPE = type(None)
+_SHAREABLE = frozenset({"integer", "number", "boolean", "instant", "naive_instant"})
 _STR_OR_NONE = frozenset({str, _NONE_TYPE})
 _INT_OR_NONE = frozenset({int, _NONE_TYPE})
 _DATETIME_OR_NONE = frozenset({datetime, _NONE_TYPE})
@@ -432,22 +432,71 @@ _ROW_TYPES = frozenset({tuple, list})
 
 
 class _Memo(dict):
-    """Formatted text of each distinct value of one column in one chunk. A value whose formatting
-    masked something (the masker's count moved) is not remembered: each of its cells is formatted
-    again, so the export's masking counts stay one per cell."""
+    """Formatted text of each distinct value of one column in one chunk, computed once. Tags are keyed
+    per Masker (one per export or session), so equal values give equal text and reusing it is exact.
+    A value whose formatting masked something is remembered with what it masked (kind → values), and
+    each reuse adds that to the Masker's counts (``add``): the export's masking counts stay one per
+    cell, as if every cell had been formatted. ``counts()`` is a copy of the Masker's counts."""
 
-    __slots__ = ("fn", "total")
+    __slots__ = ("fn", "total", "counts", "add", "snap", "snap_total")
 
-    def __init__(self, fn: Callable[[Any], str], total: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        fn: Callable[[Any], str],
+        total: Callable[[], int],
+        counts: Callable[[], dict[str, int]] | None = None,
+        add: Callable[[Mapping[str, int]], None] | None = None,
+    ) -> None:
         super().__init__()
-        self.fn, self.total = fn, total
+        self.fn, self.total, self.counts, self.add = fn, total, counts, add
+        self.snap: dict[str, int] | None = None
+        self.snap_total = -1
 
     def __missing__(self, v: Any) -> str:
         before = self.total()
         out = self.fn(v)
-        if self.total() == before:
+        after = self.total()
+        if after == before:
             self[v] = out
+            return out
+        if self.counts is None or self.add is None:
+            return out  # cannot replay the counts: format such a value again each time
+        now = self.counts()
+        snap = self.snap if self.snap is not None and self.snap_total == before else None
+        self.snap, self.snap_total = now, after
+        if snap is not None:  # else no snapshot from just before this call: not remembered this time
+            delta = {k: n - snap.get(k, 0) for k, n in now.items() if n != snap.get(k, 0)}
+            dict.__setitem__(self, v, _Counted(out, delta))
         return out
+
+    def begin(self) -> _Memo:
+        """Take the counts snapshot the first masking miss is measured against; returns ``self``."""
+        if self.counts is not None:
+            self.snap, self.snap_total = self.counts(), self.total()
+        return self
+
+    def get_text(self, v: Any) -> str:
+        """The formatted text of ``v`` (counted again when its formatting masked something)."""
+        out = self[v]
+        if type(out) is _Counted:
+            d = out.delta
+            self.add(d)  # type: ignore[misc]
+            snap = self.snap
+            if snap is not None:  # the snapshot moves with the counts, so it stays comparable
+                for k, n in d.items():
+                    snap[k] = snap.get(k, 0) + n
+                self.snap_total += sum(d.values())
+            return out.text
+        return out
+
+
+class _Counted:
+    """A memoised output whose formatting masked ``delta`` (kind → values)."""
+
+    __slots__ = ("text", "delta")
+
+    def __init__(self, text: str, delta: dict[str, int]) -> None:
+        self.text, self.delta = text, delta
 
 
 #: A typed cell (integer, number, boolean, instant) that is safe unquoted in any locale: a plain number,
@@ -487,6 +536,8 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
     null_text = null  # a text equal to the literal is not "unchanged": it is told apart from NULL
     null = cells.CellCodec(null).null_cell
     total = getattr(masker, "count_total", None)
+    add = getattr(masker, "add_counts", None)
+    counts = (lambda: masker.counts) if add is not None else None
     column_kind = getattr(masker, "column_kind", None)
     plain = column_kind is not None and column_kind(col.name) is None
     kind = col.kind
@@ -515,7 +566,7 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
         if total is not None and (types <= _STR_OR_NONE or types <= _INT_OR_NONE):
             n = len(values)
             if n < 4 or len(set(values)) * 2 <= n:  # repeated values: format each one once
-                return list(map(_Memo(fmt, total).__getitem__, values))
+                return list(map(_Memo(fmt, total, counts, add).begin().get_text, values))
             if unchanged is not None and str in types:
                 return [
                     v if v is not None and type(v) is str and v != null_text and unchanged(v) else fmt(v)
@@ -524,6 +575,55 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
         return list(map(fmt, values))
 
     return vec
+
+
+#: A one-row chunk at least this many characters is written field by field (:func:`_row_pieces`).
+BIG_ROW = 1 << 20
+#: Characters of a large field quoted, encoded and written at a time.
+PIECE_CHARS = 1 << 20
+
+
+class _Lines:
+    """A ``write`` target for ``csv.writer`` that keeps what it is given (one string per row)."""
+
+    __slots__ = ("lines",)
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.lines.append(s)
+        return len(s)
+
+    def take(self) -> list[str]:
+        out, self.lines = self.lines, []
+        return out
+
+
+# What makes the csv module quote a field it would write bare (a _Bare cell): the delimiter, the
+# quote character, CR, LF (Modules/_csv.c, QUOTE_NONNUMERIC with lineterminator "\r\n").
+_NEEDS_QUOTES = re.compile('[,"\r\n]')
+
+
+def _row_pieces(fields: list[str]) -> Iterator[str]:
+    """The CSV line ``csv.writer(..., lineterminator="\r\n", quoting=QUOTE_NONNUMERIC)`` writes for
+    ``fields`` (formatted cells; :class:`_Bare` ones bare), as pieces: no field is copied more than
+    once (its quotes doubled), and no piece holds more than one field."""
+    for i, cell in enumerate(fields):
+        if i:
+            yield ","
+        if isinstance(cell, _Bare) and not (cell == "" and len(fields) == 1) and not _NEEDS_QUOTES.search(cell):
+            yield str.__str__(cell)
+            continue
+        yield '"'
+        if len(cell) <= PIECE_CHARS:
+            yield cell.replace('"', '""') if '"' in cell else cell
+        else:  # a slice at a time: no whole quoted (nor encoded) copy of a large cell
+            for i in range(0, len(cell), PIECE_CHARS):
+                part = cell[i : i + PIECE_CHARS]
+                yield part.replace('"', '""') if '"' in part else part
+        yield '"'
+    yield "\r\n"
 
 
 class ColumnBatches:
@@ -571,7 +671,13 @@ def _column_chunks(
                 pos = size
                 return held
             end = min(size, pos + at_most)
-            part = [c[pos:end] for c in held]
+            sliced: dict[int, Sequence[Any]] = {}  # a column handed twice (the same list) stays one list
+            part = []
+            for c in held:
+                sc = sliced.get(id(c))
+                if sc is None:
+                    sc = sliced[id(c)] = c[pos:end]
+                part.append(sc)
             pos = end
             return part
 
@@ -822,6 +928,17 @@ def write_evidence(
     ncols = len(cols)
     names = [c.name for c in cols]
     vecs = [_make_column_formatter(c, masker, null_literal) for c in cols]
+    # Typed columns not sensitive by name whose batch is one list object handed twice (two columns
+    # decoded from the same stored column, see plan._operation_columns) are formatted once per chunk.
+    total = getattr(masker, "count_total", None)
+    column_kind = getattr(masker, "column_kind", None)
+    share = [
+        c.kind
+        if total is not None and column_kind is not None and c.kind in _SHAREABLE and column_kind(c.name) is None
+        else None
+        for c in cols
+    ]
+    shared: dict[tuple[int, str], list[str]] = {}
     hidden = HiddenRows()
     tmp: str | None = None
     try:
@@ -830,23 +947,31 @@ def write_evidence(
         size = 0
         n = 0
         with os.fdopen(fd, "wb") as f:
-            buf = io.StringIO()
+            # The CSV text as the csv module wrote it, a list of lines: io.StringIO would hold it as
+            # 4 bytes per character (its UCS-4 buffer), 200 MB for one 50 MB cell (issue 27 item 1).
+            buf = _Lines()
             # RFC 4180 with every text field quoted (issue 19, item 16): _Bare cells (NULL, numbers)
             # are the only ones written bare. See cells.py for why quoting alone is not the guard.
             w = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC)
             bare = [_bare_cells(c, null_literal) for c in cols]
 
-            def flush() -> None:
+            def put(text: str) -> None:
                 nonlocal size
-                data = buf.getvalue().encode("utf-8", "backslashreplace")
-                buf.seek(0)
-                buf.truncate()
+                data = text.encode("utf-8", "backslashreplace")
                 h.update(data)
                 f.write(data)
                 size += len(data)
 
+            def flush() -> None:
+                lines = buf.take()
+                if sum(map(len, lines)) <= FLUSH_CHARS:
+                    put("".join(lines))
+                    return
+                for line in lines:  # a large row: no joined copy of it
+                    put(line)
+
             if excel:
-                buf.write("\ufeff")
+                put("\ufeff")
             w.writerow([guard_formula(x) for x in names])
             take = _column_chunks(rows, names, ncols)
             pending_chars = 0
@@ -860,12 +985,33 @@ def write_evidence(
                 columns_in = take(min(limit, check_every - n % check_every), n)
                 if columns_in is None:
                     break
-                out = [b(vec(vals)) for vec, b, vals in zip(vecs, bare, columns_in, strict=True)]
+                out = []
+                shared.clear()
+                for vec, b, vals, sk in zip(vecs, bare, columns_in, share, strict=True):
+                    if sk is not None and total is not None:
+                        hit = shared.get((id(vals), sk))
+                        if hit is not None:
+                            out.append(hit)
+                            continue
+                        t0 = total()
+                        cells_out = b(vec(vals))
+                        if total() == t0:  # nothing masked: the same text for the same list
+                            shared[(id(vals), sk)] = cells_out
+                        out.append(cells_out)
+                    else:
+                        out.append(b(vec(vals)))
                 del columns_in
                 k = len(out[0])
                 hidden.note(out, n)
                 chars = sum(sum(map(len, col)) for col in out)
-                w.writerows(zip(*out, strict=True))
+                if k == 1 and chars >= BIG_ROW:
+                    # one large row: written field by field (the csv module would build the whole
+                    # line in a 4-bytes-per-character buffer first), the same bytes (test_writer.py)
+                    flush()
+                    for piece in _row_pieces([col[0] for col in out]):
+                        put(piece)
+                else:
+                    w.writerows(zip(*out, strict=True))
                 del out
                 n += k
                 pending_chars += chars

@@ -167,6 +167,14 @@ class Masker(Detectors):
         that caches masked output can tell from it whether a call masked anything."""
         return sum(self._counts.values())
 
+    def add_counts(self, kinds: Mapping[str, int]) -> None:
+        """Add ``kinds`` (kind → values) to :attr:`counts`: a caller that reuses a masked output for an
+        equal value (the export's memo per distinct value) counts it as masked again, so the counts
+        stay one per cell whether the output was computed or reused."""
+        cnt = self._counts
+        for k, n in kinds.items():
+            cnt[k] = cnt.get(k, 0) + n
+
     def column_kind(self, column: str | None) -> str | None:
         """Kind of a column / field name under these rules, or ``None`` if not sensitive by name."""
         if column is None:

@@ -171,3 +171,55 @@ def test_celery_export_masks_secrets_planted_among_uuid_task_ids(tmp_path):
         w.writerow([b([f(v)])[0] for f, b, v in zip(fmts, bare, row, strict=True)])
     assert text == buf.getvalue()
     assert res.masking == ref_masker.counts
+
+
+def test_memo_formats_each_distinct_value_once_and_counts_every_cell(tmp_path):
+    """The memo per distinct value (issue 27 item 2) also keeps values whose formatting masked
+    something: formatted once, counted once per cell, the same text as the per-cell path."""
+    from idemview.evidence.writer import ColumnBatches
+
+    dense = [
+        "mail alice@example.com card 4111 1111 1111 1111 and Bearer abcDEF1234567890xyzQRS",
+        '{"password": "hunter22", "email": "bob@example.org"}',
+        "postgres://app:s3cretpw@db.internal/payments",
+        "nothing to see here",
+    ]
+    m = Masker(key=KEY)
+    calls: list[object] = []
+    fmt = _make_formatter(ColumnSpec("note"), m, "")
+
+    def counting(v):
+        calls.append(v)
+        return fmt(v)
+
+    from idemview.evidence.writer import _Memo
+
+    values = [dense[(i * 7) % 4] if i % 5 else None for i in range(400)]
+    memo = _Memo(counting, m.count_total, lambda: m.counts, m.add_counts).begin()
+    got = [memo.get_text(v) for v in values]
+    assert len(calls) == len(set(values))  # each distinct value formatted once
+    ref = Masker(key=KEY)
+    assert got == [_make_formatter(ColumnSpec("note"), ref, "")(v) for v in values]
+    assert m.counts == ref.counts and ref.counts["email"] > 100  # one count per masked cell
+
+    # through the writer, with two instant columns handed as one list (formatted once)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    times = [t0 + timedelta(seconds=i % 13) for i in range(400)]
+    cols = [ColumnSpec("note"), ColumnSpec("updated_at", "instant"), ColumnSpec("locked_at", "instant")]
+    batches = [[values[i : i + 150], times[i : i + 150], times[i : i + 150]] for i in range(0, 400, 150)]
+    for b in batches:
+        b[2] = b[1]  # the same object, as plan._operation_columns hands it
+    w1 = Masker(key=KEY)
+    res = write_evidence(
+        tmp_path / "a.csv", cols, ColumnBatches(batches), masker=w1, manifest={"rows": {"kind": "t"}}, check_every=64
+    )
+    w2 = Masker(key=KEY)
+    rows = [(values[i], times[i], t0 + timedelta(seconds=i % 13)) for i in range(400)]  # no shared objects
+    res2 = write_evidence(
+        tmp_path / "b.csv", cols, iter(rows), masker=w2, manifest={"rows": {"kind": "t"}}, check_every=1
+    )
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    assert res.masking == res2.masking == ref.counts
+    text = (tmp_path / "a.csv").read_text()
+    for secret in ("alice@example.com", "hunter22", "s3cretpw", "4111 1111 1111 1111", "abcDEF1234567890xyzQRS"):
+        assert secret not in text

@@ -453,3 +453,63 @@ def test_memory_stays_flat_in_row_count(tmp_path):
 
     small, large = peak(5_000), peak(60_000)
     assert large < small + 512 * 1024, (small, large)  # 12x the rows, < 0.5 MB more
+
+
+# ------------------------------------------------------------------ large rows written field by field
+
+
+def test_row_pieces_equal_the_csv_module():
+    """A large row is written without the csv module (issue 27 item 1): the same bytes, bare cells
+    with a delimiter, quote or line break quoted as the csv module quotes them."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from idemview.evidence import writer
+    from idemview.evidence.writer import _Bare, _row_pieces
+
+    cell = st.text(alphabet=st.sampled_from(list("ab,\"\r\n;= 'x\u00e9\u2028")), max_size=12)
+    field = st.tuples(st.booleans(), cell).map(lambda bt: _Bare(bt[1]) if bt[0] else bt[1])
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(field, min_size=1, max_size=6))
+    def check(fields):
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC).writerow(fields)
+        assert "".join(_row_pieces(fields)) == buf.getvalue()
+
+    check()
+    old = writer.PIECE_CHARS
+    writer.PIECE_CHARS = 3  # fields longer than a piece are quoted slice by slice
+    try:
+        check()
+    finally:
+        writer.PIECE_CHARS = old
+
+
+def test_a_large_row_is_written_like_the_csv_module_and_held_once(tmp_path, monkeypatch):
+    from idemview.evidence import writer as w
+
+    big = ('=SUM(A1) "quoted"; ' + "x" * 997 + "\n-1;") * 1500  # ~1.5 MB, guard and quotes inside
+    rows = [(1, big, None), (2, "small", 3), (3, big[:5000], None)]
+    cols = [ColumnSpec("n", "integer"), ColumnSpec("body"), ColumnSpec("m", "integer")]
+
+    def run(name):
+        return write_evidence(
+            tmp_path / name, cols, iter(rows), masker=Masker(key=b"k" * 32), manifest={}, check_every=1
+        )
+
+    a = run("a.csv")
+    monkeypatch.setattr(w, "BIG_ROW", 10**12)  # never the field-by-field path
+    b = run("b.csv")
+    monkeypatch.setattr(w, "BIG_ROW", 1)  # every one-row chunk field by field
+    monkeypatch.setattr(w, "PIECE_CHARS", 7)  # in slices that split doubled quotes' neighbours
+    c = run("c.csv")
+    data = (tmp_path / "a.csv").read_bytes()
+    assert data == (tmp_path / "b.csv").read_bytes() == (tmp_path / "c.csv").read_bytes()
+    assert a.sha256 == b.sha256 == c.sha256 == hashlib.sha256(data).hexdigest()
+    old = csv.field_size_limit(1 << 24)
+    try:
+        got = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
+    finally:
+        csv.field_size_limit(old)
+    assert got[1][1].startswith("'=SUM(A1)") and len(got) == 4

@@ -1,0 +1,167 @@
+"""Where an export's time goes (issue 27 item 2): the driver alone, the plan's conversion, the masker
+and formatter per column, the CSV writer alone, the whole ``export_evidence``, and pandas ``read_sql`` +
+``to_csv`` of the same table, in one process, one after the other.
+
+Stages, each timed on its own over the whole table:
+
+``driver``   the export's select streamed by ``plan.stream_batches`` (rows fetched, nothing else);
+``convert``  ``plan._operation_columns`` alone (times decoded, statuses mapped, payload cells);
+``mask``     per export column: the writer's column formatter (mask + format + formula guard) over the
+             converted batches, so the table says which column costs what;
+``csv``      ``csv.writer.writerows`` of the already formatted cells, encoded to UTF-8 and discarded;
+``pipeline`` the pass that timed ``convert``, ``mask`` and ``csv`` (driver included; no file, no hash);
+``export``   ``export_evidence`` end to end (findings column included, timed apart as ``findings``);
+``pandas``   ``pandas.read_sql`` + ``DataFrame.to_csv`` of ``SELECT *`` (nothing masked).
+
+Usage::
+
+    python benchmarks/export_profile_bench.py --engine sqlite --rows 200000 [--skip-findings]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import presets_gen as pg  # noqa: E402
+
+PG_ADMIN = os.environ.get("IDEMVIEW_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+
+
+def _ledger(engine: str, n: int):
+    from idemview.layouts.layout import load_layout
+    from idemview.ledger.batch import for_batch
+    from idemview.ledger.connect import open_engine
+    from idemview.ledger.reader import Ledger
+
+    url, _s = pg.ensure(engine, "celery", n, PG_ADMIN, log=lambda *_: None)
+    sa = f"sqlite:///{url}" if engine == "sqlite" else url
+    # batch work, as export_evidence reads: no interactive statement timeout
+    return for_batch(Ledger(open_engine(sa), load_layout("celery")), None), sa
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--engine", default="sqlite")
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--skip-findings", action="store_true", help="no findings index (export column left empty)")
+    ap.add_argument("--no-pandas", action="store_true")
+    ap.add_argument("--no-export", action="store_true", help="stages only, no export_evidence run")
+    args = ap.parse_args(argv)
+
+    from sqlalchemy import select
+
+    from idemview.config import new_masker
+    from idemview.domain.filters import Filter
+    from idemview.evidence import plan, writer
+
+    ledger, sa_url = _ledger(args.engine, args.rows)
+    now = datetime.fromisoformat(pg.now_iso().replace("Z", "+00:00")).astimezone(UTC)
+    out: dict = {"engine": args.engine, "rows": args.rows, "load": os.getloadavg()[0]}
+
+    findings: dict = {}
+    if not args.skip_findings:
+        t0 = time.perf_counter()
+        findings = plan._finding_index(ledger, now)
+        out["findings_s"] = time.perf_counter() - t0
+    real_index = plan._finding_index
+    plan._finding_index = lambda *_a, **_k: findings  # type: ignore[assignment] - the stages below reuse it
+
+    try:
+        p = plan._operations(ledger, Filter(), now)
+        cols = p.columns
+        times = [c.name for c in cols if c.name in plan.OP_TIMES]
+        payloads = [c.name for c in cols if c.name in ("request", "response", "error")]
+        sel = [plan._as_text(c, ledger.engine.dialect.name) for c in ledger.op_columns()]
+        q = select(*sel).select_from(ledger.ops).order_by(ledger.rid)
+        big = [i for i, c in enumerate(sel) if c.name.startswith(("p_", "j_"))]
+
+        t0 = time.perf_counter()
+        n = 0
+        with ledger.engine.connect() as c:
+            for batch in plan.stream_batches(c, q, big):
+                n += len(batch)
+        out["driver_s"] = time.perf_counter() - t0
+
+        # One streamed pass timing each stage per fetched batch (nothing held across batches): the
+        # conversion, each column's formatter (mask + format + guard, in the writer's chunks of at
+        # most 1000 rows: the same memo scope), and the csv module writing the formatted rows.
+        convert = plan._operation_columns(ledger, [c.name for c in sel], times, payloads, findings)
+        masker = new_masker()
+        vecs = [writer._make_column_formatter(col, masker, "") for col in cols]
+        bares = [writer._bare_cells(col, "") for col in cols]
+        per_col = [0.0] * len(cols)
+        conv_s = csv_s = 0.0
+        sink = writer._Lines()
+        w = csv.writer(sink, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC)
+        t_all = time.perf_counter()
+        with ledger.engine.connect() as c:
+            for batch in plan.stream_batches(c, q, big):
+                t0 = time.perf_counter()
+                colsv = convert(batch)
+                conv_s += time.perf_counter() - t0
+                del batch
+                for k in range(0, len(colsv[0]), 1000):
+                    formatted = []
+                    for j in range(len(cols)):
+                        t0 = time.perf_counter()
+                        formatted.append(bares[j](vecs[j](colsv[j][k : k + 1000])))
+                        per_col[j] += time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    w.writerows(zip(*formatted, strict=True))
+                    "".join(sink.take()).encode("utf-8")
+                    csv_s += time.perf_counter() - t0
+        out["pipeline_s"] = time.perf_counter() - t_all
+        out["convert_s"] = conv_s
+        out["mask_s"] = sum(per_col)
+        out["mask_per_column_s"] = {
+            col.name: round(v, 3) for col, v in sorted(zip(cols, per_col, strict=True), key=lambda cv: -cv[1])
+        }
+        out["csv_s"] = csv_s
+
+        if not args.no_export:
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                res = plan.export_evidence(ledger, Filter(), f"{tmp}/e.csv", now=now)
+                out["export_s"] = time.perf_counter() - t0
+                out["export_rows"] = res.rows
+                out["csv_mb"] = res.size / 1e6
+                out["export_rows_per_s"] = res.rows / out["export_s"]
+    finally:
+        plan._finding_index = real_index  # type: ignore[assignment]
+
+    if not args.no_pandas:
+        import pandas as pd
+        from sqlalchemy import create_engine
+
+        eng = create_engine(sa_url)
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            with eng.connect() as c:
+                df = pd.read_sql("SELECT * FROM celery_taskmeta", c)
+            out["pandas_read_s"] = time.perf_counter() - t0
+            df.to_csv(f"{tmp}/p.csv", index=False)
+            out["pandas_s"] = time.perf_counter() - t0
+            del df
+        if "export_s" in out:
+            out["export_over_pandas"] = out["export_s"] / out["pandas_s"]
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["load_after"] = os.getloadavg()[0]
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
