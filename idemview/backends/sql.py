@@ -130,6 +130,8 @@ class SqlBackend(Backend):
 
         if isinstance(target, URL):
             return target
+        if not target.strip():  # parse_url would read "" as the working directory
+            raise InputError("no database given: name a SQLAlchemy URL, a SQLite file, a dump or a saved connection")
         try:
             return parse_url(target)
         except ConnectError as e:  # a malformed URL is an input error (exit 2), not a failed connection
