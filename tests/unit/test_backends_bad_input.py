@@ -45,3 +45,28 @@ def test_an_empty_target_is_an_input_error(target, dump_in_cwd, capsys):
     err = capsys.readouterr().err
     assert ("no database given" in err or "is neither a database URL" in err) and err.count("\n") == 1
     assert "folder" not in err  # not read as the working directory
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "ssl_certfile=/etc/passwd",  # a TLS option on a plain connection: redis-py raised TypeError
+        "protocol=3",  # collides with idemview's own RESP2 setting
+        "client_name=x",  # CLIENT SETNAME on connect: not a read
+        "socket_timeout=0",  # idemview sets its own
+        "redis_connect_func=os.system",
+    ],
+)
+def test_a_redis_url_option_idemview_does_not_pass_is_refused_before_connecting(query, capsys):
+    # port 1: nothing listens; a refusal must come before any connection attempt (not "cannot connect")
+    assert main(["detect", f"redis://:hunter2@127.0.0.1:1/12?{query}"]) == 2
+    err = capsys.readouterr().err
+    name = query.split("=")[0]
+    assert f"option {name!r} refused" in err and err.count("\n") == 1
+    assert "hunter2" not in err and "unexpected error" not in err
+
+
+def test_rediss_takes_its_tls_options(capsys):
+    # accepted (then refused by the closed port: exit 3, the options were not the problem)
+    assert main(["detect", "rediss://127.0.0.1:1/12?ssl_cert_reqs=none&ssl_ca_certs=/nonexistent"]) == 3
+    assert "option" not in capsys.readouterr().err
