@@ -68,6 +68,9 @@ class DumpBackend(SqlBackend):
     def needs_password(self, target: Target) -> bool:
         return False
 
+    def known_dialect(self, u: URL) -> URL:
+        return u  # the dump's own dialect, registered by idemview.ledger.dumps when it opens
+
     def url(self, target: Target) -> URL:
         """The SQL backend's :meth:`~SqlBackend.url`, refusing a dump URL or saved connection that names
         no path (``duckdb://``, an empty field): DuckDB and the dump reader would read it as the working

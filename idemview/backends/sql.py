@@ -129,13 +129,27 @@ class SqlBackend(Backend):
         from idemview.ledger.connect import ConnectError, parse_url
 
         if isinstance(target, URL):
-            return target
+            return self.known_dialect(target)
         if not target.strip():  # parse_url would read "" as the working directory
             raise InputError("no database given: name a SQLAlchemy URL, a SQLite file, a dump or a saved connection")
         try:
-            return parse_url(target)
+            u = parse_url(target)
         except ConnectError as e:  # a malformed URL is an input error (exit 2), not a failed connection
             raise InputError(str(e)) from None
+        return self.known_dialect(u)
+
+    def known_dialect(self, u: URL) -> URL:
+        """``u`` when SQLAlchemy knows its dialect (a missing driver package is said later, at connect).
+        An unknown scheme is a typo or a kind of store no backend claims: :class:`InputError` (exit 2),
+        naming the closest known scheme, before anything connects."""
+        from sqlalchemy.exc import NoSuchModuleError
+
+        try:
+            u.get_dialect()
+        except NoSuchModuleError:
+            name = u.get_backend_name()
+            raise InputError(f"unknown kind of database {name!r}{_did_you_mean(name)}") from None
+        return u
 
     def engine(self, target: Target, password: str | None, statement_timeout_s: float | None = 20) -> Engine:
         """A read-only engine on ``target`` (:func:`idemview.ledger.connect.open_engine`) with a short
@@ -221,6 +235,20 @@ class SqlBackend(Backend):
             return [Match(m.layout.name, m.confidence, m.reason) for m in detect(engine)]
         finally:
             engine.dispose()
+
+
+def _did_you_mean(name: str) -> str:
+    """``": did you mean X?"`` for the known scheme closest to ``name`` (the registered backends'
+    choices and the SQLAlchemy dialects idemview names), else the list of known ones."""
+    import difflib
+
+    from idemview.backends.registry import backends
+
+    known = sorted({c.dialect for b in backends() for c in b.choices} | {"sqlite", "postgresql", "mysql", "mariadb"})
+    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.6)
+    if close:
+        return f": did you mean {close[0]}?"
+    return f" (idemview opens {', '.join(known)} URLs, SQLite files and dump files or folders)"
 
 
 BACKEND = SqlBackend()

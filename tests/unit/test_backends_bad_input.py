@@ -70,3 +70,24 @@ def test_rediss_takes_its_tls_options(capsys):
     # accepted (then refused by the closed port: exit 3, the options were not the problem)
     assert main(["detect", "rediss://127.0.0.1:1/12?ssl_cert_reqs=none&ssl_ca_certs=/nonexistent"]) == 3
     assert "option" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("target", "meant"),
+    [
+        ("postgresq://postgres@127.0.0.1/x", "postgresql"),
+        ("dynamo://idempotency?region=eu-west-1", "dynamodb"),
+        ("mariadbb+pymysql://root@127.0.0.1/x", "mariadb"),
+    ],
+)
+def test_a_typo_in_the_scheme_is_an_input_error_naming_what_was_meant(target, meant, capsys):
+    assert main(["detect", target]) == 2
+    err = capsys.readouterr().err
+    assert "unknown kind of database" in err and f"did you mean {meant}" in err and err.count("\n") == 1
+
+
+def test_a_saved_connection_whose_kind_no_backend_claims_is_an_input_error(config, capsys):
+    config.upsert(Connection(name="wide column", dialect="cassandra", host="127.0.0.1", database="ks"))
+    assert main(["scan", "wide column", "--now", NOW]) == 2
+    err = capsys.readouterr().err
+    assert "unknown kind of database 'cassandra'" in err and err.count("\n") == 1
