@@ -112,6 +112,14 @@ class SqlBackend(Backend):
         out.append(Field("ssh", "SSH tunnel", "ssh"))
         return tuple(out)
 
+    def connection_from(self, name: str, text: str) -> tuple[Connection, str | None]:
+        """:meth:`Backend.connection_from`, refusing a scheme SQLAlchemy does not know (a typo such as
+        ``postgresq://``, or ``http://``) instead of filling the fields as another type. Raises
+        ``ValueError`` (:class:`InputError`; no secret in the message)."""
+        c, pw = super().connection_from(name, text)
+        self.known_dialect(URL.create(c.dialect))
+        return c, pw
+
     def needs_password(self, target: Target) -> bool:
         from sqlalchemy.engine import make_url
 
