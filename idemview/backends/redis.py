@@ -87,12 +87,22 @@ class RedisBackend(Backend):
         return conn.url(password)
 
     def fields(self, dialect: str) -> tuple[Field, ...]:
+        tls = (
+            (
+                Field("tls.ssl_ca_certs", "CA certificate", placeholder="empty: the system's CAs"),
+                Field("tls.ssl_certfile", "Client certificate", placeholder="empty: none"),
+                Field("tls.ssl_keyfile", "Client key", placeholder="empty: none"),
+            )
+            if dialect == "rediss"  # a saved rediss connection keeps its TLS files (TLS_OPTIONS)
+            else ()
+        )
         return (
             Field("host", "Host", placeholder="redis.internal"),
             Field("port", "Port", "port"),
             Field("database", "Database", placeholder="0 (the database number)"),
             Field("user", "User", placeholder="an ACL user (empty: default)"),
             Field("password", "Password", "password"),
+            *tls,
             Field("ssh", "SSH tunnel", "ssh"),
         )
 
