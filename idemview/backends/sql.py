@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import URL
 
-from idemview.backends.base import Backend, Choice, Field, Match, OpenRequest, Source, Target, fit_layout
+from idemview.backends.base import (
+    Backend,
+    Choice,
+    Field,
+    Match,
+    OpenRequest,
+    Source,
+    Target,
+    fit_layout,
+    known_schemes,
+)
 from idemview.errors import InputError
 from idemview.layouts.layout import LayoutError, LayoutMismatchError
 
@@ -246,13 +256,11 @@ class SqlBackend(Backend):
 
 
 def _did_you_mean(name: str) -> str:
-    """``": did you mean X?"`` for the known scheme closest to ``name`` (the registered backends'
-    choices and the SQLAlchemy dialects idemview names), else the list of known ones."""
+    """``": did you mean X?"`` for the known scheme (:func:`~idemview.backends.base.known_schemes`)
+    closest to ``name``, else the list of known ones."""
     import difflib
 
-    from idemview.backends.registry import backends
-
-    known = sorted({c.dialect for b in backends() for c in b.choices} | {"sqlite", "postgresql", "mysql", "mariadb"})
+    known = known_schemes()
     close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.6)
     if close:
         return f": did you mean {close[0]}?"
