@@ -91,3 +91,16 @@ def test_a_saved_connection_whose_kind_no_backend_claims_is_an_input_error(confi
     assert main(["scan", "wide column", "--now", NOW]) == 2
     err = capsys.readouterr().err
     assert "unknown kind of database 'cassandra'" in err and err.count("\n") == 1
+
+
+def test_the_api_refuses_an_ssh_key_without_an_ssh_host_as_the_cli_does(tmp_path, capsys):
+    import idemview
+    from idemview.errors import InputError
+
+    db = tmp_path / "d.db"
+    assert main(["demo", str(db), "--operations", "50", "--seed", "3"]) == 0
+    capsys.readouterr()
+    assert main(["detect", str(db), "--ssh-key", str(tmp_path / "id_ed25519")]) == 2
+    assert "--ssh-key needs --ssh" in capsys.readouterr().err
+    with pytest.raises(InputError, match="ssh_key needs ssh="):
+        idemview.open(str(db), ssh_key=str(tmp_path / "id_ed25519"))
