@@ -268,6 +268,10 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
         spec.outcome_map = {**spec.outcome_map, **(outcome_map or {})}
     else:
         spec = OpenSpec(url=url, name="", status_map=dict(status_map or {}), outcome_map=dict(outcome_map or {}))
+    if ssh_key and not (ssh or spec.ssh):  # as the CLI's --ssh-key: a key alone would be ignored silently
+        from idemview.errors import InputError
+
+        raise InputError("ssh_key needs ssh='USER@HOST[:PORT]' (or a saved connection with an SSH tunnel)")
     spec.ssh, spec.ssh_key = ssh or spec.ssh, ssh_key or spec.ssh_key
     spec.layout = layout if layout is not None else spec.layout
     spec.naive_zone = naive_zone if naive_zone is not None else spec.naive_zone

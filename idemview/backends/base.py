@@ -62,6 +62,22 @@ class Field:
     filter: str = ""
 
 
+#: The schemes (``Choice.dialect``) of every registered backend, kept by the registry
+#: (:func:`idemview.backends.registry.register`): what an unknown scheme's message suggests instead.
+_SCHEMES: set[str] = set()
+
+
+def set_known_schemes(schemes: set[str]) -> None:
+    """Replace the registered backends' schemes (the registry calls this on every change)."""
+    _SCHEMES.clear()
+    _SCHEMES.update(schemes)
+
+
+def known_schemes() -> list[str]:
+    """The schemes idemview opens: the registered backends' and SQLAlchemy's built-in SQL ones, sorted."""
+    return sorted(_SCHEMES | {"sqlite", "postgresql", "mysql", "mariadb"})
+
+
 @dataclass(frozen=True)
 class Choice:
     """One entry of the dialog's "Database" list: ``label`` (``"PostgreSQL"``) and ``dialect`` (the value

@@ -12,6 +12,7 @@ from sqlalchemy.engine import URL
 
 from idemview.backends.base import Choice, Field, Target
 from idemview.backends.sql import SqlBackend
+from idemview.errors import InputError
 
 if TYPE_CHECKING:
     from idemview.config import Connection
@@ -66,6 +67,20 @@ class DumpBackend(SqlBackend):
 
     def needs_password(self, target: Target) -> bool:
         return False
+
+    def known_dialect(self, u: URL) -> URL:
+        return u  # the dump's own dialect, registered by idemview.ledger.dumps when it opens
+
+    def url(self, target: Target) -> URL:
+        """The SQL backend's :meth:`~SqlBackend.url`, refusing a dump URL or saved connection that names
+        no path (``duckdb://``, an empty field): DuckDB and the dump reader would read it as the working
+        directory and open whatever dump lies there. Raises :class:`InputError` (exit 2)."""
+        u = super().url(target)
+        if not (u.database or "").strip():
+            raise InputError(
+                "this dump names no file or folder: give a .csv, .parquet or .jsonl file, or a folder of them"
+            )
+        return u
 
 
 BACKEND = DumpBackend()

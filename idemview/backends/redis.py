@@ -19,11 +19,49 @@ if TYPE_CHECKING:
     from idemview.ledger.reader import Ledger
 
 
+#: The URL query options idemview passes to redis-py: the database, and on ``rediss://`` the TLS files
+#: and checks (redis-py 8 ``SSLConnection.__init__``). Any other option would reach redis-py's
+#: connection as a keyword: a TypeError, a clash with idemview's own settings (``protocol=2``, timeouts),
+#: or a command sent on connect that is not a read (``client_name``: CLIENT SETNAME).
+OPTIONS = frozenset({"db"})
+TLS_OPTIONS = frozenset(
+    {
+        "ssl_cert_reqs",
+        "ssl_ca_certs",
+        "ssl_ca_path",
+        "ssl_certfile",
+        "ssl_keyfile",
+        "ssl_check_hostname",
+        "ssl_min_version",
+        "ssl_ciphers",
+    }
+)
+
+
 def redis_text(target: Target) -> str:
-    """``target`` as a ``redis[s]://`` URL string (a saved connection's SQLAlchemy URL converted)."""
+    """``target`` as a ``redis[s]://`` URL string (a saved connection's SQLAlchemy URL converted), its
+    query options checked against :data:`OPTIONS` / :data:`TLS_OPTIONS`. Every path (open, Test,
+    detect, the SSH tunnel) goes through here. Raises :class:`InputError` (exit 2) naming a refused
+    option, before anything connects."""
+    from urllib.parse import parse_qsl, urlsplit
+
     from idemview.ledger.redis_snapshot import redis_url_from_sqlalchemy
 
-    return target if isinstance(target, str) else redis_url_from_sqlalchemy(target)
+    url = target if isinstance(target, str) else redis_url_from_sqlalchemy(target)
+    try:
+        p = urlsplit(url)
+    except ValueError:
+        return url  # connect_redis says what is wrong with it
+    tls = p.scheme.lower() == "rediss"
+    allowed = OPTIONS | TLS_OPTIONS if tls else OPTIONS
+    for name, _ in parse_qsl(p.query, keep_blank_values=True):
+        if name not in allowed:
+            hint = " (TLS options need rediss://)" if name in TLS_OPTIONS else ""
+            raise InputError(
+                f"connection option {name!r} refused: it is not an option idemview passes to {p.scheme.lower()}"
+                f"{hint} (allowed: {', '.join(sorted(allowed))}); nothing was connected"
+            )
+    return url
 
 
 class RedisBackend(Backend):
@@ -49,12 +87,22 @@ class RedisBackend(Backend):
         return conn.url(password)
 
     def fields(self, dialect: str) -> tuple[Field, ...]:
+        tls = (
+            (
+                Field("tls.ssl_ca_certs", "CA certificate", placeholder="empty: the system's CAs"),
+                Field("tls.ssl_certfile", "Client certificate", placeholder="empty: none"),
+                Field("tls.ssl_keyfile", "Client key", placeholder="empty: none"),
+            )
+            if dialect == "rediss"  # a saved rediss connection keeps its TLS files (TLS_OPTIONS)
+            else ()
+        )
         return (
             Field("host", "Host", placeholder="redis.internal"),
             Field("port", "Port", "port"),
             Field("database", "Database", placeholder="0 (the database number)"),
             Field("user", "User", placeholder="an ACL user (empty: default)"),
             Field("password", "Password", "password"),
+            *tls,
             Field("ssh", "SSH tunnel", "ssh"),
         )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from importlib.metadata import entry_points
 
-from idemview.backends.base import Backend, Target
+from idemview.backends.base import Backend, Target, set_known_schemes
 from idemview.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -62,12 +62,18 @@ def register(backend: Backend, *, replace: bool = False) -> Backend:
     if old is not None and old is not backend and not replace:
         raise ValueError(f"a backend named {backend.name!r} is registered already")
     _BACKENDS[backend.name] = backend
+    _schemes_changed()
     return backend
 
 
 def unregister(name: str) -> None:
     """Remove the backend named ``name`` (tests); nothing if none is."""
     _BACKENDS.pop(name, None)
+    _schemes_changed()
+
+
+def _schemes_changed() -> None:
+    set_known_schemes({c.dialect for b in _BACKENDS.values() for c in b.choices})
 
 
 def _add(obj: object, where: str) -> list[str]:

@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import URL
 
-from idemview.backends.base import Backend, Choice, Field, Match, OpenRequest, Source, Target, fit_layout
+from idemview.backends.base import (
+    Backend,
+    Choice,
+    Field,
+    Match,
+    OpenRequest,
+    Source,
+    Target,
+    fit_layout,
+    known_schemes,
+)
 from idemview.errors import InputError
 from idemview.layouts.layout import LayoutError, LayoutMismatchError
 
@@ -112,6 +122,14 @@ class SqlBackend(Backend):
         out.append(Field("ssh", "SSH tunnel", "ssh"))
         return tuple(out)
 
+    def connection_from(self, name: str, text: str) -> tuple[Connection, str | None]:
+        """:meth:`Backend.connection_from`, refusing a scheme SQLAlchemy does not know (a typo such as
+        ``postgresq://``, or ``http://``) instead of filling the fields as another type. Raises
+        ``ValueError`` (:class:`InputError`; no secret in the message)."""
+        c, pw = super().connection_from(name, text)
+        self.known_dialect(URL.create(c.dialect))
+        return c, pw
+
     def needs_password(self, target: Target) -> bool:
         from sqlalchemy.engine import make_url
 
@@ -129,11 +147,27 @@ class SqlBackend(Backend):
         from idemview.ledger.connect import ConnectError, parse_url
 
         if isinstance(target, URL):
-            return target
+            return self.known_dialect(target)
+        if not target.strip():  # parse_url would read "" as the working directory
+            raise InputError("no database given: name a SQLAlchemy URL, a SQLite file, a dump or a saved connection")
         try:
-            return parse_url(target)
+            u = parse_url(target)
         except ConnectError as e:  # a malformed URL is an input error (exit 2), not a failed connection
             raise InputError(str(e)) from None
+        return self.known_dialect(u)
+
+    def known_dialect(self, u: URL) -> URL:
+        """``u`` when SQLAlchemy knows its dialect (a missing driver package is said later, at connect).
+        An unknown scheme is a typo or a kind of store no backend claims: :class:`InputError` (exit 2),
+        naming the closest known scheme, before anything connects."""
+        from sqlalchemy.exc import NoSuchModuleError
+
+        try:
+            u.get_dialect()
+        except NoSuchModuleError:
+            name = u.get_backend_name()
+            raise InputError(f"unknown kind of database {name!r}{_did_you_mean(name)}") from None
+        return u
 
     def engine(self, target: Target, password: str | None, statement_timeout_s: float | None = 20) -> Engine:
         """A read-only engine on ``target`` (:func:`idemview.ledger.connect.open_engine`) with a short
@@ -219,6 +253,18 @@ class SqlBackend(Backend):
             return [Match(m.layout.name, m.confidence, m.reason) for m in detect(engine)]
         finally:
             engine.dispose()
+
+
+def _did_you_mean(name: str) -> str:
+    """``": did you mean X?"`` for the known scheme (:func:`~idemview.backends.base.known_schemes`)
+    closest to ``name``, else the list of known ones."""
+    import difflib
+
+    known = known_schemes()
+    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.6)
+    if close:
+        return f": did you mean {close[0]}?"
+    return f" (idemview opens {', '.join(known)} URLs, SQLite files and dump files or folders)"
 
 
 BACKEND = SqlBackend()

@@ -84,10 +84,14 @@ def _describe_error(e: BaseException) -> JobError:
             return JobError(f"the query ran past its time limit: {msg}")
         lost = isinstance(kind, ConnectionLost)
         return JobError(("connection lost: " if lost else "the database refused a query: ") + msg, connection_lost=lost)
-    from idemview.errors import CannotConnect
+    from idemview.errors import CannotConnect, InputError
 
     if isinstance(e, CannotConnect):  # ledger.connect.ConnectError, ledger.tunnel.TunnelError: words to show
         return JobError(str(e), connection_lost=True)
+    if isinstance(e, InputError):  # what the user typed (a dump path, a table name, a layout): words to show
+        from idemview.ledger.connect import redact
+
+        return JobError(redact(str(e))[:300])
     from idemview.evidence.writer import FinalNameTaken
 
     if isinstance(e, FinalNameTaken):
