@@ -191,3 +191,27 @@ def test_rows_written_after_scrolling_do_not_shift_an_evicted_page(qtbot, window
     tab.grid.scrollToTop()
     got = [_row_when_held(qtbot, m, i) for i in range(100)]
     assert got == [seen[i] for i in range(100)], "the rows shown before are where they were"
+
+
+def test_copying_a_row_whose_page_is_being_read_again_copies_no_placeholder(qtbot, window, demo_db, monkeypatch):
+    from PySide6.QtGui import QGuiApplication
+
+    from idemview.qt import models
+
+    monkeypatch.setattr(models, "CACHE_PAGES", 2)
+    path, _planted = demo_db
+    tab = open_and_wait(qtbot, window, spec_for(path))
+    m = tab.model
+    m.page_size = 100
+    tab._requery()
+    settle(qtbot, tab)
+    _scroll_to_end(qtbot, tab, {})
+    monkeypatch.setattr(m, "_refetch", lambda page: None)  # a slow database: the page is still "…"
+    tab.grid.scrollToTop()
+    tab.grid.setCurrentIndex(m.index(3, 0))
+    QGuiApplication.clipboard().setText("before")
+    said: list[str] = []
+    tab.message.connect(said.append)
+    tab.copy_selection()
+    assert QGuiApplication.clipboard().text() == "before", "a placeholder row went to the clipboard"
+    assert said and "loading" in said[-1]
