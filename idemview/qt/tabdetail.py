@@ -207,6 +207,9 @@ class DetailViews:
         idx = self.grid.currentIndex()
         if not idx.isValid():
             return
+        if self.model._row_or_none(idx.row()) is None:  # its page is being read again: cells show "…"
+            self.message.emit("That row is still loading; copy it again in a moment")
+            return
         vals = [
             str(self.model.data(self.model.index(idx.row(), c)) or "")
             for c in range(len(OP_COLUMNS))
