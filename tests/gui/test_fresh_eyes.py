@@ -215,3 +215,29 @@ def test_copying_a_row_whose_page_is_being_read_again_copies_no_placeholder(qtbo
     tab.copy_selection()
     assert QGuiApplication.clipboard().text() == "before", "a placeholder row went to the clipboard"
     assert said and "loading" in said[-1]
+
+
+def test_a_revealed_value_goes_with_its_evicted_page(qtbot, window, demo_db, monkeypatch):
+    """OperationsModel._keep promises that what was kept per row of a dropped page goes with it: a value
+    revealed on request is never kept beyond its page (and never lands on another operation's row)."""
+    from idemview.qt import models
+
+    monkeypatch.setattr(models, "CACHE_PAGES", 2)
+    path, _planted = demo_db
+    tab = open_and_wait(qtbot, window, spec_for(path))
+    m = tab.model
+    m.page_size = 100
+    tab._requery()
+    settle(qtbot, tab)
+    m.set_revealed(3, models.COL_SCOPE, "revealed-scope")
+    assert m.data(m.index(3, models.COL_SCOPE)) == "revealed-scope"
+    seen: dict[int, tuple] = {}
+    _scroll_to_end(qtbot, tab, seen)
+    assert 0 not in dict(m.cached())
+    assert not m.is_revealed(3, models.COL_SCOPE)
+    assert _row_when_held(qtbot, m, 3) == seen[3]
+    assert m.data(m.index(3, models.COL_SCOPE)) != "revealed-scope"
+    # a variant: the last row, whose page is held, keeps what was revealed on it
+    last = m.rowCount() - 1
+    m.set_revealed(last, models.COL_KEY, "revealed-key")
+    assert m.data(m.index(last, models.COL_KEY)) == "revealed-key"
