@@ -253,6 +253,9 @@ class FilterBar(QWidget):
             pending = board is not None and board.kind_pending(k)
             if pending:  # still being checked: a finding filter on it still works (its own SQL)
                 why = None
+            # a kind whose check was cancelled or failed was never answered: its severity is as unknown
+            # as a pending one's (its tooltip says why; the chip stays disabled)
+            unchecked = board is not None and k in board.failed
             # not known yet (being checked, or no scan has answered): a neutral chip, not the default
             # severity's colour and glyph, which the scan's answer then contradicted (a tester saw a
             # chip change severity when the scan landed)
@@ -263,7 +266,7 @@ class FilterBar(QWidget):
                 shown = "  …"
             elif n is not None and not why:
                 shown = f"  {n} of {totals.get(k, 0)}" if totals is not None else f"  {n}"
-            glyph = self.PENDING_GLYPH if unknown else theme.kind_glyph(k, sev)  # the kind's hint or sev's
+            glyph = self.PENDING_GLYPH if unknown or unchecked else theme.kind_glyph(k, sev)  # hint or sev's
             b.setText(f"{glyph} {theme.KIND_SHORT[k]}" + shown)
             col = theme.kind_colour(k, sev).name()
             b.setEnabled(why is None)
@@ -276,7 +279,7 @@ class FilterBar(QWidget):
             b.setStyleSheet(
                 f"QToolButton {{ border: 1px solid {col}; border-radius: 9px; padding: 1px 8px; }}"
                 f"QToolButton:checked {{ background: {col}; color: white; }}"
-                if n and not unknown
+                if n and not unknown and not unchecked
                 else "QToolButton { border: 1px solid palette(mid); border-radius: 9px; padding: 1px 8px; }"
                 "QToolButton:checked { background: palette(highlight); color: palette(highlighted-text); }"
             )

@@ -224,6 +224,7 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         # a *selected* row opens (focus alone makes a row current without selecting it)
         self.grid.selectionModel().selectionChanged.connect(self._grid_selection_changed)
         self.model.modelReset.connect(self._select_shown)
+        self.model.dataChanged.connect(self._open_when_held)  # a row clicked while its page was "…"
         self.model.page_loaded.connect(self._page_loaded_select)
         self.grid.doubleClicked.connect(self._grid_open)
         self.grid.activated.connect(self._grid_open)

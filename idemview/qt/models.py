@@ -286,6 +286,11 @@ class OperationsModel(QAbstractTableModel):
             gone, old = self._pages.popitem(last=False)
             for r in old:
                 self._fx_counts.pop((r.scope_raw, r.key_raw), None)
+            # a value revealed on request is never kept beyond its page (a page read again could hold
+            # another operation at that row number)
+            lo, hi = gone * self.page_size, gone * self.page_size + len(old)
+            if self._revealed:
+                self._revealed = {rc: v for rc, v in self._revealed.items() if not lo <= rc[0] < hi}
 
     def _locate(self, i: int) -> tuple[int, int]:
         """(page, offset) of row ``i``: pages are ``page_size`` long except the last fetched."""

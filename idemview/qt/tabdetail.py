@@ -98,6 +98,7 @@ class DetailViews:
         """Select the operation the detail shows in the grid when it is loaded there, else select
         nothing: the grid never highlights one operation while the detail shows another."""
         self._rows_seen = self.model.rowCount()
+        self._open_waiting = -1  # a new query or another operation opened: a "…" click is moot
         ref = getattr(self, "_shown_ref", None)
         sm = self.grid.selectionModel()
         self._syncing = True
@@ -145,9 +146,21 @@ class DetailViews:
     def _open_current(self):
         i = getattr(self, "_pending_current", -1)
         r = self.model._row_or_none(i)
-        if r is not None:  # None: its page is being read again (the click is repeated by then)
-            if (r.scope_raw, r.key_raw) != getattr(self, "_shown_ref", None):
-                self.open_operation(r.scope_raw, r.key_raw)
+        # None: its page fell out of the cache and is being read again; the row opens when it lands
+        # (_open_when_held), so a click on a "…" row is never lost
+        self._open_waiting = i if r is None else -1
+        if r is not None and (r.scope_raw, r.key_raw) != getattr(self, "_shown_ref", None):
+            self.open_operation(r.scope_raw, r.key_raw)
+
+    def _open_when_held(self, top: QModelIndex, bottom: QModelIndex, *_roles):
+        """A page read again landed (``dataChanged``): open the row selected while it showed "…", if it
+        is in the page and still the selected one."""
+        i = getattr(self, "_open_waiting", -1)
+        if i < 0 or not top.row() <= i <= bottom.row():
+            return
+        self._open_waiting = -1
+        if getattr(self, "_pending_current", -1) == i and self.grid.selectionModel().isRowSelected(i):
+            self._open_current()
 
     def copy_link(self) -> str | None:
         """ "Copy link": the ``idemview open …`` command for the operation in the detail, with the layout
@@ -193,6 +206,9 @@ class DetailViews:
         """Copy the selected row as shown (masked values stay masked on the clipboard)."""
         idx = self.grid.currentIndex()
         if not idx.isValid():
+            return
+        if self.model._row_or_none(idx.row()) is None:  # its page is being read again: cells show "…"
+            self.message.emit("That row is still loading; copy it again in a moment")
             return
         vals = [
             str(self.model.data(self.model.index(idx.row(), c)) or "")

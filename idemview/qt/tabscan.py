@@ -36,7 +36,7 @@ from idemview.qt.theme import plural
 from idemview.qt.workers import JobError
 from idemview.services.compact import narrow_compact, total_findings, total_operations
 from idemview.services.scanservice import KindFailure, Merged, ScanService
-from idemview.services.scanstate import ScanState
+from idemview.services.scanstate import CANCELLED, ScanState
 from idemview.services.session import FilteredFindings, FindingsResult
 
 
@@ -247,6 +247,9 @@ class ScanViews:
             head = f"<b>Findings</b> — {plural(ff.n_total, 'finding')} on {plural(n_ops, 'operation')}"
         if self._scanning:
             head += " · scanning…"
+        elif unchecked := self.board.failed:  # cancelled or failed kinds: "0 findings" is not "none"
+            why = "cancelled" if set(unchecked.values()) == {CANCELLED} else "cancelled or failed"
+            head += f" · {plural(len(unchecked), 'kind')} not checked ({why})"
         self.findings_title.setText(head)
         self.findings_title.setToolTip(
             "Counts follow the filter and the time window; click a row to show only those operations"
