@@ -47,6 +47,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/presets_bench.py --sizes $(BENCH_SIZES) $(BENCH_ARGS)
 	$(BIN)/python benchmarks/bench_masking_corpus.py
 	$(BIN)/python benchmarks/ssh_bench.py  # SSH tunnel overhead on loopback (issue 23: <= 1 s)
+	$(BIN)/python benchmarks/dump_bench.py --rows 2000000  # a Parquet dump's scan vs SQLite's (issue 23: <= 2x)
 	$(BIN)/python benchmarks/export_cells_bench.py --engines sqlite,postgresql,mariadb --ops 120 --mb 5 --shapes doc --json-column
 	$(BIN)/python benchmarks/export_cells_bench.py --engines sqlite --ops 20 --mb 5 --shapes flat,secrets
 
