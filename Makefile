@@ -18,8 +18,13 @@ demo: $(BIN)/.installed
 
 # The core test folders run with PySide6/pyqtgraph made unimportable (.ci/noqt/sitecustomize.py): the
 # core must work without Qt (DESIGN §10). Everything else runs with Qt, offscreen. Each test runs once.
+# The suite's budget is 15 min: each half runs on every core (pytest-xdist; each worker has its own
+# databases, tests/conftest.py) and prints its 15 slowest tests. --dist loadfile: a test file runs on
+# one worker, so a module-scoped fixture (a built wheel, dynalite, a written dump) is built once.
+# TEST_WORKERS=0 runs in one process.
 CORE_TESTS := tests/unit tests/presets tests/evidence
-PYTEST := QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q --durations=15  # the slowest tests, to keep the suite under 15 min
+TEST_WORKERS ?= auto
+PYTEST := QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadfile
 
 test: $(BIN)/.installed
 	bash packaging/start-services.sh

@@ -218,7 +218,9 @@ class LedgerSchema:
         if self.dialect == POSTGRESQL and "CITEXT" in (type(a.type).__name__.upper(), type(b.type).__name__.upper()):
             return and_(plain, cast(a, sqltypes.Text()) == cast(b, sqltypes.Text()))
         if self.dialect == SQLITE:
-            return a.collate("BINARY") == b
+            # as text for SQLAlchemy (an INTEGER column has no COLLATE operator: deprecated); the SQL is
+            # the same "a COLLATE BINARY = b", and SQLite compares integers as integers under any collation
+            return type_coerce(a, LedgerText()).collate("BINARY") == b
         return plain
 
     def _joined(self, cols) -> ColumnElement:
