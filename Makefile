@@ -19,12 +19,13 @@ demo: $(BIN)/.installed
 # The core test folders run with PySide6/pyqtgraph made unimportable (.ci/noqt/sitecustomize.py): the
 # core must work without Qt (DESIGN §10). Everything else runs with Qt, offscreen. Each test runs once.
 # The suite's budget is 15 min: each half runs on every core (pytest-xdist; each worker has its own
-# databases, tests/conftest.py) and prints its 15 slowest tests. --dist loadfile: a test file runs on
-# one worker, so a module-scoped fixture (a built wheel, dynalite, a written dump) is built once.
-# TEST_WORKERS=0 runs in one process.
+# databases, tests/conftest.py) and prints its 15 slowest tests. --dist worksteal: each worker starts on
+# a contiguous share of the tests (a file's module fixture is mostly built once) and an idle worker takes
+# tests from the end of a busy one's (the parameters of the slowest file share the cores; with loadfile
+# tests/unit/test_any_input_every_engine.py alone was the half's critical path). TEST_WORKERS=0: one process.
 CORE_TESTS := tests/unit tests/presets tests/evidence
 TEST_WORKERS ?= auto
-PYTEST := QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadfile
+PYTEST := QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist worksteal
 
 test: $(BIN)/.installed
 	bash packaging/start-services.sh
