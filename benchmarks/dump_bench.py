@@ -48,7 +48,8 @@ def write_parquet(db: str, out: Path, log=print) -> float:
     tmp = Path(tempfile.mkdtemp(prefix="dump-bench-"))
     part = out.with_suffix(".parquet.part")
     src = sqlite3.connect(db)
-    con = duckdb.connect(str(tmp / "stage.duckdb"), config={"enable_progress_bar": False})
+    con = duckdb.connect(str(tmp / "stage.duckdb"))
+    con.execute("SET enable_progress_bar = false")
     try:
         first = True
         for frame in pd.read_sql("SELECT * FROM celery_taskmeta ORDER BY id", src, chunksize=CHUNK):
