@@ -18,8 +18,14 @@ demo: $(BIN)/.installed
 
 # The core test folders run with PySide6/pyqtgraph made unimportable (.ci/noqt/sitecustomize.py): the
 # core must work without Qt (DESIGN §10). Everything else runs with Qt, offscreen. Each test runs once.
+# The suite's budget is 15 min: each half runs on every core (pytest-xdist; each worker has its own
+# databases, tests/conftest.py) and prints its 15 slowest tests. --dist worksteal: each worker starts on
+# a contiguous share of the tests (a file's module fixture is mostly built once) and an idle worker takes
+# tests from the end of a busy one's (the parameters of the slowest file share the cores; with loadfile
+# tests/unit/test_any_input_every_engine.py alone was the half's critical path). TEST_WORKERS=0: one process.
 CORE_TESTS := tests/unit tests/presets tests/evidence
-PYTEST := QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q --durations=15  # the slowest tests, to keep the suite under 15 min
+TEST_WORKERS ?= auto
+PYTEST := QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist worksteal
 
 test: $(BIN)/.installed
 	bash packaging/start-services.sh
@@ -47,6 +53,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/presets_bench.py --sizes $(BENCH_SIZES) $(BENCH_ARGS)
 	$(BIN)/python benchmarks/bench_masking_corpus.py
 	$(BIN)/python benchmarks/ssh_bench.py  # SSH tunnel overhead on loopback (issue 23: <= 1 s)
+	$(BIN)/python benchmarks/dump_bench.py --rows 2000000  # a Parquet dump's scan vs SQLite's (issue 23: <= 2x)
 	$(BIN)/python benchmarks/export_cells_bench.py --engines sqlite,postgresql,mariadb --ops 120 --mb 5 --shapes doc --json-column
 	$(BIN)/python benchmarks/export_cells_bench.py --engines sqlite --ops 20 --mb 5 --shapes flat,secrets
 	$(BIN)/python benchmarks/export_cells_bench.py --engines sqlite --ops 1 --mb 50 --shapes doc,flat,secrets

@@ -375,7 +375,7 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         ColumnSpec("effect_ref", "text", "the effect reference the operation's own record keeps"),
         ColumnSpec("attempt_effect_refs", "json", ATTEMPT_EFFECT_REFS_NOTE),
     ]
-    payloads = [p for p in ("request", "response", "error") if p in ledger.layout.fields]
+    payloads: list[str] = [p for p in ("request", "response", "error") if p in ledger.layout.fields]
     cols += [ColumnSpec(p, "json" if ledger.layout.fields[p].encoding == "json" else "text") for p in payloads]
     cols.append(ColumnSpec("findings", "text"))
     findings = _finding_index(ledger, now)
@@ -450,6 +450,8 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
             cols[i] = ColumnSpec(k, "naive_instant")
 
     def table_rows():
+        att = ledger.att
+        assert att is not None  # a.source == "table": the ledger reflected it
         q = ledger.attempts_select()
         tcols = [c.label(f"t_{k}") for k, (c, _tc) in ledger.att_time.items()]
         q = select(
@@ -465,11 +467,11 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         ).where(ledger.att_where)
         clause = ledger.filter_clause(flt, now) if not flt.is_empty() else None
         if clause is not None or ledger.att_needs_join:
-            q = q.select_from(ledger.att.join(ledger.ops, ledger.att_join))
+            q = q.select_from(att.join(ledger.ops, ledger.att_join))
             if clause is not None:
                 q = q.where(clause)
         else:
-            q = q.select_from(ledger.att)
+            q = q.select_from(att)
         tdefs = list(ledger.att_time.items())
         tcs = [tc for _k, (_c, tc) in tdefs]
         pos = {k: 8 + i for i, (k, _v) in enumerate(tdefs)}
@@ -482,18 +484,20 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         with ledger.engine.connect() as c:
             # Positional access: this loop runs once per exported row. Column 7 is the error text.
             for r in stream_rows(c, q, [7]):
-                st = decode_time(r[i_st], tc_st) if i_st is not None else None
-                fi = decode_time(r[i_fi], tc_fi) if i_fi is not None else None
-                if naive_st and st is not None:
-                    st = st.astimezone(ZoneInfo(a.started_at.zone)).replace(tzinfo=None)
-                if naive_fi and fi is not None:
-                    fi = fi.astimezone(ZoneInfo(a.finished_at.zone)).replace(tzinfo=None)
+                # tc_st is None exactly when i_st is (and tc_st is a.started_at: ledger.att_time)
+                st = decode_time(r[i_st], tc_st) if tc_st is not None else None
+                fi = decode_time(r[i_fi], tc_fi) if tc_fi is not None else None
+                if naive_st and st is not None and tc_st is not None:
+                    st = st.astimezone(ZoneInfo(tc_st.zone)).replace(tzinfo=None)
+                if naive_fi and fi is not None and tc_fi is not None:
+                    fi = fi.astimezone(ZoneInfo(tc_fi.zone)).replace(tzinfo=None)
                 err = r[7]
                 if isinstance(err, bytes_types):
                     err = bytes(err).decode("utf-8", "replace")
                 yield (name, r[0], r[1], r[2], st, fi, r[3], r[4], r[5], r[6], err)
 
     def json_rows():
+        assert a.column is not None  # a.source == "json_array": the layout names the column
         col = ledger.ops.c[a.column]
         q = (
             select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"), col.label("arr"))

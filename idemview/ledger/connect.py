@@ -140,6 +140,7 @@ class _SqliteConn(sqlite3.Connection):
     """A sqlite3 connection that carries the start time of its current statement (for the timeout)."""
 
     _idem_start: list
+    _idem_deadline: list
 
 
 def _sqlite_authorizer(action, arg1, arg2, dbname, source):
@@ -254,7 +255,7 @@ def open_engine(
             # local_infile off and SET SESSION TRANSACTION READ ONLY as the driver's init_command
             # (driver_options.driver_connect_args): read-only before any other statement.
             engine = create_engine(u, connect_args={"connect_timeout": 10, **forced}, **kw)
-            is_maria = [None]
+            is_maria: list[bool | None] = [None]
 
             @event.listens_for(engine, "connect")
             def _ro(dbapi_conn, rec):

@@ -254,7 +254,8 @@ class DumpDialect(duckdb_engine.Dialect):
     def get_table_names(self, connection, schema=None, **kw):
         return self._relations(connection, schema)
 
-    def get_view_names(self, connection, schema=None, **kw):
+    # The signatures are the base dialects' (SQLAlchemy passes scope, kind, include by keyword).
+    def get_view_names(self, connection, schema=None, include=None, **kw):
         return []  # the dump's views are its tables (get_table_names)
 
     def get_materialized_view_names(self, connection, schema=None, **kw):
@@ -270,7 +271,7 @@ class DumpDialect(duckdb_engine.Dialect):
         have = self._relations(connection, schema)
         return [n for n in have if filter_names is None or n in set(filter_names)]
 
-    def get_multi_columns(self, connection, schema=None, filter_names=None, **kw):
+    def get_multi_columns(self, connection, schema=None, filter_names=None, scope=None, kind=None, **kw):
         names = self._names(connection, schema, filter_names)
         if not names:
             return []
@@ -289,28 +290,37 @@ class DumpDialect(duckdb_engine.Dialect):
                 )
         return list(out.items())
 
-    def get_multi_pk_constraint(self, connection, schema=None, filter_names=None, **kw):
+    def get_multi_pk_constraint(self, connection, schema=None, filter_names=None, scope=None, kind=None, **kw):
         return self._none(connection, schema, filter_names, lambda: {"constrained_columns": [], "name": None})
 
     def _none(self, connection, schema, filter_names, value):
         return [((schema, n), value()) for n in self._names(connection, schema, filter_names)]
 
-    def get_multi_foreign_keys(self, connection, schema=None, filter_names=None, **kw):
+    def get_multi_foreign_keys(
+        self,
+        connection,
+        schema=None,
+        filter_names=None,
+        scope=None,
+        kind=None,
+        postgresql_ignore_search_path=False,
+        **kw,
+    ):
         return self._none(connection, schema, filter_names, list)
 
-    def get_multi_indexes(self, connection, schema=None, filter_names=None, **kw):
+    def get_multi_indexes(self, connection, schema=None, filter_names=None, scope=None, kind=None, **kw):
         return self._none(connection, schema, filter_names, list)
 
-    def get_multi_unique_constraints(self, connection, schema=None, filter_names=None, **kw):
+    def get_multi_unique_constraints(self, connection, schema=None, filter_names=None, scope=None, kind=None, **kw):
         return self._none(connection, schema, filter_names, list)
 
-    def get_multi_check_constraints(self, connection, schema=None, filter_names=None, **kw):
+    def get_multi_check_constraints(self, connection, schema=None, filter_names=None, scope=None, kind=None, **kw):
         return self._none(connection, schema, filter_names, list)
 
-    def get_multi_table_comment(self, connection, schema=None, filter_names=None, **kw):
+    def get_multi_table_comment(self, connection, schema=None, filter_names=None, scope=None, kind=None, **kw):
         return self._none(connection, schema, filter_names, lambda: {"text": None})
 
-    def get_multi_table_options(self, connection, schema=None, filter_names=None, **kw):
+    def get_multi_table_options(self, connection, schema=None, filter_names=None, scope=None, kind=None, **kw):
         return self._none(connection, schema, filter_names, dict)
 
 

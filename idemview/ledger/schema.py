@@ -78,7 +78,11 @@ class LedgerSchema:
     layout: Layout
     dialect: str
     md: MetaData
+    ops: Table
     att: Table | None
+    retention_s: float | None
+    lock_timeout_s: float | None
+    _lock_timeout_given: bool
 
     # ------------------------------------------------------------------------------------- schema
 
@@ -215,7 +219,9 @@ class LedgerSchema:
         if self.dialect == POSTGRESQL and "CITEXT" in (type(a.type).__name__.upper(), type(b.type).__name__.upper()):
             return and_(plain, cast(a, sqltypes.Text()) == cast(b, sqltypes.Text()))
         if self.dialect == SQLITE:
-            return a.collate("BINARY") == b
+            # as text for SQLAlchemy (an INTEGER column has no COLLATE operator: deprecated); the SQL is
+            # the same "a COLLATE BINARY = b", and SQLite compares integers as integers under any collation
+            return type_coerce(a, LedgerText()).collate("BINARY") == b
         return plain
 
     def _joined(self, cols) -> ColumnElement:
@@ -462,7 +468,7 @@ class LedgerSchema:
             self._build_attempts()
 
     def _build_attempts(self):
-        a, t = self.layout.attempts, self.att
+        a, t = self.layout.attempts, self._attempts_table()
         # The attempt's (scope, key) are read through the operations columns it joins on. Joined
         # exactly (issue #9, item 7): on a case- or trailing-space-insensitive collation (MariaDB's
         # default) 'Order-77' = 'order-77' and 'ord-88' = 'ord-88 ', and every attempt would join two
@@ -472,6 +478,7 @@ class LedgerSchema:
         #: Attempt number as stored (display) and as an integer (sorting, comparisons).
         self.att_number_raw = t.c[a.number] if a.number else null()
         self.att_number = stored_int(t.c[a.number], self.dialect) if a.number else null()
+        assert a.outcome is not None  # parse_layout gives every attempts table one (default "unknown")
         self.att_outcome, self.att_raw_outcome = self._status_expr(t, a.outcome)
         self.att_time: dict[str, tuple[ColumnElement, TimeColumn]] = {}
         for k in ("started_at", "finished_at"):

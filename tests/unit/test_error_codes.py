@@ -107,7 +107,12 @@ def test_sqlite_query_errors_are_not_classified(tmp_path):
 
 # -- PostgreSQL ----------------------------------------------------------------------------------------
 
-PG_FIND = "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(37)' AND state = 'active' LIMIT 1"
+# In this test process's own database: another process's test (xdist's other worker, another checkout) may
+# be running the same statement on the same server at the same moment, and must not be the one stopped.
+PG_FIND = (
+    "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(37)' AND state = 'active'"
+    " AND datname = current_database() LIMIT 1"
+)
 
 
 @pytest.mark.postgres
@@ -177,7 +182,7 @@ def test_postgres_unreachable_is_lost():
 
 MY_FIND = (
     "SELECT id FROM information_schema.processlist"
-    " WHERE info LIKE 'SELECT count(*) FROM information_schema.columns a%%' LIMIT 1"
+    " WHERE info LIKE 'SELECT count(*) FROM information_schema.columns a%%' AND db = DATABASE() LIMIT 1"
 )
 
 
