@@ -127,10 +127,14 @@ def decode_payload(value: Any, encoding: str | None) -> Payload | None:
 @dataclass
 class Page:
     """One page of the operations grid: ``rows`` (normalized :class:`Operation`), and ``cursor`` to ask
-    for the next page with, ``None`` when this was the last."""
+    for the next page with, ``None`` when this was the last. ``first`` and ``last`` are the cursors of
+    its first and last row (``None`` when the page is empty), for :meth:`Ledger.page`'s ``start`` and
+    ``end``: read the same stretch of the sort again, bounded at both ends."""
 
     rows: list[Operation]
     cursor: tuple | None
+    first: tuple | None = None
+    last: tuple | None = None
 
 
 def with_naive_zone(layout: Layout, zone: str) -> Layout:
@@ -600,11 +604,16 @@ class Ledger(LedgerSchema):
         limit: int = 200,
         now: datetime | None = None,
         payloads: bool = True,
+        start: tuple | None = None,
+        end: tuple | None = None,
     ) -> Page:
         """One page of normalized operations, filtered and sorted by the database (keyset paging).
 
-        ``after`` is the previous page's ``cursor``. The sort is made total with the row identity (or
-        the key) as a tie-breaker. NULL sort values come last."""
+        ``after`` is the previous page's ``cursor`` (rows strictly after that row). ``start`` and
+        ``end`` are row cursors (a page's ``first`` / ``last``), both inclusive: the page holds no row
+        sorting before ``start`` nor after ``end``. A cursor is ``(sort value is NULL, sort value,
+        tie-breaker)``. The sort is made total with the row identity (or the key) as a tie-breaker.
+        NULL sort values come last (in either direction), ordered by the tie-breaker."""
         sort_e = self._sort_expr(sort)
         tie = self.rid if self.rid is not None else self.key_expr
         # The cursor holds the sort value as the database has it. A PostgreSQL time may be one Python
@@ -614,38 +623,62 @@ class Ledger(LedgerSchema):
         cur_e = cast(sort_e, Text) if as_text else sort_e
         cols = self.op_columns(payloads) + [cur_e.label("_s"), tie.label("_t")]
         where = self.filter_clause(flt, now)
+        # Each bound restricts the two sections of the order (rows with a sort value, then the NULL
+        # section): a condition each, or False where the section lies wholly beyond it.
+        valued: list = []
+        nulls: list = []
+        for cur, lower, inclusive in ((after, True, False), (start, True, True), (end, False, True)):
+            if cur is not None:
+                v, n = self._bound(cur, sort_e, tie, as_text, descending, lower, inclusive)
+                valued += [v] if v is not None else []
+                nulls += [n] if n is not None else []
         # Two range queries instead of ORDER BY (sort IS NULL), sort, tie: each is a plain ordered range
         # an index on the sort column can serve (top-N from the index, not a sort of the whole table).
         # First the rows with a sort value, then (when they run out) those without, by the tie-breaker.
         fetched: list = []
-        s_null = after[0] if after is not None else False
         with self.engine.connect() as c:
-            if not s_null:
-                q = select(*cols).select_from(self.ops).where(where, sort_e.is_not(None))
-                if after is not None:
-                    _, s_val, t_val = after
-                    if as_text:
-                        s_val = cast(literal(s_val, Text), sort_e.type)
-                    if descending:
-                        q = q.where(sort_e <= s_val, or_(sort_e < s_val, tie < t_val))
-                    else:
-                        q = q.where(sort_e >= s_val, or_(sort_e > s_val, tie > t_val))
+            if all(v is not False for v in valued):
+                q = select(*cols).select_from(self.ops).where(where, sort_e.is_not(None), *valued)
                 order = (sort_e.desc(), tie.desc()) if descending else (sort_e.asc(), tie.asc())
                 fetched = list(c.execute(q.order_by(*order).limit(limit + 1)).fetchall())
-            if len(fetched) <= limit:
-                q = select(*cols).select_from(self.ops).where(where, sort_e.is_(None))
-                if s_null and after is not None:
-                    q = q.where(tie < after[2] if descending else tie > after[2])
+            if len(fetched) <= limit and all(n is not False for n in nulls):
+                q = select(*cols).select_from(self.ops).where(where, sort_e.is_(None), *nulls)
                 q = q.order_by(tie.desc() if descending else tie.asc()).limit(limit + 1 - len(fetched))
                 fetched += c.execute(q).fetchall()
         more = len(fetched) > limit
         rows = fetched[:limit]
         ops = [self.row_to_operation(r) for r in rows]
-        cursor = None
-        if more and rows:
-            last = rows[-1]._mapping
-            cursor = (last["_s"] is None, last["_s"], last["_t"])
-        return Page(ops, cursor)
+
+        def cursor_of(r) -> tuple:
+            m = r._mapping
+            return (m["_s"] is None, m["_s"], m["_t"])
+
+        first = cursor_of(rows[0]) if rows else None
+        last = cursor_of(rows[-1]) if rows else None
+        return Page(ops, last if more else None, first, last)
+
+    @staticmethod
+    def _bound(cur: tuple, sort_e, tie, as_text: bool, descending: bool, lower: bool, inclusive: bool):
+        """The conditions a cursor ``cur`` puts on the two sections of :meth:`page`'s order, as
+        ``(valued, nulls)``: each ``None`` (no restriction), ``False`` (the section lies wholly beyond
+        the bound) or a SQL condition. ``lower``: the rows at/after the cursor, else at/before it;
+        ``inclusive``: the cursor's own row is one of them."""
+        s_null, s_val, t_val = cur
+        # the rows wanted sort later than the cursor in the page's order: ascending >, descending <
+        later = lower != descending
+        if later:
+            t_cond = tie >= t_val if inclusive else tie > t_val
+        else:
+            t_cond = tie <= t_val if inclusive else tie < t_val
+        if s_null:  # the cursor is in the NULL section, which comes after every row with a sort value
+            return (False if lower else None), t_cond
+        if as_text:
+            s_val = cast(literal(s_val, Text), sort_e.type)
+        if later:
+            valued = and_(sort_e >= s_val, or_(sort_e > s_val, t_cond))
+        else:
+            valued = and_(sort_e <= s_val, or_(sort_e < s_val, t_cond))
+        return valued, (None if lower else False)
 
     def iter_operations(
         self, flt: Filter | None = None, *, now: datetime | None = None, batch: int = 5000

@@ -1,8 +1,8 @@
 """Qt item models. The operations model is lazy: it asks the database for the next page (keyset paging,
 :meth:`idemview.ledger.reader.Ledger.page`) on ``fetchMore``, on a worker thread, and holds no result set:
 only the pages most recently looked at, at most :data:`CACHE_PAGES` of them (an LRU; issue 27 item 3),
-and for every page fetched its keyset cursor (a tuple of two or three values). A page that fell out of
-the cache is read again by its cursor when the view paints it. Sorting is a new database query, never a
+and for every page fetched the keyset cursors of its first and last row. A page that fell out of the
+cache is read again between those two rows when the view paints it. Sorting is a new database query, never a
 proxy model over rows in memory — a 10-million row ledger sorts the same way a 10-row one does.
 """
 
@@ -24,12 +24,13 @@ from idemview.services.compact import compact_findings
 from idemview.services.session import (
     EffectCounts,
     FindingsResult,
+    GridPage,
     OpRow,
     SearchHit,
     SharedMasker,
     effect_counts,
     effects_where,
-    fetch_page,
+    fetch_grid_page,
     kind_summary,
 )
 
@@ -123,9 +124,9 @@ class OperationsModel(QAbstractTableModel):
         self._sql_findings = False  # the page in flight runs the findings' SQL (the scan had no answer)
         self.sort_key, self.descending = "created_at", True
         # the pages held (page number -> rows, least recently used first) and, for every page fetched,
-        # the cursor it starts after and its length: rows are never kept beyond CACHE_PAGES pages
+        # the cursors of its first and last row and its length: rows are never kept beyond CACHE_PAGES
         self._pages: OrderedDict[int, list[OpRow]] = OrderedDict()
-        self._starts: list[tuple | None] = []
+        self._bounds: list[tuple[tuple | None, tuple | None]] = []
         self._lens: list[int] = []
         self._n = 0  # rows fetched so far (the grid's row count)
         self._refetching: set[int] = set()
@@ -170,7 +171,7 @@ class OperationsModel(QAbstractTableModel):
             self.scanned = findings
         self._cancel_effect_counts()
         self.beginResetModel()
-        self._pages, self._starts, self._lens, self._n, self._cursor = OrderedDict(), [], [], 0, None
+        self._pages, self._bounds, self._lens, self._n, self._cursor = OrderedDict(), [], [], 0, None
         self._refetching = set()
         self._revealed = {}
         self._fx_counts = {}
@@ -224,10 +225,9 @@ class OperationsModel(QAbstractTableModel):
         self._started = True
         self._sql_findings = bool(flt.findings) and not self.scan_answers(flt)
         self._set_loading(True)
-        self._pending_start = after
         self.runner.submit(
             "page",
-            lambda tok: fetch_page(
+            lambda tok: fetch_grid_page(
                 ledger, masker, flt, sort, desc, after, limit, now or datetime.now(theme.UTC), by_ref, scanned
             ),
             self._on_page,
@@ -251,8 +251,8 @@ class OperationsModel(QAbstractTableModel):
         """The first page of a finding filter is being asked in SQL (the scan had not answered yet)."""
         return self._loading and self._sql_findings and not self._n
 
-    def _on_page(self, result):
-        rows, cursor = result
+    def _on_page(self, result: GridPage):
+        rows, cursor = result.rows, result.cursor
         # The cursor moves before any signal is emitted and "loading" ends only after the rows are in:
         # a view or model tester reacting to rowsAboutToBeInserted / loading_changed by calling
         # fetchMore must see either "still loading" or the new cursor. (It used to see loading=False
@@ -262,7 +262,7 @@ class OperationsModel(QAbstractTableModel):
         if rows:
             first, page = self._n, len(self._lens)
             self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
-            self._starts.append(getattr(self, "_pending_start", None))
+            self._bounds.append((result.first, result.last))
             self._lens.append(len(rows))
             self._n += len(rows)
             self._keep(page, rows)
@@ -317,13 +317,13 @@ class OperationsModel(QAbstractTableModel):
         self._refetching.add(page)
         ledger, masker, flt, sort, desc = self.ledger, self.masker, self.flt, self.sort_key, self.descending
         now, by_ref, limit, scanned = self.now, self.by_ref, self._lens[page], self.scanned_for(self.flt)
-        after, gen = self._starts[page], self._query_gen
+        (start, end), gen = self._bounds[page], self._query_gen
 
-        def landed(result) -> None:
+        def landed(result: GridPage) -> None:
             self._refetching.discard(page)
             if gen != self._query_gen:
                 return
-            rows, _cursor = result
+            rows = result.rows
             self._keep(page, rows)
             first = page * self.page_size
             last = min(first + self._lens[page], self._n) - 1
@@ -337,10 +337,25 @@ class OperationsModel(QAbstractTableModel):
             if gen == self._query_gen and not err.cancelled:
                 self.error.emit(err)
 
+        # Read again from the page's first row to its last, both included, never by its start and length
+        # alone: rows written since that sort outside the page never shift into it (nor push its last
+        # rows out of view into no page at all). Rows written since *inside* it do appear (the database
+        # as it is now) and push as many of its last rows out of this read; no other page moves.
         self.runner.submit(
             f"repage:{page}",
-            lambda tok: fetch_page(
-                ledger, masker, flt, sort, desc, after, limit, now or datetime.now(theme.UTC), by_ref, scanned
+            lambda tok: fetch_grid_page(
+                ledger,
+                masker,
+                flt,
+                sort,
+                desc,
+                None,
+                limit,
+                now or datetime.now(theme.UTC),
+                by_ref,
+                scanned,
+                start=start,
+                end=end,
             ),
             landed,
             failed,

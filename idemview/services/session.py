@@ -395,6 +395,53 @@ class _RefsFiltered:
         return and_(base, cond)
 
 
+@dataclass
+class GridPage:
+    """One grid page as :func:`fetch_grid_page` reads it: masked ``rows``, the ``cursor`` of the next
+    page (``None`` after the last) and the cursors of its ``first`` and ``last`` row (``None`` when
+    empty) to read the same stretch again, bounded (:meth:`Ledger.page`'s ``start`` / ``end``)."""
+
+    rows: list[OpRow]
+    cursor: tuple | None
+    first: tuple | None
+    last: tuple | None
+
+
+def fetch_grid_page(
+    ledger: Ledger,
+    masker: SharedMasker,
+    flt: Filter,
+    sort: str,
+    descending: bool,
+    after: tuple | None,
+    limit: int,
+    now: datetime,
+    by_ref: dict | None,
+    scanned: FindingsResult | None = None,
+    *,
+    start: tuple | None = None,
+    end: tuple | None = None,
+) -> GridPage:
+    """One grid page, ``after`` a cursor and between the inclusive row cursors ``start`` and ``end``
+    (each optional). With ``scanned`` (the tab's scan) a finding filter uses the scan's answer when
+    it has one (:func:`scanned_refs`) instead of running the findings' SQL again for every page."""
+    refs = scanned_refs(scanned, flt, now)
+    led: Any = ledger if refs is None else _RefsFiltered(ledger, refs)
+    page: Page = Ledger.page(
+        led,
+        flt,
+        sort=sort,
+        descending=descending,
+        after=after,
+        limit=limit,
+        now=now,
+        payloads=False,
+        start=start,
+        end=end,
+    )
+    return GridPage(to_rows(page.rows, masker, by_ref), page.cursor, page.first, page.last)
+
+
 def fetch_page(
     ledger: Ledger,
     masker: SharedMasker,
@@ -407,14 +454,9 @@ def fetch_page(
     by_ref: dict | None,
     scanned: FindingsResult | None = None,
 ) -> tuple[list[OpRow], tuple | None]:
-    """One grid page. With ``scanned`` (the tab's scan) a finding filter uses the scan's answer when
-    it has one (:func:`scanned_refs`) instead of running the findings' SQL again for every page."""
-    refs = scanned_refs(scanned, flt, now)
-    led: Any = ledger if refs is None else _RefsFiltered(ledger, refs)
-    page: Page = Ledger.page(
-        led, flt, sort=sort, descending=descending, after=after, limit=limit, now=now, payloads=False
-    )
-    return to_rows(page.rows, masker, by_ref), page.cursor
+    """One grid page as ``(rows, cursor of the next page)`` (:func:`fetch_grid_page` without bounds)."""
+    g = fetch_grid_page(ledger, masker, flt, sort, descending, after, limit, now, by_ref, scanned)
+    return g.rows, g.cursor
 
 
 def count_matching(ledger: Ledger, flt: Filter, now: datetime, scanned: FindingsResult | None = None) -> int:

@@ -155,11 +155,6 @@ def test_a_cancelled_scan_shows_no_severity_and_no_bare_zero(qtbot, window, demo
     assert "not checked" in tab.findings_title.text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open fault: an evicted page is read again by its start cursor and its length, so rows written "
-    "since (a live ledger) shift it and push rows out of view; needs the page's end cursor as a bound",
-)
 def test_rows_written_after_scrolling_do_not_shift_an_evicted_page(qtbot, window, demo_db, monkeypatch, tmp_path):
     import shutil
     import sqlite3
