@@ -40,7 +40,6 @@ What a DynamoDB table can show
 from __future__ import annotations
 
 import base64
-import gc
 import random
 import re
 import time
@@ -593,9 +592,7 @@ def snapshot(
     uri, keeper, indexes = mem.new_memory_db("dynamodb")
     mapper = _ItemMapper(layout)
     pages = mem.prefetched(scan_pages(client, target, limit=batch, token=token, on_retry=retried), token)
-    paused = gc.isenabled()
-    gc.disable()  # the load makes no reference cycles (as the Redis snapshot's)
-    try:
+    with mem.loading(keeper):
         last = info.server_time
         for items, at in pages:
             info.pages += 1
@@ -613,12 +610,6 @@ def snapshot(
         info.loaded -= info.same_key
         info.server_time_end = last if info.clock == "server" else datetime.now(UTC)
         info.finished_at = datetime.now(UTC)
-    except BaseException:
-        keeper.close()
-        raise
-    finally:
-        if paused:
-            gc.enable()
     return mem.memory_engine(uri, keeper), info
 
 

@@ -14,15 +14,18 @@ connection. This module is the set-up every snapshot shares, written once:
   it (Redis's key joins), the other indexes and ``ANALYZE``;
 - :func:`memory_engine`: the read-only SQLAlchemy engine over it;
 - :func:`prefetched`: the next batch read on a thread while this one is loaded;
+- :func:`loading`: the load's guard (GC paused, the database discarded on an error);
 - :class:`MemorySnapshotInfo`: the fields and report logic every snapshot's info shares.
 """
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -232,6 +235,23 @@ def load_rows(keeper: sqlite3.Connection, op_sql: str, att_sql: str, ops: list[t
                 keeper.execute("DELETE FROM operations WHERE id = ?", (op[0],))
                 bad += 1
     return bad
+
+
+@contextmanager
+def loading(keeper: sqlite3.Connection) -> Iterator[None]:
+    """Guard a snapshot's load: the cyclic garbage collector paused for its duration (the load makes no
+    reference cycles, and a collection would walk every row tuple made so far), and the ``keeper``
+    closed, so the half-loaded memory database discarded, when anything raises (a cancel too)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    except BaseException:
+        keeper.close()
+        raise
+    finally:
+        if paused:
+            gc.enable()
 
 
 def prefetched(batches: Iterable[T], token, depth: int = 2) -> Iterator[T]:

@@ -16,7 +16,6 @@ A consistent snapshot, bounded
 
 from __future__ import annotations
 
-import gc
 import sys
 import time
 from collections.abc import Callable
@@ -206,9 +205,7 @@ def snapshot(
         rows = mapping.rows_in_worker(_reads(client, kv, batch, None), kv, token)
     else:
         rows = _rows(client, kv, batch, token)
-    paused = gc.isenabled()
-    gc.disable()  # see _rows: the load makes no reference cycles
-    try:
+    with mem.loading(keeper):
         for counts, ops, atts in rows:
             info.scanned += counts[0]
             info.not_matching += counts[1]
@@ -233,12 +230,6 @@ def snapshot(
         info.finished_at = datetime.now(UTC)
         if getattr(client, "_idem_local_clock", False):
             info.clock, info.clock_skew_s = "local", None
-    except BaseException:
-        keeper.close()
-        raise
-    finally:
-        if paused:
-            gc.enable()
     return mem.memory_engine(uri, keeper), info
 
 
