@@ -95,7 +95,10 @@ def writer_client(endpoint: str):
 
 def create_table(client, name: str, keys: tuple[str, ...] = ("id",)) -> None:
     """A pay-per-request table with string keys ``keys`` (partition key first), as Powertools' docs
-    create it (its persistence layer never creates the table)."""
+    create it (its persistence layer never creates the table), returned once it is ACTIVE: dynalite
+    answers CreateTable with CREATING and turns the table ACTIVE a moment later even with
+    ``--createTableMs 0``, and a PutItem before that fails with ResourceNotFoundException (seen
+    under load)."""
     roles = ("HASH", "RANGE")
     client.create_table(
         TableName=name,
@@ -103,6 +106,11 @@ def create_table(client, name: str, keys: tuple[str, ...] = ("id",)) -> None:
         AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in keys],
         BillingMode="PAY_PER_REQUEST",
     )
+    deadline = time.monotonic() + 30
+    while client.describe_table(TableName=name)["Table"]["TableStatus"] != "ACTIVE":
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"dynalite table {name} not ACTIVE within 30 s")
+        time.sleep(0.01)
 
 
 def env_without_aws() -> dict[str, str]:

@@ -96,6 +96,15 @@ class Tunables:
     retry_threshold: int | None = None
     retention_s: float | None = None
 
+    def as_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of :class:`~idemview.ledger.reader.Ledger` (and every ledger opener)
+        these set: ``lock_timeout_s``, ``retry_threshold``, ``retention_s``."""
+        return {
+            "lock_timeout_s": self.lock_timeout_s,
+            "retry_threshold": self.retry_threshold,
+            "retention_s": self.retention_s,
+        }
+
 
 @dataclass
 class OpenRequest:
@@ -127,6 +136,11 @@ class OpenRequest:
         """Tell the opener about a new engine (``on_engine``), before any statement runs on it."""
         if self.on_engine is not None:
             self.on_engine(engine)
+
+    def snapshot_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments a snapshot opener (``open_redis_ledger``, ``open_dynamodb_ledger``) takes
+        from the request: ``name``, ``progress``, ``token`` and the :class:`Tunables`."""
+        return {"name": self.name, "progress": self.progress, "token": self.token, **self.tunables.as_kwargs()}
 
     def check(self) -> None:
         """Raise if the caller cancelled (the token's ``check``); nothing without a token."""

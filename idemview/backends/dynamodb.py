@@ -81,16 +81,10 @@ class DynamoBackend(Backend):
         from idemview.ledger.dynamodb_snapshot import open_dynamodb_ledger
         from idemview.ledger.source import LedgerSource
 
-        t = req.tunables
         ledger = open_dynamodb_ledger(
             str(req.target),
             layout=req.layout if isinstance(req.layout, str) else None,  # SQL layouts do not apply
-            name=req.name,
-            progress=req.progress,
-            token=req.token,
-            lock_timeout_s=t.lock_timeout_s,
-            retry_threshold=t.retry_threshold,
-            retention_s=t.retention_s,
+            **req.snapshot_kwargs(),
         )
         info = ledger.snapshot
         ledger.source = LedgerSource(self.name, info, self.not_checkable(ledger))

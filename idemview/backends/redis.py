@@ -127,19 +127,8 @@ class RedisBackend(Backend):
 
         url = redis_text(req.target)
         lay = req.layout if not isinstance(req.layout, Layout) else None  # SQL layouts do not apply
-        t = req.tunables
         with _typed_errors(url):
-            ledger = open_redis_ledger(
-                url,
-                layout=lay or None,
-                password=req.password,
-                name=req.name,
-                progress=req.progress,
-                token=req.token,
-                lock_timeout_s=t.lock_timeout_s,
-                retry_threshold=t.retry_threshold,
-                retention_s=t.retention_s,
-            )
+            ledger = open_redis_ledger(url, layout=lay or None, password=req.password, **req.snapshot_kwargs())
         info = ledger.snapshot
         ledger.source = LedgerSource(self.name, info, self.not_checkable(ledger))
         at = f"{info.server_time:%Y-%m-%d %H:%M:%S} UTC"

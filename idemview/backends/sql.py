@@ -204,15 +204,12 @@ class SqlBackend(Backend):
                 )
             except LayoutError as e:
                 raise ConnectionSettingsError(str(e)) from None
-            t = req.tunables
             ledger = Ledger(
                 engine,
                 layout,
                 name=req.name or engine_name(engine),
                 naive_zone=req.naive_zone,
-                lock_timeout_s=t.lock_timeout_s,
-                retry_threshold=t.retry_threshold,
-                retention_s=t.retention_s,
+                **req.tunables.as_kwargs(),
             )
             ledger.source = LedgerSource(self.name, None, self.not_checkable(ledger))
             req.check()

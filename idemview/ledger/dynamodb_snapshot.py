@@ -40,12 +40,11 @@ What a DynamoDB table can show
 from __future__ import annotations
 
 import base64
-import gc
 import random
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -393,8 +392,8 @@ def _value(av: dict) -> Any:
 # ------------------------------------------------------------------------------------------ snapshot
 
 
-@dataclass
-class DynamoSnapshotInfo:
+@dataclass(kw_only=True)
+class DynamoSnapshotInfo(mem.MemorySnapshotInfo):
     """What a snapshot read: ``url`` (no credential), ``table``, ``region``, ``layout``, ``key_schema``;
     when: ``started_at``/``finished_at`` on idemview's clock, ``server_time``/``server_time_end`` the
     server's ``Date`` on the first/last response (aware UTC; the "as of"), ``clock_skew_s`` server -
@@ -403,23 +402,12 @@ class DynamoSnapshotInfo:
     (no expiry attribute), ``expiry_unreadable`` (an expiry attribute that is no time: text, a negative
     epoch; the item's expiry is unknown), ``same_key`` (a second item mapped onto one (scope, key); the first kept),
     ``pages``, ``retries`` (throttling / 5xx retries), ``item_count_estimate`` (DescribeTable's
-    ItemCount, updated by AWS about every 6 hours)."""
+    ItemCount, updated by AWS about every 6 hours). The shared fields and :meth:`to_json` are
+    :class:`~idemview.ledger.memory_snapshot.MemorySnapshotInfo`'s."""
 
-    url: str
     table: str
     region: str
-    layout: str
-    started_at: datetime
     key_schema: list[str] = field(default_factory=list)
-    finished_at: datetime | None = None
-    server_time: datetime | None = None
-    server_time_end: datetime | None = None
-    clock_skew_s: float | None = None
-    clock: str = "server"
-    scanned: int = 0
-    loaded: int = 0
-    not_matching: int = 0
-    undecodable: int = 0
     without_expiry: int = 0
     expiry_unreadable: int = 0
     same_key: int = 0
@@ -439,14 +427,6 @@ class DynamoSnapshotInfo:
             f"{self.not_matching} not matching the key pattern, {self.undecodable} unreadable, "
             f"{self.retries} throttling retries)"
         )
-
-    def to_json(self) -> dict:
-        from idemview.ledger.times import iso
-
-        d = asdict(self)
-        for k in ("started_at", "finished_at", "server_time", "server_time_end"):
-            d[k] = iso(getattr(self, k))
-        return d
 
 
 def describe_table(client, target: DynamoTarget, token=None, on_retry=None) -> dict:
@@ -603,18 +583,16 @@ def snapshot(
     info.key_schema = key_schema(desc)
     check_fits(layout, info.key_schema, target)
     info.item_count_estimate = desc.get("ItemCount")
-    info.server_time = desc.get("_server_time")
-    if info.server_time is None:
-        info.clock, info.server_time = "local", datetime.now(UTC)
-    info.clock_skew_s = round((info.server_time - datetime.now(UTC)).total_seconds(), 3)
+    at = desc.get("_server_time")
+    if at is None:
+        info.clock, at = "local", datetime.now(UTC)
+    info.set_server_time(at)
     comp = compile_layout(layout.kv)
     op_sql, att_sql = mem.insert_statements(comp.columns)
     uri, keeper, indexes = mem.new_memory_db("dynamodb")
     mapper = _ItemMapper(layout)
     pages = mem.prefetched(scan_pages(client, target, limit=batch, token=token, on_retry=retried), token)
-    paused = gc.isenabled()
-    gc.disable()  # the load makes no reference cycles (as the Redis snapshot's)
-    try:
+    with mem.loading(keeper):
         last = info.server_time
         for items, at in pages:
             info.pages += 1
@@ -625,22 +603,13 @@ def snapshot(
             info.undecodable += bad
             info.without_expiry += no_exp
             info.expiry_unreadable += bad_exp
-            if ops:
-                n_bad = mem.load_rows(keeper, op_sql, att_sql, ops, atts)
-                info.loaded += len(ops) - n_bad
-                info.undecodable += n_bad
+            info.load(keeper, op_sql, att_sql, ops, atts)
             if progress:
                 progress(info.scanned, info.loaded)
         info.same_key = mem.finish(keeper, indexes)
         info.loaded -= info.same_key
         info.server_time_end = last if info.clock == "server" else datetime.now(UTC)
         info.finished_at = datetime.now(UTC)
-    except BaseException:
-        keeper.close()
-        raise
-    finally:
-        if paused:
-            gc.enable()
     return mem.memory_engine(uri, keeper), info
 
 

@@ -13,15 +13,21 @@ connection. This module is the set-up every snapshot shares, written once:
 - :func:`finish`: the unique (scope, key) index (SCAN/Scan twins dropped), an optional step that needs
   it (Redis's key joins), the other indexes and ``ANALYZE``;
 - :func:`memory_engine`: the read-only SQLAlchemy engine over it;
-- :func:`prefetched`: the next batch read on a thread while this one is loaded.
+- :func:`prefetched`: the next batch read on a thread while this one is loaded;
+- :func:`loading`: the load's guard (GC paused, the database discarded on an error);
+- :class:`MemorySnapshotInfo`: the fields and report logic every snapshot's info shares.
 """
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -35,6 +41,51 @@ ATTEMPT_INSERT = (
     "INSERT INTO attempts (id, scope, idempotency_key, attempt_no, started_at, finished_at, "
     "outcome, request_hash, effect_ref, worker, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 )
+
+
+@dataclass(kw_only=True)
+class MemorySnapshotInfo:
+    """What every snapshot read (the base of Redis's ``SnapshotInfo`` and DynamoDB's
+    ``DynamoSnapshotInfo``): ``url`` (no credential), ``layout``; when: ``started_at``/``finished_at``
+    on idemview's clock, ``server_time``/``server_time_end`` the server's clock at the start/end (aware
+    UTC; the "as of"), ``clock_skew_s`` server - local (seconds), ``clock`` ("server", or "local" when
+    the server's clock could not be read); counts: ``scanned`` keys/items read, ``loaded`` records,
+    ``not_matching`` ones the layout's key regex rejects, ``undecodable`` ones that could not be read."""
+
+    url: str
+    layout: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    server_time: datetime | None = None
+    server_time_end: datetime | None = None
+    clock_skew_s: float | None = None
+    clock: str = "server"
+    scanned: int = 0
+    loaded: int = 0
+    not_matching: int = 0
+    undecodable: int = 0
+
+    def set_server_time(self, at: datetime) -> None:
+        """Record ``at`` (aware UTC) as the snapshot's "as of" and the skew against the local clock now."""
+        self.server_time = at
+        self.clock_skew_s = round((at - datetime.now(UTC)).total_seconds(), 3)
+
+    def load(self, keeper: sqlite3.Connection, op_sql: str, att_sql: str, ops: list[tuple], atts: list[tuple]) -> None:
+        """:func:`load_rows` of one batch, counted: the rows SQLite took as ``loaded``, the rest
+        ``undecodable``."""
+        if ops:
+            n_bad = load_rows(keeper, op_sql, att_sql, ops, atts)
+            self.loaded += len(ops) - n_bad
+            self.undecodable += n_bad
+
+    def to_json(self) -> dict:
+        """The fields as a JSON-ready dict, the times as ISO 8601 text (:func:`idemview.ledger.times.iso`)."""
+        from idemview.ledger.times import iso
+
+        d = asdict(self)
+        for k in ("started_at", "finished_at", "server_time", "server_time_end"):
+            d[k] = iso(getattr(self, k))
+        return d
 
 
 def snapshot_metadata():
@@ -184,6 +235,23 @@ def load_rows(keeper: sqlite3.Connection, op_sql: str, att_sql: str, ops: list[t
                 keeper.execute("DELETE FROM operations WHERE id = ?", (op[0],))
                 bad += 1
     return bad
+
+
+@contextmanager
+def loading(keeper: sqlite3.Connection) -> Iterator[None]:
+    """Guard a snapshot's load: the cyclic garbage collector paused for its duration (the load makes no
+    reference cycles, and a collection would walk every row tuple made so far), and the ``keeper``
+    closed, so the half-loaded memory database discarded, when anything raises (a cancel too)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    except BaseException:
+        keeper.close()
+        raise
+    finally:
+        if paused:
+            gc.enable()
 
 
 def prefetched(batches: Iterable[T], token, depth: int = 2) -> Iterator[T]:

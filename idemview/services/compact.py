@@ -20,11 +20,11 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, overload
+from typing import Any
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import SEVERITY_ORDER, Finding, FindingKind, Severity
-from idemview.services.packedrefs import PackedRefs, RefChain, ref_hash
+from idemview.services.packedrefs import ChunkedSequence, PackedRefs, RefChain, ref_hash
 from idemview.services.session import FilteredFindings, FindingsResult, count_matching, findings_in_filter
 
 
@@ -185,7 +185,7 @@ def apply_compact(res: FindingsResult, compact: dict[FindingKind, CompactKind]) 
     )
 
 
-class FindingWalk(Sequence[Finding]):
+class FindingWalk(ChunkedSequence[Finding]):
     """F8's order over detailed findings (``ordered``, sorted by severity, kind, ``at``) and compact
     tails [(kind, severity, refs)] (each after the detailed findings of its severity and kind), without
     building a million findings: an index into a tail makes a :func:`stub`."""
@@ -212,26 +212,12 @@ class FindingWalk(Sequence[Finding]):
         self._len = start
         self._starts = [s for s, _ in self._segs]
 
-    def __len__(self) -> int:
-        return self._len
-
-    @overload
-    def __getitem__(self, i: int) -> Finding: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Finding]: ...
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._len))]
-        if i < 0:
-            i += self._len
-        if not 0 <= i < self._len:
-            raise IndexError(i)
-        n = bisect_right(self._starts, i) - 1
-        start, seg = self._segs[n]
+    def _in_chunk(self, n: int, j: int) -> Finding:
+        seg = self._segs[n][1]
         if isinstance(seg, list):
-            return seg[i - start]
+            return seg[j]
         k, s, refs = seg
-        return stub(k, s, refs[i - start])
+        return stub(k, s, refs[j])
 
     def __iter__(self) -> Iterator[Finding]:
         for i in range(self._len):

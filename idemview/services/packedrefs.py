@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from typing import overload
+from typing import TypeVar, overload
 
 import numpy as np
 
@@ -111,12 +111,46 @@ def _unpickle(blob: bytes, ends: bytes, hashes: bytes) -> PackedRefs:
     return PackedRefs(blob, np.frombuffer(ends, dtype=np.int64), np.frombuffer(hashes, dtype="<u8"))
 
 
-class RefChain(Sequence[Ref]):
+T = TypeVar("T")
+
+
+class ChunkedSequence(Sequence[T]):
+    """A read-only sequence made of chunks laid end to end, indexed without copying them: a subclass
+    sets ``_starts`` (the index each chunk starts at, ascending, the first 0) and ``_len`` (the total
+    length), and gives :meth:`_in_chunk`. An index finds its chunk by bisection (O(log chunks));
+    negative indexes count from the end, a slice is a list, an index out of range raises IndexError."""
+
+    _starts: list[int]
+    _len: int
+
+    def _in_chunk(self, n: int, j: int) -> T:
+        """Item ``j`` of chunk ``n`` (both in range)."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[T]: ...
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._len))]
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError(i)
+        n = bisect_right(self._starts, i) - 1
+        return self._in_chunk(n, i - self._starts[n])
+
+
+class RefChain(ChunkedSequence[Ref]):
     """Several :class:`PackedRefs` read as one sequence (a run of one severity, chunk after chunk)."""
 
     def __init__(self, chunks: Iterable[PackedRefs] = ()):
         self.chunks: list[PackedRefs] = []
-        self._starts: list[int] = []
+        self._starts = []
         self._len = 0
         for c in chunks:
             self.append(c)
@@ -127,26 +161,12 @@ class RefChain(Sequence[Ref]):
             self._starts.append(self._len)
             self._len += len(chunk)
 
-    def __len__(self) -> int:
-        return self._len
-
-    @overload
-    def __getitem__(self, i: int) -> Ref: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Ref]: ...
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._len))]
-        if i < 0:
-            i += self._len
-        if not 0 <= i < self._len:
-            raise IndexError(i)
-        n = bisect_right(self._starts, i) - 1
-        return self.chunks[n][i - self._starts[n]]
+    def _in_chunk(self, n: int, j: int) -> Ref:
+        return self.chunks[n][j]
 
     def __iter__(self) -> Iterator[Ref]:
         for c in self.chunks:
             yield from c
 
 
-__all__ = ["PackedRefs", "Ref", "RefChain", "decode_ref", "encode_ref", "ref_hash"]
+__all__ = ["ChunkedSequence", "PackedRefs", "Ref", "RefChain", "decode_ref", "encode_ref", "ref_hash"]

@@ -16,11 +16,10 @@ A consistent snapshot, bounded
 
 from __future__ import annotations
 
-import gc
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,29 +38,20 @@ from idemview.ledger.redis_kv.decode import compile_layout
 from idemview.ledger.redis_kv.mapping import _Mapper
 
 
-@dataclass
-class SnapshotInfo:
+@dataclass(kw_only=True)
+class SnapshotInfo(mem.MemorySnapshotInfo):
     """What a snapshot read: where (``url`` without credentials, ``db``), the ``pattern`` (SCAN MATCH)
     and layout, when (``started_at``/``finished_at`` on idemview's clock, ``server_time`` = the
     server's ``TIME`` at the start, all UTC; ``clock_skew_s`` = server - local in seconds), and counts:
     ``scanned`` keys SCAN returned, ``loaded`` records, ``not_matching`` keys the key regex rejected,
-    ``gone`` keys deleted or expired between SCAN and read, ``wrong_type``/``undecodable`` values."""
+    ``gone`` keys deleted or expired between SCAN and read, ``wrong_type``/``undecodable`` values.
+    ``clock`` is "local" when the Redis user may not run TIME (LOCAL_CLOCK_NOTE). The shared fields
+    and :meth:`to_json` are :class:`~idemview.ledger.memory_snapshot.MemorySnapshotInfo`'s."""
 
-    url: str
     db: int
     pattern: str
-    layout: str
-    started_at: datetime
-    finished_at: datetime | None = None
-    server_time: datetime | None = None
-    server_time_end: datetime | None = None
-    clock_skew_s: float | None = None
-    scanned: int = 0
-    loaded: int = 0
-    not_matching: int = 0
     gone: int = 0
     wrong_type: int = 0
-    undecodable: int = 0
     without_ttl: int = 0
     #: records whose empty time fields took their write time from the TTL ([expiry] write_ttl_seconds),
     #: and records whose remaining TTL exceeded that configured TTL (nothing derived for those)
@@ -69,7 +59,6 @@ class SnapshotInfo:
     write_ttl_above: int = 0
     redis_version: str = ""
     write_warning: str | None = None
-    clock: str = "server"  # "local" when the Redis user may not run TIME (LOCAL_CLOCK_NOTE)
     #: counts of :func:`idemview.ledger.redis_joins.join_keys` (states, locks, dedup groups), if any
     joined: dict | None = None
     #: what the reader should know about this snapshot's limits, in plain words (e.g. removeOnComplete)
@@ -86,14 +75,6 @@ class SnapshotInfo:
             f"{self.gone} gone while reading, {self.undecodable + self.wrong_type} unreadable)"
         )
         return "\n".join([line, *(f"note     {n}" for n in self.notes)])
-
-    def to_json(self) -> dict:
-        from idemview.ledger.times import iso
-
-        d = asdict(self)
-        for k in ("started_at", "finished_at", "server_time", "server_time_end"):
-            d[k] = iso(getattr(self, k))
-        return d
 
 
 def _read_batches(client, kv: KvLayout, read: str, batch: int, token):
@@ -216,9 +197,7 @@ def snapshot(
             from idemview.ledger.redis_joins import LIMIT_COLUMN
 
             keeper.execute(f"ALTER TABLE operations ADD COLUMN {LIMIT_COLUMN} INTEGER")
-    t0 = server_time(client)
-    info.server_time = t0
-    info.clock_skew_s = round((t0 - datetime.now(UTC)).total_seconds(), 3)
+    info.set_server_time(server_time(client))
     op_sql, att_sql = mem.insert_statements(compile_layout(kv).columns)
     if worker is None:  # a second process pays off on a large keyspace only (it starts in ~1 s)
         worker = not getattr(sys, "frozen", False) and _dbsize(client) >= mapping.WORKER_MIN_KEYS
@@ -226,9 +205,7 @@ def snapshot(
         rows = mapping.rows_in_worker(_reads(client, kv, batch, None), kv, token)
     else:
         rows = _rows(client, kv, batch, token)
-    paused = gc.isenabled()
-    gc.disable()  # see _rows: the load makes no reference cycles
-    try:
+    with mem.loading(keeper):
         for counts, ops, atts in rows:
             info.scanned += counts[0]
             info.not_matching += counts[1]
@@ -238,10 +215,7 @@ def snapshot(
             info.without_ttl += counts[5]
             info.write_times += counts[6]
             info.write_ttl_above += counts[7]
-            if ops:
-                n_bad = mem.load_rows(keeper, op_sql, att_sql, ops, atts)
-                info.loaded += len(ops) - n_bad
-                info.undecodable += n_bad
+            info.load(keeper, op_sql, att_sql, ops, atts)
             if progress:
                 progress(info.scanned, info.loaded)
 
@@ -256,12 +230,6 @@ def snapshot(
         info.finished_at = datetime.now(UTC)
         if getattr(client, "_idem_local_clock", False):
             info.clock, info.clock_skew_s = "local", None
-    except BaseException:
-        keeper.close()
-        raise
-    finally:
-        if paused:
-            gc.enable()
     return mem.memory_engine(uri, keeper), info
 
 
