@@ -161,7 +161,12 @@ def open_engine(
 
     ``password`` (e.g. from the keyring) replaces the URL's. ``statement_timeout_s`` bounds each
     statement (seconds). With ``check``, one connection is opened to prove the ledger is reachable.
-    Raises :class:`ConnectError` (unknown driver, unreachable server, missing SQLite file)."""
+    Raises :class:`ConnectError` (unknown driver, unreachable server, missing SQLite file).
+
+    The one entry for every SQL engine idemview makes (ARCHITECTURE.md "Promises"): the URL options are
+    checked here, then a per-family helper below (``_sqlite_engine``, ``_postgresql_engine``,
+    ``_mysql_engine``, :func:`_open_dump`) makes the engine read-only; those helpers are called from
+    nowhere else."""
     u = parse_url(url) if isinstance(url, str) else url
     if password is not None:
         u = u.set(password=password)
@@ -172,105 +177,17 @@ def open_engine(
     check_url_options(u)
     forced = driver_connect_args(u)
     backend = u.get_backend_name()
+    u = _default_driver(u, backend)
     timeout_ms = int(statement_timeout_s * 1000)
     # JSON columns (PostgreSQL json/jsonb, MySQL JSON) parsed through the one bounded parser.
     kw: dict = {"pool_pre_ping": True, "json_deserializer": jsontext.loads_or_text}
     try:
         if backend == "sqlite":
-            db = u.database or ""
-            if not db or db == ":memory:":
-                raise ConnectError("a SQLite ledger must be a file (read-only :memory: has nothing to read)")
-            path = Path(db)
-            readable_file(path)  # a FIFO would block the open forever (issue #19 item 5)
-            if not path.exists():
-                raise ConnectError(f"no SQLite file at {redact(db)}")
-            note_source(path)  # no writer may replace it (paths.check_write_target)
-            # Percent-encode the path: '#', '?' and '%' in a file name would otherwise cut the URI (and
-            # silently drop mode=ro, or open another file).
-            uri = f"file:{quote(path.resolve().as_posix())}?mode=ro"
-
-            def creator():
-                conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_SqliteConn)
-                # A TEXT cell that is not UTF-8 is read (as RawText, bytes kept) instead of aborting
-                # the whole statement (issue #9, item 5).
-                conn.text_factory = decode_text
-                conn.execute("PRAGMA query_only = ON")
-                # Read-side performance only (nothing is written): a larger page cache, memory-mapped
-                # reads, and temporary sort/group B-trees in memory instead of temp files.
-                conn.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")
-                conn.execute(f"PRAGMA mmap_size = {SQLITE_MMAP_BYTES}")
-                conn.execute("PRAGMA temp_store = MEMORY")
-                conn.set_authorizer(_sqlite_authorizer)
-                start = [time.monotonic()]
-                # The limit is per connection and per use (statement_timeout()): None = no limit.
-                deadline: list[float | None] = [statement_timeout_s]
-
-                # Abort a statement that runs past the timeout (returns non-zero -> interrupted). Being
-                # Python, the handler also lets Ctrl-C interrupt a long statement.
-                def progress():
-                    d = deadline[0]
-                    if d is not None and time.monotonic() - start[0] > d:
-                        _TIMEOUTS.flag = True
-                        return 1
-                    return 0
-
-                conn.set_progress_handler(progress, 100_000)
-                conn._idem_start = start
-                conn._idem_deadline = deadline
-                return conn
-
-            engine = create_engine(URL.create("sqlite+pysqlite", database=str(path)), creator=creator, **kw)
-
-            @event.listens_for(engine, "before_cursor_execute")
-            def _reset_clock(conn, cursor, statement, params, context, executemany):
-                raw = conn.connection.dbapi_connection
-                st = getattr(raw, "_idem_start", None)
-                if st is not None:
-                    st[0] = time.monotonic()
+            engine = _sqlite_engine(u, statement_timeout_s, kw)
         elif backend == "postgresql":
-            if u.drivername == "postgresql":
-                u = u.set(drivername="postgresql+psycopg")
-            # work_mem: findings group and join whole tables; with the stock 4 MB every hash and sort
-            # spills to disk (a session setting, allowed in a read-only transaction).
-            opts = (
-                f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms} "
-                f"-c TimeZone=UTC -c work_mem={PG_WORK_MEM}"
-            )
-            engine = create_engine(u, connect_args={"options": opts, "connect_timeout": 10}, **kw)
-
-            @event.listens_for(engine, "do_connect")
-            def _pg_connect(dialect, conn_rec, cargs, cparams):
-                # before SQLAlchemy's first query: a SQL_ASCII database returns text as bytes
-                conn = dialect.loaded_dbapi.connect(*cargs, **cparams)
-                adapt_sql_ascii(conn)
-                adapt_pg_times(conn)  # infinity and years Python cannot hold: unknown times
-                return conn
-
-            @event.listens_for(engine, "connect")
-            def _pg_limit(dbapi_conn, rec):
-                dbapi_conn._idem_timeout = statement_timeout_s  # what the options above set
+            engine = _postgresql_engine(u, statement_timeout_s, timeout_ms, kw)
         elif backend in ("mysql", "mariadb"):
-            if u.drivername in ("mysql", "mariadb"):
-                u = u.set(drivername=f"{backend}+pymysql")
-            # local_infile off and SET SESSION TRANSACTION READ ONLY as the driver's init_command
-            # (driver_options.driver_connect_args): read-only before any other statement.
-            engine = create_engine(u, connect_args={"connect_timeout": 10, **forced}, **kw)
-            is_maria: list[bool | None] = [None]
-
-            @event.listens_for(engine, "connect")
-            def _ro(dbapi_conn, rec):
-                cur = dbapi_conn.cursor()
-                cur.execute("SET SESSION TRANSACTION READ ONLY")
-                cur.execute("SET SESSION time_zone = '+00:00'")
-                if is_maria[0] is None:
-                    cur.execute("SELECT VERSION()")
-                    is_maria[0] = "mariadb" in str(cur.fetchone()[0]).lower()
-                if is_maria[0]:
-                    cur.execute(f"SET SESSION max_statement_time = {statement_timeout_s:.3f}")
-                else:
-                    cur.execute(f"SET SESSION max_execution_time = {timeout_ms}")
-                cur.close()
-                dbapi_conn._idem_timeout = statement_timeout_s
+            engine = _mysql_engine(u, statement_timeout_s, timeout_ms, forced, kw)
         elif backend == "duckdb":
             engine = _open_dump(u, statement_timeout_s)
         else:
@@ -292,26 +209,152 @@ def open_engine(
     engine._idem_statement_timeout_s = statement_timeout_s  # type: ignore[attr-defined]
     event.listen(engine, "engine_connect", _apply_timeout)
     if check:
-        try:
-            with engine.connect() as c:
-                # sqlite_master, not SELECT 1: a file that is not a database fails only on a real read
-                c.execute(text("SELECT count(*) FROM sqlite_master" if backend == "sqlite" else "SELECT 1"))
-        except (DBAPIError, SQLAlchemyError, OSError) as e:
-            engine.dispose()
-            if backend == "sqlite" and "not a database" in str(e):
-                raise ConnectError(f"{redact(u.database or '')} is not a SQLite database") from None
-            if backend == "sqlite" and u.database and Path(u.database).is_dir():
-                raise ConnectError(f"{redact(u.database)} is a folder, not a SQLite database file") from None
-            raise ConnectError(f"cannot connect to {safe_url(u)}: {short_error(e)}") from None
-        except (AttributeError, LookupError, TypeError, ValueError, RuntimeError) as e:
-            # A driver that chokes on a URL setting (pymysql with ?charset=bogus raises AttributeError)
-            # before it reaches the server: the setting is the user's to fix, said in one line.
-            engine.dispose()
-            raise ConnectError(
-                f"cannot connect to {safe_url(u)}: the driver refused the connection settings "
-                f"({type(e).__name__}: {redact(str(e))})"
-            ) from None
+        _check_reachable(engine, u, backend)
     return engine
+
+
+def _default_driver(u: URL, backend: str) -> URL:
+    """``postgresql://`` means psycopg (3), ``mysql://`` / ``mariadb://`` PyMySQL: the drivers idemview
+    ships; a URL that names its driver keeps it."""
+    if backend == "postgresql" and u.drivername == "postgresql":
+        return u.set(drivername="postgresql+psycopg")
+    if backend in ("mysql", "mariadb") and u.drivername in ("mysql", "mariadb"):
+        return u.set(drivername=f"{backend}+pymysql")
+    return u
+
+
+def _sqlite_engine(u: URL, statement_timeout_s: float, kw: dict) -> Engine:
+    """SQLite, for :func:`open_engine` only: a ``file:`` URI with ``mode=ro``, ``PRAGMA query_only``,
+    ATTACH denied, and a progress handler that stops a statement past its limit."""
+    db = u.database or ""
+    if not db or db == ":memory:":
+        raise ConnectError("a SQLite ledger must be a file (read-only :memory: has nothing to read)")
+    path = Path(db)
+    readable_file(path)  # a FIFO would block the open forever (issue #19 item 5)
+    if not path.exists():
+        raise ConnectError(f"no SQLite file at {redact(db)}")
+    note_source(path)  # no writer may replace it (paths.check_write_target)
+    # Percent-encode the path: '#', '?' and '%' in a file name would otherwise cut the URI (and
+    # silently drop mode=ro, or open another file).
+    uri = f"file:{quote(path.resolve().as_posix())}?mode=ro"
+
+    def creator():
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_SqliteConn)
+        # A TEXT cell that is not UTF-8 is read (as RawText, bytes kept) instead of aborting
+        # the whole statement (issue #9, item 5).
+        conn.text_factory = decode_text
+        conn.execute("PRAGMA query_only = ON")
+        # Read-side performance only (nothing is written): a larger page cache, memory-mapped
+        # reads, and temporary sort/group B-trees in memory instead of temp files.
+        conn.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")
+        conn.execute(f"PRAGMA mmap_size = {SQLITE_MMAP_BYTES}")
+        conn.execute("PRAGMA temp_store = MEMORY")
+        conn.set_authorizer(_sqlite_authorizer)
+        start = [time.monotonic()]
+        # The limit is per connection and per use (statement_timeout()): None = no limit.
+        deadline: list[float | None] = [statement_timeout_s]
+
+        # Abort a statement that runs past the timeout (returns non-zero -> interrupted). Being
+        # Python, the handler also lets Ctrl-C interrupt a long statement.
+        def progress():
+            d = deadline[0]
+            if d is not None and time.monotonic() - start[0] > d:
+                _TIMEOUTS.flag = True
+                return 1
+            return 0
+
+        conn.set_progress_handler(progress, 100_000)
+        conn._idem_start = start
+        conn._idem_deadline = deadline
+        return conn
+
+    engine = create_engine(URL.create("sqlite+pysqlite", database=str(path)), creator=creator, **kw)
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _reset_clock(conn, cursor, statement, params, context, executemany):
+        raw = conn.connection.dbapi_connection
+        st = getattr(raw, "_idem_start", None)
+        if st is not None:
+            st[0] = time.monotonic()
+
+    return engine
+
+
+def _postgresql_engine(u: URL, statement_timeout_s: float, timeout_ms: int, kw: dict) -> Engine:
+    """PostgreSQL, for :func:`open_engine` only: ``default_transaction_read_only``, the statement
+    timeout and UTC in the startup packet, so they hold before any statement."""
+    # work_mem: findings group and join whole tables; with the stock 4 MB every hash and sort
+    # spills to disk (a session setting, allowed in a read-only transaction).
+    opts = (
+        f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms} "
+        f"-c TimeZone=UTC -c work_mem={PG_WORK_MEM}"
+    )
+    engine = create_engine(u, connect_args={"options": opts, "connect_timeout": 10}, **kw)
+
+    @event.listens_for(engine, "do_connect")
+    def _pg_connect(dialect, conn_rec, cargs, cparams):
+        # before SQLAlchemy's first query: a SQL_ASCII database returns text as bytes
+        conn = dialect.loaded_dbapi.connect(*cargs, **cparams)
+        adapt_sql_ascii(conn)
+        adapt_pg_times(conn)  # infinity and years Python cannot hold: unknown times
+        return conn
+
+    @event.listens_for(engine, "connect")
+    def _pg_limit(dbapi_conn, rec):
+        dbapi_conn._idem_timeout = statement_timeout_s  # what the options above set
+
+    return engine
+
+
+def _mysql_engine(u: URL, statement_timeout_s: float, timeout_ms: int, forced: dict, kw: dict) -> Engine:
+    """MySQL and MariaDB, for :func:`open_engine` only: ``forced`` (the driver's ``init_command``, from
+    :func:`driver_connect_args`) makes the session read-only first; each connection then gets UTC and
+    the statement limit (MariaDB ``max_statement_time``, MySQL ``max_execution_time``)."""
+    # local_infile off and SET SESSION TRANSACTION READ ONLY as the driver's init_command
+    # (driver_options.driver_connect_args): read-only before any other statement.
+    engine = create_engine(u, connect_args={"connect_timeout": 10, **forced}, **kw)
+    is_maria: list[bool | None] = [None]
+
+    @event.listens_for(engine, "connect")
+    def _ro(dbapi_conn, rec):
+        cur = dbapi_conn.cursor()
+        cur.execute("SET SESSION TRANSACTION READ ONLY")
+        cur.execute("SET SESSION time_zone = '+00:00'")
+        if is_maria[0] is None:
+            cur.execute("SELECT VERSION()")
+            is_maria[0] = "mariadb" in str(cur.fetchone()[0]).lower()
+        if is_maria[0]:
+            cur.execute(f"SET SESSION max_statement_time = {statement_timeout_s:.3f}")
+        else:
+            cur.execute(f"SET SESSION max_execution_time = {timeout_ms}")
+        cur.close()
+        dbapi_conn._idem_timeout = statement_timeout_s
+
+    return engine
+
+
+def _check_reachable(engine: Engine, u: URL, backend: str) -> None:
+    """Open one connection (``open_engine(check=True)``); on failure dispose of ``engine`` and raise
+    :class:`ConnectError` in one line, without the password."""
+    try:
+        with engine.connect() as c:
+            # sqlite_master, not SELECT 1: a file that is not a database fails only on a real read
+            c.execute(text("SELECT count(*) FROM sqlite_master" if backend == "sqlite" else "SELECT 1"))
+    except (DBAPIError, SQLAlchemyError, OSError) as e:
+        engine.dispose()
+        if backend == "sqlite" and "not a database" in str(e):
+            raise ConnectError(f"{redact(u.database or '')} is not a SQLite database") from None
+        if backend == "sqlite" and u.database and Path(u.database).is_dir():
+            raise ConnectError(f"{redact(u.database)} is a folder, not a SQLite database file") from None
+        raise ConnectError(f"cannot connect to {safe_url(u)}: {short_error(e)}") from None
+    except (AttributeError, LookupError, TypeError, ValueError, RuntimeError) as e:
+        # A driver that chokes on a URL setting (pymysql with ?charset=bogus raises AttributeError)
+        # before it reaches the server: the setting is the user's to fix, said in one line.
+        engine.dispose()
+        raise ConnectError(
+            f"cannot connect to {safe_url(u)}: the driver refused the connection settings "
+            f"({type(e).__name__}: {redact(str(e))})"
+        ) from None
 
 
 def _open_dump(u: URL, statement_timeout_s: float | None) -> Engine:
