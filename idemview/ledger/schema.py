@@ -382,6 +382,18 @@ class LedgerSchema:
 
     def _build(self):
         lay, t = self.layout, self.ops
+        self._build_key(lay, t)
+        self.scope_expr = self._joined([t.c[c] for c in lay.scope])
+        self.kind_expr = self._kind_expr(t, lay.kind) if lay.kind else null()
+        self.status_expr, self.raw_status_expr = self._status_expr(t, lay.status)
+        self.rid = t.c[lay.row_id] if lay.row_id else None
+        self._build_times(lay, t)
+        self._build_values(lay, t)
+        if self.att is not None:
+            self._build_attempts()
+
+    def _build_key(self, lay: Layout, t: Table) -> None:
+        """``key_expr``: the key columns joined, or ``"#<row id>"`` for a record without a key."""
         self.key_expr = self._joined([t.c[c] for c in lay.key])
         if lay.key_fallback:
             # A record without a key is its own operation, keyed "#<row id>": one whose key columns
@@ -395,10 +407,10 @@ class LedgerSchema:
             else:
                 no_key = or_(and_(*[t.c[c].is_(None) for c in lay.key]), *[t.c[c].is_(None) for c in lay.key_required])
                 self.key_expr = case((no_key, fb), else_=self.key_expr)
-        self.scope_expr = self._joined([t.c[c] for c in lay.scope])
-        self.kind_expr = self._kind_expr(t, lay.kind) if lay.kind else null()
-        self.status_expr, self.raw_status_expr = self._status_expr(t, lay.status)
-        self.rid = t.c[lay.row_id] if lay.row_id else None
+
+    def _build_times(self, lay: Layout, t: Table) -> None:
+        """``time_cols`` (the layout's times, a joined lock time) and ``epoch`` (each as epoch seconds,
+        plus the derived ``expires_at`` and ``lock_expires_at``)."""
         self.time_cols: dict[str, tuple[ColumnElement, TimeColumn]] = {
             k: (self._guarded(t, t.c[tc.column], tc.unless), tc) for k, tc in lay.times.items()
         }
@@ -416,6 +428,11 @@ class LedgerSchema:
             pass
         elif self.retention_s is not None and lay.retention_from in self.epoch:
             self.epoch["expires_at"] = self.epoch[lay.retention_from] + self.retention_s
+        self._build_lock_expiry(lay, t)
+
+    def _build_lock_expiry(self, lay: Layout, t: Table) -> None:
+        """``epoch["lock_expires_at"]`` from the row's own limit and its heartbeat lease, where the
+        layout has no such column and no lock timeout was given for this ledger."""
         if (
             lay.lock_timeout_column
             and "locked_at" in self.epoch
@@ -444,6 +461,9 @@ class LedgerSchema:
                 if base is None and self.lock_timeout_s is not None:
                     base = self.epoch["locked_at"] + self.lock_timeout_s
                 self.epoch["lock_expires_at"] = hb_end if base is None else case((hb_end < base, hb_end), else_=base)
+
+    def _build_values(self, lay: Layout, t: Table) -> None:
+        """The references (fingerprint, intent, effect) and the attempt count."""
         f = lay.fields
         self.fingerprint_expr = self._value_expr(t, f.get("fingerprint"))
         self.intent_expr = self._value_expr(t, f.get("intent_ref"))
@@ -464,8 +484,6 @@ class LedgerSchema:
             if ac.unless:  # e.g. a queued job has made no attempt yet, whatever its counter says
                 self.attempt_count_expr = self._guarded(t, self.attempt_count_expr, ac.unless)
                 self.attempt_count_raw = self._guarded(t, self.attempt_count_raw, ac.unless)
-        if self.att is not None:
-            self._build_attempts()
 
     def _build_attempts(self):
         a, t = self.layout.attempts, self._attempts_table()
