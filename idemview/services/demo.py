@@ -241,6 +241,16 @@ class _Gen:
             t = t + dur + timedelta(seconds=2 ** len(out) + self.r.randint(0, 5))
         return out
 
+    def plant_base(self, kind: str = "payment.capture", hours_ago: float | None = None) -> tuple:
+        """A planted incident's start: ``(scope, key, created, body, fingerprint)``, created a random
+        10 minutes to 5 hours before the anchor, or ``hours_ago``."""
+        r = self.r
+        scope = r.choice(SCOPES)
+        ago = timedelta(seconds=r.randint(600, 5 * 3600)) if hours_ago is None else timedelta(hours=hours_ago)
+        created = (self.anchor - ago).replace(microsecond=0)
+        body, fp = self.payload(kind, scope)
+        return scope, self.key(), created, body, fp
+
 
 EFFECT_PREFIX = {
     "payment.capture": "ch",
@@ -258,10 +268,29 @@ def generate(
 
     ``operations`` is the number of ordinary operations (planted ones come on top, about 40). Rows are
     whole-second UTC. Returns :class:`Planted`. Raises SQLAlchemy errors from the engine as they come."""
+    from idemview.services.demo_actions import plant_action_doubles
+    from idemview.services.demo_charge_failures import plant_charge_failures
+    from idemview.services.demo_incidents import INCIDENTS
+
     g = _Gen(seed, anchor)
+    _traffic(g, operations)
+    for plant in INCIDENTS:
+        plant(g)
+    # --- the same duplicate in several action classes (money, notification, access, read: issue 21)
+    plant_action_doubles(g, g.plant_base)
+    plant_charge_failures(g, g.plant_base)  # the payments the effects file's hidden successes charged
+    # --- the ledger keeps card numbers, e-mail addresses and bearer tokens in request_body in plain text
+    g.planted.add("secret_at_rest", "", "")
+    _write_tables(engine, g, batch)
+    g.planted.operations, g.planted.attempts = len(g.ops), len(g.atts)
+    return g.planted
+
+
+def _traffic(g: _Gen, operations: int) -> None:
+    """Ordinary traffic in the 6 hours before the anchor; ~3 % older than the dedup window (planted as
+    ``expired_key``)."""
     r = g.r
     A = g.anchor
-    # --- ordinary traffic in the 6 hours before the anchor; ~3 % older than the dedup window
     for _ in range(operations):
         scope, kind = r.choice(SCOPES), r.choices(KINDS, weights=(5, 1, 3, 2, 3))[0]
         old = r.random() < 0.03
@@ -295,318 +324,10 @@ def generate(
         if old:
             g.planted.add("expired_key", scope, key)
 
-    def plant_base(kind="payment.capture", hours_ago=None):
-        scope = r.choice(SCOPES)
-        ago = timedelta(seconds=r.randint(600, 5 * 3600)) if hours_ago is None else timedelta(hours=hours_ago)
-        created = (A - ago).replace(microsecond=0)
-        body, fp = g.payload(kind, scope)
-        return scope, g.key(), created, body, fp
 
-    # --- duplicate_effect: the first attempt timed out on our side but charged; the retry charged again
-    for _ in range(4):
-        scope, key, created, body, fp = plant_base()
-        atts = g.attempt_chain(created, ["succeeded", "succeeded"], "ch")
-        atts[0]["outcome"] = "succeeded"
-        atts[0]["error"] = (
-            f"ReadTimeout: POST https://api.payments.example.com/v1/charges gave no answer "
-            f"within 30.0 s (Authorization: Bearer sk_live_{g._hex(key, 'sk')}); the provider "
-            f"captured {atts[0]['effect']} anyway"
-        )
-        g.op(
-            scope=scope,
-            key=key,
-            kind="payment.capture",
-            status="succeeded",
-            created=created,
-            attempts=atts,
-            intent=g.ref("ord"),
-            effect=atts[1]["effect"],
-            fp=fp,
-            body=body,
-            completed=atts[1]["finished_at"],
-            response=g.charge(key, body, atts[1]["effect"], created),
-        )
-        g.planted.add("duplicate_effect", scope, key)
-    # --- replay_after_expiry: a client retried 2 days later; the key had expired and it charged again
-    for i in range(3):
-        scope, key, created, body, fp = plant_base(hours_ago=50 + i)
-        atts = g.attempt_chain(created, ["succeeded"], "ch")
-        replay_at = (A - timedelta(minutes=r.randint(20, 200))).replace(microsecond=0)
-        outcome = "succeeded" if i < 2 else "rejected"
-        atts.append(
-            {
-                "started_at": replay_at,
-                "finished_at": replay_at + timedelta(seconds=3),
-                "outcome": outcome,
-                "effect": g.ref("ch") if outcome == "succeeded" else None,
-                "error": None
-                if outcome == "succeeded"
-                else json.dumps(
-                    {
-                        "error": {
-                            "type": "invalid_request_error",
-                            "code": "charge_already_captured",
-                            "message": "This charge was already captured; the retry was refused.",
-                            "request_id": f"req_{g._hex(key, 'rq', 14)}",
-                        }
-                    }
-                ),
-            }
-        )
-        g.op(
-            scope=scope,
-            key=key,
-            kind="payment.capture",
-            status="succeeded",
-            created=created,
-            attempts=atts,
-            intent=g.ref("ord"),
-            effect=atts[0]["effect"],
-            fp=fp,
-            body=body,
-            completed=atts[0]["finished_at"],
-            response=g.charge(key, body, atts[0]["effect"], created),
-        )
-        g.planted.add("replay_after_expiry", scope, key)
-        g.planted.add("expired_key", scope, key)
-        if outcome == "succeeded":
-            g.planted.add("duplicate_effect", scope, key)
-    # --- key_conflict: the same key reused for a different request (rejected by the API)
-    for _ in range(3):
-        scope, key, created, body, fp = plant_base("refund.create")
-        atts = g.attempt_chain(created, ["succeeded"], "re")
-        t = atts[0]["finished_at"] + timedelta(minutes=r.randint(1, 30))
-        atts.append(
-            {
-                "started_at": t,
-                "finished_at": t + timedelta(seconds=1),
-                "outcome": "rejected",
-                "fp": hashlib.sha256(f"other-{key}".encode()).hexdigest()[:32],
-                "error": "422 key reused with different parameters: "
-                + json.dumps(
-                    {
-                        "error": {
-                            "type": "idempotency_error",
-                            "message": "Keys for idempotent requests can only be used with the same parameters "
-                            "they were first used with.",
-                            "request_id": f"req_{g._hex(key, 'rq', 14)}",
-                        }
-                    }
-                ),
-            }
-        )
-        g.op(
-            scope=scope,
-            key=key,
-            kind="refund.create",
-            status="succeeded",
-            created=created,
-            attempts=atts,
-            intent=g.ref("ord"),
-            effect=atts[0]["effect"],
-            fp=fp,
-            body=body,
-            completed=atts[0]["finished_at"],
-            response=g.charge(key, body, atts[0]["effect"], created, obj="refund"),
-        )
-        g.planted.add("key_conflict", scope, key)
-    # --- duplicate_intent: the client minted a fresh key for its retry of the same order
-    for _ in range(3):
-        scope, key1, created, body, fp = plant_base()
-        intent = g.ref("ord")
-        a1 = g.attempt_chain(created, ["succeeded"], "ch")
-        g.op(
-            scope=scope,
-            key=key1,
-            kind="payment.capture",
-            status="succeeded",
-            created=created,
-            attempts=a1,
-            intent=intent,
-            effect=a1[0]["effect"],
-            fp=fp,
-            body=body,
-            completed=a1[0]["finished_at"],
-        )
-        key2 = g.key()
-        c2 = created + timedelta(minutes=r.randint(2, 40))
-        a2 = g.attempt_chain(c2, ["succeeded"], "ch")
-        g.op(
-            scope=scope,
-            key=key2,
-            kind="payment.capture",
-            status="succeeded",
-            created=c2,
-            attempts=a2,
-            intent=intent,
-            effect=a2[0]["effect"],
-            fp=fp,
-            body=body,
-            completed=a2[0]["finished_at"],
-        )
-        g.planted.add("duplicate_intent", scope, key2)
-    # --- stuck_in_progress: the worker died holding the lock
-    for _ in range(3):
-        scope, key, created, body, fp = plant_base("invoice.create")
-        atts = [{"started_at": created, "finished_at": None, "outcome": "running"}]
-        row = g.op(
-            scope=scope,
-            key=key,
-            kind="invoice.create",
-            status="running",
-            created=created,
-            attempts=atts,
-            intent=g.ref("inv"),
-            fp=fp,
-            body=body,
-            locked=created,
-        )
-        row["error"] = (
-            f"worker stopped heart-beating while rendering the invoice PDF (OOMKilled: container "
-            f"exceeded 512Mi); last log line: uploading to s3://invoices-{scope}/"
-            f"{g._hex(key, 'pdf', 12)}.pdf?X-Amz-Signature={g._hex(key, 'sig', 64)}"
-        )
-        g.planted.add("stuck_in_progress", scope, key)
-    # an in-progress operation whose lock is still valid: not stuck
-    scope, key, _c, body, fp = plant_base("invoice.create")
-    recent = (A - timedelta(seconds=60)).replace(microsecond=0)
-    g.op(
-        scope=scope,
-        key=key,
-        kind="invoice.create",
-        status="running",
-        created=recent,
-        attempts=[{"started_at": recent, "finished_at": None, "outcome": "running"}],
-        intent=g.ref("inv"),
-        fp=fp,
-        body=body,
-        locked=recent,
-    )
-    # --- unresolved_failure: failed for good, nothing completed it
-    for i in range(3):
-        scope, key, created, body, fp = plant_base("email.send")
-        atts = g.attempt_chain(created, ["failed", "failed"], "em")
-        email = body["customer"]["email"]
-        if i == 0:  # the mail service's own database refused it: the driver's words, kept readable
-            atts[-1]["error"] = (
-                '(pymysql.err.OperationalError) (1045, "Access denied for user '
-                "'mailer'@'10.0.3.7' (using password: YES)\")"
-            )
-        else:
-            atts[-1]["error"] = f"550 5.1.1 <{email}>: Recipient address rejected: User unknown"
-        response = {
-            "provider": "smtp.example.net",
-            "smtp": {
-                "code": 550 if i else None,
-                "enhanced": "5.1.1" if i else None,
-                "recipient": email,
-                "message": atts[-1]["error"],
-            },
-            "api_key": f"pm_live_{g._hex(key, 'pm', 32)}",
-            "attempts": len(atts),
-        }
-        g.op(
-            scope=scope,
-            key=key,
-            kind="email.send",
-            status="failed",
-            created=created,
-            attempts=atts,
-            intent=g.ref("msg"),
-            fp=fp,
-            body=body,
-            error=atts[-1]["error"],
-            response=response,
-        )
-        g.planted.add("unresolved_failure", scope, key)
-    # a failure that a later operation for the same intent resolved: not a finding
-    scope, key, created, body, fp = plant_base("email.send")
-    intent = g.ref("msg")
-    atts = g.attempt_chain(created, ["failed"], "em")
-    g.op(
-        scope=scope,
-        key=key,
-        kind="email.send",
-        status="failed",
-        created=created,
-        attempts=atts,
-        intent=intent,
-        fp=fp,
-        body=body,
-        error=atts[-1]["error"],
-    )
-    c2 = created + timedelta(minutes=5)
-    a2 = g.attempt_chain(c2, ["succeeded"], "em")
-    g.op(
-        scope=scope,
-        key=g.key(),
-        kind="email.send",
-        status="succeeded",
-        created=c2,
-        attempts=a2,
-        intent=intent,
-        effect=a2[0]["effect"],
-        fp=fp,
-        body=body,
-        completed=a2[0]["finished_at"],
-    )
-    # --- retry_storm: 7 failures then a success
-    for _ in range(3):
-        scope, key, created, body, fp = plant_base("webhook.deliver")
-        atts = g.attempt_chain(created, ["failed"] * 7 + ["succeeded"], "wh")
-        for a in atts[:-1]:
-            a["error"] = f"HTTP 502 Bad Gateway from {body['url']} after {a['finished_at'] - a['started_at']}"
-        g.op(
-            scope=scope,
-            key=key,
-            kind="webhook.deliver",
-            status="succeeded",
-            created=created,
-            attempts=atts,
-            intent=g.ref("evt"),
-            effect=atts[-1]["effect"],
-            fp=fp,
-            body=body,
-            completed=atts[-1]["finished_at"],
-            response={
-                "status": 200,
-                "headers": {
-                    "Set-Cookie": f"session={g._hex(key, 'ck', 32)}; Path=/; HttpOnly",
-                    "X-Request-Id": g._hex(key, "xr", 16),
-                },
-                "body": {"accepted": True, "delivery": atts[-1]["effect"]},
-            },
-        )
-        g.planted.add("retry_storm", scope, key)
-    # --- damaged data that must not crash anything: NULL times, broken JSON
-    scope, key, created, body, fp = plant_base("email.send")
-    atts = g.attempt_chain(created, ["succeeded"], "em")
-    row = g.op(
-        scope=scope,
-        key=key,
-        kind="email.send",
-        status="succeeded",
-        created=created,
-        attempts=atts,
-        intent=g.ref("msg"),
-        effect=atts[0]["effect"],
-        fp=fp,
-        body=body,
-        completed=atts[0]["finished_at"],
-    )
-    row["request_body"] = '{"customer": {"email": "broken@example.com", '  # truncated JSON
-    row["created_at"] = None
-    row["expires_at"] = None
-    # --- the same duplicate in several action classes (money, notification, access, read: issue 21)
-    from idemview.services.demo_actions import plant_action_doubles
-
-    plant_action_doubles(g, plant_base)
-    from idemview.services.demo_charge_failures import plant_charge_failures
-
-    plant_charge_failures(g, plant_base)  # the payments the effects file's hidden successes charged
-    # --- the ledger keeps card numbers, e-mail addresses and bearer tokens in request_body in plain text
-    g.planted.add("secret_at_rest", "", "")
-
+def _write_tables(engine: Engine, g: _Gen, batch: int) -> None:
+    """(Re)create the reference tables on ``engine`` and insert ``g``'s rows, ``batch`` rows a statement,
+    and what was planted (each (kind, scope, key) once)."""
     md = reference_metadata()
     md.drop_all(engine)
     # Indexes are created one by one in name order: Table.indexes is a set, and a stable DDL order keeps
@@ -631,8 +352,6 @@ def generate(
                     seen.add((kind, s, k))
                     rows.append({"kind": kind, "scope": s, "idempotency_key": k})
         c.execute(insert(t_pl), rows)
-    g.planted.operations, g.planted.attempts = len(g.ops), len(g.atts)
-    return g.planted
 
 
 def is_demo_ledger(path: str | Path) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
@@ -95,6 +96,33 @@ def write_demo_effects(
     raises ``ValueError`` for an existing effects file that is not one of idemview's demos."""
     lp = Path(ledger_path)
     ep = effects_path_for(lp)
+    _remove_earlier_effects(ep)
+    led = _read_ledger(lp)
+    if anchor is None:
+        anchor = max((t for o in led.ops if (t := _parse(o[4])) is not None), default=datetime.now(UTC))
+    anchor = anchor.astimezone(UTC)
+    # One random source for every charge, drawn in this order: the same seed gives the same rows.
+    charges = _Charges(random.Random(seed * 7919 + 16))
+    planted: dict[str, list[tuple[str, str]]] = {}
+    _charge_completed(led, charges, anchor)
+    _plant_hidden_successes(led, charges, anchor, planted)
+    _plant_double_charges(led, charges, anchor, planted)
+    _plant_orphans(charges, anchor, planted)
+    ep.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(ep) as c:
+        c.executescript(_SCHEMA)
+        c.executemany("INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?)", charges.rows)
+        c.executemany(
+            "INSERT INTO idemview_demo_planted VALUES (?, ?, ?)",
+            [(k, s, key) for k, refs in planted.items() for s, key in refs],
+        )
+    c.close()
+    layout_path_for(lp).write_text(demo_layout_text(ep.name), encoding="utf-8")
+    return planted
+
+
+def _remove_earlier_effects(ep: Path) -> None:
+    """Remove an earlier demo's effects file at ``ep``; ``ValueError`` for any other file there."""
     if ep.exists():
         try:
             with sqlite3.connect(f"file:{quote(str(ep.resolve()))}?mode=ro", uri=True) as c:
@@ -104,7 +132,21 @@ def write_demo_effects(
         if not ok:
             raise ValueError(f"{ep} exists and is not an idemview demo effects file; not replaced")
         ep.unlink()
-    r = random.Random(seed * 7919 + 16)
+
+
+@dataclass
+class _Ledger:
+    """What the effects are derived from, read from the demo ledger: ``ops`` rows (scope, key, kind,
+    status, created_at, completed_at, locked_at, lock_expires_at, request_body) in id order, the keys
+    with a timed-out attempt, and each key's succeeded attempts' (effect_ref, finished_at)."""
+
+    ops: list
+    timed: set
+    succeeded: dict
+    completed_keys: set = field(default_factory=set)
+
+
+def _read_ledger(lp: Path) -> _Ledger:
     with sqlite3.connect(f"file:{quote(str(lp.resolve()))}?mode=ro", uri=True) as c:
         ops = c.execute(
             "SELECT scope, idempotency_key, kind, status, created_at, completed_at, locked_at, "
@@ -120,16 +162,20 @@ def write_demo_effects(
             "WHERE outcome = 'succeeded' ORDER BY id"
         ):
             succeeded.setdefault((s_, k_), []).append((ref, fin))
-    if anchor is None:
-        anchor = max((t for o in ops if (t := _parse(o[4])) is not None), default=datetime.now(UTC))
-    anchor = anchor.astimezone(UTC)
-    completed_keys = {(o[0], o[1]) for o in ops if o[3] == "succeeded"}
-    charges: list[tuple] = []
-    planted: dict[str, list[tuple[str, str]]] = {}
+    return _Ledger(ops, timed, succeeded, {(o[0], o[1]) for o in ops if o[3] == "succeeded"})
 
-    def charge(scope, key, at: datetime, body: str | None, status="succeeded", charge_id=None):
+
+@dataclass
+class _Charges:
+    """The provider's charge rows, numbered in the order they are added; ``r`` is the one random source."""
+
+    r: random.Random
+    rows: list[tuple] = field(default_factory=list)
+
+    def add(self, scope, key, at: datetime, body: str | None, status="succeeded", charge_id=None) -> None:
         import json
 
+        r = self.r
         amount, currency, email = r.randint(100, 250_000), "usd", None
         try:
             b = json.loads(body) if body else {}
@@ -137,9 +183,9 @@ def write_demo_effects(
             email = (b.get("customer") or {}).get("email")
         except (ValueError, TypeError, AttributeError):
             pass
-        charges.append(
+        self.rows.append(
             (
-                len(charges) + 1,
+                len(self.rows) + 1,
                 charge_id or f"ch_{r.getrandbits(72):018x}",
                 key,
                 amount,
@@ -150,14 +196,17 @@ def write_demo_effects(
             )
         )
 
+
+def _charge_completed(led: _Ledger, charges: _Charges, anchor: datetime) -> None:
+    """One charge per succeeded attempt of every completed charging operation (the provider's id is
+    the attempt's effect reference), so a ledger duplicate that charged twice shows two charges here
+    as well."""
     done = set()
-    for scope, key, kind, status, created, completed, *_rest, body in ops:
-        # one charge per succeeded attempt (the provider's id is the attempt's effect reference), so a
-        # ledger duplicate that charged twice shows two charges here as well
+    for scope, key, kind, status, created, completed, *_rest, body in led.ops:
         if kind in CHARGING and status == "succeeded" and (scope, key) not in done:
             done.add((scope, key))
-            for ref, fin in succeeded.get((scope, key)) or [(None, completed)]:
-                charge(
+            for ref, fin in led.succeeded.get((scope, key)) or [(None, completed)]:
+                charges.add(
                     scope,
                     key,
                     _parse(fin) or _parse(completed) or _parse(created) or anchor,
@@ -165,11 +214,15 @@ def write_demo_effects(
                     charge_id=ref if ref and ref.startswith(("ch_", "re_")) else None,
                 )
 
-    # hidden successes: the provider charged, the ledger says failed / stuck / timed out. Only charging
-    # kinds: a charge is the effect of a payment, not of an e-mail (the demo plants such payments,
-    # services.demo_charge_failures); a timed-out one is its own case, not also a "failed" one.
+
+def _plant_hidden_successes(led: _Ledger, charges: _Charges, anchor: datetime, planted: dict) -> None:
+    """Hidden successes: the provider charged, the ledger says failed / stuck / timed out. Only charging
+    kinds: a charge is the effect of a payment, not of an e-mail (the demo plants such payments,
+    services.demo_charge_failures); a timed-out one is its own case, not also a "failed" one."""
+    r, ops, timed = charges.r, led.ops, led.timed
+
     def pick(pred, n):
-        cands = [o for o in ops if o[2] in CHARGING and (o[0], o[1]) not in completed_keys and pred(o)]
+        cands = [o for o in ops if o[2] in CHARGING and (o[0], o[1]) not in led.completed_keys and pred(o)]
         return r.sample(cands, min(n, len(cands)))
 
     def stuck(o) -> bool:
@@ -182,29 +235,26 @@ def write_demo_effects(
     for o in pick(untimed_failure, 1) + pick(stuck, 1) + pick(lambda o: (o[0], o[1]) in timed, 1):
         if (o[0], o[1]) in {tuple(x) for x in planted.get("hidden_success", [])}:
             continue
-        charge(o[0], o[1], (_parse(o[4]) or anchor) + timedelta(seconds=r.randint(2, 40)), o[8])
+        charges.add(o[0], o[1], (_parse(o[4]) or anchor) + timedelta(seconds=r.randint(2, 40)), o[8])
         planted.setdefault("hidden_success", []).append((o[0], o[1]))
-    # double charges: a completed payment whose retry charged again
+
+
+def _plant_double_charges(led: _Ledger, charges: _Charges, anchor: datetime, planted: dict) -> None:
+    """Double charges: a completed payment whose retry charged again."""
+    r, ops = charges.r, led.ops
     records_per_key = Counter((o[0], o[1]) for o in ops)  # one pass: the demo may hold 10^5+ operations
     doubles = [
         o for o in ops if o[2] == "payment.capture" and o[3] == "succeeded" and records_per_key[(o[0], o[1])] == 1
     ]
     for o in r.sample(doubles, min(3, len(doubles))):
-        charge(o[0], o[1], (_parse(o[5]) or anchor) + timedelta(seconds=r.randint(30, 90)), o[8])
+        charges.add(o[0], o[1], (_parse(o[5]) or anchor) + timedelta(seconds=r.randint(30, 90)), o[8])
         planted.setdefault("duplicate_effect", []).append((o[0], o[1]))
-    # orphans: charges whose key the ledger never recorded
+
+
+def _plant_orphans(charges: _Charges, anchor: datetime, planted: dict) -> None:
+    """Orphans: charges whose key the ledger never recorded."""
+    r = charges.r
     for _ in range(2):
         key = f"{r.getrandbits(64):016x}-lost"
-        charge("", key, anchor - timedelta(minutes=r.randint(5, 300)), None)
+        charges.add("", key, anchor - timedelta(minutes=r.randint(5, 300)), None)
         planted.setdefault("orphan_effect", []).append(("", key))
-    ep.parent.mkdir(parents=True, exist_ok=True)
-    with sqlite3.connect(ep) as c:
-        c.executescript(_SCHEMA)
-        c.executemany("INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?)", charges)
-        c.executemany(
-            "INSERT INTO idemview_demo_planted VALUES (?, ?, ?)",
-            [(k, s, key) for k, refs in planted.items() for s, key in refs],
-        )
-    c.close()
-    layout_path_for(lp).write_text(demo_layout_text(ep.name), encoding="utf-8")
-    return planted
