@@ -123,6 +123,39 @@ class ConnectionDialog(QDialog):
         self.notice.setWordWrap(True)
         outer.addWidget(self.notice)
         split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self._build_list())
+        right = QWidget()
+        form = QFormLayout(right)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
+        self._build_source_rows(form)
+        self.form = form
+        self._build_server(form)
+        self._build_layout_rows(form)
+        self._build_value_rows(form)
+        split.addWidget(right)
+        split.setSizes([220, 560])
+        outer.addWidget(split, 1)
+        outer.addLayout(self._build_buttons())
+        self.resize(880, 600)
+        for sig in (
+            self.type.currentIndexChanged,
+            self.file.textChanged,
+            self.host.textChanged,
+            self.dbname.textChanged,
+        ):
+            sig.connect(self._live_list_text)
+        self.keyring_changed.connect(self._sync_keyring)
+        self._keyring_listener = self.keyring_changed.emit
+        credentials.listeners.append(self._keyring_listener)
+        self._sync_keyring()
+        self._reload_list()
+        if self.conns:
+            self.list.setCurrentRow(0)
+        else:
+            self.new()
+
+    def _build_list(self) -> QWidget:
+        """The left side: the saved connections and New / Duplicate / Delete."""
         left = QWidget()
         lv = QVBoxLayout(left)
         lv.setContentsMargins(0, 0, 0, 0)
@@ -139,10 +172,10 @@ class ConnectionDialog(QDialog):
         for b in (self.new_btn, self.dup_btn, self.del_btn):
             lb.addWidget(b)
         lv.addLayout(lb)
-        split.addWidget(left)
-        right = QWidget()
-        form = QFormLayout(right)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
+        return left
+
+    def _build_source_rows(self, form: QFormLayout) -> None:
+        """Name, the URL to paste, and the database type (every backend's choices)."""
         self.name = QLineEdit()
         self.name.textChanged.connect(self._live_list_text)
         form.addRow("Name", self.name)
@@ -164,7 +197,9 @@ class ConnectionDialog(QDialog):
                 self.type.addItem(choice.label, choice.dialect)
         self.type.currentIndexChanged.connect(self._type_changed)
         form.addRow("Database", self.type)
-        self.form = form
+
+    def _build_server(self, form: QFormLayout) -> None:
+        """The server group and the editors of the common keys, hidden until a backend's fields show them."""
         # The backend's fields (Backend.fields), rebuilt when the type changes. The editors of the
         # common keys are made once and kept (their values survive a change of type and back).
         self.server = QGroupBox("Server")
@@ -209,6 +244,9 @@ class ConnectionDialog(QDialog):
             w.hide()
         self._fields: tuple[Field, ...] = ()
         form.addRow(self.server)
+
+    def _build_layout_rows(self, form: QFormLayout) -> None:
+        """The layout (presets of every backend, or a file) with Edit layout…, and the zone of naive times."""
         self.layout_box = QComboBox()
         self.layout_box.addItem("Detect automatically", "")
         for lay in all_presets():
@@ -235,6 +273,9 @@ class ConnectionDialog(QDialog):
         self.zone = QLineEdit("UTC")
         self.zone.setToolTip("IANA zone in which the ledger wrote naive timestamps")
         form.addRow("Naive times in", self.zone)
+
+    def _build_value_rows(self, form: QFormLayout) -> None:
+        """Schema, extra status/outcome values, action rules, their problem line, and the result line."""
         # Where the tables are, and raw values the preset does not know (issue 12): kept with the
         # connection, so a preset is never edited for one installation.
         self.schema = QLineEdit()
@@ -274,9 +315,9 @@ class ConnectionDialog(QDialog):
         self.result.setWordWrap(True)
         self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         form.addRow(self.result)
-        split.addWidget(right)
-        split.setSizes([220, 560])
-        outer.addWidget(split, 1)
+
+    def _build_buttons(self) -> QHBoxLayout:
+        """Test on the left; Save, Connect and Close on the right."""
         bottom = QHBoxLayout()
         self.test_btn = QPushButton("Test")
         self.test_btn.setToolTip("Connect read-only, confirm the session refuses writes, detect the layout")
@@ -293,24 +334,7 @@ class ConnectionDialog(QDialog):
         bottom.addWidget(self.save_btn)
         bottom.addWidget(self.connect_btn)
         bottom.addWidget(close)
-        outer.addLayout(bottom)
-        self.resize(880, 600)
-        for sig in (
-            self.type.currentIndexChanged,
-            self.file.textChanged,
-            self.host.textChanged,
-            self.dbname.textChanged,
-        ):
-            sig.connect(self._live_list_text)
-        self.keyring_changed.connect(self._sync_keyring)
-        self._keyring_listener = self.keyring_changed.emit
-        credentials.listeners.append(self._keyring_listener)
-        self._sync_keyring()
-        self._reload_list()
-        if self.conns:
-            self.list.setCurrentRow(0)
-        else:
-            self.new()
+        return bottom
 
     def _sync_keyring(self):
         """Notice and "Remember" box follow the keyring's state: usable → box enabled and checked;
