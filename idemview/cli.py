@@ -408,7 +408,7 @@ def cmd_scan(args) -> int:
     ledger, _saved = open_ledger(args)
     # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
     ledger = for_batch(ledger, args.timeout)
-    schema_note = getattr(ledger, "schema_note", None)
+    schema_note = ledger.schema_note
     if schema_note:  # which schema, and other copies (as detect says)
         note = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in schema_note)
         print(f"idemview: note: {note}", file=sys.stderr)
@@ -452,9 +452,8 @@ def cmd_scan(args) -> int:
         w(f' "unmapped": {dump(um, ensure_ascii=False)},\n "unknown_times": {dump(unknown_times)},\n')
         if snap is not None:
             w(f' "server_time": {dump(iso(snap.server_time))},\n "snapshot": {dump(snap.to_json())},\n')
-        fx_source = getattr(ledger, "effects", None)
-        if fx_source is not None:  # the second source the findings were reconciled with
-            w(f' "effects": {dump(fx_source.describe(), ensure_ascii=False)},\n')
+        if ledger.effects is not None:  # the second source the findings were reconciled with
+            w(f' "effects": {dump(ledger.effects.describe(), ensure_ascii=False)},\n')
         w(' "findings": [')
         first = True
         for kind, fs in kinds():
@@ -469,22 +468,13 @@ def cmd_scan(args) -> int:
             f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n'
         )
         return EXIT_OK
-    print(
-        f"ledger   {ledger.name} ({getattr(ledger, 'source_dialect', ledger.dialect)}) with layout {ledger.layout.name}"
-    )
+    print(f"ledger   {ledger.name} ({ledger.source.dialect or ledger.dialect}) with layout {ledger.layout.name}")
     print(f"now      {iso(fe.now)}")
-    if snap is not None and hasattr(snap, "server_line"):  # a DynamoDB snapshot says it its own way
+    if snap is not None:  # each kind of snapshot says what it read its own way
         print(snap.server_line())
-    elif snap is not None:
-        print(
-            f"server   {iso(snap.server_time)} (Redis TIME at the snapshot; {snap.scanned} keys scanned "
-            f"matching {snap.pattern!r}, {snap.loaded} records, {snap.without_ttl} without TTL, "
-            f"{snap.gone} gone while reading, {snap.undecodable + snap.wrong_type} unreadable)"
-        )
     print(f"size     {n_ops} operations, {n_att} attempts")
-    fx_source = getattr(ledger, "effects", None)
-    if fx_source is not None:
-        fx = fx_source.describe()
+    if ledger.effects is not None:
+        fx = ledger.effects.describe()
         how = "SQL joins in the ledger's database" if fx["same_database"] else "a streamed merge of two databases"
         print(f"effects  {fx['table']} ({fx['dialect']} {fx['database'] or fx['host']}), reconciled by {how}")
     per = [(kind, fs) for kind, fs in kinds()]
