@@ -288,7 +288,7 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
     ``natt``, ``nmiss`` (times that could not be read), ``nt`` (times read), ``ex`` (earliest expiry),
     ``created`` (earliest creation), ``dur`` (longest attempt), ``lockwin`` (longest lock), ``ac``
     (largest attempt count)."""
-    # Over 80 lines on purpose: one grouped SQL statement (the operations' part and the attempts'
+    # Long because: one grouped SQL statement (the operations' part and the attempts'
     # part, a UNION grouped by scope and key); its column expressions line up branch by branch, by
     # the names the caller reads them by, which splitting would scatter.
     # Straight from the tables through the ledger's compiled expressions (not operations_select()):
