@@ -235,6 +235,7 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
     outcome_map: dict[str, str] | None = None,
     ssh: str | None = None,
     ssh_key: str | None = None,
+    write_ttl_s: float | None = None,
 ) -> LedgerFrames:
     """Open a ledger read-only for analysis.
 
@@ -251,10 +252,14 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
     (the CLI's ``--map-status`` / ``--map-outcome``), merged over a saved connection's own maps.
     ``ssh`` (``USER@HOST[:PORT]``) / ``ssh_key`` (a private key path): read through an SSH tunnel (the
     CLI's ``--ssh`` / ``--ssh-key``; default a saved connection's own), closed by :meth:`LedgerFrames.close`.
+    ``write_ttl_s``: for a Redis ledger, the TTL in seconds the store sets at every write (Celery's
+    ``result_expires``; the CLI's ``--write-ttl``), over the connection's and the layout's ``[expiry]
+    write_ttl_seconds``: a record without a time of its own is dated from its remaining TTL.
 
     Raises :class:`~idemview.errors.CannotConnect` (unreachable, not a database),
     :class:`~idemview.errors.LayoutMismatch` (no preset fits / the layout's tables are missing),
-    :class:`~idemview.errors.InvalidLayout` (a malformed layout file).
+    :class:`~idemview.errors.InvalidLayout` (a malformed layout file), :class:`~idemview.errors.InputError`
+    (a ``write_ttl_s`` that is no number of seconds from 0, or given for a ledger that is no Redis one).
     """
     from idemview.backends import Tunables
     from idemview.services.opener import OpenSpec, saved_connection, spec_for_connection
@@ -276,9 +281,13 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
     spec.layout = layout if layout is not None else spec.layout
     spec.naive_zone = naive_zone if naive_zone is not None else spec.naive_zone
     spec.schema = schema if schema is not None else spec.schema
+    from idemview.ledger.inputs import seconds_value
     from idemview.services.opener import open_source
 
-    opened = open_source(spec, tunables=Tunables(), no_fit_hint="; pass layout=NAME|FILE (see `idemview presets`)")
+    ttl = seconds_value(write_ttl_s, "write_ttl_s") if write_ttl_s is not None else None
+    opened = open_source(
+        spec, tunables=Tunables(write_ttl_s=ttl), no_fit_hint="; pass layout=NAME|FILE (see `idemview presets`)"
+    )
     return LedgerFrames(
         opened.ledger, masked=masked, masker=masker if masker is not None else new_masker(), tunnel=opened.tunnel
     )

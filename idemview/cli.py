@@ -88,6 +88,59 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--demo", action="store_true", help="create the demo ledger if needed and open the GUI on it")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
+    _gui_and_file_commands(sub)
+
+    de = sub.add_parser("detect", help="print the best-matching layout and its confidence")
+    de.add_argument("url")
+    ssh_arguments(de)
+    _ledger_commands(sub)
+    return p
+
+
+def _ledger_commands(sub) -> None:
+    """The commands that read a ledger's records: scan, windows, export, report."""
+    s = sub.add_parser("scan", help="compute findings")
+    common_arguments(s)
+    s.add_argument("--format", choices=("json", "text"), default="text")
+    s.add_argument("--limit", type=_count, default=20, help="findings listed per kind in text output (0: all)")
+    s.add_argument(
+        "--audit-rows",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="newest rows per table the ledger audit (secret_at_rest) samples (default 10000; 0: no audit)",
+    )
+
+    w = sub.add_parser("windows", help="dedup windows measured from the data, per operation kind")
+    common_arguments(w)
+    w.add_argument("--format", choices=("json", "text"), default="text")
+
+    e = sub.add_parser("export", help="export filtered evidence to CSV with a manifest")
+    common_arguments(e)
+    e.add_argument("--out", required=True, help="FILE.csv (FILE.csv.manifest.json is written beside it)")
+    filters(e)
+    e.add_argument("--rows", choices=("operations", "attempts", "findings", "effects"), default="operations")
+    e.add_argument("--excel", action="store_true", help="UTF-8 with BOM, for spreadsheets")
+    e.add_argument("--null", default="", help="literal written for NULL (default: empty field)")
+    e.add_argument("--force", action="store_true", help="replace FILE.csv if it exists")
+
+    r = sub.add_parser("report", help="write a self-contained HTML incident report with a manifest")
+    common_arguments(r)
+    r.add_argument("--out", required=True, help="FILE.html (FILE.html.manifest.json is written beside it)")
+    filters(r)
+    r.add_argument(
+        "--full",
+        type=_count,
+        default=200,
+        metavar="N",
+        help="operations shown in full (default 200; the rest: a table)",
+    )
+    r.add_argument("--force", action="store_true", help="replace FILE.html if it exists")
+
+
+def _gui_and_file_commands(sub) -> None:
+    """The commands that read no ledger on the command line: demo (writes one), presets, open (the GUI),
+    install-desktop."""
     d = sub.add_parser("demo", help="write a demo SQLite ledger with known incidents")
     d.add_argument("path")
     d.add_argument("--operations", type=_count, default=2000, help="ordinary operations (default 2000)")
@@ -115,98 +168,67 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-home", type=Path, default=None, help="where to write (default: $XDG_DATA_HOME, else ~/.local/share)"
     )
 
-    de = sub.add_parser("detect", help="print the best-matching layout and its confidence")
-    de.add_argument("url")
-    ssh_arguments(de)
 
-    def common(sp):
-        sp.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
-        ssh_arguments(sp)
-        sp.add_argument("--layout", help="preset name or layout TOML file (default: detect)")
-        sp.add_argument(
-            "--schema",
-            help="schema holding the layout's tables (default: the preset's "
-            "schema, else found as detection finds them)",
-        )
-        sp.add_argument(
-            "--map-status",
-            action="append",
-            default=[],
-            metavar="RAW=STATUS",
-            help="map a raw status value the layout does not know (repeatable; "
-            "STATUS: new, in_progress, completed, failed, unknown)",
-        )
-        sp.add_argument(
-            "--map-outcome",
-            action="append",
-            default=[],
-            metavar="RAW=OUTCOME",
-            help="map a raw attempt outcome the layout does not know (repeatable)",
-        )
-        sp.add_argument("--now", type=_instant, default=None, help="instant findings are computed for (ISO-8601)")
-        sp.add_argument("--lock-timeout", type=_seconds, default=None, help="seconds (overrides the layout)")
-        sp.add_argument(
-            "--retry-threshold",
-            type=_count,
-            default=None,
-            help="attempts above this are a retry storm (overrides the layout; default 5)",
-        )
-        sp.add_argument(
-            "--retention",
-            type=_seconds,
-            default=None,
-            help="dedup window in seconds, added to the layout's retention time when the ledger "
-            "has no expires_at column; also the duplicate_intent window",
-        )
-        sp.add_argument(
-            "--timeout",
-            type=_seconds,
-            default=None,
-            metavar="SECONDS",
-            help="bound each statement of this batch run (default: none; it runs until done or Ctrl-C)",
-        )
-        sp.add_argument(
-            "--progress", action="store_true", help="report progress on stderr (default: when stderr is a terminal)"
-        )
-
-    s = sub.add_parser("scan", help="compute findings")
-    common(s)
-    s.add_argument("--format", choices=("json", "text"), default="text")
-    s.add_argument("--limit", type=_count, default=20, help="findings listed per kind in text output (0: all)")
-    s.add_argument(
-        "--audit-rows",
+def common_arguments(sp) -> None:
+    """The arguments of every command that reads a ledger (scan, windows, export, report): the target,
+    SSH, layout, schema, value maps, ``--now``, the thresholds (``--lock-timeout``, ``--retry-threshold``,
+    ``--retention``, a key-value store's ``--write-ttl``), ``--timeout`` and ``--progress``."""
+    sp.add_argument("url", help="SQLAlchemy URL, SQLite file, or a saved connection's name")
+    ssh_arguments(sp)
+    sp.add_argument("--layout", help="preset name or layout TOML file (default: detect)")
+    sp.add_argument(
+        "--schema",
+        help="schema holding the layout's tables (default: the preset's schema, else found as detection finds them)",
+    )
+    sp.add_argument(
+        "--map-status",
+        action="append",
+        default=[],
+        metavar="RAW=STATUS",
+        help="map a raw status value the layout does not know (repeatable; "
+        "STATUS: new, in_progress, completed, failed, unknown)",
+    )
+    sp.add_argument(
+        "--map-outcome",
+        action="append",
+        default=[],
+        metavar="RAW=OUTCOME",
+        help="map a raw attempt outcome the layout does not know (repeatable)",
+    )
+    sp.add_argument("--now", type=_instant, default=None, help="instant findings are computed for (ISO-8601)")
+    sp.add_argument("--lock-timeout", type=_seconds, default=None, help="seconds (overrides the layout)")
+    sp.add_argument(
+        "--retry-threshold",
         type=_count,
         default=None,
-        metavar="N",
-        help="newest rows per table the ledger audit (secret_at_rest) samples (default 10000; 0: no audit)",
+        help="attempts above this are a retry storm (overrides the layout; default 5)",
     )
-
-    w = sub.add_parser("windows", help="dedup windows measured from the data, per operation kind")
-    common(w)
-    w.add_argument("--format", choices=("json", "text"), default="text")
-
-    e = sub.add_parser("export", help="export filtered evidence to CSV with a manifest")
-    common(e)
-    e.add_argument("--out", required=True, help="FILE.csv (FILE.csv.manifest.json is written beside it)")
-    filters(e)
-    e.add_argument("--rows", choices=("operations", "attempts", "findings", "effects"), default="operations")
-    e.add_argument("--excel", action="store_true", help="UTF-8 with BOM, for spreadsheets")
-    e.add_argument("--null", default="", help="literal written for NULL (default: empty field)")
-    e.add_argument("--force", action="store_true", help="replace FILE.csv if it exists")
-
-    r = sub.add_parser("report", help="write a self-contained HTML incident report with a manifest")
-    common(r)
-    r.add_argument("--out", required=True, help="FILE.html (FILE.html.manifest.json is written beside it)")
-    filters(r)
-    r.add_argument(
-        "--full",
-        type=_count,
-        default=200,
-        metavar="N",
-        help="operations shown in full (default 200; the rest: a table)",
+    sp.add_argument(
+        "--retention",
+        type=_seconds,
+        default=None,
+        help="dedup window in seconds, added to the layout's retention time when the ledger "
+        "has no expires_at column; also the duplicate_intent window",
     )
-    r.add_argument("--force", action="store_true", help="replace FILE.html if it exists")
-    return p
+    sp.add_argument(
+        "--write-ttl",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="the TTL a Redis store sets at every write (Celery's result_expires): a record without a time "
+        "of its own is dated from its remaining TTL (overrides the connection's and the layout's "
+        "[expiry] write_ttl_seconds; Redis only)",
+    )
+    sp.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="bound each statement of this batch run (default: none; it runs until done or Ctrl-C)",
+    )
+    sp.add_argument(
+        "--progress", action="store_true", help="report progress on stderr (default: when stderr is a terminal)"
+    )
 
 
 def ssh_arguments(sp) -> None:
@@ -297,7 +319,7 @@ def open_ledger(args):
     (:func:`idemview.services.opener.open_source`): the target's backend, its SSH tunnel (closed when the
     command ends: :func:`idemview.ledger.tunnel.close_all` in :func:`main`), the layout given (or the saved
     connection's, or detected) fitted to the connection and the command line, and the thresholds
-    ``--lock-timeout``/``--retry-threshold``/``--retention``. A snapshot's progress is shown on a
+    ``--lock-timeout``/``--retry-threshold``/``--retention``/``--write-ttl``. A snapshot's progress is shown on a
     terminal; its warnings go to stderr. Raises :class:`CliError`: exit 4 when the layout does not fit
     (a detected one included), 2 for a malformed layout, map or action rule, else the typed error's code."""
     from idemview.backends import Tunables
@@ -312,7 +334,10 @@ def open_ledger(args):
             print(f"\rsnapshot: {scanned} scanned, {loaded} records", end="", file=sys.stderr, flush=True)
 
     tunables = Tunables(
-        getattr(args, "lock_timeout", None), getattr(args, "retry_threshold", None), getattr(args, "retention", None)
+        getattr(args, "lock_timeout", None),
+        getattr(args, "retry_threshold", None),
+        getattr(args, "retention", None),
+        getattr(args, "write_ttl", None),
     )
     try:
         opened = open_source(
@@ -403,21 +428,16 @@ def cmd_scan(args) -> int:
     from idemview.findings.engine import FindingEngine
     from idemview.ledger.batch import for_batch
     from idemview.ledger.queries import ledger_basics
-    from idemview.ledger.times import iso
 
     ledger, _saved = open_ledger(args)
     # A scan is batch work: not cut by the interactive statement timeout (--timeout bounds it).
     ledger = for_batch(ledger, args.timeout)
-    schema_note = getattr(ledger, "schema_note", None)
-    if schema_note:  # which schema, and other copies (as detect says)
-        note = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in schema_note)
+    if ledger.schema_note:  # which schema, and other copies (as detect says)
+        note = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in ledger.schema_note)
         print(f"idemview: note: {note}", file=sys.stderr)
-    now = args.now or datetime.now(UTC)
-    fe = FindingEngine(ledger, now)
+    fe = FindingEngine(ledger, args.now or datetime.now(UTC))
     if args.audit_rows is not None:
         fe.audit_rows = args.audit_rows
-    unsupported = fe.unsupported()
-    masker = new_masker()
     show = _progress_on(args)
     t0 = time.monotonic()
 
@@ -431,71 +451,73 @@ def cmd_scan(args) -> int:
                 )
             yield kind, fs
 
-    counts: dict[str, int] = {}
     # counts, unmapped raw values and stored values that are no instant (per time field): one
     # aggregate pass per table (issue 27 item 4), asked once for both formats
     basics = ledger_basics(ledger)
-    n_ops, n_att, unmapped = basics.operations, basics.attempts, basics.unmapped
-    unknown_times = basics.unknown_times or {}
+    write = _scan_json if args.format == "json" else _scan_text
+    write(args, fe, basics, kinds(), new_masker())
+    return EXIT_OK
+
+
+def _scan_json(args, fe, basics, kinds, masker) -> None:
+    """The scan as JSON on stdout (DESIGN §9), written as it streams: the header, then each kind's
+    findings as that kind is done; the counts (known only at the end) close the object. JSON key order
+    carries no meaning; beside DESIGN §9's keys: ``unmapped``, ``unknown_times``, a snapshot's
+    ``server_time`` and ``snapshot``, ``effects`` and ``not_checkable`` (kind -> why,
+    :func:`idemview.findings.engine.not_checkable`)."""
+    from idemview.ledger.times import iso
+
+    ledger = fe.l
     snap = ledger.source.snapshot  # a snapshot (Redis, DynamoDB): its facts, with the server's clock
-    if args.format == "json":
-        # Written as it streams: the header, then each kind's findings as that kind is done; the
-        # counts (known only at the end) close the object. Same keys as DESIGN §9 (JSON key order
-        # carries no meaning), plus "not_checkable": kind -> why.
-        w = sys.stdout.write
-        dump = json.dumps
-        w(
-            "{\n" + f' "now": {dump(iso(fe.now))},\n "layout": {dump(ledger.layout.name)},\n'
-            f' "operations": {n_ops},\n "attempts": {n_att},\n'
-        )
-        um = {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in unmapped.items()}
-        w(f' "unmapped": {dump(um, ensure_ascii=False)},\n "unknown_times": {dump(unknown_times)},\n')
-        if snap is not None:
-            w(f' "server_time": {dump(iso(snap.server_time))},\n "snapshot": {dump(snap.to_json())},\n')
-        fx_source = getattr(ledger, "effects", None)
-        if fx_source is not None:  # the second source the findings were reconciled with
-            w(f' "effects": {dump(fx_source.describe(), ensure_ascii=False)},\n')
-        w(' "findings": [')
-        first = True
-        for kind, fs in kinds():
-            for f in fs:
-                w(("\n  " if first else ",\n  ") + dump(masker.mask_value(f.to_json()), ensure_ascii=False))
-                first = False
-            if fs:
-                counts[kind.value] = len(fs)
-                sys.stdout.flush()
-        w(  # "unmapped" went out with the header: written twice, parsers would keep one, silently
-            ("\n ],\n" if not first else "],\n") + f' "counts": {dump(counts)},\n'
-            f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n'
-        )
-        return EXIT_OK
-    print(
-        f"ledger   {ledger.name} ({getattr(ledger, 'source_dialect', ledger.dialect)}) with layout {ledger.layout.name}"
+    w = sys.stdout.write
+    dump = json.dumps
+    w(
+        "{\n" + f' "now": {dump(iso(fe.now))},\n "layout": {dump(ledger.layout.name)},\n'
+        f' "operations": {basics.operations},\n "attempts": {basics.attempts},\n'
     )
-    print(f"now      {iso(fe.now)}")
-    if snap is not None and hasattr(snap, "server_line"):  # a DynamoDB snapshot says it its own way
-        print(snap.server_line())
-    elif snap is not None:
-        print(
-            f"server   {iso(snap.server_time)} (Redis TIME at the snapshot; {snap.scanned} keys scanned "
-            f"matching {snap.pattern!r}, {snap.loaded} records, {snap.without_ttl} without TTL, "
-            f"{snap.gone} gone while reading, {snap.undecodable + snap.wrong_type} unreadable)"
-        )
-    print(f"size     {n_ops} operations, {n_att} attempts")
-    fx_source = getattr(ledger, "effects", None)
-    if fx_source is not None:
-        fx = fx_source.describe()
-        how = "SQL joins in the ledger's database" if fx["same_database"] else "a streamed merge of two databases"
-        print(f"effects  {fx['table']} ({fx['dialect']} {fx['database'] or fx['host']}), reconciled by {how}")
-    per = [(kind, fs) for kind, fs in kinds()]
-    for kind, fs in per:
+    um = {k: {masker.mask_text(r): n for r, n in v.items()} for k, v in basics.unmapped.items()}
+    w(f' "unmapped": {dump(um, ensure_ascii=False)},\n "unknown_times": {dump(basics.unknown_times or {})},\n')
+    if snap is not None:
+        w(f' "server_time": {dump(iso(snap.server_time))},\n "snapshot": {dump(snap.to_json())},\n')
+    if ledger.effects is not None:  # the second source the findings were reconciled with
+        w(f' "effects": {dump(ledger.effects.describe(), ensure_ascii=False)},\n')
+    w(' "findings": [')
+    first = True
+    counts: dict[str, int] = {}
+    for kind, fs in kinds:
+        for f in fs:
+            w(("\n  " if first else ",\n  ") + dump(masker.mask_value(f.to_json()), ensure_ascii=False))
+            first = False
         if fs:
             counts[kind.value] = len(fs)
-    if not counts:
-        print("findings none")
-    else:
-        print("findings " + ", ".join(f"{k} {n}" for k, n in counts.items()))
-    lay = ledger.layout
+            sys.stdout.flush()
+    unsupported = fe.unsupported()
+    w(  # "unmapped" went out with the header: written twice, parsers would keep one, silently
+        ("\n ],\n" if not first else "],\n") + f' "counts": {dump(counts)},\n'
+        f' "not_checkable": {dump({k.value: masker.mask_text(v) for k, v in unsupported.items()})}\n}}\n'
+    )
+
+
+def _scan_text(args, fe, basics, kinds, masker) -> None:
+    """The scan as text on stdout: the ledger, the instant, a snapshot's ``server`` line, the size, the
+    effect records, the counts per kind, unmapped values, unknown times, what is not checkable, then up
+    to ``--limit`` findings per kind."""
+    from idemview.ledger.times import iso
+
+    ledger = fe.l
+    print(f"ledger   {ledger.name} ({ledger.source.dialect or ledger.dialect}) with layout {ledger.layout.name}")
+    print(f"now      {iso(fe.now)}")
+    if ledger.source.snapshot is not None:  # each kind of snapshot says what it read its own way
+        print(ledger.source.snapshot.server_line())
+    print(f"size     {basics.operations} operations, {basics.attempts} attempts")
+    if ledger.effects is not None:
+        fx = ledger.effects.describe()
+        how = "SQL joins in the ledger's database" if fx["same_database"] else "a streamed merge of two databases"
+        print(f"effects  {fx['table']} ({fx['dialect']} {fx['database'] or fx['host']}), reconciled by {how}")
+    per = list(kinds)
+    counts = {kind.value: len(fs) for kind, fs in per if fs}
+    print("findings " + (", ".join(f"{k} {n}" for k, n in counts.items()) if counts else "none"))
+    unmapped, lay = basics.unmapped, ledger.layout
     for what, flag, src in (("status", "--map-status", lay.status), ("outcome", "--map-outcome", lay.attempts.outcome)):
         if unmapped[what]:
             vals = sorted(unmapped[what].items(), key=lambda kv: (-kv[1], kv[0]))
@@ -505,11 +527,12 @@ def cmd_scan(args) -> int:
                 + ", ".join(f"{masker.mask_text(r)!r} {n}" for r, n in vals[:20])
                 + (f" … and {len(vals) - 20} more" if len(vals) > 20 else "")
             )
-    if unknown_times:
+    if basics.unknown_times:
         print(
             "unknown times (stored values that are no instant, read as missing): "
-            + ", ".join(f"{k} {n}" for k, n in unknown_times.items())
+            + ", ".join(f"{k} {n}" for k, n in basics.unknown_times.items())
         )
+    unsupported = fe.unsupported()
     if unsupported:
         print("not checkable with this layout: " + "; ".join(f"{k.value} ({why})" for k, why in unsupported.items()))
     for kind, fs in per:
@@ -522,7 +545,6 @@ def cmd_scan(args) -> int:
             print(f"  [{f.severity.value} · {f.action}] {masker.mask_text(f.explanation)}")
         if len(fs) > len(shown):
             print(f"  … and {len(fs) - len(shown)} more (--limit 0 lists all)")
-    return EXIT_OK
 
 
 def cmd_windows(args) -> int:

@@ -90,11 +90,19 @@ class Choice:
 @dataclass(frozen=True)
 class Tunables:
     """The thresholds a caller may override for one open (the CLI's ``--lock-timeout`` in seconds,
-    ``--retry-threshold`` attempts, ``--retention`` seconds); ``None``: the layout's own."""
+    ``--retry-threshold`` attempts, ``--retention`` seconds, ``--write-ttl`` seconds); ``None``: the
+    layout's own (or the connection's). The first three apply to every ledger; ``write_ttl_s`` (the TTL
+    a key-value store sets at every write, Celery's ``result_expires``) only to a backend listing it in
+    :attr:`Backend.tunables` (the opener refuses it elsewhere)."""
 
     lock_timeout_s: float | None = None
     retry_threshold: int | None = None
     retention_s: float | None = None
+    write_ttl_s: float | None = None
+
+    def backend_specific(self) -> set[str]:
+        """The names of the backend-specific tunables set here (``write_ttl_s``)."""
+        return {"write_ttl_s"} if self.write_ttl_s is not None else set()
 
     def as_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of :class:`~idemview.ledger.reader.Ledger` (and every ledger opener)
@@ -180,7 +188,8 @@ class Backend(ABC):
     a saved connection keeps), ``network`` (an SSH tunnel can carry it: it has a host and a port),
     ``priority`` (asked before backends of lower priority when several could match: the catch-all SQL
     backend asks last), ``layout_kinds`` (which layouts apply, for the dialog's layout list: ``sql``,
-    ``kv``, ``dynamodb``), ``no_fit_detect``."""
+    ``kv``, ``dynamodb``), ``tunables`` (the backend-specific :class:`Tunables` it honours, e.g.
+    ``write_ttl_s``), ``no_fit_detect``."""
 
     name: str = ""
     title: str = ""
@@ -188,6 +197,7 @@ class Backend(ABC):
     network: bool = False
     priority: int = 0
     layout_kinds: tuple[str, ...] = ("sql",)
+    tunables: frozenset[str] = frozenset()
     #: What ``idemview detect`` says when no layout fits (one line: what to do).
     no_fit_detect: str = "no layout fits this ledger; write a layout and pass it with --layout"
 
@@ -246,8 +256,10 @@ class Backend(ABC):
 
     def not_checkable(self, ledger: Ledger) -> dict[FindingKind, str]:
         """The finding kinds this backend cannot check on ``ledger``, each with the reason (e.g. a
-        key-value store keeps one record per key: no duplicate effect), declared in
-        ``ledger.source.not_checkable`` when it opens. Default: none."""
+        key-value store keeps one record per key: no duplicate effect). :meth:`open` declares them as
+        ``ledger.source = LedgerSource(name, …, self.not_checkable(ledger))``; the ledger adds its
+        layout's own (:func:`~idemview.ledger.source.layout_not_checkable`) and the findings engine never
+        runs a kind listed there (:func:`idemview.findings.engine.not_checkable`). Default: none."""
         return {}
 
     # ---------------------------------------------------------------------------------- SSH

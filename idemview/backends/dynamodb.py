@@ -78,16 +78,17 @@ class DynamoBackend(Backend):
         return Connection(name=name, dialect=SCHEME, database=t.table, tls=opts), None
 
     def open(self, req: OpenRequest) -> Source:
+        from dataclasses import replace
+
         from idemview.ledger.dynamodb_snapshot import open_dynamodb_ledger
-        from idemview.ledger.source import LedgerSource
 
         ledger = open_dynamodb_ledger(
             str(req.target),
             layout=req.layout if isinstance(req.layout, str) else None,  # SQL layouts do not apply
             **req.snapshot_kwargs(),
         )
+        ledger.source = replace(ledger.source, backend=self.name, not_checkable=self.not_checkable(ledger))
         info = ledger.snapshot
-        ledger.source = LedgerSource(self.name, info, self.not_checkable(ledger))
         clock = "server time" if info.clock == "server" else "idemview's clock"
         detection = (
             f"{ledger.detection}; snapshot of {info.loaded} records at {clock} {info.server_time:%Y-%m-%d %H:%M:%S} UTC"
@@ -118,7 +119,16 @@ class DynamoBackend(Backend):
             client.close()
 
     def not_checkable(self, ledger: Ledger) -> dict[FindingKind, str]:
-        return dict(getattr(ledger, "not_checkable", None) or {})
+        """What a DynamoDB snapshot cannot show (one item per primary key, what the layout maps:
+        :func:`~idemview.ledger.dynamodb_snapshot.dynamodb_ledger_not_checkable`); none for a ledger that
+        is no DynamoDB snapshot."""
+        from idemview.layouts.dynamodb import DynamoLayout
+        from idemview.ledger.dynamodb_snapshot import dynamodb_ledger_not_checkable
+
+        lay = ledger.source.store_layout
+        if not isinstance(lay, DynamoLayout):
+            return {}
+        return dynamodb_ledger_not_checkable(lay, ledger.lock_timeout_override)
 
     def through(self, target: Target, spec, connection_id, secret=None):
         raise InputError("--ssh does not apply to a dynamodb:// URL (it is reached over HTTPS)")

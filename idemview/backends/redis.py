@@ -38,11 +38,17 @@ TLS_OPTIONS = frozenset(
 )
 
 
+#: idemview's own URL options, taken out of the URL before redis-py sees it: ``write_ttl`` (seconds), the
+#: TTL the store sets at every write (Celery's ``result_expires``; a saved connection's "Write TTL"), in
+#: place of the layout's ``[expiry] write_ttl_seconds``.
+IDEMVIEW_OPTIONS = frozenset({"write_ttl"})
+
+
 def redis_text(target: Target) -> str:
     """``target`` as a ``redis[s]://`` URL string (a saved connection's SQLAlchemy URL converted), its
-    query options checked against :data:`OPTIONS` / :data:`TLS_OPTIONS`. Every path (open, Test,
-    detect, the SSH tunnel) goes through here. Raises :class:`InputError` (exit 2) naming a refused
-    option, before anything connects."""
+    query options checked against :data:`OPTIONS` / :data:`TLS_OPTIONS` / :data:`IDEMVIEW_OPTIONS`.
+    Every path (open, Test, detect, the SSH tunnel) goes through here. Raises :class:`InputError` (exit
+    2) naming a refused option, before anything connects."""
     from urllib.parse import parse_qsl, urlsplit
 
     from idemview.ledger.redis_snapshot import redis_url_from_sqlalchemy
@@ -53,7 +59,7 @@ def redis_text(target: Target) -> str:
     except ValueError:
         return url  # connect_redis says what is wrong with it
     tls = p.scheme.lower() == "rediss"
-    allowed = OPTIONS | TLS_OPTIONS if tls else OPTIONS
+    allowed = (OPTIONS | TLS_OPTIONS if tls else OPTIONS) | IDEMVIEW_OPTIONS
     for name, _ in parse_qsl(p.query, keep_blank_values=True):
         if name not in allowed:
             hint = " (TLS options need rediss://)" if name in TLS_OPTIONS else ""
@@ -62,6 +68,28 @@ def redis_text(target: Target) -> str:
                 f"{hint} (allowed: {', '.join(sorted(allowed))}); nothing was connected"
             )
     return url
+
+
+def own_options(url: str) -> tuple[str, float | None]:
+    """``(url without idemview's own options, write TTL in seconds or None)`` (:data:`IDEMVIEW_OPTIONS`):
+    what redis-py is given, and the URL's ``write_ttl``. An empty ``write_ttl`` is none. Raises
+    :class:`InputError` (exit 2) for a ``write_ttl`` that is no number of seconds
+    (:func:`idemview.ledger.inputs.seconds_value`)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    from idemview.ledger.inputs import seconds_value
+
+    try:
+        p = urlsplit(url)
+    except ValueError:
+        return url, None
+    pairs = parse_qsl(p.query, keep_blank_values=True)
+    ours = [v for k, v in pairs if k == "write_ttl" and v.strip()]
+    if not any(k in IDEMVIEW_OPTIONS for k, _ in pairs):
+        return url, None
+    rest = urlencode([(k, v) for k, v in pairs if k not in IDEMVIEW_OPTIONS])
+    ttl = seconds_value(ours[-1], "write_ttl") if ours else None
+    return urlunsplit((p.scheme, p.netloc, p.path, rest, p.fragment)), ttl
 
 
 class RedisBackend(Backend):
@@ -73,6 +101,7 @@ class RedisBackend(Backend):
     network = True
     priority = 20
     layout_kinds = ("kv",)
+    tunables = frozenset({"write_ttl_s"})
     no_fit_detect = (
         "no key-value preset fits the sampled keys; write a key-value layout (see idem-generic) "
         "and pass it with --layout"
@@ -103,6 +132,13 @@ class RedisBackend(Backend):
             Field("user", "User", placeholder="an ACL user (empty: default)"),
             Field("password", "Password", "password"),
             *tls,
+            Field(
+                "tls.write_ttl",
+                "Write TTL (s)",
+                placeholder="empty: the layout's (Celery: 86400)",
+                help="The TTL in seconds the store sets at every write (Celery's result_expires): a record "
+                "without a time of its own is dated read time - (this - its remaining TTL)",
+            ),
             Field("ssh", "SSH tunnel", "ssh"),
         )
 
@@ -121,16 +157,21 @@ class RedisBackend(Backend):
         return redis_text(target)
 
     def open(self, req: OpenRequest) -> Source:
+        from dataclasses import replace
+
         from idemview.layouts.layout import Layout
         from idemview.ledger.redis_snapshot import LOCAL_CLOCK_NOTE, open_redis_ledger
-        from idemview.ledger.source import LedgerSource
 
-        url = redis_text(req.target)
+        url, ttl = own_options(redis_text(req.target))
+        if req.tunables.write_ttl_s is not None:  # the command line's, over the connection's
+            ttl = req.tunables.write_ttl_s
         lay = req.layout if not isinstance(req.layout, Layout) else None  # SQL layouts do not apply
         with _typed_errors(url):
-            ledger = open_redis_ledger(url, layout=lay or None, password=req.password, **req.snapshot_kwargs())
+            ledger = open_redis_ledger(
+                url, layout=lay or None, password=req.password, write_ttl_s=ttl, **req.snapshot_kwargs()
+            )
+        ledger.source = replace(ledger.source, backend=self.name, not_checkable=self.not_checkable(ledger))
         info = ledger.snapshot
-        ledger.source = LedgerSource(self.name, info, self.not_checkable(ledger))
         at = f"{info.server_time:%Y-%m-%d %H:%M:%S} UTC"
         detection = ledger.detection + (
             f"; snapshot of {info.loaded} records at server time {at}"
@@ -145,12 +186,13 @@ class RedisBackend(Backend):
     def test(self, target: Target, password: str | None, layout: str) -> str:
         from idemview.ledger.redis_snapshot import test_redis
 
-        return test_redis(_with_password(redis_text(target), password), layout)
+        url, _ttl = own_options(redis_text(target))
+        return test_redis(_with_password(url, password), layout)
 
     def detect(self, target: Target, password: str | None) -> list[Match]:
         from idemview.ledger.redis_snapshot import connect_redis, detect_kv
 
-        url = redis_text(target)
+        url, _ttl = own_options(redis_text(target))
         with _typed_errors(url):
             client = connect_redis(url, password)
             try:
@@ -159,7 +201,17 @@ class RedisBackend(Backend):
                 client.connection_pool.disconnect()
 
     def not_checkable(self, ledger: Ledger) -> dict[FindingKind, str]:
-        return dict(getattr(ledger, "not_checkable", None) or {})
+        """What a Redis snapshot cannot show (:func:`~idemview.ledger.redis_kv.ledger.redis_not_checkable`:
+        from the key-value layout, what the snapshot read and a lock timeout given); none for a ledger
+        that is no Redis snapshot."""
+        from idemview.layouts.kv import KvLayout
+        from idemview.ledger.redis_kv.ledger import redis_not_checkable
+        from idemview.ledger.redis_kv.snapshot import SnapshotInfo
+
+        src = ledger.source
+        if not isinstance(src.store_layout, KvLayout) or not isinstance(src.snapshot, SnapshotInfo):
+            return {}
+        return redis_not_checkable(src.store_layout, src.snapshot, ledger.lock_timeout_override)
 
 
 def _with_password(url: str, password: str | None) -> str:

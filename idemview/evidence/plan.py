@@ -718,7 +718,7 @@ def ledger_description(ledger: Ledger, connection_name: str | None = None) -> di
     connection's name, else the ledger's), ``dialect``, ``host``, ``database`` (never a user name or
     password; the writer drops such fields again). A Redis ledger is read from its snapshot: then the
     snapshot's own description (Redis, the snapshot instant, the server's TIME, the key pattern)."""
-    ident = getattr(ledger, "describe", None) or describe(ledger.engine)
+    ident = ledger.source.identity or describe(ledger.engine)
     return {"connection": connection_name or ledger.name, **ident}
 
 

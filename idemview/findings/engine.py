@@ -5,7 +5,8 @@ Each kind is one rule object (:mod:`idemview.findings.rules`: definitions, SQL a
 over the layout's normalized expressions (grouping, joins and comparisons run in the database, so a
 ledger larger than memory is fine); Python only shapes the result rows into
 :class:`~idemview.domain.model.Finding` objects. A kind the layout cannot express (e.g. ``key_conflict``
-without a fingerprint) is skipped and listed, with the reason, by :meth:`FindingEngine.unsupported`.
+without a fingerprint), or that the ledger's backend declares it cannot show, is skipped and listed, with the
+reason, by :func:`not_checkable` (:meth:`FindingEngine.unsupported`).
 """
 
 from __future__ import annotations
@@ -59,19 +60,9 @@ class FindingEngine:
     # ------------------------------------------------------------------------- availability
 
     def unsupported(self) -> dict[FindingKind, str]:
-        """Kinds this ledger cannot have or show, with the reason in plain words (report order)."""
-        out = {}
-        for r in registry.rules():
-            why = r.not_checkable(self.l)
-            if why:
-                out[r.kind] = why
-        # A ledger may say itself what it cannot show (a Redis snapshot: expired keys are gone).
-        out.update(self._ledger_not_checkable())
-        return out
-
-    def _ledger_not_checkable(self) -> dict[FindingKind, str]:
-        # What the ledger object declares it cannot show (RedisLedger.not_checkable), beside the rules.
-        return dict(getattr(self.l, "not_checkable", None) or {})
+        """Kinds this ledger cannot have or show, with the reason in plain words (report order):
+        :func:`not_checkable`, the one list."""
+        return not_checkable(self.l)
 
     # --------------------------------------------------------------------- context for rules
 
@@ -267,13 +258,9 @@ class FindingEngine:
         scan runs until done or cancelled). Database errors propagate (a stopped statement raises
         ``sqlalchemy.exc.OperationalError``)."""
         wanted = set(kinds) if kinds is not None else None
-        # Kinds this ledger cannot have (layout or schema, see unsupported()) are not queried at all.
-        skip = self._ledger_not_checkable()
-        todo = [
-            r
-            for r in registry.rules()
-            if (wanted is None or r.kind in wanted) and r.kind not in skip and not r.not_checkable(self.l)
-        ]
+        # Kinds this ledger cannot have (backend, layout or schema: not_checkable) are not queried at all.
+        skip = not_checkable(self.l)
+        todo = [r for r in registry.rules() if (wanted is None or r.kind in wanted) and r.kind not in skip]
         self._profile = None
         self.flt = flt if flt is not None and not flt.is_empty() else None
         interactive = self.l
@@ -316,6 +303,24 @@ class FindingEngine:
         finally:
             self.flt = None
             self.l = interactive
+
+
+def not_checkable(ledger: Ledger) -> dict[FindingKind, str]:
+    """The finding kinds ``ledger`` cannot have or show, each with the reason in plain words, in report
+    order: the one list the scan runs by (a kind listed here is never queried) and reports (the scan
+    JSON's ``not_checkable``, the GUI's chips, a report). It is what each registered kind says it needs
+    from the ledger (:meth:`FindingRule.not_checkable`: a mapped field, an attempts table, the schema's
+    UNIQUE constraint — absent from a dump, so a dump checks what its database could rule out), then
+    what the ledger's source declares, whose reason wins (``ledger.source.not_checkable``: the backend's
+    declaration, :meth:`idemview.backends.base.Backend.not_checkable`, with the layout's own, e.g.
+    ``deletes_completed``)."""
+    out = {}
+    for r in registry.rules():
+        why = r.not_checkable(ledger)
+        if why:
+            out[r.kind] = why
+    out.update(ledger.source.not_checkable)
+    return out
 
 
 class _Row:

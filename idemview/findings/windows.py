@@ -249,7 +249,7 @@ def span_source(ledger: Ledger) -> tuple[str | None, str | None]:
     record keeps its latest attempt's start), ``("records", None)`` (several records per key, each with
     its creation time), or ``(None, reason)``."""
     lay = ledger.layout
-    if ledger.att is not None and "started_at" in getattr(ledger, "att_epoch", {}):
+    if ledger.att is not None and "started_at" in ledger.att_epoch:
         return "attempts", None
     if "last_attempt_at" in ledger.epoch:
         return "last_attempt_at", None
@@ -275,7 +275,7 @@ def window_source(ledger: Ledger) -> str | None:
     lay = ledger.layout
     mode = lay.expiry_mode()
     if "expires_at" in ledger.epoch and mode == "column":
-        return "ttl" if getattr(ledger, "source_dialect", None) == "redis" else "expires_at"
+        return "ttl" if ledger.source.dialect == "redis" else "expires_at"
     if "expires_at" in ledger.epoch:
         return "retention"
     if lay.dedup_window_seconds is not None:
@@ -288,7 +288,7 @@ def _per_operation(ledger: Ledger, source: str, wsrc: str | None):
     ``natt``, ``nmiss`` (times that could not be read), ``nt`` (times read), ``ex`` (earliest expiry),
     ``created`` (earliest creation), ``dur`` (longest attempt), ``lockwin`` (longest lock), ``ac``
     (largest attempt count)."""
-    # Over 80 lines on purpose: one grouped SQL statement (the operations' part and the attempts'
+    # Long because: one grouped SQL statement (the operations' part and the attempts'
     # part, a UNION grouped by scope and key); its column expressions line up branch by branch, by
     # the names the caller reads them by, which splitting would scatter.
     # Straight from the tables through the ledger's compiled expressions (not operations_select()):

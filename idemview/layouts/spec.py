@@ -257,7 +257,7 @@ class Layout:
     key_required: list[str] = field(default_factory=list)
     #: The system deletes a record when its work completes (Graphile Worker's complete_jobs, Laravel's
     #: DatabaseQueue): what does it, in words. A key's absence is then not evidence of success, and two
-    #: successes of one key leave no rows: the ledger says so (``Ledger.not_checkable``).
+    #: successes of one key leave no rows: the ledger says so (``ledger.source.not_checkable``).
     deletes_completed: str | None = None
     effects: EffectsSpec | None = None
     #: The layout's own ``[actions]`` rules (regex -> action class, regulated classes; DESIGN §5.1).

@@ -60,6 +60,7 @@ from idemview.ledger.memory_snapshot import CONVERSION_ERRORS
 from idemview.ledger.reader import Ledger
 from idemview.ledger.redis_kv.decode import compile_layout, sql_time
 from idemview.ledger.redis_kv.ledger import not_checkable, snapshot_layout
+from idemview.ledger.source import LedgerSource
 
 SCHEME = "dynamodb"
 PAGE_ITEMS: int | None = None  # items per Scan page (Limit); None: DynamoDB's own 1 MB pages
@@ -686,18 +687,15 @@ def detect_dynamodb(client, target: DynamoTarget, presets: list[DynamoLayout] | 
 
 
 class DynamoLedger(Ledger):
-    """A :class:`~idemview.ledger.reader.Ledger` over a DynamoDB snapshot, carrying ``not_checkable``
-    (kind -> reason, honoured by the findings engine), ``snapshot`` (:class:`DynamoSnapshotInfo`),
-    ``dynamodb_layout``, ``kv_layout``, ``source_dialect`` ("dynamodb"), ``detection`` and
-    ``describe`` (the manifest's ledger identity: no credential)."""
+    """A :class:`~idemview.ledger.reader.Ledger` over a DynamoDB snapshot. What it carries beside is its
+    declared :attr:`source` (backend and dialect ``dynamodb``, the :class:`DynamoSnapshotInfo`, the
+    kinds it cannot show with the reasons, detection, the manifest's identity, the
+    :class:`DynamoLayout`); :attr:`detection` is ``source.detection`` under the name callers read."""
 
-    not_checkable: dict[FindingKind, str]
-    snapshot: DynamoSnapshotInfo
-    dynamodb_layout: DynamoLayout
-    kv_layout: Any
-    source_dialect: str
-    detection: str
-    describe: dict | None
+    @property
+    def detection(self) -> str:
+        """How the layout was chosen, in words (``source.detection``)."""
+        return self.source.detection
 
 
 def _choose_layout(client, target, layout, desc, token) -> tuple[DynamoLayout, str]:
@@ -751,21 +749,33 @@ def open_dynamodb_ledger(
         retry_threshold=retry_threshold,
         retention_s=retention_s,
     )
-    ledger.not_checkable = dynamodb_not_checkable(lay)
-    if lock_timeout_s is not None and "locked_at" in lay.kv.fields:
-        ledger.not_checkable.pop(FindingKind.STUCK_IN_PROGRESS, None)
-    ledger.snapshot = info
-    ledger.dynamodb_layout = lay
-    ledger.kv_layout = lay.kv
-    ledger.source_dialect = SCHEME
-    ledger.detection = detection
-    ledger.describe = {
+    identity = {
         "dialect": SCHEME,
         "host": target.endpoint_url or f"dynamodb.{info.region}.amazonaws.com",
         "database": target.table,
         "snapshot": info.to_json(),
     }
+    ledger.source = LedgerSource(
+        SCHEME,
+        info,
+        dynamodb_ledger_not_checkable(lay, ledger.lock_timeout_override),
+        dialect=SCHEME,
+        detection=detection,
+        identity=identity,
+        store_layout=lay,
+    )
     return ledger
+
+
+def dynamodb_ledger_not_checkable(lay: DynamoLayout, lock_timeout_s: float | None) -> dict[FindingKind, str]:
+    """The kinds a DynamoDB ledger read with ``lay`` cannot show, with the reasons: the layout's
+    (:func:`dynamodb_not_checkable`), ``stuck_in_progress`` checkable after all when the caller gave a
+    lock timeout (``lock_timeout_s``, seconds; ``None``: none given) for a ``locked_at`` field.
+    What :meth:`idemview.backends.dynamodb.DynamoBackend.not_checkable` declares."""
+    out = dynamodb_not_checkable(lay)
+    if lock_timeout_s is not None and "locked_at" in lay.kv.fields:
+        out.pop(FindingKind.STUCK_IN_PROGRESS, None)
+    return out
 
 
 def test_dynamodb(url: str | DynamoTarget, layout: str = "", session=None) -> str:

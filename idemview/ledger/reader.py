@@ -59,7 +59,7 @@ from idemview.ledger.queries import (
     time_span,
 )
 from idemview.ledger.schema import LedgerSchema
-from idemview.ledger.source import LIVE, LedgerSource
+from idemview.ledger.source import LIVE, LedgerSource, layout_not_checkable
 from idemview.ledger.sqlx import (
     time_after,
     time_before,
@@ -184,19 +184,34 @@ class Ledger(LedgerSchema):
     ``naive_zone`` (IANA) says which zone the ledger's naive timestamps were written in.
     Raises :class:`LayoutError` (``missing`` set) when a table or column the layout names is absent."""
 
-    #: What the ledger is read from (:mod:`idemview.ledger.source`): live SQL unless its backend says otherwise.
-    source: LedgerSource = LIVE
+    #: The declared source before :attr:`source` is first set (a ledger built without ``__init__``).
+    _source: LedgerSource = LIVE
+    #: The kinds the layout itself rules out (:func:`~idemview.ledger.source.layout_not_checkable`),
+    #: merged into every source set on this ledger.
+    _layout_not_checkable: dict[FindingKind, str] = {}
+
+    @property
+    def source(self) -> LedgerSource:
+        """What the ledger is read from (:mod:`idemview.ledger.source`): live SQL unless its backend
+        declared otherwise. Setting it (the backends do, once, when they open) merges the layout's own
+        "not checkable" reasons into the declared ones: ``source.not_checkable`` is the one list."""
+        return self._source
+
+    @source.setter
+    def source(self, src: LedgerSource) -> None:
+        self._source = src.declaring(self._layout_not_checkable)
 
     @property
     def snapshot(self) -> Any:
-        """``source.snapshot`` (the snapshot's information, ``None`` for a live database), under the name
-        the snapshot modules set it by; setting it declares the ledger a snapshot."""
-        return self.source.snapshot
+        """``source.snapshot``: the snapshot's facts (:class:`~idemview.ledger.source.SnapshotFacts`),
+        ``None`` for a live database."""
+        return self._source.snapshot
 
-    @snapshot.setter
-    def snapshot(self, info: Any) -> None:
-        backend = self.source.backend if self.source is not LIVE else "snapshot"
-        self.source = LedgerSource(backend, info, dict(self.source.not_checkable))
+    @property
+    def lock_timeout_override(self) -> float | None:
+        """The lock timeout the caller gave (``--lock-timeout``, seconds), ``None`` when the layout's
+        applies."""
+        return self.lock_timeout_s if self._lock_timeout_given else None
 
     def __init__(
         self,
@@ -211,17 +226,7 @@ class Ledger(LedgerSchema):
         effects_engine: Engine | None = None,
     ):
         self.engine = engine
-        if naive_zone and naive_zone != "UTC":
-            layout = with_naive_zone(layout, naive_zone)
-        if family(engine) == MYSQL:
-            layout = _stay_in_database(layout)
-        #: Which schema the tables are read from when the layout named none, and other copies (a line
-        #: for people, e.g. for scan's stderr), or None (idemview.ledger.schemas).
-        self.schema_note: str | None = None
-        if family(engine) == POSTGRESQL:  # one schema for operations, attempts and in_table tables
-            from idemview.ledger.schemas import resolve_schema
-
-            layout, self.schema_note = resolve_schema(engine, layout)
+        layout = self._adapted(engine, layout, naive_zone)
         self.layout = layout
         self.name = name or layout.name
         #: The dialect *family* (``sqlite``, ``postgresql``, ``mysql`` for MySQL and MariaDB, ``other``):
@@ -236,30 +241,7 @@ class Ledger(LedgerSchema):
         self.retry_threshold = retry_threshold if retry_threshold is not None else layout.retry_threshold
         self.retention_s = retention_s if retention_s is not None else layout.retention_seconds
         self.md = MetaData()
-        self.ops = self.reflect(
-            layout.schema, layout.table, layout.operations_columns(), "operations", optional=set(layout.optional)
-        )
-        absent = set(layout.optional) - {c.key for c in self.ops.c}
-        if absent:
-            layout = layout.without_columns(absent)
-            self.layout = layout
-        self.att = None
-        if layout.attempts.source == "table":
-            a = layout.attempts
-            schema = a.schema if a.schema is not None else layout.schema
-            try:
-                self.att = self.reflect(schema, a.table, layout.attempts_columns(), "attempts")
-            except LayoutError as e:
-                if not self.schema_note:
-                    raise
-                # the schema was chosen for the operations table: say so, and where the other copy is
-                raise LayoutError(f"{e} ({self.schema_note})", e.missing) from None
-            missing = [f"column {a.table}.{c}" for c in a.join.values() if c not in self.ops.c]
-            if missing:
-                raise LayoutError(
-                    f"layout {layout.name!r} joins attempts on a missing operations column: {', '.join(missing)}",
-                    missing,
-                )
+        self._reflect_tables()
         self._check_in_tables()
         self._build()
         from idemview.ledger.constraints import key_is_unique
@@ -268,21 +250,56 @@ class Ledger(LedgerSchema):
         #: (read once here, so that the scan's "not checkable" list costs no query later), or None.
         self.key_unique: str | None = key_is_unique(self)
         self._bind_effects(effects_engine)
-        #: Kinds this ledger cannot show, with the reason (honoured by the findings engine, as a Redis
-        #: snapshot's): a system that deletes completed records (``deletes_completed``) leaves no trace
-        #: of a success, so two successes of one key, or of one intent, cannot be seen here.
-        self.not_checkable: dict[FindingKind, str] = {}
-        if layout.deletes_completed:
-            gone = (
-                f"completed records are deleted ({layout.deletes_completed}): "
-                "a key's absence is not evidence of success"
-            )
-            if self.effects is None:  # effect records downstream can still show two successes
-                self.not_checkable[FindingKind.DUPLICATE_EFFECT] = (
-                    f"{gone}, and a key that succeeded twice leaves no row"
-                )
-            self.not_checkable[FindingKind.DUPLICATE_INTENT] = (
-                f"{gone}, and no two completed records of one intent remain"
+        # What the layout rules out (deletes_completed), kept in every source declared later.
+        self._layout_not_checkable = layout_not_checkable(self.layout.deletes_completed, self.effects is not None)
+        self.source = LIVE
+
+    def _adapted(self, engine: Engine, layout: Layout, naive_zone: str | None) -> Layout:
+        """``layout`` as it applies on ``engine``: its naive times read in ``naive_zone``, a shipped
+        preset's foreign schema dropped on MySQL, PostgreSQL's one schema resolved (said in
+        :attr:`schema_note`)."""
+        if naive_zone and naive_zone != "UTC":
+            layout = with_naive_zone(layout, naive_zone)
+        if family(engine) == MYSQL:
+            layout = _stay_in_database(layout)
+        #: Which schema the tables are read from when the layout named none, and other copies (a line
+        #: for people, e.g. for scan's stderr), or None (idemview.ledger.schemas).
+        self.schema_note: str | None = None
+        if family(engine) == POSTGRESQL:  # one schema for operations, attempts and in_table tables
+            from idemview.ledger.schemas import resolve_schema
+
+            layout, self.schema_note = resolve_schema(engine, layout)
+        return layout
+
+    def _reflect_tables(self) -> None:
+        """Reflect the operations table (dropping the optional columns it lacks from :attr:`layout`) and
+        the attempts table if the layout has one (:attr:`att`, else ``None``). Raises
+        :class:`LayoutError` (``missing`` set) for an absent table or column."""
+        layout = self.layout
+        self.ops = self.reflect(
+            layout.schema, layout.table, layout.operations_columns(), "operations", optional=set(layout.optional)
+        )
+        absent = set(layout.optional) - {c.key for c in self.ops.c}
+        if absent:
+            layout = layout.without_columns(absent)
+            self.layout = layout
+        self.att = None
+        if layout.attempts.source != "table":
+            return
+        a = layout.attempts
+        schema = a.schema if a.schema is not None else layout.schema
+        try:
+            self.att = self.reflect(schema, a.table, layout.attempts_columns(), "attempts")
+        except LayoutError as e:
+            if not self.schema_note:
+                raise
+            # the schema was chosen for the operations table: say so, and where the other copy is
+            raise LayoutError(f"{e} ({self.schema_note})", e.missing) from None
+        missing = [f"column {a.table}.{c}" for c in a.join.values() if c not in self.ops.c]
+        if missing:
+            raise LayoutError(
+                f"layout {layout.name!r} joins attempts on a missing operations column: {', '.join(missing)}",
+                missing,
             )
 
     def _bind_effects(self, effects_engine: Engine | None) -> None:

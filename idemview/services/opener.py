@@ -195,7 +195,10 @@ def open_source(
     snapshot's progress; ``no_fit_hint``: what follows "no preset fits this database" in this front end.
     Raises the typed errors of :mod:`idemview.errors` (``InputError`` 2, ``CannotConnect`` 3 — a
     ``TunnelError`` naming both ends when the SSH host could not reach the store —, ``LayoutMismatch`` 4,
-    ``Cancelled``); an SSH tunnel opened here is closed on any error."""
+    ``Cancelled``; ``InputError`` too for a backend-specific tunable the backend does not honour, e.g. a
+    write TTL for a SQL database); an SSH tunnel opened here is closed on any error."""
+    tunables = tunables or Tunables()
+    _check_tunables(backend_for(spec.url), tunables)
     backend, target, tunnel = _route(spec)
     req = OpenRequest(
         target,
@@ -207,7 +210,7 @@ def open_source(
         status_map=dict(spec.status_map or {}),
         outcome_map=dict(spec.outcome_map or {}),
         actions=dict(spec.actions or {}),
-        tunables=tunables or Tunables(),
+        tunables=tunables,
         progress=progress,
         token=token,
         no_fit_hint=no_fit_hint,
@@ -224,6 +227,18 @@ def open_source(
         raise
     watch_engine(src.engine)  # a snapshot's engine, made inside its module (idempotent for the others)
     return Opening(backend, src.ledger, src.engine, src.detection, src.where, list(src.warnings), tunnel)
+
+
+#: How a backend-specific tunable is named in messages (what the CLI's flag and the API's argument set).
+_TUNABLE_WORDS = {"write_ttl_s": "a write TTL (the TTL a key-value store sets at every write)"}
+
+
+def _check_tunables(backend: Backend, tunables: Tunables) -> None:
+    """Raise :class:`InputError` (exit 2) when ``tunables`` sets one ``backend`` does not honour
+    (:attr:`Backend.tunables`): silently ignoring it would read the ledger other than asked."""
+    refused = sorted(tunables.backend_specific() - set(backend.tunables))
+    if refused:
+        raise InputError(f"{_TUNABLE_WORDS.get(refused[0], refused[0])} does not apply to a {backend.title}")
 
 
 def detect_layouts(spec: OpenSpec) -> tuple[Backend, list[Match]]:

@@ -93,7 +93,7 @@ def export_windows(
     the report was measured for, and the masking applied. ``masker``: the :class:`Masker` whose tags
     the file uses (the GUI passes its session's export masker). Raises what
     :func:`~idemview.evidence.writer.write_evidence` raises (``FinalNameTaken``, ``OSError``)."""
-    ident = getattr(ledger, "describe", None) or describe(ledger.engine)
+    ident = ledger.source.identity or describe(ledger.engine)
     manifest = {
         "ledger": {"connection": connection_name or ledger.name, **ident},
         "layout": {"name": ledger.layout.name, "sha256": ledger.layout.hash, **_tables_read(ledger)},

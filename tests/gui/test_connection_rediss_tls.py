@@ -28,4 +28,4 @@ def test_a_pasted_rediss_url_keeps_its_tls_files_through_save(qtbot, tmp_path):
     assert "ssl_ca_certs=" in url and "ssl_certfile=" in url
     # a plain redis:// connection shows no TLS rows (the options need rediss://)
     keys = {f.key for f in backend_for_dialect("redis").fields("redis")}
-    assert not any(k.startswith("tls.") for k in keys)
+    assert not any(k.startswith("tls.ssl_") for k in keys)  # (tls.write_ttl is idemview's own option)

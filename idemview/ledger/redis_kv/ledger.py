@@ -4,8 +4,8 @@ What a key-value store cannot show
     An expired Redis key is gone: ``expired_key`` and ``replay_after_expiry`` cannot be seen; a key
     holds one value, so ``duplicate_effect`` and ``key_conflict`` (two records or fingerprints under one
     key) cannot either, except where the layout groups records by a dedup id (``[duplicates]``). Those
-    kinds, and those the layout maps no field for, are listed in ``ledger.not_checkable`` with the
-    reason (:func:`not_checkable`); the findings engine skips and reports them.
+    kinds, and those the layout maps no field for, are declared in ``ledger.source.not_checkable`` with
+    the reason (:func:`redis_not_checkable`); the findings engine skips and reports them.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from idemview.ledger.redis_kv.client import (
 )
 from idemview.ledger.redis_kv.detect import detect_kv
 from idemview.ledger.redis_kv.snapshot import SnapshotInfo, snapshot
+from idemview.ledger.source import LedgerSource
 
 
 def snapshot_layout(kv: KvLayout) -> Layout:
@@ -102,9 +103,10 @@ def open_redis_ledger(
     write_ttl_s: float | None = None,
 ):
     """Connect read-only, choose the key-value layout (given, else detected from a key sample), take a
-    snapshot and return a :class:`~idemview.ledger.reader.Ledger` on it. The ledger carries
-    ``not_checkable`` (kind -> reason), ``snapshot`` (:class:`SnapshotInfo`), ``kv_layout``,
-    ``source_dialect`` ("redis") and ``detection`` (how the layout was chosen).
+    snapshot and return a :class:`RedisLedger` on it, its source declared
+    (:class:`~idemview.ledger.source.LedgerSource`: backend and dialect ``redis``, the snapshot's
+    :class:`SnapshotInfo`, the kinds it cannot show with the reasons (:func:`redis_not_checkable`), how
+    the layout was chosen, the manifest's identity, the :class:`KvLayout`).
 
     ``worker``: see :func:`snapshot`. ``write_ttl_s``: the TTL (seconds) the store sets at every write
     (Celery's ``result_expires``), in place of the layout's ``[expiry] write_ttl_seconds``. Raises
@@ -113,22 +115,7 @@ def open_redis_ledger(
 
     client = connect_redis(url, password)
     try:
-        if isinstance(layout, KvLayout):
-            kv, detection = layout, f"layout {layout.name} (chosen)"
-        elif layout:
-            kv = load_kv_layout(layout)
-            detection = f"layout {kv.name} (chosen)"
-        else:
-            matches = detect_kv(client)
-            if not matches:
-                raise LayoutError(
-                    "no key-value preset fits the sampled keys of this Redis database; pass "
-                    "--layout NAME|FILE (bullmq, celery-redis, celery-redis-extended, "
-                    "powertools-redis, idem-generic or your own)",
-                    ["keys"],
-                )
-            kv = matches[0].layout
-            detection = f"detected {kv.name} ({matches[0].confidence:.0%}): {matches[0].reason}"
+        kv, detection = _choose_kv_layout(client, layout)
         if write_ttl_s is not None and kv.write_time_fields:
             kv = replace(kv, write_ttl_seconds=float(write_ttl_s))
         engine, info = snapshot(client, kv, url=url, batch=batch, progress=progress, token=token, worker=worker)
@@ -142,17 +129,53 @@ def open_redis_ledger(
         retry_threshold=retry_threshold,
         retention_s=retention_s,
     )
-    ledger.not_checkable = not_checkable(kv)
-    if lock_timeout_s is not None and "locked_at" in kv.fields:
-        ledger.not_checkable.pop(FindingKind.STUCK_IN_PROGRESS, None)
-    _duplicates_checkable(ledger, kv, info)
+    _removed_note(info)
     _write_time_notes(kv, info)
-    ledger.snapshot = info
-    ledger.kv_layout = kv
-    ledger.source_dialect = "redis"
-    ledger.detection = detection
-    ledger.describe = describe_snapshot(ledger)
+    ledger.source = LedgerSource(
+        "redis",
+        info,
+        redis_not_checkable(kv, info, ledger.lock_timeout_override),
+        dialect="redis",
+        detection=detection,
+        identity=describe_snapshot(info),
+        store_layout=kv,
+    )
     return ledger
+
+
+def _choose_kv_layout(client, layout: str | KvLayout | None) -> tuple[KvLayout, str]:
+    """``(layout, how it was chosen in words)``: ``layout`` as given, else the best detected preset.
+    Raises :class:`LayoutError` when none fits."""
+    if isinstance(layout, KvLayout):
+        return layout, f"layout {layout.name} (chosen)"
+    if layout:
+        kv = load_kv_layout(layout)
+        return kv, f"layout {kv.name} (chosen)"
+    matches = detect_kv(client)
+    if not matches:
+        raise LayoutError(
+            "no key-value preset fits the sampled keys of this Redis database; pass "
+            "--layout NAME|FILE (bullmq, celery-redis, celery-redis-extended, "
+            "powertools-redis, idem-generic or your own)",
+            ["keys"],
+        )
+    kv = matches[0].layout
+    return kv, f"detected {kv.name} ({matches[0].confidence:.0%}): {matches[0].reason}"
+
+
+def redis_not_checkable(kv: KvLayout, info: SnapshotInfo, lock_timeout_s: float | None) -> dict[FindingKind, str]:
+    """The finding kinds a Redis ledger read with ``kv`` cannot show, with the reasons: the layout's
+    (:func:`not_checkable`); ``stuck_in_progress`` is checkable after all when the caller gave a lock
+    timeout (``lock_timeout_s``, seconds; ``None``: none given) for a ``locked_at`` field; and
+    ``duplicate_effect`` as this snapshot allows (:func:`_duplicates_reason`). What
+    :meth:`idemview.backends.redis.RedisBackend.not_checkable` declares."""
+    out = not_checkable(kv)
+    if lock_timeout_s is not None and "locked_at" in kv.fields:
+        out.pop(FindingKind.STUCK_IN_PROGRESS, None)
+    why = _duplicates_reason(kv, info)
+    if why is not None:
+        out[FindingKind.DUPLICATE_EFFECT] = why
+    return out
 
 
 def _write_time_notes(kv: KvLayout, info: SnapshotInfo) -> None:
@@ -172,49 +195,52 @@ def _write_time_notes(kv: KvLayout, info: SnapshotInfo) -> None:
         )
 
 
-def _duplicates_checkable(ledger, kv: KvLayout, info: SnapshotInfo) -> None:
-    """Whether ``duplicate_effect`` can show on this snapshot, said in ``ledger.not_checkable`` (and
-    ``info.notes``). Without completed records a dedup id that ran twice shows only through two effect
-    references (the job ids one sidekiq-unique-jobs digest let through) or two completions read from
-    an events stream (a BullMQ job id re-added after ``removeOnComplete`` deleted it)."""
+def _removed_note(info: SnapshotInfo) -> None:
+    """Say in ``info.notes`` that jobs deleted on completion were read from the events stream (whether or
+    not ``duplicate_effect`` is checkable: the deleted jobs' dedup ids are unknown)."""
     j = info.joined or {}
     removed, reruns = j.get("completed_removed", 0), j.get("rerun_ids", 0)
-    if removed:  # said whether or not the kind is checkable: the deleted jobs' dedup ids are unknown
+    if removed:
         info.notes.append(
             f"{removed} completed jobs were deleted on completion (removeOnComplete; their completions were "
             f"read from the events stream): a job id completed twice shows ({reruns} did), a dedup id among "
             "them does not (the events do not name it)"
         )
+
+
+def _duplicates_reason(kv: KvLayout, info: SnapshotInfo) -> str | None:
+    """Why ``duplicate_effect`` cannot show on this snapshot of a layout grouping records by a dedup id
+    (``None``: it can, or :func:`not_checkable` says already). Without completed records a dedup id that
+    ran twice shows only through two effect references (the job ids one sidekiq-unique-jobs digest let
+    through) or two completions read from an events stream (a BullMQ job id re-added after
+    ``removeOnComplete`` deleted it)."""
+    j = info.joined or {}
+    removed, reruns = j.get("completed_removed", 0), j.get("rerun_ids", 0)
     if not kv.group_field or "effect_ref" in kv.fields or not j or j.get("completed") or reruns:
-        return
+        return None
     why = kv.absent_reason or "no completed record is present: a dedup id that ran twice leaves no second record"
     if removed:
         why += (
             f" ({removed} completions of deleted jobs read from the events stream: no job id among them "
             "completed twice; the events do not name a job's dedup id)"
         )
-    ledger.not_checkable[FindingKind.DUPLICATE_EFFECT] = why
+    return why
 
 
 class RedisLedger(Ledger):
-    """A :class:`~idemview.ledger.reader.Ledger` over a Redis snapshot, with what it carries beside:
-    ``not_checkable`` (kind -> reason, honoured by the findings engine), ``snapshot``
-    (:class:`SnapshotInfo`), ``kv_layout``, ``source_dialect`` ("redis"), ``detection`` (how the layout
-    was chosen) and ``describe`` (the manifest's ledger identity)."""
+    """A :class:`~idemview.ledger.reader.Ledger` over a Redis snapshot. What it carries beside is its
+    declared :attr:`source` (snapshot, not checkable, detection, identity, key-value layout);
+    :attr:`detection` is ``source.detection`` under the name callers read."""
 
-    not_checkable: dict[FindingKind, str]
-    snapshot: SnapshotInfo
-    kv_layout: KvLayout
-    source_dialect: str
-    detection: str
-    describe: dict | None
+    @property
+    def detection(self) -> str:
+        """How the layout was chosen, in words (``source.detection``)."""
+        return self.source.detection
 
 
-def describe_snapshot(ledger) -> dict | None:
-    """Manifest identity of a Redis ledger (dialect, host, database, snapshot), else ``None``."""
-    info = ledger.source.snapshot
-    if info is None:
-        return None
+def describe_snapshot(info: SnapshotInfo) -> dict:
+    """Manifest identity of a Redis ledger read in the snapshot ``info``: dialect, host, database and
+    the snapshot's facts (never a credential)."""
     p = urlsplit(info.url) if info.url else None
     return {
         "dialect": "redis",

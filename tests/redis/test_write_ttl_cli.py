@@ -1,0 +1,86 @@
+"""Issue 26 leftover: the Redis write TTL (the TTL the store sets at every write, Celery's
+``result_expires``) from the command line (``--write-ttl SECONDS``), a saved connection (its "Write TTL"
+field, the URL option ``write_ttl``) and the Python API (``write_ttl_s``), through the one opener: a Celery
+STARTED record whose ``date_done`` is null gets its write time from the TTL given, not the layout's
+1-day default. Refused for a ledger that is no Redis one, and when it is no number of seconds."""
+
+from __future__ import annotations
+
+import csv
+from datetime import datetime
+
+import pytest
+
+from idemview.cli import main
+from idemview.config import Connection
+from idemview.services.opener import open_source, spec_for_connection
+from tests.redis.conftest import put_celery, server_now
+
+#: Celery configured with result_expires = 1 h; the record was written 15 minutes before the read.
+TTL, AGE = 3600, 900
+
+
+def _created(path) -> datetime:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 1 and rows[0]["idempotency_key"] == "s-1"
+    return datetime.fromisoformat(rows[0]["created_at"].replace("Z", "+00:00"))
+
+
+def test_write_ttl_on_the_command_line_dates_a_started_record(redis_db, tmp_path, capsys):
+    url, raw = redis_db
+    now = server_now(raw)
+    put_celery(raw, "s-1", "STARTED", done=None, ttl_s=TTL - AGE)
+    out = tmp_path / "ops.csv"
+    args = ["export", url, "--layout", "celery-redis-extended", "--rows", "operations", "--out", str(out)]
+    assert main([*args, "--write-ttl", str(TTL)]) == 0, capsys.readouterr().err
+    assert abs((now - _created(out)).total_seconds() - AGE) < 5
+    # without it, the layout's 1-day default dates the same record 23 hours too early
+    assert main([*args, "--force"]) == 0, capsys.readouterr().err
+    assert abs((now - _created(out)).total_seconds() - (86400 - TTL + AGE)) < 5
+    # scan says where the write time came from, with the TTL given
+    assert main(["scan", url, "--layout", "celery-redis-extended", "--write-ttl", str(TTL), "--format", "text"]) == 0
+    text = capsys.readouterr().out
+    assert "write time is read from their TTL" in text and f"{TTL:g} s" in text
+
+
+def test_write_ttl_of_a_saved_connection_and_of_the_api(redis_db, capsys):
+    import idemview
+
+    url, raw = redis_db
+    now = server_now(raw)
+    put_celery(raw, "s-1", "STARTED", done=None, ttl_s=TTL - AGE)
+    host, port = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    db = url.rsplit("/", 1)[1]
+    c = Connection("celery", "redis", host=host, port=int(port), database=db, layout="celery-redis-extended")
+    c.tls = {"write_ttl": TTL}  # what the dialog's "Write TTL (s)" row saves
+    o = open_source(spec_for_connection(c))
+    try:
+        (rec,) = o.ledger.records("", "s-1")
+        assert abs((now - rec.created_at).total_seconds() - AGE) < 5
+    finally:
+        o.close()
+    with idemview.open(url, "celery-redis-extended", write_ttl_s=TTL) as frames:
+        created = frames.operations()["created_at"].iloc[0].to_pydatetime()
+    assert abs((now - created).total_seconds() - AGE) < 5
+    assert o.ledger.source.snapshot.url.endswith(f"/{db}")  # the option never reaches redis-py or a manifest
+
+
+def test_write_ttl_is_refused_where_it_does_not_apply(redis_db, tmp_path, capsys):
+    url, _raw = redis_db
+    db = tmp_path / "demo.db"
+    assert main(["demo", str(db), "--operations", "10", "--seed", "1"]) == 0
+    capsys.readouterr()
+    assert main(["scan", str(db), "--write-ttl", "60"]) == 2
+    err = capsys.readouterr().err
+    assert "a write TTL" in err and "does not apply to a SQL database" in err
+    with pytest.raises(SystemExit) as ei:  # a usage error, before anything connects
+        main(["scan", url, "--write-ttl", "-5"])
+    assert ei.value.code == 2 and "--write-ttl" in capsys.readouterr().err
+    assert main(["scan", url + "?write_ttl=soon", "--layout", "celery-redis"]) == 2
+    assert "write_ttl" in capsys.readouterr().err
+    import idemview
+    from idemview.errors import InputError
+
+    with pytest.raises(InputError, match="does not apply"):
+        idemview.open(str(db), write_ttl_s=60)
