@@ -61,6 +61,11 @@ of a queue list or of the ``schedule``/``retry``/``dead`` sorted sets):
   (sidekiq-unique-jobs' ``lock_limit``, 1 when absent): a dedup id held by no more job ids than its
   limit is what the user configured, and its records are not grouped (no duplicate).
 
+A hash field holding a protobuf message (Asynq's ``msg``, a ``TaskMessage``) is decoded, never executed,
+by ``[protobuf]``: ``field`` (the hash field) and ``fields`` (name -> [field number, type], types of
+:data:`idemview.ledger.redis_kv.protobuf.FIELD_TYPES`): the hash field becomes ``{name: value}``, read with
+dotted paths (``msg.retried``), or ``{"unreadable": why}`` for bytes that are not a readable message.
+
 A store that sets the same TTL at every write (Celery's ``result_expires``) tells when a record was last
 written: ``[expiry] write_ttl_seconds`` (the TTL the store was configured with) and ``write_time_fields``
 (the time fields that take read time - (TTL - remaining TTL) when the record holds none: a Celery
@@ -199,6 +204,10 @@ class KvLayout:
     window_key: str = ""
     #: [events]: the template of a scope's events stream (BullMQ's bull:<queue>:events)
     events_key: str = ""
+    #: [protobuf]: the hash field holding a protobuf message, and its declared fields
+    #: (name -> (field number, type)), decoded by idemview.ledger.redis_kv.protobuf
+    protobuf_field: str | None = None
+    protobuf_fields: dict[str, tuple[int, str]] = field(default_factory=dict)
     holds: dict[str, frozenset[str]] = field(default_factory=dict)
     detect_keys: tuple[str, ...] = ()
     text: str = ""
@@ -304,7 +313,7 @@ def _field(where: str, name: str, v: Any) -> KvField:
 #: the sections a key-value layout may have
 SECTIONS = frozenset(
     ("layout", "kv", "status", "fields", "attempt", "expiry", "tunables", "detect")
-    + ("states", "lock", "duplicates", "members", "events")
+    + ("states", "lock", "duplicates", "members", "events", "protobuf")
 )
 
 
@@ -366,6 +375,7 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         raise _err(where, "[events] knows only key")
     events_key = _template(where, "events", ev["key"], ("scope",)) if ev else ""
     lock_type_field, holds = _holds(where, d)
+    pb_field, pb_fields = _protobuf(where, d, enc)
     limit_field = dup.get("limit_field")
     if members and enc != "json":
         raise _err(where, "[members] records are JSON objects: [kv] encoding must be json")
@@ -413,6 +423,8 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         window_key=window_key,
         events_key=events_key,
         holds=holds,
+        protobuf_field=pb_field,
+        protobuf_fields=pb_fields,
         detect_keys=tuple(det.get("keys") or ()),
         text=text,
         origin=origin,
@@ -543,6 +555,40 @@ def _members(where: str, d: dict) -> tuple[tuple[MemberSource, ...], str]:
     if not out:
         raise _err(where, "[members] names no [[members.source]]")
     return tuple(out), key
+
+
+#: protobuf field types (idemview.ledger.redis_kv.protobuf.FIELD_TYPES, repeated: the layouts never import
+#: the ledger)
+PROTOBUF_TYPES = ("string", "bytes", "int", "int_nonzero")
+
+
+def _protobuf(where: str, d: dict, enc: str) -> tuple[str | None, dict[str, tuple[int, str]]]:
+    """([protobuf] field, name -> (field number, type)), validated; (None, {}) without the section."""
+    pb = d.get("protobuf")
+    if pb is None:
+        return None, {}
+    if not isinstance(pb, dict) or set(pb) - {"field", "fields"}:
+        raise _err(where, "[protobuf] knows only field and fields")
+    if enc != "hash":
+        raise _err(where, "[protobuf] decodes a hash field: [kv] encoding must be hash")
+    name = pb.get("field")
+    if not isinstance(name, str) or not name:
+        raise _err(where, "[protobuf] field (the hash field holding the message) is required")
+    fields = pb.get("fields")
+    if not isinstance(fields, dict) or not fields:
+        raise _err(where, "[protobuf] fields maps names to [field number, type]")
+    out: dict[str, tuple[int, str]] = {}
+    for k, v in fields.items():
+        ok = isinstance(v, list) and len(v) == 2 and isinstance(v[0], int) and not isinstance(v[0], bool)
+        if not ok or not 0 < v[0] < 2**29 or v[1] not in PROTOBUF_TYPES:
+            raise _err(
+                where,
+                f"protobuf.fields.{k} must be [field number (1..2^29-1), type ({', '.join(PROTOBUF_TYPES)})]",
+            )
+        out[str(k)] = (v[0], v[1])
+    if len({n for n, _t in out.values()}) != len(out):
+        raise _err(where, "protobuf.fields names one field number twice")
+    return name, out
 
 
 def _holds(where: str, d: dict) -> tuple[str | None, dict[str, frozenset[str]]]:
