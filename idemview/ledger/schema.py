@@ -374,7 +374,9 @@ class LedgerSchema:
 
         def reflect(name: str, schema: str | None) -> Table | None:
             try:
-                return Table(name, MetaData(), schema=schema if schema is not None else t.schema, autoload_with=self.engine)
+                return Table(
+                    name, MetaData(), schema=schema if schema is not None else t.schema, autoload_with=self.engine
+                )
             except (NoSuchTableError, DBAPIError):
                 return None
 
@@ -390,7 +392,11 @@ class LedgerSchema:
             q = q.where(*[other.c[oc] == t.c[c] for c, oc in spec.on])
         else:  # two steps: operations row -> via rows -> the joined row (Solid Queue's claim -> process)
             via = reflect(spec.via.table, spec.via.schema)
-            if via is None or not all(c in via.c for c, _oc in spec.on) or not all(vc in via.c for _c, vc in spec.via.on):
+            if (
+                via is None
+                or not all(c in via.c for c, _oc in spec.on)
+                or not all(vc in via.c for _c, vc in spec.via.on)
+            ):
                 return None
             q = q.select_from(other.join(via, and_(*[other.c[oc] == via.c[c] for c, oc in spec.on])))
             q = q.where(*[via.c[vc] == t.c[c] for c, vc in spec.via.on])

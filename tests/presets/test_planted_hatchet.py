@@ -182,7 +182,13 @@ def put_runtime(eng, n, retry_count, timeout_at, evicted_at=None):
                 "timeout_at, evicted_at) SELECT id, inserted_at, :rc, :w, tenant_id, :to, :ev FROM v1_task "
                 "WHERE external_id = :x"
             ),
-            {"rc": retry_count, "w": uid(500), "to": timeout_at.replace(tzinfo=None), "ev": evicted_at, "x": uid(100 + n)},
+            {
+                "rc": retry_count,
+                "w": uid(500),
+                "to": timeout_at.replace(tzinfo=None),
+                "ev": evicted_at,
+                "x": uid(100 + n),
+            },
         )
 
 

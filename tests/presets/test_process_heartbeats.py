@@ -177,22 +177,34 @@ status = "unknown"
 
 
 def test_joined_lock_forms_are_validated():
-    ok = parse_layout(
-        BASE
-        + 'lock_time_from = { table = "p", on = { pid = "id" }, column = "beat", via = { table = "c", on = { id = "job_id" } } }\n'
-    )
+    via = 'via = { table = "c", on = { id = "job_id" } }'
+    ok = parse_layout(BASE + f'lock_time_from = {{ table = "p", on = {{ pid = "id" }}, column = "beat", {via} }}\n')
     assert ok.lock_time_from.via.table == "c" and ok.lock_time_from.operations_columns() == {"id"}
+    where = 'where = [{ column = "evicted_at", is_null = true }]'
     ok = parse_layout(
-        BASE
-        + 'lock_expires_from = { table = "r", on = { id = "task_id" }, column = "timeout_at", where = [{ column = "evicted_at", is_null = true }] }\n'
+        BASE + f'lock_expires_from = {{ table = "r", on = {{ id = "task_id" }}, column = "t", {where} }}\n'
     )
     assert ok.lock_expires_from.where[0].op == "is_null" and ok.lock_expires_from.seconds is None
     for bad, msg in [
         ('lock_time_from = { table = "p", on = { a = "b" }, column = "c", seconds = 5 }', "takes"),
         ('lock_expires_from = { table = "p", on = { a = "b" }, column = "c", seconds = -1 }', "non-negative"),
-        ('lock_expires_from = { table = "p", on = { a = "b" }, column = "c", via = { on = { a = "b" } } }', "via takes"),
+        (
+            'lock_expires_from = { table = "p", on = { a = "b" }, column = "c", via = { on = { a = "b" } } }',
+            "via takes",
+        ),
         ('lock_expires_from = { table = "p", on = { a = "b" }, column = "c", where = "x" }', "where takes"),
         ('lock_expires_from = { table = "p", on = {}, column = "c" }', "on maps"),
     ]:
         with pytest.raises(LayoutError, match=msg):
             parse_layout(BASE + bad + "\n")
+
+
+@pytest.mark.parametrize("name", ["good_job", "solid-queue", "hatchet-tasks"])
+def test_joined_lock_forms_survive_the_layout_editor(name):
+    """The editor's draft and the layout -> model path keep via, where and seconds."""
+    from idemview.layouts.draft import LayoutDraft, build_layout, model_from_layout
+
+    lay = load_preset(name)
+    for again in (LayoutDraft.from_layout(lay).to_layout(), build_layout(model_from_layout(lay))):
+        assert (again.lock_time_from, again.lock_expires_from) == (lay.lock_time_from, lay.lock_expires_from)
+    assert (lay.lock_time_from or lay.lock_expires_from) is not None

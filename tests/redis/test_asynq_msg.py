@@ -86,7 +86,9 @@ def test_reader_never_raises_on_bad_bytes():
     for i in range(len(b)):
         got = decode_message(b[:i], FIELDS)
         assert set(got) == set(FIELDS) or set(got) == {"unreadable"}
-    assert decode_message(b[:4], FIELDS) == {"unreadable": "not a readable protobuf message: truncated varint at byte 4"}
+    assert decode_message(b[:4], FIELDS) == {
+        "unreadable": "not a readable protobuf message: truncated varint at byte 4"
+    }
     assert decode_message(b[:5], FIELDS) == {
         "unreadable": "not a readable protobuf message: field 2 declares 2 bytes at byte 3, 0 left"
     }
@@ -107,7 +109,10 @@ def test_reader_never_raises_on_bad_bytes():
     assert "as text" in decode_message("text", FIELDS)["unreadable"]
     assert "missing" in decode_message(None, FIELDS)["unreadable"]
     # an unknown field of every wire type is skipped
-    assert decode_message(b"\x78\x01" + b"\x79" + b"\x00" * 8 + b"\x7d" + b"\x00" * 4 + b"\x0a\x01a", FIELDS)["type"] == "a"
+    assert (
+        decode_message(b"\x78\x01" + b"\x79" + b"\x00" * 8 + b"\x7d" + b"\x00" * 4 + b"\x0a\x01a", FIELDS)["type"]
+        == "a"
+    )
 
 
 def test_asynq_per_task_limits_planted_and_look_alikes(redis_db):
