@@ -403,6 +403,21 @@ class LedgerSchema:
         q = q.where(*[self.predicate(other, p) for p in spec.where]).limit(1)
         return q.scalar_subquery(), TimeColumn(spec.column, spec.encoding)
 
+    def _joined_times(self, t: Table) -> None:
+        """The lock times a layout reads from joined tables, as time columns: ``lock_time_from`` (the lock
+        time: a worker's heartbeat) and ``lock_expires_from`` without ``seconds`` (the lock's end kept per
+        row in another table: Hatchet's v1_task_runtime.timeout_at, the task's own timeout)."""
+        lay = self.layout
+        if lay.lock_time_from is not None and "locked_at" not in self.time_cols:
+            joined = self._joined_lock_time(t, lay.lock_time_from)
+            if joined is not None:
+                self.time_cols["locked_at"] = joined
+        lef = lay.lock_expires_from
+        if lef is not None and lef.seconds is None and "lock_expires_at" not in self.time_cols:
+            joined = self._joined_lock_time(t, lef)
+            if joined is not None:
+                self.time_cols["lock_expires_at"] = joined
+
     def _heartbeat_end(self, t: Table, spec) -> None:
         """``lock_expires_from`` with ``seconds``: the lock ends ``seconds`` after the joined heartbeat
         (GoodJob: the locking process's ``updated_at`` + 5 min, app/models/good_job/process.rb), and where
@@ -442,17 +457,7 @@ class LedgerSchema:
         self.time_cols: dict[str, tuple[ColumnElement, TimeColumn]] = {
             k: (self._guarded(t, t.c[tc.column], tc.unless), tc) for k, tc in lay.times.items()
         }
-        if lay.lock_time_from is not None and "locked_at" not in self.time_cols:
-            joined = self._joined_lock_time(t, lay.lock_time_from)
-            if joined is not None:
-                self.time_cols["locked_at"] = joined
-        lef = lay.lock_expires_from
-        if lef is not None and lef.seconds is None and "lock_expires_at" not in self.time_cols:
-            # the lock's end kept per row in another table (Hatchet's v1_task_runtime.timeout_at: the
-            # task's own timeout), read as a stored lock end
-            joined = self._joined_lock_time(t, lef)
-            if joined is not None:
-                self.time_cols["lock_expires_at"] = joined
+        self._joined_times(t)
         self.epoch: dict[str, ColumnElement] = {
             k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.time_cols.items()
         }
@@ -491,8 +496,8 @@ class LedgerSchema:
                 if base is None and self.lock_timeout_s is not None:
                     base = self.epoch["locked_at"] + self.lock_timeout_s
                 self.epoch["lock_expires_at"] = hb_end if base is None else case((hb_end < base, hb_end), else_=base)
-        if lef is not None and lef.seconds is not None:
-            self._heartbeat_end(t, lef)
+        if lay.lock_expires_from is not None and lay.lock_expires_from.seconds is not None:
+            self._heartbeat_end(t, lay.lock_expires_from)
         f = lay.fields
         self.fingerprint_expr = self._value_expr(t, f.get("fingerprint"))
         self.intent_expr = self._value_expr(t, f.get("intent_ref"))
