@@ -29,7 +29,10 @@ Keys beside the record (a job queue such as BullMQ keeps a job's state and lock 
   key lists its id (read with LRANGE / ZRANGE in bounded pages); ``[status] field`` is then optional;
 - ``[lock]``: ``key`` a template (``bull:{scope}:{key}:lock``) of the key a worker holds while the
   record is ``in_progress``: its TTL is the record's ``lock_expires_at``; an in-progress record whose
-  lock key is gone was left by a dead worker, its lock expired at the latest when it was read;
+  lock key is gone was left by a dead worker, its lock expired at the latest when it was read; or
+  ``zset``, a template (``asynq:{{{scope}}}:lease``) of a sorted set whose member is the record's id and
+  whose score the lock's end (unix seconds): Asynq's lease, extended by a live worker (the earlier of it
+  and a ``lock_expires_at`` field holds; an in-progress record not in the set keeps that field's end);
 - ``[duplicates]``: ``group_field`` a value field naming the dedup id (BullMQ's ``deid``): records
   sharing one are one idempotency key, so two completed records of one dedup id show as
   ``duplicate_effect``; ``absent_reason`` says why no completed record may be present (the store
@@ -189,6 +192,8 @@ class KvLayout:
     states: dict[str, str] = field(default_factory=dict)
     #: [lock]: the template of the key held while a record is in progress
     lock_key: str = ""
+    #: [lock] zset: the template of a sorted set member = record id, score = the lock's end (unix s)
+    lock_zset: str = ""
     #: [duplicates]: the value field naming the dedup id that groups records under one key
     group_field: str | None = None
     absent_reason: str = ""
@@ -367,6 +372,8 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     if bad:
         raise _err(where, f"[status] maps to unknown statuses {sorted(bad)} (known: {', '.join(sorted(statuses))})")
     states_key, states, lock_key, group, absent = _joined(where, d)
+    lk = d.get("lock") or {}
+    lock_zset = _template(where, "lock", lk["zset"], ("scope",)) if "zset" in lk else ""
     members, members_key = _members(where, d)
     dup = d.get("duplicates") or {}
     window_key = _template(where, "duplicates", dup["window_key"], ("group",)) if "window_key" in dup else ""
@@ -382,6 +389,10 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     if enc != "plain" and not states and not isinstance(st.get("field"), str):
         raise _err(where, "[status] field is required (the value field holding the status)")
     fields = _fields(where, d)
+    if lock_zset and ("lock_expires_at" not in fields or not (group or states or events_key)):
+        # the snapshot reads the keys beside the records for layouts with [states], [duplicates] or
+        # [events]; a lease narrows the records' own lock end
+        raise _err(where, "[lock] zset narrows a lock_expires_at field and goes with [states] or [duplicates]")
     att = d.get("attempt") or {}
     if set(att) - set(ATTEMPT_FIELDS):
         raise _err(where, f"[attempt] knows only {', '.join(ATTEMPT_FIELDS)}")
@@ -414,6 +425,7 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         states_key=states_key,
         states=states,
         lock_key=lock_key,
+        lock_zset=lock_zset,
         group_field=group,
         absent_reason=absent,
         members=members,
@@ -496,9 +508,9 @@ def _joined(where: str, d: dict) -> tuple[str, dict[str, str], str, str | None, 
         if not states:
             raise _err(where, "[states] names no state")
     lk = d.get("lock") or {}
-    if set(lk) - {"key"}:
-        raise _err(where, "[lock] knows only key")
-    lock_key = _template(where, "lock", lk["key"], ("scope", "key")) if lk else ""
+    if set(lk) - {"key", "zset"} or len(lk) > 1:
+        raise _err(where, "[lock] takes key (a lock key per record) or zset (a sorted set of lock ends)")
+    lock_key = _template(where, "lock", lk["key"], ("scope", "key")) if "key" in lk else ""
     dup = d.get("duplicates") or {}
     if set(dup) - {"group_field", "absent_reason", "lock_type_field", "holds", "window_key", "limit_field"}:
         raise _err(

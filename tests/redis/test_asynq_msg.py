@@ -3,10 +3,12 @@
 writes them (tests/redis/asynq_proto.py builds the message from asynq.proto's field list with the
 ``protobuf`` package, test-only). Malformed and truncated messages are "unreadable", never a crash.
 
-Planted: an active task past its own deadline (stuck), a task archived after its own 3 retries (unresolved
-failure, 4 attempts, its error), a task completed after 9 retries (a retry storm). Look-alikes: an active
-task whose deadline is ahead, an active task with a timeout only (no end kept: never called stuck), a task
-completed after 2 retries, a task whose ``msg`` is truncated or not protobuf at all (read, shown unreadable)."""
+Planted: an active task past its own deadline (stuck, though its lease is live), an active task whose lease
+expired a minute ago (its worker died: recoverer.go's ErrLeaseExpired), a task archived after its own 3
+retries (unresolved failure, 4 attempts, its error), a task completed after 9 retries (a retry storm).
+Look-alikes: an active task whose deadline and lease are ahead, an active task with a timeout only and a
+live lease, a task completed after 2 retries, a task whose ``msg`` is truncated or not protobuf at all
+(read, shown unreadable)."""
 
 from __future__ import annotations
 
@@ -29,13 +31,16 @@ Q = "default"
 FIELDS = load_kv_preset("asynq").protobuf_fields
 
 
-def _put(raw, tid, state, **msg):
-    """The hash rdb.go's scripts leave (msg, state; pending_since while pending) and the state's list/set."""
+def _put(raw, tid, state, lease=None, **msg):
+    """The hash rdb.go's scripts leave (msg, state; pending_since while pending) and the state's list/set;
+    ``lease``: the active task's lease end (unix s) in asynq:{q}:lease (Dequeue's ZADD, ExtendLease)."""
     m = dict(type="payment:charge", payload=b'{"order":1}', id=tid, queue=Q, retry=25)
     m.update(msg)
     body = msg.pop("raw_msg", None) if "raw_msg" in msg else encode_task(**m)
     key = f"asynq:{{{Q}}}:t:{tid}"
     raw.hset(key, mapping={"msg": body, "state": state})
+    if lease is not None:
+        raw.zadd(f"asynq:{{{Q}}}:lease", {tid: lease})
     if state in ("pending", "active"):
         raw.lpush(f"asynq:{{{Q}}}:{state}", tid)
     else:
@@ -118,9 +123,11 @@ def test_reader_never_raises_on_bad_bytes():
 def test_asynq_per_task_limits_planted_and_look_alikes(redis_db):
     url, raw = redis_db
     now = time.time()
-    _put(raw, "stuck", "active", deadline=int(now) - 120, timeout=60)  # its own deadline passed 2 min ago
-    _put(raw, "running", "active", deadline=int(now) + 3600)
-    _put(raw, "timeout-only", "active", timeout=1800)  # no deadline: no end kept (the start is not)
+    _put(raw, "stuck", "active", lease=now + 25, deadline=int(now) - 120, timeout=60)  # deadline 2 min ago
+    _put(raw, "crashed", "active", lease=now - 60, timeout=1800)  # its worker stopped extending the lease
+    _put(raw, "running", "active", lease=now + 25, deadline=int(now) + 3600)
+    _put(raw, "timeout-only", "active", lease=now + 20, timeout=1800)
+    _put(raw, "no-lease", "active", timeout=1800)  # asynq before the lease (v0.23): no end kept
     _put(raw, "exhausted", "archived", retry=3, retried=3, error_msg="card declined", last_failed_at=int(now) - 30)
     _put(raw, "stormy", "completed", retried=9, completed_at=int(now) - 10)
     _put(raw, "calm", "completed", retried=2, completed_at=int(now) - 10)
@@ -134,12 +141,18 @@ def test_asynq_per_task_limits_planted_and_look_alikes(redis_db):
     got = {(f.kind.value, f.key) for f in FindingEngine(ledger, at).run()}
     assert got == {
         ("stuck_in_progress", "stuck"),
+        ("stuck_in_progress", "crashed"),
         ("unresolved_failure", "exhausted"),
         ("retry_storm", "stormy"),
     }
     stuck = ledger.records(Q, "stuck")[0]
     assert stuck.lock_expires_at is not None and round(stuck.lock_expires_at.timestamp()) == int(now) - 120
-    assert ledger.records(Q, "timeout-only")[0].lock_expires_at is None
+    crashed = ledger.records(Q, "crashed")[0].lock_expires_at
+    assert crashed is not None and abs(crashed.timestamp() - (now - 60)) < 0.01
+    alive = ledger.records(Q, "timeout-only")[0].lock_expires_at
+    assert alive is not None and abs(alive.timestamp() - (now + 20)) < 0.01
+    assert ledger.records(Q, "no-lease")[0].lock_expires_at is None
+    assert ledger.snapshot.joined["leases"] == 4
     ex = ledger.records(Q, "exhausted")[0]
     assert ex.attempt_count == 4 and ex.kind == "payment:charge" and ex.status.value == "failed"
     assert ex.updated_at is not None and round(ex.updated_at.timestamp()) == int(now) - 30
@@ -180,5 +193,13 @@ def test_protobuf_section_is_validated():
     ]:
         with pytest.raises(LayoutError, match=msg):
             parse_kv_layout(base + "[protobuf]\n" + bad + "\n")
+    dup = '[duplicates]\ngroup_field = "u"\n'
+    lease = '[lock]\nzset = "l:{scope}"\n'
+    ok = parse_kv_layout(base + lease + dup + '[fields]\nlock_expires_at = { field = "d", encoding = "epoch_s" }\n')
+    assert ok.lock_zset == "l:{scope}" and ok.lock_key == ""
+    with pytest.raises(LayoutError, match="zset narrows a lock_expires_at field"):
+        parse_kv_layout(base + lease + dup)
+    with pytest.raises(LayoutError, match="takes key .* or zset"):
+        parse_kv_layout(base + '[lock]\nzset = "l:{scope}"\nkey = "k:{scope}:{key}"\n')
     with pytest.raises(LayoutError, match="encoding must be hash"):
         parse_kv_layout(base.replace('"hash"', '"json"') + '[protobuf]\nfield = "m"\nfields = { a = [1, "int"] }\n')
