@@ -385,7 +385,12 @@ class LedgerSchema:
             return None
         if not spec.operations_columns() <= set(t.c.keys()):
             return None
-        if not all(c in other.c for p in spec.where for c in p.columns()):
+        # a column the joined table lacks is NULL on every row: "is NULL" holds (Hatchet before
+        # v1.0.86 has no evicted_at: nothing is evicted); any other test of it cannot be read
+        where = [
+            p for p in spec.where if not (p.op == "is_null" and p.value is True and p.columns() - set(other.c.keys()))
+        ]
+        if not all(c in other.c for p in where for c in p.columns()):
             return None
         q = select(other.c[spec.column])
         if spec.via is None:
@@ -400,7 +405,7 @@ class LedgerSchema:
                 return None
             q = q.select_from(other.join(via, and_(*[other.c[oc] == via.c[c] for c, oc in spec.on])))
             q = q.where(*[via.c[vc] == t.c[c] for c, vc in spec.via.on])
-        q = q.where(*[self.predicate(other, p) for p in spec.where]).limit(1)
+        q = q.where(*[self.predicate(other, p) for p in where]).limit(1)
         return q.scalar_subquery(), TimeColumn(spec.column, spec.encoding)
 
     def _joined_times(self, t: Table) -> None:

@@ -229,3 +229,22 @@ def test_hatchet_tasks_explicit_lock_timeout_is_not_the_tasks_own(pg):
     put_tasks(writable, [(1, 0)])
     put_runtime(writable, 1, 0, NOW + H)
     assert scan(url, "hatchet-tasks", NOW, lock_timeout_s=1)[0] == set()
+
+
+def test_hatchet_before_eviction_reads_timeout_at_all_the_same(pg):
+    """Hatchet before v1.0.86 has no v1_task_runtime.evicted_at (migration 20260313020632 adds it): nothing
+    is evicted then, and each running task is still judged by its own timeout_at."""
+    writable, url = pg
+    with writable.begin() as c:
+        c.execute(text("ALTER TABLE v1_task_runtime DROP COLUMN evicted_at"))
+    put_tasks(writable, [(1, 0), (2, 0)])
+    with writable.begin() as c:
+        for n, to in ((1, NOW - M), (2, NOW + M)):
+            c.execute(
+                text(
+                    "INSERT INTO v1_task_runtime (task_id, task_inserted_at, retry_count, tenant_id, timeout_at) "
+                    "SELECT id, inserted_at, 0, tenant_id, :to FROM v1_task WHERE external_id = :x"
+                ),
+                {"to": to.replace(tzinfo=None), "x": uid(100 + n)},
+            )
+    assert scan(url, "hatchet-tasks", NOW)[0] == {("stuck_in_progress", TENANT, uid(101))}
