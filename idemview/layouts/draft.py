@@ -306,6 +306,8 @@ class ExpiryDraft:
     lock_time_from: dict[str, Any] | None = None
     #: a heartbeat lease per row ({column, encoding, seconds_column}: pg-boss 12's heartbeat_on/_seconds)
     lock_heartbeat: dict[str, Any] | None = None
+    #: the lock's end from a joined table (lock_time_from's form: Hatchet's v1_task_runtime.timeout_at)
+    lock_expires_from: dict[str, Any] | None = None
 
 
 _PAYLOADS = ("request", "response", "error")
@@ -387,6 +389,7 @@ class LayoutDraft:
                 exp.get("lock_timeout_column"),
                 copy.deepcopy(exp.get("lock_time_from")),
                 copy.deepcopy(exp.get("lock_heartbeat")),
+                copy.deepcopy(exp.get("lock_expires_from")),
             ),
             retry_threshold=tun.get("retry_threshold"),
             detect=copy.deepcopy(dict(m.get("detect") or {})),
@@ -428,6 +431,7 @@ class LayoutDraft:
             "lock_timeout_column": copy.deepcopy(e.lock_timeout_column) or None,
             "lock_time_from": copy.deepcopy(e.lock_time_from) or None,
             "lock_heartbeat": copy.deepcopy(e.lock_heartbeat) or None,
+            "lock_expires_from": copy.deepcopy(e.lock_expires_from) or None,
         }
         if e.retention_seconds is not None or e.retention_from != "created_at":
             exp["retention_from"] = e.retention_from
@@ -515,6 +519,14 @@ def _lock_time_from_out(ltf) -> dict[str, Any] | None:
     d: dict[str, Any] = {"table": ltf.table, "on": dict(ltf.on), "column": ltf.column, "encoding": ltf.encoding}
     if ltf.schema is not None:
         d["schema"] = ltf.schema
+    if ltf.via is not None:
+        d["via"] = {"table": ltf.via.table, "on": dict(ltf.via.on)}
+        if ltf.via.schema is not None:
+            d["via"]["schema"] = ltf.via.schema
+    if ltf.where:
+        d["where"] = [_pred_out(p) for p in ltf.where]
+    if ltf.seconds is not None:
+        d["seconds"] = ltf.seconds
     return d
 
 
@@ -604,6 +616,7 @@ def model_from_layout(layout: Layout) -> dict:
         "dedup_window_seconds": _num_out(layout.dedup_window_seconds),
         "lock_timeout_column": layout.lock_timeout_column,
         "lock_time_from": _lock_time_from_out(layout.lock_time_from),
+        "lock_expires_from": _lock_time_from_out(layout.lock_expires_from),
         "lock_heartbeat": (
             {
                 "column": layout.lock_heartbeat.time.column,

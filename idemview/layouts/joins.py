@@ -1,7 +1,8 @@
 """Values a layout reads from another table of the ledger's database, joined on the operations row:
-the lock time from a worker's heartbeat (``[expiry] lock_time_from``) and a kind looked up by id
-(``kind = {column = ..., lookup = {...}}``). The form is parsed here; :mod:`idemview.ledger.reader`
-builds the SQL (a scalar subquery each)."""
+the lock time from a worker's heartbeat (``[expiry] lock_time_from``), the lock's end kept per row in
+another table (``[expiry] lock_expires_from``) and a kind looked up by id (``kind = {column = ...,
+lookup = {...}}``). The form is parsed here; :mod:`idemview.ledger.schema` builds the SQL (a scalar
+subquery each)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,46 @@ Fail = Callable[[str], Exception]
 
 
 @dataclass(frozen=True, slots=True)
+class JoinVia:
+    """``via = {table, on, schema}``: a table between the operations row and the joined one: its rows
+    whose columns match the operations row as ``on`` says (operations column -> this table's column).
+    Solid Queue: a job's claim (``solid_queue_claimed_executions.job_id``) names its process."""
+
+    table: str
+    on: tuple[tuple[str, str], ...]
+    schema: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LockTimeFrom:
     """``[expiry] lock_time_from``: the record's lock time (``locked_at``) is ``column`` of the row of
     ``table`` (in ``schema``, default the layout's) whose columns match the operations row as ``on``
     says (operations column -> that table's column), stored as ``encoding``. Procrastinate: a ``doing``
-    job's worker heartbeat (``procrastinate_workers.last_heartbeat``)."""
+    job's worker heartbeat (``procrastinate_workers.last_heartbeat``).
+
+    With ``via`` (:class:`JoinVia`) the operations row reaches ``table`` in two steps: ``on`` then maps
+    the ``via`` table's columns to ``table``'s (Solid Queue: job -> claimed execution -> its process's
+    ``last_heartbeat_at``). ``where``: predicates (the layout's form) on ``table``'s row: only rows where
+    all hold count (Hatchet: a runtime not evicted). The same form gives ``[expiry] lock_expires_from``:
+    ``column`` is then the lock's end itself (Hatchet's ``v1_task_runtime.timeout_at``), or with
+    ``seconds`` a heartbeat the lock ends ``seconds`` after (GoodJob: the locking process's
+    ``good_job_processes.updated_at`` + 5 min); a record whose joined row is missing then falls back to
+    its ``locked_at`` + the layout's lock timeout."""
 
     table: str
     on: tuple[tuple[str, str], ...]
     column: str
     encoding: str = "datetime"
     schema: str | None = None
+    via: JoinVia | None = None
+    where: tuple[Any, ...] = ()
+    #: lock_expires_from only: the lock ends this many seconds after ``column`` (a heartbeat); None:
+    #: ``column`` is the end itself
+    seconds: float | None = None
+
+    def operations_columns(self) -> set[str]:
+        """The operations columns the join starts from."""
+        return {c for c, _o in (self.via.on if self.via is not None else self.on)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,22 +71,54 @@ class Lookup:
     schema: str | None = None
 
 
-def parse_lock_time_from(v: Any, times: dict, encodings: tuple[str, ...], fail: Fail) -> LockTimeFrom:
-    """Parse ``[expiry] lock_time_from`` (see :class:`LockTimeFrom`); ``times`` are the layout's
-    [operations.times], ``encodings`` the time encodings. Raises ``fail(message)``."""
-    if not isinstance(v, dict) or set(v) - {"table", "schema", "on", "column", "encoding"}:
-        raise fail("expiry.lock_time_from takes {table, on = {column = other_column}, column, encoding, schema}")
-    on = v.get("on")
-    if not isinstance(on, dict) or not on or not all(isinstance(a, str) and isinstance(b, str) for a, b in on.items()):
-        raise fail("expiry.lock_time_from.on maps operations columns to the joined table's columns")
+def _on(v: Any, name: str, fail: Fail) -> tuple[tuple[str, str], ...]:
+    if not isinstance(v, dict) or not v or not all(isinstance(a, str) and isinstance(b, str) for a, b in v.items()):
+        raise fail(f"{name}.on maps columns to the joined table's columns")
+    return tuple(v.items())
+
+
+def parse_lock_time_from(
+    v: Any,
+    times: dict,
+    encodings: tuple[str, ...],
+    fail: Fail,
+    predicate: Callable[[Any], Any] | None = None,
+    entry: str = "lock_time_from",
+) -> LockTimeFrom:
+    """Parse ``[expiry] lock_time_from`` (or, ``entry = "lock_expires_from"``, the lock's end; see
+    :class:`LockTimeFrom`); ``times`` are the layout's [operations.times], ``encodings`` the time
+    encodings, ``predicate`` parses one ``where`` predicate. Raises ``fail(message)``."""
+    name = f"expiry.{entry}"
+    known = {"table", "schema", "on", "column", "encoding", "via", "where"}
+    if entry == "lock_expires_from":
+        known.add("seconds")
+    if not isinstance(v, dict) or set(v) - known:
+        raise fail(f"{name} takes {{{', '.join(sorted(known))}}}")
+    secs = v.get("seconds")
+    if secs is not None and (isinstance(secs, bool) or not isinstance(secs, (int, float)) or secs < 0):
+        raise fail(f"{name}.seconds must be a non-negative number of seconds")
+    on = _on(v.get("on"), name, fail)
     if not all(isinstance(v.get(k), str) and v[k] for k in ("table", "column")):
-        raise fail("expiry.lock_time_from needs table and column")
+        raise fail(f"{name} needs table and column")
     enc = v.get("encoding", "datetime")
     if enc not in encodings:
-        raise fail(f"expiry.lock_time_from.encoding {enc!r} is not one of {', '.join(encodings)}")
-    if "locked_at" in times:
-        raise fail("expiry.lock_time_from replaces a locked_at time: give one or the other")
-    return LockTimeFrom(v["table"], tuple(on.items()), v["column"], enc, v.get("schema"))
+        raise fail(f"{name}.encoding {enc!r} is not one of {', '.join(encodings)}")
+    replaced = "locked_at" if entry == "lock_time_from" else "lock_expires_at"
+    if replaced in times:
+        raise fail(f"{name} replaces a {replaced} time: give one or the other")
+    via = None
+    if "via" in v:
+        w = v["via"]
+        if not isinstance(w, dict) or set(w) - {"table", "on", "schema"} or not isinstance(w.get("table"), str):
+            raise fail(f"{name}.via takes {{table, on = {{operations_column = via_column}}, schema}}")
+        via = JoinVia(w["table"], _on(w.get("on"), f"{name}.via", fail), w.get("schema"))
+    where = v.get("where") or []
+    if not isinstance(where, list) or (where and predicate is None):
+        raise fail(f"{name}.where takes a list of predicates on the joined table")
+    preds = tuple(predicate(p) for p in where) if predicate is not None else ()
+    return LockTimeFrom(
+        v["table"], on, v["column"], enc, v.get("schema"), via, preds, float(secs) if secs is not None else None
+    )
 
 
 def parse_lookup(name: str, v: Any, fail: Fail) -> Lookup:

@@ -29,7 +29,10 @@ Keys beside the record (a job queue such as BullMQ keeps a job's state and lock 
   key lists its id (read with LRANGE / ZRANGE in bounded pages); ``[status] field`` is then optional;
 - ``[lock]``: ``key`` a template (``bull:{scope}:{key}:lock``) of the key a worker holds while the
   record is ``in_progress``: its TTL is the record's ``lock_expires_at``; an in-progress record whose
-  lock key is gone was left by a dead worker, its lock expired at the latest when it was read;
+  lock key is gone was left by a dead worker, its lock expired at the latest when it was read; or
+  ``zset``, a template (``asynq:{{{scope}}}:lease``) of a sorted set whose member is the record's id and
+  whose score the lock's end (unix seconds): Asynq's lease, extended by a live worker (the earlier of it
+  and a ``lock_expires_at`` field holds; an in-progress record not in the set keeps that field's end);
 - ``[duplicates]``: ``group_field`` a value field naming the dedup id (BullMQ's ``deid``): records
   sharing one are one idempotency key, so two completed records of one dedup id show as
   ``duplicate_effect``; ``absent_reason`` says why no completed record may be present (the store
@@ -60,6 +63,11 @@ of a queue list or of the ``schedule``/``retry``/``dead`` sorted sets):
 - ``[duplicates] limit_field``: the field holding how many holders a dedup id admits at once
   (sidekiq-unique-jobs' ``lock_limit``, 1 when absent): a dedup id held by no more job ids than its
   limit is what the user configured, and its records are not grouped (no duplicate).
+
+A hash field holding a protobuf message (Asynq's ``msg``, a ``TaskMessage``) is decoded, never executed,
+by ``[protobuf]``: ``field`` (the hash field) and ``fields`` (name -> [field number, type], types of
+:data:`idemview.ledger.redis_kv.protobuf.FIELD_TYPES`): the hash field becomes ``{name: value}``, read with
+dotted paths (``msg.retried``), or ``{"unreadable": why}`` for bytes that are not a readable message.
 
 A store that sets the same TTL at every write (Celery's ``result_expires``) tells when a record was last
 written: ``[expiry] write_ttl_seconds`` (the TTL the store was configured with) and ``write_time_fields``
@@ -184,6 +192,8 @@ class KvLayout:
     states: dict[str, str] = field(default_factory=dict)
     #: [lock]: the template of the key held while a record is in progress
     lock_key: str = ""
+    #: [lock] zset: the template of a sorted set member = record id, score = the lock's end (unix s)
+    lock_zset: str = ""
     #: [duplicates]: the value field naming the dedup id that groups records under one key
     group_field: str | None = None
     absent_reason: str = ""
@@ -199,6 +209,10 @@ class KvLayout:
     window_key: str = ""
     #: [events]: the template of a scope's events stream (BullMQ's bull:<queue>:events)
     events_key: str = ""
+    #: [protobuf]: the hash field holding a protobuf message, and its declared fields
+    #: (name -> (field number, type)), decoded by idemview.ledger.redis_kv.protobuf
+    protobuf_field: str | None = None
+    protobuf_fields: dict[str, tuple[int, str]] = field(default_factory=dict)
     holds: dict[str, frozenset[str]] = field(default_factory=dict)
     detect_keys: tuple[str, ...] = ()
     text: str = ""
@@ -304,7 +318,7 @@ def _field(where: str, name: str, v: Any) -> KvField:
 #: the sections a key-value layout may have
 SECTIONS = frozenset(
     ("layout", "kv", "status", "fields", "attempt", "expiry", "tunables", "detect")
-    + ("states", "lock", "duplicates", "members", "events")
+    + ("states", "lock", "duplicates", "members", "events", "protobuf")
 )
 
 
@@ -358,6 +372,8 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     if bad:
         raise _err(where, f"[status] maps to unknown statuses {sorted(bad)} (known: {', '.join(sorted(statuses))})")
     states_key, states, lock_key, group, absent = _joined(where, d)
+    lk = d.get("lock") or {}
+    lock_zset = _template(where, "lock", lk["zset"], ("scope",)) if "zset" in lk else ""
     members, members_key = _members(where, d)
     dup = d.get("duplicates") or {}
     window_key = _template(where, "duplicates", dup["window_key"], ("group",)) if "window_key" in dup else ""
@@ -366,12 +382,17 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         raise _err(where, "[events] knows only key")
     events_key = _template(where, "events", ev["key"], ("scope",)) if ev else ""
     lock_type_field, holds = _holds(where, d)
+    pb_field, pb_fields = _protobuf(where, d, enc)
     limit_field = dup.get("limit_field")
     if members and enc != "json":
         raise _err(where, "[members] records are JSON objects: [kv] encoding must be json")
     if enc != "plain" and not states and not isinstance(st.get("field"), str):
         raise _err(where, "[status] field is required (the value field holding the status)")
     fields = _fields(where, d)
+    if lock_zset and ("lock_expires_at" not in fields or not (group or states or events_key)):
+        # the snapshot reads the keys beside the records for layouts with [states], [duplicates] or
+        # [events]; a lease narrows the records' own lock end
+        raise _err(where, "[lock] zset narrows a lock_expires_at field and goes with [states] or [duplicates]")
     att = d.get("attempt") or {}
     if set(att) - set(ATTEMPT_FIELDS):
         raise _err(where, f"[attempt] knows only {', '.join(ATTEMPT_FIELDS)}")
@@ -404,6 +425,7 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         states_key=states_key,
         states=states,
         lock_key=lock_key,
+        lock_zset=lock_zset,
         group_field=group,
         absent_reason=absent,
         members=members,
@@ -413,6 +435,8 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         window_key=window_key,
         events_key=events_key,
         holds=holds,
+        protobuf_field=pb_field,
+        protobuf_fields=pb_fields,
         detect_keys=tuple(det.get("keys") or ()),
         text=text,
         origin=origin,
@@ -484,9 +508,9 @@ def _joined(where: str, d: dict) -> tuple[str, dict[str, str], str, str | None, 
         if not states:
             raise _err(where, "[states] names no state")
     lk = d.get("lock") or {}
-    if set(lk) - {"key"}:
-        raise _err(where, "[lock] knows only key")
-    lock_key = _template(where, "lock", lk["key"], ("scope", "key")) if lk else ""
+    if set(lk) - {"key", "zset"} or len(lk) > 1:
+        raise _err(where, "[lock] takes key (a lock key per record) or zset (a sorted set of lock ends)")
+    lock_key = _template(where, "lock", lk["key"], ("scope", "key")) if "key" in lk else ""
     dup = d.get("duplicates") or {}
     if set(dup) - {"group_field", "absent_reason", "lock_type_field", "holds", "window_key", "limit_field"}:
         raise _err(
@@ -543,6 +567,40 @@ def _members(where: str, d: dict) -> tuple[tuple[MemberSource, ...], str]:
     if not out:
         raise _err(where, "[members] names no [[members.source]]")
     return tuple(out), key
+
+
+#: protobuf field types (idemview.ledger.redis_kv.protobuf.FIELD_TYPES, repeated: the layouts never import
+#: the ledger)
+PROTOBUF_TYPES = ("string", "bytes", "int", "int_nonzero")
+
+
+def _protobuf(where: str, d: dict, enc: str) -> tuple[str | None, dict[str, tuple[int, str]]]:
+    """([protobuf] field, name -> (field number, type)), validated; (None, {}) without the section."""
+    pb = d.get("protobuf")
+    if pb is None:
+        return None, {}
+    if not isinstance(pb, dict) or set(pb) - {"field", "fields"}:
+        raise _err(where, "[protobuf] knows only field and fields")
+    if enc != "hash":
+        raise _err(where, "[protobuf] decodes a hash field: [kv] encoding must be hash")
+    name = pb.get("field")
+    if not isinstance(name, str) or not name:
+        raise _err(where, "[protobuf] field (the hash field holding the message) is required")
+    fields = pb.get("fields")
+    if not isinstance(fields, dict) or not fields:
+        raise _err(where, "[protobuf] fields maps names to [field number, type]")
+    out: dict[str, tuple[int, str]] = {}
+    for k, v in fields.items():
+        ok = isinstance(v, list) and len(v) == 2 and isinstance(v[0], int) and not isinstance(v[0], bool)
+        if not ok or not 0 < v[0] < 2**29 or v[1] not in PROTOBUF_TYPES:
+            raise _err(
+                where,
+                f"protobuf.fields.{k} must be [field number (1..2^29-1), type ({', '.join(PROTOBUF_TYPES)})]",
+            )
+        out[str(k)] = (v[0], v[1])
+    if len({n for n, _t in out.values()}) != len(out):
+        raise _err(where, "protobuf.fields names one field number twice")
+    return name, out
 
 
 def _holds(where: str, d: dict) -> tuple[str | None, dict[str, frozenset[str]]]:

@@ -81,7 +81,14 @@ Format (every key not marked required is optional)::
     lock_timeout_seconds = 90            # stuck when locked_at + this <= now
     # lock_time_from = {table = "procrastinate_workers", on = {worker_id = "id"}, column = "last_heartbeat"}
     #   the lock time (locked_at) read from a joined table: the row's worker's heartbeat (procrastinate);
-    #   a database without that table keeps no lock time (stuck_in_progress is then not checkable)
+    #   a database without that table keeps no lock time (stuck_in_progress is then not checkable);
+    #   via = {table = "solid_queue_claimed_executions", on = {id = "job_id"}}: two joins (operations
+    #   row -> via rows -> the table, whose `on` then maps via columns); where = [pred, ...]: predicates
+    #   on the joined row (only rows where all hold)
+    # lock_expires_from = {table = "v1_task_runtime", on = {id = "task_id"}, column = "timeout_at"}
+    #   the lock's END from a joined table (Hatchet: each task's own timeout), same form; with
+    #   seconds = 300 the column is a heartbeat the lock ends that long after (GoodJob's process), and
+    #   records without the joined row keep locked_at + lock_timeout_seconds
     lock_timeout_column = "expire_seconds"   # the row's own limit (seconds, an operations column);
                                          # lock_timeout_seconds is the fallback where it is NULL;
                                          # a PostgreSQL interval column is read as its seconds;

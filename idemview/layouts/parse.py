@@ -33,6 +33,7 @@ EXPIRY_KEYS = {
     "lock_timeout_seconds",
     "lock_timeout_column",
     "lock_time_from",
+    "lock_expires_from",
     "lock_heartbeat",
     "dedup_window_seconds",
 }
@@ -200,8 +201,22 @@ def _assemble(
         lock_timeout_seconds=_num(where, "expiry.lock_timeout_seconds", exp.get("lock_timeout_seconds")),
         lock_timeout_column=exp.get("lock_timeout_column"),
         lock_time_from=(
-            parse_lock_time_from(exp["lock_time_from"], times, TIME_ENCODINGS, lambda m: _err(where, m))
+            parse_lock_time_from(
+                exp["lock_time_from"], times, TIME_ENCODINGS, lambda m: _err(where, m), lambda p: _predicate(where, p)
+            )
             if "lock_time_from" in exp
+            else None
+        ),
+        lock_expires_from=(
+            parse_lock_time_from(
+                exp["lock_expires_from"],
+                times,
+                TIME_ENCODINGS,
+                lambda m: _err(where, m),
+                lambda p: _predicate(where, p),
+                "lock_expires_from",
+            )
+            if "lock_expires_from" in exp
             else None
         ),
         lock_heartbeat=_lock_heartbeat(where, exp["lock_heartbeat"]) if "lock_heartbeat" in exp else None,

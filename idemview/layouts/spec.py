@@ -245,6 +245,9 @@ class Layout:
     #: ``lock_timeout_seconds`` is the fallback where it is NULL.
     lock_timeout_column: str | list[str] | None = None
     lock_time_from: LockTimeFrom | None = None
+    #: The lock's end read from a joined table (``[expiry] lock_expires_from``: Hatchet's
+    #: ``v1_task_runtime.timeout_at``, each task's own timeout), where the record has no such column.
+    lock_expires_from: LockTimeFrom | None = None
     #: A heartbeat lease per row (:class:`LockHeartbeat`), besides ``locked_at`` + the limit.
     lock_heartbeat: LockHeartbeat | None = None
     dedup_window_seconds: float | None = None
@@ -297,8 +300,11 @@ class Layout:
         elif ltc in missing:
             ltc = None
         ltf = self.lock_time_from
-        if ltf is not None and {c for c, _o in ltf.on} & missing:
+        if ltf is not None and ltf.operations_columns() & missing:
             ltf = None
+        lef = self.lock_expires_from
+        if lef is not None and lef.operations_columns() & missing:
+            lef = None
         hb = self.lock_heartbeat
         if hb is not None and {hb.time.column, hb.seconds_column} & missing:
             hb = None  # an older version without the heartbeat columns (pg-boss v10, v11)
@@ -310,6 +316,7 @@ class Layout:
             scope=[c for c in self.scope if c not in missing],
             lock_timeout_column=ltc,
             lock_time_from=ltf,
+            lock_expires_from=lef,
             lock_heartbeat=hb,
         )
 
@@ -345,8 +352,9 @@ class Layout:
             cols |= set(self.lock_timeout_column)
         elif self.lock_timeout_column:
             cols.add(self.lock_timeout_column)
-        if self.lock_time_from is not None:
-            cols |= {c for c, _o in self.lock_time_from.on}
+        for joined in (self.lock_time_from, self.lock_expires_from):
+            if joined is not None:
+                cols |= joined.operations_columns()
         if self.lock_heartbeat is not None:
             cols |= {self.lock_heartbeat.time.column, self.lock_heartbeat.seconds_column}
         return cols

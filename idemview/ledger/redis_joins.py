@@ -80,6 +80,8 @@ def join_keys(
         _states(client, db, kv, scopes, token, out)
     if kv.lock_key:
         _locks(client, db, kv, clock, token, out)
+    if kv.lock_zset:
+        _lease_locks(client, db, kv, token, out)
     if kv.events_key:  # before grouping: the events name job ids, the records are still keyed by them
         _events(client, db, kv, scopes, token, out)
     if kv.window_key and kv.group_field:
@@ -143,6 +145,46 @@ def _locks(client, db: sqlite3.Connection, kv: KvLayout, clock, token, out: dict
                 upd.append((_when(at), rid))
                 out["locks_missing"] += 1
         db.executemany("UPDATE operations SET lock_expires_at = ? WHERE id = ?", upd)
+
+
+def _lease_locks(client, db: sqlite3.Connection, kv: KvLayout, token, out: dict) -> None:
+    """``lock_expires_at`` of every in-progress record from a sorted set of lock ends (``[lock] zset``:
+    Asynq's ``asynq:{<queue>}:lease``, member = task id, score = the lease's end in unix seconds, ZADDed
+    by rdb.go Dequeue and extended by a live worker's heartbeat, ExtendLease): the earlier of that and
+    the record's own end (its deadline) holds. Read with ZRANGE … WITHSCORES in pages of :data:`PAGE`;
+    counts ``out["leases"]``, the records given a lease."""
+    active = [k for k, v in kv.status_map.items() if v == Status.IN_PROGRESS.value]
+    if not active:
+        return
+    marks = ",".join("?" * len(active))
+    rows = db.execute(f"SELECT id, scope, idempotency_key FROM operations WHERE status IN ({marks})", active).fetchall()
+    out["leases"] = 0
+    by_scope: dict[str, list[tuple[int, str]]] = {}
+    for rid, scope, key in rows:
+        by_scope.setdefault(scope, []).append((rid, key))
+    for scope, recs in by_scope.items():
+        key = kv.lock_zset.format(scope=scope)
+        ends: dict[str, float] = {}
+        start = 0
+        while True:
+            if token is not None:
+                token.check()
+            page = client.execute_command("ZRANGE", key, start, start + PAGE - 1, "WITHSCORES")
+            # [member, score] pairs (redis-py's WITHSCORES callback), or a flat reply
+            flat = bool(page) and not isinstance(page[0], (list, tuple))
+            pairs = list(zip(page[::2], page[1::2], strict=True)) if flat else list(page or ())
+            for m, score in pairs:
+                ends[bytes(m).decode("utf-8", "backslashreplace")] = float(score)
+            if not page or len(pairs) < PAGE:
+                break
+            start += PAGE
+        upd = [(_when(ends[k]), rid) for rid, k in recs if k in ends]
+        db.executemany(
+            "UPDATE operations SET lock_expires_at = CASE WHEN lock_expires_at IS NULL OR lock_expires_at > ?1 "
+            "THEN ?1 ELSE lock_expires_at END WHERE id = ?2",
+            upd,
+        )
+        out["leases"] += len(upd)
 
 
 def _windows(client, db: sqlite3.Connection, kv: KvLayout, clock, token, out: dict) -> None:

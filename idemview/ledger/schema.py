@@ -365,20 +365,80 @@ class LedgerSchema:
         return func.coalesce(self._exact(q.scalar_subquery()), own)
 
     def _joined_lock_time(self, t: Table, spec) -> tuple[ColumnElement, TimeColumn] | None:
-        """``[expiry] lock_time_from``: the lock time as a scalar subquery on the joined table (its
-        row matching ``spec.on``; none: NULL), or ``None`` when the database lacks that table or column
-        (an older schema: no lock time, stuck_in_progress not checkable). Reflects that table once."""
+        """``[expiry] lock_time_from`` / ``lock_expires_from`` (:class:`idemview.layouts.joins.LockTimeFrom`):
+        the time as a scalar subquery on the joined table (its row matching ``spec.on``, through
+        ``spec.via`` when given, where ``spec.where`` holds; none: NULL), or ``None`` when the database
+        lacks a table or column it names (an older schema: no such time, stuck_in_progress then judged
+        without it). Reflects the joined tables once."""
         from sqlalchemy import MetaData
 
-        schema = spec.schema if spec.schema is not None else t.schema
-        try:
-            other = Table(spec.table, MetaData(), schema=schema, autoload_with=self.engine)
-        except (NoSuchTableError, DBAPIError):
+        def reflect(name: str, schema: str | None) -> Table | None:
+            try:
+                return Table(
+                    name, MetaData(), schema=schema if schema is not None else t.schema, autoload_with=self.engine
+                )
+            except (NoSuchTableError, DBAPIError):
+                return None
+
+        other = reflect(spec.table, spec.schema)
+        if other is None or spec.column not in other.c or not all(oc in other.c for _c, oc in spec.on):
             return None
-        if spec.column not in other.c or not all(oc in other.c for _c, oc in spec.on):
+        if not spec.operations_columns() <= set(t.c.keys()):
             return None
-        q = select(other.c[spec.column]).where(*[other.c[oc] == t.c[c] for c, oc in spec.on]).limit(1)
+        # a column the joined table lacks is NULL on every row: "is NULL" holds (Hatchet before
+        # v1.0.86 has no evicted_at: nothing is evicted); any other test of it cannot be read
+        where = [
+            p for p in spec.where if not (p.op == "is_null" and p.value is True and p.columns() - set(other.c.keys()))
+        ]
+        if not all(c in other.c for p in where for c in p.columns()):
+            return None
+        q = select(other.c[spec.column])
+        if spec.via is None:
+            q = q.where(*[other.c[oc] == t.c[c] for c, oc in spec.on])
+        else:  # two steps: operations row -> via rows -> the joined row (Solid Queue's claim -> process)
+            via = reflect(spec.via.table, spec.via.schema)
+            if (
+                via is None
+                or not all(c in via.c for c, _oc in spec.on)
+                or not all(vc in via.c for _c, vc in spec.via.on)
+            ):
+                return None
+            q = q.select_from(other.join(via, and_(*[other.c[oc] == via.c[c] for c, oc in spec.on])))
+            q = q.where(*[via.c[vc] == t.c[c] for c, vc in spec.via.on])
+        q = q.where(*[self.predicate(other, p) for p in where]).limit(1)
         return q.scalar_subquery(), TimeColumn(spec.column, spec.encoding)
+
+    def _joined_times(self, t: Table) -> None:
+        """The lock times a layout reads from joined tables, as time columns: ``lock_time_from`` (the lock
+        time: a worker's heartbeat) and ``lock_expires_from`` without ``seconds`` (the lock's end kept per
+        row in another table: Hatchet's v1_task_runtime.timeout_at, the task's own timeout)."""
+        lay = self.layout
+        if lay.lock_time_from is not None and "locked_at" not in self.time_cols:
+            joined = self._joined_lock_time(t, lay.lock_time_from)
+            if joined is not None:
+                self.time_cols["locked_at"] = joined
+        lef = lay.lock_expires_from
+        if lef is not None and lef.seconds is None and "lock_expires_at" not in self.time_cols:
+            joined = self._joined_lock_time(t, lef)
+            if joined is not None:
+                self.time_cols["lock_expires_at"] = joined
+
+    def _heartbeat_end(self, t: Table, spec) -> None:
+        """``lock_expires_from`` with ``seconds``: the lock ends ``seconds`` after the joined heartbeat
+        (GoodJob: the locking process's ``updated_at`` + 5 min, app/models/good_job/process.rb), and where
+        the record names no such row, at ``locked_at`` + the row's limit or the lock timeout (a heuristic
+        the layout declares). An explicit lock timeout from the user is their word for every row: the
+        heartbeat is then not read."""
+        if "lock_expires_at" in self.time_cols or self._lock_timeout_given:
+            return
+        joined = self._joined_lock_time(t, spec)
+        if joined is None:
+            return
+        hb_end = epoch_seconds(joined[0], joined[1], self.dialect) + spec.seconds
+        base = self.epoch.get("lock_expires_at")
+        if base is None and "locked_at" in self.epoch and self.lock_timeout_s is not None:
+            base = self.epoch["locked_at"] + self.lock_timeout_s
+        self.epoch["lock_expires_at"] = hb_end if base is None else func.coalesce(hb_end, base)
 
     def _build(self):
         lay, t = self.layout, self.ops
@@ -414,10 +474,7 @@ class LedgerSchema:
         self.time_cols: dict[str, tuple[ColumnElement, TimeColumn]] = {
             k: (self._guarded(t, t.c[tc.column], tc.unless), tc) for k, tc in lay.times.items()
         }
-        if lay.lock_time_from is not None and "locked_at" not in self.time_cols:
-            joined = self._joined_lock_time(t, lay.lock_time_from)
-            if joined is not None:
-                self.time_cols["locked_at"] = joined
+        self._joined_times(t)
         self.epoch: dict[str, ColumnElement] = {
             k: epoch_seconds(c, tc, self.dialect) for k, (c, tc) in self.time_cols.items()
         }
@@ -461,6 +518,8 @@ class LedgerSchema:
                 if base is None and self.lock_timeout_s is not None:
                     base = self.epoch["locked_at"] + self.lock_timeout_s
                 self.epoch["lock_expires_at"] = hb_end if base is None else case((hb_end < base, hb_end), else_=base)
+        if lay.lock_expires_from is not None and lay.lock_expires_from.seconds is not None:
+            self._heartbeat_end(t, lay.lock_expires_from)
 
     def _build_values(self, lay: Layout, t: Table) -> None:
         """The references (fingerprint, intent, effect) and the attempt count."""

@@ -1,6 +1,7 @@
-"""Hatchet v1 (PostgreSQL only): ``v1_idempotency_key`` and ``v1_task`` as sql/schema/v1-core.sql creates
-them (v1_task partitioned by inserted_at: one partition here, as Hatchet creates one per day), with
-planted incidents and clean look-alikes; detection picks each preset."""
+"""Hatchet v1 (PostgreSQL only): ``v1_idempotency_key``, ``v1_task`` and ``v1_task_runtime`` as
+sql/schema/v1-core.sql creates them (v1_task partitioned by inserted_at: one partition here, as Hatchet
+creates one per day), with planted incidents and clean look-alikes; detection picks each preset. A running
+task is judged by its own ``timeout_at`` (pkg/repository/sqlcv1/tasks.sql ListTasksToTimeout)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,20 @@ DDL = [
         CONSTRAINT v1_task_pkey PRIMARY KEY (id, inserted_at)
     ) PARTITION BY RANGE(inserted_at)""",
     "CREATE TABLE v1_task_20261130 PARTITION OF v1_task FOR VALUES FROM ('2026-11-01') TO ('2026-12-01')",
+    """CREATE TABLE v1_task_runtime (
+        task_id bigint NOT NULL,
+        task_inserted_at TIMESTAMPTZ NOT NULL,
+        retry_count INTEGER NOT NULL,
+        worker_id UUID,
+        batch_id UUID,
+        batch_size INTEGER,
+        batch_index INTEGER,
+        batch_key TEXT,
+        tenant_id UUID NOT NULL,
+        timeout_at TIMESTAMP(3) NOT NULL,
+        evicted_at TIMESTAMPTZ DEFAULT NULL,
+        CONSTRAINT v1_task_runtime_pkey PRIMARY KEY (task_id, task_inserted_at, retry_count))""",
+    "CREATE INDEX v1_task_runtime_tenantId_timeoutAt_idx ON v1_task_runtime (tenant_id ASC, timeout_at ASC)",
 ]
 
 
@@ -68,6 +83,7 @@ def pg(request):
         for other in SYSTEM_SCHEMAS:
             c.execute(text(f'DROP SCHEMA IF EXISTS "{other}" CASCADE'))
         c.execute(text("DROP TABLE IF EXISTS v1_task CASCADE"))
+        c.execute(text("DROP TABLE IF EXISTS v1_task_runtime CASCADE"))
     _clear(eng)
     with eng.begin() as c:
         for stmt in DDL:
@@ -75,6 +91,7 @@ def pg(request):
     yield eng, url
     with eng.begin() as c:
         c.execute(text("DROP TABLE IF EXISTS v1_task CASCADE"))
+        c.execute(text("DROP TABLE IF EXISTS v1_task_runtime CASCADE"))
     _clear(eng)
     eng.dispose()
 
@@ -153,3 +170,81 @@ def test_detect_picks_hatchet(pg):
     finally:
         eng.dispose()
     assert set(names[:2]) == {"hatchet", "hatchet-tasks"}, names
+
+
+def put_runtime(eng, n, retry_count, timeout_at, evicted_at=None):
+    """The runtime row queue.sql writes when task ``n``'s attempt ``retry_count`` is assigned to a worker:
+    timeout_at = CURRENT_TIMESTAMP + the task's step_timeout (naive UTC, TIMESTAMP(3))."""
+    with eng.begin() as c:
+        c.execute(
+            text(
+                "INSERT INTO v1_task_runtime (task_id, task_inserted_at, retry_count, worker_id, tenant_id, "
+                "timeout_at, evicted_at) SELECT id, inserted_at, :rc, :w, tenant_id, :to, :ev FROM v1_task "
+                "WHERE external_id = :x"
+            ),
+            {
+                "rc": retry_count,
+                "w": uid(500),
+                "to": timeout_at.replace(tzinfo=None),
+                "ev": evicted_at,
+                "x": uid(100 + n),
+            },
+        )
+
+
+def test_hatchet_running_task_past_its_own_timeout_is_stuck(pg):
+    """Planted: task 1 running 2 min past its own timeout_at; task 4 (second attempt) past its own. Look-alikes:
+    task 2 with a 2 h step_timeout an hour in (60 s, Hatchet's default, would call it stuck), task 3 evicted
+    (a durable task waiting: ListTasksToTimeout skips it), task 4's first attempt's left-over runtime row is
+    not its running attempt, task 5 not running (no runtime row): status unknown, never stuck."""
+    writable, url = pg
+    put_tasks(writable, [(1, 0), (2, 0), (3, 0), (4, 1), (5, 0), (6, 1)])
+    put_runtime(writable, 1, 0, NOW - 2 * M)
+    put_runtime(writable, 2, 0, NOW + H)
+    put_runtime(writable, 3, 0, NOW - H, evicted_at=NOW - 2 * H)
+    put_runtime(writable, 4, 1, NOW - 30 * timedelta(seconds=1))
+    put_runtime(writable, 6, 0, NOW - H)  # attempt 0 of task 6, which now runs attempt 1
+    put_runtime(writable, 6, 1, NOW + 5 * M)
+    got, fs = scan(url, "hatchet-tasks", NOW)
+    assert got == {("stuck_in_progress", TENANT, uid(101)), ("stuck_in_progress", TENANT, uid(104))}
+    ends = {f.key: f.evidence[0]["lock_expired_at"] for f in fs}
+    assert ends == {uid(101): "2026-11-30T11:58:00Z", uid(104): "2026-11-30T11:59:30Z"}
+    from idemview.layouts.layout import load_preset
+    from idemview.ledger.reader import Ledger
+
+    eng = open_engine(url)
+    try:
+        ops = {op.key: op for op in Ledger(eng, load_preset("hatchet-tasks")).iter_operations(now=NOW)}
+    finally:
+        eng.dispose()
+    assert {k for k, o in ops.items() if o.status.value == "in_progress"} == {uid(100 + n) for n in (1, 2, 3, 4, 6)}
+    assert ops[uid(105)].status.value == "unknown" and ops[uid(105)].lock_expires_at is None
+    assert ops[uid(102)].lock_expires_at == NOW + H and ops[uid(103)].lock_expires_at is None
+    assert ops[uid(106)].lock_expires_at == NOW + 5 * M
+
+
+def test_hatchet_tasks_explicit_lock_timeout_is_not_the_tasks_own(pg):
+    """--lock-timeout replaces the layout's default, never a stored per-task end: timeout_at still decides."""
+    writable, url = pg
+    put_tasks(writable, [(1, 0)])
+    put_runtime(writable, 1, 0, NOW + H)
+    assert scan(url, "hatchet-tasks", NOW, lock_timeout_s=1)[0] == set()
+
+
+def test_hatchet_before_eviction_reads_timeout_at_all_the_same(pg):
+    """Hatchet before v1.0.86 has no v1_task_runtime.evicted_at (migration 20260313020632 adds it): nothing
+    is evicted then, and each running task is still judged by its own timeout_at."""
+    writable, url = pg
+    with writable.begin() as c:
+        c.execute(text("ALTER TABLE v1_task_runtime DROP COLUMN evicted_at"))
+    put_tasks(writable, [(1, 0), (2, 0)])
+    with writable.begin() as c:
+        for n, to in ((1, NOW - M), (2, NOW + M)):
+            c.execute(
+                text(
+                    "INSERT INTO v1_task_runtime (task_id, task_inserted_at, retry_count, tenant_id, timeout_at) "
+                    "SELECT id, inserted_at, 0, tenant_id, :to FROM v1_task WHERE external_id = :x"
+                ),
+                {"to": to.replace(tzinfo=None), "x": uid(100 + n)},
+            )
+    assert scan(url, "hatchet-tasks", NOW)[0] == {("stuck_in_progress", TENANT, uid(101))}

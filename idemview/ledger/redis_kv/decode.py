@@ -35,7 +35,7 @@ def decode_value(kv: KvLayout, raw) -> Any:
     if kv.encoding == "hash":
         if not isinstance(raw, dict):
             return None
-        return {
+        out = {
             _word(k) if not isinstance(k, (bytes, bytearray)) else bytes(k).decode("utf-8", "replace"): bytes(v).decode(
                 "utf-8", "replace"
             )
@@ -43,6 +43,9 @@ def decode_value(kv: KvLayout, raw) -> Any:
             else v
             for k, v in raw.items()
         }
+        if kv.protobuf_field is not None:  # a protobuf message, read from its raw bytes (Asynq's msg)
+            _protobuf_field(kv, raw, out)
+        return out
     if kv.encoding == "json" and _orjson is not None and isinstance(raw, bytes):
         try:  # straight from the bytes (the common case)
             v = jsontext.loads(raw, _orjson.loads)
@@ -59,6 +62,18 @@ def decode_value(kv: KvLayout, raw) -> Any:
     except ValueError:
         return None
     return v if isinstance(v, dict) else None
+
+
+def _protobuf_field(kv: KvLayout, raw: dict, out: dict) -> None:
+    """``out[field]`` = the declared fields of the protobuf message in the raw hash field (``[protobuf]``),
+    or ``{"unreadable": why}``; nothing is executed (idemview.ledger.redis_kv.protobuf)."""
+    from idemview.ledger.redis_kv.protobuf import decode_message
+
+    name = kv.protobuf_field or ""
+    v = raw.get(name.encode("utf-8"), raw.get(name))
+    if v is None and name not in out:
+        return  # no such field: the record simply lacks it
+    out[name] = decode_message(v, kv.protobuf_fields)
 
 
 _orjson: Any

@@ -1,15 +1,35 @@
-"""Which key-value preset a Redis database holds: ranked from a bounded sample of its keys."""
+"""Which key-value preset a Redis database holds: ranked from a bounded sample of its keys.
+
+A preset whose system lets the user rename its key prefix (BullMQ's ``prefix`` option, default ``bull``:
+taskforcesh/bullmq src/classes/queue-keys.ts ``QueueKeys(prefix = 'bull')`` -> ``<prefix>:<queue>``;
+sidekiq-unique-jobs' ``lock_prefix``, default ``uniquejobs``: lib/sidekiq_unique_jobs/config.rb
+``PREFIX``, lock_digest.rb ``"#{lock_prefix}:#{digest}"``) says so in its ``[detect]`` table::
+
+    [detect]
+    prefix = "bull"                      # the default prefix the preset's key names are written with
+    prefix_from = '^(?P<prefix>.+):[^:]+:(meta|id|events)$'   # keys only the system writes: their
+                                         # (?P<prefix>...) capture is a prefix in use
+
+A sampled key matching ``prefix_from`` with another prefix makes a variant of the preset with that prefix
+in every key name it reads (:func:`with_prefix`), ranked like any preset: the user copies no layout.
+"""
 
 from __future__ import annotations
 
+import re
+import tomllib
+from collections import Counter
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
-from idemview.layouts.kv import KvLayout, all_kv_presets
+from idemview.layouts.kv import KvLayout, all_kv_presets, parse_kv_layout
+from idemview.layouts.layout import LayoutError
 from idemview.ledger.redis_kv.client import SCAN_COUNT
 from idemview.ledger.redis_kv.decode import decode_value
 
 DETECT_SAMPLE = 500  # keys sampled by detection
 DETECT_SCANS = 50  # at most this many SCAN calls while sampling
+PREFIX_CANDIDATES = 3  # other prefixes tried per preset (the most frequent in the sample): bounded probes
 
 
 @dataclass
@@ -38,15 +58,14 @@ def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes]
     """Rank key-value presets by a bounded sample of keys: a preset fits when some sampled keys match
     its key pattern; its values (up to 20, read with the layout's command) must decode and carry the
     fields the preset's ``[detect]`` names. Best first; empty when nothing fits."""
-    from fnmatch import fnmatchcase  # SCAN MATCH's glob, applied to the sample
-
     import redis
 
     keys = [
         bytes(k).decode("utf-8", "backslashreplace") for k in (sample if sample is not None else sample_keys(client))
     ]
     out = []
-    for kv in presets if presets is not None else all_kv_presets():
+    layouts, hits = _with_prefixes(presets if presets is not None else all_kv_presets(), keys)
+    for kv in layouts:
         if kv.members:
             m = _members_match(kv, keys)
             if m is not None:
@@ -84,14 +103,29 @@ def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes]
         )
     # More specific presets (more fields required) win ties: celery-redis-extended over celery-redis.
     out.sort(key=lambda m: (-m.confidence, -len(m.layout.required_fields()), -m.keys, m.layout.name))
-    return out
+    return _prefixes_in_order(out, hits)
+
+
+def _prefixes_in_order(out: list[KvMatch], hits: dict[int, int]) -> list[KvMatch]:
+    """``out`` with the matches of one preset under several prefixes reordered among their own places:
+    the prefix more sampled keys are written under (``prefix_from`` hits) first, at equal confidence.
+    sidekiq-unique-jobs keeps ``uniquejobs:digests`` whatever the ``lock_prefix`` (constants.rb
+    ``DIGESTS``), so its default-prefix preset fits a database of another prefix too."""
+    places: dict[str, list[int]] = {}
+    for i, m in enumerate(out):
+        places.setdefault(m.layout.name, []).append(i)
+    res = list(out)
+    for idx in places.values():
+        if len(idx) > 1:
+            ms = sorted((out[i] for i in idx), key=lambda m: (-m.confidence, -hits.get(id(m.layout), 0)))
+            for i, m in zip(idx, ms, strict=True):
+                res[i] = m
+    return res
 
 
 def _members_match(kv: KvLayout, keys: list[str]) -> KvMatch | None:
     """A ``[members]`` layout fits when sampled keys match its ``[detect] keys`` globs (keys its system
     alone writes: ``uniquejobs:*``) and its sources' container keys are present beside them."""
-    from fnmatch import fnmatchcase
-
     own = [k for k in keys if any(fnmatchcase(k, g) for g in kv.detect_keys)]
     if not own:
         return None
@@ -104,3 +138,100 @@ def _members_match(kv: KvLayout, keys: list[str]) -> KvMatch | None:
         f"{len(containers)} are record containers ({', '.join(s.match for s in kv.members)})",
         len(own),
     )
+
+
+# ------------------------------------------------------------------------------ custom prefixes
+
+#: where a prefix sits in a key-value layout's TOML, by how the text is read there: a SCAN MATCH glob, a
+#: regular expression or a key template (str.format: braces doubled)
+_GLOBS = (("kv", "match"),)
+_REGEXES = (("kv", "key_regex"), ("kv", "exclude_regex"))
+_TEMPLATES = (("states", "key"), ("lock", "key"), ("duplicates", "window_key"), ("events", "key"))
+
+
+def _prefix_rule(kv: KvLayout) -> tuple[str, re.Pattern] | None:
+    """The preset's (default prefix, prefix_from pattern) from its ``[detect]`` table, or None."""
+    try:
+        det = tomllib.loads(kv.text).get("detect") or {}
+    except tomllib.TOMLDecodeError:
+        return None
+    prefix, rx = det.get("prefix"), det.get("prefix_from")
+    if not isinstance(prefix, str) or not prefix or not isinstance(rx, str):
+        return None
+    try:
+        pat = re.compile(rx)
+    except re.error:
+        return None
+    return (prefix, pat) if "prefix" in pat.groupindex else None
+
+
+def _with_prefixes(presets: list[KvLayout], keys: list[str]) -> tuple[list[KvLayout], dict[int, int]]:
+    """(``presets`` followed by each one's variants for the other prefixes its ``prefix_from`` finds in
+    ``keys`` (at most :data:`PREFIX_CANDIDATES` each, the most frequent first), hits: ``id`` of a
+    layout with a prefix rule -> how many sampled keys its ``prefix_from`` found under its prefix)."""
+    out = list(presets)
+    hits: dict[int, int] = {}
+    for kv in presets:
+        rule = _prefix_rule(kv)
+        if rule is None:
+            continue
+        default, pat = rule
+        seen: Counter[str] = Counter()
+        for k in keys:
+            m = pat.match(k)
+            if m is not None and m.group("prefix"):
+                seen[m.group("prefix")] += 1
+        hits[id(kv)] = seen.pop(default, 0)
+        for prefix, n in seen.most_common(PREFIX_CANDIDATES):
+            try:
+                v = with_prefix(kv, prefix)
+            except LayoutError:
+                continue  # a prefix the layout cannot carry (none known): the sample's other keys decide
+            out.append(v)
+            hits[id(v)] = n
+    return out, hits
+
+
+def _glob_escape(s: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[]\\" else c for c in s)
+
+
+def with_prefix(kv: KvLayout, prefix: str) -> KvLayout:
+    """``kv`` (a preset with ``[detect] prefix``) reading keys under ``prefix`` instead of its default:
+    every key name, glob, regular expression and key template that starts its keys with the default
+    ``<default>:`` gets ``<prefix>:``, escaped as each is read. The result is parsed from TOML text
+    of its own (shown and saved as the layout), named as the preset, its origin saying the prefix.
+    Raises :class:`LayoutError` when ``kv`` names no default prefix."""
+    import tomli_w
+
+    rule = _prefix_rule(kv)
+    if rule is None:
+        raise LayoutError(f"layout {kv.name!r} names no [detect] prefix")
+    default = rule[0] + ":"
+    d = tomllib.loads(kv.text)
+
+    def sub(where: dict, name: str, escape) -> None:
+        v = where.get(name)
+        if isinstance(v, str) and default in v:
+            where[name] = v.replace(default, escape(prefix) + ":")
+
+    for section, name in _GLOBS:
+        sub(d.get(section) or {}, name, _glob_escape)
+    for section, name in _REGEXES:
+        sub(d.get(section) or {}, name, re.escape)
+    for section, name in _TEMPLATES:
+        sub(d.get(section) or {}, name, lambda p: p.replace("{", "{{").replace("}", "}}"))
+    for src in (d.get("members") or {}).get("source") or ():
+        sub(src, "match", _glob_escape)
+        sub(src, "key_regex", re.escape)
+    det = d.setdefault("detect", {})
+    det["keys"] = [k.replace(default, _glob_escape(prefix) + ":") for k in det.get("keys") or ()]
+    if not det["keys"]:
+        del det["keys"]
+    det["prefix"] = prefix
+    del det["prefix_from"]  # found: this variant is not searched for prefixes again
+    head = (
+        f"# The shipped {kv.name} preset ({kv.origin}) with the key prefix {prefix!r} in place of its default "
+        f"{rule[0]!r}, found in the keys by detection. Its sources: {kv.source}\n"
+    )
+    return parse_kv_layout(head + tomli_w.dumps(d), origin=f"{kv.origin}, prefix {prefix!r}")

@@ -1,0 +1,123 @@
+"""Custom key prefixes found by detection (issue 26): BullMQ's ``prefix`` option (default ``bull``,
+taskforcesh/bullmq src/classes/queue-keys.ts) and sidekiq-unique-jobs' ``lock_prefix`` (default
+``uniquejobs``, lib/sidekiq_unique_jobs/config.rb, lock_digest.rb). The preset is read under the prefix
+the keys use, without the user copying the layout; the same incidents and look-alikes are found as under
+the default prefix. BullMQ writes its keyspace itself (tests/redis/bullmq_prefix_plant.js)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from idemview.domain.model import FindingKind as K
+from idemview.findings.engine import FindingEngine
+from idemview.layouts.kv import load_kv_preset
+from idemview.layouts.layout import LayoutError
+from idemview.ledger.redis_kv.detect import detect_kv, with_prefix
+from tests.redis.conftest import server_now
+from tests.redis.test_bullmq import bullmq_modules  # noqa: F401 - the session fixture
+from tests.redis.test_sidekiq_unique_jobs import job, lock_v9, push
+
+PLANT = Path(__file__).with_name("bullmq_prefix_plant.js")
+
+
+def _open(url, layout=None):
+    from idemview.ledger.redis_snapshot import open_redis_ledger
+
+    return open_redis_ledger(url, layout=layout)
+
+
+def _found(ledger, now) -> set[tuple[str, str, str]]:
+    return {(f.kind.value, f.scope, f.key) for f in FindingEngine(ledger, now).run()}
+
+
+@pytest.mark.parametrize("prefix", ["myapp", "{acme}:jobs"])
+def test_bullmq_custom_prefix_is_detected_and_read(redis_db, bullmq_modules, prefix):  # noqa: F811
+    """A Redis Cluster hash-tag prefix ("{acme}", with a ':' inside) is escaped in every glob, regular
+    expression and key template it goes into."""
+    url, raw = redis_db
+    env = dict(os.environ, NODE_PATH=str(bullmq_modules / "node_modules"))
+    r = subprocess.run(
+        ["node", str(PLANT), url, prefix], cwd=bullmq_modules, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert not raw.keys("bull:*") and raw.exists(f"{prefix}:payments:meta")
+    ledger = _open(url)
+    assert ledger.layout.name == "bullmq", ledger.detection
+    assert f"prefix {prefix!r}" in ledger.kv_layout.origin
+    assert ledger.kv_layout.match == prefix + ":*"
+    now = server_now(raw)
+    assert _found(ledger, now) == {
+        ("duplicate_effect", "payments", "charge-42"),
+        ("stuck_in_progress", "payments", "ship-9"),
+    }
+    # the held lock and the dedup window are read under the prefix too
+    live = ledger.records("payments", "ship-10")[0]
+    assert live.raw_status == "active" and live.lock_expires_at is not None and live.lock_expires_at > now
+    assert ledger.records("payments", "charge-43")[0].expires_at is not None
+    assert ledger.snapshot.joined["windows"] == 1 and ledger.snapshot.joined["locks_missing"] == 1
+    assert K.DUPLICATE_EFFECT not in FindingEngine(ledger, now).unsupported()
+
+
+def test_bullmq_default_prefix_is_not_a_variant(redis_db):
+    """Keys under the default prefix give no variant; keys that only look like a queue's (an app's own
+    ``session:<user>:id``) give a variant whose values do not fit: nothing is detected from them."""
+    url, raw = redis_db
+    raw.hset("session:u1:id", mapping={"user": "u1"})
+    raw.set("session:u2:meta", "x")
+    assert detect_kv(raw) == []
+    raw.hset("bull:q:1", mapping={"name": "n", "data": "{}", "opts": "{}", "timestamp": "1"})
+    raw.set("bull:q:id", "1")
+    got = detect_kv(raw)
+    assert [m.layout.name for m in got] == ["bullmq"] and got[0].layout.origin == "preset bullmq"
+
+
+def _digest(prefix: str, name: str) -> str:
+    return f"{prefix}:" + hashlib.md5(name.encode()).hexdigest()  # noqa: S324 - the gem's legacy digest
+
+
+def test_sidekiq_unique_jobs_custom_lock_prefix(redis_db):
+    """lock_prefix "acme_locks": digests are acme_locks:<hex>, their LOCKED hashes acme_locks:<hex>:LOCKED;
+    the digests sorted set keeps its fixed name uniquejobs:digests (constants.rb DIGESTS). Planted: a v9
+    LOCKED hash holding two job ids; look-alike: one job per digest."""
+    url, raw = redis_db
+    d1, d2 = _digest("acme_locks", "refund-7"), _digest("acme_locks", "mail-1")
+    lock_v9(raw, d1, "b1")
+    lock_v9(raw, d1, "b2")
+    push(raw, job("m1", "MailJob", lock="until_executed", dig=d2, lock_prefix="acme_locks"))
+    lock_v9(raw, d2, "m1")
+    assert raw.exists("uniquejobs:digests")
+    ledger = _open(url)
+    assert ledger.layout.name == "sidekiq-unique-jobs", ledger.detection
+    assert "prefix 'acme_locks'" in ledger.kv_layout.origin
+    now = server_now(raw)
+    assert _found(ledger, now) == {("duplicate_effect", "sidekiq", d1)}
+    assert {r.raw_status for r in ledger.records("sidekiq", d2)} == {"queued", "locked"}
+    # the default-prefix preset reads none of these locks: the variant is the one chosen
+    default = _open(url, "sidekiq-unique-jobs")
+    assert _found(default, now) == set()
+
+
+def test_with_prefix_rejects_a_layout_without_a_prefix_rule():
+    with pytest.raises(LayoutError, match="names no \\[detect\\] prefix"):
+        with_prefix(load_kv_preset("celery-redis"), "x")
+
+
+def test_with_prefix_escapes_each_place_by_its_reading():
+    kv = with_prefix(load_kv_preset("bullmq"), "a*{b}.c")
+    assert kv.match == "a[*]{b}.c:*"
+    assert kv.split_key("a*{b}.c:q:7") == ("q", "7", None)
+    assert kv.split_key("aX{b}Xc:q:7") is None  # '.' and '*' are literal in the regular expression
+    assert kv.lock_key.format(scope="q", key="7") == "a*{b}.c:q:7:lock"
+    assert kv.states_key.format(scope="q", state="wait") == "a*{b}.c:q:wait"
+    assert kv.window_key.format(scope="q", group="g") == "a*{b}.c:q:de:g"
+    assert kv.events_key.format(scope="q") == "a*{b}.c:q:events"
+    assert kv.name == "bullmq" and "prefix 'a*{b}.c'" in kv.origin and kv.source in kv.text
+    sk = with_prefix(load_kv_preset("sidekiq-unique-jobs"), "x.y")
+    locked = [s for s in sk.members if s.state == "locked"][0]
+    assert locked.match == "x.y:*:LOCKED" and locked.key_regex.match("x.y:ab:LOCKED")
+    assert not locked.key_regex.match("xzy:ab:LOCKED") and sk.detect_keys == ("x.y:*",)
