@@ -27,13 +27,13 @@ class _Mapper:
     from the TTL, remaining TTLs above the configured write TTL)."""
 
     def __init__(self, kv: KvLayout):
-        import redis
-
         self.kv = kv
         self.comp = compile_layout(kv)
         self.rid = 0
         self.ttl_above = 0
-        self.error_type = redis.exceptions.ResponseError
+        # An error answer (redis.ResponseError: WRONGTYPE) among the values; Exception, not the redis
+        # class, so that the worker process does not import redis-py for it (~12 MB of its memory)
+        self.error_type = Exception
 
     def batch(self, n_scanned: int, n_skipped: int, parts: list, at: float, values: list, pttls: list):
         kv, ResponseError = self.kv, self.error_type
