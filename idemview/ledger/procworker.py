@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+_START_LOCK = threading.Lock()
+
 
 class ChildDied(RuntimeError):
     """The child process ended without sending its result: killed, crashed, or exited early.
@@ -132,7 +134,9 @@ class ChildProcess:
             target=_child_main, name=name, args=(target, child_send, child_inbox, args), daemon=True
         )
         try:
-            with main_hidden():
+            # one start at a time: main_hidden changes the process-wide __main__ (a snapshot's worker
+            # and the findings process may start at once, from two threads)
+            with _START_LOCK, main_hidden():
                 self.proc.start()
         finally:
             child_send.close()  # the child holds the only writing end: EOF when it exits
