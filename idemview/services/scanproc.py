@@ -27,13 +27,12 @@ keeps the rest as key lists (:class:`CompactKind`): badges, the finding filter (
 from __future__ import annotations
 
 import gc
-import multiprocessing
-import sys
 import threading
 from collections.abc import Callable
-from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
+
+from idemview.ledger.procworker import ChildDied, ChildProcess
 
 BATCH = 100  # one pickle.loads holds the GIL: ~100 findings keep it to a few ms in the parent
 #: Above this many findings of one kind the rest is sent as (scope, key) lists (read when a scan starts).
@@ -238,28 +237,6 @@ class _KeyRange:
         return and_(base, lo, hi)
 
 
-@contextmanager
-def _main_hidden():
-    """Start a child without re-running the parent's ``__main__``: its target is importable on its own,
-    and a script that opens the window without an ``if __name__ == "__main__"`` guard (a benchmark, a
-    notebook helper) would otherwise open a second window inside the findings process."""
-    main = sys.modules.get("__main__")
-    saved = {}
-    if main is not None:
-        for attr in ("__file__", "__spec__"):
-            if hasattr(main, attr):
-                saved[attr] = getattr(main, attr)
-        if "__file__" in saved:
-            del main.__file__
-        if "__spec__" in saved:
-            main.__spec__ = None
-    try:
-        yield
-    finally:
-        for attr, v in saved.items():
-            setattr(main, attr, v)
-
-
 class ScanProcess:
     """One scan in a child process (``spawn``: no inherited threads, locks or Qt state).
 
@@ -282,34 +259,24 @@ class ScanProcess:
         method: str = "spawn",
         gate=None,
     ):
-        ctx: Any = multiprocessing.get_context(method)  # stubs type it BaseContext, without Process
-        self._recv, send = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(
-            target=scan_process_main,
+        # the one process mechanism (idemview.ledger.procworker), as the Redis snapshot's mapping worker
+        self._child = ChildProcess(
+            scan_process_main,
+            (url, password, layout, name, now, list(kinds), key, BATCH, gate, DETAIL_MAX, SLICE_ROWS),
+            what="the findings process",
             name="idemview-findings",
-            args=(send, url, password, layout, name, now, list(kinds), key, BATCH, gate, DETAIL_MAX, SLICE_ROWS),
-            daemon=True,
+            method=method,
         )
+        self.proc = self._child.proc
         self._stop = threading.Event()
         self._on_message, self._on_exit = on_message, on_exit
-        with _main_hidden():
-            self.proc.start()
-        send.close()  # the child holds the only writing end: EOF when it exits
         self._thread = threading.Thread(target=self._read, name="idemview-findings-reader", daemon=True)
         self._thread.start()
 
     def _read(self):
         ended, err = False, None
         try:
-            while not self._stop.is_set():
-                if not self._recv.poll(0.1):
-                    if not self.proc.is_alive() and not self._recv.poll(0):
-                        break
-                    continue
-                try:
-                    what, kind, payload = self._recv.recv()
-                except EOFError:
-                    break
+            for what, kind, payload in self._child.messages(self._stop):
                 if what == "batch":
                     fs = [f for f, _e in payload]
                     payload = (fs, {id(f): e for f, e in payload})
@@ -318,13 +285,12 @@ class ScanProcess:
                 self._on_message(what, kind, payload)
                 if ended:
                     break
+        except ChildDied:
+            pass  # reported below, with the exit code
         except Exception as e:  # noqa: BLE001 - reported below
             err = _short(e)
         finally:
-            self._recv.close()
-            self.proc.join(timeout=5)
-            if self.proc.is_alive():
-                self.proc.terminate()
+            self._child.close(timeout=5)
         if self._stop.is_set():
             return
         if not ended and err is None:
@@ -334,5 +300,4 @@ class ScanProcess:
     def cancel(self):
         """Stop reading and terminate the child (its queries die with its connections)."""
         self._stop.set()
-        if self.proc.is_alive():
-            self.proc.terminate()
+        self._child.cancel()

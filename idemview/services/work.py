@@ -15,6 +15,11 @@ channel was not cancelled: a stale answer is dropped silently. :meth:`Worker.can
 terminates its process). :meth:`Worker.call_later` runs a function on the owner's thread after a delay
 (a merge debounced over a burst of kinds).
 
+A stream's work in a child process starts with :func:`process_stream` (or, for the findings scan,
+:class:`~idemview.services.scanproc.ScanProcess`), both on :class:`~idemview.ledger.procworker.ChildProcess`:
+the one process mechanism, which the Redis snapshot's mapping worker (in ``ledger``, below this
+layer) uses too.
+
 Implementations: :class:`idemview.qt.workers.Runner` (a QThreadPool, queued signals) in the app, and
 :class:`InlineWorker` here (no threads at all: the caller decides when queued work runs) for tests of
 the services without a display. Failures arrive as :class:`JobError` (:func:`describe_error`: words fit
@@ -150,6 +155,68 @@ class Worker(Protocol):
     def call_later(self, seconds: float, fn: Callable[[], None]) -> Timer: ...
 
 
+class _ProcessHandle:
+    """The :class:`Handle` of a :func:`process_stream`: stops its reader and terminates its process."""
+
+    def __init__(self, child, stop):
+        self.child, self._stop = child, stop
+
+    @property
+    def proc(self):
+        """The multiprocessing process (pid, exitcode, ``is_alive()``)."""
+        return self.child.proc
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self.child.cancel()
+
+
+def process_stream(
+    target: Callable[..., Any],
+    args: tuple = (),
+    *,
+    what: str = "the worker process",
+    name: str = "idemview-worker",
+    is_end: Callable[[Any], bool] | None = None,
+) -> StreamStart:
+    """A :class:`Worker` stream whose work runs in a child process: ``target(conn, *args)`` in a
+    :class:`~idemview.ledger.procworker.ChildProcess` (the one process mechanism, shared with the Redis
+    snapshot's mapping worker), each message it sends (``conn.send``) emitted on the owner's thread.
+    The stream is done (``None``) after a message for which ``is_end(message)`` holds, or when the
+    child returns; done with words when it raises (its exception, masked by the Worker's callers as
+    any message) or dies (":class:`~idemview.ledger.procworker.ChildDied`: … exit code"). Cancelling
+    the channel terminates the process. ``target`` and ``args`` must pickle (a top-level function)."""
+
+    def start(emit: Callable[[Any], None], done: Callable[[str | None], None], _token: CancelToken) -> Handle:
+        import threading
+
+        from idemview.ledger.procworker import ChildDied, ChildProcess
+
+        child = ChildProcess(target, args, what=what, name=name)
+        stop = threading.Event()
+
+        def read() -> None:
+            err: str | None = None
+            try:
+                for msg in child.messages(stop):
+                    emit(msg)
+                    if is_end is not None and is_end(msg):
+                        break
+            except ChildDied as e:
+                err = None if e.exitcode == 0 and is_end is None else str(e)
+            except Exception as e:  # noqa: BLE001 - the child's own exception: its words
+                err = f"{type(e).__name__}: {e}"
+            finally:
+                child.close()
+            if not stop.is_set():
+                done(err)
+
+        threading.Thread(target=read, name=f"{name}-reader", daemon=True).start()
+        return _ProcessHandle(child, stop)
+
+    return start
+
+
 class _InlineTimer:
     def __init__(self, fn: Callable[[], None]):
         self.fn, self.cancelled = fn, False
@@ -266,4 +333,4 @@ class InlineWorker:
                     t.fn()
 
 
-__all__ = ["Handle", "InlineWorker", "JobError", "StreamStart", "Timer", "Worker", "describe_error"]
+__all__ = ["Handle", "InlineWorker", "JobError", "StreamStart", "Timer", "Worker", "describe_error", "process_stream"]

@@ -89,7 +89,8 @@ def check_command(args: tuple) -> None:
 
 class _ReadOnlyPacker:
     """Wraps a connection's command packer: every command (single, pipelined, handshake) is checked
-    against the allowlist before it is encoded. The one place the read-only rule is enforced."""
+    against the allowlist before it is encoded (:func:`per_key_reads`, which packs a snapshot's batch
+    itself, calls the same :func:`check_command`)."""
 
     def __init__(self, inner):
         self._inner = inner
@@ -329,6 +330,72 @@ def raise_refused(answers) -> None:
     for a in answers:
         if isinstance(a, redis.exceptions.NoPermissionError):
             raise a
+
+
+def _bulk(a) -> bytes:
+    """One RESP bulk string (``$<len>\\r\\n<bytes>\\r\\n``) of a key (bytes), a word (str) or a number."""
+    if a.__class__ is not bytes:
+        a = a.encode("utf-8") if isinstance(a, str) else str(a).encode("ascii") if isinstance(a, int) else bytes(a)
+    return b"$%d\r\n%s\r\n" % (len(a), a)
+
+
+def _packed(cmd: tuple) -> bytes:
+    return b"*%d\r\n" % len(cmd) + b"".join(_bulk(a) for a in cmd)
+
+
+def per_key_reads(client, before: list[tuple], per_key: tuple[str, ...], keys: list) -> list:
+    """The answers of one pipeline: the whole commands ``before`` (``("TIME",)``, ``("MGET", *keys)``),
+    then for each key of ``keys`` each command of ``per_key`` (``"PTTL"``...) with the key as its one
+    argument, in that order; an error reply (``WRONGTYPE``, ``NOPERM``) is its answer, as
+    ``pipeline.execute(raise_on_error=False)`` gives it. redis-py's response callbacks are applied
+    (``TIME`` -> ``(s, us)``, ``HGETALL`` -> dict).
+
+    The same commands and bytes on the wire as redis-py's pipeline, packed here a batch at a time
+    (redis-py packs command by command: ~4 µs a key on a million PTTLs, the largest share of a 1M-key
+    snapshot's reading). Every command name passes :func:`check_command` first, as in
+    :class:`_ReadOnlyPacker`: nothing outside :data:`ALLOWED` is sent. Raises ``redis.ConnectionError``
+    / ``redis.TimeoutError`` as redis-py does (the connection is dropped, not reused)."""
+    import redis
+
+    for cmd in before:
+        check_command(tuple(cmd))
+    for name in per_key:
+        check_command((name, keys[0] if keys else b""))
+    parts = [_packed(cmd) for cmd in before]
+    heads = [b"*2\r\n" + _bulk(name) for name in per_key]
+    if len(heads) == 1:
+        h = heads[0]
+        parts += [h + _bulk(k) for k in keys]
+    else:
+        for k in keys:
+            bk = _bulk(k)
+            parts += [h + bk for h in heads]
+    n = len(before) + len(per_key) * len(keys)
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+        conn.send_packed_command([b"".join(parts)])
+        read, error = conn.read_response, redis.exceptions.ResponseError
+        out: list = []
+        for _ in range(n):
+            try:
+                out.append(read())
+            except error as e:
+                out.append(e)
+    finally:
+        pool.release(conn)
+    callbacks = client.response_callbacks
+    for i, cmd in enumerate(before):
+        cb = callbacks.get(str(cmd[0]).upper())
+        if cb is not None and not isinstance(out[i], Exception):
+            out[i] = cb(out[i])
+    for j, name in enumerate(per_key):
+        cb = callbacks.get(name.upper())
+        if cb is not None:
+            for i in range(len(before) + j, n, len(per_key)):
+                if not isinstance(out[i], Exception):
+                    out[i] = cb(out[i])
+    return out
 
 
 def _scan_batches(client, pattern: str, count: int, token=None):

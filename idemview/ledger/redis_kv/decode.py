@@ -22,7 +22,14 @@ from typing import Any
 from idemview.domain import jsontext
 from idemview.domain.model import Status
 from idemview.layouts.kv import KvLayout
-from idemview.ledger.redis_kv.client import _word
+
+
+def _word(x) -> str:
+    # a hash field name that is not bytes, as text (client._word's rule; not imported from there, so
+    # that the snapshot's worker process does not load the connection code and SQLAlchemy: ~20 MB)
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x).decode("latin-1")
+    return str(x)
 
 
 def decode_value(kv: KvLayout, raw) -> Any:

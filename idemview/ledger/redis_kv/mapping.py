@@ -1,15 +1,14 @@
 """A Redis snapshot's rows: read batches decoded and mapped into ``operations``/``attempts`` rows.
 
 :class:`_Mapper` does it per batch, in this process or, from :data:`WORKER_MIN_KEYS` keys, in a second
-process (:func:`rows_in_worker`, which never talks to Redis) while this one reads Redis and loads
-SQLite, so both cores work; the rows are the same.
+process (:func:`rows_in_worker`, which never talks to Redis; started as a
+:class:`~idemview.ledger.procworker.ChildProcess`, as the findings process is) while this one reads
+Redis and loads SQLite, so both cores work; the rows are the same.
 """
 
 from __future__ import annotations
 
 import gc
-import pickle
-import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -28,13 +27,13 @@ class _Mapper:
     from the TTL, remaining TTLs above the configured write TTL)."""
 
     def __init__(self, kv: KvLayout):
-        import redis
-
         self.kv = kv
         self.comp = compile_layout(kv)
         self.rid = 0
         self.ttl_above = 0
-        self.error_type = redis.exceptions.ResponseError
+        # An error answer (redis.ResponseError: WRONGTYPE) among the values; Exception, not the redis
+        # class, so that the worker process does not import redis-py for it (~12 MB of its memory)
+        self.error_type = Exception
 
     def batch(self, n_scanned: int, n_skipped: int, parts: list, at: float, values: list, pttls: list):
         kv, ResponseError = self.kv, self.error_type
@@ -117,84 +116,58 @@ class _Mapper:
 WORKER_MIN_KEYS = 500_000
 
 
-def _send(out, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    out.write(len(data).to_bytes(8, "little"))
-    out.write(data)
-    out.flush()
-
-
-def _recv(inp):
-    head = inp.read(8)
-    if len(head) < 8:
-        raise EOFError
-    n = int.from_bytes(head, "little")
-    data = inp.read(n)
-    if len(data) < n:
-        raise EOFError
-    return pickle.loads(data)  # noqa: S301 - between idemview and its own worker process
-
-
-def _worker_main() -> None:
-    """The second process of a snapshot (``python -c``, see :func:`rows_in_worker`): reads the layout,
-    then read batches from stdin and writes :meth:`_Mapper.batch` of each to stdout, until ``None``
-    (answered with ``None``); an error is written instead and ends it. It never talks to Redis."""
+def _map_in_child(out, inbox) -> None:
+    """The second process of a snapshot (a :class:`~idemview.ledger.procworker.ChildProcess`): reads
+    the layout, then read batches from ``inbox`` and sends :meth:`_Mapper.batch` of each to ``out``,
+    until ``None`` (answered with ``None``) or the end of its input (the parent stopped: nothing more is
+    sent). It never talks to Redis; an exception reaches the parent through the child process."""
     gc.disable()  # as in the parent's load: no reference cycles are made
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing else may write into the pipe
-    try:
-        m = _Mapper(_recv(inp))
-        while (item := _recv(inp)) is not None:
-            _send(out, m.batch(*item))
-        _send(out, None)
-    except BaseException as e:  # noqa: BLE001 - handed to the parent, raised there
+    m = _Mapper(inbox.recv())
+    while True:
         try:
-            _send(out, e)
-        except Exception:  # noqa: BLE001 - an exception that does not pickle: its words
-            _send(out, RuntimeError(f"{type(e).__name__}: {e}"))
+            item = inbox.recv()
+        except EOFError:
+            return
+        if item is None:
+            out.send(None)
+            return
+        out.send(m.batch(*item))
+
+
+#: How the snapshot's worker process is named in errors ("… ended unexpectedly (exit code -9)").
+WORKER_WHAT = "the Redis snapshot's worker process"
 
 
 def rows_in_worker(reads: Iterator[tuple], kv: KvLayout, token):
     """:class:`_Mapper` rows of the read batches ``reads`` (an iterator that reads Redis, see
-    :func:`~idemview.ledger.redis_kv.snapshot.snapshot`), the decoding and mapping in a second process:
-    a thread here reads the batches from Redis and hands them to the process through its stdin, the
-    rows come back through its stdout while this thread loads them (pipes: at most a few batches in
-    flight, the memory stays bounded). The process is a fresh interpreter running :func:`_worker_main`,
-    not multiprocessing (which would import the caller's ``__main__`` again; fork is unsafe beside Qt's
-    threads). The token is checked between batches; leaving early (cancel, an error) kills the process."""
-    import os
-    import subprocess
+    :func:`~idemview.ledger.redis_kv.snapshot.snapshot`), the decoding and mapping in a second process
+    (:class:`~idemview.ledger.procworker.ChildProcess`, the one process mechanism idemview has): a
+    thread here reads the batches from Redis and sends them to the process, the rows come back while
+    this thread loads them (pipes: at most a few batches in flight, the memory stays bounded).
 
-    import idemview
+    The token is checked between batches and raises ``Cancelled``; leaving early (cancel, an error)
+    terminates the process. Errors: a Redis error while reading is raised as itself; an exception in
+    the process (a mapping bug) is raised as itself (or as ``ChildFailed`` when it does not pickle);
+    a process that dies (killed, out of memory) raises :class:`~idemview.ledger.procworker.ChildDied`
+    naming it and its exit code."""
+    from idemview.ledger.procworker import ChildDied, ChildProcess
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(idemview.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from idemview.ledger.redis_kv.mapping import _worker_main; _worker_main()"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    to_worker, from_worker = proc.stdin, proc.stdout
+    child = ChildProcess(_map_in_child, what=WORKER_WHAT, name="idemview-redis-map", duplex=True)
     failed: list[BaseException] = []
     stop = threading.Event()
 
     def feed():
         try:
-            _send(to_worker, kv)
+            child.send(kv)
             for item in reads:
                 if stop.is_set():
                     return
-                _send(to_worker, item)
-            _send(to_worker, None)
+                child.send(item)
+            child.send(None)
         except BaseException as e:  # noqa: BLE001 - a Redis error: raised by the consumer
             failed.append(e)
         finally:
-            try:
-                to_worker.close()  # the worker sees the end: it answers None, or stops
-            except OSError:
-                pass
+            child.end_input()  # after None, or cut short: the process sees the end of its input
 
     feeder = threading.Thread(target=feed, name="idemview-redis-read", daemon=True)
     feeder.start()
@@ -204,31 +177,22 @@ def rows_in_worker(reads: Iterator[tuple], kv: KvLayout, token):
             if token is not None:
                 token.check()
             try:
-                item = _recv(from_worker)
-            except EOFError:
-                done = True
-                if failed:
+                item = child.recv()
+            except ChildDied:
+                feeder.join(timeout=30)
+                if failed:  # the reading failed first: the process saw its input end
                     raise failed[0] from None
-                raise RuntimeError(
-                    f"the Redis snapshot's worker process ended unexpectedly (exit code {proc.poll()})"
-                ) from None
-            if item is None or isinstance(item, BaseException):
+                raise
+            if item is None:
                 done = True
                 feeder.join()
-                if failed:  # the reading failed (the worker saw a truncated stream)
+                if failed:
                     raise failed[0]
-                if item is None:
-                    return
-                raise item
+                return
             yield item
     finally:
         stop.set()
         if not done:
-            proc.kill()  # left early: stopped (a blocked feeder write fails and ends it)
-        from_worker.close()
+            child.cancel()  # left early: stopped (a blocked feeder's send fails and ends it)
+        child.close()
         feeder.join(timeout=30)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

@@ -29,6 +29,7 @@ from idemview.ledger.redis_kv import mapping
 from idemview.ledger.redis_kv.client import (
     SCAN_COUNT,
     _scan_batches,
+    per_key_reads,
     raise_refused,
     safe_redis_url,
     server_time,
@@ -106,22 +107,19 @@ def _read_batches(client, kv: KvLayout, read: str, batch: int, token):
 
 
 def _pipeline_read(client, read: str, wanted: list, ttl_cmd: str) -> tuple[float, list, list]:
-    """(read time, values, TTL answers) of one pipeline: TIME (when the user may), then MGET (or
-    ``read`` per key) and ``ttl_cmd`` (PTTL or PEXPIRETIME) per key of ``wanted``."""
-    pipe = client.pipeline(transaction=False)
+    """(read time, values, TTL answers) of one pipeline (:func:`~idemview.ledger.redis_kv.client.per_key_reads`):
+    TIME (when the user may), then MGET (or ``read`` per key) and ``ttl_cmd`` (PTTL or PEXPIRETIME) per
+    key of ``wanted``."""
     server_clock = not getattr(client, "_idem_local_clock", False)
-    if server_clock:
-        pipe.time()
+    before: list[tuple] = [("TIME",)] if server_clock else []
+    keys = [k for k, _p in wanted]
     if read == "GET":  # one MGET per batch (a wrong-type key reads as nil there)
-        pipe.execute_command("MGET", *[k for k, _p in wanted])
-        for k, _parts in wanted:
-            pipe.execute_command(ttl_cmd, k)
+        before.append(("MGET", *keys))
+        per_key: tuple[str, ...] = (ttl_cmd,)
     else:
-        for k, _parts in wanted:
-            pipe.execute_command(read, k)
-            pipe.execute_command(ttl_cmd, k)
+        per_key = (read, ttl_cmd)
     local_at = time.time()
-    res = pipe.execute(raise_on_error=False)
+    res = per_key_reads(client, before, per_key, keys)
     if not server_clock:  # a user refused TIME (see server_time): the local clock at the read
         res = [None, *res]
     if server_clock and isinstance(res[0], Exception):

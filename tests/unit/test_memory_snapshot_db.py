@@ -1,0 +1,59 @@
+"""The memory database every key-value snapshot loads into (:mod:`idemview.ledger.memory_snapshot`): nothing
+of the values reaches a file, not even the sort runs of an index build."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from idemview.ledger import memory_snapshot as mem
+
+
+def _temp_files() -> set[str]:
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if "etilqs" in target:  # SQLite's temporary files (sqlite3.c, unixGetTempname)
+            out.add(target)
+    return out
+
+
+def test_the_keeper_sorts_in_memory_and_uses_16k_pages():
+    _uri, keeper, _indexes = mem.new_memory_db("t")
+    try:
+        assert keeper.execute("PRAGMA temp_store").fetchone()[0] == 2  # MEMORY
+        assert keeper.execute("PRAGMA page_size").fetchone()[0] == mem.PAGE_SIZE == 16384
+        assert keeper.execute("PRAGMA journal_mode").fetchone()[0] == "off"
+    finally:
+        keeper.close()
+
+
+def test_an_index_larger_than_the_cache_is_built_without_a_temporary_file(monkeypatch):
+    """With SQLite's default temp_store, an index over more than cache_size (2 MB) of keys is sorted in
+    runs written to a temporary file; a statement that holds its sorter open shows that file among the
+    connection's descriptors while it runs. Here the rows are read back in an order only a sort gives,
+    with the sorter open: no temporary file is open."""
+    uri, keeper, _indexes = mem.new_memory_db("t")
+    try:
+        op_sql, _att = mem.insert_statements(())
+        rows = [(i, "s", f"key-{(i * 7919) % 60000:06d}-" + "x" * 60, None, "ok", None) for i in range(1, 60001)]
+        keeper.executemany(op_sql, rows)
+        keeper.commit()
+        cur = keeper.execute("SELECT idempotency_key FROM operations ORDER BY idempotency_key || ''")
+        first = cur.fetchone()[0]  # the sort is done and its output open
+        assert first.startswith("key-000000-")
+        assert _temp_files() == set()
+        cur.close()
+        # the same on a connection with SQLite's defaults does spill (so the check above can fail)
+        plain = sqlite3.connect(uri, uri=True)
+        cur2 = plain.execute("SELECT idempotency_key FROM operations ORDER BY idempotency_key || ''")
+        cur2.fetchone()
+        spilled = _temp_files()
+        cur2.close()
+        plain.close()
+        assert spilled, "SQLite's default temp_store should have written sort runs to a file"
+    finally:
+        keeper.close()
