@@ -59,6 +59,8 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/export_cells_bench.py --engines sqlite --ops 1 --mb 50 --shapes doc,flat,secrets
 	# where an export's time goes (driver, conversion, masker per column, csv) and the ratio to pandas
 	$(BIN)/python benchmarks/export_profile_bench.py --rows 2000000 --skip-findings
+	$(BIN)/python benchmarks/redis_bench.py --keys 1000000 --drop  # 1M Celery keys, snapshot + scan (issue 27: <= 20 s, <= 500 MB)
+	$(BIN)/python benchmarks/effects_bench.py --size 1m  # 1M operations <-> 1M effect records vs reading both key columns (issue 27: <= 2x)
 
 # Masking: precision and recall per kind on the generated corpus (tests/masking_corpus.py), then the
 # masker's and the evidence writer's throughput (MASK_ROWS rows, default 100k).
