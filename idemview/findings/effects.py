@@ -19,10 +19,11 @@ Nothing is written to either database.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import chain, repeat, tee
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -488,15 +489,22 @@ class Reconciler:
         counts: dict = {}
         dup_rids: list | None = None if self._rid_key() is None else []
         # the ledger's links, and in step with them their record ids (or Nones)
-        op_chunks = iter(op_chunks)
-        first = next(op_chunks, None)
-        both: Iterator[Sequence[Any]] = chain([first] if first is not None else [], op_chunks)
-        ops = chain.from_iterable(links_as_bytes(list(map(_first, rows))) for rows in both)
-        rids: Iterator[Any] = repeat(None)
-        if dup_rids is not None and first is not None:
-            both, mine = tee(both)  # both iterated in step: tee holds at most one chunk
-            ops = chain.from_iterable(links_as_bytes(list(map(_first, rows))) for rows in both)
-            rids = chain.from_iterable(map(_second, rows) for rows in mine)
+        # the ledger's links and, in step with them, their record ids (each chunk's ids are queued
+        # when its links are taken: one chunk held, never the stream)
+        pending: deque = deque()
+
+        def link_chunks() -> Iterator[list]:
+            for rows in op_chunks:
+                if dup_rids is not None:
+                    pending.append(map(_second, rows))
+                yield links_as_bytes(list(map(_first, rows)))
+
+        def rid_chunks() -> Iterator[Iterator[Any]]:
+            while pending:
+                yield pending.popleft()
+
+        ops = chain.from_iterable(link_chunks())
+        rids: Iterator[Any] = repeat(None) if dup_rids is None else chain.from_iterable(rid_chunks())
         op, rid = next(ops, None), next(rids, None)
         for rows in fx_chunks:
             for link, r in zip(links_as_bytes(list(map(_first, rows))), rows, strict=True):
