@@ -282,11 +282,16 @@ class Reconciler:
         return StartedStream(self.l.engine, q)
 
     def _rid_key(self):
-        """The record id column when it is the operations table's primary key (unique, not NULL: the
-        records behind links are then found by it, see :meth:`_stream_merge`), else None."""
+        """The record id column when it is the operations table's integer primary key (unique, not
+        NULL: the records behind links are then found by it, see :meth:`_stream_merge`), else None."""
         rid = self.l.rid
         pk = list(self.l.ops.primary_key.columns)
-        return rid if rid is not None and len(pk) == 1 and pk[0] is rid else None
+        if rid is None or len(pk) != 1 or pk[0] is not rid:
+            return None
+        try:  # integers only: SQLite text would arrive as bytes in the stream and match no TEXT value
+            return rid if rid.type.python_type is int else None
+        except NotImplementedError:
+            return None
 
     def _multi_keys(self) -> list:
         """(scope, key) of operations with several records (one grouped pass, no flags)."""
