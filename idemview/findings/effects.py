@@ -302,7 +302,7 @@ class Reconciler:
             .group_by(*_operation_identity(l))
             .having(func.count() >= 2)
         )
-        with l.engine.connect() as c:
+        with l.engine.connect() as c, sequential_pass(c):
             return [(r[0], r[1]) for r in c.execute(q)]
 
     def _timed_out(self) -> set:
@@ -311,7 +311,7 @@ class Reconciler:
         if a is None:
             return set()
         t = a.subquery("ta")
-        with self.l.engine.connect() as c:
+        with self.l.engine.connect() as c, sequential_pass(c):
             return {
                 (r[0], r[1]) for r in c.execute(select(t.c.scope, t.c.key).where(t.c.outcome == "timed_out").distinct())
             }
@@ -424,7 +424,9 @@ class Reconciler:
         ol = fx.operation_link
         timed = self._timed_out()
         recs: dict = {}  # (scope, key) -> list of (link, bad, comp, why) of its records
-        with l.engine.connect() as c:
+        # no memory map: these lookups may scan the table (status without an index), whose pages would
+        # stay mapped, and count in RSS, while the merge runs on another connection
+        with l.engine.connect() as c, sequential_pass(c):
 
             def take(rows):
                 for s_, k_, link, b, cm, w in rows:
