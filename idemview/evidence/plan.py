@@ -172,20 +172,7 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
     i_rid, i_raw = pos["rid"], pos["raw_status"]
     i_json = pos.get("j_attempts")
 
-    # Time columns: (position, cache key, function of the stored value). Columns reading the same
-    # stored column with the same decoding (Celery's updated_at and locked_at) share their cache.
-    tdefs: list[tuple[int | None, Any, Callable[[Any], Any] | None]] = []
-    for t in times:
-        if t == "expires_at" and "e_expires_at" in pos:
-            tdefs.append((pos["e_expires_at"], ("epoch", t), _epoch_converter(ledger, t)))
-        elif t in ledger.time_cols:
-            col, tc = ledger.time_cols[t]
-            lt = ledger.layout.times.get(t)
-            stored_zone = lt.zone if lt is not None and lt.encoding == "naive" else None
-            key = (id(col), tc.encoding, tc.zone, stored_zone)
-            tdefs.append((pos[f"t_{t}"], key, _time_converter(tc, stored_zone)))
-        else:
-            tdefs.append((None, None, None))
+    tdefs = _time_defs(ledger, times, pos)
     pdefs = [(pos[f"p_{p}"], _payload_converter(ledger.layout.fields[p].encoding)) for p in payloads]
     classify = classifier_for(ledger).classify  # memoised per distinct kind (DESIGN §5.1)
     att = ledger.layout.attempts
@@ -205,33 +192,8 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
         out.append(list(map(classify, cols[pos["kind"]])))
         out.append(list(map(_PerValue(_status_value).__getitem__, cols[i_status])))
         out.append(cols[i_raw])
-        caches: dict = {}
-        done: dict = {}  # (stored column position, cache key) -> its decoded list, shared as is
-        for i, ck, fn in tdefs:
-            if i is None or fn is None:
-                out.append([None] * n)
-                continue
-            same = done.get((i, ck))
-            if same is not None:
-                # the same stored column decoded alike (Celery's updated_at and locked_at): the same
-                # list object, which the writer formats once (write_evidence's shared columns)
-                out.append(same)
-                continue
-            cache = caches.get(ck)
-            if cache is None:
-                cache = caches[ck] = _PerValue(fn)
-            out.append(done.setdefault((i, ck), list(map(cache.__getitem__, cols[i]))))
-        ac: Sequence[Any] = cols[i_ac]
-        if not set(map(type, ac)) <= {int, _NONE_TYPE} or (i_json is not None and None in ac):
-            counts = [stored_number(x) for x in ac]
-            if i_json is not None:
-                arrs = cols[i_json]
-                for j, x in enumerate(counts):
-                    if x is None:
-                        arr = _json_list(arrs[j])
-                        counts[j] = len(arr) if arr is not None else None
-            ac = counts
-        out.append(ac)
+        out += _time_columns(tdefs, cols, n)
+        out.append(_attempt_counts(cols[i_ac], cols[i_json] if i_json is not None else None))
         out += [cols[i] for i in tail_as_is]
         out.append(_attempt_effect_refs(ledger, scope, key) if with_refs else [None] * n)
         for i, fn in pdefs:
@@ -243,6 +205,62 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
         return out
 
     return convert
+
+
+def _time_defs(ledger: Ledger, times: list[str], pos: dict[str, int]) -> list:
+    """Time columns of :func:`_operation_columns`: (position, cache key, function of the stored
+    value), or (None, None, None) for a time the layout lacks. Columns reading the same stored
+    column with the same decoding (Celery's updated_at and locked_at) share their cache key."""
+    tdefs: list[tuple[int | None, Any, Callable[[Any], Any] | None]] = []
+    for t in times:
+        if t == "expires_at" and "e_expires_at" in pos:
+            tdefs.append((pos["e_expires_at"], ("epoch", t), _epoch_converter(ledger, t)))
+        elif t in ledger.time_cols:
+            col, tc = ledger.time_cols[t]
+            lt = ledger.layout.times.get(t)
+            stored_zone = lt.zone if lt is not None and lt.encoding == "naive" else None
+            key = (id(col), tc.encoding, tc.zone, stored_zone)
+            tdefs.append((pos[f"t_{t}"], key, _time_converter(tc, stored_zone)))
+        else:
+            tdefs.append((None, None, None))
+    return tdefs
+
+
+def _time_columns(tdefs: list, cols: list[Sequence[Any]], n: int) -> list:
+    """The decoded time columns of one batch (``cols``: its stored columns, ``n`` rows), each time
+    decoded once per distinct stored value."""
+    out: list = []
+    caches: dict = {}
+    done: dict = {}  # (stored column position, cache key) -> its decoded list, shared as is
+    for i, ck, fn in tdefs:
+        if i is None or fn is None:
+            out.append([None] * n)
+            continue
+        same = done.get((i, ck))
+        if same is not None:
+            # the same stored column decoded alike (Celery's updated_at and locked_at): the same
+            # list object, which the writer formats once (write_evidence's shared columns)
+            out.append(same)
+            continue
+        cache = caches.get(ck)
+        if cache is None:
+            cache = caches[ck] = _PerValue(fn)
+        out.append(done.setdefault((i, ck), list(map(cache.__getitem__, cols[i]))))
+    return out
+
+
+def _attempt_counts(ac: Sequence[Any], arrs: Sequence[Any] | None) -> Sequence[Any]:
+    """The ``attempt_count`` column of one batch: stored numbers as ints; where none is stored and
+    the layout keeps a JSON array of attempts (``arrs``), that array's length."""
+    if not set(map(type, ac)) <= {int, _NONE_TYPE} or (arrs is not None and None in ac):
+        counts = [stored_number(x) for x in ac]
+        if arrs is not None:
+            for j, x in enumerate(counts):
+                if x is None:
+                    arr = _json_list(arrs[j])
+                    counts[j] = len(arr) if arr is not None else None
+        return counts
+    return ac
 
 
 def _attempt_effect_refs(ledger: Ledger, scope: Sequence[Any], key: Sequence[Any]) -> list[list[str] | None]:
@@ -449,83 +467,90 @@ def _attempts(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         if tc is not None and tc.encoding == "naive":
             cols[i] = ColumnSpec(k, "naive_instant")
 
-    def table_rows():
-        att = ledger.att
-        assert att is not None  # a.source == "table": the ledger reflected it
-        q = ledger.attempts_select()
-        tcols = [c.label(f"t_{k}") for k, (c, _tc) in ledger.att_time.items()]
-        q = select(
-            ledger.att_scope_expr.label("scope"),
-            ledger.att_key_expr.label("key"),
-            ledger.att_number_raw.label("number"),
-            ledger.att_outcome.label("outcome"),
-            ledger.att_raw_outcome.label("raw_outcome"),
-            ledger.att_effect.label("effect_ref"),
-            ledger.att_worker.label("worker"),
-            ledger.att_error.label("error"),
-            *tcols,
-        ).where(ledger.att_where)
-        clause = ledger.filter_clause(flt, now) if not flt.is_empty() else None
-        if clause is not None or ledger.att_needs_join:
-            q = q.select_from(att.join(ledger.ops, ledger.att_join))
-            if clause is not None:
-                q = q.where(clause)
-        else:
-            q = q.select_from(att)
-        tdefs = list(ledger.att_time.items())
-        tcs = [tc for _k, (_c, tc) in tdefs]
-        pos = {k: 8 + i for i, (k, _v) in enumerate(tdefs)}
-        i_st, i_fi = pos.get("started_at"), pos.get("finished_at")
-        tc_st = tcs[i_st - 8] if i_st is not None else None
-        tc_fi = tcs[i_fi - 8] if i_fi is not None else None
-        naive_st, naive_fi = cols[4].kind == "naive_instant", cols[5].kind == "naive_instant"
-        name = ledger.name
-        bytes_types = (bytes, bytearray, memoryview)
-        with ledger.engine.connect() as c:
-            # Positional access: this loop runs once per exported row. Column 7 is the error text.
-            for r in stream_rows(c, q, [7]):
-                # tc_st is None exactly when i_st is (and tc_st is a.started_at: ledger.att_time)
-                st = decode_time(r[i_st], tc_st) if tc_st is not None else None
-                fi = decode_time(r[i_fi], tc_fi) if tc_fi is not None else None
-                if naive_st and st is not None and tc_st is not None:
-                    st = st.astimezone(ZoneInfo(tc_st.zone)).replace(tzinfo=None)
-                if naive_fi and fi is not None and tc_fi is not None:
-                    fi = fi.astimezone(ZoneInfo(tc_fi.zone)).replace(tzinfo=None)
-                err = r[7]
-                if isinstance(err, bytes_types):
-                    err = bytes(err).decode("utf-8", "replace")
-                yield (name, r[0], r[1], r[2], st, fi, r[3], r[4], r[5], r[6], err)
-
-    def json_rows():
-        assert a.column is not None  # a.source == "json_array": the layout names the column
-        col = ledger.ops.c[a.column]
-        q = (
-            select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"), col.label("arr"))
-            .select_from(ledger.ops)
-            .where(ledger.filter_clause(flt, now))
-        )
-        with ledger.engine.connect() as c:
-            for r in stream_rows(c, q, [2]):
-                for at in json_array_attempts([r.arr], r.scope or "", r.key, a):
-                    yield (
-                        ledger.name,
-                        at.scope,
-                        at.key,
-                        at.number,
-                        at.started_at,
-                        at.finished_at,
-                        at.outcome.value,
-                        at.raw_outcome,
-                        at.effect_ref,
-                        at.worker,
-                        at.error,
-                    )
-
     if a.source == "table":
-        return ExportPlan(cols, table_rows(), "every attempt of the filtered operations")
+        return ExportPlan(cols, _attempt_table_rows(ledger, flt, now, cols), "every attempt of the filtered operations")
     if a.source == "json_array":
-        return ExportPlan(cols, json_rows(), "every attempt (from the JSON array) of the filtered operations")
+        return ExportPlan(
+            cols, _attempt_json_rows(ledger, flt, now), "every attempt (from the JSON array) of the filtered operations"
+        )
     return ExportPlan(cols, iter(()), "this ledger records no individual attempts (counter only)")
+
+
+def _attempt_table_rows(ledger: Ledger, flt: Filter, now: datetime, cols: list[ColumnSpec]):
+    """Rows of :func:`_attempts` from an attempts table (``cols``: its columns, naive times marked)."""
+    att = ledger.att
+    assert att is not None  # a.source == "table": the ledger reflected it
+    q = ledger.attempts_select()
+    tcols = [c.label(f"t_{k}") for k, (c, _tc) in ledger.att_time.items()]
+    q = select(
+        ledger.att_scope_expr.label("scope"),
+        ledger.att_key_expr.label("key"),
+        ledger.att_number_raw.label("number"),
+        ledger.att_outcome.label("outcome"),
+        ledger.att_raw_outcome.label("raw_outcome"),
+        ledger.att_effect.label("effect_ref"),
+        ledger.att_worker.label("worker"),
+        ledger.att_error.label("error"),
+        *tcols,
+    ).where(ledger.att_where)
+    clause = ledger.filter_clause(flt, now) if not flt.is_empty() else None
+    if clause is not None or ledger.att_needs_join:
+        q = q.select_from(att.join(ledger.ops, ledger.att_join))
+        if clause is not None:
+            q = q.where(clause)
+    else:
+        q = q.select_from(att)
+    tdefs = list(ledger.att_time.items())
+    tcs = [tc for _k, (_c, tc) in tdefs]
+    pos = {k: 8 + i for i, (k, _v) in enumerate(tdefs)}
+    i_st, i_fi = pos.get("started_at"), pos.get("finished_at")
+    tc_st = tcs[i_st - 8] if i_st is not None else None
+    tc_fi = tcs[i_fi - 8] if i_fi is not None else None
+    naive_st, naive_fi = cols[4].kind == "naive_instant", cols[5].kind == "naive_instant"
+    name = ledger.name
+    bytes_types = (bytes, bytearray, memoryview)
+    with ledger.engine.connect() as c:
+        # Positional access: this loop runs once per exported row. Column 7 is the error text.
+        for r in stream_rows(c, q, [7]):
+            # tc_st is None exactly when i_st is (and tc_st is a.started_at: ledger.att_time)
+            st = decode_time(r[i_st], tc_st) if tc_st is not None else None
+            fi = decode_time(r[i_fi], tc_fi) if tc_fi is not None else None
+            if naive_st and st is not None and tc_st is not None:
+                st = st.astimezone(ZoneInfo(tc_st.zone)).replace(tzinfo=None)
+            if naive_fi and fi is not None and tc_fi is not None:
+                fi = fi.astimezone(ZoneInfo(tc_fi.zone)).replace(tzinfo=None)
+            err = r[7]
+            if isinstance(err, bytes_types):
+                err = bytes(err).decode("utf-8", "replace")
+            yield (name, r[0], r[1], r[2], st, fi, r[3], r[4], r[5], r[6], err)
+
+
+def _attempt_json_rows(ledger: Ledger, flt: Filter, now: datetime):
+    """Rows of :func:`_attempts` from the operations' JSON array of attempts."""
+    a = ledger.layout.attempts
+    assert a.column is not None  # a.source == "json_array": the layout names the column
+    col = ledger.ops.c[a.column]
+    q = (
+        select(ledger.scope_expr.label("scope"), ledger.key_expr.label("key"), col.label("arr"))
+        .select_from(ledger.ops)
+        .where(ledger.filter_clause(flt, now))
+    )
+    with ledger.engine.connect() as c:
+        for r in stream_rows(c, q, [2]):
+            for at in json_array_attempts([r.arr], r.scope or "", r.key, a):
+                yield (
+                    ledger.name,
+                    at.scope,
+                    at.key,
+                    at.number,
+                    at.started_at,
+                    at.finished_at,
+                    at.outcome.value,
+                    at.raw_outcome,
+                    at.effect_ref,
+                    at.worker,
+                    at.error,
+                )
 
 
 def _findings(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:

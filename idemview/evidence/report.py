@@ -257,51 +257,10 @@ def write_report(
         if cancel is not None and cancel():
             raise ExportCancelled("report cancelled; no file written")
 
-    # ---- 1. findings, kind by kind: full Findings for the first `full` operations, briefs for the rest
     fe = FindingEngine(ledger, now)
     unsupported = fe.unsupported()  # kinds this layout or schema cannot have, and why
-    rest = flt.without(findings=True)
-    kinds = list(flt.findings) or None
-    order: list[tuple[str, str]] = []
-    detailed: dict[tuple[str, str], list[Finding]] = {}
-    briefs: dict[tuple[str, str], list[_Brief]] = {}
-    per_kind: dict[FindingKind, int] = {}
-    per_action: dict[str, int] = {}
-    markers: list[tuple[datetime, Severity, str]] = []
-    audit: list[Finding] = []  # about the ledger itself (what it stores), not about an operation
-    n_findings = n_briefs = 0
-    for kind, fs in fe.iter_run(kinds, rest if not rest.is_empty() else None, timeout_s=timeout_s):
-        check()
-        for f in fs:
-            n_findings += 1
-            if f.kind in LEDGER_KINDS:
-                per_kind[kind] = per_kind.get(kind, 0) + 1
-                audit.append(f)  # one per column: bounded by the ledger's schema, not its size
-                continue
-            ref = (f.scope, f.key)
-            per_kind[kind] = per_kind.get(kind, 0) + 1
-            action = getattr(f, "action", None)
-            if action is not None:
-                per_action[str(action)] = per_action.get(str(action), 0) + 1
-            if f.at is not None and len(markers) < 20000:
-                markers.append((f.at, f.severity, KIND_WORDS[f.kind]))
-            if ref in detailed:
-                detailed[ref].append(f)
-                continue
-            if ref not in briefs:
-                order.append(ref)
-                if len(detailed) < full:
-                    detailed[ref] = [f]
-                    continue
-                briefs[ref] = []
-            if n_briefs < TABLE_ROWS:
-                briefs[ref].append(_brief(f, action, sink))
-                n_briefs += 1
-        del fs
-        if progress is not None:
-            progress("findings", n_findings)
-
-    # ---- 2. the page, streamed into a temporary file, then published with its manifest
+    got = _collect(fe, flt, full, sink, check, progress, timeout_s)
+    # the page, streamed into a temporary file, then published with its manifest
     directory, base = str(out.parent), out.name
     tmp: str | None
     fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=directory)
@@ -309,37 +268,7 @@ def write_report(
         with os.fdopen(fd, "wb") as fh:
             o = _Out(fh)
             ident = ledger_description(ledger, connection_name)
-            shown_ident = _mask_uncounted(masker, _strip_urls(_sanitize_ledger(_plain(ident))))
-            _head(o, sink, ledger, flt, now, shown_ident, sentence_shown)
-            unlisted = n_findings - sum(len(v) for v in detailed.values()) - n_briefs  # not in the table either
-            asked = set(flt.findings) if flt.findings else set(unsupported)
-            why_not = {k: masker.mask_text(v, count=False) for k, v in unsupported.items() if k in asked}
-            _summary(o, ledger, order, full, n_findings, per_kind, per_action, unlisted, why_not)
-            _audit(o, sink, audit)
-            _overview(o, ledger, flt, now, markers)
-            del markers
-            written = 0
-            for i, ref in enumerate(order):
-                if ref not in detailed:
-                    continue
-                fs = detailed.pop(ref)
-                check()
-                _operation(o, sink, ledger, ref, fs, now, i + 1, min(full, len(order)))
-                written += 1
-                if progress is not None and written % 10 == 0:
-                    progress("operations", written)
-            _rest_table(o, sink, order, briefs)
-            o.w(
-                "<footer><p>Written by idemview "
-                + html.escape(__version__)
-                + " at "
-                + html.escape(_utc_now_iso())
-                + ". Masked: secrets are replaced by a kind and a short tag, equal for equal values in this "
-                "report. The SHA-256 of this file is in "
-                + html.escape(base)
-                + ".manifest.json beside it; <code>idemview.read_report(PATH)</code> checks it.</p></footer>"
-                "</body></html>\n"
-            )
+            _write_page(o, sink, ledger, flt, now, ident, sentence_shown, unsupported, got, full, base, check, progress)
             o.flush()
             fh.flush()
             os.fsync(fh.fileno())
@@ -348,27 +277,7 @@ def write_report(
         after = masker.counts
         counts = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
         doc = _manifest(
-            ledger,
-            flt,
-            now,
-            ident,
-            masker,
-            masking_key,
-            sentence_shown,
-            counts,
-            base,
-            sha,
-            size,
-            {
-                "operations": len(order),
-                "in_full": min(full, len(order)),
-                "as_table": max(0, len(order) - full),
-                "table_rows": n_briefs,
-                "full_limit": full,
-                "findings": n_findings,
-                "counts": {k.value: n for k, n in per_kind.items()},
-                **({"actions": per_action} if per_action else {}),
-            },
+            ledger, flt, now, ident, masker, masking_key, sentence_shown, counts, base, sha, size, got.summary(full)
         )
         mtext = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
         t, tmp = tmp, None
@@ -377,9 +286,119 @@ def write_report(
     except BaseException:
         _unlink_quiet(tmp)
         raise
+    n_ops = len(got.order)
     if progress is not None:
-        progress("operations", len(order))
-    return ReportResult(final, mpath, sha, size, len(order), min(full, len(order)), n_findings, counts)
+        progress("operations", n_ops)
+    return ReportResult(final, mpath, sha, size, n_ops, min(full, n_ops), got.n_findings, counts)
+
+
+@dataclass
+class _Collected:
+    """What phase 1 of :func:`write_report` gathered from the findings, for the page and the manifest."""
+
+    order: list[tuple[str, str]] = field(default_factory=list)  # operations in the order first found
+    detailed: dict[tuple[str, str], list[Finding]] = field(default_factory=dict)  # the first ``full``
+    briefs: dict[tuple[str, str], list[_Brief]] = field(default_factory=dict)  # the rest, up to TABLE_ROWS
+    per_kind: dict[FindingKind, int] = field(default_factory=dict)
+    per_action: dict[str, int] = field(default_factory=dict)
+    markers: list[tuple[datetime, Severity, str]] = field(default_factory=list)
+    audit: list[Finding] = field(default_factory=list)  # about the ledger itself, not about an operation
+    n_findings: int = 0
+    n_briefs: int = 0
+
+    def add(self, kind: FindingKind, f: Finding, full: int, sink: Sink) -> None:
+        """Count ``f`` (of ``kind``) and keep it in full (first ``full`` operations) or as a brief."""
+        self.n_findings += 1
+        self.per_kind[kind] = self.per_kind.get(kind, 0) + 1
+        if f.kind in LEDGER_KINDS:
+            self.audit.append(f)  # one per column: bounded by the ledger's schema, not its size
+            return
+        ref = (f.scope, f.key)
+        action = getattr(f, "action", None)
+        if action is not None:
+            self.per_action[str(action)] = self.per_action.get(str(action), 0) + 1
+        if f.at is not None and len(self.markers) < 20000:
+            self.markers.append((f.at, f.severity, KIND_WORDS[f.kind]))
+        if ref in self.detailed:
+            self.detailed[ref].append(f)
+            return
+        if ref not in self.briefs:
+            self.order.append(ref)
+            if len(self.detailed) < full:
+                self.detailed[ref] = [f]
+                return
+            self.briefs[ref] = []
+        if self.n_briefs < TABLE_ROWS:
+            self.briefs[ref].append(_brief(f, action, sink))
+            self.n_briefs += 1
+
+    def summary(self, full: int) -> dict:
+        """The manifest's ``report`` object."""
+        n = len(self.order)
+        return {
+            "operations": n,
+            "in_full": min(full, n),
+            "as_table": max(0, n - full),
+            "table_rows": self.n_briefs,
+            "full_limit": full,
+            "findings": self.n_findings,
+            "counts": {k.value: c for k, c in self.per_kind.items()},
+            **({"actions": self.per_action} if self.per_action else {}),
+        }
+
+
+def _collect(fe: FindingEngine, flt: Filter, full: int, sink: Sink, check, progress, timeout_s) -> _Collected:
+    """Phase 1 of :func:`write_report`: findings, kind by kind — full Findings for the first ``full``
+    operations, briefs for the rest."""
+    got = _Collected()
+    rest = flt.without(findings=True)
+    kinds = list(flt.findings) or None
+    for kind, fs in fe.iter_run(kinds, rest if not rest.is_empty() else None, timeout_s=timeout_s):
+        check()
+        for f in fs:
+            got.add(kind, f, full, sink)
+        del fs
+        if progress is not None:
+            progress("findings", got.n_findings)
+    return got
+
+
+def _write_page(o, sink, ledger, flt, now, ident, sentence_shown, unsupported, got, full, base, check, progress):
+    """Phase 2 of :func:`write_report`: the whole HTML page into ``o`` (the operations in full are
+    taken out of ``got.detailed`` as they are written)."""
+    masker = sink.masker
+    shown_ident = _mask_uncounted(masker, _strip_urls(_sanitize_ledger(_plain(ident))))
+    _head(o, sink, ledger, flt, now, shown_ident, sentence_shown)
+    detailed, order = got.detailed, got.order
+    unlisted = got.n_findings - sum(len(v) for v in detailed.values()) - got.n_briefs  # not in the table either
+    asked = set(flt.findings) if flt.findings else set(unsupported)
+    why_not = {k: masker.mask_text(v, count=False) for k, v in unsupported.items() if k in asked}
+    _summary(o, ledger, order, full, got.n_findings, got.per_kind, got.per_action, unlisted, why_not)
+    _audit(o, sink, got.audit)
+    _overview(o, ledger, flt, now, got.markers)
+    got.markers = []
+    written = 0
+    for i, ref in enumerate(order):
+        if ref not in detailed:
+            continue
+        fs = detailed.pop(ref)
+        check()
+        _operation(o, sink, ledger, ref, fs, now, i + 1, min(full, len(order)))
+        written += 1
+        if progress is not None and written % 10 == 0:
+            progress("operations", written)
+    _rest_table(o, sink, order, got.briefs)
+    o.w(
+        "<footer><p>Written by idemview "
+        + html.escape(__version__)
+        + " at "
+        + html.escape(_utc_now_iso())
+        + ". Masked: secrets are replaced by a kind and a short tag, equal for equal values in this "
+        "report. The SHA-256 of this file is in "
+        + html.escape(base)
+        + ".manifest.json beside it; <code>idemview.read_report(PATH)</code> checks it.</p></footer>"
+        "</body></html>\n"
+    )
 
 
 def _brief(f: Finding, action: str | None, sink: Sink) -> _Brief:
@@ -526,6 +545,7 @@ def _dur(s: float) -> str:
 
 
 def _operation(o: _Out, sink: Sink, ledger: Ledger, ref, fs: list[Finding], now, i: int, n: int) -> None:
+    """One operation in full: its facts, findings, timeline, attempts, records and effect records."""
     scope, key = ref
     recs = ledger.records(scope, key)
     atts = ledger.attempts(scope, key, recs)
@@ -535,83 +555,21 @@ def _operation(o: _Out, sink: Sink, ledger: Ledger, ref, fs: list[Finding], now,
         f'<section class="op"><div class="op-head"><h2>{i:,}. <code>{sink(key, "idempotency_key")}</code></h2>'
         f"<span>{_sev_chip(worst)} · operation {i:,} of {n:,}</span></div>"
     )
-    facts = [("Scope", sink(scope or None, "scope"))]
-    if rec is not None:
-        facts += [
-            ("Kind", sink(rec.kind, "kind")),
-            ("Status", f"{STATUS_WORDS[rec.status]} (ledger: {sink(rec.raw_status, 'raw_status')})"),
-            ("Created", sink.when(rec.created_at, "created_at")),
-            ("Expires", sink.when(rec.expires_at, "expires_at")),
-            ("Intent", f"<code>{sink(rec.intent_ref, 'intent_ref')}</code>"),
-            ("Effect", f"<code>{sink(rec.effect_ref, 'effect_ref')}</code>"),
-            *([("Error", f"<code>{sink(rec.error, 'error', limit=PAYLOAD_CHARS)}</code>")] if rec.error else []),
-            (
-                "Attempts",
-                f"{rec.attempt_count if rec.attempt_count is not None else len(atts):,}"
-                + (f" · {len(recs)} records for this key" if len(recs) > 1 else ""),
-            ),
-        ]
-    else:
-        facts.append(("Record", "no longer in the ledger (it may have been purged)"))
+    facts = _facts(sink, scope, rec, recs, atts)
     o.w('<dl class="meta">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
     o.w("<h3>Findings</h3>")
     for f in fs:
-        col = light(SEVERITY_COLOURS, f.severity)
-        action = getattr(f, "action", None)
-        o.w(
-            f'<div class="finding" style="border-color:{col}"><div>{_sev_chip(f.severity)} · '
-            f"<b>{KIND_WORDS[f.kind]}</b>"
-            + (f" · {html.escape(str(action))}" if action else "")
-            + (f' <span class="muted">at {sink.when(f.at)}</span>' if f.at else "")
-            + f"</div><p>{sink(f.explanation, 'explanation')}</p>"
-        )
-        _rows_table(o, sink, f.evidence[:EVIDENCE_ROWS])
-        if len(f.evidence) > EVIDENCE_ROWS:
-            o.w(f'<p class="muted">… and {len(f.evidence) - EVIDENCE_ROWS:,} more evidence rows (in the CSV).</p>')
-        o.w("</div>")
+        _finding(o, sink, f)
     o.w("<h3>Timeline</h3>")
     created = rec.created_at if rec else None
     expires = rec.expires_at if rec else None
     o.w('<div class="wide">' + timeline_svg(atts[:ATTEMPT_ROWS], created, expires, now) + "</div>")
     if atts:
         o.w("<h3>Attempts</h3>")
-        _rows_table(
-            o,
-            sink,
-            (
-                {
-                    "number": a.number,
-                    "started_at": a.started_at,
-                    "finished_at": a.finished_at,
-                    "outcome": a.outcome.value,
-                    "raw_outcome": a.raw_outcome,
-                    "effect_ref": a.effect_ref,
-                    "worker": a.worker,
-                    "error": a.error,
-                }
-                for a in atts[:ATTEMPT_ROWS]
-            ),
-        )
+        _rows_table(o, sink, (_attempt_row(a) for a in atts[:ATTEMPT_ROWS]))
     if len(recs) > 1:
         o.w("<h3>Records for this key</h3>")
-        _rows_table(
-            o,
-            sink,
-            (
-                {
-                    "record_id": r.row_id,
-                    "status": r.status.value,
-                    "raw_status": r.raw_status,
-                    "created_at": r.created_at,
-                    "completed_at": r.completed_at,
-                    "expires_at": r.expires_at,
-                    "fingerprint": r.fingerprint,
-                    "intent_ref": r.intent_ref,
-                    "effect_ref": r.effect_ref,
-                }
-                for r in recs
-            ),
-        )
+        _rows_table(o, sink, (_record_row(r) for r in recs))
     fx = getattr(ledger, "effects", None)
     if fx is not None:
         effects = fx.records_of_operation(scope, key)
@@ -628,6 +586,73 @@ def _operation(o: _Out, sink: Sink, ledger: Ledger, ref, fs: list[Finding], now,
                 ),
             )
     o.w("</section>")
+
+
+def _facts(sink: Sink, scope: str, rec, recs: list, atts: list) -> list[tuple[str, str]]:
+    """(label, HTML) pairs of an operation's head: its first record's fields, masked."""
+    facts = [("Scope", sink(scope or None, "scope"))]
+    if rec is None:
+        facts.append(("Record", "no longer in the ledger (it may have been purged)"))
+        return facts
+    facts += [
+        ("Kind", sink(rec.kind, "kind")),
+        ("Status", f"{STATUS_WORDS[rec.status]} (ledger: {sink(rec.raw_status, 'raw_status')})"),
+        ("Created", sink.when(rec.created_at, "created_at")),
+        ("Expires", sink.when(rec.expires_at, "expires_at")),
+        ("Intent", f"<code>{sink(rec.intent_ref, 'intent_ref')}</code>"),
+        ("Effect", f"<code>{sink(rec.effect_ref, 'effect_ref')}</code>"),
+        *([("Error", f"<code>{sink(rec.error, 'error', limit=PAYLOAD_CHARS)}</code>")] if rec.error else []),
+        (
+            "Attempts",
+            f"{rec.attempt_count if rec.attempt_count is not None else len(atts):,}"
+            + (f" · {len(recs)} records for this key" if len(recs) > 1 else ""),
+        ),
+    ]
+    return facts
+
+
+def _finding(o: _Out, sink: Sink, f: Finding) -> None:
+    """One finding of an operation: its chip, sentence and (at most EVIDENCE_ROWS) evidence rows."""
+    col = light(SEVERITY_COLOURS, f.severity)
+    action = getattr(f, "action", None)
+    o.w(
+        f'<div class="finding" style="border-color:{col}"><div>{_sev_chip(f.severity)} · '
+        f"<b>{KIND_WORDS[f.kind]}</b>"
+        + (f" · {html.escape(str(action))}" if action else "")
+        + (f' <span class="muted">at {sink.when(f.at)}</span>' if f.at else "")
+        + f"</div><p>{sink(f.explanation, 'explanation')}</p>"
+    )
+    _rows_table(o, sink, f.evidence[:EVIDENCE_ROWS])
+    if len(f.evidence) > EVIDENCE_ROWS:
+        o.w(f'<p class="muted">… and {len(f.evidence) - EVIDENCE_ROWS:,} more evidence rows (in the CSV).</p>')
+    o.w("</div>")
+
+
+def _attempt_row(a) -> dict:
+    return {
+        "number": a.number,
+        "started_at": a.started_at,
+        "finished_at": a.finished_at,
+        "outcome": a.outcome.value,
+        "raw_outcome": a.raw_outcome,
+        "effect_ref": a.effect_ref,
+        "worker": a.worker,
+        "error": a.error,
+    }
+
+
+def _record_row(r) -> dict:
+    return {
+        "record_id": r.row_id,
+        "status": r.status.value,
+        "raw_status": r.raw_status,
+        "created_at": r.created_at,
+        "completed_at": r.completed_at,
+        "expires_at": r.expires_at,
+        "fingerprint": r.fingerprint,
+        "intent_ref": r.intent_ref,
+        "effect_ref": r.effect_ref,
+    }
 
 
 def _rows_table(o: _Out, sink: Sink, rows: Iterable[dict]) -> None:

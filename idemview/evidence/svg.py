@@ -125,6 +125,16 @@ def timeline_svg(
     svg = Svg(width, bottom + axis_h + 6, f"Timeline of {len(attempts)} attempt(s), times in UTC")
     sc = TimeScale(span[0], span[1], left, width - right)
     x0, x1 = sc.x0, sc.x1
+    _window(svg, sc, created, expires, top, bottom)
+    for i, at in enumerate(attempts):
+        _lane(svg, sc, at, i, top, lane_h, expires, now)
+    _axis(svg, sc, bottom + 3, max(2, int((x1 - x0) // 120)))
+    return str(svg)
+
+
+def _window(svg: Svg, sc: TimeScale, created: datetime | None, expires: datetime | None, top: int, bottom: int):
+    """The dedup window (shaded from creation to expiry), the creation line and the expiry line."""
+    x0, x1 = sc.x0, sc.x1
     crit = light(SEVERITY_COLOURS, Severity.CRITICAL)
     if created and expires:
         a, b = sc.x(created.timestamp()), sc.x(expires.timestamp())
@@ -142,54 +152,53 @@ def timeline_svg(
         if x0 <= ex <= x1:
             svg.line(ex, top - 6, ex, bottom + 2, stroke=crit, stroke_width="2", stroke_dasharray="6 3")
             svg.text(min(ex + 3, x1 - 60), top - 8, "key expired", fill=crit)
-    for i, at in enumerate(attempts):
-        y = top + i * lane_h
-        if i % 2:
-            svg.rect(x0, y, x1 - x0, lane_h, fill="#f5f5f5")
-        if at.started_at is None:
-            svg.text(x0 + 2, y + lane_h / 2 + 4, f"#{at.number if at.number is not None else '?'} (no start time)")
-            continue
-        s = at.started_at.timestamp()
-        f = (
-            at.finished_at.timestamp()
-            if at.finished_at
-            else (now.timestamp() if at.outcome == Outcome.IN_PROGRESS else s)
-        )
-        bx = sc.x(s)
-        bw = max(6.0, sc.x(min(f, sc.hi)) - bx)
-        col = light(OUTCOME_COLOURS, at.outcome)
-        late = after_expiry(at, expires)
-        word = OUTCOME_WORDS.get(at.outcome, "unknown")
-        label = f"#{at.number if at.number is not None else '?'} {OUTCOME_GLYPHS.get(at.outcome, '?')} {word}"
-        if at.started_at and at.finished_at:
-            label += f" · {human_duration((at.finished_at - at.started_at).total_seconds(), fine=True)}"
-        if late:
-            label += "  ⚠ after expiry"
-        tip = f"attempt {label}; started {at.started_at.astimezone(UTC):%Y-%m-%d %H:%M:%S.%f}"[:-3] + " UTC"
-        open_bar = at.outcome == Outcome.IN_PROGRESS and at.finished_at is None
-        svg.rect(
-            bx,
-            y + 4,
-            bw,
-            lane_h - 8,
-            tip=tip,
-            rx="3",
-            fill=col,
-            fill_opacity="0.45" if open_bar else None,
-            stroke=col if open_bar else None,
-        )
-        if late:
-            svg.rect(bx - 2, y + 2, bw + 4, lane_h - 4, rx="4", fill="none", stroke=crit, stroke_width="2.5")
-        # the label to the right of the bar, else to its left (7 px per character is a safe width)
-        est = 6.6 * len(label)
-        tx, anchor = bx + bw + 5, "start"
-        if tx + est > x1:
-            tx, anchor = bx - 5, "end"
-            if tx - est < x0:
-                tx, anchor = x0 + 2, "start"
-        svg.text(tx, y + lane_h / 2 + 4, label, text_anchor=anchor, fill=crit if late else "#212121")
-    _axis(svg, sc, bottom + 3, max(2, int((x1 - x0) // 120)))
-    return str(svg)
+
+
+def _lane(svg: Svg, sc: TimeScale, at: Attempt, i: int, top: int, lane_h: int, expires, now: datetime) -> None:
+    """Lane ``i`` of the timeline: attempt ``at``'s bar and its label."""
+    x0, x1 = sc.x0, sc.x1
+    crit = light(SEVERITY_COLOURS, Severity.CRITICAL)
+    y = top + i * lane_h
+    if i % 2:
+        svg.rect(x0, y, x1 - x0, lane_h, fill="#f5f5f5")
+    if at.started_at is None:
+        svg.text(x0 + 2, y + lane_h / 2 + 4, f"#{at.number if at.number is not None else '?'} (no start time)")
+        return
+    s = at.started_at.timestamp()
+    f = at.finished_at.timestamp() if at.finished_at else (now.timestamp() if at.outcome == Outcome.IN_PROGRESS else s)
+    bx = sc.x(s)
+    bw = max(6.0, sc.x(min(f, sc.hi)) - bx)
+    col = light(OUTCOME_COLOURS, at.outcome)
+    late = after_expiry(at, expires)
+    word = OUTCOME_WORDS.get(at.outcome, "unknown")
+    label = f"#{at.number if at.number is not None else '?'} {OUTCOME_GLYPHS.get(at.outcome, '?')} {word}"
+    if at.started_at and at.finished_at:
+        label += f" · {human_duration((at.finished_at - at.started_at).total_seconds(), fine=True)}"
+    if late:
+        label += "  ⚠ after expiry"
+    tip = f"attempt {label}; started {at.started_at.astimezone(UTC):%Y-%m-%d %H:%M:%S.%f}"[:-3] + " UTC"
+    open_bar = at.outcome == Outcome.IN_PROGRESS and at.finished_at is None
+    svg.rect(
+        bx,
+        y + 4,
+        bw,
+        lane_h - 8,
+        tip=tip,
+        rx="3",
+        fill=col,
+        fill_opacity="0.45" if open_bar else None,
+        stroke=col if open_bar else None,
+    )
+    if late:
+        svg.rect(bx - 2, y + 2, bw + 4, lane_h - 4, rx="4", fill="none", stroke=crit, stroke_width="2.5")
+    # the label to the right of the bar, else to its left (7 px per character is a safe width)
+    est = 6.6 * len(label)
+    tx, anchor = bx + bw + 5, "start"
+    if tx + est > x1:
+        tx, anchor = bx - 5, "end"
+        if tx - est < x0:
+            tx, anchor = x0 + 2, "start"
+    svg.text(tx, y + lane_h / 2 + 4, label, text_anchor=anchor, fill=crit if late else "#212121")
 
 
 def overview_svg(

@@ -19,10 +19,13 @@ Nothing is written to either database.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import chain
+from itertools import chain, repeat
+from operator import itemgetter
+from typing import Any
 
 from sqlalchemy import and_, case, exists, false, func, literal, or_, select
 from sqlalchemy.sql.expression import ColumnElement
@@ -33,13 +36,14 @@ from idemview.findings import explain as explain_fx
 from idemview.findings.common import in_keys, who
 from idemview.ledger.dialects import family
 from idemview.ledger.effects import (
+    LINK_BATCH,
     EffectSource,
+    StartedStream,
     byte_order,
     link_bytes,
     link_from_bytes,
     links_as_bytes,
     sequential_pass,
-    stream_raw,
 )
 from idemview.ledger.times import from_epoch, iso
 
@@ -50,6 +54,7 @@ EVIDENCE_RECORDS = 20
 EFFECT_KINDS = (K.DUPLICATE_EFFECT, K.HIDDEN_SUCCESS, K.ORPHAN_EFFECT)
 #: Links per IN list when the ledger is asked for the records behind effect links.
 LEDGER_IN_BATCH = 5000
+_first, _second = itemgetter(0), itemgetter(1)
 
 
 def lock_expired(ledger, now: datetime) -> ColumnElement | None:
@@ -265,13 +270,28 @@ class Reconciler:
 
     # ------------------------------------------------------------- different databases: merge
 
-    def _ledger_link_chunks(self) -> Iterator[list]:
-        """Every operation link in byte order, as lists of UTF-8 bytes (the orphan merge reads nothing
-        else; on SQLite the sort runs over the stored bytes, no row is decoded)."""
+    def _ledger_links(self) -> StartedStream:
+        """Every operation link in byte order, as chunks of driver rows ``(link,)`` — ``(link, rid)``
+        when the record id is the table's primary key (:meth:`_rid_key`) — (the orphan merge reads
+        nothing else; on SQLite the sort runs over the stored bytes, no row is decoded), executed from
+        now on in a thread (:class:`StartedStream`)."""
         ol = self.fx.operation_link
-        q = select(ol).select_from(self.l.ops).where(ol.is_not(None)).order_by(byte_order(ol))
-        for rows in stream_raw(self.l.engine, q):
-            yield links_as_bytes([r[0] for r in rows])
+        rid = self._rid_key()
+        cols = [ol] if rid is None else [ol, rid]
+        q = select(*cols).select_from(self.l.ops).where(ol.is_not(None)).order_by(byte_order(ol))
+        return StartedStream(self.l.engine, q)
+
+    def _rid_key(self):
+        """The record id column when it is the operations table's integer primary key (unique, not
+        NULL: the records behind links are then found by it, see :meth:`_stream_merge`), else None."""
+        rid = self.l.rid
+        pk = list(self.l.ops.primary_key.columns)
+        if rid is None or len(pk) != 1 or pk[0] is not rid:
+            return None
+        try:  # integers only: SQLite text would arrive as bytes in the stream and match no TEXT value
+            return rid if rid.type.python_type is int else None
+        except NotImplementedError:
+            return None
 
     def _multi_keys(self) -> list:
         """(scope, key) of operations with several records (one grouped pass, no flags)."""
@@ -282,7 +302,7 @@ class Reconciler:
             .group_by(*_operation_identity(l))
             .having(func.count() >= 2)
         )
-        with l.engine.connect() as c:
+        with l.engine.connect() as c, sequential_pass(c):
             return [(r[0], r[1]) for r in c.execute(q)]
 
     def _timed_out(self) -> set:
@@ -291,7 +311,7 @@ class Reconciler:
         if a is None:
             return set()
         t = a.subquery("ta")
-        with self.l.engine.connect() as c:
+        with self.l.engine.connect() as c, sequential_pass(c):
             return {
                 (r[0], r[1]) for r in c.execute(select(t.c.scope, t.c.key).where(t.c.outcome == "timed_out").distinct())
             }
@@ -337,15 +357,76 @@ class Reconciler:
 
         With ``orphan_effect`` asked for, every link of both sides is read once, in byte order, and
         merged (:meth:`_stream_merge`): that one pass also yields the links with several records and
-        the counts of the candidates' links, so the effect table is not grouped a second time."""
-        # Over 80 lines on purpose: the candidate records, the link counts, the first times and the
-        # orphans (recs, counts, known_first, orphans, states) are filled together by one merge across
-        # the two databases; split up, its parts would hand those five dicts to each other.
+        the counts of the candidates' links, so the effect table is not grouped a second time. Both
+        sides' sorted statements start first, each in a thread (:class:`StartedStream`): the databases
+        sort while the ledger is asked for its candidates."""
+        l, fx = self.l, self.fx
+        ol = fx.operation_link
+        streams: list = []  # StartedStream: the effect links, the ledger links
+        if orphans_wanted:
+            streams = [fx.stream_links(self.orphans_since_e, started=True), self._ledger_links()]
+        counts: dict = {}  # link -> number of effect records
+        known_first: dict = {}  # link -> earliest effect time, where a grouped query already read it
+        orphans: dict = {}
+        try:
+            recs = self._candidate_records()  # (scope, key) -> list of (link, bad, comp, why)
+            cand_links = {x[0] for rs in recs.values() for x in rs if x[0] is not None}
+            if streams:
+                orphans, dup_links, counts, dup_rids = self._stream_merge(cand_links, *streams)
+                counts.update(dup_links)
+            else:
+                # effect links with several records: one operation's double effect at least
+                dup_links, dup_rids = {}, None
+                with fx.engine.connect() as c:
+                    for g in c.execute(fx.grouped_select(None).having(func.count() >= 2)):
+                        dup_links[g[0]] = int(g[1])
+                        _note(g, counts, known_first)
+                self._count_links(cand_links - set(counts), counts, known_first)
+        finally:
+            for st in streams:
+                st.close()
+        # the ledger records behind the links with several records (and their other links' counts)
+        # (an operation not yet among them has all its records behind its links: with several records
+        # it is a candidate already, unless its link is its key). Large IN lists: without an index on
+        # the link alone each statement is one pass over the operations.
+        more: set = set()
+        new: dict = {}
+        # With their record ids from the merge: lookups by primary key instead.
+        rid = self._rid_key()
+        by = (
+            (rid.in_(b) for b in _batches(sorted(dup_rids), LINK_BATCH))
+            if dup_rids is not None and rid is not None
+            else (ol.in_(b) for b in _batches(sorted(dup_links), LEDGER_IN_BATCH))
+        )
+        with l.engine.connect() as c, sequential_pass(c):
+            for cond in by:
+                for row in self._records_where(c, cond):
+                    if (row[0], row[1]) not in recs:
+                        new.setdefault((row[0], row[1]), []).append(row[2:])
+                        more.add(row[2])
+        recs.update(new)
+        self._count_links(more - set(counts), counts, known_first)
+        states = _states(recs, counts)
+        # the earliest effect time, read for the reported links only
+        reported = {x for st in states.values() for x in st.links} | set(orphans)
+        first = {x: known_first[x] for x in reported if x in known_first}
+        first.update(self._first_times(reported - set(first)))
+        for st in states.values():
+            ts = [first[x] for x in st.links if first.get(x) is not None]
+            st.first_e = min(ts) if ts else None
+        return states, {k: (n, first.get(k)) for k, n in orphans.items()}
+
+    def _candidate_records(self) -> dict:
+        """(scope, key) -> [(link, bad, comp, why), ...]: every record of the operations that may be
+        reported — failed, stuck or timed out, and (unless the link is the key) those with several
+        records."""
         l, fx = self.l, self.fx
         ol = fx.operation_link
         timed = self._timed_out()
         recs: dict = {}  # (scope, key) -> list of (link, bad, comp, why) of its records
-        with l.engine.connect() as c:
+        # no memory map: these lookups may scan the table (status without an index), whose pages would
+        # stay mapped, and count in RSS, while the merge runs on another connection
+        with l.engine.connect() as c, sequential_pass(c):
 
             def take(rows):
                 for s_, k_, link, b, cm, w in rows:
@@ -369,67 +450,18 @@ class Reconciler:
                 cand = list(timed) + self._multi_keys()
             for batch in _batches(cand, 200):
                 take(self._records_where(c, in_keys(l.scope_expr, l.key_expr, batch)))
-        cand_links = {x[0] for rs in recs.values() for x in rs if x[0] is not None}
-        counts: dict = {}  # link -> number of effect records
-        known_first: dict = {}  # link -> earliest effect time, where a grouped query already read it
-        orphans: dict = {}
+        return recs
 
-        def note(g) -> None:
-            counts[g[0]] = int(g[1])
-            if len(g) > 2:
-                known_first[g[0]] = g[2]
-
-        if orphans_wanted:
-            orphans, dup_links, counts = self._stream_merge(cand_links)
-            counts.update(dup_links)
-        else:
-            # effect links with several records: one operation's double effect at least
-            with fx.engine.connect() as c:
-                dup_links = {}
-                for g in c.execute(fx.grouped_select(None).having(func.count() >= 2)):
-                    dup_links[g[0]] = int(g[1])
-                    note(g)
-            with fx.engine.connect() as c:
-                for batch in _batches(sorted(cand_links - set(counts)), 500):
-                    for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
-                        note(g)
-        # the ledger records behind the links with several records (and their other links' counts)
-        # (an operation not yet among them has all its records behind its links: with several records
-        # it is a candidate already, unless its link is its key). Large IN lists: without an index on
-        # the link alone each statement is one pass over the operations.
-        more: set = set()
-        new: dict = {}
-        with l.engine.connect() as c, sequential_pass(c):
-            for batch in _batches(sorted(dup_links), LEDGER_IN_BATCH):
-                for row in self._records_where(c, ol.in_(batch)):
-                    if (row[0], row[1]) not in recs:
-                        new.setdefault((row[0], row[1]), []).append(row[2:])
-                        more.add(row[2])
-        recs.update(new)
-        more -= set(counts)
-        if more:
-            with fx.engine.connect() as c:
-                for batch in _batches(sorted(more), 500):
-                    for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
-                        note(g)
-        states: dict = {}
-        for ref, rs in recs.items():
-            st = _KeyState(
-                0, set(), None, any(x[1] for x in rs), any(x[2] for x in rs), max((x[3] or "" for x in rs), default="")
-            )
-            for link in {x[0] for x in rs if x[0] is not None and x[0] in counts}:
-                st.n_effects += counts[link]
-                st.links.add(link)
-            if st.n_effects >= 2 or (st.n_effects and st.bad and not st.completed):
-                states[ref] = st
-        # the earliest effect time, read for the reported links only
-        reported = {x for st in states.values() for x in st.links} | set(orphans)
-        first = {x: known_first[x] for x in reported if x in known_first}
-        first.update(self._first_times(reported - set(first)))
-        for st in states.values():
-            ts = [first[x] for x in st.links if first.get(x) is not None]
-            st.first_e = min(ts) if ts else None
-        return states, {k: (n, first.get(k)) for k, n in orphans.items()}
+    def _count_links(self, links: set, counts: dict, known_first: dict) -> None:
+        """Fill ``counts`` (link -> effect records) and ``known_first`` (link -> earliest time) for
+        ``links``, by ``IN`` lists the effect link's index serves."""
+        if not links:
+            return
+        fx = self.fx
+        with fx.engine.connect() as c:
+            for batch in _batches(sorted(links), 500):
+                for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
+                    _note(g, counts, known_first)
 
     def _first_times(self, links: set) -> dict:
         """link -> earliest effect time (epoch seconds) for ``links`` (none without a time column)."""
@@ -443,34 +475,85 @@ class Reconciler:
                     out[g[0]] = g[2]
         return out
 
-    def _stream_merge(self, cand_links: set) -> tuple[dict, dict, dict]:
-        """One pass over both sides' links in byte order (two streams of plain driver tuples, compared
-        as UTF-8 bytes). Returns ``(orphans, dup_links, counts)``: effect links no operation link
-        matches (link -> records inside the retention), links with >= 2 records (link -> n), and the
-        number of records of each of ``cand_links`` that has any. Memory: one fetch of each side, the
-        candidates, and the links found."""
+    def _stream_merge(
+        self, cand_links: set, fx_chunks: Iterable[Sequence[Any]], op_chunks: Iterable[Sequence[Any]]
+    ) -> tuple[dict, dict, dict, list | None]:
+        """One pass over both sides' links in byte order: ``fx_chunks`` (chunks of the effect side's
+        ``(link, n[, n_recent])`` driver tuples, :meth:`EffectSource.stream_links`) against
+        ``op_chunks``, the ledger's (:meth:`_ledger_links`), compared as UTF-8 bytes. Returns ``(orphans,
+        dup_links, counts, dup_rids)``: effect links no operation link matches (link -> records inside
+        the retention), links with >= 2 records (link -> n), the number of records of each of
+        ``cand_links`` that has any, and — when the ledger's rows carry their record id — the ids of
+        every operations record behind ``dup_links`` (else None).
+
+        Memory: one fetch of each side, the candidates, and the links found. (A merge by set
+        operations per chunk was tried: hashing every link costs more than this loop's comparisons.)"""
         since = self.orphans_since_e
         has_recent = since is not None and self.fx.at_e is not None
         want = {link_bytes(x): x for x in cand_links}
         orphans: dict = {}
         dup_links: dict = {}
         counts: dict = {}
-        ops = chain.from_iterable(self._ledger_link_chunks())
-        op = next(ops, None)
-        for rows in self.fx.stream_links(since):
-            for link, r in zip(links_as_bytes([r[0] for r in rows]), rows, strict=True):
+        dup_rids: list | None = None if self._rid_key() is None else []
+        # the ledger's links, and in step with them their record ids (or Nones)
+        # the ledger's links and, in step with them, their record ids (each chunk's ids are queued
+        # when its links are taken: one chunk held, never the stream)
+        pending: deque = deque()
+
+        def link_chunks() -> Iterator[list]:
+            for rows in op_chunks:
+                if dup_rids is not None:
+                    pending.append(map(_second, rows))
+                yield links_as_bytes(list(map(_first, rows)))
+
+        def rid_chunks() -> Iterator[Iterator[Any]]:
+            while pending:
+                yield pending.popleft()
+
+        ops = chain.from_iterable(link_chunks())
+        rids: Iterator[Any] = repeat(None) if dup_rids is None else chain.from_iterable(rid_chunks())
+        op, rid = next(ops, None), next(rids, None)
+        for rows in fx_chunks:
+            for link, r in zip(links_as_bytes(list(map(_first, rows))), rows, strict=True):
                 while op is not None and op < link:
-                    op = next(ops, None)
+                    op, rid = next(ops, None), next(rids, None)
                 if op == link:
                     if r[1] >= 2:
                         dup_links[link_from_bytes(link)] = int(r[1])
+                        if dup_rids is not None:
+                            while op == link:  # every record behind this link
+                                dup_rids.append(rid)
+                                op, rid = next(ops, None), next(rids, None)
                     if link in want:
                         counts[want[link]] = int(r[1])
                 else:
                     n_recent = int(r[2] or 0) if has_recent else int(r[1])
                     if n_recent > 0:
                         orphans[link_from_bytes(link)] = n_recent
-        return orphans, dup_links, counts
+        return orphans, dup_links, counts, dup_rids
+
+
+def _note(g, counts: dict, known_first: dict) -> None:
+    """A grouped row ``(link, n[, first_e])`` into ``counts`` and ``known_first``."""
+    counts[g[0]] = int(g[1])
+    if len(g) > 2:
+        known_first[g[0]] = g[2]
+
+
+def _states(recs: dict, counts: dict) -> dict:
+    """(scope, key) -> :class:`_KeyState` of the operations to report: >= 2 effect records over
+    their links, or an effect record behind a failed / stuck / timed-out operation."""
+    states: dict = {}
+    for ref, rs in recs.items():
+        st = _KeyState(
+            0, set(), None, any(x[1] for x in rs), any(x[2] for x in rs), max((x[3] or "" for x in rs), default="")
+        )
+        for link in {x[0] for x in rs if x[0] is not None and x[0] in counts}:
+            st.n_effects += counts[link]
+            st.links.add(link)
+        if st.n_effects >= 2 or (st.n_effects and st.bad and not st.completed):
+            states[ref] = st
+    return states
 
 
 def _operation_identity(l) -> list[ColumnElement]:

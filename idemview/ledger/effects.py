@@ -13,8 +13,9 @@ which is also Python's ``str`` order for UTF-8 text.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,7 @@ def links_as_bytes(values: list) -> list:
     if types == {bytes} or not types:
         return values
     if types == {str}:
-        return [v.encode("utf-8") for v in values]
+        return list(map(str.encode, values))  # UTF-8, strict: as link_bytes
     return [link_bytes(v) for v in values]
 
 
@@ -136,35 +137,103 @@ def sequential_pass(c: Connection, text_as_bytes: bool = False) -> Iterator[None
                 pass
 
 
-def stream_raw(engine: Engine, q: Select, batch: int = STREAM_BATCH) -> Iterator[Sequence[Any]]:
-    """The rows of ``q`` as the driver's plain tuples, ``batch`` rows per list, for one sequential pass.
+def stream_raw(engine: Engine, q: Select, batch: int | None = None) -> Iterator[Sequence[Any]]:
+    """The rows of ``q`` as the driver's plain tuples, ``batch`` rows per list (default
+    :data:`STREAM_BATCH`), for one sequential pass.
 
     PostgreSQL and MySQL/MariaDB: a server-side cursor, ``batch`` rows per round trip, no SQLAlchemy
     ``Row`` per row. SQLite: text cells arrive as their stored bytes (the merge compares bytes) and
     the pass runs under :func:`sequential_pass`."""
+    batch = batch or STREAM_BATCH
     with engine.connect() as c, sequential_pass(c, text_as_bytes=True):
         res = c.execution_options(stream_results=True, max_row_buffer=batch).execute(q)
-        # A server-side result keeps its first row(s) in a buffer, unprocessed: take them first. The
-        # buffer is SQLAlchemy's own attribute (2.0/2.1); should a release rename it, the rows are read
-        # through the public, slower partitions() instead of being skipped.
-        strategy = res.cursor_strategy
-        if isinstance(strategy, BufferedRowCursorFetchStrategy):
-            buffered = getattr(strategy, "_rowbuffer", None)
-            if buffered is None:
-                for part in res.partitions(batch):
-                    yield [tuple(r) for r in part]
-                res.close()
-                return
-            if buffered:
-                yield list(buffered)
-                buffered.clear()
-        cur = res.cursor
-        while True:
-            rows = cur.fetchmany(batch)
-            if not rows:
-                break
-            yield rows
-        res.close()
+        yield from _fetch(res, batch)
+
+
+def _fetch(res: Any, batch: int) -> Iterator[Sequence[Any]]:
+    """The rows of a streamed result as the driver's plain tuples, ``batch`` per list; closes it."""
+    # A server-side result keeps its first row(s) in a buffer, unprocessed: take them first. The
+    # buffer is SQLAlchemy's own attribute (2.0/2.1); should a release rename it, the rows are read
+    # through the public, slower partitions() instead of being skipped.
+    strategy = res.cursor_strategy
+    if isinstance(strategy, BufferedRowCursorFetchStrategy):
+        buffered = getattr(strategy, "_rowbuffer", None)
+        if buffered is None:
+            for part in res.partitions(batch):
+                yield [tuple(r) for r in part]
+            res.close()
+            return
+        if buffered:
+            yield list(buffered)
+            buffered.clear()
+    cur = res.cursor
+    while True:
+        rows = cur.fetchmany(batch)
+        if not rows:
+            break
+        yield rows
+    res.close()
+
+
+class StartedStream:
+    """:func:`stream_raw` of ``q`` whose statement starts now: a background thread opens the connection
+    and executes it — the database's sort runs then (PostgreSQL's in its server, SQLite's inside one
+    ``sqlite3_step`` in C, the GIL released both ways) — while the caller goes on with other work;
+    iterating (in the caller's thread) then fetches the sorted rows, ``batch`` per list.
+
+    The thread does nothing but the execution, so no GIL is contended while rows are converted (a
+    thread reading ahead would make every ``sqlite3_step`` of the other stream wait for the GIL).
+    ``in_thread`` False, or an engine whose pool gives each thread its own connection (SQLite
+    ``:memory:``) or shares one: executed at once in the caller's thread. An exception from the
+    execution is raised when iteration starts. :meth:`close` (also after a full iteration, or on leaving
+    it early) waits for the thread and returns the connection."""
+
+    def __init__(self, engine: Engine, q: Select, batch: int | None = None, in_thread: bool = True):
+        self._stack = ExitStack()
+        self._res: Any = None
+        self._exc: BaseException | None = None
+        self._batch = batch or STREAM_BATCH
+        self._t: threading.Thread | None = None
+        if in_thread and threads_allowed(engine):
+            self._t = threading.Thread(target=self._start, args=(engine, q), name="idemview-stream", daemon=True)
+            self._t.start()
+        else:
+            self._start(engine, q)
+
+    def _start(self, engine: Engine, q: Select) -> None:
+        try:
+            c = self._stack.enter_context(engine.connect())
+            self._stack.enter_context(sequential_pass(c, text_as_bytes=True))
+            self._res = c.execution_options(stream_results=True, max_row_buffer=self._batch).execute(q)
+        except BaseException as e:  # noqa: BLE001 - raised in the consumer's thread
+            self._exc = e
+
+    def __iter__(self) -> Iterator[Sequence[Any]]:
+        try:
+            if self._t is not None:
+                self._t.join()
+            if self._exc is not None:
+                raise self._exc
+            yield from _fetch(self._res, self._batch)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Wait for the execution, close the result and return the connection (idempotent)."""
+        if self._t is not None:
+            self._t.join()
+        if self._res is not None:
+            self._res.close()
+            self._res = None
+        self._stack.close()
+
+
+def threads_allowed(engine: Engine) -> bool:
+    """Whether another thread may read through ``engine``: not with a pool that hands each thread its
+    own connection (SQLite ``:memory:``: another thread would see an empty database) or shares one."""
+    from sqlalchemy.pool import SingletonThreadPool, StaticPool
+
+    return not isinstance(engine.pool, (SingletonThreadPool, StaticPool))
 
 
 def link_text(col, dialect: str) -> ColumnElement:
@@ -360,20 +429,21 @@ class EffectSource:
             (e for lst in recs.values() for e in lst), key=lambda e: (e.at is None, e.at or 0, str(e.record_id))
         )
 
-    def stream_links(self, recent_since_e: float | None = None) -> Iterator[Sequence[Any]]:
+    def stream_links(self, recent_since_e: float | None = None, started: bool = False) -> Iterable[Sequence[Any]]:
         """Per link, in byte order: ``(link, n)`` — and ``n_recent`` (the records at or after
         ``recent_since_e``) when that and a time column are given — as chunks of driver tuples
         (:func:`stream_raw`; links as the driver returns them, see :func:`links_as_bytes`).
 
         Only what the merge compares: no earliest time (on an index of the link alone that would
         mean a table lookup per record; it is read afterwards for the few links reported). Grouped
-        and ordered by the same byte-order expression, so that one sort serves both (PostgreSQL)."""
+        and ordered by the same byte-order expression, so that one sort serves both (PostgreSQL).
+        ``started``: a :class:`StartedStream` (the statement runs now, in a thread)."""
         key = byte_order(self.link)
         cols = [key.label("link"), func.count().label("n")]
         if recent_since_e is not None and self.at_e is not None:
             cols.append(func.sum(case((self.at_e >= recent_since_e, 1), else_=0)).label("n_recent"))
         q = select(*cols).select_from(self.table).where(self.where, self.link.is_not(None)).group_by(key).order_by(key)
-        return stream_raw(self.engine, q)
+        return StartedStream(self.engine, q, in_thread=started) if started else stream_raw(self.engine, q)
 
     def describe(self) -> dict:
         """Where the effect records are read from, for manifests and the GUI (never a user name or
