@@ -48,8 +48,8 @@ def test_bullmq_custom_prefix_is_detected_and_read(redis_db, bullmq_modules, pre
     assert not raw.keys("bull:*") and raw.exists(f"{prefix}:payments:meta")
     ledger = _open(url)
     assert ledger.layout.name == "bullmq", ledger.detection
-    assert f"prefix {prefix!r}" in ledger.kv_layout.origin
-    assert ledger.kv_layout.match == prefix + ":*"
+    assert f"prefix {prefix!r}" in ledger.source.store_layout.origin
+    assert ledger.source.store_layout.match == prefix + ":*"
     now = server_now(raw)
     assert _found(ledger, now) == {
         ("duplicate_effect", "payments", "charge-42"),
@@ -93,7 +93,7 @@ def test_sidekiq_unique_jobs_custom_lock_prefix(redis_db):
     assert raw.exists("uniquejobs:digests")
     ledger = _open(url)
     assert ledger.layout.name == "sidekiq-unique-jobs", ledger.detection
-    assert "prefix 'acme_locks'" in ledger.kv_layout.origin
+    assert "prefix 'acme_locks'" in ledger.source.store_layout.origin
     now = server_now(raw)
     assert _found(ledger, now) == {("duplicate_effect", "sidekiq", d1)}
     assert {r.raw_status for r in ledger.records("sidekiq", d2)} == {"queued", "locked"}
