@@ -708,9 +708,11 @@ class UnresolvedFailure(FindingRule):
             for cond in same
         ]
         failed = l.status_in(["failed"], o)
-        # PostgreSQL turns the NOT EXISTS into one hash anti-join (measured 7.8 s against 14.3 s for the
-        # grouped form at 2M Celery rows); SQLite and the MySQL family probe per failed record.
-        if ik is not None and l.dialect != "postgresql" and not _intent_indexed(l):
+        # An intent no index serves: SQLite and the MySQL family would probe the whole table per failed
+        # record; PostgreSQL hashes every completed record for its anti-join (3.2-4.6 s against 2.2 s
+        # for the grouped form at 2M Celery rows, comparing the intent's columns; by their md5 the
+        # anti-join had been the faster, 7.8 s against 14.3 s).
+        if ik is not None and not _intent_indexed(l):
             unresolved.pop()
             q = self._grouped(l, ik, o, failed)
             return [q.where(*unresolved)]
