@@ -44,7 +44,7 @@ from sqlalchemy import (
     union,
     union_all,
 )
-from sqlalchemy.sql.expression import Select
+from sqlalchemy.sql.expression import ColumnElement, Select
 
 from idemview.domain.model import Finding, FindingKind, Severity
 from idemview.findings import explain
@@ -206,7 +206,8 @@ def intent_key(l: Ledger) -> IntentKey | None:
     f = l.layout.fields.get("intent_ref")
     if f is None:
         return None
-    one, zero = literal_column("1"), literal_column("0")
+    one: ColumnElement = literal_column("1")
+    zero: ColumnElement = literal_column("0")
     if not f.hash or not INTENT_BY_PARTS:
         return IntentKey(l, [l.intent_expr], case((nonempty(l.intent_expr), one), else_=zero))
     t = l.ops
@@ -572,7 +573,7 @@ class DuplicateIntent(FindingRule):
         # With one record per key, two completed records of a group are two keys: count(*) spares the
         # sorter carrying every key (SQLite: 0.97 s against 1.33 s CPU at 1M Celery rows).
         two_keys = func.count() >= 2 if l.key_unique else two_distinct(o.c.key)
-        cand = select(o.c.scope, *ik.cols(o)).where(l.status_in(["completed"], o), o.c.ik_ok == 1)
+        grouped = select(o.c.scope, *ik.cols(o)).where(l.status_in(["completed"], o), o.c.ik_ok == 1)
         if ik.hashed is not None:
             # a group has two keys only if its hash has: the (few) records of such hashes are grouped
             # by their parts, the others only by a bigint
@@ -583,8 +584,8 @@ class DuplicateIntent(FindingRule):
                 .group_by(oh.c.scope, oh.c.ik_h)
                 .having(func.count() >= 2 if l.key_unique else two_distinct(oh.c.key))
             )
-            cand = cand.where(tuple_(o.c.scope, o.c.ik_h).in_(hashes))
-        cand = cand.group_by(o.c.scope, *ik.cols(o)).having(two_keys).cte("intent_groups")
+            grouped = grouped.where(tuple_(o.c.scope, o.c.ik_h).in_(hashes))
+        cand = grouped.group_by(o.c.scope, *ik.cols(o)).having(two_keys).cte("intent_groups")
         ob = ik.subquery("ob")
         # a ledger without a creation time (Celery's celery_taskmeta) is timed by its last update
         when = ob.c.created_at_e if "created_at" in l.epoch or "updated_at" not in l.epoch else ob.c.updated_at_e
