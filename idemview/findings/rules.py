@@ -589,17 +589,23 @@ class DuplicateIntent(FindingRule):
         ob = ik.subquery("ob")
         # a ledger without a creation time (Celery's celery_taskmeta) is timed by its last update
         when = ob.c.created_at_e if "created_at" in l.epoch or "updated_at" not in l.epoch else ob.c.updated_at_e
-        # The groups' records: one pass over the table probing the groups (IN), not the table read
-        # once per group (SQLite nests a join to an expression that way); the EXISTS is evaluated once
-        # and spares that pass when no group has two keys (the usual ledger).
-        base = (
-            select(ob.c.scope, ob.c.key, ob.c.intent_ref, when.label("created_at_e"), *ik.cols(ob)).where(
+        records = select(ob.c.scope, ob.c.key, ob.c.intent_ref, when.label("created_at_e"), *ik.cols(ob))
+        if _intent_indexed(l):
+            # each group's records through the intent column's index
+            records = records.join(cand, and_(cand.c.scope == ob.c.scope, ik.same(cand, ob))).where(
+                l.status_in(["completed"], ob), ob.c.ik_ok == 1
+            )
+        else:
+            # One pass over the table probing the groups (IN), not the table read once per group
+            # (SQLite nests a join to an expression that way); the EXISTS is evaluated once and
+            # spares that pass when no group has two keys (the usual ledger).
+            records = records.where(
                 select(literal_column("1")).select_from(cand).exists(),
                 l.status_in(["completed"], ob),
                 ob.c.ik_ok == 1,
                 tuple_(ob.c.scope, *ik.cols(ob)).in_(select(cand.c.scope, *ik.cols(cand))),
             )
-        ).cte("intent_pairs")
+        base = records.cte("intent_pairs")
         o1, o2 = base.alias("o1"), base.alias("o2")
         earlier = or_(
             o1.c.created_at_e < o2.c.created_at_e, and_(o1.c.created_at_e == o2.c.created_at_e, o1.c.key < o2.c.key)
