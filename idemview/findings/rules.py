@@ -229,11 +229,14 @@ def _parts_hash(l: Ledger, parts: list):
     distinct, are merged by the leader: eight bytes a row instead of a hundred)."""
     if family(l.dialect) != POSTGRESQL or len(parts) < 2:
         return None
-    try:
-        with l.engine.connect() as c:  # the dialect learns the server's version on first connect
-            version = c.dialect.server_version_info or (0,)
-    except Exception:  # noqa: BLE001 - no hash then: the parts alone give the same findings
-        return None
+    version = getattr(l.engine.dialect, "server_version_info", None)
+    if version is None:
+        try:
+            with l.engine.connect() as c:  # the dialect learns the server's version on first connect
+                version = c.dialect.server_version_info
+        except Exception:  # noqa: BLE001 - no hash then: the parts alone give the same findings
+            return None
+    version = version or (0,)
     if version < (14,):
         return None
     return func.hash_record_extended(func.row(*parts), literal_column("0"))

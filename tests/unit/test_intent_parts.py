@@ -140,3 +140,31 @@ def test_a_group_of_many_records_is_read_in_one_pass(sqlite_db, capsys, monkeypa
     load(writable, celery_md(), {"celery_taskmeta": rows})
     doc = _scan_json(path, capsys, by_parts, monkeypatch)
     assert _kinds(doc, ("duplicate_intent",)) == {("duplicate_intent", f"g{g}-1") for g in range(60)}
+
+
+@pytest.mark.parametrize("hashed", [True, False])
+def test_postgresql_groups_by_a_hash_first_and_finds_the_same(pg_url, capsys, monkeypatch, hashed):
+    """PostgreSQL 14+ finds the groups by ``hash_record_extended`` of the columns first; without it (an
+    older server) by the columns alone: the same findings either way."""
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.engine import Engine
+
+    writable = create_engine(pg_url)
+    try:
+        load(writable, celery_md(), {"celery_taskmeta": _rows()})
+    finally:
+        writable.dispose()
+    if not hashed:
+        monkeypatch.setattr(rules, "_parts_hash", lambda l, parts: None)
+    stmts: list[str] = []
+
+    def seen(conn, cursor, statement, *a):
+        stmts.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        doc = _scan_json(pg_url, capsys, True, monkeypatch)
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+    assert _kinds(doc) == WANT
+    assert any("hash_record_extended" in s for s in stmts) is hashed
