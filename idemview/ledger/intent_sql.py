@@ -68,15 +68,21 @@ def intent_hash(cols: Sequence[ColumnElement], empty: Sequence[ColumnElement], d
         out = parts[0]
         for p in parts[1:]:
             out = out.op("||")(_sep()).op("||")(p)
+    blank = intent_blank(empty, dialect)
+    return out if blank is None else case((blank, null()), else_=out)
+
+
+def intent_blank(empty: Sequence[ColumnElement], dialect: str) -> ColumnElement | None:
+    """The condition "every column of ``empty`` is empty" (NULL, or one of :data:`EMPTY_VALUES`) under
+    which :func:`intent_hash` is NULL; ``None`` without ``empty`` columns. Never NULL itself."""
     if not empty:
-        return out
-    blank = and_(
+        return None
+    return and_(
         *[
             or_(c.is_(None), _text_for_empty(c, dialect).in_([literal_column(_quote(v)) for v in EMPTY_VALUES]))
             for c in empty
         ]
     )
-    return case((blank, null()), else_=out)
 
 
 def _quote(v: str) -> str:

@@ -373,13 +373,41 @@ def ledger_basics(ledger: Ledger, *, unknown_times: bool = True) -> Basics:
     :func:`~idemview.ledger.unknown_times.unknown_time_counts`; a ledger class that answers those
     itself (or JSON-array attempts, counted in Python) is asked through them. Raises what the
     database raises."""
-    from sqlalchemy import and_, case, null
-    from sqlalchemy.sql.elements import Null
+    from idemview.ledger.unknown_times import unknown_time_counts
 
-    from idemview.ledger.unknown_times import _stored, unknown_time_counts
-
-    cls = type(ledger)
     a = ledger.layout.attempts
+    if _answers_itself(ledger):
+        n_ops, n_att = ledger.counts()
+        ut = unknown_time_counts(ledger) if unknown_times else None
+        return Basics(n_ops, n_att, ledger.unmapped_counts(), ut)
+    tally = _Tally(unknown_times)
+    n_att = 0
+    with ledger.engine.connect() as c:
+        extra = tally.time_sums(ledger.time_cols, ledger.epoch)
+        counter = a.source == "counter" and ledger.attempt_count_expr is not None
+        if counter:
+            extra.append(func.sum(ledger.attempt_count_expr).label("att"))
+        um_cond = _unmapped(ledger.layout.status, ledger.raw_status_expr, ledger.status_expr)
+        row = tally.one_pass(c, ledger.ops, None, extra, um_cond, "status", ledger.raw_status_expr)
+        n_ops = int(row["n"] or 0)
+        if counter:
+            n_att = int(row["att"] or 0)
+        if ledger.att is not None:
+            extra = tally.time_sums(ledger.att_time, ledger.att_epoch)
+            um_cond = (
+                _unmapped(a.outcome, ledger.att_raw_outcome, ledger.att_outcome) if a.outcome is not None else None
+            )
+            row = tally.one_pass(c, ledger.att, ledger.att_where, extra, um_cond, "outcome", ledger.att_raw_outcome)
+            if a.source == "table":
+                n_att = int(row["n"] or 0)
+    return Basics(n_ops, n_att, tally.unmapped, tally.unknown if unknown_times else None)
+
+
+def _answers_itself(ledger: Ledger) -> bool:
+    """The ledger's class answers counts or unmapped values itself (a Redis or DynamoDB snapshot), or
+    its attempts are JSON arrays (counted in Python), or it keeps no time columns: then
+    :func:`ledger_basics` asks the separate questions."""
+    cls = type(ledger)
 
     def base(name: str) -> bool:  # the reader's own method (this module is below the reader: no import)
         f = getattr(cls, name, None)
@@ -388,33 +416,61 @@ def ledger_basics(ledger: Ledger, *, unknown_times: bool = True) -> Basics:
             and getattr(f, "__qualname__", "") == f"Ledger.{name}"
         )
 
-    own = (
+    return (
         not base("counts")
         or not base("unmapped_counts")
-        or a.source == "json_array"
+        or ledger.layout.attempts.source == "json_array"
         or getattr(ledger, "time_cols", None) is None
     )
-    if own:
-        n_ops, n_att = ledger.counts()
-        ut = unknown_time_counts(ledger) if unknown_times else None
-        return Basics(n_ops, n_att, ledger.unmapped_counts(), ut)
 
-    one: ColumnElement = literal_column("1")
-    zero: ColumnElement = literal_column("0")
-    um_out: dict[str, dict[str, int]] = {"status": {}, "outcome": {}}
-    ut_out: dict[str, int] = {}
-    n_ops = n_att = 0
 
-    def time_sums(cols, epoch) -> list:
-        if not unknown_times or not cols:
+class _Tally:
+    """The aggregate passes of :func:`ledger_basics` and what they found: ``unmapped``
+    (``{"status": {RAW: N}, "outcome": {RAW: N}}``) and ``unknown`` (``{time field: N}``)."""
+
+    def __init__(self, unknown_times: bool):
+        self.unknown_times = unknown_times
+        self.unmapped: dict[str, dict[str, int]] = {"status": {}, "outcome": {}}
+        self.unknown: dict[str, int] = {}
+
+    def time_sums(self, cols, epoch) -> list:
+        """``sum(stored but no instant)`` per time field of ``cols`` (labelled ``t_<field>``)."""
+        from sqlalchemy import and_, case
+
+        from idemview.ledger.unknown_times import _stored
+
+        if not self.unknown_times or not cols:
             return []
         return [
-            func.sum(case((and_(_stored(cols[k][0]), epoch[k].is_(None)), one), else_=zero)).label(f"t_{k}")
+            func.sum(case((and_(_stored(cols[k][0]), epoch[k].is_(None)), _ONE), else_=_ZERO)).label(f"t_{k}")
             for k in cols
             if k in epoch
         ]
 
-    def grouped(c, what, raw, cond, table, *where):
+    def one_pass(self, c, table, where, extra: list, um_cond, what: str, raw) -> dict:
+        """``count(*)``, ``extra`` and the unmapped records' count over ``table`` in one statement;
+        the unmapped raw values grouped (:meth:`grouped`) only when there are some."""
+        from sqlalchemy import case
+
+        cols = [func.count().label("n"), *extra]
+        if um_cond is not None:
+            cols.append(func.sum(case((um_cond, _ONE), else_=_ZERO)).label("um"))
+        q = select(*cols).select_from(table)
+        if where is not None:
+            q = q.where(where)
+        row = c.execute(q).one()._mapping
+        for k, v in row.items():
+            if k.startswith("t_") and int(v or 0):
+                self.unknown[k[2:]] = self.unknown.get(k[2:], 0) + int(v)
+        if um_cond is not None and int(row["um"] or 0):
+            self.grouped(c, what, raw, um_cond, table, *([where] if where is not None else []))
+        return dict(row)
+
+    def grouped(self, c, what: str, raw, cond, table, *where) -> None:
+        """The unmapped records' raw values of ``table`` counted into :attr:`unmapped` ``[what]``."""
+        from sqlalchemy import null
+        from sqlalchemy.sql.elements import Null
+
         if isinstance(raw, Null):  # rules without a raw column: one count, nothing to group by
             q = select(null().label("raw"), func.count().label("n")).select_from(table).where(cond, *where)
         else:
@@ -422,39 +478,8 @@ def ledger_basics(ledger: Ledger, *, unknown_times: bool = True) -> Basics:
         for r in c.execute(q):
             if int(r.n):
                 k = _raw_key(r.raw)
-                um_out[what][k] = um_out[what].get(k, 0) + int(r.n)
+                self.unmapped[what][k] = self.unmapped[what].get(k, 0) + int(r.n)
 
-    def one_pass(c, table, where, extra: list, um_cond, what, raw) -> dict:
-        cols = [func.count().label("n"), *extra]
-        if um_cond is not None:
-            cols.append(func.sum(case((um_cond, one), else_=zero)).label("um"))
-        q = select(*cols).select_from(table)
-        if where is not None:
-            q = q.where(where)
-        row = c.execute(q).one()._mapping
-        for k, v in row.items():
-            if k.startswith("t_") and int(v or 0):
-                ut_out[k[2:]] = ut_out.get(k[2:], 0) + int(v)
-        if um_cond is not None and int(row["um"] or 0):
-            grouped(c, what, raw, um_cond, table, *([where] if where is not None else []))
-        return dict(row)
 
-    with ledger.engine.connect() as c:
-        extra = time_sums(ledger.time_cols, ledger.epoch)
-        counter = a.source == "counter" and ledger.attempt_count_expr is not None
-        if counter:
-            extra.append(func.sum(ledger.attempt_count_expr).label("att"))
-        um_cond = _unmapped(ledger.layout.status, ledger.raw_status_expr, ledger.status_expr)
-        row = one_pass(c, ledger.ops, None, extra, um_cond, "status", ledger.raw_status_expr)
-        n_ops = int(row["n"] or 0)
-        if counter:
-            n_att = int(row["att"] or 0)
-        if ledger.att is not None:
-            extra = time_sums(ledger.att_time, ledger.att_epoch)
-            um_cond = (
-                _unmapped(a.outcome, ledger.att_raw_outcome, ledger.att_outcome) if a.outcome is not None else None
-            )
-            row = one_pass(c, ledger.att, ledger.att_where, extra, um_cond, "outcome", ledger.att_raw_outcome)
-            if a.source == "table":
-                n_att = int(row["n"] or 0)
-    return Basics(n_ops, n_att, um_out, ut_out if unknown_times else None)
+_ONE: ColumnElement = literal_column("1")
+_ZERO: ColumnElement = literal_column("0")

@@ -32,6 +32,7 @@ from sqlalchemy import (
     and_,
     case,
     cast,
+    func,
     literal,
     literal_column,
     type_coerce,
@@ -490,3 +491,33 @@ def limit_seconds(expr: ColumnElement, dialect: str) -> ColumnElement:
     if family(dialect) == POSTGRESQL and isinstance(getattr(expr, "type", None), (INTERVAL, Interval)):
         return extract("epoch", expr)
     return stored_int(expr, dialect)
+
+
+def intent_parts(cols: list[ColumnElement], dialect: str) -> list[ColumnElement]:
+    """The columns of a computed intent reference (``intent_ref = {hash = [...]}``,
+    :func:`idemview.ledger.intent_sql.intent_hash`) as values to compare one by one, in the dialect
+    family's terms: two records whose parts are all equal have the same reference, so a grouping or a
+    join can compare the columns themselves instead of building (and hashing) their concatenation for
+    every row (issue 27 item 4: 3x less CPU for the grouping at 1M Celery rows on SQLite).
+
+    A NULL column counts as '' (as in the reference). Compared byte for byte: SQLite ``COLLATE
+    BINARY``; PostgreSQL ``bytea`` as bytes (equal bytes, equal hex) and text ``COLLATE "C"``;
+    MySQL/MariaDB as binary strings (:func:`exact_text`). Unlike the joined reference, the parts never
+    merge two different splits of one text: ``('a\\x1fb', 'c')`` and ``('a', 'b\\x1fc')`` concatenate
+    alike, and PostgreSQL's ``concat_ws`` skipped a NULL column, so ``(a, b, NULL)`` and
+    ``(a, NULL, b)`` had one md5."""
+    fam = family(dialect)
+    out: list[ColumnElement] = []
+    for c in cols:
+        if fam == POSTGRESQL and is_binary(c):
+            out.append(func.coalesce(c, literal_column("'\\x'::bytea")))
+        elif fam == POSTGRESQL:
+            out.append(func.coalesce(cast(c, String()), literal_column("''")).collate("C"))
+        elif fam == MYSQL:
+            blank = func.coalesce(c, literal_column("''"), type_=c.type)
+            out.append(_ExactBinary(blank) if is_binary(c) else _ExactText(blank))
+        elif fam == SQLITE:
+            out.append(type_coerce(func.coalesce(cast(c, String()), literal_column("''")), String()).collate("BINARY"))
+        else:
+            out.append(func.coalesce(cast(c, String()), literal_column("''")))
+    return out
