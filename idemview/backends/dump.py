@@ -27,6 +27,12 @@ class DumpBackend(SqlBackend):
     choices = (Choice("Dump file / folder", "duckdb"),)
     network = False
     priority = 10
+    # idemview/ledger/dump_engine.py: allowed_paths + enable_external_access=false, lock_configuration,
+    # ReadOnlyConnection (one SELECT per statement)
+    read_only_note = (
+        "Read through DuckDB with access to other files off and its configuration locked; only one SELECT "
+        "per statement runs. The files are never written to."
+    )
 
     def matches(self, target: Target) -> bool:
         from idemview.ledger.dumps import BACKEND, is_dump_path
