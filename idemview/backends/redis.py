@@ -104,8 +104,7 @@ class RedisBackend(Backend):
     tunables = frozenset({"write_ttl_s"})
     # idemview/ledger/redis_kv/client.py: the command packer's allowlist (ALLOWED)
     read_only_note = (
-        "Read-only: every command passes an allowlist of read commands, and any other is refused before it "
-        "is sent."
+        "Read-only: every command passes an allowlist of read commands, and any other is refused before it is sent."
     )
     no_fit_detect = (
         "no key-value preset fits the sampled keys; write a key-value layout (see idem-generic) "

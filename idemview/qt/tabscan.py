@@ -39,7 +39,6 @@ from idemview.services.scanservice import KindFailure, Merged, ScanService
 from idemview.services.scanstate import CANCELLED, ScanState
 from idemview.services.session import FilteredFindings, FindingsResult
 
-
 #: The findings panel's greatest width (px): the chart keeps the rest.
 PANEL_MAX = 420
 
@@ -160,7 +159,8 @@ class ScanViews:
         sev = max(fm.horizontalAdvance(f"{theme.SEVERITY_GLYPHS[s]} {s.value}") for s in theme.SEVERITY_GLYPHS)
         kind = max(fm.horizontalAdvance(w) for w in theme.KIND_WORDS.values())
         ops = max(fm.horizontalAdvance("9,999 of 9,999"), head.horizontalAdvance(FindingsModel.HEADERS[2]) + 8)
-        columns = sum(max(w, head.horizontalAdvance(h) + 8) + pad for w, h in zip((sev, kind, ops), FindingsModel.HEADERS))
+        widths = zip((sev, kind, ops), FindingsModel.HEADERS, strict=True)
+        columns = sum(max(w, head.horizontalAdvance(h) + 8) + pad for w, h in widths)
         bar = view.verticalScrollBar().sizeHint().width()
         return min(PANEL_MAX, columns + bar + 2 * view.frameWidth())
 

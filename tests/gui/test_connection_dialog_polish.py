@@ -116,7 +116,7 @@ def test_rediss_rows_fit_a_1280x800_screen_unsqueezed(qtbot, dlg):
     for e in edits:
         assert e.height() >= e.minimumSizeHint().height(), e.placeholderText()
     tops = sorted(edits, key=lambda w: w.y())
-    for a, b in zip(tops, tops[1:]):
+    for a, b in zip(tops, tops[1:], strict=False):
         assert a.geometry().bottom() < b.geometry().top(), (a.placeholderText(), b.placeholderText())
     # the layout list no longer sets the dialog's width; its popup still shows whole titles
     assert dlg.layout_box.minimumSizeHint().width() < 400
