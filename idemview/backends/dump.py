@@ -30,8 +30,8 @@ class DumpBackend(SqlBackend):
     # idemview/ledger/dump_engine.py: allowed_paths + enable_external_access=false, lock_configuration,
     # ReadOnlyConnection (one SELECT per statement)
     read_only_note = (
-        "Read through DuckDB with access to other files off and its configuration locked; only one SELECT "
-        "per statement runs. The files are never written to."
+        "Read-only: DuckDB may read only the dump's files (access to other files off, its configuration "
+        "locked), and only one SELECT per statement runs."
     )
 
     def matches(self, target: Target) -> bool:

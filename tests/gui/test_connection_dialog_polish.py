@@ -62,7 +62,7 @@ def test_a_test_result_does_not_replace_the_read_only_sentence(dlg):
     dlg.result.setText("Saved x.")
     _choose(dlg, "duckdb")
     assert dlg.result.text() == "Saved x."
-    assert dlg.read_only.text().startswith("Read through DuckDB")
+    assert dlg.read_only.text().startswith("Read-only: DuckDB may read only the dump's files")
 
 
 def test_write_ttl_is_a_reading_row_not_a_tls_option(dlg):
