@@ -51,7 +51,9 @@ class Field:
     ``text``, ``port``, ``password``, ``file`` (a file picker), ``path`` (a file *or* folder picker),
     ``choice`` (one of ``choices``), ``ssh`` (the SSH tunnel rows), or ``note`` (a line of text, no
     value: ``label`` is the text). ``label`` is what the dialog shows; ``placeholder`` and ``help`` (tool
-    tip) explain the value; ``filter`` is a file dialog's name filter."""
+    tip) explain the value; ``filter`` is a file dialog's name filter. ``section``: ``server`` (the
+    dialog's box of where the store is and how to reach it) or ``reading`` (how its records are read,
+    shown beside the layout and the zone of naive times, e.g. Redis's write TTL)."""
 
     key: str
     label: str
@@ -60,6 +62,7 @@ class Field:
     help: str = ""
     choices: tuple[str, ...] = ()
     filter: str = ""
+    section: str = "server"
 
 
 #: The schemes (``Choice.dialect``) of every registered backend, kept by the registry
@@ -189,7 +192,8 @@ class Backend(ABC):
     ``priority`` (asked before backends of lower priority when several could match: the catch-all SQL
     backend asks last), ``layout_kinds`` (which layouts apply, for the dialog's layout list: ``sql``,
     ``kv``, ``dynamodb``), ``tunables`` (the backend-specific :class:`Tunables` it honours, e.g.
-    ``write_ttl_s``), ``no_fit_detect``."""
+    ``write_ttl_s``), ``no_fit_detect``, ``read_only_note`` (one sentence for people: how this backend
+    keeps every connection read-only; the connection dialog shows it)."""
 
     name: str = ""
     title: str = ""
@@ -200,6 +204,8 @@ class Backend(ABC):
     tunables: frozenset[str] = frozenset()
     #: What ``idemview detect`` says when no layout fits (one line: what to do).
     no_fit_detect: str = "no layout fits this ledger; write a layout and pass it with --layout"
+    #: How a connection of this backend is kept read-only, in one sentence (the connection dialog's).
+    read_only_note: str = "Every connection is opened read-only."
 
     # ------------------------------------------------------------------------------ matching
 

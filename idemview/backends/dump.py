@@ -27,6 +27,12 @@ class DumpBackend(SqlBackend):
     choices = (Choice("Dump file / folder", "duckdb"),)
     network = False
     priority = 10
+    # idemview/ledger/dump_engine.py: allowed_paths + enable_external_access=false, lock_configuration,
+    # ReadOnlyConnection (one SELECT per statement)
+    read_only_note = (
+        "Read-only: DuckDB may read only the dump's files (access to other files off, its configuration "
+        "locked), and only one SELECT per statement runs."
+    )
 
     def matches(self, target: Target) -> bool:
         from idemview.ledger.dumps import BACKEND, is_dump_path

@@ -42,6 +42,11 @@ class DynamoBackend(Backend):
     priority = 20
     layout_kinds = ("dynamodb",)
     no_fit_detect = "no DynamoDB preset fits this table; write a layout (see dynamodb-generic)"
+    # idemview/ledger/dynamodb_snapshot.py: refuse_non_reads on botocore's before-parameter-build event
+    read_only_note = (
+        "Read-only: a hook in the AWS client refuses any operation other than DescribeTable, Scan, Query "
+        "and GetItem before it is sent."
+    )
 
     def matches(self, target: Target) -> bool:
         from idemview.ledger.dynamodb_snapshot import is_dynamodb_url

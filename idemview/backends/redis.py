@@ -102,6 +102,10 @@ class RedisBackend(Backend):
     priority = 20
     layout_kinds = ("kv",)
     tunables = frozenset({"write_ttl_s"})
+    # idemview/ledger/redis_kv/client.py: the command packer's allowlist (ALLOWED)
+    read_only_note = (
+        "Read-only: every command passes an allowlist of read commands, and any other is refused before it is sent."
+    )
     no_fit_detect = (
         "no key-value preset fits the sampled keys; write a key-value layout (see idem-generic) "
         "and pass it with --layout"
@@ -138,6 +142,7 @@ class RedisBackend(Backend):
                 placeholder="empty: the layout's (Celery: 86400)",
                 help="The TTL in seconds the store sets at every write (Celery's result_expires): a record "
                 "without a time of its own is dated read time - (this - its remaining TTL)",
+                section="reading",  # how records are dated, not how to reach the server (nor TLS)
             ),
             Field("ssh", "SSH tunnel", "ssh"),
         )

@@ -82,6 +82,9 @@ class SqlBackend(Backend):
     no_fit_detect = (
         "no preset fits this database (no known ledger table found); build a layout file and pass it with --layout"
     )
+    # idemview/ledger/connect.py: SQLite mode=ro + query_only, PostgreSQL default_transaction_read_only,
+    # MySQL/MariaDB SET SESSION TRANSACTION READ ONLY
+    read_only_note = "Every connection is opened read-only, enforced by the database session."
 
     def matches(self, target: Target) -> bool:
         return True  # the catch-all: parse_url says what is wrong with anything else

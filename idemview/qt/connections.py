@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QVBoxLayout,
@@ -80,7 +81,7 @@ def test_connection(conn: Connection, password: str | None, layout: str, token, 
 
 
 REMEMBER_TEXT = "Remember in the OS keyring"
-SESSION_ONLY_TEXT = "Remember in the OS keyring — unavailable, kept for this session only (see the notice)"
+SESSION_ONLY_TEXT = "Remember in the OS keyring — unavailable: this session only"  # why: its tooltip, the notice
 
 
 def show_keyring_notice(label: QLabel, credentials: CredentialStore) -> None:
@@ -126,13 +127,23 @@ class ConnectionDialog(QDialog):
         split.addWidget(self._build_list())
         right = QWidget()
         form = QFormLayout(right)
+        self.form = form
+        self._reading: list[tuple[QLabel, QWidget]] = []  # rows of the backend's "reading" fields
+        self._dialect_shown: str | None = None  # the type the rows were last made for
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         self._build_source_rows(form)
-        self.form = form
         self._build_server(form)
         self._build_layout_rows(form)
         self._build_value_rows(form)
-        split.addWidget(right)
+        # The fields scroll when the screen is too short for them (a rediss connection with an SSH
+        # tunnel has 20 rows): without this the dialog fitted to a 1280×800 screen squeezed the server
+        # box's rows onto each other.
+        self.fields_scroll = QScrollArea()
+        self.fields_scroll.setWidgetResizable(True)
+        self.fields_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.fields_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.fields_scroll.setWidget(right)
+        split.addWidget(self.fields_scroll)
         split.setSizes([220, 560])
         outer.addWidget(split, 1)
         outer.addLayout(self._build_buttons())
@@ -259,6 +270,10 @@ class ConnectionDialog(QDialog):
 
         for dl in all_dynamodb_presets():  # DynamoDB layouts, for DynamoDB connections
             self.layout_box.addItem(f"{dl.name} — {dl.title} (DynamoDB)", dl.name)
+        # long preset titles ("… — … (DynamoDB)") made the combo, and so the dialog, 1,000 px wide
+        self.layout_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.layout_box.setMinimumContentsLength(24)
+        self.layout_box.view().setMinimumWidth(self.layout_box.view().sizeHintForColumn(0) + 24)  # its list: whole
         self.edit_layout_btn = QPushButton("Edit layout…")
         self.edit_layout_btn.setToolTip(
             "Map or adjust the layout against this database (opened read-only), starting from the chosen preset"
@@ -311,7 +326,13 @@ class ConnectionDialog(QDialog):
         form.addRow(self.map_problem)
         for ed in (self.status_map, self.outcome_map, self.action_rules):
             ed.textChanged.connect(self._check_maps)
-        self.result = QLabel("Every connection is opened read-only, enforced by the database session.")
+        # how this type of store is kept read-only (Backend.read_only_note): a database session, an
+        # allowlist of commands, a hook in the AWS client, DuckDB's settings — set by _type_changed
+        self.read_only = QLabel()
+        self.read_only.setObjectName("readOnlyNote")
+        self.read_only.setWordWrap(True)
+        form.addRow(self.read_only)
+        self.result = QLabel()
         self.result.setWordWrap(True)
         self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         form.addRow(self.result)
@@ -488,7 +509,16 @@ class ConnectionDialog(QDialog):
             n.hide()
             n.deleteLater()
         self.notes = []
+        for label, w in self._reading:
+            self.form.takeRow(w)
+            w.hide()
+            label.hide()
+            label.deleteLater()
+        self._reading = []
         for f in fields:
+            if f.section == "reading":  # beside the layout and the zone: how the records are read
+                self._add_reading_row(f)
+                continue
             if f.kind == "note":
                 note = QLabel(f.label)
                 note.setWordWrap(True)
@@ -513,17 +543,60 @@ class ConnectionDialog(QDialog):
                 self.remember.show()
         self._fields = fields
 
+    def _add_reading_row(self, f: Field) -> None:
+        """Field ``f`` (``section="reading"``) as a row of the main form under "Naive times in"."""
+        w = self._editor(f)
+        label = QLabel(f.label)
+        label.setToolTip(f.help)
+        row, _role = self.form.getWidgetPosition(self.zone)
+        self.form.insertRow(row + 1 + len(self._reading), label, w)
+        label.show()  # else shown only when the event loop runs (a queued show of a layout's new child)
+        w.show()
+        self._reading.append((label, w))
+
     def _type_changed(self, *_):
         b, d = self.backend(), self.type.currentData()
         fields = b.fields(d)
         if fields != self._fields:
             self._build_fields(fields)
         self.server.setTitle(b.title if b.name != "sql" or d != "sqlite" else "SQLite file")
+        self.read_only.setText(b.read_only_note)
         # only the fields that apply: a key-value or DynamoDB ledger has no SQL schema
         self.form.setRowVisible(self.schema, "sql" in b.layout_kinds)
         keys = {f.key for f in fields}
-        if not self._loading and "port" in keys and self.port.value() == 0:
+        # the previous type's default port is no port the user chose: PostgreSQL → Redis read 5432
+        before = DEFAULT_PORTS.get(self._dialect_shown or "", 0)
+        if not self._loading and "port" in keys and self.port.value() in (0, before):
             self.port.setValue(DEFAULT_PORTS.get(d, 0))
+        self._dialect_shown = d
+        if self.isVisible():
+            self._grow_to_fields()
+
+    def showEvent(self, ev):  # noqa: N802 - Qt override
+        super().showEvent(ev)
+        self._grow_to_fields()
+
+    def _grow_to_fields(self) -> None:
+        """Make the fields' side as wide as its rows need (they scroll only up and down) and the dialog
+        tall enough that they need no scrolling, within its screen (never shorter: a type with fewer
+        rows leaves it as it is)."""
+        from idemview.qt.fit import FRAME_H, _avail
+
+        right = self.fields_scroll.widget()
+        bar = self.fields_scroll.verticalScrollBar().sizeHint().width()
+        self.fields_scroll.setMinimumWidth(right.minimumSizeHint().width() + bar)
+        right.adjustSize()
+        missing = right.sizeHint().height() - self.fields_scroll.viewport().height()
+        if missing <= 0:
+            return
+        frame = (self.frameGeometry().height() - self.height()) or FRAME_H
+        room = _avail(self).height() - frame
+        h = min(self.height() + missing, room)
+        if h > self.height():
+            self.resize(self.width(), h)
+            g, avail = self.frameGeometry(), _avail(self)
+            if g.bottom() > avail.bottom():  # moved up to stay on the screen
+                self.move(self.x(), max(avail.top(), self.y() - (g.bottom() - avail.bottom())))
 
     def _field_keys(self) -> dict[str, Field]:
         return {f.key: f for f in self.backend().fields(self.type.currentData())}

@@ -142,6 +142,8 @@ class IncidentOverview(QWidget):
         self.plot.hideButtons()
         self.plot.setMenuEnabled(False)
         self.plot.getPlotItem().getAxis("left").setWidth(44)
+        # no numbers until the first histogram: the empty range 0..1 read as times "00.100 … 00.900"
+        self._axes_values(False)
         v.addWidget(self.plot, 1)
         self.hint = QLabel("Drag across the chart to filter by a time window · wheel zooms time")
         self.hint.setContentsMargins(6, 0, 6, 0)
@@ -242,8 +244,18 @@ class IncidentOverview(QWidget):
         if r:
             self.range_wanted.emit(*r)
 
+    def _axes_values(self, on: bool) -> None:
+        """Show (or hide) the numbers of both axes."""
+        for name in ("bottom", "left"):
+            self.plot.getPlotItem().getAxis(name).setStyle(showValues=on)
+
+    def axes_show_values(self) -> bool:
+        """Whether the axes show their numbers (not before the first histogram)."""
+        return bool(self.axis.style["showValues"])
+
     def set_histogram(self, h: Histogram):
         self._hist = h
+        self._axes_values(True)
         src = "Attempts" if h.source == "attempts" else "Operations created"
         self.title.setText(f"{src} over time")
         self._draw()

@@ -39,6 +39,9 @@ from idemview.services.scanservice import KindFailure, Merged, ScanService
 from idemview.services.scanstate import CANCELLED, ScanState
 from idemview.services.session import FilteredFindings, FindingsResult
 
+#: The findings panel's greatest width (px): the chart keeps the rest.
+PANEL_MAX = 420
+
 
 class ScanViews:
     """The findings panel of a tab and the relay from its :class:`ScanService` to the views."""
@@ -137,9 +140,29 @@ class ScanViews:
         self._audit_scroll = audit_scroll
         audit_scroll.hide()
         fl.addWidget(audit_scroll)
-        fp.setMaximumWidth(420)
+        fp.setMaximumWidth(PANEL_MAX)
         fp.setMinimumWidth(250)
         return fp
+
+    def findings_panel_width(self) -> int:
+        """The panel's width (px) at which every finding's name, severity and count shows whole
+        (bold, as critical and high rows are), at most :data:`PANEL_MAX`. The tab gives the panel this
+        width and lets the chart take what the window gains or loses: at 1280×800 with the detail open
+        the panel had its 250 px minimum and read "duplicate …", "replay aft…"."""
+        from PySide6.QtGui import QFont, QFontMetrics
+
+        view = self.findings_view
+        bold = QFont(view.font())
+        bold.setBold(True)
+        fm, head = QFontMetrics(bold), QFontMetrics(view.horizontalHeader().font())
+        pad = 2 * view.style().pixelMetric(view.style().PixelMetric.PM_FocusFrameHMargin, None, view) + 12
+        sev = max(fm.horizontalAdvance(f"{theme.SEVERITY_GLYPHS[s]} {s.value}") for s in theme.SEVERITY_GLYPHS)
+        kind = max(fm.horizontalAdvance(w) for w in theme.KIND_WORDS.values())
+        ops = max(fm.horizontalAdvance("9,999 of 9,999"), head.horizontalAdvance(FindingsModel.HEADERS[2]) + 8)
+        widths = zip((sev, kind, ops), FindingsModel.HEADERS, strict=True)
+        columns = sum(max(w, head.horizontalAdvance(h) + 8) + pad for w, h in widths)
+        bar = view.verticalScrollBar().sizeHint().width()
+        return min(PANEL_MAX, columns + bar + 2 * view.frameWidth())
 
     def _on_merged(self, m: Merged) -> None:
         self._on_findings(m.result, m.state if m.complete else None, m.pending, m.failed)
@@ -306,7 +329,9 @@ class ScanViews:
     def step_finding(self, step: int):
         """F8 / Shift+F8: open the next / previous finding, most severe first."""
         if not self._ordered:
-            self.message.emit("No findings to walk through")
+            # while the scan runs an empty walk is no answer: "No findings" read as "none" (issue 20 §1)
+            pending = self.findings is None or self._scanning or not self.findings_settled()
+            self.message.emit("Findings are still being scanned…" if pending else "No findings to walk through")
             return
         self._finding_pos = (self._finding_pos + step) % len(self._ordered)
         f = self._ordered[self._finding_pos]

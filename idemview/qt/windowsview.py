@@ -17,7 +17,7 @@ import math
 from datetime import UTC, datetime
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QRect, Qt, Signal
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -44,6 +44,8 @@ UTC = UTC
 #: Verdict -> the severity whose colour it borrows (too short is an incident, enough is calm).
 _VERDICT_SEVERITY = {"too_short": Severity.CRITICAL, "unknown": Severity.INFO, "enough": Severity.LOW}
 _VERDICT_WORDS = {"too_short": "too short", "enough": "enough", "unknown": "unknown"}
+#: The chart's least width (px) when the table takes the room its columns need.
+CHART_MIN = 380
 # The ladder's rungs as axis ticks (15 min left out: on a log axis it crowds 5 min)
 _TICKS = [(1.0, "1 s"), (60.0, "1 min")] + [(w, duration_words(w)) for w in LADDER if w != 900.0]
 _HEADERS = ("Kind", "Verdict", "Window", "p50", "p99", "Max", "Late", "Suggested")
@@ -103,6 +105,7 @@ class WindowsView(QWidget):
         self.table.itemSelectionChanged.connect(self._kind_selected)
         upper.addWidget(self.table)
         upper.setSizes([470, 560])
+        self.upper = upper
         split.addWidget(upper)
         lower = QWidget()
         lv = QVBoxLayout(lower)
@@ -159,6 +162,7 @@ class WindowsView(QWidget):
             f"(percentiles by {rep.method})"
         )
         self._fill_table(rep)
+        self.fit_table()
         self._draw(rep)
         self.export_button.setEnabled(bool(rep.groups))
         if rep.groups:
@@ -166,6 +170,29 @@ class WindowsView(QWidget):
         else:
             self.sentence.setText("No operations.")
         self.report_shown.emit()
+
+    def fit_table(self, avail: QRect | None = None) -> None:
+        """Give the table the width its columns need (the window grows within ``avail``, default its
+        screen's available geometry; the chart gives up the rest down to :data:`CHART_MIN` px): at
+        1280×800 the last column, "Suggested" — the answer — was behind a horizontal scroll bar."""
+        from idemview.qt.fit import FRAME_W, _avail
+
+        hh = self.table.horizontalHeader()
+        need = hh.length() + 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width()
+        sizes = self.upper.sizes()
+        if len(sizes) != 2 or need <= sizes[1]:
+            return
+        win = self.window()
+        avail = avail or _avail(win)
+        frame = (win.frameGeometry().width() - win.width()) or FRAME_W
+        grow = max(0, min(need + CHART_MIN - sum(sizes), avail.width() - frame - win.width()))
+        if grow and win is not self.tab.window():
+            win.resize(win.width() + grow, win.height())
+            if win.frameGeometry().right() > avail.right():  # moved left to stay on the screen
+                win.move(max(avail.left(), avail.right() - frame - win.width()), win.y())
+        total = sum(sizes) + (grow if win is not self.tab.window() else 0)
+        table = min(need, max(total - CHART_MIN, sizes[1]))
+        self.upper.setSizes([total - table, table])
 
     def _on_error(self, err: JobError) -> None:
         self.refresh_button.setEnabled(True)
