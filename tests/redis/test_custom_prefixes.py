@@ -121,3 +121,74 @@ def test_with_prefix_escapes_each_place_by_its_reading():
     locked = [s for s in sk.members if s.state == "locked"][0]
     assert locked.match == "x.y:*:LOCKED" and locked.key_regex.match("x.y:ab:LOCKED")
     assert not locked.key_regex.match("xzy:ab:LOCKED") and sk.detect_keys == ("x.y:*",)
+
+
+def _plant_acme_locks(raw) -> tuple[str, str]:
+    """sidekiq-unique-jobs under lock_prefix "acme_locks": a digest locked by two job ids (planted), one
+    locked by one (look-alike). Returns the two digests."""
+    d1, d2 = _digest("acme_locks", "refund-7"), _digest("acme_locks", "mail-1")
+    lock_v9(raw, d1, "b1")
+    lock_v9(raw, d1, "b2")
+    lock_v9(raw, d2, "m1")
+    return d1, d2
+
+
+def test_detected_prefix_travels_with_the_name_detection_gives(redis_db, capsys):
+    """The name `idemview detect` (and the backend's detection) gives for a preset found under another
+    prefix carries the prefix (``NAME@PREFIX``), and that name opens the preset under the prefix: the
+    CLI's --layout, ``idemview.open(url, layout=NAME)`` and Test, not the default prefix again."""
+    import idemview
+    from idemview.backends.redis import BACKEND
+    from idemview.cli import main
+    from idemview.ledger.redis_snapshot import test_redis
+
+    url, raw = redis_db
+    d1, _d2 = _plant_acme_locks(raw)
+    best = BACKEND.detect(url, None)[0]
+    assert best.name == "sidekiq-unique-jobs@acme_locks"
+    assert main(["detect", url]) == 0
+    assert capsys.readouterr().out.startswith("sidekiq-unique-jobs@acme_locks\t")
+    now = server_now(raw)
+    ledger = _open(url, best.name)
+    assert "prefix 'acme_locks'" in ledger.kv_layout.origin and ledger.detection.startswith("layout sidekiq")
+    assert _found(ledger, now) == {("duplicate_effect", "sidekiq", d1)}
+    with idemview.open(url, layout=best.name, masked=False) as led:
+        assert {(r.kind, r.idempotency_key) for r in led.findings(now=now).itertuples()} == {("duplicate_effect", d1)}
+    # Test with the plain name chosen says which name reads these keys
+    said = test_redis(url, "sidekiq-unique-jobs")
+    assert "sidekiq-unique-jobs@acme_locks" in said, said
+    assert "sidekiq-unique-jobs@acme_locks" in test_redis(url, best.name)
+    # the default preset by its plain name still reads the default prefix only
+    assert _found(_open(url, "sidekiq-unique-jobs"), now) == set()
+
+
+def test_prefixed_name_of_a_saved_connection_opens_under_its_prefix(redis_db, tmp_path, monkeypatch):
+    """A saved connection keeping ``NAME@PREFIX`` (the GUI's connection dialog, ``idemview open NAME``,
+    ``idemview.open(NAME)``) opens the preset under that prefix; a malformed one is refused in words."""
+    import idemview
+    from idemview.config import Connection, ConnectionStore
+    from idemview.errors import InvalidLayout, LayoutMismatch
+    from idemview.services.opener import open_source, spec_for_connection
+
+    monkeypatch.setenv("IDEMVIEW_CONFIG_DIR", str(tmp_path / "cfg"))
+    url, raw = redis_db
+    d1, _d2 = _plant_acme_locks(raw)
+    host, _, rest = url.split("://", 1)[1].partition("/")
+    conn = Connection(
+        name="locks",
+        dialect="redis",
+        host=host.rsplit(":", 1)[0],
+        port=int(host.rsplit(":", 1)[1]),
+        database=rest,
+        layout="sidekiq-unique-jobs@acme_locks",
+    )
+    ConnectionStore().upsert(conn)
+    opened = open_source(spec_for_connection(conn))
+    now = server_now(raw)
+    assert opened.ledger.layout.name == "sidekiq-unique-jobs"
+    assert _found(opened.ledger, now) == {("duplicate_effect", "sidekiq", d1)}
+    with idemview.open("locks", masked=False) as led:
+        assert {(r.kind, r.idempotency_key) for r in led.findings(now=now).itertuples()} == {("duplicate_effect", d1)}
+    for bad, says in (("sidekiq-unique-jobs@", "empty"), ("celery-redis@x", "names no \\[detect\\] prefix")):
+        with pytest.raises((InvalidLayout, LayoutMismatch, LayoutError), match=says):
+            idemview.open(url, layout=bad)

@@ -12,6 +12,9 @@ sidekiq-unique-jobs' ``lock_prefix``, default ``uniquejobs``: lib/sidekiq_unique
 
 A sampled key matching ``prefix_from`` with another prefix makes a variant of the preset with that prefix
 in every key name it reads (:func:`with_prefix`), ranked like any preset: the user copies no layout.
+Such a variant is named ``NAME@PREFIX`` wherever a choice is handed on (:func:`choice_name`: ``idemview
+detect``, Test, a saved connection's layout, ``--layout``, ``idemview.open(layout=...)``) and that name
+opens it again (:func:`load_kv_choice`), so the prefix travels with the choice.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from collections import Counter
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from idemview.layouts.kv import KvLayout, all_kv_presets, parse_kv_layout
+from idemview.layouts.kv import (
+    KvLayout,
+    all_kv_presets,
+    kv_preset_names,
+    load_kv_layout,
+    load_kv_preset,
+    parse_kv_layout,
+)
 from idemview.layouts.layout import LayoutError
 from idemview.ledger.redis_kv.client import SCAN_COUNT
 from idemview.ledger.redis_kv.decode import decode_value
@@ -235,3 +245,37 @@ def with_prefix(kv: KvLayout, prefix: str) -> KvLayout:
         f"{rule[0]!r}, found in the keys by detection. Its sources: {kv.source}\n"
     )
     return parse_kv_layout(head + tomli_w.dumps(d), origin=f"{kv.origin}, prefix {prefix!r}")
+
+
+#: what separates a preset's name from the key prefix it is read under in a layout choice (``bullmq@myapp``)
+PREFIX_SEP = "@"
+
+
+def choice_name(kv: KvLayout) -> str:
+    """The name that opens ``kv`` again (:func:`load_kv_choice`): ``NAME@PREFIX`` for a shipped preset read
+    under a prefix other than its default (:func:`with_prefix`), else ``kv.name``."""
+    if kv.name not in kv_preset_names() or _prefix_rule(kv) is not None:
+        return kv.name
+    try:
+        prefix = (tomllib.loads(kv.text).get("detect") or {}).get("prefix")
+    except tomllib.TOMLDecodeError:
+        return kv.name
+    rule = _prefix_rule(load_kv_preset(kv.name))
+    if not isinstance(prefix, str) or rule is None or prefix == rule[0]:
+        return kv.name
+    return f"{kv.name}{PREFIX_SEP}{prefix}"
+
+
+def load_kv_choice(spec: str) -> KvLayout:
+    """A key-value layout by what a user or detection chose: a layout file, a preset name, or
+    ``NAME@PREFIX`` (the preset ``NAME`` read under the key prefix ``PREFIX``: :func:`with_prefix`; split at
+    the first ``@``, preset names have none). Raises :class:`LayoutError` (unknown preset, empty prefix, a
+    preset that names no ``[detect] prefix``)."""
+    from pathlib import Path
+
+    name, sep, prefix = spec.partition(PREFIX_SEP)
+    if not sep or spec.endswith(".toml") or Path(spec).is_file():
+        return load_kv_layout(spec)
+    if not prefix:
+        raise LayoutError(f"layout {spec!r}: the key prefix after {PREFIX_SEP!r} is empty")
+    return with_prefix(load_kv_preset(name), prefix)

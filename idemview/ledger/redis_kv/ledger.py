@@ -14,7 +14,7 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 from idemview.domain.model import FindingKind
-from idemview.layouts.kv import NOT_CHECKABLE, KvLayout, load_kv_layout
+from idemview.layouts.kv import NOT_CHECKABLE, KvLayout
 from idemview.layouts.layout import AttemptsSpec, Layout, LayoutError, StatusSource, load_preset
 from idemview.ledger.reader import Ledger
 from idemview.ledger.redis_kv.client import (
@@ -25,7 +25,7 @@ from idemview.ledger.redis_kv.client import (
     snapshot_permissions,
     write_rights,
 )
-from idemview.ledger.redis_kv.detect import detect_kv
+from idemview.ledger.redis_kv.detect import choice_name, detect_kv, load_kv_choice
 from idemview.ledger.redis_kv.snapshot import SnapshotInfo, snapshot
 
 
@@ -116,8 +116,8 @@ def open_redis_ledger(
         if isinstance(layout, KvLayout):
             kv, detection = layout, f"layout {layout.name} (chosen)"
         elif layout:
-            kv = load_kv_layout(layout)
-            detection = f"layout {kv.name} (chosen)"
+            kv = load_kv_choice(layout)
+            detection = f"layout {choice_name(kv)} (chosen)"
         else:
             matches = detect_kv(client)
             if not matches:
@@ -128,7 +128,7 @@ def open_redis_ledger(
                     ["keys"],
                 )
             kv = matches[0].layout
-            detection = f"detected {kv.name} ({matches[0].confidence:.0%}): {matches[0].reason}"
+            detection = f"detected {choice_name(kv)} ({matches[0].confidence:.0%}): {matches[0].reason}"
         if write_ttl_s is not None and kv.write_time_fields:
             kv = replace(kv, write_ttl_seconds=float(write_ttl_s))
         engine, info = snapshot(client, kv, url=url, batch=batch, progress=progress, token=token, worker=worker)
@@ -232,7 +232,7 @@ def test_redis(url, layout: str = "") -> str:
     try:
         warn = write_rights(client)
         parts = ["✓ reachable", "read commands only (allowlist)" + (f" · ⚠ {warn}" if warn else "")]
-        presets = [load_kv_layout(layout)] if layout else None
+        presets = [load_kv_choice(layout)] if layout else None
         m = detect_kv(client, presets)
         # Test runs every command Connect's snapshot will run: Test passing means Connect can read
         missing, no_time = snapshot_permissions(client, m[0].layout if m else None)
@@ -246,7 +246,7 @@ def test_redis(url, layout: str = "") -> str:
             parts.append("⚠ " + LOCAL_CLOCK_NOTE)
         if m:
             parts.append(
-                f"{'layout' if layout else 'detected'} {m[0].layout.name} — confidence "
+                f"{'layout' if layout else 'detected'} {choice_name(m[0].layout)} — confidence "
                 f"{m[0].confidence:.0%}: {m[0].reason}"
             )
         else:
