@@ -22,6 +22,7 @@ from idemview.ledger.redis_kv.client import (
     SCAN_COUNT,
     connect_redis,
     redis_url_from_sqlalchemy,
+    refused_line,
     snapshot_permissions,
     write_rights,
 )
@@ -131,6 +132,11 @@ def open_redis_ledger(
             detection = f"detected {choice_name(kv)} ({matches[0].confidence:.0%}): {matches[0].reason}"
         if write_ttl_s is not None and kv.write_time_fields:
             kv = replace(kv, write_ttl_seconds=float(write_ttl_s))
+        missing, _no_time = snapshot_permissions(client, kv)  # refused in one line before any read
+        if missing:
+            import redis
+
+            raise redis.exceptions.NoPermissionError(refused_line(missing))
         engine, info = snapshot(client, kv, url=url, batch=batch, progress=progress, token=token, worker=worker)
     finally:
         client.connection_pool.disconnect()
