@@ -192,3 +192,21 @@ def test_prefixed_name_of_a_saved_connection_opens_under_its_prefix(redis_db, tm
     for bad, says in (("sidekiq-unique-jobs@", "empty"), ("celery-redis@x", "names no \\[detect\\] prefix")):
         with pytest.raises((InvalidLayout, LayoutMismatch, LayoutError), match=says):
             idemview.open(url, layout=bad)
+
+
+def test_session_ids_beside_sidekiq_are_no_lock_prefix(redis_db):
+    """A Redis a Rails app shares with Sidekiq holds session keys ``session:<32 hex digits>``
+    (SecureRandom.hex(16) ids), shaped like a legacy digest. They were taken for a lock_prefix "session"
+    and, being more numerous than the real digests, won detection: the snapshot read ``session:*:LOCKED``
+    and missed the duplicate under ``uniquejobs``. A prefix is one the gem's own lock keys use
+    (``<digest>:LOCKED``/``QUEUED``/``PRIMED``/``INFO``: lua/lock.lua KEYS), never a bare digest-shaped key."""
+    url, raw = redis_db
+    d1 = _digest("uniquejobs", "refund-7")
+    lock_v9(raw, d1, "b1")
+    lock_v9(raw, d1, "b2")
+    push(raw, job("m1", "MailJob"))
+    for i in range(5):
+        raw.set("session:" + hashlib.md5(str(i).encode()).hexdigest(), "{}")  # noqa: S324 - a session id's shape
+    ledger = _open(url)
+    assert ledger.detection.startswith("detected sidekiq-unique-jobs (100%)"), ledger.detection
+    assert _found(ledger, server_now(raw)) == {("duplicate_effect", "sidekiq", d1)}
