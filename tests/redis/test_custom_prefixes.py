@@ -210,3 +210,25 @@ def test_session_ids_beside_sidekiq_are_no_lock_prefix(redis_db):
     ledger = _open(url)
     assert ledger.detection.startswith("detected sidekiq-unique-jobs (100%)"), ledger.detection
     assert _found(ledger, server_now(raw)) == {("duplicate_effect", "sidekiq", d1)}
+
+
+def test_two_bullmq_prefixes_in_one_database_are_both_named(redis_db, capsys):
+    """Two apps' BullMQ queues under "alpha" and "beta" in one database: detection reads one prefix (the
+    one more sampled keys use); the snapshot's notes and the detection name the other and how to read
+    it, rather than a scan that silently leaves half the jobs out."""
+    from idemview.cli import main
+
+    url, raw = redis_db
+    for p, ids in (("alpha", ["1"]), ("beta", ["1", "2"])):
+        for i in ids:
+            raw.hset(f"{p}:q:{i}", mapping={"name": "n", "data": "{}", "opts": "{}", "timestamp": "1"})
+        raw.set(f"{p}:q:id", str(len(ids)))
+        raw.hset(f"{p}:q:meta", mapping={"opts.maxLenEvents": "10000"})
+    ledger = _open(url)
+    assert ledger.detection.startswith("detected bullmq@beta (100%)"), ledger.detection
+    said = "bullmq@alpha, under another key prefix, is not read: open it with --layout bullmq@alpha"
+    assert said in ledger.detection and said in ledger.snapshot.notes
+    assert main(["scan", url]) == 0
+    assert said in capsys.readouterr().out
+    # named, the layout reads its own prefix without a word about the other
+    assert _open(url, "bullmq@alpha").snapshot.notes == []

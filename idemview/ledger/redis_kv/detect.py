@@ -50,6 +50,8 @@ class KvMatch:
     confidence: float
     reason: str
     keys: int
+    #: for a preset with a ``[detect] prefix_from``: how many sampled keys it found under this prefix
+    prefix_keys: int = 0
 
 
 def sample_keys(client, limit: int = DETECT_SAMPLE, scans: int = DETECT_SCANS) -> list[bytes]:
@@ -113,7 +115,23 @@ def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes]
         )
     # More specific presets (more fields required) win ties: celery-redis-extended over celery-redis.
     out.sort(key=lambda m: (-m.confidence, -len(m.layout.required_fields()), -m.keys, m.layout.name))
+    for m in out:
+        m.prefix_keys = hits.get(id(m.layout), 0)
     return _prefixes_in_order(out, hits)
+
+
+def other_prefixes(matches: list[KvMatch]) -> list[str]:
+    """The names (:func:`choice_name`) of the matches after the first that are its preset under another
+    key prefix some sampled keys use (two BullMQ apps, ``prefix`` "alpha" and "beta", in one database):
+    a snapshot reads one prefix, so the others are said, not left out in silence."""
+    if not matches:
+        return []
+    first = matches[0].layout
+    return [
+        choice_name(m.layout)
+        for m in matches[1:]
+        if m.layout.name == first.name and m.prefix_keys > 0 and choice_name(m.layout) != choice_name(first)
+    ]
 
 
 def _prefixes_in_order(out: list[KvMatch], hits: dict[int, int]) -> list[KvMatch]:

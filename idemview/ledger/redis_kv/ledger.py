@@ -26,7 +26,7 @@ from idemview.ledger.redis_kv.client import (
     snapshot_permissions,
     write_rights,
 )
-from idemview.ledger.redis_kv.detect import choice_name, detect_kv, load_kv_choice
+from idemview.ledger.redis_kv.detect import choice_name, detect_kv, load_kv_choice, other_prefixes
 from idemview.ledger.redis_kv.snapshot import SnapshotInfo, snapshot
 
 
@@ -113,6 +113,7 @@ def open_redis_ledger(
     :class:`LayoutError` (no layout fits, bad layout)."""
 
     client = connect_redis(url, password)
+    unread: list[str] = []  # the detected preset under other key prefixes in use (said in the notes)
     try:
         if isinstance(layout, KvLayout):
             kv, detection = layout, f"layout {layout.name} (chosen)"
@@ -130,6 +131,11 @@ def open_redis_ledger(
                 )
             kv = matches[0].layout
             detection = f"detected {choice_name(kv)} ({matches[0].confidence:.0%}): {matches[0].reason}"
+            unread = [
+                f"{o}, under another key prefix, is not read: open it with --layout {o}"
+                for o in other_prefixes(matches)
+            ]
+            detection = "; ".join([detection, *unread])
         if write_ttl_s is not None and kv.write_time_fields:
             kv = replace(kv, write_ttl_seconds=float(write_ttl_s))
         missing, _no_time = snapshot_permissions(client, kv)  # refused in one line before any read
@@ -153,6 +159,7 @@ def open_redis_ledger(
         ledger.not_checkable.pop(FindingKind.STUCK_IN_PROGRESS, None)
     _duplicates_checkable(ledger, kv, info)
     _write_time_notes(kv, info)
+    info.notes.extend(unread)
     ledger.snapshot = info
     ledger.kv_layout = kv
     ledger.source_dialect = "redis"
