@@ -232,3 +232,19 @@ def test_two_bullmq_prefixes_in_one_database_are_both_named(redis_db, capsys):
     assert said in capsys.readouterr().out
     # named, the layout reads its own prefix without a word about the other
     assert _open(url, "bullmq@alpha").snapshot.notes == []
+
+
+@pytest.mark.parametrize("prefix", ["jobs[prod]", "c:\\jobs", "a*b?c"])
+def test_prefix_with_glob_brackets_or_a_backslash_is_read(redis_db, prefix):
+    """Redis' glob (util.c stringmatchlen) ends a class at its first ']' and lets '\\' escape inside one:
+    '[]]' and '[\\]' match nothing there (fnmatch reads them as the literal), so a prefix holding ']' or
+    '\\' was detected from the sample and then read as an empty keyspace by SCAN MATCH."""
+    url, raw = redis_db
+    for i in ("1", "2"):
+        raw.hset(f"{prefix}:q:{i}", mapping={"name": "n", "data": "{}", "opts": "{}", "timestamp": "1"})
+    raw.zadd(f"{prefix}:q:completed", {"1": 1, "2": 2})
+    raw.set(f"{prefix}:q:id", "2")
+    ledger = _open(url)
+    assert ledger.detection.startswith(f"detected bullmq@{prefix} "), ledger.detection
+    assert ledger.snapshot.loaded == 2 and ledger.snapshot.scanned == 4
+    assert {r.raw_status for r in ledger.records("q", "1") + ledger.records("q", "2")} == {"completed"}

@@ -221,7 +221,11 @@ def _with_prefixes(presets: list[KvLayout], keys: list[str]) -> tuple[list[KvLay
 
 
 def _glob_escape(s: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[]\\" else c for c in s)
+    """``s`` literal in a glob read both by Redis (SCAN MATCH: util.c stringmatchlen) and by fnmatchcase
+    (the sample): ``*``, ``?``, ``[`` as one-character classes; ``]`` outside a class is literal in both
+    (Redis ends a class at its first ``]``: ``[]]`` matches nothing there); ``\\`` as ``[\\\\]`` (Redis
+    escapes inside a class too, fnmatch reads both backslashes as the same character)."""
+    return "".join(f"[{c}]" if c in "*?[" else "[\\\\]" if c == "\\" else c for c in s)
 
 
 def with_prefix(kv: KvLayout, prefix: str) -> KvLayout:
