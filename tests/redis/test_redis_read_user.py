@@ -239,3 +239,22 @@ def test_asynq_reader_refused_the_lease_set_is_told_before_reading(redis_db, cap
     finally:
         admin.execute_command("ACL", "DELUSER", no_zrange)
         admin.execute_command("ACL", "DELUSER", no_lease)
+
+
+def test_the_check_before_reading_refuses_only_what_the_snapshot_sends(redis_db):
+    """Connect's check before reading names only commands the snapshot sends: TYPE is probed by Test but
+    never sent, a layout reading write times from TTLs asks PEXPIRETIME (PTTL only where that is
+    refused), and string values are read with MGET (GET only for dedup window keys): users without TYPE,
+    PTTL or GET open celery-redis as they did before the check."""
+    from idemview.ledger.redis_snapshot import open_redis_ledger
+
+    base, admin = redis_db
+    put_celery(admin, "t-1", "SUCCESS", done=datetime.now(UTC), ttl_s=3600)
+    for rule in ("-type", "-pttl", "-get"):
+        user, pw = _user(admin, ["+@read", "+ping", "+select", "+time", rule])
+        try:
+            ledger = open_redis_ledger(_url(base, user, pw), layout="celery-redis")
+            assert ledger.snapshot.loaded == 1, rule
+            ledger.engine.dispose()
+        finally:
+            admin.execute_command("ACL", "DELUSER", user)

@@ -139,6 +139,10 @@ def open_redis_ledger(
         if write_ttl_s is not None and kv.write_time_fields:
             kv = replace(kv, write_ttl_seconds=float(write_ttl_s))
         missing, _no_time = snapshot_permissions(client, kv)  # refused in one line before any read
+        # only what the snapshot sends: TYPE never; PTTL where write times ask PEXPIRETIME first; GET
+        # only for dedup window keys (values are read with MGET)
+        unsent = {"TYPE"} | ({"PTTL"} if kv.write_time_fields else set()) | (set() if kv.window_key else {"GET"})
+        missing = [c for c in missing if c not in unsent]
         if missing:
             import redis
 
