@@ -195,13 +195,15 @@ class RedisBackend(Backend):
         return test_redis(_with_password(url, password), layout)
 
     def detect(self, target: Target, password: str | None) -> list[Match]:
+        from idemview.ledger.redis_kv.detect import choice_name
         from idemview.ledger.redis_snapshot import connect_redis, detect_kv
 
         url, _ttl = own_options(redis_text(target))
         with _typed_errors(url):
             client = connect_redis(url, password)
             try:
-                return [Match(m.layout.name, m.confidence, m.reason) for m in detect_kv(client)]
+                # a preset found under another key prefix is named NAME@PREFIX: the name opens it again
+                return [Match(choice_name(m.layout), m.confidence, m.reason) for m in detect_kv(client)]
             finally:
                 client.connection_pool.disconnect()
 

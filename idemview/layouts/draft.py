@@ -523,6 +523,8 @@ def _lock_time_from_out(ltf) -> dict[str, Any] | None:
         d["via"] = {"table": ltf.via.table, "on": dict(ltf.via.on)}
         if ltf.via.schema is not None:
             d["via"]["schema"] = ltf.via.schema
+        if ltf.via.column is not None:
+            d["via"]["column"] = ltf.via.column
     if ltf.where:
         d["where"] = [_pred_out(p) for p in ltf.where]
     if ltf.seconds is not None:

@@ -16,13 +16,18 @@ Fail = Callable[[str], Exception]
 
 @dataclass(frozen=True, slots=True)
 class JoinVia:
-    """``via = {table, on, schema}``: a table between the operations row and the joined one: its rows
-    whose columns match the operations row as ``on`` says (operations column -> this table's column).
-    Solid Queue: a job's claim (``solid_queue_claimed_executions.job_id``) names its process."""
+    """``via = {table, on, schema, column}``: a table between the operations row and the joined one: its
+    rows whose columns match the operations row as ``on`` says (operations column -> this table's column).
+    Solid Queue: a job's claim (``solid_queue_claimed_executions.job_id``) names its process. ``column``
+    (optional): this row's own time, read where the joined row is missing (stored as the joined column
+    is): a claim whose process row is gone is orphaned, and Solid Queue fails it (ClaimedExecution.orphaned,
+    ProcessMissingError, lib/solid_queue/supervisor/maintenance.rb): its lock time is its claim's
+    ``created_at``."""
 
     table: str
     on: tuple[tuple[str, str], ...]
     schema: str | None = None
+    column: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +114,14 @@ def parse_lock_time_from(
     via = None
     if "via" in v:
         w = v["via"]
-        if not isinstance(w, dict) or set(w) - {"table", "on", "schema"} or not isinstance(w.get("table"), str):
-            raise fail(f"{name}.via takes {{table, on = {{operations_column = via_column}}, schema}}")
-        via = JoinVia(w["table"], _on(w.get("on"), f"{name}.via", fail), w.get("schema"))
+        if (
+            not isinstance(w, dict)
+            or set(w) - {"table", "on", "schema", "column"}
+            or not isinstance(w.get("table"), str)
+            or not isinstance(w.get("column", ""), str)
+        ):
+            raise fail(f"{name}.via takes {{table, on = {{operations_column = via_column}}, schema, column}}")
+        via = JoinVia(w["table"], _on(w.get("on"), f"{name}.via", fail), w.get("schema"), w.get("column") or None)
     where = v.get("where") or []
     if not isinstance(where, list) or (where and predicate is None):
         raise fail(f"{name}.where takes a list of predicates on the joined table")

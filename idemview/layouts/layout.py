@@ -83,8 +83,9 @@ Format (every key not marked required is optional)::
     #   the lock time (locked_at) read from a joined table: the row's worker's heartbeat (procrastinate);
     #   a database without that table keeps no lock time (stuck_in_progress is then not checkable);
     #   via = {table = "solid_queue_claimed_executions", on = {id = "job_id"}}: two joins (operations
-    #   row -> via rows -> the table, whose `on` then maps via columns); where = [pred, ...]: predicates
-    #   on the joined row (only rows where all hold)
+    #   row -> via rows -> the table, whose `on` then maps via columns; via's column = "created_at": the
+    #   via row's own time where the joined row is missing, an orphaned claim); where = [pred, ...]:
+    #   predicates on the joined row (only rows where all hold)
     # lock_expires_from = {table = "v1_task_runtime", on = {id = "task_id"}, column = "timeout_at"}
     #   the lock's END from a joined table (Hatchet: each task's own timeout), same form; with
     #   seconds = 300 the column is a heartbeat the lock ends that long after (GoodJob's process), and

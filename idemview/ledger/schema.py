@@ -403,7 +403,16 @@ class LedgerSchema:
                 or not all(vc in via.c for _c, vc in spec.via.on)
             ):
                 return None
-            q = q.select_from(other.join(via, and_(*[other.c[oc] == via.c[c] for c, oc in spec.on])))
+            joined_on = and_(*[other.c[oc] == via.c[c] for c, oc in spec.on])
+            own = spec.via.column if spec.via.column in via.c else None
+            if own is not None:  # the via row's own time where the joined row is missing (an orphaned claim)
+                q = select(func.coalesce(other.c[spec.column], via.c[own])).select_from(via.outerjoin(other, joined_on))
+                if where:  # on a joined row that is there; a missing one has nothing to test
+                    missing = other.c[spec.on[0][1]].is_(None)
+                    q = q.where(or_(missing, and_(*[self.predicate(other, p) for p in where])))
+                    where = []
+            else:
+                q = q.select_from(other.join(via, joined_on))
             q = q.where(*[via.c[vc] == t.c[c] for c, vc in spec.via.on])
         q = q.where(*[self.predicate(other, p) for p in where]).limit(1)
         return q.scalar_subquery(), TimeColumn(spec.column, spec.encoding)

@@ -13,6 +13,7 @@ region, endpoint URL; credentials from the AWS chain), a dump file or folder, an
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from PySide6.QtCore import Qt, Signal
@@ -438,22 +439,28 @@ class ConnectionDialog(QDialog):
         self._live_list_text()
 
     def _set_layout(self, layout: str):
-        """Select ``layout`` (a preset name or a layout file) in the combo, adding a file if needed."""
+        """Select ``layout`` (a preset name, a key-value preset under a key prefix ``NAME@PREFIX`` or a
+        layout file) in the combo, adding it if needed."""
         j = self.layout_box.findData(layout or "")
         if layout and (j < 0 or j >= self.layout_box.count() - self._file_items):
             from pathlib import Path
 
+            from idemview.layouts.kv import kv_preset_names
             from idemview.layouts.layout import LayoutError, load_layout
 
-            try:  # a small local file: reading its name here does not touch the database
-                name = load_layout(layout).name
-            except (LayoutError, OSError, ValueError):
-                name = Path(layout).stem + " (unreadable)"
+            name, _, prefix = layout.partition("@")
+            if prefix and name in kv_preset_names() and not Path(layout).is_file():
+                text = f"{name} — key prefix {prefix!r} (Redis)"  # redis_kv.detect.load_kv_choice
+            else:
+                try:  # a small local file: reading its name here does not touch the database
+                    text = f"{load_layout(layout).name} — file {layout}"
+                except (LayoutError, OSError, ValueError):
+                    text = f"{Path(layout).stem} (unreadable) — file {layout}"
             if j < 0:
                 self.layout_box.addItem("", layout)
                 self._file_items += 1
                 j = self.layout_box.count() - 1
-            self.layout_box.setItemText(j, f"{name} — file {layout}")
+            self.layout_box.setItemText(j, text)
         self.layout_box.setCurrentIndex(max(j, 0))
 
     def backend(self):
@@ -757,6 +764,10 @@ class ConnectionDialog(QDialog):
         def done(msg):
             self.test_btn.setEnabled(True)
             self.result.setText(self.masker.free_text(msg))
+            # the chosen key-value preset found only under another key prefix: choose the name carrying it
+            found = re.search(r"\blayout ([^\s@]+)@(.+?) — confidence", msg)
+            if found and lay == found.group(1) and self.layout_box.currentData() == lay:
+                self._set_layout(f"{found.group(1)}@{found.group(2)}")
 
         def fail(err: JobError):
             self.test_btn.setEnabled(True)

@@ -57,10 +57,12 @@ def _proc(pid, beat):
 
 
 def test_solid_queue_claimed_job_of_a_dead_process_is_stuck(db):
-    """Planted: job 5 claimed by process 1, whose last heartbeat is 10 min old (past the 5 min threshold).
-    Look-alikes: job 6 claimed by live process 2 (beat 20 s ago) for 2 h (a long job is not stuck), job 7
-    claimed by a process whose row is gone (orphaned: no lock time here), job 8 ready, job 9 finished
-    (claimed once by the dead process: a finished job has no claim)."""
+    """Planted: job 5 claimed by process 1, whose last heartbeat is 10 min old (past the 5 min threshold);
+    job 7 claimed 20 min ago by a process whose row is gone (orphaned: ClaimedExecution.orphaned, which the
+    supervisor fails with ProcessMissingError at boot, lib/solid_queue/supervisor/maintenance.rb: its
+    lock time is its claim's created_at). Look-alikes: job 6 claimed by live process 2 (beat 20 s ago)
+    for 2 h (a long job is not stuck), job 10 orphaned a minute ago (within the threshold), job 8 ready,
+    job 9 finished (claimed once by the dead process: a finished job has no claim)."""
     writable, url = db
     s = SQ()
     s.job(5, "claimed", NOW - 20 * M)
@@ -68,21 +70,25 @@ def test_solid_queue_claimed_job_of_a_dead_process_is_stuck(db):
     s.job(7, "claimed", NOW - 20 * M)
     s.job(8, "ready", NOW - M)
     s.job(9, "finished", NOW - H)
+    s.job(10, "claimed", NOW - M)
     claims = s.t["solid_queue_claimed_executions"]
-    for c, pid in zip(claims, (1, 2, 3), strict=True):
+    for c, pid in zip(claims, (1, 2, 3, 4), strict=True):
         c["process_id"] = pid
     s.t["solid_queue_processes"] = [_proc(1, NOW - 10 * M), _proc(2, NOW - 20 * S)]
     load(writable, sq_processes(sq_md()), s.t)
     got, fs = scan(url, "solid-queue", NOW)
-    assert got == {("stuck_in_progress", "", "5")}
-    assert fs[0].evidence[0]["locked_at"] == "2026-11-30T11:50:00Z"
-    assert fs[0].evidence[0]["lock_expired_at"] == "2026-11-30T11:55:00Z"
+    assert got == {("stuck_in_progress", "", "5"), ("stuck_in_progress", "", "7")}
+    ev = {f.key: f.evidence[0] for f in fs}
+    assert ev["5"]["locked_at"] == "2026-11-30T11:50:00Z"
+    assert ev["5"]["lock_expired_at"] == "2026-11-30T11:55:00Z"
+    assert ev["7"]["locked_at"] == "2026-11-30T11:40:00Z"
     eng = open_engine(url)
     try:
         ops = {o.key: o for o in Ledger(eng, load_preset("solid-queue")).iter_operations(now=NOW)}
     finally:
         eng.dispose()
-    assert ops["6"].locked_at == NOW - 20 * S and ops["7"].locked_at is None and ops["8"].locked_at is None
+    assert ops["6"].locked_at == NOW - 20 * S and ops["8"].locked_at is None
+    assert ops["7"].locked_at == NOW - 20 * M and ops["10"].locked_at == NOW - M
 
 
 def test_solid_queue_without_the_processes_table_keeps_no_lock_time(db):
@@ -185,8 +191,16 @@ def test_joined_lock_forms_are_validated():
         BASE + f'lock_expires_from = {{ table = "r", on = {{ id = "task_id" }}, column = "t", {where} }}\n'
     )
     assert ok.lock_expires_from.where[0].op == "is_null" and ok.lock_expires_from.seconds is None
+    own = 'via = { table = "c", on = { id = "job_id" }, column = "created_at" }'
+    ok = parse_layout(BASE + f'lock_time_from = {{ table = "p", on = {{ pid = "id" }}, column = "beat", {own} }}\n')
+    assert ok.lock_time_from.via.column == "created_at"
     for bad, msg in [
         ('lock_time_from = { table = "p", on = { a = "b" }, column = "c", seconds = 5 }', "takes"),
+        (
+            'lock_time_from = { table = "p", on = { a = "b" }, column = "c", via = { table = "v", on = { a = "b" }, '
+            "column = 1 } }",
+            "via takes",
+        ),
         ('lock_expires_from = { table = "p", on = { a = "b" }, column = "c", seconds = -1 }', "non-negative"),
         (
             'lock_expires_from = { table = "p", on = { a = "b" }, column = "c", via = { on = { a = "b" } } }',
@@ -208,3 +222,38 @@ def test_joined_lock_forms_survive_the_layout_editor(name):
     for again in (LayoutDraft.from_layout(lay).to_layout(), build_layout(model_from_layout(lay))):
         assert (again.lock_time_from, again.lock_expires_from) == (lay.lock_time_from, lay.lock_expires_from)
     assert (lay.lock_time_from or lay.lock_expires_from) is not None
+
+
+def test_via_own_time_with_a_where_on_the_joined_row(tmp_path):
+    """``via.column`` with ``where``: a joined row that is there but fails the predicates gives no lock
+    time (it is not missing); a missing one gives the via row's own time. SQLite, naive UTC texts."""
+    from sqlalchemy import create_engine, text
+
+    path = tmp_path / "l.db"
+    eng = create_engine(f"sqlite:///{path}")
+    with eng.begin() as c:
+        c.execute(text("CREATE TABLE jobs (id INTEGER PRIMARY KEY, state TEXT)"))
+        c.execute(text("CREATE TABLE c (id INTEGER PRIMARY KEY, job_id INTEGER, pid INTEGER, created_at TEXT)"))
+        c.execute(text("CREATE TABLE p (id INTEGER PRIMARY KEY, beat TEXT, gone INTEGER)"))
+        c.execute(text("INSERT INTO jobs VALUES (1, 'running'), (2, 'running'), (3, 'running')"))
+        c.execute(
+            text(
+                "INSERT INTO c VALUES (1, 1, 10, '2026-11-30 11:00:00'), (2, 2, 20, '2026-11-30 11:01:00'), "
+                "(3, 3, 99, '2026-11-30 11:02:00')"
+            )
+        )
+        c.execute(text("INSERT INTO p VALUES (10, '2026-11-30 11:58:00', NULL), (20, '2026-11-30 11:59:00', 1)"))
+    eng.dispose()
+    lay = parse_layout(
+        BASE.replace('status = "unknown"', 'status = "in_progress"')
+        + 'lock_time_from = { table = "p", on = { pid = "id" }, column = "beat", encoding = "naive", '
+        'where = [{ column = "gone", is_null = true }], '
+        'via = { table = "c", on = { id = "job_id" }, column = "created_at" } }\n'
+    )
+    ro = open_engine(str(path))
+    try:
+        got = {o.key: o.locked_at for o in Ledger(ro, lay).iter_operations(now=NOW)}
+    finally:
+        ro.dispose()
+    assert NOW.hour == 12 and NOW.minute == 0
+    assert got == {"1": NOW - 2 * M, "2": None, "3": NOW - 58 * M}

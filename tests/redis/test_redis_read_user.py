@@ -186,3 +186,75 @@ def test_bullmq_reader_refused_xrange_or_zrange_is_stopped_not_short(redis_db):
     finally:
         for u in users:
             admin.execute_command("ACL", "DELUSER", u)
+
+
+def test_asynq_reader_refused_the_lease_set_is_told_before_reading(redis_db, capsys):
+    """Asynq's layout has no [states]: its lease set (asynq:{q}:lease, [lock] zset) is its only sorted
+    set read. A user refused ZRANGE, or allowed every asynq key but the lease set (a key-pattern ACL), was
+    passed by Test and stopped only after the snapshot had read every task hash. Now Test names what to
+    grant, and Connect refuses in one line before any task is read."""
+    import redis
+
+    from idemview.cli import main
+    from idemview.ledger.redis_snapshot import open_redis_ledger, test_redis
+    from tests.redis.test_asynq import Q, put_task
+
+    base, admin = redis_db
+    put_task(admin, "t-1", "active")
+    admin.zadd(f"asynq:{{{Q}}}:lease", {"t-1": int(datetime.now(UTC).timestamp()) + 30})
+    no_zrange, pw1 = _user(admin, ["+@read", "+ping", "+select", "+time", "-zrange"])
+    # every key of the queue but its lease set (Redis 7 key selectors: read access by pattern)
+    no_lease, pw2 = f"idv_nolease_{os.getpid()}", secrets.token_hex(10)
+    admin.execute_command(
+        "ACL", "SETUSER", no_lease, "reset", "on", f">{pw2}", "+@read", "+ping", "+select", "+time",
+        "%R~asynq:{critical}:t:*", "%R~asynq:{critical}:unique:*", "%R~asynq:{critical}:pending",
+    )  # fmt: skip
+    try:
+        for user, pw in ((no_zrange, pw1), (no_lease, pw2)):
+            url = _url(base, user, pw)
+            said = test_redis(url, "asynq")
+            assert said.startswith("✗") and "ZRANGE" in said and "+zrange" in said, (user, said)
+            seen: list[tuple[int, int]] = []
+            try:
+                open_redis_ledger(
+                    url, layout="asynq", progress=lambda s, n, seen=seen: seen.append((s, n))
+                ).engine.dispose()
+            except redis.exceptions.NoPermissionError as e:
+                assert "'zrange'" in str(e) and "nothing was read" in str(e), str(e)
+            else:
+                raise AssertionError(f"asynq opened by {user}")
+            assert seen == []  # refused before the first batch of task hashes
+            capsys.readouterr()
+            assert main(["scan", url, "--layout", "asynq"]) == 3
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and "'zrange'" in err[0] and "+zrange" in err[0], err
+        # the user allowed the lease set too reads the task with its lease
+        ok, pw3 = _user(admin, ["+@read", "+ping", "+select", "+time"])
+        try:
+            ledger = open_redis_ledger(_url(base, ok, pw3), layout="asynq")
+            assert ledger.snapshot.loaded == 1 and ledger.records(Q, "t-1")[0].lock_expires_at is not None
+            ledger.engine.dispose()
+        finally:
+            admin.execute_command("ACL", "DELUSER", ok)
+    finally:
+        admin.execute_command("ACL", "DELUSER", no_zrange)
+        admin.execute_command("ACL", "DELUSER", no_lease)
+
+
+def test_the_check_before_reading_refuses_only_what_the_snapshot_sends(redis_db):
+    """Connect's check before reading names only commands the snapshot sends: TYPE is probed by Test but
+    never sent, a layout reading write times from TTLs asks PEXPIRETIME (PTTL only where that is
+    refused), and string values are read with MGET (GET only for dedup window keys): users without TYPE,
+    PTTL or GET open celery-redis as they did before the check."""
+    from idemview.ledger.redis_snapshot import open_redis_ledger
+
+    base, admin = redis_db
+    put_celery(admin, "t-1", "SUCCESS", done=datetime.now(UTC), ttl_s=3600)
+    for rule in ("-type", "-pttl", "-get"):
+        user, pw = _user(admin, ["+@read", "+ping", "+select", "+time", rule])
+        try:
+            ledger = open_redis_ledger(_url(base, user, pw), layout="celery-redis")
+            assert ledger.snapshot.loaded == 1, rule
+            ledger.engine.dispose()
+        finally:
+            admin.execute_command("ACL", "DELUSER", user)

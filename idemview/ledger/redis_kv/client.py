@@ -236,8 +236,8 @@ SNAPSHOT_COMMANDS = ("SCAN", "TYPE", "GET", "MGET", "HGETALL", "PTTL", "TIME")
 def snapshot_permissions(client, kv: KvLayout | None = None) -> tuple[list[str], bool]:
     """(commands the snapshot needs that this Redis user may not run, whether ``TIME`` is refused):
     each of :data:`SNAPSHOT_COMMANDS` (and LRANGE/ZRANGE for a ``[members]`` or ``[states]`` layout, whose
-    records or states are members of lists and sorted sets, XRANGE for an ``[events]`` stream) run once
-    on a sampled (or absent) key. ``TIME`` refused is not
+    records or states are members of lists and sorted sets, XRANGE for an ``[events]`` stream, ZRANGE on
+    the lock set of a ``[lock] zset`` layout) run once on a sampled (or absent) key. ``TIME`` refused is not
     fatal (the local clock is used, see :func:`server_time`); any other refused command is."""
     import redis
 
@@ -261,6 +261,8 @@ def snapshot_permissions(client, kv: KvLayout | None = None) -> tuple[list[str],
         probes["ZRANGE"] = lambda: client.execute_command("ZRANGE", key, 0, 0)
     if kv is not None and kv.events_key:  # an events stream (BullMQ's completions)
         probes["XRANGE"] = lambda: client.execute_command("XRANGE", key, "-", "+", "COUNT", 1)
+    if kv is not None and kv.lock_zset:  # [lock] zset (asynq:{q}:lease): ZRANGE on that set itself
+        probes["ZRANGE"] = _lock_zset_probe(client, kv, key, probes.get("ZRANGE"))
     for name, run in probes.items():
         try:
             run()
@@ -272,6 +274,29 @@ def snapshot_permissions(client, kv: KvLayout | None = None) -> tuple[list[str],
         except redis.exceptions.ResponseError:  # WRONGTYPE on a sampled key: the command is allowed
             pass
     return missing, no_time
+
+
+def _lock_zset_probe(client, kv: KvLayout, key, before=None):
+    """The ZRANGE probe of a ``[lock] zset`` layout: on the lock set of the sampled record's scope (a
+    key-pattern ACL may allow the records and not the set: Redis refuses per key), after ``before`` (the
+    states' ZRANGE probe, if any); on the sampled key when it names no scope."""
+    parts = kv.split_key(bytes(key).decode("utf-8", "backslashreplace") if isinstance(key, bytes) else str(key))
+    zkey = kv.lock_zset.format(scope=parts[0]) if parts is not None else key
+
+    def run():
+        if before is not None:
+            before()
+        client.execute_command("ZRANGE", zkey, 0, 0)
+
+    return run
+
+
+def refused_line(missing: list[str]) -> str:
+    """One line for a snapshot refused before reading: the commands (``missing``, upper case, from
+    :func:`snapshot_permissions`) this Redis user may not run and what to grant."""
+    grant = " ".join("+" + c.lower() for c in missing)
+    names = ", ".join(repr(c.lower()) for c in missing)
+    return f"this Redis user may not run {names}, which this snapshot reads: grant {grant}; nothing was read"
 
 
 def _reads_of(kv: KvLayout) -> tuple[str, ...]:

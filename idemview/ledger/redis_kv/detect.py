@@ -12,6 +12,9 @@ sidekiq-unique-jobs' ``lock_prefix``, default ``uniquejobs``: lib/sidekiq_unique
 
 A sampled key matching ``prefix_from`` with another prefix makes a variant of the preset with that prefix
 in every key name it reads (:func:`with_prefix`), ranked like any preset: the user copies no layout.
+Such a variant is named ``NAME@PREFIX`` wherever a choice is handed on (:func:`choice_name`: ``idemview
+detect``, Test, a saved connection's layout, ``--layout``, ``idemview.open(layout=...)``) and that name
+opens it again (:func:`load_kv_choice`), so the prefix travels with the choice.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from collections import Counter
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from idemview.layouts.kv import KvLayout, all_kv_presets, parse_kv_layout
+from idemview.layouts.kv import (
+    KvLayout,
+    all_kv_presets,
+    kv_preset_names,
+    load_kv_layout,
+    load_kv_preset,
+    parse_kv_layout,
+)
 from idemview.layouts.layout import LayoutError
 from idemview.ledger.redis_kv.client import SCAN_COUNT
 from idemview.ledger.redis_kv.decode import decode_value
@@ -40,6 +50,8 @@ class KvMatch:
     confidence: float
     reason: str
     keys: int
+    #: for a preset with a ``[detect] prefix_from``: how many sampled keys it found under this prefix
+    prefix_keys: int = 0
 
 
 def sample_keys(client, limit: int = DETECT_SAMPLE, scans: int = DETECT_SCANS) -> list[bytes]:
@@ -103,7 +115,23 @@ def detect_kv(client, presets: list[KvLayout] | None = None, sample: list[bytes]
         )
     # More specific presets (more fields required) win ties: celery-redis-extended over celery-redis.
     out.sort(key=lambda m: (-m.confidence, -len(m.layout.required_fields()), -m.keys, m.layout.name))
+    for m in out:
+        m.prefix_keys = hits.get(id(m.layout), 0)
     return _prefixes_in_order(out, hits)
+
+
+def other_prefixes(matches: list[KvMatch]) -> list[str]:
+    """The names (:func:`choice_name`) of the matches after the first that are its preset under another
+    key prefix some sampled keys use (two BullMQ apps, ``prefix`` "alpha" and "beta", in one database):
+    a snapshot reads one prefix, so the others are said, not left out in silence."""
+    if not matches:
+        return []
+    first = matches[0].layout
+    return [
+        choice_name(m.layout)
+        for m in matches[1:]
+        if m.layout.name == first.name and m.prefix_keys > 0 and choice_name(m.layout) != choice_name(first)
+    ]
 
 
 def _prefixes_in_order(out: list[KvMatch], hits: dict[int, int]) -> list[KvMatch]:
@@ -193,7 +221,11 @@ def _with_prefixes(presets: list[KvLayout], keys: list[str]) -> tuple[list[KvLay
 
 
 def _glob_escape(s: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[]\\" else c for c in s)
+    """``s`` literal in a glob read both by Redis (SCAN MATCH: util.c stringmatchlen) and by fnmatchcase
+    (the sample): ``*``, ``?``, ``[`` as one-character classes; ``]`` outside a class is literal in both
+    (Redis ends a class at its first ``]``: ``[]]`` matches nothing there); ``\\`` as ``[\\\\]`` (Redis
+    escapes inside a class too, fnmatch reads both backslashes as the same character)."""
+    return "".join(f"[{c}]" if c in "*?[" else "[\\\\]" if c == "\\" else c for c in s)
 
 
 def with_prefix(kv: KvLayout, prefix: str) -> KvLayout:
@@ -235,3 +267,37 @@ def with_prefix(kv: KvLayout, prefix: str) -> KvLayout:
         f"{rule[0]!r}, found in the keys by detection. Its sources: {kv.source}\n"
     )
     return parse_kv_layout(head + tomli_w.dumps(d), origin=f"{kv.origin}, prefix {prefix!r}")
+
+
+#: what separates a preset's name from the key prefix it is read under in a layout choice (``bullmq@myapp``)
+PREFIX_SEP = "@"
+
+
+def choice_name(kv: KvLayout) -> str:
+    """The name that opens ``kv`` again (:func:`load_kv_choice`): ``NAME@PREFIX`` for a shipped preset read
+    under a prefix other than its default (:func:`with_prefix`), else ``kv.name``."""
+    if kv.name not in kv_preset_names() or _prefix_rule(kv) is not None:
+        return kv.name
+    try:
+        prefix = (tomllib.loads(kv.text).get("detect") or {}).get("prefix")
+    except tomllib.TOMLDecodeError:
+        return kv.name
+    rule = _prefix_rule(load_kv_preset(kv.name))
+    if not isinstance(prefix, str) or rule is None or prefix == rule[0]:
+        return kv.name
+    return f"{kv.name}{PREFIX_SEP}{prefix}"
+
+
+def load_kv_choice(spec: str) -> KvLayout:
+    """A key-value layout by what a user or detection chose: a layout file, a preset name, or
+    ``NAME@PREFIX`` (the preset ``NAME`` read under the key prefix ``PREFIX``: :func:`with_prefix`; split at
+    the first ``@``, preset names have none). Raises :class:`LayoutError` (unknown preset, empty prefix, a
+    preset that names no ``[detect] prefix``)."""
+    from pathlib import Path
+
+    name, sep, prefix = spec.partition(PREFIX_SEP)
+    if not sep or spec.endswith(".toml") or Path(spec).is_file():
+        return load_kv_layout(spec)
+    if not prefix:
+        raise LayoutError(f"layout {spec!r}: the key prefix after {PREFIX_SEP!r} is empty")
+    return with_prefix(load_kv_preset(name), prefix)

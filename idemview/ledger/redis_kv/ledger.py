@@ -14,7 +14,7 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 from idemview.domain.model import FindingKind
-from idemview.layouts.kv import NOT_CHECKABLE, KvLayout, load_kv_layout
+from idemview.layouts.kv import NOT_CHECKABLE, KvLayout
 from idemview.layouts.layout import AttemptsSpec, Layout, LayoutError, StatusSource, load_preset
 from idemview.ledger.reader import Ledger
 from idemview.ledger.redis_kv.client import (
@@ -22,10 +22,11 @@ from idemview.ledger.redis_kv.client import (
     SCAN_COUNT,
     connect_redis,
     redis_url_from_sqlalchemy,
+    refused_line,
     snapshot_permissions,
     write_rights,
 )
-from idemview.ledger.redis_kv.detect import detect_kv
+from idemview.ledger.redis_kv.detect import choice_name, detect_kv, load_kv_choice, other_prefixes
 from idemview.ledger.redis_kv.snapshot import SnapshotInfo, snapshot
 from idemview.ledger.source import LedgerSource
 
@@ -114,10 +115,20 @@ def open_redis_ledger(
     :class:`LayoutError` (no layout fits, bad layout)."""
 
     client = connect_redis(url, password)
+    unread: list[str] = []  # the detected preset under other key prefixes in use (said in the notes)
     try:
-        kv, detection = _choose_kv_layout(client, layout)
+        kv, detection, unread = _choose_kv_layout(client, layout)
         if write_ttl_s is not None and kv.write_time_fields:
             kv = replace(kv, write_ttl_seconds=float(write_ttl_s))
+        missing, _no_time = snapshot_permissions(client, kv)  # refused in one line before any read
+        # only what the snapshot sends: TYPE never; PTTL where write times ask PEXPIRETIME first; GET
+        # only for dedup window keys (values are read with MGET)
+        unsent = {"TYPE"} | ({"PTTL"} if kv.write_time_fields else set()) | (set() if kv.window_key else {"GET"})
+        missing = [c for c in missing if c not in unsent]
+        if missing:
+            import redis
+
+            raise redis.exceptions.NoPermissionError(refused_line(missing))
         engine, info = snapshot(client, kv, url=url, batch=batch, progress=progress, token=token, worker=worker)
     finally:
         client.connection_pool.disconnect()
@@ -131,6 +142,7 @@ def open_redis_ledger(
     )
     _removed_note(info)
     _write_time_notes(kv, info)
+    info.notes.extend(unread)
     ledger.source = LedgerSource(
         "redis",
         info,
@@ -143,14 +155,16 @@ def open_redis_ledger(
     return ledger
 
 
-def _choose_kv_layout(client, layout: str | KvLayout | None) -> tuple[KvLayout, str]:
-    """``(layout, how it was chosen in words)``: ``layout`` as given, else the best detected preset.
+def _choose_kv_layout(client, layout: str | KvLayout | None) -> tuple[KvLayout, str, list[str]]:
+    """``(layout, how it was chosen in words, notes)``: ``layout`` as given (a name may be ``NAME@PREFIX``:
+    the preset read under another key prefix, :func:`load_kv_choice`), else the best detected preset;
+    ``notes`` name the detected preset under other key prefixes in use, which this snapshot does not read.
     Raises :class:`LayoutError` when none fits."""
     if isinstance(layout, KvLayout):
-        return layout, f"layout {layout.name} (chosen)"
+        return layout, f"layout {layout.name} (chosen)", []
     if layout:
-        kv = load_kv_layout(layout)
-        return kv, f"layout {kv.name} (chosen)"
+        kv = load_kv_choice(layout)
+        return kv, f"layout {choice_name(kv)} (chosen)", []
     matches = detect_kv(client)
     if not matches:
         raise LayoutError(
@@ -160,7 +174,9 @@ def _choose_kv_layout(client, layout: str | KvLayout | None) -> tuple[KvLayout, 
             ["keys"],
         )
     kv = matches[0].layout
-    return kv, f"detected {kv.name} ({matches[0].confidence:.0%}): {matches[0].reason}"
+    detection = f"detected {choice_name(kv)} ({matches[0].confidence:.0%}): {matches[0].reason}"
+    unread = [f"{o}, under another key prefix, is not read: open it with --layout {o}" for o in other_prefixes(matches)]
+    return kv, "; ".join([detection, *unread]), unread
 
 
 def redis_not_checkable(kv: KvLayout, info: SnapshotInfo, lock_timeout_s: float | None) -> dict[FindingKind, str]:
@@ -258,7 +274,7 @@ def test_redis(url, layout: str = "") -> str:
     try:
         warn = write_rights(client)
         parts = ["✓ reachable", "read commands only (allowlist)" + (f" · ⚠ {warn}" if warn else "")]
-        presets = [load_kv_layout(layout)] if layout else None
+        presets = [load_kv_choice(layout)] if layout else None
         m = detect_kv(client, presets)
         # Test runs every command Connect's snapshot will run: Test passing means Connect can read
         missing, no_time = snapshot_permissions(client, m[0].layout if m else None)
@@ -272,7 +288,7 @@ def test_redis(url, layout: str = "") -> str:
             parts.append("⚠ " + LOCAL_CLOCK_NOTE)
         if m:
             parts.append(
-                f"{'layout' if layout else 'detected'} {m[0].layout.name} — confidence "
+                f"{'layout' if layout else 'detected'} {choice_name(m[0].layout)} — confidence "
                 f"{m[0].confidence:.0%}: {m[0].reason}"
             )
         else:
