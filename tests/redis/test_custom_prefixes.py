@@ -150,7 +150,7 @@ def test_detected_prefix_travels_with_the_name_detection_gives(redis_db, capsys)
     assert capsys.readouterr().out.startswith("sidekiq-unique-jobs@acme_locks\t")
     now = server_now(raw)
     ledger = _open(url, best.name)
-    assert "prefix 'acme_locks'" in ledger.kv_layout.origin and ledger.detection.startswith("layout sidekiq")
+    assert "prefix 'acme_locks'" in ledger.source.store_layout.origin and ledger.detection.startswith("layout sidekiq")
     assert _found(ledger, now) == {("duplicate_effect", "sidekiq", d1)}
     with idemview.open(url, layout=best.name, masked=False) as led:
         assert {(r.kind, r.idempotency_key) for r in led.findings(now=now).itertuples()} == {("duplicate_effect", d1)}
