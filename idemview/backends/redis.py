@@ -160,6 +160,7 @@ class RedisBackend(Backend):
         from dataclasses import replace
 
         from idemview.layouts.layout import Layout
+        from idemview.ledger.redis_kv.ledger import unused_write_ttl
         from idemview.ledger.redis_snapshot import LOCAL_CLOCK_NOTE, open_redis_ledger
 
         url, ttl = own_options(redis_text(req.target))
@@ -179,6 +180,9 @@ class RedisBackend(Backend):
             else f"; snapshot of {info.loaded} records at {at}; {LOCAL_CLOCK_NOTE}"
         )
         warnings = [info.write_warning] if info.write_warning else []
+        unused = unused_write_ttl(ledger.source.store_layout, ttl)  # also in the snapshot's notes
+        if unused:
+            warnings.append(unused)
         if info.write_warning:
             detection += f"; warning: {info.write_warning}"
         return Source(ledger, ledger.engine, detection, info.url, warnings)
