@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import URL
 
-from idemview.backends import Backend, Match, OpenRequest, Tunables, backend_for, backend_for_dialect
+from idemview.backends import Backend, Match, OpenRequest, Tunables, backend_for, backend_for_dialect, backends
 from idemview.errors import CannotConnect, InputError
 from idemview.layouts.layout import Layout
 from idemview.services.cancel import watch_engine
@@ -245,7 +245,11 @@ def _check_tunables(backend: Backend, tunables: Tunables) -> None:
     (:attr:`Backend.tunables`): silently ignoring it would read the ledger other than asked."""
     refused = sorted(tunables.backend_specific() - set(backend.tunables))
     if refused:
-        raise InputError(f"{_TUNABLE_WORDS.get(refused[0], refused[0])} does not apply to a {backend.title}")
+        name = refused[0]
+        only = " or ".join(b.title for b in backends() if name in b.tunables) or "no registered backend"
+        raise InputError(
+            f"{_TUNABLE_WORDS.get(name, name)} does not apply to this ledger ({backend.title}; only {only} takes it)"
+        )
 
 
 def _check_applied(backend: Backend, ledger: Ledger, tunables: Tunables) -> None:

@@ -73,7 +73,12 @@ def test_write_ttl_is_refused_where_it_does_not_apply(redis_db, tmp_path, capsys
     capsys.readouterr()
     assert main(["scan", str(db), "--write-ttl", "60"]) == 2
     err = capsys.readouterr().err
-    assert "a write TTL" in err and "does not apply to a SQL database" in err
+    assert "a write TTL" in err and "does not apply to this ledger (SQL database; only Redis takes it)" in err
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "operations.csv").write_text("id\n1\n", encoding="utf-8")
+    assert main(["scan", str(dump), "--write-ttl", "60"]) == 2  # said in words, before anything is read
+    assert "does not apply to this ledger (Dump file / folder; only Redis takes it)" in capsys.readouterr().err
     with pytest.raises(SystemExit) as ei:  # a usage error, before anything connects
         main(["scan", url, "--write-ttl", "-5"])
     assert ei.value.code == 2 and "--write-ttl" in capsys.readouterr().err
