@@ -778,6 +778,23 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
+def _say_not_checkable(ledger, flt) -> None:
+    """A note on stderr per kind of the finding filter this ledger cannot check (the one list,
+    :func:`idemview.findings.engine.not_checkable`): the filter selects no operation for it, and an
+    empty export must not read as "none found"."""
+    if not flt.findings:
+        return
+    from idemview.findings.engine import not_checkable
+
+    why = not_checkable(ledger)
+    for k in flt.findings:
+        if k in why:
+            print(
+                f"idemview: note: {k.value} is not checkable on this ledger ({why[k]}): it selects nothing",
+                file=sys.stderr,
+            )
+
+
 def export_cli(args, ledger, connection_name: str | None = None) -> int:
     from idemview.config import new_masker
     from idemview.evidence.plan import check_target, export_evidence
@@ -785,6 +802,7 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
 
     """``idemview export``: build the filter from the arguments, export, print one summary line."""
     flt = filter_from_args(args)
+    _say_not_checkable(ledger, flt)
     try:
         out = check_target(args.out, ledger, overwrite=args.force)  # TargetRefused: exit 2
     except TargetExists as e:

@@ -194,16 +194,21 @@ def test_a_finding_filter_on_a_declared_kind_selects_nothing_and_never_queries_i
 
     target = str(demo if which == "sql" else dump)
 
+    declared: dict = {}
+
     def exported(kind: str) -> int:
         out = tmp_path / f"{kind}.csv"
         args = ["export", target, "--layout", "idemview", "--now", NOW, "--finding", kind, "--out", str(out)]
         assert main([*args, "--force"]) == 0, capsys.readouterr().err
-        capsys.readouterr()
+        err = capsys.readouterr().err
+        why = declared.get(K(kind))  # said, so that an empty export does not read as "none found"
+        assert (f"note: {kind} is not checkable on this ledger ({why}): it selects nothing" in err) == (why is not None)
         with open(out, newline="", encoding="utf-8") as f:
             return len(list(csv.DictReader(f)))
 
     assert exported("expired_key") > 0  # the ledger has them
     _declare(monkeypatch, which)
+    declared.update(DECLARED)
     calls = forbid(monkeypatch, DECLARED)
     assert exported("expired_key") == 0 and exported("duplicate_effect") == 0
     assert calls == []
