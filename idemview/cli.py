@@ -73,6 +73,12 @@ def _seconds(text: str) -> float:
     return _argtype(seconds_value, "seconds")(text)
 
 
+def _write_ttl(text: str) -> float:
+    from idemview.ledger.inputs import write_ttl_value
+
+    return _argtype(write_ttl_value, "seconds")(text)
+
+
 def _count(text: str) -> int:
     from idemview.ledger.inputs import count_value
 
@@ -212,7 +218,7 @@ def common_arguments(sp) -> None:
     )
     sp.add_argument(
         "--write-ttl",
-        type=_seconds,
+        type=_write_ttl,
         default=None,
         metavar="SECONDS",
         help="the TTL a Redis store sets at every write (Celery's result_expires): a record without a time "

@@ -73,11 +73,11 @@ def redis_text(target: Target) -> str:
 def own_options(url: str) -> tuple[str, float | None]:
     """``(url without idemview's own options, write TTL in seconds or None)`` (:data:`IDEMVIEW_OPTIONS`):
     what redis-py is given, and the URL's ``write_ttl``. An empty ``write_ttl`` is none. Raises
-    :class:`InputError` (exit 2) for a ``write_ttl`` that is no number of seconds
-    (:func:`idemview.ledger.inputs.seconds_value`)."""
+    :class:`InputError` (exit 2) for a ``write_ttl`` that is no number of seconds above 0
+    (:func:`idemview.ledger.inputs.write_ttl_value`)."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-    from idemview.ledger.inputs import seconds_value
+    from idemview.ledger.inputs import write_ttl_value
 
     try:
         p = urlsplit(url)
@@ -88,7 +88,7 @@ def own_options(url: str) -> tuple[str, float | None]:
     if not any(k in IDEMVIEW_OPTIONS for k, _ in pairs):
         return url, None
     rest = urlencode([(k, v) for k, v in pairs if k not in IDEMVIEW_OPTIONS])
-    ttl = seconds_value(ours[-1], "write_ttl") if ours else None
+    ttl = write_ttl_value(ours[-1], "write_ttl") if ours else None
     return urlunsplit((p.scheme, p.netloc, p.path, rest, p.fragment)), ttl
 
 

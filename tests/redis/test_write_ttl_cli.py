@@ -114,3 +114,22 @@ def test_a_write_ttl_the_layout_cannot_use_is_said_not_ignored(redis_db, tmp_pat
     assert main(["scan", url, "--layout", "celery-redis", "--write-ttl", "60", "--format", "json"]) == 0
     notes = json.loads(capsys.readouterr().out)["snapshot"]["notes"]
     assert notes and all("--write-ttl" in n for n in notes), notes
+
+
+def test_a_write_ttl_of_zero_is_refused_everywhere(redis_db, capsys):
+    """0 is no TTL a store sets at every write (Celery: result_expires 0 means results never expire; Redis
+    refuses SET EX 0): with it every record "has more TTL left than 0 s". Refused as input (exit 2) on the
+    command line, in the URL and in the API, as a negative one is, before anything connects."""
+    import idemview
+    from idemview.errors import InputError
+
+    url, raw = redis_db
+    put_celery(raw, "s-1", "STARTED", done=None, ttl_s=TTL - AGE)
+    with pytest.raises(SystemExit) as ei:
+        main(["scan", url, "--layout", "celery-redis", "--write-ttl", "0"])
+    assert ei.value.code == 2 and "above 0" in capsys.readouterr().err
+    assert main(["scan", url + "?write_ttl=0", "--layout", "celery-redis"]) == 2
+    assert "write_ttl: '0' must be above 0 seconds" in capsys.readouterr().err
+    with pytest.raises(InputError, match="above 0"):
+        idemview.open(url, "celery-redis", write_ttl_s=0)
+    assert main(["scan", url, "--layout", "celery-redis", "--write-ttl", "0.5"]) == 0  # any positive one
