@@ -259,7 +259,7 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
     Raises :class:`~idemview.errors.CannotConnect` (unreachable, not a database),
     :class:`~idemview.errors.LayoutMismatch` (no preset fits / the layout's tables are missing),
     :class:`~idemview.errors.InvalidLayout` (a malformed layout file), :class:`~idemview.errors.InputError`
-    (a ``write_ttl_s`` that is no number of seconds from 0, or given for a ledger that is no Redis one).
+    (a ``write_ttl_s`` that is no number of seconds above 0, or given for a ledger that is no Redis one).
     """
     from idemview.backends import Tunables
     from idemview.services.opener import OpenSpec, saved_connection, spec_for_connection
@@ -281,10 +281,10 @@ def open(  # noqa: A001 - the API's name (DESIGN §9); builtins.open is used exp
     spec.layout = layout if layout is not None else spec.layout
     spec.naive_zone = naive_zone if naive_zone is not None else spec.naive_zone
     spec.schema = schema if schema is not None else spec.schema
-    from idemview.ledger.inputs import seconds_value
+    from idemview.ledger.inputs import write_ttl_value
     from idemview.services.opener import open_source
 
-    ttl = seconds_value(write_ttl_s, "write_ttl_s") if write_ttl_s is not None else None
+    ttl = write_ttl_value(write_ttl_s, "write_ttl_s") if write_ttl_s is not None else None
     opened = open_source(
         spec, tunables=Tunables(write_ttl_s=ttl), no_fit_hint="; pass layout=NAME|FILE (see `idemview presets`)"
     )

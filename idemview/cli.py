@@ -73,6 +73,12 @@ def _seconds(text: str) -> float:
     return _argtype(seconds_value, "seconds")(text)
 
 
+def _write_ttl(text: str) -> float:
+    from idemview.ledger.inputs import write_ttl_value
+
+    return _argtype(write_ttl_value, "seconds")(text)
+
+
 def _count(text: str) -> int:
     from idemview.ledger.inputs import count_value
 
@@ -212,7 +218,7 @@ def common_arguments(sp) -> None:
     )
     sp.add_argument(
         "--write-ttl",
-        type=_seconds,
+        type=_write_ttl,
         default=None,
         metavar="SECONDS",
         help="the TTL a Redis store sets at every write (Celery's result_expires): a record without a time "
@@ -778,6 +784,23 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
+def _say_not_checkable(ledger, flt) -> None:
+    """A note on stderr per kind of the finding filter this ledger cannot check (the one list,
+    :func:`idemview.findings.engine.not_checkable`): the filter selects no operation for it, and an
+    empty export must not read as "none found"."""
+    if not flt.findings:
+        return
+    from idemview.findings.engine import not_checkable
+
+    why = not_checkable(ledger)
+    for k in flt.findings:
+        if k in why:
+            print(
+                f"idemview: note: {k.value} is not checkable on this ledger ({why[k]}): it selects nothing",
+                file=sys.stderr,
+            )
+
+
 def export_cli(args, ledger, connection_name: str | None = None) -> int:
     from idemview.config import new_masker
     from idemview.evidence.plan import check_target, export_evidence
@@ -785,6 +808,7 @@ def export_cli(args, ledger, connection_name: str | None = None) -> int:
 
     """``idemview export``: build the filter from the arguments, export, print one summary line."""
     flt = filter_from_args(args)
+    _say_not_checkable(ledger, flt)
     try:
         out = check_target(args.out, ledger, overwrite=args.force)  # TargetRefused: exit 2
     except TargetExists as e:

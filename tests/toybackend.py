@@ -48,7 +48,7 @@ class ToyBackend(Backend):
         engine = self._engine(str(req.target))
         req.engine_made(engine)
         layout, detection, _ = choose_layout(engine, req.layout, req.no_fit_hint)
-        ledger = Ledger(engine, layout, name=req.name or "toy", naive_zone=req.naive_zone)
+        ledger = Ledger(engine, layout, name=req.name or "toy", naive_zone=req.naive_zone, **req.tunables.as_kwargs())
         ledger.source = LedgerSource(self.name)
         return Source(ledger, engine, detection, "toy://…")
 

@@ -73,11 +73,11 @@ def redis_text(target: Target) -> str:
 def own_options(url: str) -> tuple[str, float | None]:
     """``(url without idemview's own options, write TTL in seconds or None)`` (:data:`IDEMVIEW_OPTIONS`):
     what redis-py is given, and the URL's ``write_ttl``. An empty ``write_ttl`` is none. Raises
-    :class:`InputError` (exit 2) for a ``write_ttl`` that is no number of seconds
-    (:func:`idemview.ledger.inputs.seconds_value`)."""
+    :class:`InputError` (exit 2) for a ``write_ttl`` that is no number of seconds above 0
+    (:func:`idemview.ledger.inputs.write_ttl_value`)."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-    from idemview.ledger.inputs import seconds_value
+    from idemview.ledger.inputs import write_ttl_value
 
     try:
         p = urlsplit(url)
@@ -88,7 +88,7 @@ def own_options(url: str) -> tuple[str, float | None]:
     if not any(k in IDEMVIEW_OPTIONS for k, _ in pairs):
         return url, None
     rest = urlencode([(k, v) for k, v in pairs if k not in IDEMVIEW_OPTIONS])
-    ttl = seconds_value(ours[-1], "write_ttl") if ours else None
+    ttl = write_ttl_value(ours[-1], "write_ttl") if ours else None
     return urlunsplit((p.scheme, p.netloc, p.path, rest, p.fragment)), ttl
 
 
@@ -165,6 +165,7 @@ class RedisBackend(Backend):
         from dataclasses import replace
 
         from idemview.layouts.layout import Layout
+        from idemview.ledger.redis_kv.ledger import unused_write_ttl
         from idemview.ledger.redis_snapshot import LOCAL_CLOCK_NOTE, open_redis_ledger
 
         url, ttl = own_options(redis_text(req.target))
@@ -184,6 +185,9 @@ class RedisBackend(Backend):
             else f"; snapshot of {info.loaded} records at {at}; {LOCAL_CLOCK_NOTE}"
         )
         warnings = [info.write_warning] if info.write_warning else []
+        unused = unused_write_ttl(ledger.source.store_layout, ttl)  # also in the snapshot's notes
+        if unused:
+            warnings.append(unused)
         if info.write_warning:
             detection += f"; warning: {info.write_warning}"
         return Source(ledger, ledger.engine, detection, info.url, warnings)

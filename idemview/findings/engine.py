@@ -209,9 +209,13 @@ class FindingEngine:
     def keys_with(self, kinds: Iterable[FindingKind], distinct: bool = True) -> Select | CompoundSelect:
         """A select of distinct ``scope, key`` rows of operations carrying any of ``kinds`` (used as
         the grid's and the export's finding filter). ``distinct=False`` allows repeated rows (enough
-        for ``IN``, and it spares the engine a de-duplication that can steer it to a whole-table scan)."""
+        for ``IN``, and it spares the engine a de-duplication that can steer it to a whole-table scan).
+        A kind this ledger cannot check (:func:`not_checkable`) adds no row and is never queried."""
         parts = []
+        skip = not_checkable(self.l)
         for k in kinds:
+            if k in skip:
+                continue
             for q in registry.rule(k).selects(self):
                 s = q.subquery()
                 parts.append(select(s.c.scope, s.c.key))

@@ -28,10 +28,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def finding_clause(fe: FindingEngine, kinds: Sequence[FindingKind]) -> ColumnElement:
     """A WHERE clause over ``fe.l.ops``: the operations with a finding of any of ``kinds`` at ``fe.now``.
-    Kinds whose rule has no SQL key set (``key_source == "effects"``) come from the reconciler only."""
+    Kinds whose rule has no SQL key set (``key_source == "effects"``) come from the reconciler only. A
+    kind this ledger cannot check (:func:`idemview.findings.engine.not_checkable`, the one list the scan
+    runs by) selects no operation and is never queried: the scan reports it as not checkable, so a
+    filter must not show it as found (a Redis snapshot's expired_key at a later ``now``)."""
     from idemview.findings import registry
 
     led = fe.l
+    skip = fe.unsupported()
+    kinds = [k for k in kinds if k not in skip]
     sql_kinds = [k for k in kinds if registry.rule(k).key_source == "sql"]
     ors = [led.ops_ref_in(fe.keys_with(sql_kinds, distinct=False))] if sql_kinds else []
     fx_keys = effect_finding_keys(led, kinds, fe.now)

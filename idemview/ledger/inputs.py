@@ -84,6 +84,17 @@ def seconds_value(value: object, what: str = "seconds") -> float:
     return v
 
 
+def write_ttl_value(value: object, what: str = "write_ttl") -> float:
+    """``value`` as the TTL a key-value store sets at every write, in seconds: :func:`seconds_value`, and
+    above 0 (Celery's ``result_expires`` 0 means results never expire, and Redis refuses ``SET … EX 0``:
+    no store sets a TTL of 0 at every write). Raises :class:`InputError`; ``TypeError`` as
+    :func:`seconds_value`."""
+    v = seconds_value(value, what)
+    if v <= 0:
+        raise InputError(f"{what}: {value!r} must be above 0 seconds (the TTL the store sets at every write)")
+    return v
+
+
 def count_value(value: object, what: str = "count") -> int:
     """``value`` (text or an int) as a whole number in [0, :data:`MAX_COUNT`]. Raises
     :class:`InputError`; ``TypeError`` for another type (a float is not a count)."""

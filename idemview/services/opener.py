@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import URL
 
-from idemview.backends import Backend, Match, OpenRequest, Tunables, backend_for, backend_for_dialect
+from idemview.backends import Backend, Match, OpenRequest, Tunables, backend_for, backend_for_dialect, backends
 from idemview.errors import CannotConnect, InputError
 from idemview.layouts.layout import Layout
 from idemview.services.cancel import watch_engine
@@ -226,6 +226,13 @@ def open_source(
             raise better from None
         raise
     watch_engine(src.engine)  # a snapshot's engine, made inside its module (idempotent for the others)
+    try:
+        _check_applied(backend, src.ledger, tunables)
+    except InputError:
+        src.engine.dispose()
+        if tunnel is not None:
+            tunnel.close()
+        raise
     return Opening(backend, src.ledger, src.engine, src.detection, src.where, list(src.warnings), tunnel)
 
 
@@ -238,7 +245,33 @@ def _check_tunables(backend: Backend, tunables: Tunables) -> None:
     (:attr:`Backend.tunables`): silently ignoring it would read the ledger other than asked."""
     refused = sorted(tunables.backend_specific() - set(backend.tunables))
     if refused:
-        raise InputError(f"{_TUNABLE_WORDS.get(refused[0], refused[0])} does not apply to a {backend.title}")
+        name = refused[0]
+        only = " or ".join(b.title for b in backends() if name in b.tunables) or "no registered backend"
+        raise InputError(
+            f"{_TUNABLE_WORDS.get(name, name)} does not apply to this ledger ({backend.title}; only {only} takes it)"
+        )
+
+
+def _check_applied(backend: Backend, ledger: Ledger, tunables: Tunables) -> None:
+    """Raise :class:`InputError` (exit 2) when ``backend`` built ``ledger`` without a threshold every
+    ledger takes (a lock timeout, retry threshold or retention given: :meth:`Tunables.as_kwargs`, which
+    its ``open`` passes to the :class:`~idemview.ledger.reader.Ledger`): a third party's backend that
+    drops them would read the ledger other than asked, silently."""
+    t = tunables
+    dropped = [
+        words
+        for given, applied, words in (
+            (t.lock_timeout_s, ledger.lock_timeout_override, "a lock timeout"),
+            (t.retry_threshold, ledger.retry_threshold, "a retry threshold"),
+            (t.retention_s, ledger.retention_s, "a retention"),
+        )
+        if given is not None and applied != given
+    ]
+    if dropped:
+        raise InputError(
+            f"the {backend.title} backend ({backend.name}) did not apply {' and '.join(dropped)} given: its "
+            "open() must pass OpenRequest.tunables.as_kwargs() to the Ledger; nothing was read"
+        )
 
 
 def detect_layouts(spec: OpenSpec) -> tuple[Backend, list[Match]]:

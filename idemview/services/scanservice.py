@@ -184,9 +184,10 @@ class ScanService:
 
     def _in_process(self, st: ScanState, p: ProcessArgs) -> bool:
         """Start the scan of ``st``'s pending kinds in the findings process; False when it cannot start
-        (a ledger the child cannot open again: memory, Redis; a layout that does not pickle)."""
+        (a ledger the child cannot open again: an in-memory database, a snapshot — Redis, DynamoDB, any
+        backend's whose ``source`` declares one —; a layout that does not pickle)."""
         url = str(p.url)
-        if ":memory:" in url or url.startswith(("redis", "rediss")):
+        if ":memory:" in url or (self._ledger is not None and self._ledger.source.is_snapshot):
             return False
         from idemview.services.scanproc import ScanProcess
 

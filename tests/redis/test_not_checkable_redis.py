@@ -37,3 +37,31 @@ def test_redis_declares_its_kinds_they_never_run_and_the_scan_says_why(redis_db,
         assert out["not_checkable"][k.value] == NOT_CHECKABLE[k]
         assert k.value not in out["counts"]
     assert out["counts"] == {"unresolved_failure": 1}  # a kind Redis can check ran
+
+
+def test_a_finding_filter_on_a_kind_redis_cannot_show_selects_nothing(redis_db, monkeypatch, tmp_path, capsys):
+    """An instant after every TTL: the snapshot's expires_at would make each record look expired, but Redis
+    deletes a key at its TTL, so expired_key is not checkable (the scan says so) and ``export --finding
+    expired_key`` selects no record instead of every one; a checkable kind still filters."""
+    import csv
+
+    from idemview.cli import main
+
+    url, raw = redis_db
+    t = server_now(raw)
+    put_celery(raw, "ok-1", "SUCCESS", done=t, ttl_s=3600)
+    put_celery(raw, "bad-1", "FAILURE", done=t, ttl_s=3600)
+    later = "2099-01-01T00:00:00Z"
+    assert "expired_key" in scan_json(capsys, url, "--layout", "celery-redis", "--now", later)["not_checkable"]
+
+    def exported(kind: str) -> list[str]:
+        out = tmp_path / f"{kind}.csv"
+        args = ["export", url, "--layout", "celery-redis", "--now", later, "--finding", kind, "--out", str(out)]
+        assert main(args) == 0, capsys.readouterr().err
+        with open(out, newline="", encoding="utf-8") as f:
+            return [r["idempotency_key"] for r in csv.DictReader(f)]
+
+    calls = forbid(monkeypatch, [K.EXPIRED_KEY])
+    assert exported("expired_key") == []
+    assert calls == []
+    assert exported("unresolved_failure") == ["bad-1"]

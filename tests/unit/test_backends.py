@@ -249,3 +249,32 @@ def test_no_front_end_probes_a_ledger_for_a_snapshot():
             continue
         assert 'getattr(ledger, "snapshot"' not in p.read_text("utf-8"), rel
         assert 'getattr(self.ledger, "snapshot"' not in p.read_text("utf-8"), rel
+
+
+def test_the_thresholds_given_reach_a_third_party_backend_or_are_refused(toy, demo, capsys, monkeypatch):
+    """``--retry-threshold``/``--lock-timeout``/``--retention`` given for a backend's ledger are applied
+    (the toy, the minimal backend ARCHITECTURE.md shows, reads as SQL does with them); a backend whose
+    ``open`` drops them is refused (exit 2) rather than read other than asked."""
+    from idemview.ledger.reader import Ledger
+
+    target = f"toy://{demo}"
+    flags = ["--retry-threshold", "1", "--lock-timeout", "1", "--retention", "60"]
+    counts = {}
+    for t in (target, str(demo)):
+        assert main(["scan", t, "--now", NOW, "--format", "json", *flags]) == 0, capsys.readouterr().err
+        counts[t] = json.loads(capsys.readouterr().out)["counts"]
+    assert counts[target] == counts[str(demo)]
+    assert main(["scan", str(demo), "--now", NOW, "--format", "json"]) == 0
+    assert counts[target]["retry_storm"] > json.loads(capsys.readouterr().out)["counts"]["retry_storm"]
+
+    real_init = Ledger.__init__
+
+    def forgetful(self, engine, layout, *a, **kw):  # a backend that builds its Ledger without the thresholds
+        for k in ("lock_timeout_s", "retry_threshold", "retention_s"):
+            kw.pop(k, None)
+        real_init(self, engine, layout, *a, **kw)
+
+    monkeypatch.setattr(Ledger, "__init__", forgetful)
+    assert main(["scan", target, "--now", NOW, "--retry-threshold", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "Toy store" in err and "a retry threshold" in err, err

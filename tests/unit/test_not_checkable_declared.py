@@ -179,3 +179,42 @@ def test_dynamodb_declares_its_kinds_they_never_run_and_the_scan_says_why(dynali
         assert out["not_checkable"][k.value] == want[k]
         assert k.value not in out["counts"]
     assert out["counts"] == {"expired_key": 1}  # a kind it can check ran and found the expired item
+
+
+@pytest.mark.parametrize("which", ["sql", "dump"])
+def test_a_finding_filter_on_a_declared_kind_selects_nothing_and_never_queries_it(
+    which, demo, dump, monkeypatch, capsys, tmp_path
+):
+    """The one list holds for filters too: ``export --finding KIND`` (and the API's, the grid's filter)
+    of a kind the backend declares not checkable selects no operation and never runs the kind's SQL,
+    as the scan lists it as not checkable rather than finding it; a checkable kind still filters."""
+    import csv
+
+    import idemview
+
+    target = str(demo if which == "sql" else dump)
+
+    declared: dict = {}
+
+    def exported(kind: str) -> int:
+        out = tmp_path / f"{kind}.csv"
+        args = ["export", target, "--layout", "idemview", "--now", NOW, "--finding", kind, "--out", str(out)]
+        assert main([*args, "--force"]) == 0, capsys.readouterr().err
+        err = capsys.readouterr().err
+        why = declared.get(K(kind))  # said, so that an empty export does not read as "none found"
+        assert (f"note: {kind} is not checkable on this ledger ({why}): it selects nothing" in err) == (why is not None)
+        with open(out, newline="", encoding="utf-8") as f:
+            return len(list(csv.DictReader(f)))
+
+    assert exported("expired_key") > 0  # the ledger has them
+    _declare(monkeypatch, which)
+    declared.update(DECLARED)
+    calls = forbid(monkeypatch, DECLARED)
+    assert exported("expired_key") == 0 and exported("duplicate_effect") == 0
+    assert calls == []
+    assert exported("unresolved_failure") > 0  # a kind it can check still filters
+    now = datetime.fromisoformat(NOW.replace("Z", "+00:00"))
+    with idemview.open(target, "idemview") as frames:
+        assert len(frames.operations({"findings": ["expired_key"]}, now=now)) == 0
+        assert len(frames.operations({"findings": ["unresolved_failure"]}, now=now)) > 0
+    assert calls == []

@@ -186,3 +186,23 @@ def test_compact_kind_keeps_keys_packed_for_badges_and_f8():
     assert len(walk) == 1002 and walk[1000].key == "k1000" and walk[1001].key == "low"
     c.release()
     assert len(c) == 0 and not c.by_sev
+
+
+def test_a_snapshot_ledger_is_scanned_in_threads_not_in_a_findings_process(demo_ledger):
+    """The findings process opens the ledger again from its URL; a snapshot (Redis, DynamoDB, any backend
+    declaring ``source.snapshot``) lives in this process's memory only, so the scan goes to threads at
+    once, whatever its URL's scheme (a ``dynamodb://`` URL used to start a process that could only fail)."""
+    import copy
+
+    from idemview.ledger.source import LedgerSource
+    from idemview.services.scanservice import PROCESS_CHANNEL, ProcessArgs
+
+    snap = copy.copy(demo_ledger)
+    snap.source = LedgerSource("dynamodb", object(), dialect="dynamodb")
+    w, svc, _seen, unsupported = _service(snap)
+    args = ProcessArgs("dynamodb://idem?region=us-east-1", None, snap.layout, "idem", b"k" * 32)
+    st = svc.start(snap, SharedMasker(), ANCHOR, unsupported, args)
+    assert PROCESS_CHANNEL not in w.pending() and st.proc is None
+    assert sorted(w.pending()) == sorted(f"{KIND_CHANNEL}{k.value}" for k in st.pending)
+    w.run_all()
+    assert st.phase is ScanPhase.DONE

@@ -143,6 +143,9 @@ def open_redis_ledger(
     _removed_note(info)
     _write_time_notes(kv, info)
     info.notes.extend(unread)
+    unused = unused_write_ttl(kv, write_ttl_s)
+    if unused:
+        info.notes.append(unused)
     ledger.source = LedgerSource(
         "redis",
         info,
@@ -194,6 +197,10 @@ def redis_not_checkable(kv: KvLayout, info: SnapshotInfo, lock_timeout_s: float 
     return out
 
 
+#: Where a write TTL is given, in the notes that ask for it: the option overrides the layout's entry.
+_GIVE_TTL = "--write-ttl SECONDS, a connection's Write TTL, or the layout's [expiry] write_ttl_seconds"
+
+
 def _write_time_notes(kv: KvLayout, info: SnapshotInfo) -> None:
     """Say in ``info.notes`` where times were read from TTLs (``[expiry] write_ttl_seconds``)."""
     ttl = kv.write_ttl_seconds
@@ -202,13 +209,25 @@ def _write_time_notes(kv: KvLayout, info: SnapshotInfo) -> None:
         info.notes.append(
             f"{info.write_times} records hold no {names} of their own: their write time is read from their "
             f"TTL (read time - ({ttl:g} s, the TTL the store sets at every write - the remaining TTL)); if the "
-            "store was configured with another TTL, set it (layout [expiry] write_ttl_seconds)"
+            f"store was configured with another TTL, give it ({_GIVE_TTL})"
         )
     if info.write_ttl_above:
         info.notes.append(
             f"{info.write_ttl_above} records have more TTL left than {ttl:g} s: the store was configured with a "
-            "longer TTL, so no write time was read from their TTL (set layout [expiry] write_ttl_seconds)"
+            f"longer TTL, so no write time was read from their TTL (give it: {_GIVE_TTL})"
         )
+
+
+def unused_write_ttl(kv: KvLayout, write_ttl_s: float | None) -> str | None:
+    """What to say when a write TTL was given (``write_ttl_s`` seconds: ``--write-ttl``, a connection's,
+    the API's) for a layout that reads no time from a record's TTL (no ``[expiry] write_time_fields``):
+    it changes nothing, and a user who gave it must not believe otherwise. ``None`` otherwise."""
+    if write_ttl_s is None or kv.write_time_fields:
+        return None
+    return (
+        f"the write TTL given ({float(write_ttl_s):g} s) is not used: layout {kv.name} reads no time from a "
+        "record's TTL (it sets no [expiry] write_time_fields)"
+    )
 
 
 def _removed_note(info: SnapshotInfo) -> None:
