@@ -123,7 +123,9 @@ def sequential_pass(c: Connection, text_as_bytes: bool = False) -> Iterator[None
     old_factory = raw.text_factory
     c.exec_driver_sql("PRAGMA mmap_size = 0")
     c.exec_driver_sql(f"PRAGMA cache_size = -{SEQUENTIAL_CACHE_KB}")
-    c.exec_driver_sql("PRAGMA temp_store = FILE")
+    # a memory database (a snapshot) keeps its sorts in memory: a file would put its keys on the disk
+    if any(r[1] == "main" and r[2] for r in c.exec_driver_sql("PRAGMA database_list")):
+        c.exec_driver_sql("PRAGMA temp_store = FILE")
     if text_as_bytes:
         raw.text_factory = bytes
     try:

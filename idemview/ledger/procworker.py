@@ -26,6 +26,7 @@ carries it as its process streams (:func:`idemview.services.work.process_stream`
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -78,26 +79,45 @@ def main_hidden() -> Iterator[None]:
             setattr(main, attr, v)
 
 
+def _exit_with_parent(sentinel) -> None:
+    """Wait for the parent's end, then end this process at once: a parent that dies without
+    terminating its children (SIGKILL, a crash, ``os._exit``) leaves no child running on (multiprocessing
+    terminates daemonic children only from a normal exit's atexit hook)."""
+    from multiprocessing.connection import wait
+
+    wait([sentinel])
+    os._exit(1)
+
+
 def _child_main(target: Callable[..., Any], conn, inbox, args: tuple) -> None:
-    """The child's entry point: ``target(conn[, inbox], *args)``; an exception is sent, not printed."""
+    """The child's entry point: ``target(conn[, inbox], *args)``; an exception is sent, not printed.
+    ``SystemExit`` is not sent: it ends the child with its code (:class:`ChildDied` in the parent)."""
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.sentinel is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent.sentinel,), daemon=True).start()
     try:
         if inbox is not None:
             target(conn, inbox, *args)
         else:
             target(conn, *args)
+    except SystemExit:
+        raise
     except BaseException as e:  # noqa: BLE001 - handed to the parent, raised there
         import pickle
 
+        # sent as itself only when it is an Exception that loads again (an __init__ wanting other
+        # arguments pickles but fails in the parent's recv); a KeyboardInterrupt is not raised there
         try:
-            pickle.dumps(e)
-            conn.send(_Failure(e, ""))
-        except Exception:  # noqa: BLE001 - an exception that does not pickle: its words
-            try:
-                conn.send(_Failure(None, f"{type(e).__name__}: {e}"))
-            except OSError:
-                pass  # the parent has gone: nobody to tell
+            if not isinstance(e, Exception):
+                raise TypeError("not an Exception")
+            pickle.loads(pickle.dumps(e))  # noqa: S301 - our own bytes, just made
+            failure = _Failure(e, "")
+        except Exception:  # noqa: BLE001 - an exception that does not (un)pickle: its words
+            failure = _Failure(None, f"{type(e).__name__}: {e}")
+        try:
+            conn.send(failure)
         except OSError:
-            pass
+            pass  # the parent has gone: nobody to tell
     finally:
         try:
             conn.close()

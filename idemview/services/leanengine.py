@@ -35,8 +35,12 @@ def bound_sqlite_memory(engine: Engine, cache_kb: int = LEAN_CACHE_KB) -> bool:
             cur.execute(f"PRAGMA cache_size = -{int(cache_kb)}")
             cur.execute("PRAGMA mmap_size = 0")
             # GROUP BY / DISTINCT b-trees of a whole-ledger finding query spill to a temporary file
-            # (open_engine keeps them in memory); a no-op when the value is already FILE
-            cur.execute("PRAGMA temp_store = FILE")
+            # (open_engine keeps them in memory); a no-op when the value is already FILE. Not on a
+            # memory database (a Redis or DynamoDB snapshot): its keys would reach the disk
+            # (ledger.memory_snapshot.new_memory_db)
+            cur.execute("PRAGMA database_list")
+            if any(name == "main" and path for _seq, name, path in cur.fetchall()):
+                cur.execute("PRAGMA temp_store = FILE")
         finally:
             cur.close()
 

@@ -57,3 +57,61 @@ def test_an_index_larger_than_the_cache_is_built_without_a_temporary_file(monkey
         assert spilled, "SQLite's default temp_store should have written sort runs to a file"
     finally:
         keeper.close()
+
+
+def _spills_on(engine, tune) -> set[str]:
+    """The temporary files open while a sort over the snapshot's keys is open on a connection of
+    ``engine`` that ``tune(connection)`` prepared (and undoes when it is a context manager)."""
+    from contextlib import nullcontext
+
+    with engine.connect() as c:
+        ctx = tune(c) or nullcontext()
+        with ctx:
+            res = c.exec_driver_sql("SELECT idempotency_key FROM operations ORDER BY idempotency_key || ''")
+            assert res.fetchone()[0].startswith("key-000000-")
+            files = _temp_files()
+            res.close()
+    return files
+
+
+def test_a_snapshot_engine_keeps_sorting_in_memory_under_the_windows_and_a_passs_settings(monkeypatch):
+    """The window bounds every SQLite engine it opens (services.leanengine.bound_sqlite_memory) and an
+    effects pass tunes its connection (ledger.effects.sequential_pass): both set temp_store = FILE, which
+    on a snapshot's memory database wrote the keys of a large sort to a temporary file (etilqs_* in
+    TMPDIR). A memory database keeps sorting in memory; a file ledger still spills (below)."""
+    from idemview.ledger import effects
+    from idemview.services.leanengine import bound_sqlite_memory
+
+    uri, keeper, _indexes = mem.new_memory_db("t")
+    try:
+        op_sql, _att = mem.insert_statements(())
+        rows = [(i, "s", f"key-{(i * 7919) % 60000:06d}-" + "x" * 60, None, "ok", None) for i in range(1, 60001)]
+        keeper.executemany(op_sql, rows)
+        keeper.commit()
+        engine = mem.memory_engine(uri, keeper)
+        monkeypatch.setattr(effects, "SEQUENTIAL_CACHE_KB", 256)  # the sort is larger than the cache
+        assert _spills_on(engine, lambda c: effects.sequential_pass(c)) == set()
+        bound_sqlite_memory(engine, cache_kb=256)
+        assert _spills_on(engine, lambda c: None) == set()
+        engine.dispose()
+    finally:
+        keeper.close()
+
+
+def test_a_file_ledger_still_sorts_in_a_file_under_the_windows_settings(tmp_path):
+    # the lean settings' purpose on a file ledger (a bounded memory) is kept: there the sort spills
+    from sqlalchemy import create_engine
+
+    from idemview.services.leanengine import bound_sqlite_memory
+
+    db = sqlite3.connect(tmp_path / "l.db")
+    db.execute("CREATE TABLE operations (idempotency_key TEXT)")
+    db.executemany(
+        "INSERT INTO operations VALUES (?)", [(f"key-{(i * 7919) % 60000:06d}-" + "x" * 60,) for i in range(60000)]
+    )
+    db.commit()
+    db.close()
+    engine = create_engine(f"sqlite:///{tmp_path / 'l.db'}")
+    bound_sqlite_memory(engine, cache_kb=256)
+    assert _spills_on(engine, lambda c: None)
+    engine.dispose()

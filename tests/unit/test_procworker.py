@@ -4,6 +4,7 @@ its death reach the parent as clear errors, and a cancel stops it."""
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -172,3 +173,107 @@ def _echo_forever(out) -> None:
 
     while True:
         time.sleep(0.05)
+
+
+# -- hostile children (branch redis-perf-test) ------------------------------------------------
+
+
+class _NeedsTwo(Exception):
+    """Pickles (its args are ``("x/y",)``) but does not unpickle: ``__init__`` wants two arguments."""
+
+    def __init__(self, a: str, b: str):
+        super().__init__(f"{a}/{b}")
+
+
+def _raise_needs_two(out) -> None:
+    raise _NeedsTwo("scope", "key")
+
+
+def test_an_exception_that_pickles_but_does_not_unpickle_arrives_as_its_words():
+    # pickle.dumps succeeds; loading it in the parent raised TypeError ("missing 1 required positional
+    # argument") instead of the child's own error
+    child = ChildProcess(_raise_needs_two, what="the test process")
+    try:
+        with pytest.raises(ChildFailed, match="_NeedsTwo: scope/key"):
+            child.recv()
+    finally:
+        child.close()
+
+
+def _exit_3(out) -> None:
+    import sys
+
+    sys.exit(3)
+
+
+def _interrupted(out) -> None:
+    raise KeyboardInterrupt
+
+
+def test_sys_exit_in_the_child_is_its_exit_code_not_a_systemexit_in_the_parent():
+    # SystemExit was sent and raised in the parent: a reader thread died silently (threads swallow it)
+    child = ChildProcess(_exit_3, what="the test process")
+    try:
+        with pytest.raises(ChildDied, match=r"exit code 3\)") as e:
+            child.recv()
+        assert e.value.exitcode == 3
+    finally:
+        child.close()
+
+
+def test_a_keyboard_interrupt_in_the_child_is_not_raised_as_one_in_the_parent():
+    child = ChildProcess(_interrupted, what="the test process")
+    try:
+        with pytest.raises(ChildFailed, match="^KeyboardInterrupt: $"):
+            child.recv()
+    finally:
+        child.close()
+
+
+def _report_pid_then_sleep(out) -> None:
+    import time
+
+    out.send(os.getpid())
+    while True:
+        time.sleep(0.05)
+
+
+_PARENT = """
+import os, sys
+sys.path[:0] = [{root!r}, {tests!r}]
+from idemview.ledger.procworker import ChildProcess
+from test_procworker import _report_pid_then_sleep
+c = ChildProcess(_report_pid_then_sleep, what="the sleeping process")
+print(c.recv(), flush=True)
+os._exit(0)  # the parent ends abruptly (as a crash or SIGKILL would): no atexit terminates the child
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="watches the orphan with os.kill(pid, 0) and /proc")
+def test_a_child_does_not_outlive_a_parent_that_dies(tmp_path):
+    import subprocess
+    import time
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = tmp_path / "parent.py"
+    script.write_text(_PARENT.format(root=root, tests=os.path.dirname(os.path.abspath(__file__))))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert parent.stdout is not None
+    pid = int(parent.stdout.readline())  # not read to the end: an orphan would hold the pipe open
+    parent.stdout.close()
+    assert parent.wait(timeout=60) == 0
+    end = time.monotonic() + 60
+    alive = True
+    while alive and time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+            if os.path.exists(f"/proc/{pid}/stat"):  # Linux: a zombie (not reaped by init) has ended
+                with open(f"/proc/{pid}/stat") as f:
+                    alive = f.read().split(") ")[1][0] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            alive = False
+        if alive:
+            time.sleep(0.05)
+    if alive:
+        os.kill(pid, 9)
+    assert not alive, "the child kept running after its parent died"

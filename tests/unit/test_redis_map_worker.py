@@ -92,3 +92,22 @@ def test_cancel_stops_the_worker():
                 tok.cancel()
     assert got == 3
     assert _no_workers_left()
+
+
+def test_a_worker_killed_while_batches_are_still_being_sent_names_it_not_a_broken_pipe():
+    # The worker dies (as the OOM killer's SIGKILL would) while the reading thread still has batches to
+    # send: its send fails with EPIPE. That BrokenPipeError was raised as if the reading had failed;
+    # the error is the worker's death, with its exit code.
+    kv = load_kv_preset("celery-redis")
+
+    def reads():
+        yield _batch(0)
+        yield _Exit()
+        for i in range(1, 2000):  # more than the pipe holds: the sender is writing when the worker dies
+            yield _batch(i)
+
+    rows = rows_in_worker(reads(), kv, None)
+    assert next(rows)[0][0] == 2
+    with pytest.raises(ChildDied, match=rf"{WORKER_WHAT} ended unexpectedly \(exit code 9\)"):
+        next(rows)
+    assert _no_workers_left()

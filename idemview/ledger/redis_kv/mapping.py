@@ -156,14 +156,25 @@ def rows_in_worker(reads: Iterator[tuple], kv: KvLayout, token):
     failed: list[BaseException] = []
     stop = threading.Event()
 
+    class _Gone(Exception):
+        """The process's input is closed (it died, or was stopped): its end is what the consumer raises."""
+
+    def put(obj) -> None:
+        try:
+            child.send(obj)
+        except OSError:  # EPIPE: not a reading error; ChildDied (with the exit code) says what happened
+            raise _Gone from None
+
     def feed():
         try:
-            child.send(kv)
+            put(kv)
             for item in reads:
                 if stop.is_set():
                     return
-                child.send(item)
-            child.send(None)
+                put(item)
+            put(None)
+        except _Gone:
+            pass
         except BaseException as e:  # noqa: BLE001 - a Redis error: raised by the consumer
             failed.append(e)
         finally:
