@@ -22,144 +22,60 @@ Definitions (DESIGN §5):
   created at or after it;
 - ``retry_storm`` (low): attempt count above the threshold (default 5);
 - ``expired_key`` (info): expiry <= now and the record still present.
+
+This module holds the rules that compare records by intent (``duplicate_intent``,
+``unresolved_failure``) with that comparison (:class:`IntentKey`; the switches :data:`INTENT_BY_PARTS`,
+``_parts_hash`` and ``_intent_indexed`` are read from this module's globals, where tests replace them),
+and the built-in rules in report order (:data:`BUILTIN_RULES`). The other rules live beside it, by what
+they judge: :mod:`~idemview.findings.rules_effects`, :mod:`~idemview.findings.rules_expiry`,
+:mod:`~idemview.findings.rules_stuck`; the contract in :mod:`~idemview.findings.rule_base`. Every public
+name of them is importable from here (``__all__``).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar
-
-from sqlalchemy import (
-    and_,
-    case,
-    distinct,
-    func,
-    literal_column,
-    null,
-    or_,
-    select,
-    true,
-    tuple_,
-    union,
-    union_all,
-)
+from sqlalchemy import and_, case, distinct, func, literal_column, null, or_, select, tuple_
 from sqlalchemy.sql.expression import ColumnElement, Select
 
-from idemview.domain.model import Finding, FindingKind, Severity
+from idemview.domain.model import Finding, FindingKind
 from idemview.findings import explain
-from idemview.findings.common import (
-    KeyRow,
-    as_int,
-    dedupe,
-    ev_sort,
-    in_keys,
-    jsonable,
-    key_batches,
-    nonempty,
-    parse_iso,
-    two_distinct,
-)
+from idemview.findings.common import dedupe, jsonable, nonempty, two_distinct
+from idemview.findings.rule_base import FindingRule, RowFilter, fetch_all, status_cols
+from idemview.findings.rules_effects import DuplicateEffect, HiddenSuccess, OrphanEffect
+from idemview.findings.rules_expiry import ExpiredKey, KeyConflict, ReplayAfterExpiry
+from idemview.findings.rules_stuck import RetryStorm, StuckInProgress
 from idemview.ledger.dialects import MYSQL, POSTGRESQL, family
 from idemview.ledger.intent_sql import intent_blank
 from idemview.ledger.reader import Ledger
-from idemview.ledger.sqlx import intent_parts, time_before
+from idemview.ledger.sqlx import intent_parts
 from idemview.ledger.times import from_epoch, iso
-
-if TYPE_CHECKING:  # pragma: no cover
-    from sqlalchemy.engine import Connection
-
-    from idemview.findings.engine import FindingEngine
 
 K = FindingKind
 
+__all__ = [
+    "BUILTIN_RULES",
+    "DEFAULT_DEDUP_WINDOW_S",
+    "INTENT_BY_PARTS",
+    "DuplicateEffect",
+    "DuplicateIntent",
+    "ExpiredKey",
+    "FindingRule",
+    "HiddenSuccess",
+    "IntentKey",
+    "KeyConflict",
+    "OrphanEffect",
+    "ReplayAfterExpiry",
+    "RetryStorm",
+    "RowFilter",
+    "StuckInProgress",
+    "UnresolvedFailure",
+    "fetch_all",
+    "indexed_leading",
+    "intent_key",
+    "status_cols",
+]
+
 DEFAULT_DEDUP_WINDOW_S = 86400.0
-
-
-class FindingRule:
-    """One finding kind.
-
-    - ``kind``: the :class:`~idemview.domain.kinds.FindingKind` it reports (its words, labels, hints);
-    - ``severity``: how bad it is by default, taken from ``kind.severity`` unless the class sets it (a
-      rule may raise it per finding, as ``replay_after_expiry`` does when the replay succeeded);
-    - ``profile_flag``: the flag of the shared one-pass key profile
-      (:meth:`FindingEngine.q_key_profile`) that lists this kind's candidate keys, or ``None``;
-    - :meth:`not_checkable`: why a ledger cannot have or show this kind (``None``: checkable);
-    - :meth:`selects`: the SQL, selects of at least ``scope, key`` (used as key sets by filters);
-    - :meth:`run`: executes it on a connection and shapes the rows into findings.
-    """
-
-    kind: ClassVar[FindingKind]
-    severity: ClassVar[Severity]
-    profile_flag: ClassVar[str | None] = None
-    #: Where a finding filter gets this kind's operations: ``"sql"`` (:meth:`selects`) or ``"effects"``
-    #: (only the effect reconciler knows them: :mod:`idemview.findings.keysets`).
-    key_source: ClassVar[str] = "sql"
-
-    def __init_subclass__(cls, **kw):
-        # The default severity is the kind's (FindingKind.severity): one place, DEFAULT_SEVERITY agrees.
-        super().__init_subclass__(**kw)
-        if "kind" in cls.__dict__ and "severity" not in cls.__dict__:
-            cls.severity = cls.kind.severity
-
-    def not_checkable(self, ledger: Ledger) -> str | None:
-        """Why this kind cannot be checked (or cannot occur) on ``ledger``, in plain words; ``None``
-        when it can."""
-        return None
-
-    def selects(self, e: FindingEngine) -> list[Select]:
-        """The selects whose ``scope, key`` rows are the operations with this kind (empty when the
-        layout cannot express it)."""
-        raise NotImplementedError
-
-    def run(self, e: FindingEngine, c: Connection) -> list[Finding]:
-        """The findings of this kind, read on connection ``c``."""
-        raise NotImplementedError
-
-    # A kind that is a plain row filter over the operations table can share one pass with the other
-    # such kinds (FindingEngine.run folds their conditions into one scan, issue 11).
-
-    def row_filter(self, e: FindingEngine) -> RowFilter | None:
-        """This kind as a filter over the operations table (``None``: it is not one)."""
-        return None
-
-    def shape(self, e: FindingEngine, rows) -> list[Finding]:
-        """Findings from the rows of :meth:`row_filter` (objects with its columns as attributes)."""
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.kind.value}>"
-
-
-class RowFilter:
-    """A kind as "rows of the operations table where ``cond``": ``cols`` (label -> expression) are the
-    columns its :meth:`FindingRule.shape` reads; ``index_cols`` the columns whose index would serve
-    ``cond`` on its own (such a kind is better run alone than folded into a whole-table pass)."""
-
-    __slots__ = ("cond", "cols", "index_cols")
-
-    def __init__(self, cond, cols: dict, index_cols: list[str]):
-        self.cond, self.cols, self.index_cols = cond, cols, index_cols
-
-    def select(self, l: Ledger) -> Select:
-        """The kind's own select (scope, key and ``cols``) over the operations table."""
-        return (
-            select(l.scope_expr.label("scope"), l.key_expr.label("key"), *[x.label(n) for n, x in self.cols.items()])
-            .select_from(l.ops)
-            .where(self.cond)
-        )
-
-
-def _status_cols(l: Ledger) -> list[str]:
-    s = l.layout.status
-    return [s.column] if s.column and not s.rules and s.literal is None else []
-
-
-def _fetch(c, qs: list[Select]) -> list:
-    out: list = []
-    for q in qs:
-        out.extend(c.execute(q).fetchall())
-    return out
 
 
 class IntentKey:
@@ -250,305 +166,6 @@ INTENT_BY_PARTS = True
 # ----------------------------------------------------------------------------------------- kinds
 
 
-class DuplicateEffect(FindingRule):
-    kind = K.DUPLICATE_EFFECT
-    profile_flag = "de"
-
-    def not_checkable(self, ledger):
-        if getattr(ledger, "effects", None) is not None:
-            return None  # two effect records downstream are possible whatever the ledger's constraints
-        if ledger.key_unique and ledger.att is None:
-            return (
-                f"the ledger keeps one record per key ({ledger.key_unique}) and no attempts table: "
-                f"no key can have two completed records, two successful attempts or two effects"
-            )
-        return None
-
-    def selects(self, e):
-        l = e.l
-        o = e.ops()
-        parts = []
-        # >= 2 completed records of one (scope, key)
-        parts.append(
-            select(o.c.scope, o.c.key)
-            .where(l.status_in(["completed"], o))
-            .group_by(o.c.scope, o.c.key)
-            .having(func.count() >= 2)
-        )
-        eff = [select(o.c.scope, o.c.key, o.c.effect_ref.label("eff")).where(nonempty(o.c.effect_ref))]
-        a = e.atts()
-        if a is not None:
-            parts.append(
-                select(a.c.scope, a.c.key)
-                .where(a.c.outcome == "succeeded")
-                .group_by(a.c.scope, a.c.key)
-                .having(func.count() >= 2)
-            )
-            eff.append(select(a.c.scope, a.c.key, a.c.effect_ref.label("eff")).where(nonempty(a.c.effect_ref)))
-        ef = union_all(*eff).subquery("e") if len(eff) > 1 else eff[0].subquery("e")
-        parts.append(select(ef.c.scope, ef.c.key).group_by(ef.c.scope, ef.c.key).having(two_distinct(ef.c.eff)))
-        return [union(*parts)]
-
-    def run(self, e, c):
-        out = self._run_ledger(e, c)
-        if getattr(e.l, "effects", None) is not None:
-            # >= 2 effect records downstream: joined to the ledger's own finding for the same operation
-            from idemview.findings.effects import Reconciler, merge_effect_findings
-
-            rec = Reconciler(e.l, e.now)
-            out = merge_effect_findings(out, _in_filter(e, c, rec.run([self.kind])), rec.dup_reasons)
-        return out
-
-    def _run_ledger(self, e, c):
-        keys = None
-        if not (e.l.key_unique and e.l.att is None):  # see not_checkable: the ledger alone cannot have one
-            keys = e.profile_keys(self.profile_flag)
-            if keys is None:
-                keys = {(r.scope, r.key) for r in _fetch(c, e.restrict(self.selects(e)))}
-        if not keys:
-            return []
-        # Evidence is read for the found keys only (through the key index), not by re-running the query.
-        ev: dict = defaultdict(list)
-        o = e.ops()
-        a = e.atts()
-        for batch in key_batches(keys):
-            rows = c.execute(
-                select(o.c.scope, o.c.key, o.c.rid, o.c.status, o.c.raw_status, o.c.effect_ref, o.c.created_at_e).where(
-                    in_keys(o.c.scope, o.c.key, batch), or_(o.c.status == "completed", nonempty(o.c.effect_ref))
-                )
-            ).fetchall()
-            for r in rows:
-                ev[(r.scope, r.key)].append(
-                    {
-                        "record": jsonable(r.rid),
-                        "status": r.status,
-                        "effect_ref": r.effect_ref,
-                        "created_at": iso(from_epoch(r.created_at_e)),
-                    }
-                )
-            if a is None:
-                continue
-            rows = c.execute(
-                select(a.c.scope, a.c.key, a.c.number, a.c.outcome, a.c.effect_ref, a.c.started_at_e).where(
-                    in_keys(a.c.scope, a.c.key, batch), or_(a.c.outcome == "succeeded", nonempty(a.c.effect_ref))
-                )
-            ).fetchall()
-            for r in rows:
-                ev[(r.scope, r.key)].append(
-                    {
-                        "attempt": as_int(r.number),
-                        "outcome": r.outcome,
-                        "effect_ref": r.effect_ref,
-                        "started_at": iso(from_epoch(r.started_at_e)),
-                    }
-                )
-        out = []
-        for scope, key in keys:
-            items = sorted(ev[(scope, key)], key=ev_sort)
-            expl = explain.duplicate_effect(scope, key, items)
-            at = next(
-                (x.get("started_at") or x.get("created_at") for x in items if x.get("outcome") == "succeeded"), None
-            )
-            if at is None:
-                # no attempt rows (a counter ledger: pg-boss, Oban): when the second completed record
-                # was created, i.e. when the work ran again (found by a tester: the time was empty)
-                done = [x["created_at"] for x in items if x.get("status") == "completed" and x.get("created_at")]
-                at = (
-                    done[1]
-                    if len(done) >= 2
-                    else next((x.get("created_at") for x in items if x.get("created_at")), None)
-                )
-            out.append(Finding(self.kind, self.severity, scope, key, expl, items, at=parse_iso(at)))
-        return out
-
-
-class ReplayAfterExpiry(FindingRule):
-    kind = K.REPLAY_AFTER_EXPIRY
-    profile_flag = "rp"
-
-    def not_checkable(self, ledger):
-        if "expires_at" not in ledger.epoch:
-            return "the ledger keeps no expiry and the layout sets no retention"
-        if ledger.att is None and "last_attempt_at" not in ledger.epoch and ledger.layout.row_id is None:
-            return "no attempt times and no row identity to tell records apart"
-        if ledger.att is None and "last_attempt_at" not in ledger.epoch and ledger.key_unique:
-            return (
-                f"the ledger keeps one record per key ({ledger.key_unique}) and no attempt times: "
-                f"no later request for an expired key can be seen"
-            )
-        return None
-
-    def selects(self, e, keys=None) -> list[Select]:
-        """The replay selects; with ``keys`` (a list of (scope, key)) restricted to those operations."""
-        l, lay = e.l, e.l.layout
-        if "expires_at" not in l.epoch:
-            return []
-        out = []
-        o = e.ops()
-        a = e.atts()
-        if a is not None:
-            # An attempt that started after a record of its key had expired.
-            out.append(
-                select(
-                    a.c.scope,
-                    a.c.key,
-                    a.c.number,
-                    a.c.outcome.label("outcome"),
-                    a.c.started_at_e.label("at_e"),
-                    func.min(o.c.expires_at_e).label("expires_e"),
-                    literal_column("'attempt'").label("what"),
-                )
-                .select_from(a.join(o, and_(a.c.scope == o.c.scope, a.c.key == o.c.key)))
-                .where(
-                    a.c.started_at_e > o.c.expires_at_e,
-                    in_keys(a.c.scope, a.c.key, keys) if keys is not None else true(),
-                )
-                .group_by(a.c.scope, a.c.key, a.c.number, a.c.outcome, a.c.started_at_e)
-            )
-        if lay.row_id is not None and "created_at" in l.epoch and not l.key_unique:
-            # A newer record of the same key created after an older one had expired (impossible, and
-            # a whole-table self-join saved, when the schema keeps one record per key).
-            o2 = l.operations_select().subquery("o2")
-            out.append(
-                select(
-                    o2.c.scope,
-                    o2.c.key,
-                    null().label("number"),
-                    case(
-                        (o2.c.status == "completed", literal_column("'succeeded'")), else_=literal_column("'unknown'")
-                    ).label("outcome"),
-                    o2.c.created_at_e.label("at_e"),
-                    func.min(o.c.expires_at_e).label("expires_e"),
-                    literal_column("'record'").label("what"),
-                )
-                .select_from(o2.join(o, and_(o2.c.scope == o.c.scope, o2.c.key == o.c.key, o2.c.rid != o.c.rid)))
-                .where(
-                    o2.c.created_at_e > o.c.expires_at_e,
-                    in_keys(o2.c.scope, o2.c.key, keys) if keys is not None else true(),
-                )
-                .group_by(o2.c.scope, o2.c.key, o2.c.status, o2.c.created_at_e)
-            )
-        if a is None and "last_attempt_at" in l.epoch:
-            out.append(
-                select(
-                    o.c.scope,
-                    o.c.key,
-                    o.c.attempt_count.label("number"),
-                    case(
-                        (o.c.status == "completed", literal_column("'succeeded'")), else_=literal_column("'unknown'")
-                    ).label("outcome"),
-                    o.c.last_attempt_at_e.label("at_e"),
-                    o.c.expires_at_e.label("expires_e"),
-                    literal_column("'last_run'").label("what"),
-                ).where(
-                    o.c.last_attempt_at_e > o.c.expires_at_e,
-                    in_keys(o.c.scope, o.c.key, keys) if keys is not None else true(),
-                )
-            )
-        return out
-
-    def run(self, e, c):
-        by: dict = defaultdict(list)
-        cand = e.profile_keys(self.profile_flag)
-        if cand is not None:
-            qs = [q for batch in key_batches(cand) for q in self.selects(e, batch)]
-        else:
-            qs = e.restrict(self.selects(e))
-        for q in qs:
-            for r in c.execute(q):
-                by[(r.scope, r.key)].append(r)
-        out = []
-        for (scope, key), rows in by.items():
-            rows.sort(key=lambda r: (r.at_e or 0, r.what))
-            succeeded = any(r.outcome == "succeeded" for r in rows)
-            ev = [
-                {
-                    "replay": r.what,
-                    "attempt": as_int(r.number),
-                    "outcome": r.outcome,
-                    "started_at": iso(from_epoch(r.at_e)),
-                    "key_expired_at": iso(from_epoch(r.expires_e)),
-                }
-                for r in rows
-            ]
-            first = rows[0]
-            expl = explain.replay_after_expiry(scope, key, ev)
-            out.append(
-                Finding(
-                    self.kind,
-                    Severity.CRITICAL if succeeded else self.severity,
-                    scope,
-                    key,
-                    expl,
-                    ev,
-                    at=from_epoch(first.at_e),
-                )
-            )
-        return out
-
-
-class KeyConflict(FindingRule):
-    kind = K.KEY_CONFLICT
-    profile_flag = "kc"
-
-    def not_checkable(self, ledger):
-        fp_att = ledger.att is not None and ledger.layout.attempts.fingerprint
-        if "fingerprint" not in ledger.layout.fields and not fp_att:
-            return "the layout maps no fingerprint"
-        if ledger.key_unique and not fp_att:
-            return (
-                f"the ledger keeps one record per key ({ledger.key_unique}) and no attempt "
-                f"fingerprints: a key cannot carry two fingerprints"
-            )
-        return None
-
-    def selects(self, e):
-        lay = e.l.layout
-        srcs = []
-        o = e.ops()
-        if "fingerprint" in lay.fields:
-            srcs.append(select(o.c.scope, o.c.key, o.c.fingerprint.label("fp")).where(nonempty(o.c.fingerprint)))
-        a = e.atts()
-        if a is not None and lay.attempts.fingerprint:
-            srcs.append(select(a.c.scope, a.c.key, a.c.fingerprint.label("fp")).where(nonempty(a.c.fingerprint)))
-        if not srcs:
-            return []
-        f = (union_all(*srcs) if len(srcs) > 1 else srcs[0]).subquery("f")
-        return [select(f.c.scope, f.c.key).group_by(f.c.scope, f.c.key).having(two_distinct(f.c.fp))]
-
-    def run(self, e, c):
-        cand = e.profile_keys(self.profile_flag)
-        if cand is not None:
-            rows = [KeyRow(s_, k_) for s_, k_ in cand]
-        else:
-            rows = _fetch(c, e.restrict(self.selects(e)))
-        if not rows:
-            return []
-        fps: dict = defaultdict(set)
-        o = e.ops()
-        a = e.atts() if e.l.layout.attempts.fingerprint else None
-        for batch in key_batches({(r.scope, r.key) for r in rows}):
-            if "fingerprint" in e.l.layout.fields:
-                for r in c.execute(
-                    select(o.c.scope, o.c.key, o.c.fingerprint).where(
-                        in_keys(o.c.scope, o.c.key, batch), nonempty(o.c.fingerprint)
-                    )
-                ):
-                    fps[(r.scope, r.key)].add(r.fingerprint)
-            if a is not None:
-                for r in c.execute(
-                    select(a.c.scope, a.c.key, a.c.fingerprint).where(
-                        in_keys(a.c.scope, a.c.key, batch), nonempty(a.c.fingerprint)
-                    )
-                ):
-                    fps[(r.scope, r.key)].add(r.fingerprint)
-        out = []
-        for r in rows:
-            ev = [{"fingerprint": x} for x in sorted(fps[(r.scope, r.key)])]
-            out.append(Finding(self.kind, self.severity, r.scope, r.key, explain.key_conflict(r.scope, r.key, ev), ev))
-        return out
-
-
 class DuplicateIntent(FindingRule):
     kind = K.DUPLICATE_INTENT
 
@@ -630,7 +247,7 @@ class DuplicateIntent(FindingRule):
 
     def run(self, e, c):
         out = []
-        for r in _fetch(c, e.restrict(self.selects(e))):
+        for r in fetch_all(c, e.restrict(self.selects(e))):
             ev = [
                 {
                     "intent_ref": r.intent_ref,
@@ -643,57 +260,6 @@ class DuplicateIntent(FindingRule):
             expl = explain.duplicate_intent(r.scope, r.key, ev)
             out.append(Finding(self.kind, self.severity, r.scope, r.key, expl, ev, at=from_epoch(r.created_at_e)))
         return out
-
-
-class StuckInProgress(FindingRule):
-    kind = K.STUCK_IN_PROGRESS
-
-    def not_checkable(self, ledger):
-        tc = set(ledger.time_cols)
-        if not ({"lock_expires_at", "locked_at"} & tc) or (
-            "lock_expires_at" not in ledger.epoch and ledger.lock_timeout_s is None
-        ):  # ledger.epoch also holds a lock end derived from the row's own limit (lock_timeout_column)
-            return "the ledger keeps no lock time (or no lock timeout is set)"
-        return None
-
-    def row_filter(self, e):
-        l = e.l
-        expired = l.lock_expired(e.now)
-        if expired is None:
-            return None
-        return RowFilter(
-            and_(l.status_in(["in_progress"]), expired),
-            {
-                "locked_e": l.epoch.get("locked_at", null()),
-                "lock_exp_e": l.epoch.get("lock_expires_at", null()),
-                "raw_status": l.raw_status_expr,
-            },
-            _status_cols(l),
-        )
-
-    def selects(self, e):
-        rf = self.row_filter(e)
-        return [rf.select(e.l)] if rf is not None else []
-
-    def run(self, e, c):
-        return self.shape(e, _fetch(c, e.restrict(self.selects(e))))
-
-    def shape(self, e, rows):
-        out = []
-        for r in rows:
-            lock_end = r.lock_exp_e
-            if lock_end is None and r.locked_e is not None and e.l.lock_timeout_s is not None:
-                lock_end = r.locked_e + e.l.lock_timeout_s
-            ev = [
-                {
-                    "raw_status": jsonable(r.raw_status),
-                    "locked_at": iso(from_epoch(r.locked_e)),
-                    "lock_expired_at": iso(from_epoch(lock_end)),
-                }
-            ]
-            expl = explain.stuck_in_progress(r.scope, r.key, ev, e.now)
-            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl, ev, at=from_epoch(lock_end)))
-        return dedupe(out)
 
 
 class UnresolvedFailure(FindingRule):
@@ -768,11 +334,11 @@ class UnresolvedFailure(FindingRule):
         return RowFilter(
             l.status_in(["failed"]),
             {"created_at_e": l.epoch.get("created_at", null()), "raw_status": l.raw_status_expr},
-            _status_cols(l),
+            status_cols(l),
         )
 
     def run(self, e, c):
-        return self.shape(e, _fetch(c, e.restrict(self.selects(e))))
+        return self.shape(e, fetch_all(c, e.restrict(self.selects(e))))
 
     def shape(self, e, rows):
         out = []
@@ -806,179 +372,6 @@ def _intent_indexed(l: Ledger) -> bool:
     if f is None or not f.column or f.json_path or f.hash:
         return False
     return f.column.lower() in indexed_leading(l.ops)
-
-
-class RetryStorm(FindingRule):
-    kind = K.RETRY_STORM
-
-    def not_checkable(self, ledger):
-        if ledger.attempt_count_expr is None and ledger.att is None and ledger.layout.attempts.source != "json_array":
-            return "the ledger keeps no attempt count"
-        return None
-
-    def row_filter(self, e):
-        ac = e.l.layout.fields.get("attempt_count")
-        if e.l.att is not None and ac is not None and ac.unless:
-            return None  # records without a counter count their attempt rows: selects() reads both
-        return self._counter_filter(e)
-
-    def _counter_filter(self, e):
-        l = e.l
-        if l.attempt_count_expr is None:
-            return None
-        ac = l.layout.fields.get("attempt_count")
-        return RowFilter(
-            l.attempt_count_expr > l.retry_threshold,
-            {"n": l.attempt_count_expr},
-            [ac.column] if ac is not None and ac.column and not ac.json_path else [],
-        )
-
-    def selects(self, e):
-        l = e.l
-        thr = l.retry_threshold
-        rf = self._counter_filter(e)
-        out = [rf.select(l)] if rf is not None else []
-        a = e.atts()
-        if a is not None:
-            q = select(a.c.scope, a.c.key, func.count().label("n"))
-            if rf is not None:
-                # With a counter too, the attempt rows count only where the record's own counter is
-                # NULL (a Trigger.dev V1 run counts its attempts as TaskRunAttempt rows, a V2 run in
-                # attemptNumber): each record by its own version's rule.
-                no_counter = select(l.scope_expr, l.key_expr).where(l.attempt_count_expr.is_(None))
-                q = q.where(tuple_(a.c.scope, a.c.key).in_(no_counter))
-            out.append(q.group_by(a.c.scope, a.c.key).having(func.count() > thr))
-        return out
-
-    def run(self, e, c):
-        out = self._shape(e, _fetch(c, e.restrict(self.selects(e))))
-        if e.l.layout.attempts.source == "json_array" and e.l.attempt_count_expr is None:
-            out.extend(self._json_array_storms(e))
-        return dedupe(out)
-
-    def shape(self, e, rows):
-        # Only reached through row_filter, i.e. with an attempt count column (no JSON arrays to add).
-        return dedupe(self._shape(e, rows))
-
-    def _shape(self, e, rows):
-        out = []
-        thr = e.l.retry_threshold
-        for r in rows:
-            ev = [{"attempts": as_int(r.n), "threshold": thr}]
-            out.append(Finding(self.kind, self.severity, r.scope, r.key, explain.retry_storm(r.scope, r.key, ev), ev))
-        return out
-
-    def _json_array_storms(self, e) -> list[Finding]:
-        # JSON arrays are counted in Python, streamed (engines disagree on JSON array functions).
-        from idemview.ledger.reader import _json_list
-
-        l, thr = e.l, e.l.retry_threshold
-        col = l.ops.c[l.layout.attempts.column]
-        out = []
-        q = select(l.scope_expr.label("scope"), l.key_expr.label("key"), col.label("arr"))
-        if e.flt is not None:
-            q = q.where(l.filter_clause(e.flt, e.now))
-        with l.engine.connect() as c:
-            res = c.execution_options(stream_results=True, yield_per=5000).execute(q)
-            for r in res:
-                arr = _json_list(r.arr) or []
-                if len(arr) > thr:
-                    ev = [{"attempts": len(arr), "threshold": thr}]
-                    expl = explain.retry_storm(r.scope, r.key, ev)
-                    out.append(Finding(self.kind, self.severity, r.scope or "", r.key, expl, ev))
-        return out
-
-
-class ExpiredKey(FindingRule):
-    kind = K.EXPIRED_KEY
-
-    def not_checkable(self, ledger):
-        if "expires_at" not in ledger.epoch:
-            return "the ledger keeps no expiry and the layout sets no retention"
-        return None
-
-    def row_filter(self, e):
-        l, lay = e.l, e.l.layout
-        if "expires_at" in l.time_cols:
-            col, tc = l.time_cols["expires_at"]
-            cond = time_before(col, tc, e.now, l.dialect)
-        elif "expires_at" in l.epoch and l.retention_s is not None:
-            col, tc = l.time_cols[lay.retention_from]
-            cond = time_before(col, tc, e.now - timedelta(seconds=l.retention_s), l.dialect)
-        else:
-            return None
-        return RowFilter(cond, {"expires_e": l.epoch["expires_at"], "status": l.status_expr}, [tc.column])
-
-    def selects(self, e):
-        rf = self.row_filter(e)
-        return [rf.select(e.l)] if rf is not None else []
-
-    def run(self, e, c):
-        return self.shape(e, _fetch(c, e.restrict(self.selects(e))))
-
-    def shape(self, e, rows):
-        out = []
-        for r in rows:
-            ev = [{"expires_at": iso(from_epoch(r.expires_e)), "status": r.status}]
-            expl = explain.expired_key(r.scope, r.key, ev, e.now)
-            out.append(Finding(self.kind, self.severity, r.scope, r.key, expl, ev, at=from_epoch(r.expires_e)))
-        return dedupe(out)
-
-
-def _effects_problem(ledger: Ledger) -> str | None:
-    return (
-        None
-        if getattr(ledger, "effects", None) is not None
-        else (getattr(ledger, "effects_problem", None) or "the layout has no [effects] section (no effect records)")
-    )
-
-
-def _in_filter(e: FindingEngine, c, fs: list[Finding]) -> list[Finding]:
-    """``fs`` restricted to the operations the current filter matches (orphans, which belong to no
-    operation, stay only when the filter is nothing but a choice of finding kinds)."""
-    flt = e.flt
-    if flt is None or flt.is_empty():
-        return fs
-    only_kinds = not (flt.statuses or flt.kinds or flt.key or flt.intent or flt.scope or flt.since or flt.until)
-    l = e.l
-    keys = {(f.scope, f.key) for f in fs if f.kind != K.ORPHAN_EFFECT}
-    ok: set = set()
-    for batch in key_batches(keys):
-        q = (
-            select(l.scope_expr.label("scope"), l.key_expr.label("key"))
-            .select_from(l.ops)
-            .where(l.filter_clause(flt, e.now), in_keys(l.scope_expr, l.key_expr, batch))
-        )
-        ok |= {(r.scope, r.key) for r in c.execute(q)}
-    return [f for f in fs if (f.scope, f.key) in ok or (f.kind == K.ORPHAN_EFFECT and only_kinds)]
-
-
-class _EffectRule(FindingRule):
-    """A kind read from the layout's ``[effects]`` section (the downstream records that prove a side
-    effect happened), by :mod:`idemview.findings.effects`: SQL joins in one database, a streamed merge
-    across two. Its key set is not one SQL statement over the ledger (the effects may live elsewhere),
-    so a finding filter reads it through :func:`idemview.findings.keysets.effect_finding_keys`."""
-
-    key_source = "effects"
-
-    def not_checkable(self, ledger):
-        return _effects_problem(ledger)
-
-    def selects(self, e):
-        return []
-
-    def run(self, e, c):
-        from idemview.findings.effects import Reconciler
-
-        return _in_filter(e, c, Reconciler(e.l, e.now).run([self.kind]))
-
-
-class HiddenSuccess(_EffectRule):
-    kind = K.HIDDEN_SUCCESS
-
-
-class OrphanEffect(_EffectRule):
-    kind = K.ORPHAN_EFFECT
 
 
 #: The built-in rules in report order (DESIGN §5); :mod:`idemview.findings.registry` registers them.

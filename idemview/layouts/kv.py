@@ -344,20 +344,9 @@ def _kv_keys(where: str, kv: dict) -> tuple[str, re.Pattern, re.Pattern | None]:
 
 def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     """Parse and validate key-value layout TOML. Raises :class:`LayoutError` with one clear line."""
-    # Over 80 lines for one reason: the KvLayout call names each of its ~30 fields; every section's
-    # own validation is a helper (_kv_keys, _fields, _expiry, _joined, _members, _holds).
-    try:
-        d = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise _err(origin, f"not valid TOML: {e}") from None
-    meta = d.get("layout") or {}
-    name = meta.get("name")
-    if not isinstance(name, str) or not name or not name.isprintable() or len(name) > 100:
-        raise _err(origin, "[layout] name is required (printable, at most 100 characters)")
-    unknown = set(d) - SECTIONS
-    if unknown:
-        raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))}")
-    where = f"{name!r} ({origin})"
+    # The KvLayout call names each of its ~30 fields; every section's own validation is a helper
+    # (_kv_toml, _kv_keys, _kv_status, _fields, _expiry, _joined, _members, _holds, ...).
+    d, meta, name, where = _kv_toml(text, origin)
     kv = d.get("kv")
     if not isinstance(kv, dict):
         raise _err(where, "[kv] is required")
@@ -365,22 +354,14 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     enc = kv.get("encoding", "json")
     if enc not in ENCODINGS:
         raise _err(where, f"[kv] encoding {enc!r} is not one of {', '.join(ENCODINGS)}")
-    st = d.get("status") or {}
-    smap = st.get("map") or {}
-    statuses = {s.value for s in Status}
-    bad = {v for v in list(smap.values()) + [st.get("default", "unknown")] if v not in statuses}
-    if bad:
-        raise _err(where, f"[status] maps to unknown statuses {sorted(bad)} (known: {', '.join(sorted(statuses))})")
+    st, smap = _kv_status(where, d)
     states_key, states, lock_key, group, absent = _joined(where, d)
     lk = d.get("lock") or {}
     lock_zset = _template(where, "lock", lk["zset"], ("scope",)) if "zset" in lk else ""
     members, members_key = _members(where, d)
     dup = d.get("duplicates") or {}
     window_key = _template(where, "duplicates", dup["window_key"], ("group",)) if "window_key" in dup else ""
-    ev = d.get("events") or {}
-    if set(ev) - {"key"}:
-        raise _err(where, "[events] knows only key")
-    events_key = _template(where, "events", ev["key"], ("scope",)) if ev else ""
+    events_key = _events_key(where, d)
     lock_type_field, holds = _holds(where, d)
     pb_field, pb_fields = _protobuf(where, d, enc)
     limit_field = dup.get("limit_field")
@@ -397,9 +378,7 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
     if set(att) - set(ATTEMPT_FIELDS):
         raise _err(where, f"[attempt] knows only {', '.join(ATTEMPT_FIELDS)}")
     exp, wt_fields = _expiry(where, d)
-    thr = (d.get("tunables") or {}).get("retry_threshold", 5)
-    if isinstance(thr, bool) or not isinstance(thr, int) or thr < 0:
-        raise _err(where, "tunables.retry_threshold must be a whole number >= 0")
+    thr = _retry_threshold(where, d)
     det = d.get("detect") or {}
     return KvLayout(
         name=name,
@@ -441,6 +420,50 @@ def parse_kv_layout(text: str, origin: str = "<string>") -> KvLayout:
         text=text,
         origin=origin,
     )
+
+
+def _kv_toml(text: str, origin: str) -> tuple[dict, dict, str, str]:
+    """The TOML of a key-value layout with its [layout] name checked and no unknown section:
+    ``(document, [layout] table, name, where)``, ``where`` naming the layout in error messages."""
+    try:
+        d = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise _err(origin, f"not valid TOML: {e}") from None
+    meta = d.get("layout") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name or not name.isprintable() or len(name) > 100:
+        raise _err(origin, "[layout] name is required (printable, at most 100 characters)")
+    unknown = set(d) - SECTIONS
+    if unknown:
+        raise _err(origin, f"unknown sections: {', '.join(sorted(unknown))}")
+    return d, meta, name, f"{name!r} ({origin})"
+
+
+def _kv_status(where: str, d: dict) -> tuple[dict, dict]:
+    """[status], validated: ``(the section, its map)``; every value mapped to is a known status."""
+    st = d.get("status") or {}
+    smap = st.get("map") or {}
+    statuses = {s.value for s in Status}
+    bad = {v for v in list(smap.values()) + [st.get("default", "unknown")] if v not in statuses}
+    if bad:
+        raise _err(where, f"[status] maps to unknown statuses {sorted(bad)} (known: {', '.join(sorted(statuses))})")
+    return st, smap
+
+
+def _events_key(where: str, d: dict) -> str:
+    """[events] key, validated (a template over ``{scope}``); ``""`` without the section."""
+    ev = d.get("events") or {}
+    if set(ev) - {"key"}:
+        raise _err(where, "[events] knows only key")
+    return _template(where, "events", ev["key"], ("scope",)) if ev else ""
+
+
+def _retry_threshold(where: str, d: dict) -> int:
+    """tunables.retry_threshold, validated: a whole number >= 0 (default 5)."""
+    thr = (d.get("tunables") or {}).get("retry_threshold", 5)
+    if isinstance(thr, bool) or not isinstance(thr, int) or thr < 0:
+        raise _err(where, "tunables.retry_threshold must be a whole number >= 0")
+    return thr
 
 
 def _fields(where: str, d: dict) -> dict[str, KvField]:

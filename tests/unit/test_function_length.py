@@ -24,6 +24,12 @@ SPLIT = (
     "idemview/services/demo_effects.py",
     "idemview/qt/connections.py",
     "idemview/qt/timeline.py",
+    "idemview/layouts/kv.py",
+    "idemview/findings/rules.py",
+    "idemview/findings/rule_base.py",
+    "idemview/findings/rules_effects.py",
+    "idemview/findings/rules_expiry.py",
+    "idemview/findings/rules_stuck.py",
 )
 
 
