@@ -203,3 +203,31 @@ def test_protobuf_section_is_validated():
         parse_kv_layout(base + '[lock]\nzset = "l:{scope}"\nkey = "k:{scope}:{key}"\n')
     with pytest.raises(LayoutError, match="encoding must be hash"):
         parse_kv_layout(base.replace('"hash"', '"json"') + '[protobuf]\nfield = "m"\nfields = { a = [1, "int"] }\n')
+
+
+def test_unreadable_lease_scores_are_unknown_lock_ends_not_a_crash(redis_db):
+    """A lease score Redis accepts but that is no time (ZADD takes ``inf``/``-inf``; 1e300 is past year
+    9999): that task's lock end is unknown (its own deadline holds), counted and said in the notes; the
+    other tasks and the snapshot are read as ever."""
+    url, raw = redis_db
+    now = time.time()
+    _put(raw, "forever", "active", timeout=1800)
+    _put(raw, "never", "active", timeout=1800)
+    _put(raw, "far", "active", deadline=int(now) + 3600)
+    _put(raw, "ok", "active", timeout=1800, lease=now + 25)
+    raw.execute_command("ZADD", f"asynq:{{{Q}}}:lease", "inf", "forever", "-inf", "never", "1e300", "far")
+    from idemview.ledger.redis_snapshot import open_redis_ledger
+
+    ledger = open_redis_ledger(url, layout="asynq")
+    assert ledger.records(Q, "forever")[0].lock_expires_at is None
+    assert ledger.records(Q, "never")[0].lock_expires_at is None
+    far = ledger.records(Q, "far")[0].lock_expires_at  # its own deadline holds
+    assert far is not None and round(far.timestamp()) == int(now) + 3600
+    ok = ledger.records(Q, "ok")[0].lock_expires_at
+    assert ok is not None and abs(ok.timestamp() - (now + 25)) < 0.01
+    info = ledger.snapshot
+    assert info.joined["leases"] == 1 and info.joined["leases_unreadable"] == 3
+    assert (
+        f"3 lease ends in asynq:{{{Q}}}:lease are not readable times (inf, -inf or past year 9999): "
+        "those tasks' lock ends are unknown" in info.server_line()
+    )
