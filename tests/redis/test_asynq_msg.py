@@ -98,12 +98,14 @@ def test_reader_never_raises_on_bad_bytes():
         "unreadable": "not a readable protobuf message: field 2 declares 2 bytes at byte 3, 0 left"
     }
     bad = {
-        b"\x0b": "wire type 3",  # a group start
+        b"\x0b": "group 1 opened at byte 0 never ends",  # a group start, no end
+        b"\x0b\x14": "ends as group 2",  # group 1 closed as group 2
+        b"\x0c": "end of group 1 without its start",
+        b"\x0e": "wire type 6",
         b"\x00\x01": "field number 0",
         b"\x08" + b"\xff" * 11: "longer than 10 bytes",
         b"\x0a\x05ab": "declares 5 bytes",
-        b"\x32\x02ab": "is length-delimited, not a varint",  # field 6 (retried) as bytes
-        b"\x0d\x00\x00\x00\x00": None,  # field 1 as a fixed32: read as unreadable, not as text
+        b"\x0b\x0a\x05ab\x0c": "declares 5 bytes",  # truncated inside a group
         b'{"type": "json, not protobuf"}': None,
     }
     for raw, why in bad.items():
@@ -118,6 +120,31 @@ def test_reader_never_raises_on_bad_bytes():
         decode_message(b"\x78\x01" + b"\x79" + b"\x00" * 8 + b"\x7d" + b"\x00" * 4 + b"\x0a\x01a", FIELDS)["type"]
         == "a"
     )
+
+
+def test_unexpected_wire_types_and_groups_are_skipped_as_go_does():
+    """Go's protobuf runtime (asynq's reader) keeps a field of an unexpected wire type, and a group, as an
+    unknown field and reads the others (internal/impl/decode.go errUnknown, protowire.ConsumeFieldValue):
+    so does this reader, field by field."""
+    b = encode_task(type="email:send", payload=b"{}", id="t-9", queue=Q, retry=3, retried=2, deadline=1_900_000_000)
+    odd = (
+        b"\x32\x02ab"  # field 6 (retried, int32) as bytes
+        + b"\x08\x07"  # field 1 (type, string) as a varint
+        + b"\x1d\x01\x02\x03\x04"  # field 3 (id, string) as a fixed32
+        + b"\x49" + b"\x00" * 8  # field 9 (deadline, int64) as a fixed64
+        + b"\xa3\x01"  # group 20 ...
+        + b"\x08\x05\x0a\x01x\x2b\x30\x01\x2c"  # ... holding a varint, bytes and a nested group 5
+        + b"\xa4\x01"  # ... its end
+        + b"\x2b\x2c"  # an empty group 5 (the number of retry, declared)
+    )
+    got = decode_message(b + odd, FIELDS)
+    assert got["type"] == "email:send"
+    assert got["id"] == "t-9"
+    assert got["retried"] == 2
+    assert got["deadline"] == 1_900_000_000
+    assert got["retry"] == 3 and got["queue"] == Q and got["payload"] == "{}"
+    assert decode_message(b"\x32\x02ab", FIELDS)["retried"] == 0  # skipped: proto3's absent
+    assert decode_message(b"\x0d\x00\x00\x00\x00\x0a\x01a", FIELDS)["type"] == "a"
 
 
 def test_asynq_per_task_limits_planted_and_look_alikes(redis_db):
