@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from idemview.errors import InputError
-from idemview.paths import readable_file, special_kind
+from idemview.paths import readable_file, special_kind, symlink_target
 
 #: File name endings read as dumps, and the format each is read as.
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -94,6 +94,9 @@ def list_dump(path: str | Path) -> Dump:
         raise DumpError(f"{p} is {kind}, not a dump file; refusing to open it")
     if p.suffix and format_of(p) is None and not p.is_dir():
         raise DumpError(f"{p} is not a dump file: the name must end in .csv, .parquet or .jsonl")
+    link = symlink_target(p)
+    if link is not None and not p.exists():
+        raise DumpError(f"{p} is a symlink to {link}, which does not exist")
     if not p.exists():
         raise DumpError(f"no dump file or folder at {p} (give a .csv, .parquet or .jsonl file, or a folder of them)")
     root = p.resolve()
@@ -104,6 +107,11 @@ def list_dump(path: str | Path) -> Dump:
                 f"the folder {p} holds no .csv, .parquet or .jsonl file (a dump folder has one file per table)"
             )
     else:
+        if format_of(root) is None and link is not None:  # DuckDB would read the target, by its name's format
+            raise DumpError(
+                f"{p} is a symlink to {root}, which is not a dump file: a link is read as the file it points to, "
+                "and that file's name must end in .csv, .parquet or .jsonl (give the dump file itself)"
+            )
         if format_of(root) is None:
             raise DumpError(f"{p} is not a dump file: the name must end in .csv, .parquet or .jsonl")
         files = [root]
