@@ -13,6 +13,7 @@ This module only looks at names and file kinds (it never imports DuckDB): :func:
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,34 @@ class Dump:
 def format_of(path: str | Path) -> str | None:
     """The dump format a file name says (``"csv"``, ``"parquet"``, ``"jsonl"``), or ``None``."""
     return FORMATS.get(Path(path).suffix.lower())
+
+
+#: What no header names a column (:func:`looks_like_value`): a number, an ISO 8601 date, time or both
+#: (with fractions and an offset or Z), a UUID.
+_VALUE = re.compile(
+    r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
+    r"|\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}(:?\d{2})?)?"
+    r"|\d{2}:\d{2}(:\d{2}(\.\d+)?)?"
+    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+
+
+def looks_like_value(name: str) -> bool:
+    """True when a CSV column name is shaped like a cell value rather than a name (see :data:`_VALUE`)."""
+    return _VALUE.fullmatch(name.strip()) is not None
+
+
+def headerless_csv(engine, table: str, names) -> bool:
+    """True when ``table`` of a dump ``engine`` (:func:`~idemview.ledger.dump_engine.open_dump_engine`)
+    is a CSV file whose column ``names`` (the file's first row, DuckDB reads it as the header) seem to
+    be a row of data: at least one is a number, an ISO date/time or a UUID (:func:`looks_like_value`).
+    A header names columns, so one such name is taken as the sign; the cost of a wrong guess is a
+    message that does not list the names, never a value printed. ``False`` for any other engine."""
+    dump = getattr(getattr(engine, "dialect", None), "dump", None)
+    if not isinstance(dump, Dump):
+        return False
+    fmt = next((t.format for t in dump.tables if t.name.lower() == table.lower()), None)
+    return fmt == "csv" and any(looks_like_value(str(n)) for n in names)
 
 
 def is_dump_path(text: str | Path) -> bool:
