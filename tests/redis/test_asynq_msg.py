@@ -131,7 +131,7 @@ def test_unexpected_wire_types_and_groups_are_skipped_as_go_does():
         b"\x32\x02ab"  # field 6 (retried, int32) as bytes
         + b"\x08\x07"  # field 1 (type, string) as a varint
         + b"\x1d\x01\x02\x03\x04"  # field 3 (id, string) as a fixed32
-        + b"\x49" + b"\x00" * 8  # field 9 (deadline, int64) as a fixed64
+        + b"\x49\x00\x00\x00\x00\x00\x00\x00\x00"  # field 9 (deadline, int64) as a fixed64
         + b"\xa3\x01"  # group 20 ...
         + b"\x08\x05\x0a\x01x\x2b\x30\x01\x2c"  # ... holding a varint, bytes and a nested group 5
         + b"\xa4\x01"  # ... its end

@@ -81,8 +81,8 @@ def decode_message(raw: bytes | bytearray | memoryview | str | None, fields: Map
     ``None``; a declared field of an unexpected wire type, and a group, are skipped). Bytes that are not
     a readable message (truncated, a length past the end, a group never ended or ended by another field
     number, an end group without its start, wire type 6 or 7, a field number 0, over
-    :data:`MAX_MESSAGE_BYTES`, a ``str`` or ``None`` instead of bytes) give ``{"unreadable": "<why, with the byte offset>"}``. Never raises for
-    any input."""
+    :data:`MAX_MESSAGE_BYTES`, a ``str`` or ``None`` instead of bytes) give
+    ``{"unreadable": "<why, with the byte offset>"}``. Never raises for any input."""
     if raw is None:
         return {UNREADABLE: "no message (the field is missing)"}
     if isinstance(raw, str):  # decoded text: the bytes are lost (a caller error, said not raised)
