@@ -802,11 +802,11 @@ def _say_not_checkable(ledger, flt) -> None:
 
 
 def export_cli(args, ledger, connection_name: str | None = None) -> int:
+    """``idemview export``: build the filter from the arguments, export, print one summary line."""
     from idemview.config import new_masker
     from idemview.evidence.plan import check_target, export_evidence
     from idemview.evidence.writer import ExportCancelled, FinalNameTaken
 
-    """``idemview export``: build the filter from the arguments, export, print one summary line."""
     flt = filter_from_args(args)
     _say_not_checkable(ledger, flt)
     try:

@@ -65,6 +65,16 @@ def special_kind(path: str | Path) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
+def symlink_target(path: str | Path) -> Path | None:
+    """The path a symlink ``path`` finally points to (absolute, every link in the chain followed;
+    it may not exist), or ``None`` when ``path`` is no symlink. Never raises."""
+    try:
+        p = Path(path)
+        return p.resolve() if p.is_symlink() else None
+    except (OSError, RuntimeError, ValueError):  # a link loop, an unreadable folder
+        return None
+
+
 def readable_file(path: str | Path, what: str = "ledger") -> Path:
     """``path`` when it is not a FIFO/device/socket; raises :class:`NotARegularFile` (one line,
     naming what it is) otherwise. A missing path or a folder is returned as is (the caller says "no

@@ -494,6 +494,11 @@ def _expiry(where: str, d: dict) -> tuple[dict[str, float], list[str]]:
     for k, v in exp.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
             raise _err(where, f"expiry.{k} must be a non-negative number of seconds")
+    if exp.get("write_ttl_seconds") == 0:  # the words of --write-ttl 0 (idemview.ledger.inputs.write_ttl_value)
+        v = exp["write_ttl_seconds"]
+        raise _err(
+            where, f"expiry.write_ttl_seconds: {v!r} must be above 0 seconds (the TTL the store sets at every write)"
+        )
     return exp, wt_fields
 
 

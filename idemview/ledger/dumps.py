@@ -13,11 +13,12 @@ This module only looks at names and file kinds (it never imports DuckDB): :func:
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from idemview.errors import InputError
-from idemview.paths import readable_file, special_kind
+from idemview.paths import readable_file, special_kind, symlink_target
 
 #: File name endings read as dumps, and the format each is read as.
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -65,6 +66,34 @@ def format_of(path: str | Path) -> str | None:
     return FORMATS.get(Path(path).suffix.lower())
 
 
+#: What no header names a column (:func:`looks_like_value`): a number, an ISO 8601 date, time or both
+#: (with fractions and an offset or Z), a UUID.
+_VALUE = re.compile(
+    r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
+    r"|\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}(:?\d{2})?)?"
+    r"|\d{2}:\d{2}(:\d{2}(\.\d+)?)?"
+    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+
+
+def looks_like_value(name: str) -> bool:
+    """True when a CSV column name is shaped like a cell value rather than a name (see :data:`_VALUE`)."""
+    return _VALUE.fullmatch(name.strip()) is not None
+
+
+def headerless_csv(engine, table: str, names) -> bool:
+    """True when ``table`` of a dump ``engine`` (:func:`~idemview.ledger.dump_engine.open_dump_engine`)
+    is a CSV file whose column ``names`` (the file's first row, DuckDB reads it as the header) seem to
+    be a row of data: at least one is a number, an ISO date/time or a UUID (:func:`looks_like_value`).
+    A header names columns, so one such name is taken as the sign; the cost of a wrong guess is a
+    message that does not list the names, never a value printed. ``False`` for any other engine."""
+    dump = getattr(getattr(engine, "dialect", None), "dump", None)
+    if not isinstance(dump, Dump):
+        return False
+    fmt = next((t.format for t in dump.tables if t.name.lower() == table.lower()), None)
+    return fmt == "csv" and any(looks_like_value(str(n)) for n in names)
+
+
 def is_dump_path(text: str | Path) -> bool:
     """True when ``text`` names a dump: a path (not a URL) ending in ``.csv``, ``.parquet``, ``.jsonl``
     or ``.ndjson`` (whether or not it exists: a missing dump is then said to be missing), or an existing
@@ -94,6 +123,9 @@ def list_dump(path: str | Path) -> Dump:
         raise DumpError(f"{p} is {kind}, not a dump file; refusing to open it")
     if p.suffix and format_of(p) is None and not p.is_dir():
         raise DumpError(f"{p} is not a dump file: the name must end in .csv, .parquet or .jsonl")
+    link = symlink_target(p)
+    if link is not None and not p.exists():
+        raise DumpError(f"{p} is a symlink to {link}, which does not exist")
     if not p.exists():
         raise DumpError(f"no dump file or folder at {p} (give a .csv, .parquet or .jsonl file, or a folder of them)")
     root = p.resolve()
@@ -104,6 +136,11 @@ def list_dump(path: str | Path) -> Dump:
                 f"the folder {p} holds no .csv, .parquet or .jsonl file (a dump folder has one file per table)"
             )
     else:
+        if format_of(root) is None and link is not None:  # DuckDB would read the target, by its name's format
+            raise DumpError(
+                f"{p} is a symlink to {root}, which is not a dump file: a link is read as the file it points to, "
+                "and that file's name must end in .csv, .parquet or .jsonl (give the dump file itself)"
+            )
         if format_of(root) is None:
             raise DumpError(f"{p} is not a dump file: the name must end in .csv, .parquet or .jsonl")
         files = [root]

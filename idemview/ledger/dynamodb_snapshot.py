@@ -689,7 +689,8 @@ def detect_dynamodb(client, target: DynamoTarget, presets: list[DynamoLayout] | 
 class DynamoLedger(Ledger):
     """A :class:`~idemview.ledger.reader.Ledger` over a DynamoDB snapshot. What it carries beside is its
     declared :attr:`source` (backend and dialect ``dynamodb``, the :class:`DynamoSnapshotInfo`, the
-    kinds it cannot show with the reasons, detection, the manifest's identity, the
+    kinds it cannot show with the reasons, detection, the manifest's identity (dialect, host, database =
+    the table, ``region``, ``endpoint_url``, the snapshot; never a credential), the
     :class:`DynamoLayout`); :attr:`detection` is ``source.detection`` under the name callers read."""
 
     @property
@@ -739,6 +740,8 @@ def open_dynamodb_ledger(
         desc = describe_table(client, target, token)
         lay, detection = _choose_layout(client, target, layout, desc, token)
         engine, info = snapshot(client, target, lay, batch=batch, progress=progress, token=token, table=desc)
+        # where the table was read (the URL's endpoint, else the one botocore chose for the region)
+        endpoint = target.endpoint_url or str(getattr(client.meta, "endpoint_url", "") or "")
     finally:
         client.close()
     ledger = DynamoLedger(
@@ -753,6 +756,10 @@ def open_dynamodb_ledger(
         "dialect": SCHEME,
         "host": target.endpoint_url or f"dynamodb.{info.region}.amazonaws.com",
         "database": target.table,
+        # the same table name in another region or on another endpoint is another ledger; never a
+        # credential (the URL holds none, parse_dynamodb_url)
+        "region": info.region,
+        "endpoint_url": endpoint,
         "snapshot": info.to_json(),
     }
     ledger.source = LedgerSource(

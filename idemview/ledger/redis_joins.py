@@ -44,6 +44,15 @@ def _when(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
+def _lease_end(score) -> str | None:
+    """The lock end a lease score (unix seconds) says, or ``None`` when it is no time: ZADD accepts
+    ``inf``/``-inf`` and any double, and a datetime holds only years 1 to 9999."""
+    try:
+        return _when(float(score))
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
 def _members(client, key: str, kind: str, token=None):
     """The members of a list or sorted set, page by page (lists of str)."""
     start = 0
@@ -152,19 +161,22 @@ def _lease_locks(client, db: sqlite3.Connection, kv: KvLayout, token, out: dict)
     Asynq's ``asynq:{<queue>}:lease``, member = task id, score = the lease's end in unix seconds, ZADDed
     by rdb.go Dequeue and extended by a live worker's heartbeat, ExtendLease): the earlier of that and
     the record's own end (its deadline) holds. Read with ZRANGE … WITHSCORES in pages of :data:`PAGE`;
-    counts ``out["leases"]``, the records given a lease."""
+    counts ``out["leases"]``, the records given a lease, and ``out["leases_unreadable"]``, the records
+    whose score is no time (``inf``, ``-inf``, past year 9999: their lock end stays unknown, their own
+    deadline holds), with ``out["lease_keys_unreadable"]`` the sorted set names holding those."""
     active = [k for k, v in kv.status_map.items() if v == Status.IN_PROGRESS.value]
     if not active:
         return
     marks = ",".join("?" * len(active))
     rows = db.execute(f"SELECT id, scope, idempotency_key FROM operations WHERE status IN ({marks})", active).fetchall()
-    out["leases"] = 0
+    out["leases"] = out["leases_unreadable"] = 0
+    out["lease_keys_unreadable"] = []
     by_scope: dict[str, list[tuple[int, str]]] = {}
     for rid, scope, key in rows:
         by_scope.setdefault(scope, []).append((rid, key))
     for scope, recs in by_scope.items():
         key = kv.lock_zset.format(scope=scope)
-        ends: dict[str, float] = {}
+        ends: dict[str, str | None] = {}
         start = 0
         while True:
             if token is not None:
@@ -174,11 +186,15 @@ def _lease_locks(client, db: sqlite3.Connection, kv: KvLayout, token, out: dict)
             flat = bool(page) and not isinstance(page[0], (list, tuple))
             pairs = list(zip(page[::2], page[1::2], strict=True)) if flat else list(page or ())
             for m, score in pairs:
-                ends[bytes(m).decode("utf-8", "backslashreplace")] = float(score)
+                ends[bytes(m).decode("utf-8", "backslashreplace")] = _lease_end(score)
             if not page or len(pairs) < PAGE:
                 break
             start += PAGE
-        upd = [(_when(ends[k]), rid) for rid, k in recs if k in ends]
+        upd = [(ends[k], rid) for rid, k in recs if ends.get(k) is not None]
+        bad = sum(1 for _rid, k in recs if k in ends and ends[k] is None)
+        if bad:
+            out["leases_unreadable"] += bad
+            out["lease_keys_unreadable"].append(key)
         db.executemany(
             "UPDATE operations SET lock_expires_at = CASE WHEN lock_expires_at IS NULL OR lock_expires_at > ?1 "
             "THEN ?1 ELSE lock_expires_at END WHERE id = ?2",

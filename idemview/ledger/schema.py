@@ -173,10 +173,16 @@ class LedgerSchema:
         have = {c.key for c in t.c}
         missing = sorted(c for c in columns if c not in have and c not in optional)
         if missing:
+            from idemview.ledger.dumps import headerless_csv
+
+            has = f" (it has: {', '.join(sorted(have))})"
+            if headerless_csv(engine, real, have):  # its "names" are a row of values: never printed
+                has = (
+                    " (this CSV seems to have no header row: its first row was read as the column names; "
+                    "a dump CSV starts with a header row naming its columns)"
+                )
             raise LayoutError(
-                f"layout {self.layout.name!r}: table {real} has no column "
-                + ", ".join(missing)
-                + f" (it has: {', '.join(sorted(have))})",
+                f"layout {self.layout.name!r}: table {real} has no column " + ", ".join(missing) + has,
                 [f"column {real}.{c}" for c in missing],
             )
         return t

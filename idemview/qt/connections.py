@@ -719,11 +719,38 @@ class ConnectionDialog(QDialog):
             self.password.setText(pw)
         self.result.setText("Fields filled from the URL. Press Test to check it.")
 
-    def save(self) -> Connection:
+    def _option_problem(self) -> str | None:
+        """What is wrong with a shown URL option the CLI checks (the write TTL: ``--write-ttl``'s
+        :func:`~idemview.ledger.inputs.write_ttl_value`), in words; ``None`` when nothing is."""
+        from idemview.errors import InputError
+
+        keys = self._field_keys()
+        for name, check in _OPTION_CHECKS.items():
+            f, ed = keys.get("tls." + name), self.options.get(name)
+            text = ed.text().strip() if ed is not None else ""
+            if f is None or not text:
+                continue
+            try:
+                check(text, f.label)
+            except InputError as e:
+                return str(e)
+        return None
+
+    def _refused(self) -> bool:
+        """Say a bad option (:meth:`_option_problem`) on the result line: True when there is one."""
+        problem = self._option_problem()
+        if problem:
+            self.result.setText("⚠ " + self.masker.free_text(problem) + " (nothing saved)")
+        return problem is not None
+
+    def save(self) -> Connection | None:
+        """Save the connection as the fields describe it; ``None`` (said, nothing saved) for a bad option."""
         from idemview.masking.masker import register_secret
 
         register_secret(self.password.text())  # never echoed by any message
         register_secret(self.ssh_secret.text())
+        if self._refused():
+            return None
         c = self.form_connection()
         self._current = c
         self.conns = [x for x in self.conns if x.id != c.id] + [c]
@@ -758,6 +785,8 @@ class ConnectionDialog(QDialog):
         ssh_pw = self.ssh_secret.text() or None
         register_secret(pw)
         register_secret(ssh_pw)
+        if self._refused():
+            return
         self.result.setText("Testing…")
         self.test_btn.setEnabled(False)
 
@@ -822,6 +851,8 @@ class ConnectionDialog(QDialog):
 
     def connect_(self):
         c = self.save()
+        if c is None:  # a bad option, said: the dialog stays open
+            return
         pw = self.password.text() or self.credentials.get(c.id)
         self.spec = spec_for_connection(c, pw)
         self.accept()
@@ -833,6 +864,16 @@ class ConnectionDialog(QDialog):
         except ValueError:
             pass
         super().done(r)
+
+
+def _write_ttl(text: str, label: str) -> float:
+    from idemview.ledger.inputs import write_ttl_value
+
+    return write_ttl_value(text, label)
+
+
+#: URL options (``tls.NAME`` fields) checked on Save and Test as the command line checks them
+_OPTION_CHECKS = {"write_ttl": _write_ttl}
 
 
 def _rules_text(text: str) -> tuple[dict, str]:

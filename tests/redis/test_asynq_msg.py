@@ -98,12 +98,14 @@ def test_reader_never_raises_on_bad_bytes():
         "unreadable": "not a readable protobuf message: field 2 declares 2 bytes at byte 3, 0 left"
     }
     bad = {
-        b"\x0b": "wire type 3",  # a group start
+        b"\x0b": "group 1 opened at byte 0 never ends",  # a group start, no end
+        b"\x0b\x14": "ends as group 2",  # group 1 closed as group 2
+        b"\x0c": "end of group 1 without its start",
+        b"\x0e": "wire type 6",
         b"\x00\x01": "field number 0",
         b"\x08" + b"\xff" * 11: "longer than 10 bytes",
         b"\x0a\x05ab": "declares 5 bytes",
-        b"\x32\x02ab": "is length-delimited, not a varint",  # field 6 (retried) as bytes
-        b"\x0d\x00\x00\x00\x00": None,  # field 1 as a fixed32: read as unreadable, not as text
+        b"\x0b\x0a\x05ab\x0c": "declares 5 bytes",  # truncated inside a group
         b'{"type": "json, not protobuf"}': None,
     }
     for raw, why in bad.items():
@@ -118,6 +120,31 @@ def test_reader_never_raises_on_bad_bytes():
         decode_message(b"\x78\x01" + b"\x79" + b"\x00" * 8 + b"\x7d" + b"\x00" * 4 + b"\x0a\x01a", FIELDS)["type"]
         == "a"
     )
+
+
+def test_unexpected_wire_types_and_groups_are_skipped_as_go_does():
+    """Go's protobuf runtime (asynq's reader) keeps a field of an unexpected wire type, and a group, as an
+    unknown field and reads the others (internal/impl/decode.go errUnknown, protowire.ConsumeFieldValue):
+    so does this reader, field by field."""
+    b = encode_task(type="email:send", payload=b"{}", id="t-9", queue=Q, retry=3, retried=2, deadline=1_900_000_000)
+    odd = (
+        b"\x32\x02ab"  # field 6 (retried, int32) as bytes
+        + b"\x08\x07"  # field 1 (type, string) as a varint
+        + b"\x1d\x01\x02\x03\x04"  # field 3 (id, string) as a fixed32
+        + b"\x49\x00\x00\x00\x00\x00\x00\x00\x00"  # field 9 (deadline, int64) as a fixed64
+        + b"\xa3\x01"  # group 20 ...
+        + b"\x08\x05\x0a\x01x\x2b\x30\x01\x2c"  # ... holding a varint, bytes and a nested group 5
+        + b"\xa4\x01"  # ... its end
+        + b"\x2b\x2c"  # an empty group 5 (the number of retry, declared)
+    )
+    got = decode_message(b + odd, FIELDS)
+    assert got["type"] == "email:send"
+    assert got["id"] == "t-9"
+    assert got["retried"] == 2
+    assert got["deadline"] == 1_900_000_000
+    assert got["retry"] == 3 and got["queue"] == Q and got["payload"] == "{}"
+    assert decode_message(b"\x32\x02ab", FIELDS)["retried"] == 0  # skipped: proto3's absent
+    assert decode_message(b"\x0d\x00\x00\x00\x00\x0a\x01a", FIELDS)["type"] == "a"
 
 
 def test_asynq_per_task_limits_planted_and_look_alikes(redis_db):
@@ -203,3 +230,31 @@ def test_protobuf_section_is_validated():
         parse_kv_layout(base + '[lock]\nzset = "l:{scope}"\nkey = "k:{scope}:{key}"\n')
     with pytest.raises(LayoutError, match="encoding must be hash"):
         parse_kv_layout(base.replace('"hash"', '"json"') + '[protobuf]\nfield = "m"\nfields = { a = [1, "int"] }\n')
+
+
+def test_unreadable_lease_scores_are_unknown_lock_ends_not_a_crash(redis_db):
+    """A lease score Redis accepts but that is no time (ZADD takes ``inf``/``-inf``; 1e300 is past year
+    9999): that task's lock end is unknown (its own deadline holds), counted and said in the notes; the
+    other tasks and the snapshot are read as ever."""
+    url, raw = redis_db
+    now = time.time()
+    _put(raw, "forever", "active", timeout=1800)
+    _put(raw, "never", "active", timeout=1800)
+    _put(raw, "far", "active", deadline=int(now) + 3600)
+    _put(raw, "ok", "active", timeout=1800, lease=now + 25)
+    raw.execute_command("ZADD", f"asynq:{{{Q}}}:lease", "inf", "forever", "-inf", "never", "1e300", "far")
+    from idemview.ledger.redis_snapshot import open_redis_ledger
+
+    ledger = open_redis_ledger(url, layout="asynq")
+    assert ledger.records(Q, "forever")[0].lock_expires_at is None
+    assert ledger.records(Q, "never")[0].lock_expires_at is None
+    far = ledger.records(Q, "far")[0].lock_expires_at  # its own deadline holds
+    assert far is not None and round(far.timestamp()) == int(now) + 3600
+    ok = ledger.records(Q, "ok")[0].lock_expires_at
+    assert ok is not None and abs(ok.timestamp() - (now + 25)) < 0.01
+    info = ledger.snapshot
+    assert info.joined["leases"] == 1 and info.joined["leases_unreadable"] == 3
+    assert (
+        f"3 lease ends in asynq:{{{Q}}}:lease are not readable times (inf, -inf or past year 9999): "
+        "those tasks' lock ends are unknown" in info.server_line()
+    )

@@ -141,6 +141,7 @@ def open_redis_ledger(
         retention_s=retention_s,
     )
     _removed_note(info)
+    _lease_note(info)
     _write_time_notes(kv, info)
     info.notes.extend(unread)
     unused = unused_write_ttl(kv, write_ttl_s)
@@ -240,6 +241,16 @@ def _removed_note(info: SnapshotInfo) -> None:
             f"{removed} completed jobs were deleted on completion (removeOnComplete; their completions were "
             f"read from the events stream): a job id completed twice shows ({reruns} did), a dedup id among "
             "them does not (the events do not name it)"
+        )
+
+
+def _lease_note(info: SnapshotInfo) -> None:
+    """Say in ``info.notes`` how many lease scores were no time (:func:`~idemview.ledger.redis_joins.join_keys`)."""
+    j = info.joined or {}
+    if j.get("leases_unreadable"):
+        info.notes.append(
+            f"{j['leases_unreadable']} lease ends in {', '.join(j['lease_keys_unreadable'])} are not readable "
+            "times (inf, -inf or past year 9999): those tasks' lock ends are unknown (their own deadline holds)"
         )
 
 

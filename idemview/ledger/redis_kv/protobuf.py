@@ -6,9 +6,11 @@ and counters (``retried``, ``last_failed_at``, ``completed_at``) are read here w
 (protobuf.dev/programming-guides/encoding: a record is a varint tag ``field number << 3 | wire type``
 followed by a varint (type 0), 8 bytes (1), a varint length and that many bytes (2) or 4 bytes (5)).
 No generated code, no descriptor, no dependency: only the fields a layout declares are kept, every
-other one is skipped by its wire type. Groups (wire types 3, 4; deprecated) and malformed or truncated
-bytes make the message unreadable: :func:`decode_message` then returns a dict with the single key
-``"unreadable"`` saying where and why, never raises.
+other one is skipped by its wire type. As in Go's protobuf runtime (asynq's reader), a declared field
+arriving with another wire type than its type's is skipped as an unknown field, and so is a group
+(wire type 3, deprecated; skipped up to its matching end group, 4); the other fields are kept.
+Malformed or truncated bytes make the message unreadable: :func:`decode_message` then returns a dict
+with the single key ``"unreadable"`` saying where and why, never raises.
 
 A field is declared as ``name -> (number, type)``; types:
 
@@ -76,10 +78,11 @@ def _bytes_value(b: bytes, kind: str) -> str:
 def decode_message(raw: bytes | bytearray | memoryview | str | None, fields: Mapping[str, tuple[int, str]]) -> dict:
     """The declared ``fields`` (name -> (field number, type), types in :data:`FIELD_TYPES`) of the
     protobuf message ``raw``: ``{name: value}`` with every declared field (absent: 0 for ``int``, else
-    ``None``). Bytes that are not a readable message (truncated,
-    a length past the end, a group, a field number 0, over :data:`MAX_MESSAGE_BYTES`, a ``str`` or
-    ``None`` instead of bytes) give ``{"unreadable": "<why, with the byte offset>"}``. Never raises for
-    any input."""
+    ``None``; a declared field of an unexpected wire type, and a group, are skipped). Bytes that are not
+    a readable message (truncated, a length past the end, a group never ended or ended by another field
+    number, an end group without its start, wire type 6 or 7, a field number 0, over
+    :data:`MAX_MESSAGE_BYTES`, a ``str`` or ``None`` instead of bytes) give
+    ``{"unreadable": "<why, with the byte offset>"}``. Never raises for any input."""
     if raw is None:
         return {UNREADABLE: "no message (the field is missing)"}
     if isinstance(raw, str):  # decoded text: the bytes are lost (a caller error, said not raised)
@@ -97,39 +100,73 @@ def decode_message(raw: bytes | bytearray | memoryview | str | None, fields: Map
 
 
 def _walk(buf: bytes, by_number: dict[int, tuple[str, str]], out: dict) -> None:
+    """Read the records of ``buf`` into ``out``. A declared field whose wire type is not its type's,
+    and any group, is skipped as an unknown field, as Go's protobuf runtime does (internal/impl/decode.go:
+    a field decoder's errUnknown sends the field to the unknown fields, protowire.ConsumeFieldValue skips
+    it, a group up to its matching end)."""
     pos = 0
     n = len(buf)
     while pos < n:
         at = pos
-        tag, pos = _varint(buf, pos)
-        number, wire = tag >> 3, tag & 7
-        if number == 0:
-            raise _Unreadable(f"field number 0 at byte {at}")
+        number, wire, pos = _tag(buf, pos)
         want = by_number.get(number)
-        if wire == 0:
+        if want is not None and wire == 0 and want[1] not in ("string", "bytes"):
             v, pos = _varint(buf, pos)
-            if want is not None:
-                name, kind = want
-                if kind in ("string", "bytes"):
-                    raise _Unreadable(f"field {number} ({name}) is a varint, not length-delimited, at byte {at}")
-                s = _signed64(v)
-                out[name] = None if kind == "int_nonzero" and s == 0 else s
-        elif wire == 2:
+            s = _signed64(v)
+            out[want[0]] = None if want[1] == "int_nonzero" and s == 0 else s
+        elif want is not None and wire == 2 and want[1] in ("string", "bytes"):
             size, pos = _varint(buf, pos)
             if size > n - pos:
                 raise _Unreadable(f"field {number} declares {size} bytes at byte {at}, {n - pos} left")
-            if want is not None:
-                name, kind = want
-                if kind not in ("string", "bytes"):
-                    raise _Unreadable(f"field {number} ({name}) is length-delimited, not a varint, at byte {at}")
-                out[name] = _bytes_value(buf[pos : pos + size], kind) if size else None
-            pos += size
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            if size > n - pos:
-                raise _Unreadable(f"field {number} needs {size} bytes at byte {at}, {n - pos} left")
-            if want is not None:
-                raise _Unreadable(f"field {number} ({want[0]}) is a fixed-width number, not a varint, at byte {at}")
+            out[want[0]] = _bytes_value(buf[pos : pos + size], want[1]) if size else None
             pos += size
         else:
-            raise _Unreadable(f"wire type {wire} (a group or not protobuf) at byte {at}")
+            pos = _skip(buf, pos, number, wire, at)
+
+
+#: nested groups deeper than this are unreadable (Go's default RecursionLimit is 10,000; a real
+#: TaskMessage has none)
+MAX_GROUP_DEPTH = 100
+
+
+def _tag(buf: bytes, pos: int) -> tuple[int, int, int]:
+    """(field number, wire type, next position) of the tag at ``pos``; field number 0 is unreadable."""
+    tag, nxt = _varint(buf, pos)
+    if tag >> 3 == 0:
+        raise _Unreadable(f"field number 0 at byte {pos}")
+    return tag >> 3, tag & 7, nxt
+
+
+def _skip(buf: bytes, pos: int, number: int, wire: int, at: int, depth: int = 0) -> int:
+    """The position after the value of field ``number`` (wire type ``wire``, its tag at byte ``at``)
+    starting at ``pos``: a group (3) up to its matching end group (4). An end group without its start,
+    wire types 6 and 7 and values past the end are unreadable."""
+    n = len(buf)
+    if wire == 0:
+        return _varint(buf, pos)[1]
+    if wire == 2:
+        size, pos = _varint(buf, pos)
+        if size > n - pos:
+            raise _Unreadable(f"field {number} declares {size} bytes at byte {at}, {n - pos} left")
+        return pos + size
+    if wire in (1, 5):
+        size = 8 if wire == 1 else 4
+        if size > n - pos:
+            raise _Unreadable(f"field {number} needs {size} bytes at byte {at}, {n - pos} left")
+        return pos + size
+    if wire == 3:
+        if depth >= MAX_GROUP_DEPTH:
+            raise _Unreadable(f"groups nested over {MAX_GROUP_DEPTH} deep at byte {at}")
+        while True:
+            if pos >= n:
+                raise _Unreadable(f"group {number} opened at byte {at} never ends")
+            inner_at = pos
+            inner, inner_wire, pos = _tag(buf, pos)
+            if inner_wire == 4:
+                if inner != number:
+                    raise _Unreadable(f"group {number} opened at byte {at} ends as group {inner} at byte {inner_at}")
+                return pos
+            pos = _skip(buf, pos, inner, inner_wire, inner_at, depth + 1)
+    if wire == 4:
+        raise _Unreadable(f"end of group {number} without its start at byte {at}")
+    raise _Unreadable(f"wire type {wire} (not protobuf) at byte {at}")
