@@ -486,3 +486,42 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
         return list(map(fmt, values))
 
     return vec
+
+
+def _make_column_cells(col: ColumnSpec, masker: Masker, null: str) -> Callable[[Sequence[Any]], list[str]]:
+    """The writer's per-column function: a chunk's values → their CSV cells, equal to
+    ``_bare_cells(col, null)(_make_column_formatter(col, masker, null)(values))``.
+
+    Shortcut, same cells: in integer and instant columns not sensitive by name, a chunk of plain
+    ``int`` (or naive / UTC ``datetime``) values and NULLs is written without the masker (it passes
+    them through unchanged) and marked bare without the ``_SAFE_BARE_RE`` test: ``str(int)`` is a
+    plain number and ``isoformat()`` of those datetimes is digits-first ISO-8601, which the test
+    always accepts (issue 27 item 2: these were 0.3–2.7 µs a cell)."""
+    vec = _make_column_formatter(col, masker, null)
+    bare = _bare_cells(col, null)
+    column_kind = getattr(masker, "column_kind", None)
+    plain = column_kind is not None and column_kind(col.name) is None
+    kind = col.kind
+    if not plain or kind not in ("integer", "instant", "naive_instant"):
+        return lambda values: bare(vec(values))
+    bare_null = _Bare(cells.CellCodec(null).null_cell)
+    bare_str = _Bare
+    utc = UTC
+
+    def integers(values: Sequence[Any]) -> list[str]:
+        types = set(map(type, values))
+        if not types <= _INT_OR_NONE:
+            return bare(vec(values))
+        if _NONE_TYPE in types:
+            return [bare_null if v is None else bare_str(str(v)) for v in values]
+        return list(map(bare_str, map(str, values)))
+
+    def instants(values: Sequence[Any]) -> list[str]:
+        if not set(map(type, values)) <= _DATETIME_OR_NONE:
+            return bare(vec(values))
+        for v in values:
+            if v is not None and v.tzinfo is not None and v.tzinfo is not utc:
+                return bare(vec(values))  # an offset to convert: the formatter's own path
+        return [bare_null if v is None else bare_str(v.isoformat()) for v in values]
+
+    return integers if kind == "integer" else instants

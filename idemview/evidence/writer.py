@@ -53,6 +53,7 @@ from idemview.evidence.formatting import (  # noqa: F401
     _dumps,
     _iso,
     _json_default,
+    _make_column_cells,
     _make_column_formatter,
     _make_formatter,
     _Memo,
@@ -412,8 +413,7 @@ class _ChunkFormatter:
 
     def __init__(self, cols: list[ColumnSpec], masker: Masker, null_literal: str) -> None:
         self.names = [c.name for c in cols]
-        self.vecs = [_make_column_formatter(c, masker, null_literal) for c in cols]
-        self.bare = [_bare_cells(c, null_literal) for c in cols]
+        self.fns = [_make_column_cells(c, masker, null_literal) for c in cols]
         self.total = total = getattr(masker, "count_total", None)
         column_kind = getattr(masker, "column_kind", None)
         self.share = [
@@ -427,19 +427,19 @@ class _ChunkFormatter:
         out = []
         total = self.total
         shared: dict[tuple[int, str], list[str]] = {}
-        for vec, b, vals, sk in zip(self.vecs, self.bare, columns_in, self.share, strict=True):
+        for fn, vals, sk in zip(self.fns, columns_in, self.share, strict=True):
             if sk is not None and total is not None:
                 hit = shared.get((id(vals), sk))
                 if hit is not None:
                     out.append(hit)
                     continue
                 t0 = total()
-                cells_out = b(vec(vals))
+                cells_out = fn(vals)
                 if total() == t0:  # nothing masked: the same text for the same list
                     shared[(id(vals), sk)] = cells_out
                 out.append(cells_out)
             else:
-                out.append(b(vec(vals)))
+                out.append(fn(vals))
         return out
 
 
