@@ -66,6 +66,7 @@ def main(argv=None) -> int:
     from idemview.config import new_masker
     from idemview.domain.filters import Filter
     from idemview.evidence import plan, writer
+    from idemview.evidence.formatting import _make_column_cells
 
     ledger, sa_url = _ledger(args.engine, args.rows)
     now = datetime.fromisoformat(pg.now_iso().replace("Z", "+00:00")).astimezone(UTC)
@@ -100,8 +101,8 @@ def main(argv=None) -> int:
         # most 1000 rows: the same memo scope), and the csv module writing the formatted rows.
         convert = plan._operation_columns(ledger, [c.name for c in sel], times, payloads, findings)
         masker = new_masker()
-        vecs = [writer._make_column_formatter(col, masker, "") for col in cols]
-        bares = [writer._bare_cells(col, "") for col in cols]
+        # the writer's own per-column function (formatting._make_column_cells: mask, format, mark bare)
+        fns = [_make_column_cells(col, masker, "") for col in cols]
         per_col = [0.0] * len(cols)
         conv_s = csv_s = 0.0
         sink = writer._Lines()
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
                     formatted = []
                     for j in range(len(cols)):
                         t0 = time.perf_counter()
-                        formatted.append(bares[j](vecs[j](colsv[j][k : k + 1000])))
+                        formatted.append(fns[j](colsv[j][k : k + 1000]))
                         per_col[j] += time.perf_counter() - t0
                     t0 = time.perf_counter()
                     w.writerows(zip(*formatted, strict=True))
