@@ -11,7 +11,10 @@ Stages, each timed on its own over the whole table:
 ``csv``      ``csv.writer.writerows`` of the already formatted cells, encoded to UTF-8 and discarded;
 ``pipeline`` the pass that timed ``convert``, ``mask`` and ``csv`` (driver included; no file, no hash);
 ``export``   ``export_evidence`` end to end (findings column included, timed apart as ``findings``);
-``pandas``   ``pandas.read_sql`` + ``DataFrame.to_csv`` of ``SELECT *`` (nothing masked).
+``pandas``   ``pandas.read_sql`` + ``DataFrame.to_csv`` of ``SELECT *`` (nothing masked);
+``ab``       with ``--ab N``: N rounds of the export with the paths before branch export-speed, the
+             export now, and pandas, interleaved in this process (on a shared machine the load moves
+             by 2-3x between separate runs; within a round it hits all three alike).
 
 Usage::
 
@@ -59,6 +62,14 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-findings", action="store_true", help="no findings index (export column left empty)")
     ap.add_argument("--no-pandas", action="store_true")
     ap.add_argument("--no-export", action="store_true", help="stages only, no export_evidence run")
+    ap.add_argument(
+        "--ab",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then N rounds of: export with the previous paths, export with the current ones, pandas "
+        "(interleaved in this process, so the load hits all three alike)",
+    )
     args = ap.parse_args(argv)
 
     from sqlalchemy import select
@@ -158,10 +169,90 @@ def main(argv=None) -> int:
             del df
         if "export_s" in out:
             out["export_over_pandas"] = out["export_s"] / out["pandas_s"]
+    if args.ab:
+        out["ab"] = _ab_rounds(ledger, now, sa_url, findings, args.ab)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["load_after"] = os.getloadavg()[0]
     print(json.dumps(out, indent=1))
     return 0
+
+
+def _previous_paths():
+    """A context that puts back the export paths as they were before branch export-speed: every
+    column formatted by ``_make_column_formatter`` then marked by ``_bare_cells`` (a regex per typed
+    cell), and the auth detector without its scheme-word gate. Same output (tests/evidence/
+    test_column_cells_exact.py); only the time differs."""
+    from contextlib import contextmanager
+
+    from idemview.evidence import formatting, writer
+    from idemview.masking.detectors import Detectors
+
+    def old_cells(col, masker, null):
+        vec, bare = formatting._make_column_formatter(col, masker, null), formatting._bare_cells(col, null)
+        return lambda values: bare(vec(values))
+
+    @contextmanager
+    def ctx():
+        saved = writer._make_column_cells, Detectors._d_auth
+        writer._make_column_cells, Detectors._d_auth = old_cells, Detectors._d_auth_scan
+        try:
+            yield
+        finally:
+            writer._make_column_cells, Detectors._d_auth = saved
+
+    return ctx()
+
+
+def _ab_rounds(ledger, now, sa_url, findings, n: int) -> dict:
+    """``n`` rounds of (export with the previous paths, export now, pandas), seconds, and the medians."""
+    import statistics
+
+    import pandas as pd
+    from sqlalchemy import create_engine
+
+    from idemview.domain.filters import Filter
+    from idemview.evidence import plan
+
+    real_index = plan._finding_index
+    plan._finding_index = lambda *_a, **_k: findings  # type: ignore[assignment]
+    eng = create_engine(sa_url)
+    rounds = []
+    try:
+        for _ in range(n):
+            r = {"load": os.getloadavg()[0]}
+            with tempfile.TemporaryDirectory() as tmp:
+                with _previous_paths():
+                    t0 = time.perf_counter()
+                    a = plan.export_evidence(ledger, Filter(), f"{tmp}/a.csv", now=now)
+                    r["previous_s"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                b = plan.export_evidence(ledger, Filter(), f"{tmp}/b.csv", now=now)
+                r["now_s"] = time.perf_counter() - t0
+                r["same_csv_size"] = a.size == b.size  # tags differ (a key per export), not their length
+                t0 = time.perf_counter()
+                with eng.connect() as c:
+                    df = pd.read_sql("SELECT * FROM celery_taskmeta", c)
+                df.to_csv(f"{tmp}/p.csv", index=False)
+                r["pandas_s"] = time.perf_counter() - t0
+                del df
+            rounds.append({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()})
+    finally:
+        plan._finding_index = real_index  # type: ignore[assignment]
+    med = {k: statistics.median(r[k] for r in rounds) for k in ("previous_s", "now_s", "pandas_s")}
+    return {
+        "rounds": rounds,
+        "median": med,
+        "previous_over_pandas": med["previous_s"] / med["pandas_s"],
+        "now_over_pandas": med["now_s"] / med["pandas_s"],
+        "now_rows_per_s": ledger_rows(ledger) / med["now_s"],
+    }
+
+
+def ledger_rows(ledger) -> int:
+    from sqlalchemy import func, select
+
+    with ledger.engine.connect() as c:
+        return int(c.execute(select(func.count()).select_from(ledger.ops)).scalar_one())
 
 
 if __name__ == "__main__":

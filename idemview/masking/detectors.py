@@ -361,6 +361,10 @@ class Detectors:
             low = text.lower()
             if "bearer" not in low and "basic" not in low and "token" not in low:
                 return text
+        return self._d_auth_scan(text, found)
+
+    def _d_auth_scan(self, text: str, found: list[str]) -> str:
+        """``Bearer``/``Basic``/``Token`` credentials (RFC 6750, RFC 7617), without the gate."""
 
         def repl(m: re.Match[str]) -> str:
             cred = m.group(3)
