@@ -338,6 +338,7 @@ _FORMATTERS: dict[str, Callable[[_Cell], Callable[[Any], str]]] = {
 _NONE_TYPE = type(None)
 _SHAREABLE = frozenset({"integer", "number", "boolean", "instant", "naive_instant"})
 _STR_OR_NONE = frozenset({str, _NONE_TYPE})
+_STR_ONLY = frozenset({str})
 _INT_OR_NONE = frozenset({int, _NONE_TYPE})
 _DATETIME_OR_NONE = frozenset({datetime, _NONE_TYPE})
 
@@ -457,6 +458,10 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
     # start with a hex digit, never with a formula character, so the guard leaves them too.
     check = getattr(masker, "unchanged_check", None)
     unchanged = check() if check is not None and plain and kind == "text" else None
+    # ...and a chunk of UUIDs is proven so by one pass over the chunk, not one call per text
+    chunk_check = getattr(masker, "unchanged_chunk_check", None)
+    unchanged_chunk = chunk_check() if chunk_check is not None and unchanged is not None else None
+    null_uuid_shaped = len(null_text) == 36  # a text equal to the NULL literal is formatted, not kept
 
     def vec(values: Sequence[Any]) -> list[str]:
         types = set(map(type, values))
@@ -478,6 +483,13 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
             n = len(values)
             if n < 4 or len(set(values)) * 2 <= n:  # repeated values: format each one once
                 return list(map(_Memo(fmt, total, counts, add).begin().get_text, values))
+            if unchanged_chunk is not None and types == _STR_ONLY and not (null_uuid_shaped and null_text in values):
+                todo = unchanged_chunk(values)  # type: ignore[arg-type]
+                if todo is not None:
+                    out = list(values)
+                    for i in todo:
+                        out[i] = fmt(values[i])
+                    return out
             if unchanged is not None and str in types:
                 return [
                     v if v is not None and type(v) is str and v != null_text and unchanged(v) else fmt(v)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from idemview.evidence.formatting import ColumnSpec, _Bare, _bare_cells, _make_column_cells, _make_formatter
 from idemview.masking.masker import Masker
 from idemview.masking.patterns import _AUTH_RE
+from idemview.masking.validators import _plain_shape, _plain_uuid_chunk
 from tests.masking_corpus import lookalike_cases, secret_cases
 
 KEY = b"k" * 32
@@ -142,3 +143,44 @@ def test_auth_gate_on_the_corpus():
             skipped += 1
         assert m._d_auth(text, []) == m._d_auth_scan(text, []), text
     assert 0 < skipped < len(_CORPUS_TEXTS)  # the gate is taken, and not for every text
+
+
+# UUIDs the card detector must see (a 13+ digit run joined across hyphens) among plain ones
+_CARD_UUIDS = ["abcd4111-1111-1111-1111-abcdefabcdef", "17156075-1713-4453-a731-2897eb000005"]
+_uuid_texts = st.one_of(
+    st.uuids().map(str),
+    st.uuids().map(lambda u: str(u).upper()),
+    st.sampled_from(_CARD_UUIDS),
+    st.from_regex(r"\A[0-9]{8}-[0-9]{4}-[0-9]{4}-[0-9a-f]{4}-[0-9]{12}\Z"),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(_uuid_texts, min_size=1, max_size=60))
+def test_uuid_chunk_check_equals_plain_shape_per_text(values):
+    todo = _plain_uuid_chunk(values)
+    assert todo == [i for i, v in enumerate(values) if not _plain_shape(v)]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    values=st.lists(_uuid_texts, min_size=1, max_size=30),
+    odd=st.sampled_from(["", "x", "0" * 36, "abcd4111-1111-1111-1111-abcdefabcde\n", "１" * 36, "g" * 36]),
+    at=st.integers(min_value=0, max_value=30),
+)
+def test_uuid_chunk_check_declines_a_chunk_with_any_other_text(values, odd, at):
+    values = values[:at] + [odd] + values[at:]
+    assert _plain_uuid_chunk(values) is None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    values=st.lists(_uuid_texts, min_size=4, max_size=60, unique=True),
+    null=st.sampled_from(["", "NULL", "abcd4111-1111-1111-1111-abcdefabcdef", "00000000-0000-0000-0000-000000000000"]),
+    add_null=st.booleans(),
+)
+def test_uuid_columns_chunk_equals_per_cell(values, null, add_null):
+    if add_null:
+        values = values + [null]  # a text equal to the NULL literal is formatted (told apart), not kept
+    _same(ColumnSpec("idempotency_key"), null, values)
+    _same(ColumnSpec("idempotency_key"), null, values + [None])
