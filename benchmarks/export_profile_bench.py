@@ -63,6 +63,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-findings", action="store_true", help="no findings index (export column left empty)")
     ap.add_argument("--no-pandas", action="store_true")
     ap.add_argument("--no-export", action="store_true", help="stages only, no export_evidence run")
+    ap.add_argument("--ab-now-first", action="store_true", help="--ab rounds start with the current export")
     ap.add_argument("--no-stages", action="store_true", help="no stage-by-stage pass (driver ... csv)")
     ap.add_argument(
         "--ab",
@@ -173,7 +174,7 @@ def main(argv=None) -> int:
         if "export_s" in out:
             out["export_over_pandas"] = out["export_s"] / out["pandas_s"]
     if args.ab:
-        out["ab"] = _ab_rounds(ledger, now, sa_url, findings, args.ab)
+        out["ab"] = _ab_rounds(ledger, now, sa_url, findings, args.ab, args.ab_now_first)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["load_after"] = os.getloadavg()[0]
     print(json.dumps(out, indent=1))
@@ -209,7 +210,7 @@ def _previous_paths():
     return ctx()
 
 
-def _ab_rounds(ledger, now, sa_url, findings, n: int) -> dict:
+def _ab_rounds(ledger, now, sa_url, findings, n: int, now_first: bool = False) -> dict:
     """``n`` rounds of (export with the previous paths, export now, pandas), seconds, and the medians."""
     import statistics
 
@@ -230,13 +231,13 @@ def _ab_rounds(ledger, now, sa_url, findings, n: int) -> dict:
                 sizes = {}
                 # the order alternates between rounds: the second export of a round ran slower in
                 # every round when it was always the current one (page cache, heap, load drift)
-                for which in ("previous", "now") if len(rounds) % 2 == 0 else ("now", "previous"):
+                for which in ("previous", "now") if (len(rounds) + now_first) % 2 == 0 else ("now", "previous"):
                     with _previous_paths() if which == "previous" else contextlib.nullcontext():
                         t0 = time.perf_counter()
                         res = plan.export_evidence(ledger, Filter(), f"{tmp}/{which}.csv", now=now)
                         r[f"{which}_s"] = time.perf_counter() - t0
                     sizes[which] = res.size
-                r["order"] = "previous first" if len(rounds) % 2 == 0 else "now first"
+                r["order"] = "previous first" if (len(rounds) + now_first) % 2 == 0 else "now first"
                 # tags differ (a key per export), not their length
                 r["same_csv_size"] = sizes["previous"] == sizes["now"]
                 t0 = time.perf_counter()
