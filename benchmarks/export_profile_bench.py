@@ -11,7 +11,10 @@ Stages, each timed on its own over the whole table:
 ``csv``      ``csv.writer.writerows`` of the already formatted cells, encoded to UTF-8 and discarded;
 ``pipeline`` the pass that timed ``convert``, ``mask`` and ``csv`` (driver included; no file, no hash);
 ``export``   ``export_evidence`` end to end (findings column included, timed apart as ``findings``);
-``pandas``   ``pandas.read_sql`` + ``DataFrame.to_csv`` of ``SELECT *`` (nothing masked).
+``pandas``   ``pandas.read_sql`` + ``DataFrame.to_csv`` of ``SELECT *`` (nothing masked);
+``ab``       with ``--ab N``: N rounds of the export with the paths before branch export-speed, the
+             export now, and pandas, interleaved in this process (on a shared machine the load moves
+             by 2-3x between separate runs; within a round it hits all three alike).
 
 Usage::
 
@@ -21,6 +24,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -59,6 +63,16 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-findings", action="store_true", help="no findings index (export column left empty)")
     ap.add_argument("--no-pandas", action="store_true")
     ap.add_argument("--no-export", action="store_true", help="stages only, no export_evidence run")
+    ap.add_argument("--ab-now-first", action="store_true", help="--ab rounds start with the current export")
+    ap.add_argument("--no-stages", action="store_true", help="no stage-by-stage pass (driver ... csv)")
+    ap.add_argument(
+        "--ab",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then N rounds of: export with the previous paths, export with the current ones, pandas "
+        "(interleaved in this process, so the load hits all three alike)",
+    )
     args = ap.parse_args(argv)
 
     from sqlalchemy import select
@@ -66,6 +80,7 @@ def main(argv=None) -> int:
     from idemview.config import new_masker
     from idemview.domain.filters import Filter
     from idemview.evidence import plan, writer
+    from idemview.evidence.formatting import _make_column_cells
 
     ledger, sa_url = _ledger(args.engine, args.rows)
     now = datetime.fromisoformat(pg.now_iso().replace("Z", "+00:00")).astimezone(UTC)
@@ -80,56 +95,57 @@ def main(argv=None) -> int:
     plan._finding_index = lambda *_a, **_k: findings  # type: ignore[assignment] - the stages below reuse it
 
     try:
-        p = plan._operations(ledger, Filter(), now)
-        cols = p.columns
-        times = [c.name for c in cols if c.name in plan.OP_TIMES]
-        payloads = [c.name for c in cols if c.name in ("request", "response", "error")]
-        sel = [plan._as_text(c, ledger.engine.dialect.name) for c in ledger.op_columns()]
-        q = select(*sel).select_from(ledger.ops).order_by(ledger.rid)
-        big = [i for i, c in enumerate(sel) if c.name.startswith(("p_", "j_"))]
+        if not args.no_stages:
+            p = plan._operations(ledger, Filter(), now)
+            cols = p.columns
+            times = [c.name for c in cols if c.name in plan.OP_TIMES]
+            payloads = [c.name for c in cols if c.name in ("request", "response", "error")]
+            sel = [plan._as_text(c, ledger.engine.dialect.name) for c in ledger.op_columns()]
+            q = select(*sel).select_from(ledger.ops).order_by(ledger.rid)
+            big = [i for i, c in enumerate(sel) if c.name.startswith(("p_", "j_"))]
 
-        t0 = time.perf_counter()
-        n = 0
-        with ledger.engine.connect() as c:
-            for batch in plan.stream_batches(c, q, big):
-                n += len(batch)
-        out["driver_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            n = 0
+            with ledger.engine.connect() as c:
+                for batch in plan.stream_batches(c, q, big):
+                    n += len(batch)
+            out["driver_s"] = time.perf_counter() - t0
 
-        # One streamed pass timing each stage per fetched batch (nothing held across batches): the
-        # conversion, each column's formatter (mask + format + guard, in the writer's chunks of at
-        # most 1000 rows: the same memo scope), and the csv module writing the formatted rows.
-        convert = plan._operation_columns(ledger, [c.name for c in sel], times, payloads, findings)
-        masker = new_masker()
-        vecs = [writer._make_column_formatter(col, masker, "") for col in cols]
-        bares = [writer._bare_cells(col, "") for col in cols]
-        per_col = [0.0] * len(cols)
-        conv_s = csv_s = 0.0
-        sink = writer._Lines()
-        w = csv.writer(sink, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC)
-        t_all = time.perf_counter()
-        with ledger.engine.connect() as c:
-            for batch in plan.stream_batches(c, q, big):
-                t0 = time.perf_counter()
-                colsv = convert(batch)
-                conv_s += time.perf_counter() - t0
-                del batch
-                for k in range(0, len(colsv[0]), 1000):
-                    formatted = []
-                    for j in range(len(cols)):
-                        t0 = time.perf_counter()
-                        formatted.append(bares[j](vecs[j](colsv[j][k : k + 1000])))
-                        per_col[j] += time.perf_counter() - t0
+            # One streamed pass timing each stage per fetched batch (nothing held across batches): the
+            # conversion, each column's formatter (mask + format + guard, in the writer's chunks of at
+            # most 1000 rows: the same memo scope), and the csv module writing the formatted rows.
+            convert = plan._operation_columns(ledger, [c.name for c in sel], times, payloads, findings)
+            masker = new_masker()
+            # the writer's own per-column function (formatting._make_column_cells: mask, format, mark bare)
+            fns = [_make_column_cells(col, masker, "") for col in cols]
+            per_col = [0.0] * len(cols)
+            conv_s = csv_s = 0.0
+            sink = writer._Lines()
+            w = csv.writer(sink, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC)
+            t_all = time.perf_counter()
+            with ledger.engine.connect() as c:
+                for batch in plan.stream_batches(c, q, big):
                     t0 = time.perf_counter()
-                    w.writerows(zip(*formatted, strict=True))
-                    "".join(sink.take()).encode("utf-8")
-                    csv_s += time.perf_counter() - t0
-        out["pipeline_s"] = time.perf_counter() - t_all
-        out["convert_s"] = conv_s
-        out["mask_s"] = sum(per_col)
-        out["mask_per_column_s"] = {
-            col.name: round(v, 3) for col, v in sorted(zip(cols, per_col, strict=True), key=lambda cv: -cv[1])
-        }
-        out["csv_s"] = csv_s
+                    colsv = convert(batch)
+                    conv_s += time.perf_counter() - t0
+                    del batch
+                    for k in range(0, len(colsv[0]), 1000):
+                        formatted = []
+                        for j in range(len(cols)):
+                            t0 = time.perf_counter()
+                            formatted.append(fns[j](colsv[j][k : k + 1000]))
+                            per_col[j] += time.perf_counter() - t0
+                        t0 = time.perf_counter()
+                        w.writerows(zip(*formatted, strict=True))
+                        "".join(sink.take()).encode("utf-8")
+                        csv_s += time.perf_counter() - t0
+            out["pipeline_s"] = time.perf_counter() - t_all
+            out["convert_s"] = conv_s
+            out["mask_s"] = sum(per_col)
+            out["mask_per_column_s"] = {
+                col.name: round(v, 3) for col, v in sorted(zip(cols, per_col, strict=True), key=lambda cv: -cv[1])
+            }
+            out["csv_s"] = csv_s
 
         if not args.no_export:
             with tempfile.TemporaryDirectory() as tmp:
@@ -157,10 +173,97 @@ def main(argv=None) -> int:
             del df
         if "export_s" in out:
             out["export_over_pandas"] = out["export_s"] / out["pandas_s"]
+    if args.ab:
+        out["ab"] = _ab_rounds(ledger, now, sa_url, findings, args.ab, args.ab_now_first)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["load_after"] = os.getloadavg()[0]
     print(json.dumps(out, indent=1))
     return 0
+
+
+def _previous_paths():
+    """A context that puts back the export paths as they were before branch export-speed: every
+    column formatted by ``_make_column_formatter`` then marked by ``_bare_cells`` (a regex per typed
+    cell), UUID ids proven plain one call per text (no ``unchanged_chunk_check``), and the auth
+    detector without its scheme-word gate. Same output (tests/evidence/
+    test_column_cells_exact.py); only the time differs."""
+    from contextlib import contextmanager
+
+    from idemview.evidence import formatting, writer
+    from idemview.masking.detectors import Detectors
+    from idemview.masking.engine import Masker
+
+    def old_cells(col, masker, null):
+        vec, bare = formatting._make_column_formatter(col, masker, null), formatting._bare_cells(col, null)
+        return lambda values: bare(vec(values))
+
+    @contextmanager
+    def ctx():
+        saved = writer._make_column_cells, Detectors._d_auth, Masker.unchanged_chunk_check
+        writer._make_column_cells, Detectors._d_auth = old_cells, Detectors._d_auth_scan
+        Masker.unchanged_chunk_check = lambda self: None  # type: ignore[method-assign,assignment]
+        try:
+            yield
+        finally:
+            writer._make_column_cells, Detectors._d_auth, Masker.unchanged_chunk_check = saved
+
+    return ctx()
+
+
+def _ab_rounds(ledger, now, sa_url, findings, n: int, now_first: bool = False) -> dict:
+    """``n`` rounds of (export with the previous paths, export now, pandas), seconds, and the medians."""
+    import statistics
+
+    import pandas as pd
+    from sqlalchemy import create_engine
+
+    from idemview.domain.filters import Filter
+    from idemview.evidence import plan
+
+    real_index = plan._finding_index
+    plan._finding_index = lambda *_a, **_k: findings  # type: ignore[assignment]
+    eng = create_engine(sa_url)
+    rounds = []
+    try:
+        for _ in range(n):
+            r = {"load": os.getloadavg()[0]}
+            with tempfile.TemporaryDirectory() as tmp:
+                sizes = {}
+                # the order alternates between rounds: the second export of a round ran slower in
+                # every round when it was always the current one (page cache, heap, load drift)
+                for which in ("previous", "now") if (len(rounds) + now_first) % 2 == 0 else ("now", "previous"):
+                    with _previous_paths() if which == "previous" else contextlib.nullcontext():
+                        t0 = time.perf_counter()
+                        res = plan.export_evidence(ledger, Filter(), f"{tmp}/{which}.csv", now=now)
+                        r[f"{which}_s"] = time.perf_counter() - t0
+                    sizes[which] = res.size
+                r["order"] = "previous first" if (len(rounds) + now_first) % 2 == 0 else "now first"
+                # tags differ (a key per export), not their length
+                r["same_csv_size"] = sizes["previous"] == sizes["now"]
+                t0 = time.perf_counter()
+                with eng.connect() as c:
+                    df = pd.read_sql("SELECT * FROM celery_taskmeta", c)
+                df.to_csv(f"{tmp}/p.csv", index=False)
+                r["pandas_s"] = time.perf_counter() - t0
+                del df
+            rounds.append({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()})
+    finally:
+        plan._finding_index = real_index  # type: ignore[assignment]
+    med = {k: statistics.median(r[k] for r in rounds) for k in ("previous_s", "now_s", "pandas_s")}
+    return {
+        "rounds": rounds,
+        "median": med,
+        "previous_over_pandas": med["previous_s"] / med["pandas_s"],
+        "now_over_pandas": med["now_s"] / med["pandas_s"],
+        "now_rows_per_s": ledger_rows(ledger) / med["now_s"],
+    }
+
+
+def ledger_rows(ledger) -> int:
+    from sqlalchemy import func, select
+
+    with ledger.engine.connect() as c:
+        return int(c.execute(select(func.count()).select_from(ledger.ops)).scalar_one())
 
 
 if __name__ == "__main__":

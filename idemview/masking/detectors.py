@@ -354,6 +354,18 @@ class Detectors:
         return _PROVIDER_RE.sub(repl, text)
 
     def _d_auth(self, text: str, found: list[str]) -> str:
+        # Exact gate (issue 27 item 2): every match holds a scheme word matched case-insensitively. For
+        # ASCII text that is the word in text.lower(); non-ASCII text may hold a letter that matches an
+        # ASCII one under IGNORECASE (U+017F long s, U+212A Kelvin sign): always scanned.
+        if text.isascii():
+            low = text.lower()
+            if "bearer" not in low and "basic" not in low and "token" not in low:
+                return text
+        return self._d_auth_scan(text, found)
+
+    def _d_auth_scan(self, text: str, found: list[str]) -> str:
+        """``Bearer``/``Basic``/``Token`` credentials (RFC 6750, RFC 7617), without the gate."""
+
         def repl(m: re.Match[str]) -> str:
             cred = m.group(3)
             if len(cred) < 6 or _at_tag(m.string, m.start(3)):

@@ -42,7 +42,7 @@ from idemview.masking.patterns import (
     _families,
 )
 from idemview.masking.rules import MaskRules
-from idemview.masking.validators import _CARD_MIN, _card_number, _plain_shape, card_last4
+from idemview.masking.validators import _CARD_MIN, _card_number, _plain_shape, _plain_uuid_chunk, card_last4
 
 # Exact types that never carry text, passed through unless their column is sensitive by name.
 _PASSTHROUGH_TYPES = frozenset({int, float, Decimal, datetime, date, time, timedelta, UUID, bool, type(None)})
@@ -195,6 +195,13 @@ class Masker(Detectors):
         that mask many unique ids; ``None`` when user patterns exist (they may match anything).
         False from the test proves nothing: mask the text."""
         return None if self.rules.patterns else _plain_shape
+
+    def unchanged_chunk_check(self) -> Callable[[list[str]], list[int] | None] | None:
+        """The chunk form of :meth:`unchanged_check` for texts that are all canonical UUIDs (an
+        exporter's id column): ``check(texts)`` gives the positions of the texts not proven unchanged
+        (mask those), or ``None`` when some text is not a UUID (then ask :meth:`unchanged_check` per
+        text); one pass over the chunk (``_plain_uuid_chunk``). ``None`` when user patterns exist."""
+        return None if self.rules.patterns else _plain_uuid_chunk
 
     def mask_text(self, text: str, *, count: bool = True) -> str:
         """Mask every detected secret inside free text (JSON text, URLs, error messages, headers).

@@ -225,6 +225,29 @@ def _plain_shape(text: str) -> bool:
     return True
 
 
+_UUID_LINES_RE = re.compile("(?:" + _UUID_SHAPE_RE.pattern + "\n)*")
+_LONG_DIGIT_RUN_RE = re.compile(rb"[0-9]{13,}")
+
+
+def _plain_uuid_chunk(values: list[str]) -> list[int] | None:
+    """For a chunk of texts that are all canonical UUIDs: the positions (ascending) of those that
+    :func:`_plain_shape` does not prove plain, found by one pass over the joined chunk instead of one
+    call per text; ``None`` when some text is not a canonical UUID (ask :func:`_plain_shape` per text).
+
+    Exact: every text is 36 characters and the chunk joined by ``\n`` fullmatches one UUID per line,
+    so line ``i`` is text ``i``. With hex letters made spaces and hyphens dropped (``_plain_shape``'s own
+    translation) each line is 32 bytes plus the ``\n``, which no digit run crosses; a text is proven
+    plain by ``_plain_shape`` exactly when its line holds no run of 13 or more digits, and such a run
+    starting at byte ``b`` is in line ``b // 33``. ``values`` must all be ``str``."""
+    if not values or set(map(len, values)) != {36}:
+        return None
+    joined = "\n".join(values) + "\n"
+    if _UUID_LINES_RE.fullmatch(joined) is None:
+        return None
+    shape = joined.encode("ascii").translate(_HEX_LETTERS_TO_SPACE, b"-")
+    return sorted({m.start() // 33 for m in _LONG_DIGIT_RUN_RE.finditer(shape)})
+
+
 def card_last4(value: Any) -> str | None:
     """The last four digits a card tag keeps (``keep_card_last4``, issue #20 item 11c), for every
     path that tags a card: a detected card number in text, a value under a card name (``card``,
