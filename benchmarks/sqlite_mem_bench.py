@@ -71,8 +71,13 @@ def run(cfg, argv: list[str]) -> dict:
     wall = time.perf_counter() - t0
     rss_kb, u, s = open(tfile).read().strip().splitlines()[-1].split()
     os.unlink(tfile)
-    return {"rss_mb": int(rss_kb) / 1024, "cpu_s": float(u) + float(s), "wall_s": wall, "rc": p.returncode,
-            "err": p.stderr.decode("utf-8", "replace")[-300:] if p.returncode not in (0, 1) else ""}
+    return {
+        "rss_mb": int(rss_kb) / 1024,
+        "cpu_s": float(u) + float(s),
+        "wall_s": wall,
+        "rc": p.returncode,
+        "err": p.stderr.decode("utf-8", "replace")[-300:] if p.returncode not in (0, 1) else "",
+    }
 
 
 def main() -> None:
@@ -95,17 +100,30 @@ def main() -> None:
             if not os.path.exists(path):
                 print(f"  (no ledger {path})", flush=True)
                 continue
-            jobs = [("scan", c, ["scan", path, "--layout", preset, "--format", "json", "--now", pg.now_iso()])
-                    for c in a.configs.split(",")]
+            jobs = [
+                ("scan", c, ["scan", path, "--layout", preset, "--format", "json", "--now", pg.now_iso()])
+                for c in a.configs.split(",")
+            ]
             if a.export:
-                jobs += [("export", c, ["export", path, "--layout", preset, "--now", pg.now_iso(),
-                                        "--out", out_csv, "--force"]) for c in a.export_configs.split(",")]
+                jobs += [
+                    (
+                        "export",
+                        c,
+                        ["export", path, "--layout", preset, "--now", pg.now_iso(), "--out", out_csv, "--force"],
+                    )
+                    for c in a.export_configs.split(",")
+                ]
             for what, name, argv in jobs:
                 res = run(CONFIGS[name], argv)
-                res.update(preset=preset, what=what, config=name, round=r + 1, load=load.split("load average:")[-1].strip())
+                res.update(
+                    preset=preset, what=what, config=name, round=r + 1, load=load.split("load average:")[-1].strip()
+                )
                 results.append(res)
-                print(f"  {preset:9s} {what:6s} {name:18s} rss {res['rss_mb']:7.0f} MB  cpu {res['cpu_s']:6.2f} s"
-                      f"  wall {res['wall_s']:6.2f} s  rc {res['rc']} {res['err']}", flush=True)
+                print(
+                    f"  {preset:9s} {what:6s} {name:18s} rss {res['rss_mb']:7.0f} MB  cpu {res['cpu_s']:6.2f} s"
+                    f"  wall {res['wall_s']:6.2f} s  rc {res['rc']} {res['err']}",
+                    flush=True,
+                )
     if os.path.exists(out_csv):
         os.unlink(out_csv)
     if a.json:
