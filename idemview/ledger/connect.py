@@ -36,8 +36,18 @@ from idemview.paths import note_source, readable_file
 from idemview.urls import _SCHEME_RE, hide_password, looks_like_url, split_url  # noqa: F401  (re-exported)
 
 DEFAULT_STATEMENT_TIMEOUT_S = 60.0
-SQLITE_CACHE_KB = 262144  # 256 MiB page cache per connection (pages are read on demand)
-SQLITE_MMAP_BYTES = 1 << 30  # map up to 1 GiB of the file (address space, not memory)
+# SQLite's memory for batch work (scan, export), bounded by construction (issue 27; BENCHMARKS.md "SQLite scan
+# memory"). Was 256 MiB cache + 1 GiB map + in-memory temp b-trees: a 2M-row scan peaked at 0.9-2 GB RSS.
+#: page cache per connection (KiB), filled on demand; it also caps each in-memory sort run (vdbesort.c)
+SQLITE_CACHE_KB = 65536
+#: no memory map: every mapped page of the file that a scan touches counts in the process's RSS (up to the
+#: whole file); the operating system's page cache keeps the file at memory speed without it
+SQLITE_MMAP_BYTES = 0
+#: temporary sort / GROUP BY / DISTINCT b-trees larger than the cache spill to a temporary file (0600,
+#: unlinked as soon as it is opened: os_unix.c unixOpen) instead of growing in memory. They hold keys and
+#: values of the user's own ledger file, which is already on this disk; a Redis snapshot keeps its sorts in
+#: memory instead (memory_snapshot.py): its values were never on disk.
+SQLITE_TEMP_STORE = "FILE"
 PG_WORK_MEM = "64MB"  # per sort/hash node of a findings query
 
 
@@ -225,7 +235,8 @@ def _default_driver(u: URL, backend: str) -> URL:
 
 def _sqlite_engine(u: URL, statement_timeout_s: float, kw: dict) -> Engine:
     """SQLite, for :func:`open_engine` only: a ``file:`` URI with ``mode=ro``, ``PRAGMA query_only``,
-    ATTACH denied, and a progress handler that stops a statement past its limit."""
+    ATTACH denied, and a progress handler that stops a statement past its limit; memory bounded by
+    ``SQLITE_CACHE_KB``, ``SQLITE_MMAP_BYTES`` and ``SQLITE_TEMP_STORE`` (the one place they are set)."""
     db = u.database or ""
     if not db or db == ":memory:":
         raise ConnectError("a SQLite ledger must be a file (read-only :memory: has nothing to read)")
@@ -244,11 +255,11 @@ def _sqlite_engine(u: URL, statement_timeout_s: float, kw: dict) -> Engine:
         # the whole statement (issue #9, item 5).
         conn.text_factory = decode_text
         conn.execute("PRAGMA query_only = ON")
-        # Read-side performance only (nothing is written): a larger page cache, memory-mapped
-        # reads, and temporary sort/group B-trees in memory instead of temp files.
-        conn.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")
-        conn.execute(f"PRAGMA mmap_size = {SQLITE_MMAP_BYTES}")
-        conn.execute("PRAGMA temp_store = MEMORY")
+        # Read-side settings only (nothing of the ledger is written): a bounded page cache, no memory map,
+        # temporary sort/group b-trees in a temporary file past the cache (module constants above).
+        conn.execute(f"PRAGMA cache_size = -{int(SQLITE_CACHE_KB)}")
+        conn.execute(f"PRAGMA mmap_size = {int(SQLITE_MMAP_BYTES)}")
+        conn.execute(f"PRAGMA temp_store = {SQLITE_TEMP_STORE}")
         conn.set_authorizer(_sqlite_authorizer)
         start = [time.monotonic()]
         # The limit is per connection and per use (statement_timeout()): None = no limit.

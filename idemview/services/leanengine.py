@@ -1,12 +1,14 @@
 """Bounded SQLite memory for the window and its findings process (issue 27 item 3).
 
-:func:`idemview.ledger.connect.open_engine` gives every SQLite connection a 256 MiB page cache and maps up to
-1 GiB of the file (``SQLITE_CACHE_KB``, ``SQLITE_MMAP_BYTES``): right for an export that reads the whole file
-once, wrong for a window that stays open. Measured on a 2M-row Celery ledger (539 MB file): the GUI process
-peaked at 1,239 MB and the findings process at 965 MB, the mapped file's pages counted in both and each pooled
-connection filling its own cache; with a 16 MiB cache and no map the GUI peaked at 238 MB (BENCHMARKS.md,
-"A lean window"). Temporary b-trees (``temp_store``) go to a file instead of memory. The operating
-system's page cache still holds the file, so reads stay memory-speed.
+Measured on a 2M-row Celery ledger (539 MB file) when :func:`idemview.ledger.connect.open_engine` still gave every
+SQLite connection a 256 MiB page cache and a 1 GiB memory map: the GUI process peaked at 1,239 MB and the
+findings process at 965 MB, the mapped file's pages counted in both and each pooled connection filling its own
+cache; with a 16 MiB cache and no map the GUI peaked at 238 MB (BENCHMARKS.md, "A lean window"). open_engine's
+batch values are bounded now too (64 MiB cache, no map, temporary b-trees in a file: ``SQLITE_CACHE_KB``,
+``SQLITE_MMAP_BYTES``, ``SQLITE_TEMP_STORE``; BENCHMARKS.md "SQLite scan memory"); a window stays open with
+several pooled connections, so its cache is smaller still, and the map and ``temp_store`` are set here as well so
+that the window's bound does not depend on the batch values. The operating system's page cache still holds the
+file, so reads stay memory-speed.
 
 :func:`bound_sqlite_memory` sets the smaller values on every connection each time it is checked out of the
 pool (three PRAGMAs, microseconds; allowed on a read-only, ``query_only`` session: they change no data), so a
@@ -35,7 +37,7 @@ def bound_sqlite_memory(engine: Engine, cache_kb: int = LEAN_CACHE_KB) -> bool:
             cur.execute(f"PRAGMA cache_size = -{int(cache_kb)}")
             cur.execute("PRAGMA mmap_size = 0")
             # GROUP BY / DISTINCT b-trees of a whole-ledger finding query spill to a temporary file
-            # (open_engine keeps them in memory); a no-op when the value is already FILE. Not on a
+            # (open_engine's value too: a no-op then). Not on a
             # memory database (a Redis or DynamoDB snapshot): its keys would reach the disk
             # (ledger.memory_snapshot.new_memory_db)
             cur.execute("PRAGMA database_list")
