@@ -362,7 +362,7 @@ def render(results: list[dict], mach: dict, args, started: datetime, elapsed: fl
     )
     L.append(f"Machine: {mach['cores']} cores, {mach['ram_gb']} GB RAM, {mach['cpu']}; {mach['os']}.  ")
     L.append(
-        f"Engines: SQLite {mach['sqlite']}, PostgreSQL {mach.get('postgresql')} (stock server settings; idemview sessions set work_mem 64MB, SQLite cache 256 MiB + mmap), "
+        f"Engines: SQLite {mach['sqlite']}, PostgreSQL {mach.get('postgresql')} (stock server settings; idemview sessions set work_mem 64MB, SQLite batch cache 64 MiB, no mmap, temp b-trees in a file), "
         f"TCP on localhost); Python {mach['python']}, SQLAlchemy {mach['sqlalchemy']}, "
         f"pandas {mach['pandas']}.\n"
     )

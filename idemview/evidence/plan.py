@@ -95,8 +95,8 @@ def stream_rows(conn, q, big: list[int], batch_bytes: int = FETCH_BYTES, max_row
 def stream_batches(conn, q, big: list[int], batch_bytes: int = FETCH_BYTES, max_rows: int = STREAM_BATCH):
     """:func:`stream_rows` a fetched batch (a list of rows) at a time."""
     if conn.engine.dialect.name == "sqlite":
-        # One sequential pass: SQLite's large page cache and memory map (set for interactive reads,
-        # ledger/connect.py) would only fill RSS with pages never read again. Restored below.
+        # One sequential pass: pages are never read again, so a smaller cache than the batch engine's
+        # (ledger/connect.py SQLITE_CACHE_KB) is enough, and no memory map. Restored below.
         conn.exec_driver_sql("PRAGMA mmap_size = 0")
         conn.exec_driver_sql("PRAGMA cache_size = -16384")
         try:
