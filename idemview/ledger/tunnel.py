@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import select
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -180,6 +179,8 @@ class Tunnel:
             self._threads.append(t)
 
     def _forward(self, conn: socket.socket) -> None:
+        import paramiko  # already loaded: the SSH session exists
+
         self._socks.append(conn)
         try:
             transport = self._client.get_transport()  # type: ignore[attr-defined]
@@ -197,7 +198,12 @@ class Tunnel:
         except (OSError, EOFError):  # either end closed (or the tunnel did) while copying
             pass
         finally:
-            chan.close()
+            try:
+                chan.close()
+            except (OSError, EOFError, paramiko.SSHException):
+                # the tunnel was closed under this forward (close() ends the SSH session while a pump is
+                # still copying): the channel is gone with it; nothing to close
+                pass
             conn.close()
 
     def close(self) -> None:
@@ -212,6 +218,10 @@ class Tunnel:
                 pass
             self._server.close()
         for s in list(self._socks):
+            try:
+                s.shutdown(socket.SHUT_RDWR)  # wakes a forward's thread blocked in recv (close alone does not)
+            except OSError:
+                pass
             try:
                 s.close()
             except OSError:
@@ -236,19 +246,45 @@ class Tunnel:
 
 
 def _pump(conn: socket.socket, chan, closed: threading.Event) -> None:
-    """Copy bytes both ways until either side closes (or the tunnel does)."""
-    while not closed.is_set():
-        r, _, _ = select.select([conn, chan], [], [], 0.5)
-        if conn in r:
-            data = conn.recv(65536)
-            if not data:
-                return
-            chan.sendall(data)
-        if chan in r:
+    """Copy bytes both ways until either side closes (or the tunnel does: closing the SSH session closes
+    the channel, which ends both directions).
+
+    One thread per direction, each blocked in its own ``recv``; never ``select()`` on the channel. Why:
+    ``Channel.fileno()`` makes an OS pipe whose descriptors paramiko may close while another thread
+    still waits on or reads that number; once the number is reused by another tunnel's SSH socket, a
+    stray read there corrupts that session and drops its forwards ("Lost connection to MySQL server").
+    ``closed`` is kept for the caller's signature; the channel's own closing is what ends the copy."""
+    del closed
+
+    def upstream() -> None:  # local client -> SSH host
+        try:
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    break
+                chan.sendall(data)
+        except (OSError, EOFError):
+            pass
+        finally:
+            try:
+                chan.close()  # the client is gone: end the forward (downstream's recv returns b"")
+            except Exception:  # a dead session has nothing to close (paramiko raises EOFError, SSHException)
+                pass
+
+    t = threading.Thread(target=upstream, name="idemview-ssh-upstream", daemon=True)
+    t.start()
+    try:
+        while True:
             data = chan.recv(65536)
             if not data:
-                return
+                break
             conn.sendall(data)
+    finally:
+        try:
+            conn.shutdown(socket.SHUT_RDWR)  # wakes upstream's recv
+        except OSError:
+            pass
+        t.join(timeout=2.0)
 
 
 #: Tunnels open in this process (closed by :func:`close_all`, e.g. when a command ends).
