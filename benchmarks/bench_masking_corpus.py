@@ -29,6 +29,12 @@ _TAG_KIND = re.compile(r"\[([a-z][a-z0-9_]{0,31})#[0-9a-f]{6}")
 
 
 def main() -> int:
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", metavar="PATH", help="also write the figures here (benchmarks/bench_all.py)")
+    args = ap.parse_args()
     secrets, looks = secret_cases(), lookalike_cases()
     recall: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     tags_ok: Counter[str] = Counter()
@@ -68,6 +74,18 @@ def main() -> int:
         f"{len(n_look)} look-alike kinds, {len(looks)} cases; "
         f"recall {ok_all / n_all:.1%}, look-alikes masked {sum(changed.values())}; {dt:.2f} s"
     )
+    if args.json:
+        doc = {
+            "recall": {k: [ok, n] for k, (ok, n) in recall.items()},
+            "precision": {k: [tags_ok[k], tags_fp[k]] for k in sorted(set(tags_ok) | set(tags_fp))},
+            "lookalikes_masked": {k: [changed[k], n] for k, n in n_look.items()},
+            "secret_cases": n_all,
+            "secret_cases_ok": ok_all,
+            "lookalike_cases": len(looks),
+            "seconds": dt,
+        }
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
     return 0 if ok_all == n_all and not changed else 1
 
 

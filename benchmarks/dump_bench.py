@@ -97,6 +97,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", metavar="PATH", help="also write the result dict here (benchmarks/bench_all.py)")
     a = ap.parse_args()
 
     print(f"dump bench: Celery, {a.rows:,} rows; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -128,6 +129,9 @@ def main() -> int:
         for p in outs.values():
             os.unlink(p)
     ratio = best["parquet"]["s"] / best["sqlite"]["s"]
+    if a.json:
+        doc = {"rows": a.rows, "repeat": a.repeat, "sqlite": best["sqlite"], "parquet": best["parquet"]}
+        Path(a.json).write_text(json.dumps({**doc, "ratio": ratio, "findings": n, "same_findings": True}, indent=1))
     ok = "ok" if ratio <= TARGET_RATIO else "OVER TARGET"
     print(
         f"| {a.rows:,} | {best['sqlite']['s']:.2f} s ({best['sqlite']['rss_mb']:.0f} MB) | "

@@ -262,6 +262,7 @@ def main() -> int:
         default=None,
         help="write a cProfile of each reconciliation (cumulative, top 45) to PREFIX-<pair>.txt",
     )
+    ap.add_argument("--json", metavar="PATH", help="also write every run's dict here (benchmarks/bench_all.py)")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(*a.child)))
@@ -295,6 +296,7 @@ def main() -> int:
         "sqlite+sqlite": "SQLite ledger + SQLite effects, two files (merge)",
         "same": "one SQLite file (SQL joins)",
     }
+    runs_out: list[dict] = []
     for _round in range(a.rounds):
         for pair, mode, lp, url in runs:
             env = dict(os.environ)
@@ -321,6 +323,7 @@ def main() -> int:
                 f"{'yes' if ok else 'NO: ' + json.dumps(res['counts'])} |"
             )
             print(lines[-1], flush=True)
+            runs_out.append({"pair": pair, "label": label, "load": os.getloadavg()[0], "planted_ok": ok, **res})
     if a.byte_order_indexes:  # the cached ledgers stay as the systems' own schema
         with psycopg.connect(f"host=127.0.0.1 user=postgres dbname={db}", autocommit=True) as pc:
             pc.execute("DROP INDEX IF EXISTS ix_charges_key_c")
@@ -329,6 +332,8 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     if a.out:
         Path(a.out).write_text(text)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"size": a.size, "planted": planted, "runs": runs_out}, indent=1))
     print(text)
     return 0
 

@@ -163,6 +163,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ops", type=int, default=120)
     ap.add_argument("--mb", type=float, default=5.0)
     ap.add_argument("--json-column", action="store_true", help="declare response_body a JSON column")
+    ap.add_argument("--json", metavar="PATH", help="also write the results here (benchmarks/bench_all.py)")
     args = ap.parse_args(argv)
     rows = []
     for engine in args.engines.split(","):
@@ -181,6 +182,8 @@ def main(argv=None) -> int:
                     flush=True,
                 )
     print(json.dumps(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "args": vars(args)}, indent=1))
     return 0
 
 

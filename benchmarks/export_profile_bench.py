@@ -73,6 +73,7 @@ def main(argv=None) -> int:
         help="then N rounds of: export with the previous paths, export with the current ones, pandas "
         "(interleaved in this process, so the load hits all three alike)",
     )
+    ap.add_argument("--json", metavar="PATH", help="also write the printed dict here (benchmarks/bench_all.py)")
     args = ap.parse_args(argv)
 
     from sqlalchemy import select
@@ -178,6 +179,8 @@ def main(argv=None) -> int:
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["load_after"] = os.getloadavg()[0]
     print(json.dumps(out, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
     return 0
 
 

@@ -653,6 +653,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--notes", default=str(HERE / "NOTES_presets.md"), help="text appended to the report")
     ap.add_argument("--render-only", action="store_true", help="rewrite --out from the last results")
+    ap.add_argument("--json", metavar="PATH", help="also write the results dict here (benchmarks/bench_all.py)")
     ap.add_argument(
         "--only-export",
         action="store_true",
@@ -678,6 +679,8 @@ def main(argv=None) -> int:
             out["big_cells"] = measure_big_cells(tmp)
             print(out["big_cells"]["export"], flush=True)
         json.dump(out, open(os.path.join(pg.cache_dir(), "export_results.json"), "w"), indent=1)
+        if args.json:
+            json.dump(out, open(args.json, "w"), indent=1)
         print(f"started {out['started']}, load average (1 min) at start/end {out['load_start']}/{out['load_end']}")
         print("\n".join(render_exports(out)))
         if res is not None:
@@ -720,6 +723,8 @@ def main(argv=None) -> int:
         res["load_end"] = _load()
         res["elapsed_min"] = (time.perf_counter() - t0) / 60
         json.dump(res, open(results_path, "w"), indent=1)
+        if args.json:
+            json.dump(res, open(args.json, "w"), indent=1)
         notes = open(args.notes).read() if os.path.exists(args.notes) else ""
         Path(args.out).write_text(render(res, notes) + "\n" + _kept(args.out))
 

@@ -168,6 +168,7 @@ def main() -> int:
         default="auto",
         help="decode and map the values in a second process: auto (from 500k keys, the default), on, off",
     )
+    ap.add_argument("--json", metavar="PATH", help="also write the result dict here (benchmarks/bench_all.py)")
     ap.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     url = f"{a.url}/{a.db}"
@@ -197,6 +198,9 @@ def main() -> int:
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res.update({"populate_s": round(fill_s, 1), "redis_used_memory": used})
     print(json.dumps(res))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({**res, "keys_requested": a.keys, "worker": a.worker}, f, indent=1)
     ok = res["total_s"] <= 20 and res["tree_peak_rss_mb"] <= 500
     print(
         f"| {a.keys:,} | {a.worker} | {res['snapshot_s']} s ({res['snapshot_cpu_s']} + "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import sys
 import tempfile
@@ -30,6 +31,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--operations", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", metavar="PATH", help="also write the result dict here (benchmarks/bench_all.py)")
     a = ap.parse_args()
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
@@ -70,6 +72,9 @@ def main() -> int:
         print("| ledger | direct s | through SSH s | overhead s (target <= 1) | ratio |")
         print("|---|---:|---:|---:|---:|")
         print(f"| PostgreSQL, {a.operations} ops + planted | {d:.2f} | {t:.2f} | {t - d:.2f} | {t / d:.2f} |")
+        if a.json:
+            out = {"operations": a.operations, "repeat": a.repeat, "direct_s": d, "tunnel_s": t}
+            Path(a.json).write_text(json.dumps({**out, "overhead_s": t - d, "ratio": t / d}, indent=1))
     finally:
         with admin.connect() as c:
             c.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
