@@ -47,7 +47,7 @@ class Results:
 
 def load(results_dir: str | Path) -> Results:
     """Read ``run.json`` and every step's JSON of a results folder (an unreadable file counts as absent)."""
-    d = Path(results_dir)
+    d = Path(results_dir).resolve()  # results/latest is a link to the run's own folder
     run = json.loads((d / "run.json").read_text())
     data: dict[str, object] = {}
     for s in run.get("steps", []):
@@ -559,7 +559,8 @@ def render_head(res: Results) -> list[str]:
     dur = r.get("duration_s", 0)
     L += [
         f"- **Date**: {r.get('started', '?')} → {r.get('ended', 'unfinished')} (UTC); total **{dur / 60:.1f} min** "
-        f"(estimate {r.get('estimate_s', 0) / 60:.0f} min), of which ledger generation {gen:.0f} s (see `ledgers`).",
+        f"(estimate {r.get('estimate_s', 0) / 60:.0f} min, budget {r.get('budget_min', 45):g} min), of which ledger "
+        f"generation {gen:.0f} s (see `ledgers`).",
         f"- **Commit**: `{m.get('commit', '?')}` ({m.get('branch', '?')}).",
         f"- **Machine**: {m.get('cores', '?')} cores, {m.get('mem_gb', '?')} GB, {m.get('platform', '?')}; Python "
         f"{m.get('python', '?')}, SQLite {m.get('sqlite', '?')}. Load average (1/5/15 min) at start "
