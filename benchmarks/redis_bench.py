@@ -162,13 +162,13 @@ def main() -> int:
     ap.add_argument("--url", default="redis://127.0.0.1:6379")
     ap.add_argument("--reuse", action="store_true", help="keep the keys when the database already has N")
     ap.add_argument("--drop", action="store_true", help="empty the benchmark database afterwards")
+    ap.add_argument("--json", metavar="PATH", help="also write the result dict here (benchmarks/bench_all.py)")
     ap.add_argument(
         "--worker",
         choices=("auto", "on", "off"),
         default="auto",
         help="decode and map the values in a second process: auto (from 500k keys, the default), on, off",
     )
-    ap.add_argument("--json", metavar="PATH", help="also write the result dict here (benchmarks/bench_all.py)")
     ap.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     url = f"{a.url}/{a.db}"

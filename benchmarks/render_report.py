@@ -113,7 +113,9 @@ def _cells_doc(d) -> Measured | None:
     return Measured(
         f"{r.get('ops')} × {r.get('mb'):g} MB JSON documents, {r.get('engine')}"
         + (", JSON column" if (d.get("args") or {}).get("json_column") else ""),
-        f"peak RSS {r['peak_mb']:.0f} MB ({r.get('s', 0):.0f} s)" + ("" if r.get("exit", 0) == 0 else " (failed)"),
+        f"peak RSS {r['peak_mb']:.0f} MB ({r.get('s', 0):.0f} s"
+        + (f", {r['cpu_s']:.0f} s CPU)" if _num(r.get("cpu_s")) is not None else ")")
+        + ("" if r.get("exit", 0) == 0 else " (failed)"),
         f"{r['peak_mb'] / 300:.2f} of ≤ 300 MB",
         ok,
     )
@@ -428,11 +430,12 @@ def sec_cells(d: dict) -> list[str]:
         ("cells", lambda r: r["ops"]),
         ("MB each", lambda r: r["mb"]),
         ("s", lambda r: round(r["s"], 1)),
+        ("CPU s", lambda r: round(r["cpu_s"], 1) if "cpu_s" in r else "–"),
         ("MB/s", lambda r: round(r["ops"] * r["mb"] / r["s"], 2)),
         ("peak RSS MB", lambda r: round(r["peak_mb"])),
         ("exit", lambda r: r.get("exit", "?")),
     ]
-    known = {"engine", "shape", "ops", "mb", "s", "peak_mb", "exit", "bytes"}
+    known = {"engine", "shape", "ops", "mb", "s", "cpu_s", "peak_mb", "exit", "bytes"}
     extra = sorted({k for r in d.get("rows", []) for k in r} - known)
     cols += [(k, lambda r, k=k: r.get(k, "")) for k in extra]
     return table(d.get("rows", []), cols)
