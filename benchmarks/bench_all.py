@@ -274,6 +274,51 @@ def machine() -> dict:
     return info
 
 
+def _lock(path: Path):
+    """An exclusive lock on ``path`` held while the returned file stays open (it dies with the process),
+    or None when another run holds it: two runs at once would share the cores and each other's ledgers."""
+    import fcntl
+
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return None
+    return f
+
+
+def run_all(todo: list[Step], results: Path, quick: bool, scale: float) -> dict:
+    """Run ``todo`` in order into the new folder ``results``; ``run.json`` is rewritten after every step
+    (an interrupted run keeps what was done). Returns the run's record."""
+    results.mkdir(parents=True)
+    run = {"started": datetime.now(UTC).isoformat(timespec="seconds"), "quick": quick, "machine": machine(),
+           "argv": sys.argv[1:], "root": str(ROOT), "load_start": load_avg(), "steps": [],
+           "planned": [s.id for s in todo], "estimate_s": sum(s.estimate_s for s in todo),
+           "budget_min": BUDGET_MIN}  # fmt: skip
+    t0 = time.perf_counter()
+
+    def save() -> None:
+        run["duration_s"] = round(time.perf_counter() - t0, 1)
+        (results / "run.json").write_text(json.dumps(run, indent=1))
+
+    save()
+    print(f"results: {results}", flush=True)
+    for s in todo:
+        print(f"[{datetime.now(UTC):%H:%M:%S}] {s.id}: {s.title} (~{s.estimate_s / 60:.1f} min) ...", flush=True)
+        rec = run_step(s, results, scale)
+        run["steps"].append(rec)
+        save()
+        state = "TIMED OUT" if rec["timed_out"] else f"exit {rec['exit_code']}"
+        print(
+            f"    {state}, {rec['wall_s']:.0f} s wall, {rec['cpu_s']:.0f} s CPU, load {rec['load_end'][0]}", flush=True
+        )
+    run["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
+    run["load_end"] = load_avg()
+    save()
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="10k-20k-row ledgers: check the orchestration")
@@ -304,48 +349,18 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(f"estimated total ~{sum(s.estimate_s for s in todo) / 60:.0f} min")
         return 0
-    import fcntl
-
     import presets_gen as pg
 
-    # one run at a time: two would share the cores and each other's ledgers (the lock dies with the process)
-    lock = open(Path(pg.cache_dir()) / "bench_all.lock", "a+")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    lock = _lock(Path(pg.cache_dir()) / "bench_all.lock")
+    if lock is None:
         print(
             "another benchmarks/bench_all.py run holds the lock in $IDEMVIEW_BENCH_CACHE: not started", file=sys.stderr
         )
         return 1
     # every step caches its ledgers in the one folder (effects_bench.py would default to benchmarks/.cache)
     os.environ["IDEMVIEW_BENCH_CACHE"] = pg.cache_dir()
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    results = Path(pg.cache_dir()) / "results" / stamp
-    results.mkdir(parents=True)
-    run = {"started": datetime.now(UTC).isoformat(timespec="seconds"), "quick": a.quick, "machine": machine(),
-           "argv": sys.argv[1:], "root": str(ROOT), "load_start": load_avg(), "steps": [],
-           "planned": [s.id for s in todo], "estimate_s": sum(s.estimate_s for s in todo),
-           "budget_min": BUDGET_MIN}  # fmt: skip
-    t0 = time.perf_counter()
-
-    def save() -> None:
-        run["duration_s"] = round(time.perf_counter() - t0, 1)
-        (results / "run.json").write_text(json.dumps(run, indent=1))
-
-    save()
-    print(f"results: {results}", flush=True)
-    for s in todo:
-        print(f"[{datetime.now(UTC):%H:%M:%S}] {s.id}: {s.title} (~{s.estimate_s / 60:.1f} min) ...", flush=True)
-        rec = run_step(s, results, a.timeout_scale)
-        run["steps"].append(rec)
-        save()
-        state = "TIMED OUT" if rec["timed_out"] else f"exit {rec['exit_code']}"
-        print(
-            f"    {state}, {rec['wall_s']:.0f} s wall, {rec['cpu_s']:.0f} s CPU, load {rec['load_end'][0]}", flush=True
-        )
-    run["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
-    run["load_end"] = load_avg()
-    save()
+    results = Path(pg.cache_dir()) / "results" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    run = run_all(todo, results, a.quick, a.timeout_scale)
     latest = results.parent / "latest"
     if latest.is_symlink() or not latest.exists():
         latest.unlink(missing_ok=True)
