@@ -38,6 +38,7 @@ from idemview.ledger.dialects import family
 from idemview.ledger.effects import (
     LINK_BATCH,
     EffectSource,
+    IndexOrderedStream,
     StartedStream,
     byte_order,
     link_bytes,
@@ -146,12 +147,19 @@ class Reconciler:
             for k, st in states.items()
             if (want_dup and st.n_effects >= 2) or (want_hidden and st.bad and not st.completed)
         }
-        records = self.fx.records_for({x for st in flagged.values() for x in st.links}, limit_per_link=EVIDENCE_RECORDS)
+        want_orphans = K.ORPHAN_EFFECT in kinds and bool(orphans)
+        # one read of the reported links' records: their evidence, and the earliest time of each link
+        # (over all its records) where the grouped statements did not give it
+        earliest: dict = {}
+        reported = {x for st in flagged.values() for x in st.links} | (set(orphans) if want_orphans else set())
+        records = self.fx.records_for(reported, limit_per_link=EVIDENCE_RECORDS, earliest=earliest)
         where = self.fx.describe()["table"]
         for (scope, key), st in sorted(flagged.items()):
             recs = [e for x in sorted(st.links) for e in records.get(x, [])][:EVIDENCE_RECORDS]
             ev = [_evidence(e) for e in recs]
             whom = who(scope, key)
+            if st.first_e is None:
+                st.first_e = min((earliest[x] for x in st.links if x in earliest), default=None)
             first = from_epoch(st.first_e) if st.first_e is not None else (recs[0].at if recs else None)
             # The counts and the ledger's word behind the sentence travel as the evidence's last row (at
             # most EVIDENCE_RECORDS records are listed): the sentence is read from the evidence only.
@@ -188,12 +196,12 @@ class Reconciler:
                         at=first,
                     )
                 )
-        if K.ORPHAN_EFFECT in kinds and orphans:
-            by_link = self.fx.records_for(orphans, limit_per_link=EVIDENCE_RECORDS)
+        if want_orphans:
             for link in sorted(orphans):
                 n, first_e = orphans[link]
+                first_e = earliest.get(link) if first_e is None else first_e
                 first = from_epoch(first_e) if first_e is not None else None
-                oev = [_evidence(e) for e in by_link.get(link, [])]
+                oev = [_evidence(e) for e in records.get(link, [])]
                 oev.append({"effect_records": n, "table": where, "first_effect_at": iso(first) if first else None})
                 out.append(
                     Finding(
@@ -270,16 +278,24 @@ class Reconciler:
 
     # ------------------------------------------------------------- different databases: merge
 
-    def _ledger_links(self) -> StartedStream:
-        """Every operation link in byte order, as chunks of driver rows ``(link,)`` — ``(link, rid)``
-        when the record id is the table's primary key (:meth:`_rid_key`) — (the orphan merge reads
-        nothing else; on SQLite the sort runs over the stored bytes, no row is decoded), executed from
-        now on in a thread (:class:`StartedStream`)."""
-        ol = self.fx.operation_link
+    def _ledger_links(self) -> tuple[StartedStream | IndexOrderedStream, bool]:
+        """Every operation link in byte order, as chunks of driver rows (the orphan merge reads nothing
+        else; on SQLite no row is decoded), and whether each row carries the record's id.
+
+        Read in an index's order where one serves it (per scope on the reference schema's ``(scope,
+        key)`` index: :class:`IndexOrderedStream`): rows ``(link,)``, the database sorts nothing, and
+        the records behind a link are found through that index afterwards. Else sorted by the database,
+        executed from now on in a thread (:class:`StartedStream`): rows ``(link, rid)`` when the record
+        id is the table's primary key (:meth:`_rid_key`), else ``(link,)``."""
+        l, ol = self.l, self.fx.operation_link
+        scope = (l.scope_expr, l.ops.c[l.layout.scope[0]]) if len(l.layout.scope) == 1 else None
+        served = IndexOrderedStream.open(l.engine, l.ops, [ol], ol, scope)
+        if served is not None:
+            return served, False
         rid = self._rid_key()
         cols = [ol] if rid is None else [ol, rid]
-        q = select(*cols).select_from(self.l.ops).where(ol.is_not(None)).order_by(byte_order(ol))
-        return StartedStream(self.l.engine, q)
+        q = select(*cols).select_from(l.ops).where(ol.is_not(None)).order_by(byte_order(ol))
+        return StartedStream(l.engine, q), rid is not None
 
     def _rid_key(self):
         """The record id column when it is the operations table's integer primary key (unique, not
@@ -362,17 +378,19 @@ class Reconciler:
         sort while the ledger is asked for its candidates."""
         l, fx = self.l, self.fx
         ol = fx.operation_link
-        streams: list = []  # StartedStream: the effect links, the ledger links
-        if orphans_wanted:
-            streams = [fx.stream_links(self.orphans_since_e, started=True), self._ledger_links()]
+        streams: list = []  # the effect links, the ledger links (StartedStream, IndexOrderedStream)
+        with_rid = False
         counts: dict = {}  # link -> number of effect records
-        known_first: dict = {}  # link -> earliest effect time, where a grouped query already read it
         orphans: dict = {}
         try:
+            if orphans_wanted:
+                streams.append(fx.stream_links(self.orphans_since_e, started=True))
+                op_stream, with_rid = self._ledger_links()
+                streams.append(op_stream)
             recs = self._candidate_records()  # (scope, key) -> list of (link, bad, comp, why)
             cand_links = {x[0] for rs in recs.values() for x in rs if x[0] is not None}
             if streams:
-                orphans, dup_links, counts, dup_rids = self._stream_merge(cand_links, *streams)
+                orphans, dup_links, counts, dup_rids = self._stream_merge(cand_links, streams[0], streams[1], with_rid)
                 counts.update(dup_links)
             else:
                 # effect links with several records: one operation's double effect at least
@@ -380,8 +398,8 @@ class Reconciler:
                 with fx.engine.connect() as c:
                     for g in c.execute(fx.grouped_select(None).having(func.count() >= 2)):
                         dup_links[g[0]] = int(g[1])
-                        _note(g, counts, known_first)
-                self._count_links(cand_links - set(counts), counts, known_first)
+                        counts[g[0]] = int(g[1])
+                self._count_links(cand_links - set(counts), counts)
         finally:
             for st in streams:
                 st.close()
@@ -391,13 +409,16 @@ class Reconciler:
         # the link alone each statement is one pass over the operations.
         more: set = set()
         new: dict = {}
-        # With their record ids from the merge: lookups by primary key instead.
+        # With their record ids from the merge: lookups by primary key instead; with the ledger's links
+        # read per scope through an index: lookups through it, scope by scope.
         rid = self._rid_key()
-        by = (
-            (rid.in_(b) for b in _batches(sorted(dup_rids), LINK_BATCH))
-            if dup_rids is not None and rid is not None
-            else (ol.in_(b) for b in _batches(sorted(dup_links), LEDGER_IN_BATCH))
-        )
+        groups = getattr(streams[-1], "groups", None) if streams else None
+        if dup_rids is not None and rid is not None:
+            by: Iterable = (rid.in_(b) for b in _batches(sorted(dup_rids), LINK_BATCH))
+        elif groups:
+            by = (and_(g, ol.in_(b)) for g in groups for b in _batches(sorted(dup_links), LINK_BATCH))
+        else:
+            by = (ol.in_(b) for b in _batches(sorted(dup_links), LEDGER_IN_BATCH))
         with l.engine.connect() as c, sequential_pass(c):
             for cond in by:
                 for row in self._records_where(c, cond):
@@ -405,16 +426,9 @@ class Reconciler:
                         new.setdefault((row[0], row[1]), []).append(row[2:])
                         more.add(row[2])
         recs.update(new)
-        self._count_links(more - set(counts), counts, known_first)
-        states = _states(recs, counts)
-        # the earliest effect time, read for the reported links only
-        reported = {x for st in states.values() for x in st.links} | set(orphans)
-        first = {x: known_first[x] for x in reported if x in known_first}
-        first.update(self._first_times(reported - set(first)))
-        for st in states.values():
-            ts = [first[x] for x in st.links if first.get(x) is not None]
-            st.first_e = min(ts) if ts else None
-        return states, {k: (n, first.get(k)) for k, n in orphans.items()}
+        self._count_links(more - set(counts), counts)
+        # the earliest effect times are read with the evidence (run: records_for), reported links only
+        return _states(recs, counts), {k: (n, None) for k, n in orphans.items()}
 
     def _candidate_records(self) -> dict:
         """(scope, key) -> [(link, bad, comp, why), ...]: every record of the operations that may be
@@ -452,31 +466,23 @@ class Reconciler:
                 take(self._records_where(c, in_keys(l.scope_expr, l.key_expr, batch)))
         return recs
 
-    def _count_links(self, links: set, counts: dict, known_first: dict) -> None:
-        """Fill ``counts`` (link -> effect records) and ``known_first`` (link -> earliest time) for
-        ``links``, by ``IN`` lists the effect link's index serves."""
+    def _count_links(self, links: set, counts: dict) -> None:
+        """Fill ``counts`` (link -> effect records) for ``links``, by ``IN`` lists the effect link's
+        index serves."""
         if not links:
             return
         fx = self.fx
         with fx.engine.connect() as c:
             for batch in _batches(sorted(links), 500):
                 for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
-                    _note(g, counts, known_first)
-
-    def _first_times(self, links: set) -> dict:
-        """link -> earliest effect time (epoch seconds) for ``links`` (none without a time column)."""
-        fx = self.fx
-        if fx.at_e is None or not links:
-            return {}
-        out: dict = {}
-        with fx.engine.connect() as c:
-            for batch in _batches(sorted(links), 500):
-                for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
-                    out[g[0]] = g[2]
-        return out
+                    counts[g[0]] = int(g[1])
 
     def _stream_merge(
-        self, cand_links: set, fx_chunks: Iterable[Sequence[Any]], op_chunks: Iterable[Sequence[Any]]
+        self,
+        cand_links: set,
+        fx_chunks: Iterable[Sequence[Any]],
+        op_chunks: Iterable[Sequence[Any]],
+        with_rid: bool = False,
     ) -> tuple[dict, dict, dict, list | None]:
         """One pass over both sides' links in byte order: ``fx_chunks`` (chunks of the effect side's
         ``(link, n[, n_recent])`` driver tuples, :meth:`EffectSource.stream_links`) against
@@ -494,7 +500,7 @@ class Reconciler:
         orphans: dict = {}
         dup_links: dict = {}
         counts: dict = {}
-        dup_rids: list | None = None if self._rid_key() is None else []
+        dup_rids: list | None = [] if with_rid else None
         # the ledger's links, and in step with them their record ids (or Nones)
         # the ledger's links and, in step with them, their record ids (each chunk's ids are queued
         # when its links are taken: one chunk held, never the stream)
@@ -531,13 +537,6 @@ class Reconciler:
                     if n_recent > 0:
                         orphans[link_from_bytes(link)] = n_recent
         return orphans, dup_links, counts, dup_rids
-
-
-def _note(g, counts: dict, known_first: dict) -> None:
-    """A grouped row ``(link, n[, first_e])`` into ``counts`` and ``known_first``."""
-    counts[g[0]] = int(g[1])
-    if len(g) > 2:
-        known_first[g[0]] = g[2]
 
 
 def _states(recs: dict, counts: dict) -> dict:
