@@ -14,6 +14,7 @@ which is also Python's ``str`` order for UTF-8 text.
 from __future__ import annotations
 
 import heapq
+import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -53,6 +54,8 @@ from idemview.ledger.times import from_epoch
 LINK_BATCH = 500
 #: Rows per fetch of the merge's link streams (plain driver tuples: a few MB per fetch).
 STREAM_BATCH = 50_000
+#: Chunks a database server's link stream is fetched ahead of the merge (:class:`StartedStream`).
+READ_AHEAD = 2
 #: SQLite page cache (KiB) for a sequential pass (:func:`sequential_pass`).
 SEQUENTIAL_CACHE_KB = 16384
 
@@ -225,17 +228,28 @@ class StartedStream:
     """:func:`stream_raw` of ``q`` whose statement starts now: a background thread opens the connection
     and executes it — the database's sort runs then (PostgreSQL's in its server, SQLite's inside one
     ``sqlite3_step`` in C, the GIL released both ways) — while the caller goes on with other work;
-    iterating (in the caller's thread) then fetches the sorted rows, ``batch`` per list.
+    iterating (in the caller's thread) then yields the sorted rows, ``batch`` per list.
 
-    The thread does nothing but the execution, so no GIL is contended while rows are converted (a
-    thread reading ahead would make every ``sqlite3_step`` of the other stream wait for the GIL).
+    ``read_ahead`` 0: the thread does nothing but the execution and the caller fetches, so no GIL is
+    contended while rows are converted (a thread reading ahead from SQLite would make every
+    ``sqlite3_step`` of the other stream wait for the GIL). ``read_ahead`` n (for a database server):
+    the thread goes on fetching, at most n chunks ahead of the caller (a bounded queue), so that the
+    server produces the next rows — the end of its sort, its grouping — while the caller merges the
+    last ones instead of both waiting in turn on each fetch.
+
     ``in_thread`` False, or an engine whose pool gives each thread its own connection (SQLite
-    ``:memory:``) or shares one: executed at once in the caller's thread. An exception from the
-    execution is raised when iteration starts. :meth:`close` (also after a full iteration, or on leaving
-    it early) waits for the thread and returns the connection."""
+    ``:memory:``) or shares one: executed at once in the caller's thread, no reading ahead. An exception
+    from the thread is raised in the caller's iteration. :meth:`close` (also after a full iteration, or
+    on leaving it early) stops the thread, waits for it and returns the connection."""
 
     def __init__(
-        self, engine: Engine, q: Select, batch: int | None = None, in_thread: bool = True, binary: bool = False
+        self,
+        engine: Engine,
+        q: Select,
+        batch: int | None = None,
+        in_thread: bool = True,
+        binary: bool = False,
+        read_ahead: int = 0,
     ):
         self._binary = binary
         self._stack = ExitStack()
@@ -243,8 +257,12 @@ class StartedStream:
         self._exc: BaseException | None = None
         self._batch = batch or STREAM_BATCH
         self._t: threading.Thread | None = None
+        self._ahead: queue.Queue | None = None
+        self._stop = threading.Event()
         if in_thread and threads_allowed(engine):
-            self._t = threading.Thread(target=self._start, args=(engine, q), name="idemview-stream", daemon=True)
+            if read_ahead > 0:
+                self._ahead = queue.Queue(maxsize=read_ahead)
+            self._t = threading.Thread(target=self._run, args=(engine, q), name="idemview-stream", daemon=True)
             self._t.start()
         else:
             self._start(engine, q)
@@ -258,8 +276,39 @@ class StartedStream:
         except BaseException as e:  # noqa: BLE001 - raised in the consumer's thread
             self._exc = e
 
+    def _run(self, engine: Engine, q: Select) -> None:
+        self._start(engine, q)
+        ahead = self._ahead
+        if ahead is None:
+            return
+        try:
+            if self._exc is None:
+                for chunk in _fetch(self._res, self._batch):
+                    if not self._put(chunk):
+                        return
+        except BaseException as e:  # noqa: BLE001 - raised in the consumer's thread
+            self._exc = e
+        self._put(_END)
+
+    def _put(self, item: Any) -> bool:
+        """Queue ``item`` for the caller unless it stopped reading (then False)."""
+        assert self._ahead is not None
+        while not self._stop.is_set():
+            try:
+                self._ahead.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def __iter__(self) -> Iterator[Sequence[Any]]:
         try:
+            if self._ahead is not None:
+                while (chunk := self._ahead.get()) is not _END:
+                    yield chunk
+                if self._exc is not None:
+                    raise self._exc
+                return
             if self._t is not None:
                 self._t.join()
             if self._exc is not None:
@@ -269,13 +318,19 @@ class StartedStream:
             self.close()
 
     def close(self) -> None:
-        """Wait for the execution, close the result and return the connection (idempotent)."""
+        """Stop reading ahead, wait for the thread, close the result and return the connection
+        (idempotent)."""
+        self._stop.set()
         if self._t is not None:
             self._t.join()
         if self._res is not None:
             self._res.close()
             self._res = None
         self._stack.close()
+
+
+#: The end of a :class:`StartedStream`'s read-ahead queue.
+_END = object()
 
 
 class IndexOrderedStream:
@@ -641,7 +696,7 @@ class EffectSource:
             cols.append(func.sum(case((self.at_e >= recent_since_e, 1), else_=0)).label("n_recent"))
         q = select(*cols).select_from(self.table).where(self.where, self.link.is_not(None)).group_by(key).order_by(key)
         if started:
-            return StartedStream(self.engine, q, in_thread=True, binary=pg)
+            return StartedStream(self.engine, q, in_thread=True, binary=pg, read_ahead=READ_AHEAD if pg else 0)
         return stream_raw(self.engine, q)
 
     def describe(self) -> dict:
