@@ -19,11 +19,9 @@ Nothing is written to either database.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -41,7 +39,6 @@ from idemview.ledger.effects import (
     IndexOrderedStream,
     StartedStream,
     byte_order,
-    link_bytes,
     link_from_bytes,
     links_as_bytes,
     sequential_pass,
@@ -90,6 +87,11 @@ class Reconciler:
         # only the ledger's own retention (its purge), not a dedup window guess
         ret = ledger.retention_s
         self.orphans_since_e = (self.now.timestamp() - ret) if (ret is not None and self.fx.at_e is not None) else None
+        # Effect records already read (the merge reads the candidates' while the databases sort):
+        # link -> evidence records, the links asked for (also those without a record), link -> earliest
+        self._read: dict = {}
+        self._read_links: set = set()
+        self._earliest: dict = {}
 
     # ---------------------------------------------------------------------------- ledger side
 
@@ -150,9 +152,12 @@ class Reconciler:
         want_orphans = K.ORPHAN_EFFECT in kinds and bool(orphans)
         # one read of the reported links' records: their evidence, and the earliest time of each link
         # (over all its records) where the grouped statements did not give it
-        earliest: dict = {}
+        earliest = self._earliest
         reported = {x for st in flagged.values() for x in st.links} | (set(orphans) if want_orphans else set())
-        records = self.fx.records_for(reported, limit_per_link=EVIDENCE_RECORDS, earliest=earliest)
+        records = {x: self._read[x] for x in reported if x in self._read}
+        records.update(
+            self.fx.records_for(reported - self._read_links, limit_per_link=EVIDENCE_RECORDS, earliest=earliest)
+        )
         where = self.fx.describe()["table"]
         for (scope, key), st in sorted(flagged.items()):
             recs = [e for x in sorted(st.links) for e in records.get(x, [])][:EVIDENCE_RECORDS]
@@ -372,12 +377,12 @@ class Reconciler:
         records; each side is then asked for the other's half of those few links (``IN`` lists).
 
         With ``orphan_effect`` asked for, every link of both sides is read once, in byte order, and
-        merged (:meth:`_stream_merge`): that one pass also yields the links with several records and
-        the counts of the candidates' links, so the effect table is not grouped a second time. Both
-        sides' sorted statements start first, each in a thread (:class:`StartedStream`): the databases
-        sort while the ledger is asked for its candidates."""
-        l, fx = self.l, self.fx
-        ol = fx.operation_link
+        merged (:meth:`_stream_merge`): that one pass also yields the links with several records, so
+        the effect table is not grouped a second time. Both sides' ordered statements start first (the
+        effect side's in a thread, :class:`StartedStream`): the database sorts while the ledger is asked
+        for its candidates and the effect records of their links are read (their counts and evidence:
+        what :meth:`run` reports of them is not read again)."""
+        fx = self.fx
         streams: list = []  # the effect links, the ledger links (StartedStream, IndexOrderedStream)
         with_rid = False
         counts: dict = {}  # link -> number of effect records
@@ -389,30 +394,36 @@ class Reconciler:
                 streams.append(op_stream)
             recs = self._candidate_records()  # (scope, key) -> list of (link, bad, comp, why)
             cand_links = {x[0] for rs in recs.values() for x in rs if x[0] is not None}
+            self._read = fx.records_for(cand_links, EVIDENCE_RECORDS, earliest=self._earliest, counts=counts)
+            self._read_links = cand_links
             if streams:
-                orphans, dup_links, counts, dup_rids = self._stream_merge(cand_links, streams[0], streams[1], with_rid)
-                counts.update(dup_links)
+                orphans, dup_links, dup_rids = self._stream_merge(streams[0], streams[1], with_rid)
             else:
                 # effect links with several records: one operation's double effect at least
                 dup_links, dup_rids = {}, None
                 with fx.engine.connect() as c:
                     for g in c.execute(fx.grouped_select(None).having(func.count() >= 2)):
                         dup_links[g[0]] = int(g[1])
-                        counts[g[0]] = int(g[1])
-                self._count_links(cand_links - set(counts), counts)
+            counts.update(dup_links)
         finally:
             for st in streams:
                 st.close()
-        # the ledger records behind the links with several records (and their other links' counts)
-        # (an operation not yet among them has all its records behind its links: with several records
-        # it is a candidate already, unless its link is its key). Large IN lists: without an index on
-        # the link alone each statement is one pass over the operations.
+        groups = getattr(streams[-1], "groups", None) if streams else None
+        self._records_behind(recs, counts, dup_links, dup_rids, groups)
+        # the earliest effect times are read with the evidence (run: records_for), reported links only
+        return _states(recs, counts), {k: (n, None) for k, n in orphans.items()}
+
+    def _records_behind(self, recs: dict, counts: dict, dup_links: dict, dup_rids: list | None, groups) -> None:
+        """Add to ``recs`` the ledger records behind ``dup_links`` (the links with several records),
+        and to ``counts`` their other links' counts. (An operation not yet among them has all its
+        records behind its links: with several records it is a candidate already, unless its link is
+        its key.) With their record ids from the merge (``dup_rids``): lookups by primary key; with the
+        ledger's links read per scope through an index (``groups``): lookups through it, scope by
+        scope; else large IN lists (without an index on the link alone each is one pass)."""
+        l, ol = self.l, self.fx.operation_link
         more: set = set()
         new: dict = {}
-        # With their record ids from the merge: lookups by primary key instead; with the ledger's links
-        # read per scope through an index: lookups through it, scope by scope.
         rid = self._rid_key()
-        groups = getattr(streams[-1], "groups", None) if streams else None
         if dup_rids is not None and rid is not None:
             by: Iterable = (rid.in_(b) for b in _batches(sorted(dup_rids), LINK_BATCH))
         elif groups:
@@ -427,8 +438,6 @@ class Reconciler:
                         more.add(row[2])
         recs.update(new)
         self._count_links(more - set(counts), counts)
-        # the earliest effect times are read with the evidence (run: records_for), reported links only
-        return _states(recs, counts), {k: (n, None) for k, n in orphans.items()}
 
     def _candidate_records(self) -> dict:
         """(scope, key) -> [(link, bad, comp, why), ...]: every record of the operations that may be
@@ -479,64 +488,113 @@ class Reconciler:
 
     def _stream_merge(
         self,
-        cand_links: set,
         fx_chunks: Iterable[Sequence[Any]],
         op_chunks: Iterable[Sequence[Any]],
         with_rid: bool = False,
-    ) -> tuple[dict, dict, dict, list | None]:
+    ) -> tuple[dict, dict, list | None]:
         """One pass over both sides' links in byte order: ``fx_chunks`` (chunks of the effect side's
         ``(link, n[, n_recent])`` driver tuples, :meth:`EffectSource.stream_links`) against
         ``op_chunks``, the ledger's (:meth:`_ledger_links`), compared as UTF-8 bytes. Returns ``(orphans,
-        dup_links, counts, dup_rids)``: effect links no operation link matches (link -> records inside
-        the retention), links with >= 2 records (link -> n), the number of records of each of
-        ``cand_links`` that has any, and — when the ledger's rows carry their record id — the ids of
-        every operations record behind ``dup_links`` (else None).
+        dup_links, dup_rids)``: effect links no operation link matches (link -> records inside the
+        retention), links with >= 2 records (link -> n), and — when the ledger's rows carry their
+        record id (``with_rid``) — the ids of every operations record behind ``dup_links`` (else None).
 
-        Memory: one fetch of each side, the candidates, and the links found. (A merge by set
-        operations per chunk was tried: hashing every link costs more than this loop's comparisons.)"""
-        since = self.orphans_since_e
-        has_recent = since is not None and self.fx.at_e is not None
-        want = {link_bytes(x): x for x in cand_links}
-        orphans: dict = {}
-        dup_links: dict = {}
-        counts: dict = {}
-        dup_rids: list | None = [] if with_rid else None
-        # the ledger's links, and in step with them their record ids (or Nones)
-        # the ledger's links and, in step with them, their record ids (each chunk's ids are queued
-        # when its links are taken: one chunk held, never the stream)
-        pending: deque = deque()
+        Memory: one fetch of each side and the links found (:func:`merge_links`)."""
+        has_recent = self.orphans_since_e is not None and self.fx.at_e is not None
+        return merge_links(fx_chunks, op_chunks, has_recent, with_rid)
 
-        def link_chunks() -> Iterator[list]:
-            for rows in op_chunks:
-                if dup_rids is not None:
-                    pending.append(map(_second, rows))
-                yield links_as_bytes(list(map(_first, rows)))
 
-        def rid_chunks() -> Iterator[Iterator[Any]]:
-            while pending:
-                yield pending.popleft()
+class _AfterAll:
+    """Compares greater than every link: the ledger's stream once it has ended."""
 
-        ops = chain.from_iterable(link_chunks())
-        rids: Iterator[Any] = repeat(None) if dup_rids is None else chain.from_iterable(rid_chunks())
-        op, rid = next(ops, None), next(rids, None)
-        for rows in fx_chunks:
-            for link, r in zip(links_as_bytes(list(map(_first, rows))), rows, strict=True):
-                while op is not None and op < link:
-                    op, rid = next(ops, None), next(rids, None)
-                if op == link:
-                    if r[1] >= 2:
-                        dup_links[link_from_bytes(link)] = int(r[1])
-                        if dup_rids is not None:
-                            while op == link:  # every record behind this link
-                                dup_rids.append(rid)
-                                op, rid = next(ops, None), next(rids, None)
-                    if link in want:
-                        counts[want[link]] = int(r[1])
-                else:
-                    n_recent = int(r[2] or 0) if has_recent else int(r[1])
-                    if n_recent > 0:
-                        orphans[link_from_bytes(link)] = n_recent
-        return orphans, dup_links, counts, dup_rids
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __gt__(self, other: object) -> bool:
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    __hash__ = object.__hash__
+
+
+#: Links compared as one block by :func:`merge_links` (a C-level list comparison instead of a Python
+#: step per link).
+MERGE_BLOCK = 64
+
+
+def merge_links(
+    fx_chunks: Iterable[Sequence[Any]], op_chunks: Iterable[Sequence[Any]], has_recent: bool, with_rid: bool
+) -> tuple[dict, dict, list | None]:
+    """Merge two link streams in byte order (see :meth:`Reconciler._stream_merge`): ``fx_chunks``, the
+    effect side's ``(link, n[, n_recent])`` rows (links unique), against ``op_chunks``, the ledger's
+    ``(link[, rid])`` rows (a link once per record). Returns ``(orphans, dup_links, dup_rids)``.
+
+    Most links match one to one: a block of :data:`MERGE_BLOCK` links that is equal on both sides
+    (one C-level list comparison) and holds no link with several records is passed in one step; a
+    block that differs is walked link by link (and the next block too, so that a failed comparison
+    costs at most one more pass over its links in C)."""
+    orphans: dict = {}
+    dup_links: dict = {}
+    dup_rids: list | None = [] if with_rid else None
+    end = _AfterAll()
+    chunks = iter(op_chunks)
+    ops: list = []  # the ledger's current chunk: links as bytes, and the record ids in step
+    ids: list = []
+    i = 0
+
+    def load() -> None:
+        nonlocal ops, ids, i
+        rows = next(chunks, None)
+        while rows is not None and not rows:
+            rows = next(chunks, None)
+        if rows is None:
+            ops, ids = [end], [None]
+        else:
+            ops = links_as_bytes(list(map(_first, rows)))
+            ids = list(map(_second, rows)) if with_rid else []
+        i = 0
+
+    load()
+    for rows in fx_chunks:
+        links = links_as_bytes(list(map(_first, rows)))
+        ns = list(map(_second, rows))
+        j, n_links, slow_until = 0, len(links), 0
+        while j < n_links:
+            if j >= slow_until:
+                k = min(MERGE_BLOCK, n_links - j, len(ops) - i)
+                if ops[i : i + k] == links[j : j + k] and max(ns[j : j + k]) < 2:
+                    i += k
+                    j += k
+                    if i == len(ops):
+                        load()
+                    continue
+                slow_until = j + MERGE_BLOCK
+            link = links[j]
+            while ops[i] < link:
+                i += 1
+                if i == len(ops):
+                    load()
+            if ops[i] == link:
+                n = int(ns[j])
+                if n >= 2:
+                    dup_links[link_from_bytes(link)] = n
+                    while dup_rids is not None and ops[i] == link:  # every record behind this link
+                        dup_rids.append(ids[i])
+                        i += 1
+                        if i == len(ops):
+                            load()
+                if ops[i] == link:  # past this record (the link's other records: skipped above)
+                    i += 1
+                    if i == len(ops):
+                        load()
+            else:
+                n_recent = int(rows[j][2] or 0) if has_recent else int(ns[j])
+                if n_recent > 0:
+                    orphans[link_from_bytes(link)] = n_recent
+            j += 1
+    return orphans, dup_links, dup_rids
 
 
 def _states(recs: dict, counts: dict) -> dict:

@@ -634,12 +634,17 @@ class EffectSource:
         )
 
     def records_for(
-        self, links: Iterable[str], limit_per_link: int | None = None, earliest: dict | None = None
+        self,
+        links: Iterable[str],
+        limit_per_link: int | None = None,
+        earliest: dict | None = None,
+        counts: dict | None = None,
     ) -> dict[str, list[EffectRecord]]:
         """Effect records by link for ``links`` (queried in batches of :data:`LINK_BATCH`, each an
-        ``IN`` list the link column's index can serve), ordered by time then identity. ``earliest``
-        (a dict, filled): link -> the earliest time (epoch seconds) over *all* its records, also those
-        past ``limit_per_link`` (links without a timed record are left out)."""
+        ``IN`` list the link column's index can serve), ordered by time then identity. Filled, when
+        given, over *all* the records of each link (also those past ``limit_per_link``): ``earliest``,
+        link -> the earliest time (epoch seconds; links without a timed record are left out);
+        ``counts``, link -> the number of records (links without one are left out)."""
         out: dict[str, list[EffectRecord]] = {}
         links = sorted({x for x in links if x is not None})
         with self.engine.connect() as c:
@@ -647,6 +652,8 @@ class EffectSource:
                 batch = links[i : i + LINK_BATCH]
                 for r in c.execute(self.records_select().where(self.link.in_(batch))):
                     m = r._mapping
+                    if counts is not None:
+                        counts[m["link"]] = counts.get(m["link"], 0) + 1
                     at_e = m.get("at_e")
                     if earliest is not None and at_e is not None:
                         seen = earliest.get(m["link"])

@@ -192,3 +192,64 @@ def test_merge_with_mysql_family_effects_equals_sql_joins(tmp_path, monkeypatch,
     fx_url = make_url(mysql_url).set(drivername=f"{dialect}+pymysql").render_as_string(hide_password=False)
     expected = _merge_against(tmp_path, monkeypatch, fx_url, mysql_url)
     assert {k for k, *_ in expected} == {"duplicate_effect", "hidden_success", "orphan_effect"}
+
+
+def _naive_merge(fx_rows, op_rows, has_recent):
+    """The reference: sets and dicts over both sides whole."""
+    ops = {}
+    for link, *rid in op_rows:
+        ops.setdefault(link, []).append(rid[0] if rid else None)
+    orphans, dups, rids = {}, {}, []
+    for link, n, *recent in fx_rows:
+        if link in ops:
+            if n >= 2:
+                dups[link.decode()] = n
+                rids += ops[link]
+        elif (recent[0] if has_recent else n) > 0:
+            orphans[link.decode()] = recent[0] if has_recent else n
+    return orphans, dups, rids
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_block_merge_equals_naive_merge(monkeypatch, seed):
+    """merge_links, whatever the block size and the chunks of either side, finds what sets find:
+    runs of one link over several ledger records, links on one side only, either side ending first."""
+    import random
+
+    from idemview.findings import effects as fx_mod
+
+    r = random.Random(seed)
+    universe = sorted(
+        {f"{r.choice('abcXYZ')}{r.randint(0, 400):03d}{r.choice(['', 'é', 'ю'])}".encode() for _ in range(600)}
+    )
+    op_rows, fx_rows, rid = [], [], 0
+    for link in universe:
+        roll = r.random()
+        if roll < 0.8:  # in the ledger, once or several times
+            for _ in range(r.choice([1, 1, 1, 2, 3])):
+                rid += 1
+                op_rows.append((link, rid))
+        if roll > 0.1:  # effect records
+            n = r.choice([1, 1, 1, 1, 2, 3])
+            fx_rows.append((link, n, r.choice([0, n])))
+    if seed % 3 == 0:
+        fx_rows = fx_rows[: len(fx_rows) // 2]  # the effect side ends first
+    if seed % 3 == 1:
+        op_rows = op_rows[: len(op_rows) // 2]  # the ledger ends first
+
+    def chunks(rows):
+        out, i = [], 0
+        while i < len(rows):
+            k = r.choice([1, 2, 3, 7, 64, 200])
+            out.append(rows[i : i + k])
+            i += k
+        return out
+
+    monkeypatch.setattr(fx_mod, "MERGE_BLOCK", r.choice([1, 2, 5, 64]))
+    for has_recent in (False, True):
+        for with_rid in (False, True):
+            ops = op_rows if with_rid else [(link,) for link, _ in op_rows]
+            got = fx_mod.merge_links(chunks(fx_rows), chunks(ops), has_recent, with_rid)
+            orphans, dups, rids = _naive_merge(fx_rows, ops, has_recent)
+            assert got[0] == orphans and got[1] == dups
+            assert got[2] == (rids if with_rid else None)
