@@ -253,3 +253,21 @@ def test_block_merge_equals_naive_merge(monkeypatch, seed):
             orphans, dups, rids = _naive_merge(fx_rows, ops, has_recent)
             assert got[0] == orphans and got[1] == dups
             assert got[2] == (rids if with_rid else None)
+
+
+def test_statement_without_a_plan_counts_as_sorted(tmp_path):
+    """A statement SQLite cannot explain with placeholder values (an expanding IN list) is not taken
+    for an index-served one: the database sorts, nothing fails."""
+    from sqlalchemy import select
+
+    _ledger(tmp_path / "l.db", [op(1, "k", "succeeded")])
+    eng = open_engine(str(tmp_path / "l.db"))
+    try:
+        led = Ledger(eng, load_preset("idemview"))
+        with eng.connect() as c:
+            q = select(led.key_expr).where(led.scope_expr == "s1", led.key_expr.in_(["a", "b"]))
+            assert ledger_fx._plan(c, q) == ["USE TEMP B-TREE (no plan)"]
+            assert not ledger_fx._served(c, q.order_by(led.key_expr))
+            assert ledger_fx._served(c, select(led.key_expr).where(led.scope_expr == "s1").order_by(led.key_expr))
+    finally:
+        eng.dispose()
