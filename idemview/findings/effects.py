@@ -19,11 +19,9 @@ Nothing is written to either database.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -38,9 +36,9 @@ from idemview.ledger.dialects import family
 from idemview.ledger.effects import (
     LINK_BATCH,
     EffectSource,
+    IndexOrderedStream,
     StartedStream,
     byte_order,
-    link_bytes,
     link_from_bytes,
     links_as_bytes,
     sequential_pass,
@@ -89,6 +87,11 @@ class Reconciler:
         # only the ledger's own retention (its purge), not a dedup window guess
         ret = ledger.retention_s
         self.orphans_since_e = (self.now.timestamp() - ret) if (ret is not None and self.fx.at_e is not None) else None
+        # Effect records already read (the merge reads the candidates' while the databases sort):
+        # link -> evidence records, the links asked for (also those without a record), link -> earliest
+        self._read: dict = {}
+        self._read_links: set = set()
+        self._earliest: dict = {}
 
     # ---------------------------------------------------------------------------- ledger side
 
@@ -146,12 +149,22 @@ class Reconciler:
             for k, st in states.items()
             if (want_dup and st.n_effects >= 2) or (want_hidden and st.bad and not st.completed)
         }
-        records = self.fx.records_for({x for st in flagged.values() for x in st.links}, limit_per_link=EVIDENCE_RECORDS)
+        want_orphans = K.ORPHAN_EFFECT in kinds and bool(orphans)
+        # one read of the reported links' records: their evidence, and the earliest time of each link
+        # (over all its records) where the grouped statements did not give it
+        earliest = self._earliest
+        reported = {x for st in flagged.values() for x in st.links} | (set(orphans) if want_orphans else set())
+        records = {x: self._read[x] for x in reported if x in self._read}
+        records.update(
+            self.fx.records_for(reported - self._read_links, limit_per_link=EVIDENCE_RECORDS, earliest=earliest)
+        )
         where = self.fx.describe()["table"]
         for (scope, key), st in sorted(flagged.items()):
             recs = [e for x in sorted(st.links) for e in records.get(x, [])][:EVIDENCE_RECORDS]
             ev = [_evidence(e) for e in recs]
             whom = who(scope, key)
+            if st.first_e is None:
+                st.first_e = min((earliest[x] for x in st.links if x in earliest), default=None)
             first = from_epoch(st.first_e) if st.first_e is not None else (recs[0].at if recs else None)
             # The counts and the ledger's word behind the sentence travel as the evidence's last row (at
             # most EVIDENCE_RECORDS records are listed): the sentence is read from the evidence only.
@@ -188,12 +201,12 @@ class Reconciler:
                         at=first,
                     )
                 )
-        if K.ORPHAN_EFFECT in kinds and orphans:
-            by_link = self.fx.records_for(orphans, limit_per_link=EVIDENCE_RECORDS)
+        if want_orphans:
             for link in sorted(orphans):
                 n, first_e = orphans[link]
+                first_e = earliest.get(link) if first_e is None else first_e
                 first = from_epoch(first_e) if first_e is not None else None
-                oev = [_evidence(e) for e in by_link.get(link, [])]
+                oev = [_evidence(e) for e in records.get(link, [])]
                 oev.append({"effect_records": n, "table": where, "first_effect_at": iso(first) if first else None})
                 out.append(
                     Finding(
@@ -270,16 +283,24 @@ class Reconciler:
 
     # ------------------------------------------------------------- different databases: merge
 
-    def _ledger_links(self) -> StartedStream:
-        """Every operation link in byte order, as chunks of driver rows ``(link,)`` — ``(link, rid)``
-        when the record id is the table's primary key (:meth:`_rid_key`) — (the orphan merge reads
-        nothing else; on SQLite the sort runs over the stored bytes, no row is decoded), executed from
-        now on in a thread (:class:`StartedStream`)."""
-        ol = self.fx.operation_link
+    def _ledger_links(self) -> tuple[StartedStream | IndexOrderedStream, bool]:
+        """Every operation link in byte order, as chunks of driver rows (the orphan merge reads nothing
+        else; on SQLite no row is decoded), and whether each row carries the record's id.
+
+        Read in an index's order where one serves it (per scope on the reference schema's ``(scope,
+        key)`` index: :class:`IndexOrderedStream`): rows ``(link,)``, the database sorts nothing, and
+        the records behind a link are found through that index afterwards. Else sorted by the database,
+        executed from now on in a thread (:class:`StartedStream`): rows ``(link, rid)`` when the record
+        id is the table's primary key (:meth:`_rid_key`), else ``(link,)``."""
+        l, ol = self.l, self.fx.operation_link
+        scope = (l.scope_expr, l.ops.c[l.layout.scope[0]]) if len(l.layout.scope) == 1 else None
+        served = IndexOrderedStream.open(l.engine, l.ops, [ol], ol, scope)
+        if served is not None:
+            return served, False
         rid = self._rid_key()
         cols = [ol] if rid is None else [ol, rid]
-        q = select(*cols).select_from(self.l.ops).where(ol.is_not(None)).order_by(byte_order(ol))
-        return StartedStream(self.l.engine, q)
+        q = select(*cols).select_from(l.ops).where(ol.is_not(None)).order_by(byte_order(ol))
+        return StartedStream(l.engine, q), rid is not None
 
     def _rid_key(self):
         """The record id column when it is the operations table's integer primary key (unique, not
@@ -356,48 +377,59 @@ class Reconciler:
         records; each side is then asked for the other's half of those few links (``IN`` lists).
 
         With ``orphan_effect`` asked for, every link of both sides is read once, in byte order, and
-        merged (:meth:`_stream_merge`): that one pass also yields the links with several records and
-        the counts of the candidates' links, so the effect table is not grouped a second time. Both
-        sides' sorted statements start first, each in a thread (:class:`StartedStream`): the databases
-        sort while the ledger is asked for its candidates."""
-        l, fx = self.l, self.fx
-        ol = fx.operation_link
-        streams: list = []  # StartedStream: the effect links, the ledger links
-        if orphans_wanted:
-            streams = [fx.stream_links(self.orphans_since_e, started=True), self._ledger_links()]
+        merged (:meth:`_stream_merge`): that one pass also yields the links with several records, so
+        the effect table is not grouped a second time. Both sides' ordered statements start first (the
+        effect side's in a thread, :class:`StartedStream`): the database sorts while the ledger is asked
+        for its candidates and the effect records of their links are read (their counts and evidence:
+        what :meth:`run` reports of them is not read again)."""
+        fx = self.fx
+        streams: list = []  # the effect links, the ledger links (StartedStream, IndexOrderedStream)
+        with_rid = False
         counts: dict = {}  # link -> number of effect records
-        known_first: dict = {}  # link -> earliest effect time, where a grouped query already read it
         orphans: dict = {}
         try:
+            if orphans_wanted:
+                streams.append(fx.stream_links(self.orphans_since_e, started=True))
+                op_stream, with_rid = self._ledger_links()
+                streams.append(op_stream)
             recs = self._candidate_records()  # (scope, key) -> list of (link, bad, comp, why)
             cand_links = {x[0] for rs in recs.values() for x in rs if x[0] is not None}
+            self._read = fx.records_for(cand_links, EVIDENCE_RECORDS, earliest=self._earliest, counts=counts)
+            self._read_links = cand_links
             if streams:
-                orphans, dup_links, counts, dup_rids = self._stream_merge(cand_links, *streams)
-                counts.update(dup_links)
+                orphans, dup_links, dup_rids = self._stream_merge(streams[0], streams[1], with_rid)
             else:
                 # effect links with several records: one operation's double effect at least
                 dup_links, dup_rids = {}, None
                 with fx.engine.connect() as c:
                     for g in c.execute(fx.grouped_select(None).having(func.count() >= 2)):
                         dup_links[g[0]] = int(g[1])
-                        _note(g, counts, known_first)
-                self._count_links(cand_links - set(counts), counts, known_first)
+            counts.update(dup_links)
         finally:
             for st in streams:
                 st.close()
-        # the ledger records behind the links with several records (and their other links' counts)
-        # (an operation not yet among them has all its records behind its links: with several records
-        # it is a candidate already, unless its link is its key). Large IN lists: without an index on
-        # the link alone each statement is one pass over the operations.
+        groups = getattr(streams[-1], "groups", None) if streams else None
+        self._records_behind(recs, counts, dup_links, dup_rids, groups)
+        # the earliest effect times are read with the evidence (run: records_for), reported links only
+        return _states(recs, counts), {k: (n, None) for k, n in orphans.items()}
+
+    def _records_behind(self, recs: dict, counts: dict, dup_links: dict, dup_rids: list | None, groups) -> None:
+        """Add to ``recs`` the ledger records behind ``dup_links`` (the links with several records),
+        and to ``counts`` their other links' counts. (An operation not yet among them has all its
+        records behind its links: with several records it is a candidate already, unless its link is
+        its key.) With their record ids from the merge (``dup_rids``): lookups by primary key; with the
+        ledger's links read per scope through an index (``groups``): lookups through it, scope by
+        scope; else large IN lists (without an index on the link alone each is one pass)."""
+        l, ol = self.l, self.fx.operation_link
         more: set = set()
         new: dict = {}
-        # With their record ids from the merge: lookups by primary key instead.
         rid = self._rid_key()
-        by = (
-            (rid.in_(b) for b in _batches(sorted(dup_rids), LINK_BATCH))
-            if dup_rids is not None and rid is not None
-            else (ol.in_(b) for b in _batches(sorted(dup_links), LEDGER_IN_BATCH))
-        )
+        if dup_rids is not None and rid is not None:
+            by: Iterable = (rid.in_(b) for b in _batches(sorted(dup_rids), LINK_BATCH))
+        elif groups:
+            by = (and_(g, ol.in_(b)) for g in groups for b in _batches(sorted(dup_links), LINK_BATCH))
+        else:
+            by = (ol.in_(b) for b in _batches(sorted(dup_links), LEDGER_IN_BATCH))
         with l.engine.connect() as c, sequential_pass(c):
             for cond in by:
                 for row in self._records_where(c, cond):
@@ -405,16 +437,7 @@ class Reconciler:
                         new.setdefault((row[0], row[1]), []).append(row[2:])
                         more.add(row[2])
         recs.update(new)
-        self._count_links(more - set(counts), counts, known_first)
-        states = _states(recs, counts)
-        # the earliest effect time, read for the reported links only
-        reported = {x for st in states.values() for x in st.links} | set(orphans)
-        first = {x: known_first[x] for x in reported if x in known_first}
-        first.update(self._first_times(reported - set(first)))
-        for st in states.values():
-            ts = [first[x] for x in st.links if first.get(x) is not None]
-            st.first_e = min(ts) if ts else None
-        return states, {k: (n, first.get(k)) for k, n in orphans.items()}
+        self._count_links(more - set(counts), counts)
 
     def _candidate_records(self) -> dict:
         """(scope, key) -> [(link, bad, comp, why), ...]: every record of the operations that may be
@@ -452,92 +475,126 @@ class Reconciler:
                 take(self._records_where(c, in_keys(l.scope_expr, l.key_expr, batch)))
         return recs
 
-    def _count_links(self, links: set, counts: dict, known_first: dict) -> None:
-        """Fill ``counts`` (link -> effect records) and ``known_first`` (link -> earliest time) for
-        ``links``, by ``IN`` lists the effect link's index serves."""
+    def _count_links(self, links: set, counts: dict) -> None:
+        """Fill ``counts`` (link -> effect records) for ``links``, by ``IN`` lists the effect link's
+        index serves."""
         if not links:
             return
         fx = self.fx
         with fx.engine.connect() as c:
             for batch in _batches(sorted(links), 500):
                 for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
-                    _note(g, counts, known_first)
-
-    def _first_times(self, links: set) -> dict:
-        """link -> earliest effect time (epoch seconds) for ``links`` (none without a time column)."""
-        fx = self.fx
-        if fx.at_e is None or not links:
-            return {}
-        out: dict = {}
-        with fx.engine.connect() as c:
-            for batch in _batches(sorted(links), 500):
-                for g in c.execute(fx.grouped_select(None).where(fx.link.in_(batch))):
-                    out[g[0]] = g[2]
-        return out
+                    counts[g[0]] = int(g[1])
 
     def _stream_merge(
-        self, cand_links: set, fx_chunks: Iterable[Sequence[Any]], op_chunks: Iterable[Sequence[Any]]
-    ) -> tuple[dict, dict, dict, list | None]:
+        self,
+        fx_chunks: Iterable[Sequence[Any]],
+        op_chunks: Iterable[Sequence[Any]],
+        with_rid: bool = False,
+    ) -> tuple[dict, dict, list | None]:
         """One pass over both sides' links in byte order: ``fx_chunks`` (chunks of the effect side's
         ``(link, n[, n_recent])`` driver tuples, :meth:`EffectSource.stream_links`) against
         ``op_chunks``, the ledger's (:meth:`_ledger_links`), compared as UTF-8 bytes. Returns ``(orphans,
-        dup_links, counts, dup_rids)``: effect links no operation link matches (link -> records inside
-        the retention), links with >= 2 records (link -> n), the number of records of each of
-        ``cand_links`` that has any, and — when the ledger's rows carry their record id — the ids of
-        every operations record behind ``dup_links`` (else None).
+        dup_links, dup_rids)``: effect links no operation link matches (link -> records inside the
+        retention), links with >= 2 records (link -> n), and — when the ledger's rows carry their
+        record id (``with_rid``) — the ids of every operations record behind ``dup_links`` (else None).
 
-        Memory: one fetch of each side, the candidates, and the links found. (A merge by set
-        operations per chunk was tried: hashing every link costs more than this loop's comparisons.)"""
-        since = self.orphans_since_e
-        has_recent = since is not None and self.fx.at_e is not None
-        want = {link_bytes(x): x for x in cand_links}
-        orphans: dict = {}
-        dup_links: dict = {}
-        counts: dict = {}
-        dup_rids: list | None = None if self._rid_key() is None else []
-        # the ledger's links, and in step with them their record ids (or Nones)
-        # the ledger's links and, in step with them, their record ids (each chunk's ids are queued
-        # when its links are taken: one chunk held, never the stream)
-        pending: deque = deque()
-
-        def link_chunks() -> Iterator[list]:
-            for rows in op_chunks:
-                if dup_rids is not None:
-                    pending.append(map(_second, rows))
-                yield links_as_bytes(list(map(_first, rows)))
-
-        def rid_chunks() -> Iterator[Iterator[Any]]:
-            while pending:
-                yield pending.popleft()
-
-        ops = chain.from_iterable(link_chunks())
-        rids: Iterator[Any] = repeat(None) if dup_rids is None else chain.from_iterable(rid_chunks())
-        op, rid = next(ops, None), next(rids, None)
-        for rows in fx_chunks:
-            for link, r in zip(links_as_bytes(list(map(_first, rows))), rows, strict=True):
-                while op is not None and op < link:
-                    op, rid = next(ops, None), next(rids, None)
-                if op == link:
-                    if r[1] >= 2:
-                        dup_links[link_from_bytes(link)] = int(r[1])
-                        if dup_rids is not None:
-                            while op == link:  # every record behind this link
-                                dup_rids.append(rid)
-                                op, rid = next(ops, None), next(rids, None)
-                    if link in want:
-                        counts[want[link]] = int(r[1])
-                else:
-                    n_recent = int(r[2] or 0) if has_recent else int(r[1])
-                    if n_recent > 0:
-                        orphans[link_from_bytes(link)] = n_recent
-        return orphans, dup_links, counts, dup_rids
+        Memory: one fetch of each side and the links found (:func:`merge_links`)."""
+        has_recent = self.orphans_since_e is not None and self.fx.at_e is not None
+        return merge_links(fx_chunks, op_chunks, has_recent, with_rid)
 
 
-def _note(g, counts: dict, known_first: dict) -> None:
-    """A grouped row ``(link, n[, first_e])`` into ``counts`` and ``known_first``."""
-    counts[g[0]] = int(g[1])
-    if len(g) > 2:
-        known_first[g[0]] = g[2]
+class _AfterAll:
+    """Compares greater than every link: the ledger's stream once it has ended."""
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __gt__(self, other: object) -> bool:
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    __hash__ = object.__hash__
+
+
+#: Links compared as one block by :func:`merge_links` (a C-level list comparison instead of a Python
+#: step per link).
+MERGE_BLOCK = 64
+
+
+def merge_links(
+    fx_chunks: Iterable[Sequence[Any]], op_chunks: Iterable[Sequence[Any]], has_recent: bool, with_rid: bool
+) -> tuple[dict, dict, list | None]:
+    """Merge two link streams in byte order (see :meth:`Reconciler._stream_merge`): ``fx_chunks``, the
+    effect side's ``(link, n[, n_recent])`` rows (links unique), against ``op_chunks``, the ledger's
+    ``(link[, rid])`` rows (a link once per record). Returns ``(orphans, dup_links, dup_rids)``.
+
+    Most links match one to one: a block of :data:`MERGE_BLOCK` links that is equal on both sides
+    (one C-level list comparison) and holds no link with several records is passed in one step; a
+    block that differs is walked link by link (and the next block too, so that a failed comparison
+    costs at most one more pass over its links in C)."""
+    orphans: dict = {}
+    dup_links: dict = {}
+    dup_rids: list | None = [] if with_rid else None
+    end = _AfterAll()
+    chunks = iter(op_chunks)
+    ops: list = []  # the ledger's current chunk: links as bytes, and the record ids in step
+    ids: list = []
+    i = 0
+
+    def load() -> None:
+        nonlocal ops, ids, i
+        rows = next(chunks, None)
+        while rows is not None and not rows:
+            rows = next(chunks, None)
+        if rows is None:
+            ops, ids = [end], [None]
+        else:
+            ops = links_as_bytes(list(map(_first, rows)))
+            ids = list(map(_second, rows)) if with_rid else []
+        i = 0
+
+    load()
+    for rows in fx_chunks:
+        links = links_as_bytes(list(map(_first, rows)))
+        ns = list(map(_second, rows))
+        j, n_links, slow_until = 0, len(links), 0
+        while j < n_links:
+            if j >= slow_until:
+                k = min(MERGE_BLOCK, n_links - j, len(ops) - i)
+                if ops[i : i + k] == links[j : j + k] and max(ns[j : j + k]) < 2:
+                    i += k
+                    j += k
+                    if i == len(ops):
+                        load()
+                    continue
+                slow_until = j + MERGE_BLOCK
+            link = links[j]
+            while ops[i] < link:
+                i += 1
+                if i == len(ops):
+                    load()
+            if ops[i] == link:
+                n = int(ns[j])
+                if n >= 2:
+                    dup_links[link_from_bytes(link)] = n
+                    while dup_rids is not None and ops[i] == link:  # every record behind this link
+                        dup_rids.append(ids[i])
+                        i += 1
+                        if i == len(ops):
+                            load()
+                if ops[i] == link:  # past this record (the link's other records: skipped above)
+                    i += 1
+                    if i == len(ops):
+                        load()
+            else:
+                n_recent = int(rows[j][2] or 0) if has_recent else int(ns[j])
+                if n_recent > 0:
+                    orphans[link_from_bytes(link)] = n_recent
+            j += 1
+    return orphans, dup_links, dup_rids
 
 
 def _states(recs: dict, counts: dict) -> dict:
