@@ -215,6 +215,68 @@ def _pin_clock(iso: str) -> None:
     lt.datetime = _Clock  # type: ignore[misc]
 
 
+def _mark_timeline() -> dict[str, float]:
+    """Times (``time.monotonic``) of the open landing on the GUI thread and of the first page, marked by
+    wrapping the two methods at class level (the tab does not exist yet)."""
+    from idemview.qt.ledgertab import LedgerTab
+    from idemview.qt.models import OperationsModel
+
+    marks: dict[str, float] = {}
+
+    def wrap(cls, name: str, label: str) -> None:
+        orig = getattr(cls, name)
+
+        def wrapped(self, *a, **k):
+            marks.setdefault(label + "_in", time.monotonic())
+            try:
+                return orig(self, *a, **k)
+            finally:
+                marks.setdefault(label + "_out", time.monotonic())
+
+        setattr(cls, name, wrapped)
+
+    wrap(LedgerTab, "_on_open", "opened")
+    wrap(OperationsModel, "_request", "page_asked")
+    wrap(OperationsModel, "_on_page", "first_page")
+    return marks
+
+
+def _count_pipe() -> dict:
+    """What the findings process sends, re-pickled as the GUI receives it, per message type: messages,
+    bytes, and Python objects of class Finding (a diagnosis: it costs GUI-thread time)."""
+    import pickle
+
+    from idemview.services.scanservice import ScanService
+
+    out: dict = {}
+    orig = ScanService._on_message
+
+    def counted(self, st, msg):
+        what, _kind, payload = msg
+        d = out.setdefault(what, {"messages": 0, "bytes": 0, "findings": 0})
+        d["messages"] += 1
+        try:
+            d["bytes"] += len(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception:  # noqa: BLE001 - a diagnosis only
+            pass
+        if what == "batch":
+            d["findings"] += len(payload[0])
+        return orig(self, st, msg)
+
+    ScanService._on_message = counted  # type: ignore[method-assign]
+    return out
+
+
+def _traced_top(n: int = 12) -> list:
+    """The ``n`` source lines holding the most Python memory now (tracemalloc), in MB."""
+    import tracemalloc
+
+    snap = tracemalloc.take_snapshot()
+    cur, peak = tracemalloc.get_traced_memory()
+    top = [(str(st.traceback[0]), round(st.size / 2**20, 2)) for st in snap.statistics("lineno")[:n]]
+    return [("traced now / peak MB", round(cur / 2**20, 1), round(peak / 2**20, 1)), *top]
+
+
 def measure(
     url: str,
     timeout_s: float = 90.0,
@@ -224,6 +286,10 @@ def measure(
     profile: str | None = None,
     now: str | None = None,
     refresh: bool = False,
+    scan_nice: int | None = None,
+    first_page_wait_ms: int | None = None,
+    prewarm: bool = True,
+    diagnose: bool = False,
 ) -> dict:
     os.environ["IDEMVIEW_CONFIG_DIR"] = tempfile.mkdtemp(prefix="idemview-bench-gui-")
     from PySide6.QtCore import QTimer
@@ -237,6 +303,20 @@ def measure(
 
     if now:
         _pin_clock(now)
+    # A/B switches: the findings process's nice (0: as the window) and how long an opening holds the
+    # scan, counts and chart back for its first page (0: they start at once, as before issue 27)
+    if scan_nice is not None:
+        import idemview.services.scanproc as sp
+
+        sp.SCAN_NICE = scan_nice
+    if first_page_wait_ms is not None:
+        import idemview.qt.ledgertab as lt
+
+        lt.FIRST_PAGE_WAIT_MS = first_page_wait_ms
+    if not prewarm:  # the window does not import what an open needs before the open (as before issue 27)
+        import idemview.qt.prewarm as pw
+
+        pw._started.set()
     app = QApplication.instance() or QApplication([])
     theme.apply_scheme(app)
     w = MainWindow()
@@ -294,6 +374,12 @@ def measure(
 
         prof = cProfile.Profile()  # the GUI thread only: workers run on other threads
         prof.enable()
+    marks = _mark_timeline()
+    pipe = _count_pipe() if diagnose else None
+    if diagnose:
+        import tracemalloc
+
+        tracemalloc.start(1)
     timer.start()
     t0 = time.monotonic()
     unfinished = None
@@ -362,6 +448,7 @@ def measure(
         sp = tab._scan.proc if tab is not None else None
         if sp is not None and tab.scan_complete():
             sp.proc.join(60)
+        traced = _traced_top() if diagnose else None  # before the tab (and its findings) goes
         for t in w.ledger_tabs():
             t.close_tab()
         pool().waitForDone(120_000)
@@ -373,6 +460,9 @@ def measure(
     for g, p, *_rest in gaps:
         by_phase[p] = max(by_phase.get(p, 0.0), g)
     return {
+        # when the open ended on its worker (the GUI thread got the Opened), and when the first page
+        # arrived, after the click (s)
+        "timeline_s": {k: round(v - t0, 3) for k, v in marks.items()},
         "max_stall_s": worst[0],
         "worst_phase": worst[1],
         "by_phase": by_phase,
@@ -395,6 +485,10 @@ def measure(
         "now": now or "wall clock",
         "finding": finding,
         "status": status,
+        "scan_nice": __import__("idemview.services.scanproc", fromlist=["x"]).SCAN_NICE,
+        "first_page_wait_ms": __import__("idemview.qt.ledgertab", fromlist=["x"]).FIRST_PAGE_WAIT_MS,
+        "prewarm": prewarm,
+        **({"pipe": pipe, "tracemalloc_top": traced} if diagnose else {}),
         "url": _safe_url(url),
         **sampler.result(),
         "db_calls_on_gui_thread": sql_on_gui.count,
@@ -421,26 +515,30 @@ def _verdict(r: dict) -> str:
     return "  ".join(parts)
 
 
-def issue27(engines: list[str], rows: int, repeat: int, timeout: float, extra: list[str]) -> dict:
+def issue27(engines: list[str], rows: int, repeat: int, timeout: float, extra: list[str], ab: bool = False) -> dict:
     """The issue's scenario on each engine's cached Celery ledger, ``repeat`` fresh processes each,
     alternating engines; returns ``{"runs": [...], "targets": TARGETS}``. A ledger that is missing is
-    reported as an error run (generate it with benchmarks/presets_gen.py)."""
+    reported as an error run (generate it with benchmarks/presets_gen.py). ``ab``: each run twice, first
+    as before issue 27's window changes (``--scan-nice 0 --first-page-wait-ms 0 --no-prewarm``), then as
+    built."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import presets_gen as pg
 
     admin = os.environ.get("BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
     urls = {"sqlite": pg.sqlite_path("celery", rows), "postgresql": f"{admin}/{pg.pg_db('celery', rows)}"}
     runs = []
+    before = ["--scan-nice", "0", "--first-page-wait-ms", "0", "--no-prewarm"]
+    variants = [("before", before), ("after", [])] if ab else [("", [])]
     for i in range(repeat):
-        for eng in engines:
-            r: dict = {"engine": eng, "rows": rows, "repeat": i, "load_avg_before": os.getloadavg()}
+        for eng, (variant, vargs) in ((e, v) for e in engines for v in variants):
+            r: dict = {"engine": eng, "rows": rows, "repeat": i, "variant": variant, "load_avg_before": os.getloadavg()}
             if eng == "sqlite" and not os.path.exists(urls[eng]):
                 r["error"] = f"no ledger at {urls[eng]}"
             else:
                 with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tf:
                     out = tf.name
                 cmd = [sys.executable, os.path.abspath(__file__), urls[eng], "--layout", "celery", "--now", ANCHOR]
-                cmd += ["--timeout", str(timeout), "--json", out, *extra]
+                cmd += ["--timeout", str(timeout), "--json", out, *extra, *vargs]
                 t0 = time.monotonic()
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout * 6 + 120)
                 r["process_wall_s"] = time.monotonic() - t0
@@ -451,7 +549,8 @@ def issue27(engines: list[str], rows: int, repeat: int, timeout: float, extra: l
                     r["error"] = f"no result (exit {p.returncode}): {p.stderr[-400:]}"
                 os.unlink(out)
             runs.append(r)
-            print(f"{eng:10} run {i + 1}: {_verdict(r)}  load {r.get('load_avg', r['load_avg_before'])[0]:.1f}")
+            load = r.get("load_avg", r["load_avg_before"])[0]
+            print(f"{eng:10} {variant:6} run {i + 1}: {_verdict(r)}  load {load:.1f}")
             sys.stdout.flush()
     return {"runs": runs, "targets": TARGETS, "ledger": f"celery {rows:,} rows (result_extended)"}
 
@@ -471,15 +570,34 @@ if __name__ == "__main__":
     ap.add_argument("--engines", default="sqlite,postgresql", help="with --issue27 (default sqlite,postgresql)")
     ap.add_argument("--rows", type=int, default=2_000_000, help="with --issue27: the ledger's size")
     ap.add_argument("--repeat", type=int, default=1, help="with --issue27: runs per engine")
+    ap.add_argument("--ab", action="store_true", help="with --issue27: each run before/after the window changes")
+    ap.add_argument("--scan-nice", type=int, help="the findings process's nice (default scanproc.SCAN_NICE)")
+    ap.add_argument("--first-page-wait-ms", type=int, help="ledgertab.FIRST_PAGE_WAIT_MS (0: no wait)")
+    ap.add_argument("--no-prewarm", action="store_true", help="no import of what an open needs before it")
+    ap.add_argument("--diagnose", action="store_true", help="tracemalloc and the pipe's bytes (slows the GUI)")
     a = ap.parse_args()
     if a.issue27:
         extra = (["--refresh"] if a.refresh else []) + ["--finding", a.finding, "--status", a.status]
-        res = issue27([e.strip() for e in a.engines.split(",") if e.strip()], a.rows, a.repeat, a.timeout, extra)
+        engines = [e.strip() for e in a.engines.split(",") if e.strip()]
+        res = issue27(engines, a.rows, a.repeat, a.timeout, extra, a.ab)
     elif not a.url:
         ap.error("a ledger URL, or --issue27")
     else:
         try:
-            res = measure(a.url, a.timeout, a.layout, a.finding, a.status, a.profile, a.now, a.refresh)
+            res = measure(
+                a.url,
+                a.timeout,
+                a.layout,
+                a.finding,
+                a.status,
+                a.profile,
+                a.now,
+                a.refresh,
+                a.scan_nice,
+                a.first_page_wait_ms,
+                not a.no_prewarm,
+                a.diagnose,
+            )
         except Exception as e:  # noqa: BLE001
             res = {"error": f"{type(e).__name__}: {e}"}
         print("@@GUI@@" + json.dumps(res))
