@@ -267,6 +267,29 @@ def _count_pipe() -> dict:
     return out
 
 
+def _rss_by_mapping(pid: int | str = "self", n: int = 8) -> dict:
+    """RSS (MB) of process ``pid`` by what is mapped (``/proc/<pid>/smaps``): anonymous memory (the heap,
+    malloc arenas, thread stacks), and the ``n`` largest files (shared libraries, the SQLite file)."""
+    by: dict[str, int] = {}
+    name = "?"
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                head = line.split()
+                if not head:
+                    continue
+                if not line[0].isupper() or "-" in head[0]:  # a mapping's first line: range perms ... [path]
+                    name = head[5] if len(head) > 5 else "[anon]"
+                    if name.startswith("/"):
+                        name = os.path.basename(name)
+                elif head[0] == "Rss:":
+                    by[name] = by.get(name, 0) + int(head[1])
+    except OSError:
+        return {}
+    top = sorted(by.items(), key=lambda kv: -kv[1])
+    return {k: round(v / 1024, 1) for k, v in top[:n]} | {"(the rest)": round(sum(v for _k, v in top[n:]) / 1024, 1)}
+
+
 def _traced_top(n: int = 12) -> list:
     """The ``n`` source lines holding the most Python memory now (tracemalloc), in MB."""
     import tracemalloc
@@ -449,6 +472,7 @@ def measure(
         if sp is not None and tab.scan_complete():
             sp.proc.join(60)
         traced = _traced_top() if diagnose else None  # before the tab (and its findings) goes
+        mapped = _rss_by_mapping() if diagnose else None
         for t in w.ledger_tabs():
             t.close_tab()
         pool().waitForDone(120_000)
@@ -488,7 +512,7 @@ def measure(
         "scan_nice": __import__("idemview.services.scanproc", fromlist=["x"]).SCAN_NICE,
         "first_page_wait_ms": __import__("idemview.qt.ledgertab", fromlist=["x"]).FIRST_PAGE_WAIT_MS,
         "prewarm": prewarm,
-        **({"pipe": pipe, "tracemalloc_top": traced} if diagnose else {}),
+        **({"pipe": pipe, "tracemalloc_top": traced, "rss_by_mapping_mb": mapped} if diagnose else {}),
         "url": _safe_url(url),
         **sampler.result(),
         "db_calls_on_gui_thread": sql_on_gui.count,
