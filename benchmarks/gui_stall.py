@@ -238,6 +238,9 @@ def _mark_timeline() -> dict[str, float]:
     wrap(LedgerTab, "_on_open", "opened")
     wrap(OperationsModel, "_request", "page_asked")
     wrap(OperationsModel, "_on_page", "first_page")
+    from idemview.services.scanservice import ScanService
+
+    wrap(ScanService, "start", "scan_start")  # on the GUI thread: starts the findings process
     return marks
 
 

@@ -444,6 +444,11 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         self._first_rest = rest
         timer = QTimer(self, singleShot=True, interval=FIRST_PAGE_WAIT_MS)
 
+        def later() -> None:
+            go = self._take_first_rest(rest)
+            if go is not None:
+                go()
+
         def fire(*_a) -> None:
             timer.stop()
             for sig, slot in ((self.model.page_loaded, fire), (self.model.error, fire)):
@@ -451,9 +456,8 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
                     sig.disconnect(slot)
                 except (RuntimeError, TypeError):
                     pass
-            go = self._take_first_rest(rest)
-            if go is not None:
-                go()
+            # the next turn of the event loop: the page's rows are painted before the process starts
+            QTimer.singleShot(0, self, later)
 
         timer.timeout.connect(fire)
         self.model.page_loaded.connect(fire)
