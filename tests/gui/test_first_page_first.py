@@ -170,3 +170,22 @@ def test_the_chart_shows_times_only_over_a_real_range(qtbot, counts, span, shown
     ov.set_span(t - timedelta(hours=1) if span else None, t if span else None)
     ov.set_histogram(Histogram([t - timedelta(minutes=2), t - timedelta(minutes=1), t], counts, "operations"))
     assert ov.axes_show_values() is shown
+
+
+def test_the_panel_title_gives_no_total_while_kinds_are_pending(qtbot, window, demo_db):
+    """A partial count read as the answer ("0 findings on 0 operations · scanning…" on the 2M-row Celery
+    ledger's screenshot, while seven kinds were still running): while scanning, it is "so far"."""
+    from tests.gui.conftest import open_and_wait, settle
+
+    path, _planted = demo_db
+    tab = open_and_wait(qtbot, window, spec_for(path))
+    settle(qtbot, tab)
+    ff = tab.filtered_findings
+    assert ff is not None and ff.n_total > 0
+    tab._scanning = True  # as while a merge of some kinds is shown and others are pending
+    tab._on_narrowed(tab.findings, ff)
+    title = tab.findings_title.text()
+    assert title == f"<b>Findings</b> — scanning… ({ff.n_total:,} findings so far)", title
+    tab._scanning = False
+    tab._on_narrowed(tab.findings, ff)
+    assert " findings on " in tab.findings_title.text() and "scanning" not in tab.findings_title.text()
