@@ -65,6 +65,9 @@ GRID_WIDTHS = (195, 70, 112, 100, 140, 140, 62, 56)
 DETAIL_MIN = 260
 #: Its width when it unfolds for the first operation opened (a 36-character key shows whole).
 DETAIL_OPEN = 380
+#: When a ledger opens, the first page is asked alone; the findings process, the counts and the chart
+#: start when it is in, or after this many ms when it is slow (issue 27 item 3: first rows <= 0.5 s).
+FIRST_PAGE_WAIT_MS = 2000
 
 
 class LedgerTab(ScanViews, DetailViews, QWidget):
@@ -98,6 +101,7 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         self._ordered: list[Finding] = []
         self._ready_sent = False
         self._scanning = False
+        self._first_rest = None  # what waits for the first page when the ledger opens (_defer_to_first_page)
         self.filtered_findings: FilteredFindings | None = None
         self._narrowed_res: FindingsResult | None = None
         # the scan as a service (no Qt): its state, its transport (process or threads), its merges
@@ -325,16 +329,21 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         self.overview.set_span(*o.span)
         self.unmapped.show_counts(o.unmapped, self.masker)
         self.title_changed.emit()
-        self.refresh(snapshot_again=False)
-        if o.n_ops < 0:  # queued after the first page: counting millions of rows is not in its way
-            ledger = o.ledger
-            self.runner.submit(
-                "basics",
-                lambda tok: ledger_basics(ledger),
-                lambda b, o=o: self._on_basics(o, b),
-                lambda err: self.message.emit("Rows not counted: " + self.masker.free_text(err.message)),
-            )
+        self.refresh(snapshot_again=False, first=True)
         self.opened_signal.emit()
+
+    def _count_basics(self, o: Opened) -> None:
+        """The whole-ledger counts (operations, attempts, unmapped values) of a live database, asked after
+        the first page: counting millions of rows is not in its way."""
+        if o.n_ops >= 0 or o is not self.opened:
+            return
+        ledger = o.ledger
+        self.runner.submit(
+            "basics",
+            lambda tok: ledger_basics(ledger),
+            lambda b, o=o: self._on_basics(o, b),
+            lambda err: self.message.emit("Rows not counted: " + self.masker.free_text(err.message)),
+        )
 
     def _show_where(self, o: Opened):
         size = f"{plural(o.n_ops, 'operation')} · {plural(o.n_att, 'attempt')}" if o.n_ops >= 0 else "counting rows…"
@@ -379,11 +388,14 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
 
     # ------------------------------------------------------------------------------- refresh
 
-    def refresh(self, live: bool = False, snapshot_again: bool = True):
+    def refresh(self, live: bool = False, snapshot_again: bool = True, first: bool = False):
         """Re-scan findings for the current time and reload what is shown (F5 / live refresh).
 
         A live refresh keeps the grid when the user has scrolled past the first page, so it never
-        yanks rows away from under someone reading them."""
+        yanks rows away from under someone reading them. ``first`` (the ledger has just opened): the
+        first page is asked alone and the scan, the counts and the chart follow it
+        (:meth:`_defer_to_first_page`)."""
+        self._first_rest = None  # a refresh replaces what an opening still had waiting
         if self.ledger is None:
             if not self.runner.is_pending("open"):
                 self.start()
@@ -402,11 +414,63 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         from idemview.findings.engine import FindingEngine
 
         unsupported = FindingEngine(ledger, now).unsupported()  # pure Python: no query
-        self.scans.start(ledger, self.masker, now, unsupported, self._process_args())
         self.flt = self.filterbar.filter()
+        if first:
+            self._requery(count=False)
+            o = self.opened
+
+            def rest() -> None:
+                self.scans.start(ledger, self.masker, now, unsupported, self._process_args())
+                self._submit_count()
+                self._load_overview()
+                if o is not None:
+                    self._count_basics(o)
+
+            self._defer_to_first_page(rest)
+            return
+        self.scans.start(ledger, self.masker, now, unsupported, self._process_args())
         if not live or self.model.rowCount() <= self.model.page_size:
             self._requery()
         self._load_overview()
+
+    def _defer_to_first_page(self, rest) -> None:
+        """Run ``rest`` once the first page is in (or failed), or after :data:`FIRST_PAGE_WAIT_MS`.
+
+        Why (issue 27 item 3, BENCHMARKS.md "A lean window"): on two loaded cores the findings process's
+        interpreter start and imports, a whole-ledger count and the chart's query all ran beside the first
+        page (43 ms of CPU alone) and made it arrive 1.4 s after the open. Until the scan starts, the
+        board says every kind is pending, so no view says "none" meanwhile (issue 20 §1). A refresh, a
+        cancel or closing the tab takes ``rest`` away (:meth:`_take_first_rest`)."""
+        self._first_rest = rest
+        timer = QTimer(self, singleShot=True, interval=FIRST_PAGE_WAIT_MS)
+
+        def later() -> None:
+            go = self._take_first_rest(rest)
+            if go is not None:
+                go()
+
+        def fire(*_a) -> None:
+            timer.stop()
+            for sig, slot in ((self.model.page_loaded, fire), (self.model.error, fire)):
+                try:
+                    sig.disconnect(slot)
+                except (RuntimeError, TypeError):
+                    pass
+            # the next turn of the event loop: the page's rows are painted before the process starts
+            QTimer.singleShot(0, self, later)
+
+        timer.timeout.connect(fire)
+        self.model.page_loaded.connect(fire)
+        self.model.error.connect(fire)
+        timer.start()
+
+    def _take_first_rest(self, rest=None):
+        """The opening's waiting work (None when none waits, or when it is not ``rest``), no longer waiting."""
+        go = self._first_rest
+        if go is None or (rest is not None and go is not rest):
+            return None
+        self._first_rest = None
+        return go
 
     #: run the findings scan in a child process (#11 §3); threads are the fallback
     scan_process = True
@@ -422,9 +486,15 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
             spec.url, spec.password, self.ledger.layout, spec.name, self.masker.process_key(), self.scan_gate
         )
 
-    def _requery(self):
+    def _requery(self, count: bool = True):
         self.model.set_query(self.flt, self.now, None)
         self._count = None
+        if count:
+            self._submit_count()
+        self._update_footer()
+
+    def _submit_count(self) -> None:
+        """Count the operations the current filter shows (on a worker; the footer says it)."""
         ledger, flt, now = self.ledger, self.flt, self.now
         if ledger is None:
             return
@@ -435,7 +505,6 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
             return count_matching(ledger, flt, now, scanned)
 
         self.runner.submit("count", count, self._on_count, lambda e: None)
-        self._update_footer()
 
     def _on_count(self, n: int):
         self._count = n
@@ -520,6 +589,9 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
     def cancel_all(self):
         """Esc / Cancel: stop this tab's queries and the findings scan (silent when nothing runs: Esc also
         closes a dropdown, which must not print "Cancelled the running queries")."""
+        rest = self._take_first_rest()
+        if rest is not None:  # the scan had not started: started and cancelled, its kinds say "cancelled"
+            rest()
         if not self.runner.pending() and not self.scans.running:
             return
         self.runner.cancel()
@@ -554,6 +626,7 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
     def close_tab(self):
         """Stop this tab's work; its connections are closed on a worker thread (``engine.dispose()``
         can block on a dead server's sockets), so closing a tab never waits for the database."""
+        self._first_rest = None
         self.scans.close()
         self.runner.cancel()
         if self.opened is not None:

@@ -249,6 +249,9 @@ class MainWindow(QMainWindow):
         app = QApplication.instance()
         if app is not None:
             app.styleHints().colorSchemeChanged.connect(self._scheme_changed)
+        from idemview.qt.prewarm import start_prewarm
+
+        QTimer.singleShot(0, start_prewarm)  # once shown: what the first open imports (issue 27 item 3)
 
     # ---------------------------------------------------------------------------------- geometry
 

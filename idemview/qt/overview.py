@@ -255,7 +255,9 @@ class IncidentOverview(QWidget):
 
     def set_histogram(self, h: Histogram):
         self._hist = h
-        self._axes_values(True)
+        # numbers only over a real time range: a ledger without creation times (Celery) has no span and
+        # an empty histogram, and its chart's 0..1 range read as times "00.100 … 00.900" (until markers)
+        self._axes_values(self._span[1] is not None or any(any(c) for c in h.counts.values()))
         src = "Attempts" if h.source == "attempts" else "Operations created"
         self.title.setText(f"{src} over time")
         self._draw()
@@ -327,6 +329,8 @@ class IncidentOverview(QWidget):
             brush=[brushes[f.severity] for f in shown],
             pen=edge,
         )
+        if shown:  # the markers' times are a real range
+            self._axes_values(True)
 
     def _tip(self, x, y, data):
         f: Finding = data

@@ -261,16 +261,18 @@ class ScanViews:
         self.findings_model.set_result(res, ff)
         self._show_ledger_audit(res)
         n_ops = total_operations(res)
-        if ff.base_filtered:
+        if self._scanning:  # a partial count is no answer: "0 findings on 0 operations" read as "none"
+            so_far = f" ({plural(ff.n_total, 'finding')} so far)" if ff.n_total else ""
+            head = f"<b>Findings</b> — scanning…{so_far}"
+        elif ff.base_filtered:
             head = (
                 f"<b>Findings</b> — {ff.n_findings:,} of {plural(ff.n_total, 'finding')} in the filter "
                 f"({plural(n_ops, 'operation')} in all)"
             )
         else:
             head = f"<b>Findings</b> — {plural(ff.n_total, 'finding')} on {plural(n_ops, 'operation')}"
-        if self._scanning:
-            head += " · scanning…"
-        elif unchecked := self.board.failed:  # cancelled or failed kinds: "0 findings" is not "none"
+        # cancelled or failed kinds: "0 findings" is not "none"
+        if not self._scanning and (unchecked := self.board.failed):
             why = "cancelled" if set(unchecked.values()) == {CANCELLED} else "cancelled or failed"
             head += f" · {plural(len(unchecked), 'kind')} not checked ({why})"
         self.findings_title.setText(head)

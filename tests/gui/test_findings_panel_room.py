@@ -68,7 +68,9 @@ def test_while_the_scan_is_held_nothing_reads_as_none(qtbot, window, demo_db, mo
     tab.message.connect(seen.append)
     qtbot.waitUntil(lambda: tab.ledger is not None and tab._scan.proc is not None, timeout=30000)
     assert tab._scan.pending and tab.findings is None
-    assert not tab.overview.axes_show_values()  # an empty chart, not times of 1970
+    # an empty chart, not times of 1970: no numbers before its histogram (which, since the scan starts
+    # after the first page (issue 27 item 3), may already have landed here, over the ledger's real span)
+    assert tab.overview.axes_show_values() == (tab.overview._hist is not None)
     tab.step_finding(1)
     assert seen[-1] == "Findings are still being scanned…"
     gate.set()
