@@ -80,15 +80,13 @@ bench-reference: $(BIN)/.installed
 	mkdir -p build
 	$(BIN)/python benchmarks/run.py --sizes 100k,1m,3m --reuse --out build/BENCHMARKS-reference.md
 
-# The GUI on production-sized ledgers (issue 11 §3; `make bench` runs the Celery one too): 2M Celery rows and the 1M-operation
-# reference ledger on PostgreSQL (generated once, cached), the GUI's clock at the generator's anchor.
+# The window on issue 27's ledger (2M Celery rows with the extended columns, SQLite and PostgreSQL, generated
+# once and cached), twice per engine: first rows, longest stall, GUI + findings process RSS at one instant.
 BENCH_PG ?= postgresql+psycopg://postgres@127.0.0.1:5432
-GUI_NOW ?= 2026-11-30T12:00:00+00:00
 bench-gui: $(BIN)/.installed
 	bash packaging/start-services.sh
-	cd benchmarks && ../$(BIN)/python -c "import presets_gen as g; [g.ensure('postgresql', p, n, '$(BENCH_PG)/postgres') for p, n in (('celery', 2000000), ('idemview', 1000000))]"
-	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/gui_stall.py $(BENCH_PG)/idemview_bench_celery_2000000 --layout celery --now $(GUI_NOW) --timeout 180
-	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/gui_stall.py $(BENCH_PG)/idemview_bench_idemview_1000000 --layout idemview --now $(GUI_NOW) --timeout 180
+	cd benchmarks && ../$(BIN)/python -c "import presets_gen as g; [g.ensure(e, 'celery', 2000000, '$(BENCH_PG)/postgres') for e in ('sqlite', 'postgresql')]"
+	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/gui_stall.py --issue27 --engines sqlite,postgresql --repeat 2 --timeout 180
 
 # The desktop bundle dist/idemview/ (executable dist/idemview/idemview), built by PyInstaller from
 # packaging/idemview.spec; see packaging/README.md.
