@@ -152,8 +152,7 @@ def main(argv=None) -> int:
             out["mask_s"] = sum(per_col)
             out["mask_cpu_s"] = sum(per_col_cpu)
             out["mask_per_column_cpu_s"] = {
-                col.name: round(v, 3)
-                for col, v in sorted(zip(cols, per_col_cpu, strict=True), key=lambda cv: -cv[1])
+                col.name: round(v, 3) for col, v in sorted(zip(cols, per_col_cpu, strict=True), key=lambda cv: -cv[1])
             }
             out["mask_per_column_s"] = {
                 col.name: round(v, 3) for col, v in sorted(zip(cols, per_col, strict=True), key=lambda cv: -cv[1])

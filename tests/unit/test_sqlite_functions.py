@@ -19,8 +19,6 @@ import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
-
 import idemview
 from idemview.layouts.layout import load_preset
 from idemview.ledger.connect import open_engine
