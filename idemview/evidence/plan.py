@@ -174,7 +174,11 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
     i_json = pos.get("j_attempts")
 
     tdefs = _time_defs(ledger, times, pos)
-    pdefs = [(pos[f"p_{p}"], _payload_converter(ledger.layout.fields[p].encoding)) for p in payloads]
+    pdefs = [
+        (pos[f"p_{p}"], _payload_converter(enc), timecols.payload_bulk(enc))
+        for p in payloads
+        for enc in [ledger.layout.fields[p].encoding]
+    ]
     classify = classifier_for(ledger).classify  # memoised per distinct kind (DESIGN §5.1)
     att = ledger.layout.attempts
     with_refs = att.source == "table" and bool(att.effect_ref)
@@ -197,8 +201,9 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
         out.append(_attempt_counts(cols[i_ac], cols[i_json] if i_json is not None else None))
         out += [cols[i] for i in tail_as_is]
         out.append(_attempt_effect_refs(ledger, scope, key) if with_refs else [None] * n)
-        for i, fn in pdefs:
-            out.append(list(map(fn, cols[i])))
+        for i, fn, bulk in pdefs:
+            got = bulk(cols[i]) if bulk is not None else None  # a column of bytes at once (timecols)
+            out.append(got if got is not None else list(map(fn, cols[i])))
         if findings:
             out.append([(" ".join(f) if (f := findings.get(sk)) else None) for sk in zip(scope, key, strict=False)])
         else:
