@@ -203,7 +203,7 @@ def _csv_column(col: Sequence[str]) -> Sequence[str]:
     ]
 
 
-def _csv_text(cols: list[Sequence[str]]) -> str:
+def _csv_text(cols: Sequence[Sequence[str]]) -> str:
     """The text ``csv.writer(..., lineterminator="\r\n", quoting=QUOTE_NONNUMERIC).writerows(zip(*cols))``
     writes for formatted cells (``str``, :class:`_Bare`), built a column at a time and joined by
     ``str.join`` instead of a character loop per field; two or more columns (a lone empty field is

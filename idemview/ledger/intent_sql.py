@@ -69,6 +69,7 @@ def _text_for_empty(col: ColumnElement, dialect: str) -> ColumnElement:
 
 def _part(col: ColumnElement, dialect: str) -> ColumnElement:
     """One column's text in the reference (module docstring): '' for NULL, a binary column as hex."""
+    part: ColumnElement
     if dialect == POSTGRESQL:
         part = func.encode(col, literal_column("'hex'")) if is_binary(col) else cast(col, String())
     elif dialect == MYSQL:

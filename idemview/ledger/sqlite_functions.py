@@ -18,6 +18,7 @@ Functions (all deterministic: SQLite may use them in an index or fold repeated c
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from typing import Any
 
@@ -46,10 +47,11 @@ def register_functions(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
-def connect_sqlite(database: str, **kwargs: Any) -> sqlite3.Connection:
+def connect_sqlite(database: str | os.PathLike[str], **kwargs: Any) -> Any:
     """``sqlite3.connect(database, **kwargs)`` with :data:`FUNCTIONS` registered: the only place
-    idemview calls ``sqlite3.connect`` (module docstring). Raises what ``sqlite3.connect`` raises
-    (``sqlite3.Error``)."""
+    idemview calls ``sqlite3.connect`` (module docstring). Returns the connection (a
+    ``sqlite3.Connection``, or an instance of ``kwargs["factory"]``); raises what ``sqlite3.connect``
+    raises (``sqlite3.Error``)."""
     return register_functions(sqlite3.connect(database, **kwargs))
 
 
