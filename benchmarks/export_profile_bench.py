@@ -8,13 +8,15 @@ Stages, each timed on its own over the whole table:
 ``convert``  ``plan._operation_columns`` alone (times decoded, statuses mapped, payload cells);
 ``mask``     per export column: the writer's column formatter (mask + format + formula guard) over the
              converted batches, so the table says which column costs what;
-``csv``      ``csv.writer.writerows`` of the already formatted cells, encoded to UTF-8 and discarded;
+``csv``      the writer's CSV text of the already formatted cells (``writer._csv_text``, column by
+             column), encoded to UTF-8 and discarded;
 ``pipeline`` the pass that timed ``convert``, ``mask`` and ``csv`` (driver included; no file, no hash);
 ``export``   ``export_evidence`` end to end (findings column included, timed apart as ``findings``);
 ``pandas``   ``pandas.read_sql`` + ``DataFrame.to_csv`` of ``SELECT *`` (nothing masked);
-``ab``       with ``--ab N``: N rounds of the export with the paths before branch export-speed, the
-             export now, and pandas, interleaved in this process (on a shared machine the load moves
-             by 2-3x between separate runs; within a round it hits all three alike).
+``ab``       with ``--ab N``: N rounds of the export with the paths before branches export-speed and
+             export4 (``_previous_paths``), the export now, and pandas, interleaved in this process
+             (on a shared machine the load moves by 2-3x between separate runs; within a round it
+             hits all three alike).
 
 Usage::
 
@@ -105,12 +107,13 @@ def main(argv=None) -> int:
             q = select(*sel).select_from(ledger.ops).order_by(ledger.rid)
             big = [i for i, c in enumerate(sel) if c.name.startswith(("p_", "j_"))]
 
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             n = 0
             with ledger.engine.connect() as c:
                 for batch in plan.stream_batches(c, q, big):
                     n += len(batch)
             out["driver_s"] = time.perf_counter() - t0
+            out["driver_cpu_s"] = time.process_time() - c0
 
             # One streamed pass timing each stage per fetched batch (nothing held across batches): the
             # conversion, each column's formatter (mask + format + guard, in the writer's chunks of at
@@ -120,39 +123,56 @@ def main(argv=None) -> int:
             # the writer's own per-column function (formatting._make_column_cells: mask, format, mark bare)
             fns = [_make_column_cells(col, masker, "") for col in cols]
             per_col = [0.0] * len(cols)
-            conv_s = csv_s = 0.0
+            per_col_cpu = [0.0] * len(cols)
+            conv_s = csv_s = conv_cpu = csv_cpu = 0.0
+            clock = time.process_time
             sink = writer._Lines()
             w = csv.writer(sink, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC)
-            t_all = time.perf_counter()
+            t_all, c_all = time.perf_counter(), clock()
             with ledger.engine.connect() as c:
                 for batch in plan.stream_batches(c, q, big):
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), clock()
                     colsv = convert(batch)
                     conv_s += time.perf_counter() - t0
+                    conv_cpu += clock() - c0
                     del batch
                     for k in range(0, len(colsv[0]), 1000):
                         formatted = []
                         for j in range(len(cols)):
-                            t0 = time.perf_counter()
+                            t0, c0 = time.perf_counter(), clock()
                             formatted.append(fns[j](colsv[j][k : k + 1000]))
                             per_col[j] += time.perf_counter() - t0
-                        t0 = time.perf_counter()
-                        w.writerows(zip(*formatted, strict=True))
+                            per_col_cpu[j] += clock() - c0
+                        t0, c0 = time.perf_counter(), clock()
+                        # the writer's own path: a column at a time (writer._csv_text), else the csv module
+                        if hasattr(writer, "_csv_text"):
+                            sink.write(writer._csv_text(formatted))
+                        else:
+                            w.writerows(zip(*formatted, strict=True))
                         "".join(sink.take()).encode("utf-8")
                         csv_s += time.perf_counter() - t0
+                        csv_cpu += clock() - c0
             out["pipeline_s"] = time.perf_counter() - t_all
+            out["pipeline_cpu_s"] = clock() - c_all
             out["convert_s"] = conv_s
+            out["convert_cpu_s"] = conv_cpu
             out["mask_s"] = sum(per_col)
+            out["mask_cpu_s"] = sum(per_col_cpu)
+            out["mask_per_column_cpu_s"] = {
+                col.name: round(v, 3) for col, v in sorted(zip(cols, per_col_cpu, strict=True), key=lambda cv: -cv[1])
+            }
             out["mask_per_column_s"] = {
                 col.name: round(v, 3) for col, v in sorted(zip(cols, per_col, strict=True), key=lambda cv: -cv[1])
             }
             out["csv_s"] = csv_s
+            out["csv_cpu_s"] = csv_cpu
 
         if not args.no_export:
             with tempfile.TemporaryDirectory() as tmp:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 res = plan.export_evidence(ledger, Filter(), f"{tmp}/e.csv", now=now)
                 out["export_s"] = time.perf_counter() - t0
+                out["export_cpu_s"] = time.process_time() - c0
                 out["export_rows"] = res.rows
                 out["csv_mb"] = res.size / 1e6
                 out["export_rows_per_s"] = res.rows / out["export_s"]
@@ -165,15 +185,17 @@ def main(argv=None) -> int:
 
         eng = create_engine(sa_url)
         with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             with eng.connect() as c:
                 df = pd.read_sql("SELECT * FROM celery_taskmeta", c)
             out["pandas_read_s"] = time.perf_counter() - t0
             df.to_csv(f"{tmp}/p.csv", index=False)
             out["pandas_s"] = time.perf_counter() - t0
+            out["pandas_cpu_s"] = time.process_time() - c0
             del df
         if "export_s" in out:
             out["export_over_pandas"] = out["export_s"] / out["pandas_s"]
+            out["export_over_pandas_cpu"] = out["export_cpu_s"] / out["pandas_cpu_s"]
     if args.ab:
         out["ab"] = _ab_rounds(ledger, now, sa_url, findings, args.ab, args.ab_now_first)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -188,11 +210,14 @@ def _previous_paths():
     """A context that puts back the export paths as they were before branch export-speed: every
     column formatted by ``_make_column_formatter`` then marked by ``_bare_cells`` (a regex per typed
     cell), UUID ids proven plain one call per text (no ``unchanged_chunk_check``), and the auth
-    detector without its scheme-word gate. Same output (tests/evidence/
-    test_column_cells_exact.py); only the time differs."""
+    detector without its scheme-word gate; and without branch export4's whole-column paths (time and
+    payload columns decoded per value, the CSV text by the csv module). Same output (tests/evidence/
+    test_column_cells_exact.py, test_export_fast_paths.py); only the time differs. Not undone: the
+    md5 ``intent_ref`` on SQLite (SQL, not a code path; the figures of main are in NOTES.md "export4")."""
+    import io
     from contextlib import contextmanager
 
-    from idemview.evidence import formatting, writer
+    from idemview.evidence import formatting, timecols, writer
     from idemview.masking.detectors import Detectors
     from idemview.masking.engine import Masker
 
@@ -200,15 +225,28 @@ def _previous_paths():
         vec, bare = formatting._make_column_formatter(col, masker, null), formatting._bare_cells(col, null)
         return lambda values: bare(vec(values))
 
+    def csv_module_text(cols):
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC).writerows(zip(*cols, strict=True))
+        return buf.getvalue()
+
+    names = ("naive_utc_texts", "epoch_floats", "payload_bulk")
+
     @contextmanager
     def ctx():
-        saved = writer._make_column_cells, Detectors._d_auth, Masker.unchanged_chunk_check
+        saved = writer._make_column_cells, Detectors._d_auth, Masker.unchanged_chunk_check, writer._csv_text
+        saved_tc = [getattr(timecols, n) for n in names]
         writer._make_column_cells, Detectors._d_auth = old_cells, Detectors._d_auth_scan
         Masker.unchanged_chunk_check = lambda self: None  # type: ignore[method-assign,assignment]
+        writer._csv_text = csv_module_text
+        timecols.naive_utc_texts = timecols.epoch_floats = lambda col: None
+        timecols.payload_bulk = lambda enc: lambda col: None
         try:
             yield
         finally:
-            writer._make_column_cells, Detectors._d_auth, Masker.unchanged_chunk_check = saved
+            writer._make_column_cells, Detectors._d_auth, Masker.unchanged_chunk_check, writer._csv_text = saved
+            for n, f in zip(names, saved_tc, strict=True):
+                setattr(timecols, n, f)
 
     return ctx()
 
@@ -236,28 +274,33 @@ def _ab_rounds(ledger, now, sa_url, findings, n: int, now_first: bool = False) -
                 # every round when it was always the current one (page cache, heap, load drift)
                 for which in ("previous", "now") if (len(rounds) + now_first) % 2 == 0 else ("now", "previous"):
                     with _previous_paths() if which == "previous" else contextlib.nullcontext():
-                        t0 = time.perf_counter()
+                        t0, c0 = time.perf_counter(), time.process_time()
                         res = plan.export_evidence(ledger, Filter(), f"{tmp}/{which}.csv", now=now)
                         r[f"{which}_s"] = time.perf_counter() - t0
+                        r[f"{which}_cpu_s"] = time.process_time() - c0
                     sizes[which] = res.size
                 r["order"] = "previous first" if (len(rounds) + now_first) % 2 == 0 else "now first"
                 # tags differ (a key per export), not their length
                 r["same_csv_size"] = sizes["previous"] == sizes["now"]
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 with eng.connect() as c:
                     df = pd.read_sql("SELECT * FROM celery_taskmeta", c)
                 df.to_csv(f"{tmp}/p.csv", index=False)
                 r["pandas_s"] = time.perf_counter() - t0
+                r["pandas_cpu_s"] = time.process_time() - c0
                 del df
             rounds.append({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()})
     finally:
         plan._finding_index = real_index  # type: ignore[assignment]
-    med = {k: statistics.median(r[k] for r in rounds) for k in ("previous_s", "now_s", "pandas_s")}
+    keys = ("previous_s", "now_s", "pandas_s", "previous_cpu_s", "now_cpu_s", "pandas_cpu_s")
+    med = {k: statistics.median(r[k] for r in rounds) for k in keys}
     return {
         "rounds": rounds,
         "median": med,
         "previous_over_pandas": med["previous_s"] / med["pandas_s"],
         "now_over_pandas": med["now_s"] / med["pandas_s"],
+        "previous_over_pandas_cpu": med["previous_cpu_s"] / med["pandas_cpu_s"],
+        "now_over_pandas_cpu": med["now_cpu_s"] / med["pandas_cpu_s"],
         "now_rows_per_s": ledger_rows(ledger) / med["now_s"],
     }
 

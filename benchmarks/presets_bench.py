@@ -325,9 +325,9 @@ def measure_scan(preset: str, engine: str, n: int, url: str, repeat: int, pandas
         "scan_no_audit": na,
     }
     try:
-        res["windows_verdicts"] = {
-            str(g["kind"]): g["verdict"] for g in json.load(open(wi_out))["groups"]
-        } if wi and wi["rc"] == 0 else {}
+        res["windows_verdicts"] = (
+            {str(g["kind"]): g["verdict"] for g in json.load(open(wi_out))["groups"]} if wi and wi["rc"] == 0 else {}
+        )
     except (OSError, ValueError, KeyError):
         res["windows_verdicts"] = {}
     if sc["rc"] != 0:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -339,6 +340,8 @@ _NONE_TYPE = type(None)
 _SHAREABLE = frozenset({"integer", "number", "boolean", "instant", "naive_instant"})
 _STR_OR_NONE = frozenset({str, _NONE_TYPE})
 _STR_ONLY = frozenset({str})
+_NONE_ONLY = frozenset({_NONE_TYPE})
+_TZINFO = attrgetter("tzinfo")
 _INT_OR_NONE = frozenset({int, _NONE_TYPE})
 _DATETIME_OR_NONE = frozenset({datetime, _NONE_TYPE})
 
@@ -402,6 +405,26 @@ class _Memo(dict):
         return out
 
 
+def _per_distinct(values: Sequence[Any], distinct: dict, memo: _Memo, total: Callable[[], int]) -> list[str]:
+    """``list(map(memo.get_text, values))``, formatting each distinct value once and then mapping the
+    cells through a dict (no Python call per cell). Where formatting a value masked something, each
+    later occurrence is counted again through ``memo.get_text`` (as the per-cell path counts it), so
+    the masking counts stay one per cell; the texts are the memo's either way."""
+    t0 = total()
+    get = memo.get_text
+    for v in distinct:
+        distinct[v] = get(v)
+    out = list(map(distinct.__getitem__, values))
+    if total() != t0:  # rare: a masked value in a repeated column; count its other cells
+        seen: set = set()
+        for v in values:
+            if v in seen:
+                get(v)
+            else:
+                seen.add(v)
+    return out
+
+
 class _Counted:
     """A memoised output whose formatting masked ``delta`` (kind → values)."""
 
@@ -461,10 +484,15 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
     # ...and a chunk of UUIDs is proven so by one pass over the chunk, not one call per text
     chunk_check = getattr(masker, "unchanged_chunk_check", None)
     unchanged_chunk = chunk_check() if chunk_check is not None and unchanged is not None else None
-    null_uuid_shaped = len(null_text) == 36  # a text equal to the NULL literal is formatted, not kept
+    none_cell: list[str] = []  # fmt(None), computed once: a column chunk of NULLs only
 
+    # Long because: one branch per proven shortcut, each with the reason it gives fmt's text.
     def vec(values: Sequence[Any]) -> list[str]:
         types = set(map(type, values))
+        if types == _NONE_ONLY:  # nothing to mask in NULL: the same cell, without a call per cell
+            if not none_cell:
+                none_cell.append(fmt(None))
+            return [none_cell[0]] * len(values)
         if plain:
             if kind == "integer" and types <= _INT_OR_NONE:
                 if _NONE_TYPE in types:
@@ -481,14 +509,18 @@ def _make_column_formatter(col: ColumnSpec, masker: Masker, null: str) -> Callab
                 ]
         if total is not None and (types <= _STR_OR_NONE or types <= _INT_OR_NONE):
             n = len(values)
-            if n < 4 or len(set(values)) * 2 <= n:  # repeated values: format each one once
+            if n < 4:
                 return list(map(_Memo(fmt, total, counts, add).begin().get_text, values))
-            if unchanged_chunk is not None and types == _STR_ONLY and not (null_uuid_shaped and null_text in values):
+            distinct = dict.fromkeys(values)
+            if len(distinct) * 2 <= n:  # repeated values: format each one once
+                return _per_distinct(values, distinct, _Memo(fmt, total, counts, add).begin(), total)
+            if unchanged_chunk is not None and types == _STR_ONLY and null_text not in distinct:
                 todo = unchanged_chunk(values)  # type: ignore[arg-type]
                 if todo is not None:
                     out = list(values)
-                    for i in todo:
-                        out[i] = fmt(values[i])
+                    for i in todo:  # not proven by the chunk: the per-text proof, else the formatter
+                        v = values[i]
+                        out[i] = v if unchanged(v) else fmt(v)  # type: ignore[misc]
                     return out
             if unchanged is not None and str in types:
                 return [
@@ -529,8 +561,11 @@ def _make_column_cells(col: ColumnSpec, masker: Masker, null: str) -> Callable[[
         return list(map(bare_str, map(str, values)))
 
     def instants(values: Sequence[Any]) -> list[str]:
-        if not set(map(type, values)) <= _DATETIME_OR_NONE:
+        types = set(map(type, values))
+        if not types <= _DATETIME_OR_NONE:
             return bare(vec(values))
+        if _NONE_TYPE not in types and all(z is None or z is utc for z in set(map(_TZINFO, values))):
+            return list(map(bare_str, map(datetime.isoformat, values)))  # no Python call per cell
         for v in values:
             if v is not None and v.tzinfo is not None and v.tzinfo is not utc:
                 return bare(vec(values))  # an offset to convert: the formatter's own path

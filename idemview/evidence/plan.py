@@ -27,6 +27,7 @@ from idemview.config import new_masker
 from idemview.domain.filters import Filter
 from idemview.domain.model import LEDGER_KINDS, FindingKind, Status
 from idemview.errors import InputError, TargetRefused
+from idemview.evidence import timecols
 from idemview.evidence.writer import ColumnBatches, ColumnSpec, ExportResult, write_evidence
 from idemview.findings.actions import classifier_for
 from idemview.findings.engine import FindingEngine
@@ -173,7 +174,11 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
     i_json = pos.get("j_attempts")
 
     tdefs = _time_defs(ledger, times, pos)
-    pdefs = [(pos[f"p_{p}"], _payload_converter(ledger.layout.fields[p].encoding)) for p in payloads]
+    pdefs = [
+        (pos[f"p_{p}"], _payload_converter(enc), timecols.payload_bulk(enc))
+        for p in payloads
+        for enc in [ledger.layout.fields[p].encoding]
+    ]
     classify = classifier_for(ledger).classify  # memoised per distinct kind (DESIGN §5.1)
     att = ledger.layout.attempts
     with_refs = att.source == "table" and bool(att.effect_ref)
@@ -196,8 +201,9 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
         out.append(_attempt_counts(cols[i_ac], cols[i_json] if i_json is not None else None))
         out += [cols[i] for i in tail_as_is]
         out.append(_attempt_effect_refs(ledger, scope, key) if with_refs else [None] * n)
-        for i, fn in pdefs:
-            out.append(list(map(fn, cols[i])))
+        for i, fn, bulk in pdefs:
+            got = bulk(cols[i]) if bulk is not None else None  # a column of bytes at once (timecols)
+            out.append(got if got is not None else list(map(fn, cols[i])))
         if findings:
             out.append([(" ".join(f) if (f := findings.get(sk)) else None) for sk in zip(scope, key, strict=False)])
         else:
@@ -209,20 +215,24 @@ def _operation_columns(ledger: Ledger, names: list[str], times: list[str], paylo
 
 def _time_defs(ledger: Ledger, times: list[str], pos: dict[str, int]) -> list:
     """Time columns of :func:`_operation_columns`: (position, cache key, function of the stored
-    value), or (None, None, None) for a time the layout lacks. Columns reading the same stored
-    column with the same decoding (Celery's updated_at and locked_at) share their cache key."""
-    tdefs: list[tuple[int | None, Any, Callable[[Any], Any] | None]] = []
+    value, whole-column function or None: :mod:`idemview.evidence.timecols`), or (None, None, None,
+    None) for a time the layout lacks. Columns reading the same stored column with the same decoding
+    (Celery's updated_at and locked_at) share their cache key."""
+    tdefs: list[tuple[int | None, Any, Callable[[Any], Any] | None, Callable | None]] = []
     for t in times:
         if t == "expires_at" and "e_expires_at" in pos:
-            tdefs.append((pos["e_expires_at"], ("epoch", t), _epoch_converter(ledger, t)))
+            naive = _time_kind(ledger, t) == "naive_instant"
+            bulk = None if naive else timecols.epoch_floats
+            tdefs.append((pos["e_expires_at"], ("epoch", t), _epoch_converter(ledger, t), bulk))
         elif t in ledger.time_cols:
             col, tc = ledger.time_cols[t]
             lt = ledger.layout.times.get(t)
             stored_zone = lt.zone if lt is not None and lt.encoding == "naive" else None
             key = (id(col), tc.encoding, tc.zone, stored_zone)
-            tdefs.append((pos[f"t_{t}"], key, _time_converter(tc, stored_zone)))
+            bulk = timecols.bulk_for(tc.encoding, tc.zone, stored_zone)
+            tdefs.append((pos[f"t_{t}"], key, _time_converter(tc, stored_zone), bulk))
         else:
-            tdefs.append((None, None, None))
+            tdefs.append((None, None, None, None))
     return tdefs
 
 
@@ -232,7 +242,7 @@ def _time_columns(tdefs: list, cols: list[Sequence[Any]], n: int) -> list:
     out: list = []
     caches: dict = {}
     done: dict = {}  # (stored column position, cache key) -> its decoded list, shared as is
-    for i, ck, fn in tdefs:
+    for i, ck, fn, bulk in tdefs:
         if i is None or fn is None:
             out.append([None] * n)
             continue
@@ -242,10 +252,13 @@ def _time_columns(tdefs: list, cols: list[Sequence[Any]], n: int) -> list:
             # list object, which the writer formats once (write_evidence's shared columns)
             out.append(same)
             continue
-        cache = caches.get(ck)
-        if cache is None:
-            cache = caches[ck] = _PerValue(fn)
-        out.append(done.setdefault((i, ck), list(map(cache.__getitem__, cols[i]))))
+        got = bulk(cols[i]) if bulk is not None else None  # the column at once where that is exact
+        if got is None:
+            cache = caches.get(ck)
+            if cache is None:
+                cache = caches[ck] = _PerValue(fn)
+            got = list(map(cache.__getitem__, cols[i]))
+        out.append(done.setdefault((i, ck), got))
     return out
 
 

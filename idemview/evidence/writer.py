@@ -179,6 +179,41 @@ def _row_pieces(fields: list[str]) -> Iterator[str]:
     yield "\r\n"
 
 
+_STR_ONLY = frozenset({str})
+_BARE_ONLY = frozenset({_Bare})
+
+
+def _csv_column(col: Sequence[str]) -> Sequence[str]:
+    """One column's cells as the csv module writes them in a row of two or more fields (the
+    ``QUOTE_NONNUMERIC`` writer of :class:`_CsvOut`): a :class:`_Bare` cell as it is unless it holds a
+    delimiter, quote, CR or LF, every other cell (and such a bare one) in quotes with its quotes
+    doubled (Modules/_csv.c ``join_append``). Whole-column steps where the column allows them."""
+    types = set(map(type, col))
+    if types == _BARE_ONLY and _NEEDS_QUOTES.search("".join(col)) is None:
+        return col  # every cell bare (numbers, instants, NULLs)
+    if types == _STR_ONLY:
+        if '"' in "".join(col):
+            col = [c.replace('"', '""') for c in col]
+        return ['"' + c + '"' for c in col]
+    return [
+        c
+        if type(c) is _Bare and _NEEDS_QUOTES.search(c) is None
+        else '"' + (c.replace('"', '""') if '"' in c else c) + '"'
+        for c in col
+    ]
+
+
+def _csv_text(cols: Sequence[Sequence[str]]) -> str:
+    """The text ``csv.writer(..., lineterminator="\r\n", quoting=QUOTE_NONNUMERIC).writerows(zip(*cols))``
+    writes for formatted cells (``str``, :class:`_Bare`), built a column at a time and joined by
+    ``str.join`` instead of a character loop per field; two or more columns (a lone empty field is
+    the csv module's special case ``""``)."""
+    if not cols or not cols[0]:
+        return ""
+    quoted = [_csv_column(c) for c in cols]
+    return "\r\n".join(map(",".join, zip(*quoted, strict=True))) + "\r\n"
+
+
 def _write_atomic_temp(directory: str, final_name: str, data: bytes) -> str:
     fd, tmp = tempfile.mkstemp(prefix=f".{final_name}.", suffix=".part", dir=directory)
     try:
@@ -475,6 +510,8 @@ def _write_rows(
             out.flush()
             for piece in _row_pieces([col[0] for col in cols_out]):
                 out.put(piece)
+        elif len(cols_out) > 1:
+            out.buf.write(_csv_text(cols_out))  # the csv module's text, a column at a time
         else:
             out.w.writerows(zip(*cols_out, strict=True))
         del cols_out

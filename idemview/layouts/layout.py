@@ -53,8 +53,8 @@ Format (every key not marked required is optional)::
     # unless = [pred, ...]: the value is NULL on records where any predicate holds (intended repeats
     # such as cron runs carry no intent: {column = "cron_key", is_null = false})
     # a binary reference (River unique_key): {column = "unique_key", encoding = "hex"}
-    # computed in SQL from several columns (Celery's name + args + kwargs; md5, on SQLite the plain
-    # concatenation): {hash = ["name", "args", "kwargs"], unless_empty = ["args", "kwargs"]}: NULL where
+    # computed in SQL from several columns (Celery's name + args + kwargs; their md5 on every engine,
+    # ledger/intent_sql.py): {hash = ["name", "args", "kwargs"], unless_empty = ["args", "kwargs"]}: NULL where
     # every unless_empty column is empty (NULL, '', [], (), {}, null: a task with no arguments)
     effect_ref = "charge_id"
     request = {column = "request_params", encoding = "json"}    # json, text, binary, pickle

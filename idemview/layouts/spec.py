@@ -106,7 +106,7 @@ class ValueSource:
     unless: tuple[Predicate, ...] = ()  # the value is NULL where any of these holds
     add: int = 0  # attempt_count only: added to the stored number (a retry counter + 1 = attempts)
     #: references only: the value is computed in SQL from these columns (idemview.ledger.intent_sql:
-    #: a hash of them; SQLite: their concatenation), e.g. Celery's task name + args + kwargs
+    #: their md5 on every engine), e.g. Celery's task name + args + kwargs
     hash: tuple[str, ...] = ()
     #: with ``hash``: NULL where every one of these columns is empty (a task with no arguments)
     unless_empty: tuple[str, ...] = ()

@@ -32,6 +32,7 @@ from idemview.ledger.driver_options import check_url_options, driver_connect_arg
 from idemview.ledger.pg_sqlascii import adapt as adapt_sql_ascii
 from idemview.ledger.pg_times import adapt as adapt_pg_times
 from idemview.ledger.rawtext import decode_text
+from idemview.ledger.sqlite_functions import connect_sqlite
 from idemview.paths import note_source, readable_file
 from idemview.urls import _SCHEME_RE, hide_password, looks_like_url, split_url  # noqa: F401  (re-exported)
 
@@ -250,7 +251,8 @@ def _sqlite_engine(u: URL, statement_timeout_s: float, kw: dict) -> Engine:
     uri = f"file:{quote(path.resolve().as_posix())}?mode=ro"
 
     def creator():
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_SqliteConn)
+        # the one way idemview opens SQLite: md5 and the other functions its SQL uses (sqlite_functions)
+        conn = connect_sqlite(uri, uri=True, check_same_thread=False, factory=_SqliteConn)
         # A TEXT cell that is not UTF-8 is read (as RawText, bytes kept) instead of aborting
         # the whole statement (issue #9, item 5).
         conn.text_factory = decode_text

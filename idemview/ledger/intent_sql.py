@@ -4,17 +4,36 @@ Celery's SQL result backends keep a task's name and arguments in the row (``cele
 ``result_extended``: ``name``, ``args``, ``kwargs``, celery/backends/database/__init__.py
 ``_update_result``; django-celery-results: ``task_name``, ``task_args``, ``task_kwargs``). The same
 name and arguments under two task ids is one intent sent twice (``duplicate_intent``). The reference
-is built by the database, so the findings keep grouping in SQL on ledgers larger than memory:
+is built by the database, so the findings keep grouping in SQL on ledgers larger than memory.
 
-- PostgreSQL: ``md5(concat_ws(<US>, <col as text>...))``, a binary column (``bytea``) as
-  ``encode(col, 'hex')`` (no UTF-8 decoding that could fail on a pickled value);
-- MySQL/MariaDB: ``MD5(CONCAT_WS(<US>, col...))`` (binary strings are hashed as bytes);
-- SQLite (no md5 function): the plain concatenation ``col || <US> || col...`` is the reference. It
-  holds the arguments themselves, so it is a value like any other: shown and exported through the
-  same masking as every value.
+It is a body hash (DESIGN §2: "message type + body hash"), the same 32 lowercase hex digits on every
+engine for the same rows::
 
-``<US>`` is the ASCII unit separator (0x1F), which JSON text never holds unescaped. A NULL column
-counts as ''. ``unless_empty`` columns: where every one of them is empty (NULL, '', ``[]``, ``()``,
+    md5(<part 1> || <US> || <part 2> || <US> ... )
+
+where a part is the column's text, a binary column (``bytea``, ``BLOB``: Celery's ``args`` and
+``kwargs``) as lowercase hex of its bytes, and a NULL column ''. Per engine:
+
+- PostgreSQL: ``md5(concat_ws(<US>, coalesce(<part>, '')...))``; a ``bytea`` part is
+  ``encode(col, 'hex')`` (no UTF-8 decoding that could fail on a pickled value). ``concat_ws`` alone
+  would skip a NULL argument (``(a, NULL, b)`` and ``(a, b, NULL)`` would share a hash), hence the
+  ``coalesce``;
+- MySQL/MariaDB (either dialect name): ``LOWER(MD5(CONCAT_WS(<US>, COALESCE(<part>, '')...)))``; a
+  binary part is ``LOWER(HEX(col))``;
+- DuckDB (dump files): as PostgreSQL, a ``BLOB`` part ``lower(hex(col))``;
+- SQLite: ``md5(CAST(<part> || <US> || ... AS BLOB))``, a ``BLOB`` part ``lower(hex(col))``;
+  SQLite has no ``md5``: idemview registers one on every SQLite connection it opens
+  (:mod:`idemview.ledger.sqlite_functions`, the one place), and it hashes the UTF-8 bytes of the text
+  (the ``CAST`` hands it bytes, so a text cell that is not UTF-8 is hashed as stored, never an error);
+- another dialect: the plain concatenation (no portable hash function).
+
+The text of a non-binary, non-text column (a number, a time) is the engine's own cast, so only text
+and binary columns are guaranteed equal across engines (Celery's are). Until issue 27 the SQLite
+reference was the plain concatenation (the task's arguments themselves, masked like any value), and
+PostgreSQL's skipped NULL columns.
+
+``<US>`` is the ASCII unit separator (0x1F), which JSON text never holds unescaped (a hex part never
+holds it at all). ``unless_empty`` columns: where every one of them is empty (NULL, '', ``[]``, ``()``,
 ``{}``, ``null``, or those as a JSON string: django-celery-results stores ``argsrepr`` encoded, e.g.
 ``"()"``), the expression is NULL: a task called with no arguments (a periodic one, a cleanup) names
 no business intent, and its runs are intended repeats.
@@ -24,10 +43,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import String, and_, case, cast, func, literal_column, null, or_
+from sqlalchemy import LargeBinary, String, and_, case, cast, func, literal_column, null, or_
 from sqlalchemy.sql.expression import ColumnElement
 
-from idemview.ledger.dialects import MYSQL, POSTGRESQL
+from idemview.ledger.dialects import DUCKDB, MYSQL, POSTGRESQL, SQLITE
 from idemview.ledger.sqlx import is_binary
 
 SEPARATOR = "\x1f"
@@ -49,25 +68,36 @@ def _text_for_empty(col: ColumnElement, dialect: str) -> ColumnElement:
 
 
 def _part(col: ColumnElement, dialect: str) -> ColumnElement:
+    """One column's text in the reference (module docstring): '' for NULL, a binary column as hex."""
+    part: ColumnElement
     if dialect == POSTGRESQL:
-        return func.encode(col, literal_column("'hex'")) if is_binary(col) else cast(col, String())
-    if dialect == MYSQL:
-        return col
-    return func.coalesce(cast(col, String()), literal_column("''"))
+        part = func.encode(col, literal_column("'hex'")) if is_binary(col) else cast(col, String())
+    elif dialect == MYSQL:
+        part = func.lower(func.hex(col)) if is_binary(col) else col
+    elif dialect in (SQLITE, DUCKDB) and is_binary(col):
+        part = func.lower(func.hex(col))
+    else:
+        part = cast(col, String())
+    return func.coalesce(part, literal_column("''"))
 
 
 def intent_hash(cols: Sequence[ColumnElement], empty: Sequence[ColumnElement], dialect: str) -> ColumnElement:
-    """The intent reference of ``cols`` (see the module docstring) for a dialect family
-    (:mod:`idemview.ledger.dialects`); NULL where every column of ``empty`` is empty."""
+    """The intent reference of ``cols`` (see the module docstring): 32 lowercase hex digits, equal on
+    every engine for equal text and binary columns; NULL where every column of ``empty`` is empty.
+    ``dialect`` is a family (:mod:`idemview.ledger.dialects`); on SQLite the connection must carry
+    idemview's ``md5`` (:func:`idemview.ledger.sqlite_functions.connect_sqlite`)."""
     parts = [_part(c, dialect) for c in cols]
-    if dialect == POSTGRESQL:
-        out: ColumnElement = func.md5(func.concat_ws(_sep(), *parts))
+    out: ColumnElement
+    if dialect in (POSTGRESQL, DUCKDB):
+        out = func.md5(func.concat_ws(_sep(), *parts), type_=String())
     elif dialect == MYSQL:
-        out = func.lower(func.md5(func.concat_ws(_sep(), *[func.coalesce(p, literal_column("''")) for p in parts])))
+        out = func.lower(func.md5(func.concat_ws(_sep(), *parts)), type_=String())
     else:
-        out = parts[0]
+        joined = parts[0]
         for p in parts[1:]:
-            out = out.op("||")(_sep()).op("||")(p)
+            joined = joined.op("||")(_sep()).op("||")(p)
+        # SQLite 3.40 (Python 3.11's) has no concat_ws; the registered md5 takes the UTF-8 bytes
+        out = func.md5(cast(joined, LargeBinary()), type_=String()) if dialect == SQLITE else joined
     blank = intent_blank(empty, dialect)
     return out if blank is None else case((blank, null()), else_=out)
 

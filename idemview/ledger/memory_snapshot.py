@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from idemview.ledger.sqlite_functions import connect_sqlite
+
 T = TypeVar("T")
 
 #: What converting one record's values may raise (ValueError covers UnicodeError; ArithmeticError covers
@@ -137,7 +139,7 @@ def memory_engine(uri: str, keeper: sqlite3.Connection):
     from sqlalchemy.pool import QueuePool
 
     def creator():
-        c = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        c = connect_sqlite(uri, uri=True, check_same_thread=False)
         c.execute("PRAGMA query_only = ON")
         c.execute("PRAGMA temp_store = MEMORY")
         c.set_authorizer(_ro_authorizer)
@@ -158,7 +160,7 @@ def new_memory_db(name: str) -> tuple[str, sqlite3.Connection, list[str]]:
     (one sort each instead of a B-tree insert per row), sorted in memory (``temp_store``: nothing of
     the values is written to a temporary file)."""
     uri = f"file:idemview-{name}-{uuid.uuid4().hex}?mode=memory&cache=shared"
-    keeper = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    keeper = connect_sqlite(uri, uri=True, check_same_thread=False)
     # 16 KiB pages, not 4 KiB: every page of a memory database is held with its cache header (~250
     # bytes) and a partly filled tail; a 1M-key Redis snapshot's RSS fell by ~6 % (BENCHMARKS.md)
     keeper.execute(f"PRAGMA page_size = {PAGE_SIZE}")

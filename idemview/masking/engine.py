@@ -42,7 +42,7 @@ from idemview.masking.patterns import (
     _families,
 )
 from idemview.masking.rules import MaskRules
-from idemview.masking.validators import _CARD_MIN, _card_number, _plain_shape, _plain_uuid_chunk, card_last4
+from idemview.masking.validators import _CARD_MIN, _card_number, _plain_chunk, _plain_shape, card_last4
 
 # Exact types that never carry text, passed through unless their column is sensitive by name.
 _PASSTHROUGH_TYPES = frozenset({int, float, Decimal, datetime, date, time, timedelta, UUID, bool, type(None)})
@@ -198,10 +198,12 @@ class Masker(Detectors):
 
     def unchanged_chunk_check(self) -> Callable[[list[str]], list[int] | None] | None:
         """The chunk form of :meth:`unchanged_check` for texts that are all canonical UUIDs (an
-        exporter's id column): ``check(texts)`` gives the positions of the texts not proven unchanged
-        (mask those), or ``None`` when some text is not a UUID (then ask :meth:`unchanged_check` per
-        text); one pass over the chunk (``_plain_uuid_chunk``). ``None`` when user patterns exist."""
-        return None if self.rules.patterns else _plain_uuid_chunk
+        exporter's id column) or all lower-case hex digests (an md5 ``intent_ref``, a binary payload as
+        hex): ``check(texts)`` gives the positions of the texts not proven unchanged (ask the per-text
+        check about those, mask those it does not prove), or
+        ``None`` for another chunk (then ask :meth:`unchanged_check` per text); one pass over the chunk
+        (``_plain_chunk``). ``None`` when user patterns exist."""
+        return None if self.rules.patterns else _plain_chunk
 
     def mask_text(self, text: str, *, count: bool = True) -> str:
         """Mask every detected secret inside free text (JSON text, URLs, error messages, headers).

@@ -5,8 +5,10 @@ for IBANs, the card's last four digits, and the shapes proven unchanged by every
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
+from itertools import accumulate
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -204,12 +206,15 @@ def _plain_shape(text: str) -> bool:
       text (word start) and a lower-case hex candidate is an IBAN only when its BBAN is all digits:
       a text starting ``[a-f]{2}[0-9]{2}`` is left to the detectors;
     - card: a UUID whose digit runs, joined across hyphens, are all shorter than 13 digits has no
-      card run; in hex (no separators) a card is a whole digit run of 13-19 digits with a plausible
-      issuer and a valid Luhn sum, checked here exactly as the card detector does.
+      card run; one with a longer run is plain exactly when the card detector's own rule
+      (:func:`card_spans`) finds no card in it; in hex (no separators) a card is a whole digit run
+      of 13-19 digits with a plausible issuer and a valid Luhn sum, checked here exactly as the card
+      detector does.
     """
     if len(text) == 36 and _UUID_SHAPE_RE.fullmatch(text) is not None:
         runs = text.encode("ascii").translate(_HEX_LETTERS_TO_SPACE, b"-").split()
-        return max(map(len, runs), default=0) < 13
+        # a long run: the card detector alone can change a UUID (above); ask it, as _d_card does
+        return max(map(len, runs), default=0) < 13 or next(iter(card_spans(text)), None) is None
     if _LOWER_HEX_RE.fullmatch(text) is None or _HEX_IBAN_START_RE.match(text) is not None:
         return False
     if len(text) >= _HASH_MIN and not text.isdigit():
@@ -225,27 +230,89 @@ def _plain_shape(text: str) -> bool:
     return True
 
 
-_UUID_LINES_RE = re.compile("(?:" + _UUID_SHAPE_RE.pattern + "\n)*")
-_LONG_DIGIT_RUN_RE = re.compile(rb"[0-9]{13,}")
+_HEX_BYTES = b"0123456789abcdefABCDEF"
+# _plain_shape's translation (hex letters to spaces) with every digit made "0": a run of 13 or more
+# digits is then found by a plain substring search for 13 zeros.
+_UUID_RUNS = bytes.maketrans(b"abcdefABCDEF0123456789", b" " * 12 + b"0" * 10)
+_ZEROS_13 = b"0" * 13
 
 
 def _plain_uuid_chunk(values: list[str]) -> list[int] | None:
     """For a chunk of texts that are all canonical UUIDs: the positions (ascending) of those that
-    :func:`_plain_shape` does not prove plain, found by one pass over the joined chunk instead of one
-    call per text; ``None`` when some text is not a canonical UUID (ask :func:`_plain_shape` per text).
+    hold a run of 13 or more digits once the hyphens are dropped (which :func:`_plain_shape` asks the
+    card detector about), found by one pass over the joined chunk instead of one call per text;
+    ``None`` when some text is not a canonical UUID (ask :func:`_plain_shape` per text).
 
-    Exact: every text is 36 characters and the chunk joined by ``\n`` fullmatches one UUID per line,
-    so line ``i`` is text ``i``. With hex letters made spaces and hyphens dropped (``_plain_shape``'s own
-    translation) each line is 32 bytes plus the ``\n``, which no digit run crosses; a text is proven
-    plain by ``_plain_shape`` exactly when its line holds no run of 13 or more digits, and such a run
-    starting at byte ``b`` is in line ``b // 33``. ``values`` must all be ``str``."""
+    Exact: every text is 36 characters; the chunk joined by ``\n`` (line ``i`` is text ``i``, 37 bytes
+    a line) is ASCII, holds hyphens at offsets 8, 13, 18, 23 and ``\n`` at 36 of every line and,
+    hex digits removed, nothing but those: one canonical UUID per line. With hex letters made spaces,
+    digits ``0`` and hyphens dropped (``_plain_shape``'s own translation) each line is 32 bytes plus
+    the ``\n``, which no digit run crosses; a run of 13 or more starting at byte ``b`` is in line
+    ``b // 33``, and the next search starts at the following line. ``values`` must all be ``str``."""
+    n = len(values)
     if not values or set(map(len, values)) != {36}:
         return None
-    joined = "\n".join(values) + "\n"
-    if _UUID_LINES_RE.fullmatch(joined) is None:
+    try:
+        b = ("\n".join(values) + "\n").encode("ascii")
+    except UnicodeEncodeError:
         return None
-    shape = joined.encode("ascii").translate(_HEX_LETTERS_TO_SPACE, b"-")
-    return sorted({m.start() // 33 for m in _LONG_DIGIT_RUN_RE.finditer(shape)})
+    if b.translate(None, _HEX_BYTES) != b"----\n" * n:
+        return None
+    if not (b[8::37] == b[13::37] == b[18::37] == b[23::37] == b"-" * n and b[36::37] == b"\n" * n):
+        return None
+    shape = b.translate(_UUID_RUNS, b"-")
+    out: list[int] = []
+    at = shape.find(_ZEROS_13)
+    while at >= 0:
+        line = at // 33
+        out.append(line)
+        at = shape.find(_ZEROS_13, (line + 1) * 33)
+    return out
+
+
+# 32: _HASH_MIN (below; test_export_fast_paths checks they agree)
+_HEX_DIGEST_MIN = 32
+_LOWER_HEX_BYTES = b"0123456789abcdef"
+# A text starting like an IBAN candidate ([a-f]{2}[0-9]{2}), found after the "," that precedes it.
+_HEX_IBAN_AFTER_COMMA = re.compile(r",[a-f]{2}[0-9]{2}")
+
+
+def _plain_hex_chunk(values: list[str]) -> list[int] | None:
+    """:func:`_plain_uuid_chunk` for texts that are all lower-case hex of at least ``_HASH_MIN``
+    characters (digests: an md5 ``intent_ref``, a binary payload as hex): the positions of the texts
+    to ask :func:`_plain_shape` about (a superset of those it does not prove plain), or ``None`` when
+    some text is not of that shape.
+
+    Exact: every text is at least ``_HASH_MIN`` long, and the chunk joined by ``,`` is ASCII holding,
+    lower-case hex digits removed, exactly the ``,`` of the joins: every text is lower-case hex. For
+    such a text ``_plain_shape`` is True when it does not start ``[a-f]{2}[0-9]{2}`` (the IBAN case)
+    and is not all digits (the digest rule); those two kinds are returned. The IBAN starts are found by
+    one search of ``"," + joined``: a
+    match at offset ``b`` is the text that starts at offset ``b`` of ``joined`` (the running sum of
+    the lengths). ``values`` must all be ``str``."""
+    if not values or min(map(len, values)) < _HEX_DIGEST_MIN:
+        return None
+    joined = ",".join(values)
+    try:
+        ascii_ = joined.encode("ascii")
+    except UnicodeEncodeError:
+        return None
+    if ascii_.translate(None, _LOWER_HEX_BYTES) != b"," * (len(values) - 1):
+        return None
+    doubt = {i for i, d in enumerate(map(str.isdigit, values)) if d} if True in map(str.isdigit, values) else set()
+    hits = [m.start() for m in _HEX_IBAN_AFTER_COMMA.finditer("," + joined)]
+    if hits:
+        starts = [0, *accumulate(len(v) + 1 for v in values)]
+        doubt.update(bisect_left(starts, b) for b in hits)
+    return sorted(doubt)
+
+
+def _plain_chunk(values: list[str]) -> list[int] | None:
+    """:func:`_plain_uuid_chunk`, else :func:`_plain_hex_chunk`: the positions of the texts of a chunk
+    of UUIDs or of hex digests that :func:`_plain_shape` does not prove plain; ``None`` for another
+    chunk (ask per text)."""
+    out = _plain_uuid_chunk(values)
+    return out if out is not None else _plain_hex_chunk(values)
 
 
 def card_last4(value: Any) -> str | None:

@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 
 from idemview.ledger.reference import add_reference_tables
+from idemview.ledger.sqlite_functions import connect_sqlite
 
 UTC = UTC
 DEFAULT_ANCHOR = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -361,7 +362,7 @@ def is_demo_ledger(path: str | Path) -> bool:
     from urllib.parse import quote
 
     try:
-        with sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True) as c:
+        with connect_sqlite(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True) as c:
             return (
                 c.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idemview_demo_planted'"
@@ -414,7 +415,7 @@ def write_demo(
     _check_demo_targets(p)
     if p.exists():
         p.unlink()
-    eng = create_engine(f"sqlite:///{p}")
+    eng = create_engine(f"sqlite:///{p}", creator=lambda: connect_sqlite(str(p)))
     try:
         planted = generate(eng, operations=operations, seed=seed, anchor=anchor)
         with eng.begin() as c:

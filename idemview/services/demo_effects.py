@@ -24,6 +24,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
+from idemview.ledger.sqlite_functions import connect_sqlite
+
 CHARGING = ("payment.capture", "refund.create")
 
 EFFECTS_SECTION = """
@@ -109,7 +111,7 @@ def write_demo_effects(
     _plant_double_charges(led, charges, anchor, planted)
     _plant_orphans(charges, anchor, planted)
     ep.parent.mkdir(parents=True, exist_ok=True)
-    with sqlite3.connect(ep) as c:
+    with connect_sqlite(ep) as c:
         c.executescript(_SCHEMA)
         c.executemany("INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?)", charges.rows)
         c.executemany(
@@ -125,7 +127,7 @@ def _remove_earlier_effects(ep: Path) -> None:
     """Remove an earlier demo's effects file at ``ep``; ``ValueError`` for any other file there."""
     if ep.exists():
         try:
-            with sqlite3.connect(f"file:{quote(str(ep.resolve()))}?mode=ro", uri=True) as c:
+            with connect_sqlite(f"file:{quote(str(ep.resolve()))}?mode=ro", uri=True) as c:
                 ok = c.execute("SELECT 1 FROM sqlite_master WHERE name = 'idemview_demo_planted'").fetchone()
         except sqlite3.Error:
             ok = None
@@ -147,7 +149,7 @@ class _Ledger:
 
 
 def _read_ledger(lp: Path) -> _Ledger:
-    with sqlite3.connect(f"file:{quote(str(lp.resolve()))}?mode=ro", uri=True) as c:
+    with connect_sqlite(f"file:{quote(str(lp.resolve()))}?mode=ro", uri=True) as c:
         ops = c.execute(
             "SELECT scope, idempotency_key, kind, status, created_at, completed_at, locked_at, "
             "lock_expires_at, request_body FROM operations ORDER BY id"

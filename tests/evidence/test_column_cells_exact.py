@@ -9,15 +9,17 @@ detector must never skip a text the detector's regex matches.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from idemview.config import new_masker
 from idemview.evidence.formatting import ColumnSpec, _Bare, _bare_cells, _make_column_cells, _make_formatter
 from idemview.masking.masker import Masker
 from idemview.masking.patterns import _AUTH_RE
-from idemview.masking.validators import _plain_shape, _plain_uuid_chunk
+from idemview.masking.validators import _HASH_MIN, _HEX_DIGEST_MIN, _plain_hex_chunk, _plain_shape, _plain_uuid_chunk
 from tests.masking_corpus import lookalike_cases, secret_cases
 
 KEY = b"k" * 32
@@ -158,8 +160,50 @@ _uuid_texts = st.one_of(
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(values=st.lists(_uuid_texts, min_size=1, max_size=60))
 def test_uuid_chunk_check_equals_plain_shape_per_text(values):
+    """The chunk names the UUIDs with a run of 13+ digits (hyphens dropped), which holds every one
+    _plain_shape does not prove plain (it asks the card detector about those runs)."""
     todo = _plain_uuid_chunk(values)
-    assert todo == [i for i, v in enumerate(values) if not _plain_shape(v)]
+    assert todo == [i for i, v in enumerate(values) if max(map(len, re.findall(r"[0-9]+", v.replace("-", "")))) >= 13]
+    assert {i for i, v in enumerate(values) if not _plain_shape(v)} <= set(todo)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(_uuid_texts, min_size=1, max_size=20))
+def test_a_uuid_plain_shape_proves_is_one_the_masker_leaves_unchanged(values):
+    m = new_masker()
+    for v in values:
+        if _plain_shape(v):
+            assert m.mask_text(v) == v
+
+
+_hex_texts = st.one_of(
+    st.binary(min_size=16, max_size=60).map(bytes.hex),
+    st.from_regex(r"\A[a-f]{2}[0-9]{2}[0-9a-f]{28,40}\Z"),
+    st.from_regex(r"\A[0-9]{32,45}\Z"),
+    st.sampled_from(["4111111111111111" + "a" * 16, "a" * 16 + "4111111111111111", "0" * 32]),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(_hex_texts, min_size=1, max_size=40))
+def test_hex_chunk_check_names_every_text_plain_shape_does_not_prove(values):
+    todo = _plain_hex_chunk(values)
+    assert todo is not None
+    assert {i for i, v in enumerate(values) if not _plain_shape(v)} <= set(todo)
+    m = new_masker()
+    for i, v in enumerate(values):
+        if i not in todo:
+            assert _plain_shape(v) and m.mask_text(v) == v
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    values=st.lists(_hex_texts, min_size=1, max_size=20),
+    odd=st.sampled_from(["", "ab", "A" * 40, "é" * 40, "a" * 39 + ",", "a" * 39 + "\n", "g" * 40, "0" * 31]),
+    at=st.integers(min_value=0, max_value=20),
+)
+def test_hex_chunk_check_declines_a_chunk_with_any_other_text(values, odd, at):
+    assert _plain_hex_chunk(values[:at] + [odd] + values[at:]) is None
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -184,3 +228,7 @@ def test_uuid_columns_chunk_equals_per_cell(values, null, add_null):
         values = values + [null]  # a text equal to the NULL literal is formatted (told apart), not kept
     _same(ColumnSpec("idempotency_key"), null, values)
     _same(ColumnSpec("idempotency_key"), null, values + [None])
+
+
+def test_the_hex_chunk_minimum_is_the_digest_rule_minimum():
+    assert _HEX_DIGEST_MIN == _HASH_MIN

@@ -1,13 +1,14 @@
 """Issue 27 item 4: ``duplicate_intent`` and ``unresolved_failure`` compare a computed intent
 (``intent_ref = {hash = [...]}``: Celery's name + args + kwargs) by its columns, not by their
 concatenation (SQLite) or its md5 (PostgreSQL, MySQL/MariaDB), which no index serves and every row
-had to build. The scan JSON is the same as comparing by the reference on every engine, except where the
-reference was wrong (DESIGN §5: one intent is one call, and a NULL column counts as ''):
+had to build. The scan JSON is the same as comparing by the reference on every engine (DESIGN §5: one
+intent is one call, and a NULL column counts as ''). Before the reference became one md5 everywhere
+(issue 27 item 2) it was wrong in two ways the parts never were:
 
 - two different calls whose columns concatenate alike (a value holding the separator 0x1F) shared a
-  reference on SQLite and MySQL/MariaDB;
+  reference on SQLite and MySQL/MariaDB (binary columns now enter as hex, which never holds 0x1F);
 - on PostgreSQL ``concat_ws`` skipped a NULL column, so ``(n, 'q', NULL)`` and ``(n, NULL, 'q')`` shared
-  an md5, and ``(n, NULL, k)`` differed from ``(n, '', k)``.
+  an md5, and ``(n, NULL, k)`` differed from ``(n, '', k)`` (a NULL column is now '' there too).
 
 By the columns, the findings are the same on every engine (asserted below)."""
 
@@ -100,27 +101,18 @@ def _kinds(doc, kinds=("duplicate_intent", "unresolved_failure")) -> set:
     return {(f["kind"], f["key"]) for f in doc["findings"] if f["kind"] in kinds}
 
 
-def test_scan_json_by_parts_equals_by_reference_but_where_the_reference_was_wrong(dialect_db, capsys, monkeypatch):
+def test_scan_json_by_parts_equals_by_reference(dialect_db, capsys, monkeypatch):
+    """Since issue 27 the reference is the same md5 on every engine with a NULL column as '' and a
+    binary column (Celery's args, kwargs) as hex, which never holds the separator: for Celery's columns
+    (one text, then binary) no two calls share a reference, so both comparisons find the same."""
     writable, url = dialect_db
     load(writable, celery_md(), {"celery_taskmeta": _rows()})
     new = _scan_json(url, capsys, True, monkeypatch)
     old = _scan_json(url, capsys, False, monkeypatch)
     assert _kinds(new) == WANT
-    pg = url.startswith("postgresql")
-    if pg:
-        # md5(concat_ws(...)): the NULL-shifted call merged, NULL args apart from empty args
-        wrong = {("duplicate_intent", "null-args-q")}
-        missed = {("duplicate_intent", "empty-args"), ("unresolved_failure", "fail-null-shift")}
-    else:
-        # the concatenation: the separator inside a value merged two calls (and resolved the REVOKED)
-        wrong = {("duplicate_intent", "sep-in-args")}
-        missed = {("unresolved_failure", "fail-sep")}
-    assert _kinds(old) == (WANT - missed) | wrong
-    # everything else in the document is the same, finding for finding (evidence, explanations, order)
-    differ = {k for _kind, k in missed | wrong}
-    same_new = [f for f in new["findings"] if f["key"] not in differ]
-    same_old = [f for f in old["findings"] if f["key"] not in differ]
-    assert same_new == same_old
+    assert _kinds(old) == WANT
+    # the whole document is the same, finding for finding (evidence, explanations, order)
+    assert new["findings"] == old["findings"]
     keep = {k: v for k, v in new.items() if k not in ("findings", "counts")}
     assert keep == {k: v for k, v in old.items() if k not in ("findings", "counts")}
     dup2 = next(f for f in new["findings"] if f["key"] == "dup-2" and f["kind"] == "duplicate_intent")
