@@ -5,7 +5,10 @@ idemview's reference tables (``operations`` + ``attempts``, :mod:`idemview.ledge
 named shared-cache memory database (``file:…?mode=memory&cache=shared``): the values (customer data)
 never touch the disk, the GUI's worker threads each get a read-only connection (``PRAGMA query_only`` +
 an authorizer denying ATTACH), and the database lives as long as the engine holds its keeper
-connection. This module is the set-up every snapshot shares, written once:
+connection. A large Redis snapshot is *spilled* instead (:func:`new_memory_db` ``spill=True``, issue
+27): SQLite's private temporary database, its pages beyond a bounded cache in an unlinked file (the
+exposure judgment is in that docstring), one connection shared by the threads behind a lock. This
+module is the set-up every snapshot shares, written once:
 
 - :func:`new_memory_db`: the database, no journal, the tables created (the indexes wait for the load);
 - :func:`insert_statements`: the ``INSERT`` of both tables for a layout's mapped columns;
