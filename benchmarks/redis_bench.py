@@ -116,7 +116,7 @@ class TreeSampler:
         self.sample()
 
 
-def measure(url: str, worker: bool | None) -> dict:
+def measure(url: str, worker: bool | None, spill: bool | None = None) -> dict:
     from idemview.findings.engine import FindingEngine
     from idemview.ledger.redis_snapshot import open_redis_ledger
 
@@ -126,7 +126,7 @@ def measure(url: str, worker: bool | None) -> dict:
 
     tree = TreeSampler()
     t0, c0 = time.perf_counter(), cpu()
-    ledger = open_redis_ledger(url, layout="celery-redis-extended", worker=worker)
+    ledger = open_redis_ledger(url, layout="celery-redis-extended", worker=worker, spill=spill)
     t1, c1 = time.perf_counter(), cpu()
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the snapshot's worker process, if any
     fs = FindingEngine(ledger, datetime.now(UTC)).run()
@@ -169,11 +169,18 @@ def main() -> int:
         default="auto",
         help="decode and map the values in a second process: auto (from 500k keys, the default), on, off",
     )
+    ap.add_argument(
+        "--spill",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="snapshot pages beyond a bounded cache in an unlinked temporary file: auto (from 100k keys), on, off",
+    )
     ap.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     url = f"{a.url}/{a.db}"
     if a.measure_only:
-        print(json.dumps(measure(url, {"auto": None, "on": True, "off": False}[a.worker])))
+        tri = {"auto": None, "on": True, "off": False}
+        print(json.dumps(measure(url, tri[a.worker], tri[a.spill])))
         return 0
     fill_s = populate(url, a.keys, a.reuse)
     import redis
@@ -190,6 +197,8 @@ def main() -> int:
             a.url,
             "--worker",
             a.worker,
+            "--spill",
+            a.spill,
         ],
         capture_output=True,
         text=True,

@@ -5,7 +5,10 @@ idemview's reference tables (``operations`` + ``attempts``, :mod:`idemview.ledge
 named shared-cache memory database (``file:…?mode=memory&cache=shared``): the values (customer data)
 never touch the disk, the GUI's worker threads each get a read-only connection (``PRAGMA query_only`` +
 an authorizer denying ATTACH), and the database lives as long as the engine holds its keeper
-connection. This module is the set-up every snapshot shares, written once:
+connection. A large Redis snapshot is *spilled* instead (:func:`new_memory_db` ``spill=True``, issue
+27): SQLite's private temporary database, its pages beyond a bounded cache in an unlinked file (the
+exposure judgment is in that docstring), one connection shared by the threads behind a lock. This
+module is the set-up every snapshot shares, written once:
 
 - :func:`new_memory_db`: the database, no journal, the tables created (the indexes wait for the load);
 - :func:`insert_statements`: the ``INSERT`` of both tables for a layout's mapped columns;
@@ -132,11 +135,25 @@ def _ro_authorizer(action, arg1, arg2, dbname, source):
 
 
 def memory_engine(uri: str, keeper: sqlite3.Connection):
-    """A SQLAlchemy engine over the named shared-cache memory database ``uri``; each pooled connection
-    is read-only (``query_only`` + ATTACH denied). The ``keeper`` connection keeps the database alive
-    as long as the engine lives."""
+    """A SQLAlchemy engine over the snapshot database ``uri`` (from :func:`new_memory_db`); each pooled
+    connection is read-only (``query_only`` + ATTACH denied). The ``keeper`` connection keeps the
+    database alive as long as the engine lives.
+
+    A spilled database (``uri == ""``, :func:`new_memory_db` with ``spill=True``) is private to its one
+    connection, so every checkout gets that connection (``StaticPool``; an export reads rows on one
+    checkout while it looks up on another), behind :class:`_Serialized`: one thread in SQLite at a time.
+    It is made read-only here, once loaded; ATTACH is refused by ``SQLITE_LIMIT_ATTACHED = 0`` too."""
     from sqlalchemy import create_engine
-    from sqlalchemy.pool import QueuePool
+    from sqlalchemy.pool import QueuePool, StaticPool
+
+    if not uri:
+        keeper.execute("PRAGMA query_only = ON")
+        keeper.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        keeper.set_authorizer(_ro_authorizer)
+        shared = _Serialized(keeper, threading.RLock())
+        eng = create_engine("sqlite+pysqlite://", creator=lambda: shared, poolclass=StaticPool)
+        eng._idemview_keeper = keeper  # type: ignore[attr-defined]
+        return eng
 
     def creator():
         c = connect_sqlite(uri, uri=True, check_same_thread=False)
@@ -152,25 +169,102 @@ def memory_engine(uri: str, keeper: sqlite3.Connection):
     return eng
 
 
-def new_memory_db(name: str) -> tuple[str, sqlite3.Connection, list[str]]:
+#: The page cache of a spilled snapshot database (:func:`new_memory_db` ``spill=True``), in KiB: what
+#: of the database stays in the process's memory; the rest is in its unlinked file (the OS's page cache).
+SPILL_CACHE_KB = 32768
+
+
+class _Serialized:
+    """A sqlite3 connection or cursor shared by threads, every call made holding one re-entrant lock
+    (the same for the connection and its cursors); the cursors it returns are wrapped too, and closed
+    and released under the lock.
+
+    Why: SQLite serializes the calls of threads on one connection, but a callback (the ATTACH
+    authorizer, a registered SQL function such as SQLAlchemy's ``regexp``) runs holding SQLite's mutex
+    and needs the GIL, which another thread may hold while it waits for that mutex: a deadlock, seen
+    with twelve threads scanning a spilled snapshot. Here a waiting thread waits for the lock, with the
+    GIL released. ``interrupt`` (a cancel from another thread) is the one call made without it: it
+    must reach the statement running."""
+
+    __slots__ = ("_obj", "_lock")
+
+    def __init__(self, obj, lock):
+        object.__setattr__(self, "_obj", obj)
+        object.__setattr__(self, "_lock", lock)
+
+    def __getattr__(self, name):
+        attr = getattr(self._obj, name)
+        if not callable(attr) or name == "interrupt":
+            return attr
+        lock = self._lock
+
+        def call(*a, **k):
+            with lock:
+                out = attr(*a, **k)
+            if isinstance(out, sqlite3.Cursor):
+                return self if out is self._obj else _Serialized(out, lock)
+            return out
+
+        return call
+
+    def __setattr__(self, name, value):
+        with self._lock:
+            setattr(self._obj, name, value)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        with self._lock:
+            return next(self._obj)
+
+    def __del__(self):
+        obj = getattr(self, "_obj", None)
+        if isinstance(obj, sqlite3.Cursor):  # its statement reset under the lock, not by the GC anywhere
+            with self._lock:
+                object.__setattr__(self, "_obj", None)
+                del obj
+
+
+def new_memory_db(name: str, *, spill: bool = False) -> tuple[str, sqlite3.Connection, list[str]]:
     """(URI, keeper connection, index statements, the unique (scope, key) one first) of a fresh
-    shared-cache memory database ``file:idemview-<name>-<uuid>`` holding the reference tables. A fresh
-    memory database that nobody else sees until it is complete: no rollback journal, one transaction
-    for the whole load (a cancel or error discards it with the keeper); the indexes come after the load
-    (one sort each instead of a B-tree insert per row), sorted in memory (``temp_store``: nothing of
-    the values is written to a temporary file)."""
-    uri = f"file:idemview-{name}-{uuid.uuid4().hex}?mode=memory&cache=shared"
-    keeper = connect_sqlite(uri, uri=True, check_same_thread=False)
+    snapshot database holding the reference tables.
+
+    Default: a shared-cache memory database ``file:idemview-<name>-<uuid>`` that nobody else sees until
+    it is complete: no rollback journal, one transaction for the whole load (a cancel or error discards
+    it with the keeper); the indexes come after the load (one sort each instead of a B-tree insert per
+    row), sorted in memory (``temp_store``: nothing of the values is written to a temporary file).
+
+    ``spill=True`` (URI ``""``; Redis from :data:`~idemview.ledger.redis_kv.mapping.SPILL_MIN_KEYS`
+    keys): the memory a snapshot takes is bounded by construction, not by the store's size: SQLite's
+    private temporary database (empty file name), whose pages beyond :data:`SPILL_CACHE_KB` of cache
+    go to a file SQLite creates 0600 in its temporary directory and **unlinks at once** (no name
+    anyone can open; the space is freed when the connection closes or the process ends, killed too),
+    as do the index sorts and the scan's GROUP BY B-trees (``temp_store`` = FILE: the same kind of
+    unlinked file). The exposure judgment: the values are not masked in it (the findings read them
+    raw, as from the store); they are in the page cache and may reach the disk blocks of the
+    temporary directory while the process runs, readable by root or someone who can read this
+    process's memory anyway, never by a path; the same as swap for the memory database. One
+    connection only (the database is private to it): :func:`memory_engine` shares it."""
+    if spill:
+        uri = ""
+        keeper = connect_sqlite("", check_same_thread=False)
+    else:
+        uri = f"file:idemview-{name}-{uuid.uuid4().hex}?mode=memory&cache=shared"
+        keeper = connect_sqlite(uri, uri=True, check_same_thread=False)
     # 16 KiB pages, not 4 KiB: every page of a memory database is held with its cache header (~250
     # bytes) and a partly filled tail; a 1M-key Redis snapshot's RSS fell by ~6 % (BENCHMARKS.md)
     keeper.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+    if spill:  # after page_size: SQLite forgets a cache size set before the page size changes
+        keeper.execute(f"PRAGMA cache_size = -{SPILL_CACHE_KB}")
     keeper.execute("PRAGMA journal_mode = OFF")
     keeper.execute("PRAGMA synchronous = OFF")
     # Temporary data in memory too: with SQLite's default (files), building an index of more than
     # cache_size (2 MB) of keys sorts it in runs written to deleted files in /var/tmp (seen at 200k
     # Redis keys: 7 files, one per index), so keys and times touched the disk. In memory the sort
-    # costs a little more CPU (no merge of runs; ~+0.3 s at 200k keys) and no disk.
-    keeper.execute("PRAGMA temp_store = MEMORY")
+    # costs a little more CPU (no merge of runs; ~+0.3 s at 200k keys) and no disk. A spilled
+    # database is in such a file already: its sorts too (bounded memory).
+    keeper.execute(f"PRAGMA temp_store = {'FILE' if spill else 'MEMORY'}")
     tables, indexes = ddl()
     for stmt in tables:
         keeper.execute(stmt)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import sqlite3
 
+import pytest
+
 from idemview.ledger import memory_snapshot as mem
 
 
@@ -115,3 +117,32 @@ def test_a_file_ledger_still_sorts_in_a_file_under_the_windows_settings(tmp_path
     bound_sqlite_memory(engine, cache_kb=256)
     assert _spills_on(engine, lambda c: None)
     engine.dispose()
+
+
+def test_a_spilled_database_keeps_its_cache_bound_and_its_file_unlinked(monkeypatch):
+    """``spill=True``: the cache size survives the page size change (SQLite forgets one set before it),
+    the pages beyond it go to SQLite's temporary file, which is unlinked (a descriptor on a deleted
+    file, no name), and the engine over it is read-only; closing the engine's pool closes the file."""
+    monkeypatch.setattr(mem, "SPILL_CACHE_KB", 256)
+    uri, keeper, indexes = mem.new_memory_db("t", spill=True)
+    assert uri == ""
+    assert keeper.execute("PRAGMA cache_size").fetchone()[0] == -256
+    assert keeper.execute("PRAGMA page_size").fetchone()[0] == mem.PAGE_SIZE
+    op_sql, _att = mem.insert_statements(["request_body"])
+    rows = [(i, "", f"k{i}", "t", "SUCCESS", None, "x" * 400) for i in range(1, 5001)]
+    assert mem.load_rows(keeper, op_sql, mem.ATTEMPT_INSERT, rows, []) == 0
+    assert mem.finish(keeper, indexes) == 0
+    files = _temp_files()
+    assert files and all(f.endswith(" (deleted)") for f in files)
+    pages = keeper.execute("PRAGMA page_count").fetchone()[0]
+    assert pages * mem.PAGE_SIZE > 2_000_000  # far more than the 256 KiB cache
+    eng = mem.memory_engine(uri, keeper)
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    with eng.connect() as c:
+        assert c.execute(text("SELECT count(*), max(idempotency_key) FROM operations")).one() == (5000, "k999")
+        with pytest.raises(DBAPIError, match="readonly"):
+            c.execute(text("UPDATE operations SET status = 'x'"))
+    eng.dispose()
+    assert not _temp_files()

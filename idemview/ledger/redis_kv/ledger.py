@@ -102,6 +102,7 @@ def open_redis_ledger(
     retention_s=None,
     worker: bool | None = None,
     write_ttl_s: float | None = None,
+    spill: bool | None = None,
 ):
     """Connect read-only, choose the key-value layout (given, else detected from a key sample), take a
     snapshot and return a :class:`RedisLedger` on it, its source declared
@@ -109,7 +110,7 @@ def open_redis_ledger(
     :class:`SnapshotInfo`, the kinds it cannot show with the reasons (:func:`redis_not_checkable`), how
     the layout was chosen, the manifest's identity, the :class:`KvLayout`).
 
-    ``worker``: see :func:`snapshot`. ``write_ttl_s``: the TTL (seconds) the store sets at every write
+    ``worker``, ``spill``: see :func:`snapshot`. ``write_ttl_s``: the TTL (seconds) the store sets at every write
     (Celery's ``result_expires``), in place of the layout's ``[expiry] write_ttl_seconds``. Raises
     :class:`ConnectError` (cannot connect),
     :class:`LayoutError` (no layout fits, bad layout)."""
@@ -129,7 +130,9 @@ def open_redis_ledger(
             import redis
 
             raise redis.exceptions.NoPermissionError(refused_line(missing))
-        engine, info = snapshot(client, kv, url=url, batch=batch, progress=progress, token=token, worker=worker)
+        engine, info = snapshot(
+            client, kv, url=url, batch=batch, progress=progress, token=token, worker=worker, spill=spill
+        )
     finally:
         client.connection_pool.disconnect()
     ledger = RedisLedger(

@@ -115,6 +115,11 @@ class _Mapper:
 #: to shorten the snapshot at 1M keys, to lengthen it at 100k and 200k (the process's start, the pickling).
 WORKER_MIN_KEYS = 500_000
 
+#: The database size (DBSIZE) from which the snapshot's database spills to an unlinked temporary file
+#: beyond a bounded page cache (:func:`~idemview.ledger.memory_snapshot.new_memory_db`): below it the
+#: whole database is a few tens of MB and stays in memory.
+SPILL_MIN_KEYS = 100_000
+
 
 def _map_in_child(out, inbox) -> None:
     """The second process of a snapshot (a :class:`~idemview.ledger.procworker.ChildProcess`): reads

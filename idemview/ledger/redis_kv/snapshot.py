@@ -174,6 +174,7 @@ def snapshot(
     token=None,
     check_rights: bool = True,
     worker: bool | None = None,
+    spill: bool | None = None,
 ):
     """Read every key of ``kv`` into a fresh in-memory SQLite database in the reference layout.
 
@@ -184,9 +185,17 @@ def snapshot(
 
     ``worker``: decode and map the values in a second process while this one reads Redis and loads
     SQLite, so two cores work; ``None`` (default) does so when the database holds at least
-    :data:`~idemview.ledger.redis_kv.mapping.WORKER_MIN_KEYS` keys. The rows are the same either way."""
+    :data:`~idemview.ledger.redis_kv.mapping.WORKER_MIN_KEYS` keys. The rows are the same either way.
+
+    ``spill``: the snapshot's pages beyond a bounded cache in an unlinked temporary file
+    (:func:`~idemview.ledger.memory_snapshot.new_memory_db`, where the exposure judgment is), so that
+    the memory does not grow with the keyspace; ``None`` (default) does so from
+    :data:`~idemview.ledger.redis_kv.mapping.SPILL_MIN_KEYS` keys (DBSIZE). The rows are the same."""
     info = _start_info(client, kv, url, check_rights)
-    uri, keeper, indexes = mem.new_memory_db("redis")
+    size = _dbsize(client) if worker is None or spill is None else 0
+    if spill is None:
+        spill = size >= mapping.SPILL_MIN_KEYS
+    uri, keeper, indexes = mem.new_memory_db("redis", spill=spill)
     if kv.group_field:
         from idemview.ledger.redis_joins import GROUP_COLUMN
 
@@ -198,7 +207,7 @@ def snapshot(
     info.set_server_time(server_time(client))
     op_sql, att_sql = mem.insert_statements(compile_layout(kv).columns)
     if worker is None:  # a second process pays off on a large keyspace only (it starts in ~1 s)
-        worker = not getattr(sys, "frozen", False) and _dbsize(client) >= mapping.WORKER_MIN_KEYS
+        worker = not getattr(sys, "frozen", False) and size >= mapping.WORKER_MIN_KEYS
     if worker:
         rows = mapping.rows_in_worker(_reads(client, kv, batch, None), kv, token)
     else:
