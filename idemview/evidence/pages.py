@@ -23,12 +23,14 @@ broken, is read whole to give the whole-value path's text).
 
 from __future__ import annotations
 
+import codecs
 import re
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sqlalchemy import case, func, null, select
+from sqlalchemy import Column, case, func, literal, literal_column, null, select
+from sqlalchemy.exc import DBAPIError
 
 from idemview.evidence.cells import _INNER_RE, _LEAD, _NUMERIC_RE
 from idemview.masking.masker import Masker
@@ -57,7 +59,10 @@ def _length(expr: Any, dialect: str) -> Any:
 def paged_columns(sel: list[Any], encodings: dict[str, str | None], dialect: str) -> tuple[list[Any], dict[str, Any]]:
     """The export's select list with each text payload column ``p_*`` (``encodings``: payload name →
     encoding, json or text only) replaced by ``NULL`` where it is at least :data:`PAGE_MIN` characters,
-    and a column ``n_p_*`` with its length appended; and ``{name: expression}`` of the paged columns."""
+    and a column ``n_p_*`` appended: the length of every non-NULL text cell (``-1`` on SQLite, whose
+    ``length()`` of a text loads all of it: the probe loads a cell once, in its ``CASE``, and the
+    length is then known from its pages); and ``{name: expression}`` of the paged columns. A row's cell
+    is paged when its value is NULL and its ``n_p_*`` is not."""
     out, exprs, lengths = [], {}, []
     for c in sel:
         name = getattr(c, "name", "") or ""
@@ -74,9 +79,20 @@ def paged_columns(sel: list[Any], encodings: dict[str, str | None], dialect: str
             continue
         n = _length(inner, dialect)
         out.append(case((n >= PAGE_MIN, null()), else_=inner).label(name))
+        if dialect == "sqlite":  # typeof() reads no content (a BLOB is never paged: its length is NULL)
+            n = case((func.typeof(inner) == "text", literal(-1)), else_=null())
         lengths.append(n.label("n_" + name))
         exprs[name] = inner
     return out + lengths, exprs
+
+
+def _base_column(expr: Any) -> Any:
+    """The table column under a payload expression (``type_coerce``), or ``None``."""
+    for _ in range(4):
+        if isinstance(expr, Column):
+            return expr
+        expr = getattr(expr, "clause", None)
+    return None
 
 
 class PagedCell:
@@ -98,7 +114,7 @@ class PagedCell:
         return self.convert("".join(self.pages()))
 
     def __repr__(self) -> str:
-        return f"<PagedCell {self.column} of record {self.rid!r}: {self.length} characters>"
+        return f"<PagedCell {self.column} of record {self.rid!r}: {self.length} characters (-1: unknown)>"
 
 
 class PageReader:
@@ -111,10 +127,8 @@ class PageReader:
         self.dialect = engine.dialect.name
         self._conn: Any = None
 
-    def cell(self, column: str, rid: Any, length: int | None, convert: Callable[[Any], Any]) -> PagedCell | None:
-        """The paged cell of a row whose ``n_<column>`` is ``length`` (``None`` when not paged)."""
-        if length is None or length < PAGE_MIN:
-            return None
+    def cell(self, column: str, rid: Any, length: int, convert: Callable[[Any], Any]) -> PagedCell:
+        """The paged cell of a row whose value came NULL with ``n_<column>`` ``length`` (``-1``: unknown)."""
         return PagedCell(self, column, rid, int(length), convert)
 
     def _connection(self) -> Any:
@@ -126,35 +140,94 @@ class PageReader:
         return self._conn
 
     def pages(self, cell: PagedCell) -> Iterator[str]:
-        expr = self.exprs[cell.column]
         c = self._connection()
         if self.dialect == "sqlite":
             c.exec_driver_sql("BEGIN")  # one read transaction for every page of the cell
         try:
-            at = 1
-            while at <= cell.length:
-                q = (
-                    select(func.substr(expr, at, PAGE_CHARS), _length(expr, self.dialect))
-                    .select_from(self.table)
-                    .where(self.rid == cell.rid)
-                    .limit(2)
-                )
-                rows = c.execute(q).fetchall()
-                if len(rows) != 1 or rows[0][1] != cell.length:
-                    now = "gone" if not rows else "not unique" if len(rows) > 1 else f"{rows[0][1]} characters"
-                    raise CellChanged(
-                        f"{cell.column[2:]} of record {cell.rid!r} changed while it was exported "
-                        f"({cell.length} characters when selected, now {now}); export it again"
-                    )
-                page = rows[0][0]
-                if isinstance(page, (bytes, bytearray, memoryview)):
-                    page = bytes(page).decode("utf-8")
-                yield page
-                at += PAGE_CHARS
+            blob = self._sqlite_blob(c, cell) if self.dialect == "sqlite" else None
+            if blob is not None:
+                yield from self._blob_pages(blob, cell)
+            else:
+                yield from self._substr_pages(c, cell)
         finally:
             if self.dialect == "sqlite":
                 c.exec_driver_sql("ROLLBACK")
             c.rollback()
+
+    def _changed(self, cell: PagedCell, now: str) -> CellChanged:
+        return CellChanged(
+            f"{cell.column[2:]} of record {cell.rid!r} changed while it was exported "
+            f"({cell.length} characters when selected, now {now}); export it again"
+        )
+
+    def _substr_pages(self, c: Any, cell: PagedCell) -> Iterator[str]:
+        """``substr`` pages, each asking for the length again (the first page's when the probe had none)."""
+        expr = self.exprs[cell.column]
+        want = cell.length if cell.length >= 0 else None
+        at = 1
+        while want is None or at <= want:
+            q = (
+                select(func.substr(expr, at, PAGE_CHARS), _length(expr, self.dialect))
+                .select_from(self.table)
+                .where(self.rid == cell.rid)
+                .limit(2)
+            )
+            rows = c.execute(q).fetchall()
+            if want is None and len(rows) == 1 and rows[0][1] is not None:
+                want = rows[0][1]
+            if len(rows) != 1 or rows[0][1] != want:
+                raise self._changed(
+                    cell, "gone" if not rows else "not unique" if len(rows) > 1 else f"{rows[0][1]} characters"
+                )
+            page = rows[0][0]
+            if isinstance(page, (bytes, bytearray, memoryview)):
+                page = bytes(page).decode("utf-8")
+            yield page
+            at += PAGE_CHARS
+
+    def _sqlite_blob(self, c: Any, cell: PagedCell) -> Any:
+        """SQLite's incremental BLOB reader on the cell (``sqlite3.Blob``), or ``None`` where it cannot be
+        used (the page is then read with ``substr``, which loads the whole value into SQLite's memory
+        for every page): a payload that is not a plain column, a table without rowid, a database whose
+        text is not UTF-8."""
+        col = _base_column(self.exprs[cell.column])
+        raw = c.connection.dbapi_connection
+        if col is None or not hasattr(raw, "blobopen"):
+            return None
+        if c.exec_driver_sql("PRAGMA encoding").scalar() != "UTF-8":
+            return None
+        try:
+            rows = c.execute(
+                select(literal_column("rowid")).select_from(self.table).where(self.rid == cell.rid).limit(2)
+            ).fetchall()
+        except DBAPIError:  # WITHOUT ROWID
+            return None
+        if len(rows) != 1:
+            raise self._changed(cell, "gone" if not rows else "not unique")
+        schema = self.table.schema or "main"
+        return raw.blobopen(self.table.name, col.name, rows[0][0], readonly=True, name=schema)
+
+    def _blob_pages(self, blob: Any, cell: PagedCell) -> Iterator[str]:
+        """The cell's UTF-8 bytes read :data:`PAGE_CHARS` bytes at a time and decoded (a character cut
+        by a page is completed by the next); its character count checked against the probe's."""
+        dec = codecs.getincrementaldecoder("utf-8")()
+        n = 0
+        try:
+            with blob:
+                while data := blob.read(PAGE_CHARS):
+                    page = dec.decode(data)
+                    n += len(page)
+                    if 0 <= cell.length < n:
+                        raise self._changed(cell, f"over {cell.length} characters")
+                    yield page
+            page = dec.decode(b"", final=True)
+        except UnicodeDecodeError as e:
+            raise CellChanged(f"{cell.column[2:]} of record {cell.rid!r} is not UTF-8 text ({e})") from None
+        n += len(page)
+        if 0 <= cell.length != n:
+            raise self._changed(cell, f"{n} characters")
+        if page:
+            yield page
 
     def close(self) -> None:
         if self._conn is not None:

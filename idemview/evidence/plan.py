@@ -28,7 +28,6 @@ from idemview.config import new_masker
 from idemview.domain.filters import Filter
 from idemview.domain.model import LEDGER_KINDS, FindingKind, Status
 from idemview.errors import InputError, TargetRefused
-from idemview.evidence import pages
 from idemview.evidence.pages import PageReader, paged_columns
 from idemview.evidence.writer import ColumnBatches, ColumnSpec, ExportResult, write_evidence
 from idemview.findings.actions import classifier_for
@@ -427,21 +426,22 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
 
 class _Paged:
     """Puts a :class:`~idemview.evidence.pages.PagedCell` in the converted batch where a payload cell
-    was too long to select (its ``n_p_*`` length at least ``PAGE_MIN``; the SELECT gave NULL)."""
+    was too long to select (its value came NULL and its ``n_p_*`` length did not)."""
 
-    def __init__(self, reader: PageReader, specs: list[tuple[int, int, int, str, Callable[[Any], Any]]]) -> None:
+    def __init__(self, reader: PageReader, specs: list[tuple[int, int, int, int, str, Callable[[Any], Any]]]) -> None:
         self.reader, self.specs = reader, specs
 
     def __call__(self, out: list, batch: list) -> None:
-        for ci, i_rid, i_len, name, conv in self.specs:
-            lens = list(map(itemgetter(i_len), batch))
-            if max(filter(None, lens), default=0) < pages.PAGE_MIN:
+        for ci, i_rid, i_val, i_len, name, conv in self.specs:
+            vals = list(map(itemgetter(i_val), batch))
+            if None not in vals:
                 continue
-            col = out[ci] = list(out[ci])
-            for r, n in enumerate(lens):
-                cell = self.reader.cell(name, batch[r][i_rid], n, conv)
-                if cell is not None:
-                    col[r] = cell
+            col = None
+            for r, (v, n) in enumerate(zip(vals, map(itemgetter(i_len), batch), strict=True)):
+                if v is None and n is not None:
+                    if col is None:
+                        col = out[ci] = list(out[ci])
+                    col[r] = self.reader.cell(name, batch[r][i_rid], n, conv)
 
 
 def _paged_payloads(ledger: Ledger, sel: list, cols: list[ColumnSpec]) -> tuple[list, _Paged | None]:
@@ -455,14 +455,14 @@ def _paged_payloads(ledger: Ledger, sel: list, cols: list[ColumnSpec]) -> tuple[
         return sel, None
     pos = {c.name: i for i, c in enumerate(sel)}
     names = [c.name for c in cols]
-    specs = []
+    specs: list[tuple[int, int, int, int, str, Callable[[Any], Any]]] = []
     for name in exprs:
         e = enc[name[2:]]
 
         def whole(x: Any, e: str | None = e) -> Any:
             return _payload_cell(decode_payload(x, e))
 
-        specs.append((names.index(name[2:]), pos["rid"], pos["n_" + name], name, whole))
+        specs.append((names.index(name[2:]), pos["rid"], pos[name], pos["n_" + name], name, whole))
     return sel, _Paged(PageReader(ledger.engine, ledger.ops, ledger.rid, exprs), specs)
 
 

@@ -55,7 +55,9 @@ STREAM_MIN = 256 * 1024
 
 _WS = re.compile(r"[ \t\n\r]*")
 # A string (to its end, or to the end of the scanned window when it does not close in it) or a bracket.
-_STRUCT = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|[\[\]{}]', re.S)
+# (Each as "unrolled loop": a repeat of single characters per run, not one group iteration per character,
+# which costs the regex engine stack for every character of a long string.)
+_STRUCT = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[\[\]{}]', re.S)
 _DECODE = json.JSONDecoder().raw_decode
 
 
@@ -131,9 +133,9 @@ def mask_json_pages(
 #: The paged walk drops the text it has walked once this many characters are behind it.
 DROP = 256 * 1024
 # A JSON string's body (up to its closing quote or the end of the window).
-_STR_BODY = re.compile(r'(?:[^"\\]|\\.)*', re.S)
+_STR_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.S)
 # A number or literal's characters.
-_ATOM = re.compile(r"[-+0-9.eEa-z]*")
+_ATOM = re.compile(r"[-+0-9.a-zA-Z]*")
 
 
 class _Walker:
@@ -503,7 +505,7 @@ def _local_cut(mt: Callable[[str, dict[str, int]], str], left: str, buf: str, ta
 
 
 # A JSON string's body up to its closing quote, or to the end of what has arrived.
-_BODY_END = re.compile(r'(?:[^"\\]|\\.)*', re.S)
+_BODY_END = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.S)
 
 
 def json_string_pieces(pages: Iterable[str], *, size: int = TEXT_PIECE) -> Iterator[str]:
