@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy import Column, case, func, literal, literal_column, null, select
 from sqlalchemy.exc import DBAPIError
 
+from idemview.errors import IdemviewError
 from idemview.evidence.cells import _INNER_RE, _LEAD, _NUMERIC_RE
 from idemview.masking.masker import Masker
 from idemview.masking.stream import json_string_pieces, mask_json_pages, mask_text_pieces
@@ -47,9 +48,10 @@ PAGE_CHARS = 1 << 20
 _COPY = 1 << 20
 
 
-class CellChanged(Exception):
-    """A cell read in pages changed length between the export's SELECT and its pages (not a ValueError:
-    the stream masker reads ValueError as broken JSON)."""
+class CellChanged(IdemviewError):
+    """A cell read in pages changed length between the export's SELECT and its pages, or is not UTF-8:
+    the export stops (nothing published) and the CLI prints the message, exit code 2. Not a ValueError:
+    the stream masker reads ValueError as broken JSON."""
 
 
 def _length(expr: Any, dialect: str) -> Any:

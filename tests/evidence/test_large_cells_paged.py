@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import text
 
+from idemview.cli import main as cli_main
 from idemview.domain.filters import Filter
 from idemview.evidence import pages
 from idemview.evidence.plan import export_evidence
@@ -189,7 +190,7 @@ def test_a_cell_rewritten_between_its_pages_comes_out_in_one_version(dialect_db,
         assert "nobodx" in c.execute(text("SELECT response_body FROM operations")).scalar()
 
 
-def test_a_cell_that_changed_length_before_its_pages_is_refused_or_read_whole(dialect_db, monkeypatch, tmp_path):
+def test_a_cell_that_changed_length_before_its_pages_is_refused_or_whole(dialect_db, monkeypatch, tmp_path, capsys):
     eng, url = dialect_db
     _load(eng, {"doc": (_doc(300), None)})
     _wal(eng)
@@ -216,3 +217,9 @@ def test_a_cell_that_changed_length_before_its_pages_is_refused_or_read_whole(di
         led.engine.dispose()
     assert not out.exists()
     assert [p for p in os.listdir(tmp_path) if p.startswith("out")] == []
+    # the CLI says it in one line, exit code 2, nothing written
+    rc = cli_main(["export", url, "--rows", "operations", "--out", str(out), "--now", NOW.isoformat()])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "changed while it was exported" in err and "export it again" in err and "Traceback" not in err
+    assert not out.exists()
