@@ -166,7 +166,7 @@ def _row_pieces(fields: list[str]) -> Iterator[str]:
     for i, cell in enumerate(fields):
         if i:
             yield ","
-        if type(cell) is CellStream:  # made while written: the caller writes it (_put_stream)
+        if type(cell) is CellStream:  # made while written: the caller writes it (_put_row)
             yield '"'
             yield cell
             yield '"'
