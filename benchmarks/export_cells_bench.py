@@ -151,9 +151,12 @@ def run_export(url: str, out: str) -> dict:
     )
     s = time.perf_counter() - t0
     peak = next((int(x.split(":")[1]) for x in p.stderr.splitlines() if "Maximum resident set size" in x), 0)
+    cpu = sum(
+        float(x.split(":")[1]) for x in p.stderr.splitlines() if x.strip().startswith(("User time", "System time"))
+    )
     if not os.path.exists(out):
         raise SystemExit(f"export failed ({p.returncode}): {p.stderr[-2000:]}")
-    return {"s": s, "peak_mb": peak / 1024, "bytes": os.path.getsize(out), "exit": p.returncode}
+    return {"s": s, "cpu_s": cpu, "peak_mb": peak / 1024, "bytes": os.path.getsize(out), "exit": p.returncode}
 
 
 def main(argv=None) -> int:
@@ -178,7 +181,7 @@ def main(argv=None) -> int:
                 print(
                     f"{engine:10} {shape:8} {args.ops} x {args.mb:g} MB: {r['s']:.1f} s, "
                     f"{args.ops / r['s']:.1f} rows/s, {args.ops * args.mb / r['s']:.1f} MB/s, "
-                    f"peak RSS {r['peak_mb']:.0f} MB",
+                    f"{r['cpu_s']:.1f} s CPU, peak RSS {r['peak_mb']:.0f} MB",
                     flush=True,
                 )
     print(json.dumps(rows))

@@ -21,6 +21,7 @@ from uuid import UUID
 
 from idemview.domain.model import Payload
 from idemview.evidence import cells
+from idemview.evidence.pages import PagedCell, format_paged
 from idemview.masking.masker import Masker
 from idemview.masking.stream import JsonText, mask_json_text
 
@@ -194,6 +195,8 @@ def _text_formatter(ctx: _Cell) -> Callable[[Any], str]:
         if type(v) is str:
             s = mask(v)
         else:
+            if type(v) is PagedCell:  # a cell read in pages (evidence/pages.py): masked as it is written
+                return _paged(ctx, v, fmt, False)
             v = _pre(v)
             if v is None:
                 return null
@@ -307,6 +310,8 @@ def _json_formatter(ctx: _Cell) -> Callable[[Any], str]:
     def fmt_json(v: Any) -> str:
         if v is None:
             return null
+        if type(v) is PagedCell:  # a cell read in pages (evidence/pages.py): masked as it is written
+            return _paged(ctx, v, fmt_json, True)
         if type(v) is JsonText:
             # a large JSON cell masked as a stream, never parsed whole (issue 27); same text as below
             s = mask_json_text(masker, v.text, _dumps) if streamable else None
@@ -325,6 +330,21 @@ def _json_formatter(ctx: _Cell) -> Callable[[Any], str]:
         return enc(_dumps(m))
 
     return fmt_json
+
+
+def _paged(ctx: _Cell, v: PagedCell, fmt: Callable[[Any], str], json_kind: bool) -> str:
+    """A paged cell as a :class:`~idemview.evidence.pages.CellStream` (the writer writes it piece by
+    piece), or, when the masker cannot stream it (not a real Masker, or a column sensitive by name),
+    ``fmt`` of its whole value."""
+    if not ctx.streamable:
+        return fmt(v.value())
+    mask = ctx.mask
+
+    def unguarded(x: Any) -> str:  # the JSON formatter's text of a whole value, before the guard
+        m = mask(x if type(x) is dict else _pre(x))
+        return m if isinstance(m, str) else _dumps(m)
+
+    return format_paged(v, ctx.masker, json_kind, _dumps, unguarded)  # type: ignore[return-value]
 
 
 _FORMATTERS: dict[str, Callable[[_Cell], Callable[[Any], str]]] = {

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -28,6 +29,8 @@ from idemview.domain.filters import Filter
 from idemview.domain.model import LEDGER_KINDS, FindingKind, Status
 from idemview.errors import InputError, TargetRefused
 from idemview.evidence import timecols
+
+from idemview.evidence.pages import PageReader, paged_columns
 from idemview.evidence.writer import ColumnBatches, ColumnSpec, ExportResult, write_evidence
 from idemview.findings.actions import classifier_for
 from idemview.findings.engine import FindingEngine
@@ -416,15 +419,65 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         # turned into export rows a fetched batch at a time, column by column, with what
         # Ledger.row_to_operation and the Operation fields would give (no object per row).
         sel = [_as_text(c, ledger.engine.dialect.name) for c in ledger.op_columns()]
+        sel, paged = _paged_payloads(ledger, sel, cols)
         q = select(*sel).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
         q = q.order_by(ledger.rid if ledger.rid is not None else ledger.key_expr)
         big = [i for i, c in enumerate(sel) if c.name.startswith(("p_", "j_"))]
         convert = _operation_columns(ledger, [c.name for c in sel], times, payloads, findings)
         with ledger.engine.connect() as c:
-            for batch in stream_batches(c, q, big):
-                yield convert(batch)
+            try:
+                for batch in stream_batches(c, q, big):
+                    out = convert(batch)
+                    if paged is not None:
+                        paged(out, batch)
+                    yield out
+            finally:
+                if paged is not None:
+                    paged.reader.close()
 
     return ExportPlan(cols, ColumnBatches(rows()), "the filtered operations, one row per record")
+
+
+class _Paged:
+    """Puts a :class:`~idemview.evidence.pages.PagedCell` in the converted batch where a payload cell
+    was too long to select (its value came NULL and its ``n_p_*`` length did not)."""
+
+    def __init__(self, reader: PageReader, specs: list[tuple[int, int, int, int, str, Callable[[Any], Any]]]) -> None:
+        self.reader, self.specs = reader, specs
+
+    def __call__(self, out: list, batch: list) -> None:
+        for ci, i_rid, i_val, i_len, name, conv in self.specs:
+            vals = list(map(itemgetter(i_val), batch))
+            if None not in vals:
+                continue
+            col = None
+            for r, (v, n) in enumerate(zip(vals, map(itemgetter(i_len), batch), strict=True)):
+                if v is None and n is not None:
+                    if col is None:
+                        col = out[ci] = list(out[ci])
+                    col[r] = self.reader.cell(name, batch[r][i_rid], n, conv)
+
+
+def _paged_payloads(ledger: Ledger, sel: list, cols: list[ColumnSpec]) -> tuple[list, _Paged | None]:
+    """The select list with long text payload cells read in pages (:mod:`idemview.evidence.pages`),
+    and what puts them in the converted batches (``None``: nothing paged, e.g. no record id)."""
+    if ledger.rid is None:
+        return sel, None
+    enc = {p: f.encoding for p, f in ledger.layout.fields.items()}
+    sel, exprs = paged_columns(sel, enc, ledger.engine.dialect.name)
+    if not exprs:
+        return sel, None
+    pos = {c.name: i for i, c in enumerate(sel)}
+    names = [c.name for c in cols]
+    specs: list[tuple[int, int, int, int, str, Callable[[Any], Any]]] = []
+    for name in exprs:
+        e = enc[name[2:]]
+
+        def whole(x: Any, e: str | None = e) -> Any:
+            return _payload_cell(decode_payload(x, e))
+
+        specs.append((names.index(name[2:]), pos["rid"], pos[name], pos["n_" + name], name, whole))
+    return sel, _Paged(PageReader(ledger.engine, ledger.ops, ledger.rid, exprs), specs)
 
 
 def _as_text(c: Any, dialect: str) -> Any:

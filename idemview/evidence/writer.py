@@ -75,8 +75,9 @@ from idemview.evidence.manifest import (  # noqa: F401
     manifest_path_for,
     verify_evidence,
 )
+from idemview.evidence.pages import CellStream
 from idemview.masking.masker import Masker
-from idemview.masking.visible import HiddenRows
+from idemview.masking.visible import HiddenRows, has_hidden
 
 __all__ = [
     "COLUMN_KINDS",
@@ -165,6 +166,11 @@ def _row_pieces(fields: list[str]) -> Iterator[str]:
     for i, cell in enumerate(fields):
         if i:
             yield ","
+        if type(cell) is CellStream:  # made while written: the caller writes it (_put_row)
+            yield '"'
+            yield cell
+            yield '"'
+            continue
         if isinstance(cell, _Bare) and not (cell == "" and len(fields) == 1) and not _NEEDS_QUOTES.search(cell):
             yield str.__str__(cell)
             continue
@@ -212,6 +218,28 @@ def _csv_text(cols: Sequence[Sequence[str]]) -> str:
         return ""
     quoted = [_csv_column(c) for c in cols]
     return "\r\n".join(map(",".join, zip(*quoted, strict=True))) + "\r\n"
+
+
+def _has_stream(cols_out: list[list[str]]) -> bool:
+    return any(CellStream in set(map(type, col)) for col in cols_out)
+
+
+def _put_row(out: _CsvOut, fields: list[str], hidden: HiddenRows, n: int) -> None:
+    """Write one row field by field (:func:`_row_pieces`), a :class:`CellStream` piece by piece; the
+    row's hidden characters noted as :meth:`HiddenRows.note` would (data row ``n + 1``)."""
+    flag = [any(type(f) is not CellStream and not f.isprintable() and has_hidden(f) for f in fields)]
+
+    def put_quoted(s: str) -> None:
+        if not flag[0] and not s.isprintable() and has_hidden(s):
+            flag[0] = True
+        out.put(s.replace('"', '""') if '"' in s else s)
+
+    for piece in _row_pieces(fields):
+        if type(piece) is CellStream:
+            piece.write(put_quoted)
+        else:
+            out.put(piece)
+    hidden.note([["\0" if flag[0] else ""]], n)  # one cell standing for the row
 
 
 def _write_atomic_temp(directory: str, final_name: str, data: bytes) -> str:
@@ -502,17 +530,19 @@ def _write_rows(
         cols_out = fmt(columns_in)
         del columns_in
         k = len(cols_out[0])
-        hidden.note(cols_out, n)
         chars = sum(sum(map(len, col)) for col in cols_out)
-        if k == 1 and chars >= BIG_ROW:
-            # one large row: written field by field (the csv module would build the whole line in a
-            # 4-bytes-per-character buffer first), the same bytes (test_writer.py)
+        if chars >= BIG_ROW and (k == 1 or _has_stream(cols_out)):
+            # large rows: written field by field (the csv module would build the whole line in a
+            # 4-bytes-per-character buffer first), the same bytes (test_writer.py); a cell read in
+            # pages (evidence/pages.py) is masked as it is written
             out.flush()
-            for piece in _row_pieces([col[0] for col in cols_out]):
-                out.put(piece)
+            for r in range(k):
+                _put_row(out, [col[r] for col in cols_out], hidden, n + r)
         elif len(cols_out) > 1:
+            hidden.note(cols_out, n)
             out.buf.write(_csv_text(cols_out))  # the csv module's text, a column at a time
         else:
+            hidden.note(cols_out, n)
             out.w.writerows(zip(*cols_out, strict=True))
         del cols_out
         n += k

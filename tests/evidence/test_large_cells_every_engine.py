@@ -3,7 +3,9 @@
 threshold (``STREAM_MIN``) and over the writer's field-by-field size (``BIG_ROW``), are written
 byte-identical to the whole-cell mask, with the secrets masked, also one lying across the edge of the
 slices the writer quotes and encodes a large field in (``PIECE_CHARS``: masking comes before slicing).
-Cells are read whole from the database (no ``substr`` pages yet, see BENCHMARKS.md).
+These cells are below ``pages.PAGE_MIN`` and arrive whole; the same engines with cells read in pages
+(page edges inside characters, secrets and escapes; NULL; rewrites between pages):
+``test_large_cells_paged.py``.
 """
 
 from __future__ import annotations
