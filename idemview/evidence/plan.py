@@ -29,7 +29,6 @@ from idemview.domain.filters import Filter
 from idemview.domain.model import LEDGER_KINDS, FindingKind, Status
 from idemview.errors import InputError, TargetRefused
 from idemview.evidence import timecols
-
 from idemview.evidence.pages import PageReader, paged_columns
 from idemview.evidence.writer import ColumnBatches, ColumnSpec, ExportResult, write_evidence
 from idemview.findings.actions import classifier_for
