@@ -19,10 +19,11 @@ from sqlalchemy.sql.expression import ColumnElement, CompoundSelect, Select
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import Finding, FindingKind
-from idemview.findings import keysets, registry
+from idemview.findings import intent_pass, keysets, registry
 from idemview.findings.actions import weigh
 from idemview.findings.audit import DEFAULT_AUDIT_ROWS
 from idemview.findings.common import nonempty, two_distinct
+from idemview.findings.intent_pass import IntentCandidates
 from idemview.findings.rules import DEFAULT_DEDUP_WINDOW_S, FindingRule  # noqa: F401  (re-exported)
 from idemview.findings.rules import indexed_leading as _indexed_leading
 from idemview.ledger.batch import for_batch
@@ -49,6 +50,9 @@ class FindingEngine:
         self.now = now.astimezone(UTC)
         self.now_e = self.now.timestamp()
         self._profile: dict | None = None
+        #: The intent candidates of the packed pass (:mod:`idemview.findings.intent_pass`) of the
+        #: current whole scan, or ``None``: the intent rules then group in SQL themselves.
+        self.intent_cands: IntentCandidates | None = None
         #: Read duplicate_effect / key_conflict / replay candidates from one grouped pass
         #: (:meth:`q_key_profile`); ``None``: where it is faster (not on SQLite).
         self.use_profile = use_profile
@@ -289,6 +293,9 @@ class FindingEngine:
                                 if int(m["is_" + f]):
                                     prof[f].add((r.scope, r.key))
                         self._profile = prof
+                self.intent_cands = None
+                if {K.DUPLICATE_INTENT, K.UNRESOLVED_FAILURE} & {r.kind for r in todo} and intent_pass.usable(self, c):
+                    self.intent_cands = intent_pass.candidates(self, c)
                 alone, shared = self._plan_passes(todo)
                 shared_kinds = {r.kind for r, _rf in shared}
                 shared_out: dict[FindingKind, list[Finding]] | None = None
@@ -306,6 +313,7 @@ class FindingEngine:
                     yield rule.kind, fs
         finally:
             self.flt = None
+            self.intent_cands = None
             self.l = interactive
 
 
