@@ -53,6 +53,8 @@ class FindingEngine:
         #: The intent candidates of the packed pass (:mod:`idemview.findings.intent_pass`) of the
         #: current whole scan, or ``None``: the intent rules then group in SQL themselves.
         self.intent_cands: IntentCandidates | None = None
+        #: ``(scope, key) -> operation kind`` of the current run, shared by every kind's weighing
+        self.op_kinds: dict | None = None
         #: Read duplicate_effect / key_conflict / replay candidates from one grouped pass
         #: (:meth:`q_key_profile`); ``None``: where it is faster (not on SQLite).
         self.use_profile = use_profile
@@ -300,6 +302,7 @@ class FindingEngine:
                 shared_kinds = {r.kind for r, _rf in shared}
                 shared_out: dict[FindingKind, list[Finding]] | None = None
                 op_kinds: dict = {}  # (scope, key) -> operation kind, shared by every kind's weighing
+                self.op_kinds = op_kinds  # rows that carry it fill it (rule_base.fetch_all)
                 for rule in todo:
                     if rule.kind in shared_kinds:
                         if shared_out is None:
@@ -314,6 +317,7 @@ class FindingEngine:
         finally:
             self.flt = None
             self.intent_cands = None
+            self.op_kinds = None
             self.l = interactive
 
 

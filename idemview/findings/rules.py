@@ -299,7 +299,8 @@ class UnresolvedFailure(FindingRule):
             unresolved.pop()
             q = self._grouped(e, ik, o, failed)
             return [q.where(*unresolved)]
-        return [select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status).where(failed, *unresolved)]
+        cols = [o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status, o.c.kind.label("op_kind")]
+        return [select(*cols).where(failed, *unresolved)]
 
     @staticmethod
     def _grouped(e, ik: IntentKey, o, failed) -> Select:
@@ -314,7 +315,7 @@ class UnresolvedFailure(FindingRule):
         are read when there are none."""
         l = e.l
         o3, f = ik.subquery("o3"), ik.subquery("f")
-        q = select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status)
+        q = select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status, o.c.kind.label("op_kind"))
         cands = getattr(e, "intent_cands", None)
         if cands is not None and not cands.resolvable:
             # the packed pass (intent_pass): no failure shares its intent with a completed record
@@ -357,7 +358,7 @@ class UnresolvedFailure(FindingRule):
         )
 
     def run(self, e, c):
-        return self.shape(e, fetch_all(c, e.restrict(self.selects(e))))
+        return self.shape(e, fetch_all(c, e.restrict(self.selects(e)), e))
 
     def shape(self, e, rows):
         out = []
