@@ -347,9 +347,13 @@ class UnresolvedFailure(FindingRule):
         return q.select_from(joined).where(failed, open_intent)
 
     def row_filter(self, e):
-        # A plain filter only when no anti-join is left: one record per key and no intent reference.
+        # A plain filter only when no anti-join is left: one record per key, and no intent reference or
+        # none that a completed record shares with a failure (the packed pass said so): the failures
+        # then ride along the shared pass over the table instead of a scan of their own
         l = e.l
-        if not l.key_unique or "intent_ref" in l.layout.fields:
+        cands = getattr(e, "intent_cands", None)
+        no_intent = "intent_ref" not in l.layout.fields or (cands is not None and not cands.resolvable)
+        if not l.key_unique or not no_intent:
             return None
         return RowFilter(
             l.status_in(["failed"]),

@@ -110,3 +110,7 @@ def test_no_candidates_reads_no_group(pg_url, capsys, monkeypatch):
     out, stmts = _scan(pg_url, capsys)
     assert _kinds(out) == {("unresolved_failure", "f-open")}
     assert not any("GROUP BY" in s and "ik0" in s for s in stmts)
+    # the failures ride along the one shared pass (stuck, unresolved, retry flags f0..f2) instead of
+    # a scan of their own
+    shared = [s for s in stmts if " AS f0" in s]
+    assert len(shared) == 1 and " AS f2" in shared[0]
