@@ -24,7 +24,7 @@ from idemview.findings.actions import weigh
 from idemview.findings.audit import DEFAULT_AUDIT_ROWS
 from idemview.findings.common import nonempty, two_distinct
 from idemview.findings.intent_pass import IntentCandidates
-from idemview.findings.rules import DEFAULT_DEDUP_WINDOW_S, FindingRule  # noqa: F401  (re-exported)
+from idemview.findings.rules import DEFAULT_DEDUP_WINDOW_S, FindingRule, packed_intent_key  # noqa: F401  (re-exported)
 from idemview.findings.rules import indexed_leading as _indexed_leading
 from idemview.ledger.batch import for_batch
 from idemview.ledger.filtering import use_finding_clause
@@ -296,8 +296,10 @@ class FindingEngine:
                                     prof[f].add((r.scope, r.key))
                         self._profile = prof
                 self.intent_cands = None
-                if {K.DUPLICATE_INTENT, K.UNRESOLVED_FAILURE} & {r.kind for r in todo} and intent_pass.usable(self, c):
-                    self.intent_cands = intent_pass.candidates(self, c)
+                if {K.DUPLICATE_INTENT, K.UNRESOLVED_FAILURE} & {r.kind for r in todo}:
+                    ik = packed_intent_key(self.l)
+                    if intent_pass.usable(self, c, ik):
+                        self.intent_cands = intent_pass.candidates(self, c, ik)
                 alone, shared = self._plan_passes(todo)
                 shared_kinds = {r.kind for r, _rf in shared}
                 shared_out: dict[FindingKind, list[Finding]] | None = None

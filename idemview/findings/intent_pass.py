@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import bindparam, func, literal_column, select, text
+from sqlalchemy.sql.expression import ColumnElement
 
 if TYPE_CHECKING:  # pragma: no cover
     from idemview.findings.engine import FindingEngine
@@ -54,15 +55,11 @@ def scoped_hash(ik, sub):
     return func.hash_record_extended(func.row(sub.c.scope, *ik.cols(sub)), literal_column("0"))
 
 
-def usable(e: FindingEngine, c) -> bool:
-    """The packed pass applies to this run (see the module docstring)."""
-    from idemview.findings.rules import _intent_indexed, intent_key
-
+def usable(e: FindingEngine, c, ik) -> bool:
+    """The packed pass applies to this run of ``e`` with :class:`IntentKey` ``ik`` (see the module
+    docstring; ``ik`` from :func:`idemview.findings.rules.packed_intent_key`, ``None``: it does not)."""
     l = e.l
-    if e.flt is not None:
-        return False
-    ik = intent_key(l)
-    if ik is None or ik.hashed is None or _intent_indexed(l):
+    if e.flt is not None or ik is None or ik.hashed is None:
         return False
     t = l.ops
     name = "format('%I.%I', CAST(:s AS text), CAST(:t AS text))" if t.schema else "format('%I', CAST(:t AS text))"
@@ -71,20 +68,16 @@ def usable(e: FindingEngine, c) -> bool:
     return n is not None and 0 <= float(n) <= MAX_ROWS
 
 
-def candidates(e: FindingEngine, c) -> IntentCandidates:
-    """Run the packed pass on connection ``c`` (see the module docstring). Raises what the database
-    raises."""
+def candidates(e: FindingEngine, c, ik) -> IntentCandidates:
+    """Run the packed pass on connection ``c`` for :class:`IntentKey` ``ik`` (see the module
+    docstring). Raises what the database raises."""
     import numpy as np
 
-    from idemview.findings.rules import intent_key
-
     l = e.l
-    ik = intent_key(l)
-    assert ik is not None
     o = ik.subquery("o")
     h = func.int8send(scoped_hash(ik, o))
     comp, fail = l.status_in(["completed"], o), l.status_in(["failed"], o)
-    empty = literal_column("''::bytea")
+    empty: ColumnElement = literal_column("''::bytea")
     q = select(
         func.coalesce(func.string_agg(h, empty).filter(comp), empty).label("c"),
         func.coalesce(func.string_agg(h, empty).filter(fail), empty).label("f"),

@@ -158,6 +158,13 @@ def _parts_hash(l: Ledger, parts: list):
     return func.hash_record_extended(func.row(*parts), literal_column("0"))
 
 
+def packed_intent_key(l: Ledger) -> IntentKey | None:
+    """The :class:`IntentKey` the packed pass (:mod:`~idemview.findings.intent_pass`) may group by: a
+    hashed intent (PostgreSQL 14+) that no index serves; ``None`` otherwise."""
+    ik = intent_key(l)
+    return ik if ik is not None and ik.hashed is not None and not _intent_indexed(l) else None
+
+
 #: Compare records by the intent's columns (True) or by the joined reference (False: the comparison
 #: before issue 27, kept for the tests that compare both on planted ledgers).
 INTENT_BY_PARTS = True
