@@ -159,10 +159,11 @@ def _parts_hash(l: Ledger, parts: list):
 
 
 def packed_intent_key(l: Ledger) -> IntentKey | None:
-    """The :class:`IntentKey` the packed pass (:mod:`~idemview.findings.intent_pass`) may group by: a
-    hashed intent (PostgreSQL 14+) that no index serves; ``None`` otherwise."""
+    """The :class:`IntentKey` the shared intent pass (:mod:`~idemview.findings.intent_pass`) may group
+    by: an intent no index serves (each kind would otherwise group the whole table); ``None`` otherwise.
+    The pass itself decides whether the engine suits it (:func:`intent_pass.usable`)."""
     ik = intent_key(l)
-    return ik if ik is not None and ik.hashed is not None and not _intent_indexed(l) else None
+    return ik if ik is not None and not _intent_indexed(l) else None
 
 
 #: Compare records by the intent's columns (True) or by the joined reference (False: the comparison

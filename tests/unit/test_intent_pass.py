@@ -114,3 +114,19 @@ def test_no_candidates_reads_no_group(pg_url, capsys, monkeypatch):
     # a scan of their own
     shared = [s for s in stmts if " AS f0" in s]
     assert len(shared) == 1 and " AS f2" in shared[0]
+
+
+@pytest.mark.parametrize("rows", ["planted", "variant"])
+def test_sqlite_shared_grouping_writes_the_same_scan_json(sqlite_db, capsys, monkeypatch, rows):
+    """SQLite has no hash function: one GROUP BY over the completed and failed records names the
+    candidate groups of both kinds. Above MAX_GROUPS (here 0) each kind groups by itself, as before:
+    the same scan JSON either way."""
+    writable, path = sqlite_db
+    load(writable, celery_md(), {"celery_taskmeta": _rows() if rows == "planted" else _variant()})
+    shared, stmts = _scan(path, capsys)
+    named = [s for s in stmts if "AS nc" in s and "GROUP BY" in s]
+    assert len(named) == 1  # the shared grouping ran
+    assert _kinds(shared) == (WANT if rows == "planted" else WANT_VARIANT)
+    monkeypatch.setattr(intent_pass, "MAX_GROUPS", 0)
+    own, _stmts = _scan(path, capsys)
+    assert shared == own
