@@ -118,17 +118,21 @@ def fetch_all(c, qs: list[Select], e: FindingEngine | None = None) -> list:
     them up again: 2,000 failures + 4,000 expired keys were 30 look-up statements at 2M Celery rows,
     and 62,302 expired keys of the 2M-operation reference ledger a streamed pass over all 2M records."""
     out: list = []
-    for q in qs:
-        out.extend(c.execute(q).fetchall())
     kinds = getattr(e, "op_kinds", None) if e is not None else None
-    if kinds is not None and e is not None and out and "op_kind" in out[0]._mapping:
-        whole = bool(e.l.key_unique)
-        for r in out:
-            m = r._mapping
-            ref, k = (m["scope"], m["key"]), m["op_kind"]
-            if k is not None:
-                if kinds.get(ref) is None:
-                    kinds[ref] = k
-            elif whole:
-                kinds.setdefault(ref, None)
+    for q in qs:
+        rows = c.execute(q).fetchall()
+        out.extend(rows)
+        if kinds is not None and e is not None and rows and "op_kind" in rows[0]._mapping:
+            _note_kinds(kinds, rows, bool(e.l.key_unique))
     return out
+
+
+def _note_kinds(kinds: dict, rows, whole: bool) -> None:
+    for r in rows:
+        m = r._mapping
+        ref, k = (m["scope"], m["key"]), m["op_kind"]
+        if k is not None:
+            if kinds.get(ref) is None:
+                kinds[ref] = k
+        elif whole:
+            kinds.setdefault(ref, None)
