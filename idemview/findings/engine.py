@@ -19,11 +19,12 @@ from sqlalchemy.sql.expression import ColumnElement, CompoundSelect, Select
 
 from idemview.domain.filters import Filter
 from idemview.domain.model import Finding, FindingKind
-from idemview.findings import keysets, registry
+from idemview.findings import intent_pass, keysets, registry
 from idemview.findings.actions import weigh
 from idemview.findings.audit import DEFAULT_AUDIT_ROWS
 from idemview.findings.common import nonempty, two_distinct
-from idemview.findings.rules import DEFAULT_DEDUP_WINDOW_S, FindingRule  # noqa: F401  (re-exported)
+from idemview.findings.intent_pass import IntentCandidates
+from idemview.findings.rules import DEFAULT_DEDUP_WINDOW_S, FindingRule, packed_intent_key  # noqa: F401  (re-exported)
 from idemview.findings.rules import indexed_leading as _indexed_leading
 from idemview.ledger.batch import for_batch
 from idemview.ledger.filtering import use_finding_clause
@@ -49,6 +50,11 @@ class FindingEngine:
         self.now = now.astimezone(UTC)
         self.now_e = self.now.timestamp()
         self._profile: dict | None = None
+        #: The intent candidates of the packed pass (:mod:`idemview.findings.intent_pass`) of the
+        #: current whole scan, or ``None``: the intent rules then group in SQL themselves.
+        self.intent_cands: IntentCandidates | None = None
+        #: ``(scope, key) -> operation kind`` of the current run, shared by every kind's weighing
+        self.op_kinds: dict | None = None
         #: Read duplicate_effect / key_conflict / replay candidates from one grouped pass
         #: (:meth:`q_key_profile`); ``None``: where it is faster (not on SQLite).
         self.use_profile = use_profile
@@ -289,10 +295,16 @@ class FindingEngine:
                                 if int(m["is_" + f]):
                                     prof[f].add((r.scope, r.key))
                         self._profile = prof
+                self.intent_cands = None
+                if {K.DUPLICATE_INTENT, K.UNRESOLVED_FAILURE} & {r.kind for r in todo}:
+                    ik = packed_intent_key(self.l)
+                    if intent_pass.usable(self, c, ik):
+                        self.intent_cands = intent_pass.candidates(self, c, ik)
                 alone, shared = self._plan_passes(todo)
                 shared_kinds = {r.kind for r, _rf in shared}
                 shared_out: dict[FindingKind, list[Finding]] | None = None
                 op_kinds: dict = {}  # (scope, key) -> operation kind, shared by every kind's weighing
+                self.op_kinds = op_kinds  # rows that carry it fill it (rule_base.fetch_all)
                 for rule in todo:
                     if rule.kind in shared_kinds:
                         if shared_out is None:
@@ -306,6 +318,8 @@ class FindingEngine:
                     yield rule.kind, fs
         finally:
             self.flt = None
+            self.intent_cands = None
+            self.op_kinds = None
             self.l = interactive
 
 

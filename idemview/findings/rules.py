@@ -38,7 +38,7 @@ from sqlalchemy import and_, case, distinct, func, literal_column, null, or_, se
 from sqlalchemy.sql.expression import ColumnElement, Select
 
 from idemview.domain.model import Finding, FindingKind
-from idemview.findings import explain
+from idemview.findings import explain, intent_pass
 from idemview.findings.common import dedupe, jsonable, nonempty, two_distinct
 from idemview.findings.rule_base import FindingRule, RowFilter, fetch_all, status_cols
 from idemview.findings.rules_effects import DuplicateEffect, HiddenSuccess, OrphanEffect
@@ -158,6 +158,14 @@ def _parts_hash(l: Ledger, parts: list):
     return func.hash_record_extended(func.row(*parts), literal_column("0"))
 
 
+def packed_intent_key(l: Ledger) -> IntentKey | None:
+    """The :class:`IntentKey` the shared intent pass (:mod:`~idemview.findings.intent_pass`) may group
+    by: an intent no index serves (each kind would otherwise group the whole table); ``None`` otherwise.
+    The pass itself decides whether the engine suits it (:func:`intent_pass.usable`)."""
+    ik = intent_key(l)
+    return ik if ik is not None and not _intent_indexed(l) else None
+
+
 #: Compare records by the intent's columns (True) or by the joined reference (False: the comparison
 #: before issue 27, kept for the tests that compare both on planted ledgers).
 INTENT_BY_PARTS = True
@@ -194,7 +202,14 @@ class DuplicateIntent(FindingRule):
         # sorter carrying every key (SQLite: 0.97 s against 1.33 s CPU at 1M Celery rows).
         two_keys = func.count() >= 2 if l.key_unique else two_distinct(o.c.key)
         grouped = select(o.c.scope, *ik.cols(o)).where(l.status_in(["completed"], o), o.c.ik_ok == 1)
-        if ik.hashed is not None:
+        cands = getattr(e, "intent_cands", None)
+        if cands is not None:
+            # the packed pass (intent_pass) found the hashes seen on two completed records: none, no
+            # duplicate; else the groups are looked for among those hashes' records only
+            if not cands.dup:
+                return []
+            grouped = grouped.where(intent_pass.restrict(ik, o, cands.dup))
+        elif ik.hashed is not None:
             # a group has two keys only if its hash has: the (few) records of such hashes are grouped
             # by their parts, the others only by a bigint
             oh = ik.subquery("oh")
@@ -290,21 +305,35 @@ class UnresolvedFailure(FindingRule):
         # anti-join had been the faster, 7.8 s against 14.3 s).
         if ik is not None and not _intent_indexed(l):
             unresolved.pop()
-            q = self._grouped(l, ik, o, failed)
+            q = self._grouped(e, ik, o, failed)
             return [q.where(*unresolved)]
-        return [select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status).where(failed, *unresolved)]
+        cols = [o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status, o.c.kind.label("op_kind")]
+        return [select(*cols).where(failed, *unresolved)]
 
     @staticmethod
-    def _grouped(l: Ledger, ik: IntentKey, o, failed) -> Select:
+    def _grouped(e, ik: IntentKey, o, failed) -> Select:
         """The failures of ``o`` no completed record of their intent resolves, as one grouped pass.
 
         An intent no index serves (Celery's name + args + kwargs, a JSON path): a correlated NOT
         EXISTS reads the whole table once per failed record (2,000 failures x 2M rows). Instead one
         grouped pass over the completed records whose intent some failure shares, joined back: a
         failure is resolved by a completed record of its intent created at or after it (or with either
-        time unknown), exactly the NOT EXISTS of :meth:`selects`."""
+        time unknown), exactly the NOT EXISTS of :meth:`selects`. With the packed pass's candidates
+        (``e.intent_cands``) the completed records are those of the resolvable hashes only, and none
+        are read when there are none."""
+        l = e.l
         o3, f = ik.subquery("o3"), ik.subquery("f")
-        failed_intents = select(f.c.scope, *ik.cols(f)).where(l.status_in(["failed"], f), f.c.ik_ok == 1)
+        q = select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status, o.c.kind.label("op_kind"))
+        cands = getattr(e, "intent_cands", None)
+        if cands is not None and not cands.resolvable:
+            # the packed pass (intent_pass): no failure shares its intent with a completed record
+            return q.where(failed)
+        if cands is not None:
+            failed_intents = intent_pass.restrict(ik, o3, cands.resolvable)
+        else:
+            failed_intents = tuple_(o3.c.scope, *ik.cols(o3)).in_(
+                select(f.c.scope, *ik.cols(f)).where(l.status_in(["failed"], f), f.c.ik_ok == 1)
+            )
         g = (
             select(
                 o3.c.scope,
@@ -316,20 +345,23 @@ class UnresolvedFailure(FindingRule):
             .where(
                 l.status_in(["completed"], o3),
                 o3.c.ik_ok == 1,
-                tuple_(o3.c.scope, *ik.cols(o3)).in_(failed_intents),
+                failed_intents,
             )
             .group_by(o3.c.scope, *ik.cols(o3))
             .subquery("g")
         )
         joined = o.outerjoin(g, and_(o.c.ik_ok == 1, g.c.scope == o.c.scope, ik.same(g, o)))
         open_intent = or_(g.c.n.is_(None), and_(g.c.nn == 0, o.c.created_at_e.is_not(None), g.c.mx < o.c.created_at_e))
-        q = select(o.c.scope, o.c.key, o.c.created_at_e, o.c.raw_status).select_from(joined)
-        return q.where(failed, open_intent)
+        return q.select_from(joined).where(failed, open_intent)
 
     def row_filter(self, e):
-        # A plain filter only when no anti-join is left: one record per key and no intent reference.
+        # A plain filter only when no anti-join is left: one record per key, and no intent reference or
+        # none that a completed record shares with a failure (the packed pass said so): the failures
+        # then ride along the shared pass over the table instead of a scan of their own
         l = e.l
-        if not l.key_unique or "intent_ref" in l.layout.fields:
+        cands = getattr(e, "intent_cands", None)
+        no_intent = "intent_ref" not in l.layout.fields or (cands is not None and not cands.resolvable)
+        if not l.key_unique or not no_intent:
             return None
         return RowFilter(
             l.status_in(["failed"]),
@@ -338,7 +370,7 @@ class UnresolvedFailure(FindingRule):
         )
 
     def run(self, e, c):
-        return self.shape(e, fetch_all(c, e.restrict(self.selects(e))))
+        return self.shape(e, fetch_all(c, e.restrict(self.selects(e)), e))
 
     def shape(self, e, rows):
         out = []

@@ -237,7 +237,7 @@ class ExpiredKey(FindingRule):
         return [rf.select(e.l)] if rf is not None else []
 
     def run(self, e, c):
-        return self.shape(e, fetch_all(c, e.restrict(self.selects(e))))
+        return self.shape(e, fetch_all(c, e.restrict(self.selects(e)), e))
 
     def shape(self, e, rows):
         out = []

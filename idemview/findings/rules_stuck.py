@@ -49,7 +49,7 @@ class StuckInProgress(FindingRule):
         return [rf.select(e.l)] if rf is not None else []
 
     def run(self, e, c):
-        return self.shape(e, fetch_all(c, e.restrict(self.selects(e))))
+        return self.shape(e, fetch_all(c, e.restrict(self.selects(e)), e))
 
     def shape(self, e, rows):
         out = []
@@ -112,7 +112,7 @@ class RetryStorm(FindingRule):
         return out
 
     def run(self, e, c):
-        out = self._shape(e, fetch_all(c, e.restrict(self.selects(e))))
+        out = self._shape(e, fetch_all(c, e.restrict(self.selects(e)), e))
         if e.l.layout.attempts.source == "json_array" and e.l.attempt_count_expr is None:
             out.extend(self._json_array_storms(e))
         return dedupe(out)
