@@ -15,13 +15,15 @@ for the cell's length again: a length other than the probe's raises :class:`Cell
 stops with that message; nothing is published). A same-length rewrite between the probe and the first
 page gives the newer version whole, never a mix of the two.
 
-**Text that is not UTF-8** (SQLite keeps any bytes in a TEXT cell; a driver that hands a page as
-bytes, e.g. a PostgreSQL ``SQL_ASCII`` database) arrives whole, in the same transaction, before any
-page: SQLite's BLOB reader first decodes the cell's bytes once without keeping them (one page in
-memory), and a cell that fails is read whole through the connection (its ``text_factory`` makes it a
-:class:`~idemview.ledger.rawtext.RawText`) and formatted by the whole-value path, so it exports as
-it would below :data:`PAGE_MIN`. Memory for such a cell: its bytes, their escaped text (up to 4 x
-the bytes) and the masked text, as for any whole cell; it is hostile input, and nothing is lost.
+**Text that is not UTF-8** (SQLite and a PostgreSQL ``SQL_ASCII`` database keep any bytes in a text
+cell; a driver that sends a page as bytes) arrives whole, in the same transaction, before any page:
+SQLite's BLOB reader (and ``SQL_ASCII``'s byte pages, :meth:`PageReader._byte_pages`: its lengths
+count bytes) first decodes the cell's bytes once without keeping them (one page in memory), and a
+cell that fails is read whole through the connection (which makes it a
+:class:`~idemview.ledger.rawtext.RawText`) and formatted by the whole-value path
+(:class:`ReadWhole`), so it exports as it would below :data:`PAGE_MIN`. A valid cell is read twice
+(the check keeps no text). Memory for a cell that fails: its bytes, their escaped text (up to 4 x the
+bytes) and the masked text, as for any whole cell; it is hostile input, and nothing is lost.
 
 Arrive whole as before: binary cells (their text, UTF-8 or hex, depends on the whole value; SQLite
 ``typeof`` tells them apart), pickle and binary encodings, ledgers without a record id, and cells the
@@ -42,6 +44,7 @@ from sqlalchemy.exc import DBAPIError
 
 from idemview.errors import IdemviewError
 from idemview.evidence.cells import _INNER_RE, _LEAD, _NUMERIC_RE
+from idemview.ledger.pg_sqlascii import is_sql_ascii
 from idemview.masking.masker import Masker
 from idemview.masking.stream import json_string_pieces, mask_json_pages, mask_text_pieces
 
@@ -182,10 +185,13 @@ class PageReader:
         try:
             blob = self._sqlite_blob(c, cell) if self.dialect == "sqlite" else None
             if blob is not None:
-                if not _utf8(blob):
+                if not _utf8(iter(lambda: blob.read(PAGE_CHARS), b"")):
                     blob.close()
                     raise ReadWhole(self._whole(c, cell))
+                blob.seek(0)
                 yield from self._blob_pages(blob, cell)
+            elif self.dialect == "postgresql" and is_sql_ascii(c.connection.dbapi_connection):
+                yield from self._byte_pages(c, cell)
             else:
                 yield from self._substr_pages(c, cell)
         finally:
@@ -227,6 +233,40 @@ class PageReader:
                     raise ReadWhole(self._whole(c, cell))
                 raise self._changed(cell, "bytes instead of text")
             yield page
+            at += PAGE_CHARS
+
+    def _byte_pages(self, c: Any, cell: PagedCell) -> Iterator[str]:
+        """A PostgreSQL ``SQL_ASCII`` database (:mod:`idemview.ledger.pg_sqlascii`): its lengths and
+        ``substr`` count bytes, and a page read as text would be decoded alone (a character cut by its
+        edge shown as escaped bytes). Its bytes are read instead (``textsend``), checked to be UTF-8 in
+        a first pass (one page in memory), then decoded across page edges; else the cell arrives whole."""
+        if not _utf8(self._bytes(c, cell)):
+            raise ReadWhole(self._whole(c, cell))
+        dec = codecs.getincrementaldecoder("utf-8")()
+        for data in self._bytes(c, cell):
+            if page := dec.decode(data):
+                yield page
+        if page := dec.decode(b"", final=True):  # nothing: the first pass decoded the same bytes
+            yield page
+
+    def _bytes(self, c: Any, cell: PagedCell) -> Iterator[bytes]:
+        """The cell's bytes a page at a time, each asking for its length in bytes again (SQL_ASCII's
+        ``char_length``, the probe's, counts bytes)."""
+        expr = self.exprs[cell.column]
+        at = 1
+        while at <= cell.length:
+            q = (
+                select(func.substr(func.textsend(expr), at, PAGE_CHARS), func.octet_length(expr))
+                .select_from(self.table)
+                .where(self.rid == cell.rid)
+                .limit(2)
+            )
+            rows = c.execute(q).fetchall()
+            if len(rows) != 1 or rows[0][1] != cell.length:
+                raise self._changed(
+                    cell, "gone" if not rows else "not unique" if len(rows) > 1 else f"{rows[0][1]} bytes"
+                )
+            yield bytes(rows[0][0])
             at += PAGE_CHARS
 
     def _whole(self, c: Any, cell: PagedCell) -> Any:
@@ -287,17 +327,15 @@ class PageReader:
             self._conn = None
 
 
-def _utf8(blob: Any) -> bool:
-    """Whether a SQLite BLOB reader's bytes are UTF-8: decoded a page at a time and dropped (one page
-    in memory), the reader then put back at its start."""
+def _utf8(pages: Iterator[bytes]) -> bool:
+    """Whether bytes given a page at a time are UTF-8: decoded and dropped (one page in memory)."""
     dec = codecs.getincrementaldecoder("utf-8")()
     try:
-        while data := blob.read(PAGE_CHARS):
+        for data in pages:
             dec.decode(data)
         dec.decode(b"", final=True)
     except UnicodeDecodeError:
         return False
-    blob.seek(0)
     return True
 
 

@@ -303,9 +303,9 @@ def test_random_bytes_in_paged_sqlite_cells_export_as_the_whole_cells(tmp_path, 
 
 
 def test_a_driver_page_in_bytes_reads_the_cell_whole(monkeypatch):
-    """The substr path (PostgreSQL, MySQL/MariaDB): a first page that comes as bytes (a SQL_ASCII
-    database) gives the whole cell as the SELECT would, before any page; bytes after a text page stop
-    the export with a message (never part of a cell)."""
+    """The substr path (PostgreSQL, MySQL/MariaDB): a first page that a driver sends as bytes gives the
+    whole cell as the SELECT would, before any page; bytes after a text page stop the export with a
+    message (never part of a cell). (SQL_ASCII has its own byte pages: the test below.)"""
 
     class Rows:
         def __init__(self, rows):
@@ -336,3 +336,60 @@ def test_a_driver_page_in_bytes_reads_the_cell_whole(monkeypatch):
     assert next(it) == "x" * PAGE
     with pytest.raises(pages.CellChanged, match="bytes instead of text"):
         next(it)
+
+
+@pytest.fixture
+def sql_ascii_url(pg_url):
+    """A PostgreSQL database in SQL_ASCII (any bytes in a text cell; lengths count bytes), dropped after."""
+    from sqlalchemy import create_engine as ce
+    from sqlalchemy.engine import make_url
+
+    name = make_url(pg_url).database + "_ascii"
+    admin = ce(make_url(pg_url).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        c.execute(
+            text(f"CREATE DATABASE \"{name}\" ENCODING 'SQL_ASCII' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'")
+        )
+    yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def test_paged_cells_of_a_sql_ascii_database_equal_the_whole_cells(sql_ascii_url, monkeypatch):
+    """PostgreSQL SQL_ASCII: pages are cut by bytes (inside é and emoji here) and some cells are not
+    UTF-8; the export equals the unpaged one byte for byte."""
+    import psycopg
+    from sqlalchemy.dialects import postgresql
+    from sqlalchemy.schema import CreateTable
+
+    cells = {
+        "valid": (_doc(300).encode(), _text(25_000).encode()),
+        "start": (_hostile(9000, "start"), _hostile(9000, "start")),
+        "middle": (b'{"a":"alice@example.com","x":"' + _hostile(9000, "middle") + b'"}', _hostile(20_000, "middle")),
+        "end": (_hostile(9000, "end"), _hostile(9000, "end")),
+    }
+    dsn = sql_ascii_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for t in reference_metadata().sorted_tables:
+            c.execute(str(CreateTable(t).compile(dialect=postgresql.dialect())))
+        for i, (k, (body, err)) in enumerate(cells.items(), 1):
+            c.execute(
+                "INSERT INTO operations (id, scope, idempotency_key, kind, status, attempt_count, created_at, "
+                "response_body, error) VALUES (%s, 's', %s, 'pay', 'succeeded', 1, '2026-11-30 11:00:00', "
+                "convert_from(%s, 'SQL_ASCII'), convert_from(%s, 'SQL_ASCII'))",
+                (i, k, body, err),
+            )
+    whole, whole_counts = _export(sql_ascii_url)
+    reads = _small_pages(monkeypatch)
+    data, counts = _export(sql_ascii_url)
+    assert reads[0] > 20
+    assert data == whole
+    assert counts == whole_counts
+    rows = {r["idempotency_key"]: r for r in _rows(data)}
+    as_text = _make_formatter(ColumnSpec("error"), Masker(key=KEY), "")
+    assert rows["valid"]["error"] == as_text(_text(25_000))  # no character cut by a page edge
+    assert rows["middle"]["error"] == as_text(RawText(cells["middle"][1]))
+    for s in SECRETS:
+        assert s not in data, s
