@@ -226,6 +226,21 @@ def test_a_cell_that_changed_length_before_its_pages_is_refused_or_whole(dialect
     assert not out.exists()
 
 
+def _export_manifest(url: str) -> tuple[str, dict, dict]:
+    """:func:`_export` and the manifest, without its ``exported_at`` (wall clock)."""
+    led = Ledger(open_engine(url), load_preset("idemview"))
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = f"{tmp}/cells.csv"
+            m = Masker(key=KEY)
+            export_evidence(led, Filter(), path, now=NOW, masker=m)
+            manifest = json.load(open(path + ".manifest.json", encoding="utf-8"))
+            manifest.pop("exported_at")
+            return open(path, encoding="utf-8", newline="").read(), m.counts, manifest
+    finally:
+        led.engine.dispose()
+
+
 def _hostile(n: int, at: str, seed: int = 0) -> bytes:
     """About ``n`` bytes of UTF-8 text with secrets and multi-byte characters, and bytes that are not
     UTF-8 (a lone 0xff, a cut 3-byte sequence) ``at`` the start, across the first page edge, or at
@@ -264,12 +279,13 @@ def test_a_paged_sqlite_cell_that_is_not_utf8_exports_as_the_whole_cell(tmp_path
     }
     _load_bytes(eng, cells)
     url = str(tmp_path / "ledger.db")
-    whole, whole_counts = _export(url)  # nothing paged (8 MiB threshold)
+    whole, whole_counts, whole_manifest = _export_manifest(url)  # nothing paged (8 MiB threshold)
     reads = _small_pages(monkeypatch)
-    data, counts = _export(url)
+    data, counts, manifest = _export_manifest(url)
     assert reads[0] > 20  # the valid cells did come in pages
     assert data == whole
-    assert counts == whole_counts
+    assert counts == whole_counts and sum(counts.values()) > 0
+    assert manifest == whole_manifest
     rows = {r["idempotency_key"]: r for r in _rows(data)}
     if at != "end":  # at the end the bytes are part of a masked Authorization value
         assert "\\xff\\xe2\\x82" in rows["text"]["error"] and "\\xff\\xe2\\x82" in rows["top"]["error"]
