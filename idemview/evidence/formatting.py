@@ -344,7 +344,7 @@ def _paged(ctx: _Cell, v: PagedCell, fmt: Callable[[Any], str], json_kind: bool)
         m = mask(x if type(x) is dict else _pre(x))
         return m if isinstance(m, str) else _dumps(m)
 
-    return format_paged(v, ctx.masker, json_kind, _dumps, unguarded)  # type: ignore[return-value]
+    return format_paged(v, ctx.masker, json_kind, _dumps, unguarded, fmt)  # type: ignore[return-value]
 
 
 _FORMATTERS: dict[str, Callable[[_Cell], Callable[[Any], str]]] = {

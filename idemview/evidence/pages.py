@@ -15,6 +15,16 @@ for the cell's length again: a length other than the probe's raises :class:`Cell
 stops with that message; nothing is published). A same-length rewrite between the probe and the first
 page gives the newer version whole, never a mix of the two.
 
+**Text that is not UTF-8** (SQLite and a PostgreSQL ``SQL_ASCII`` database keep any bytes in a text
+cell; a driver that sends a page as bytes) arrives whole, in the same transaction, before any page:
+SQLite's BLOB reader (and ``SQL_ASCII``'s byte pages, :meth:`PageReader._byte_pages`: its lengths
+count bytes) first decodes the cell's bytes once without keeping them (one page in memory), and a
+cell that fails is read whole through the connection (which makes it a
+:class:`~idemview.ledger.rawtext.RawText`) and formatted by the whole-value path
+(:class:`ReadWhole`), so it exports as it would below :data:`PAGE_MIN`. A valid cell is read twice
+(the check keeps no text). Memory for a cell that fails: its bytes, their escaped text (up to 4 x the
+bytes) and the masked text, as for any whole cell; it is hostile input, and nothing is lost.
+
 Arrive whole as before: binary cells (their text, UTF-8 or hex, depends on the whole value; SQLite
 ``typeof`` tells them apart), pickle and binary encodings, ledgers without a record id, and cells the
 masker cannot stream (a column sensitive by name is tagged whole; a JSON text the walk refuses, e.g.
@@ -34,10 +44,20 @@ from sqlalchemy.exc import DBAPIError
 
 from idemview.errors import IdemviewError
 from idemview.evidence.cells import _INNER_RE, _LEAD, _NUMERIC_RE
+from idemview.ledger.pg_sqlascii import is_sql_ascii
 from idemview.masking.masker import Masker
 from idemview.masking.stream import json_string_pieces, mask_json_pages, mask_text_pieces
 
-__all__ = ["PAGE_CHARS", "PAGE_MIN", "CellChanged", "CellStream", "PageReader", "PagedCell", "paged_columns"]
+__all__ = [
+    "PAGE_CHARS",
+    "PAGE_MIN",
+    "CellChanged",
+    "CellStream",
+    "PageReader",
+    "PagedCell",
+    "ReadWhole",
+    "paged_columns",
+]
 
 #: A text cell at least this many characters long is read in pages. Below it a cell arrives whole (its
 #: text once, walked by mask_json_text): 120 x 5 MB documents peaked at 105 MB that way and 149 MB paged
@@ -52,6 +72,17 @@ class CellChanged(IdemviewError):
     """A cell read in pages changed length between the export's SELECT and its pages, or is not UTF-8:
     the export stops (nothing published) and the CLI prints the message, exit code 2. Not a ValueError:
     the stream masker reads ValueError as broken JSON."""
+
+
+class ReadWhole(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by :meth:`PagedCell.pages` before its first page when the cell cannot be given as UTF-8
+    text pages (see the module doc): ``value`` is the whole cell as the export's SELECT would have
+    given it (a :class:`~idemview.ledger.rawtext.RawText` on SQLite, bytes from a driver that sends
+    bytes). Not a ValueError: the stream masker reads ValueError as broken JSON."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("cell read whole")
+        self.value = value
 
 
 def _length(expr: Any, dialect: str) -> Any:
@@ -110,12 +141,16 @@ class PagedCell:
         self.reader, self.column, self.rid, self.length, self.convert = reader, column, rid, length, convert
 
     def pages(self) -> Iterator[str]:
-        """The text, :data:`PAGE_CHARS` characters at a time (:class:`CellChanged` if its length moved)."""
+        """The text, :data:`PAGE_CHARS` characters at a time (:class:`CellChanged` if its length moved;
+        :class:`ReadWhole` before the first page for a cell that is not UTF-8 text)."""
         return self.reader.pages(self)
 
     def value(self) -> Any:
         """The converted whole value (what the export has for a cell that is not paged)."""
-        return self.convert("".join(self.pages()))
+        try:
+            return self.convert("".join(self.pages()))
+        except ReadWhole as e:
+            return self.convert(e.value)
 
     def __repr__(self) -> str:
         return f"<PagedCell {self.column} of record {self.rid!r}: {self.length} characters (-1: unknown)>"
@@ -150,7 +185,13 @@ class PageReader:
         try:
             blob = self._sqlite_blob(c, cell) if self.dialect == "sqlite" else None
             if blob is not None:
+                if not _utf8(iter(lambda: blob.read(PAGE_CHARS), b"")):
+                    blob.close()
+                    raise ReadWhole(self._whole(c, cell))
+                blob.seek(0)
                 yield from self._blob_pages(blob, cell)
+            elif self.dialect == "postgresql" and is_sql_ascii(c.connection.dbapi_connection):
+                yield from self._byte_pages(c, cell)
             else:
                 yield from self._substr_pages(c, cell)
         finally:
@@ -185,9 +226,56 @@ class PageReader:
                 )
             page = rows[0][0]
             if isinstance(page, (bytes, bytearray, memoryview)):
-                page = bytes(page).decode("utf-8")
+                # A driver that sends this text as bytes (PostgreSQL SQL_ASCII, a binary character set):
+                # substr may count bytes and split a character, and the bytes may not be UTF-8. The cell
+                # arrives whole, as the export's SELECT would give it (decode_payload decides).
+                if at == 1:
+                    raise ReadWhole(self._whole(c, cell))
+                raise self._changed(cell, "bytes instead of text")
             yield page
             at += PAGE_CHARS
+
+    def _byte_pages(self, c: Any, cell: PagedCell) -> Iterator[str]:
+        """A PostgreSQL ``SQL_ASCII`` database (:mod:`idemview.ledger.pg_sqlascii`): its lengths and
+        ``substr`` count bytes, and a page read as text would be decoded alone (a character cut by its
+        edge shown as escaped bytes). Its bytes are read instead (``textsend``), checked to be UTF-8 in
+        a first pass (one page in memory), then decoded across page edges; else the cell arrives whole."""
+        if not _utf8(self._bytes(c, cell)):
+            raise ReadWhole(self._whole(c, cell))
+        dec = codecs.getincrementaldecoder("utf-8")()
+        for data in self._bytes(c, cell):
+            if page := dec.decode(data):
+                yield page
+        if page := dec.decode(b"", final=True):  # nothing: the first pass decoded the same bytes
+            yield page
+
+    def _bytes(self, c: Any, cell: PagedCell) -> Iterator[bytes]:
+        """The cell's bytes a page at a time, each asking for its length in bytes again (SQL_ASCII's
+        ``char_length``, the probe's, counts bytes)."""
+        expr = self.exprs[cell.column]
+        at = 1
+        while at <= cell.length:
+            q = (
+                select(func.substr(func.textsend(expr), at, PAGE_CHARS), func.octet_length(expr))
+                .select_from(self.table)
+                .where(self.rid == cell.rid)
+                .limit(2)
+            )
+            rows = c.execute(q).fetchall()
+            if len(rows) != 1 or rows[0][1] != cell.length:
+                raise self._changed(
+                    cell, "gone" if not rows else "not unique" if len(rows) > 1 else f"{rows[0][1]} bytes"
+                )
+            yield bytes(rows[0][0])
+            at += PAGE_CHARS
+
+    def _whole(self, c: Any, cell: PagedCell) -> Any:
+        """The cell's whole value on the pages' connection (its transaction: the same version)."""
+        expr = self.exprs[cell.column]
+        rows = c.execute(select(expr).select_from(self.table).where(self.rid == cell.rid).limit(2)).fetchall()
+        if len(rows) != 1:
+            raise self._changed(cell, "gone" if not rows else "not unique")
+        return rows[0][0]
 
     def _sqlite_blob(self, c: Any, cell: PagedCell) -> Any:
         """SQLite's incremental BLOB reader on the cell (``sqlite3.Blob``), or ``None`` where it cannot be
@@ -239,23 +327,45 @@ class PageReader:
             self._conn = None
 
 
+def _utf8(pages: Iterator[bytes]) -> bool:
+    """Whether bytes given a page at a time are UTF-8: decoded and dropped (one page in memory)."""
+    dec = codecs.getincrementaldecoder("utf-8")()
+    try:
+        for data in pages:
+            dec.decode(data)
+        dec.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 class CellStream:
     """A formatted CSV cell made while it is written: :meth:`write` hands its text to ``put`` in
     pieces (guarded as :func:`idemview.evidence.cells.encode` would the whole text). ``len()`` is the
     source cell's length (the writer's size estimate), not the written text's, and at least 16 Mi so
-    that the writer always takes its field-by-field path for the row (``writer.BIG_ROW``)."""
+    that the writer always takes its field-by-field path for the row (``writer.BIG_ROW``). A cell
+    whose pages raise :class:`ReadWhole` (before anything was fed) is written as ``whole`` formats its
+    value: the non-paged formatter's cell, already guarded."""
 
-    __slots__ = ("produce", "size")
+    __slots__ = ("produce", "size", "whole")
 
-    def __init__(self, produce: Callable[[Callable[[str], Any]], Any], size: int) -> None:
-        self.produce, self.size = produce, size
+    def __init__(
+        self, produce: Callable[[Callable[[str], Any]], Any], size: int, whole: Callable[[Any], str] | None = None
+    ) -> None:
+        self.produce, self.size, self.whole = produce, size, whole
 
     def __len__(self) -> int:
         return max(self.size, 1 << 24)
 
     def write(self, put: Callable[[str], Any]) -> None:
         g = _Guard(put)
-        self.produce(g.feed)
+        try:
+            self.produce(g.feed)
+        except ReadWhole as e:
+            if self.whole is None:
+                raise
+            put(self.whole(e.value))  # nothing was fed: the pages raise it before their first
+            return
         g.close()
 
 
@@ -323,18 +433,24 @@ def format_paged(
     json_kind: bool,
     encode: Callable[[Any], str],
     whole: Callable[[Any], str],
+    fmt: Callable[[Any], str],
 ) -> CellStream:
     """The :class:`CellStream` of a paged cell of a column not sensitive by name, masked by a real
     :class:`Masker`: a ``json`` column's cell as the JSON formatter writes it (``encode``: its compact
     encoder; ``whole``: its masked text of a whole value, unguarded, for a document the walk refuses),
-    a text column's as the text formatter does (the masked text)."""
+    a text column's as the text formatter does (the masked text). ``fmt``: the column's formatter of
+    a whole converted value (guarded), for a cell that is not UTF-8 text (:class:`ReadWhole`)."""
+
+    def formatted(raw: Any) -> str:
+        return fmt(cell.convert(raw))
+
     if not json_kind:
 
         def text(put: Callable[[str], Any]) -> None:
             for piece in mask_text_pieces(masker, cell.pages(), masker._counts):
                 put(piece)
 
-        return CellStream(text, cell.length)
+        return CellStream(text, cell.length, formatted)
 
     def document(put: Callable[[str], Any]) -> None:
         # The masked text goes to a temporary file first: a JSON text the walk refuses part-way (broken)
@@ -350,7 +466,7 @@ def format_paged(
                 return
         put(whole(cell.value()))
 
-    return CellStream(document, cell.length)
+    return CellStream(document, cell.length, formatted)
 
 
 def _json_string(masker: Masker, cell: PagedCell, write: Callable[[str], Any]) -> bool:
