@@ -217,11 +217,12 @@ def main(argv=None) -> int:
 
 def _export4_paths():
     """A context that puts back the export paths of branch export4: integer and instant columns with
-    one ``_Bare`` object per cell instead of a mark on the whole column (``_BareColumn``). Same output
-    (tests/evidence/test_export_fast_paths.py); only the time differs."""
+    one ``_Bare`` object per cell instead of a mark on the whole column (``_BareColumn``), and a stored
+    column read under two labels (Celery's ``date_done``) fetched twice (no ``plan._fetched_once``).
+    Same output (tests/evidence/test_export_fast_paths.py); only the time differs."""
     from contextlib import contextmanager
 
-    from idemview.evidence import formatting, writer
+    from idemview.evidence import formatting, plan, writer
 
     def per_cell(make):
         def made(col, masker, null):
@@ -237,12 +238,13 @@ def _export4_paths():
 
     @contextmanager
     def ctx():
-        saved = writer._make_column_cells
+        saved, saved_once = writer._make_column_cells, plan._fetched_once
         writer._make_column_cells = per_cell(saved)
+        plan._fetched_once = lambda sel: (sel, {})
         try:
             yield
         finally:
-            writer._make_column_cells = saved
+            writer._make_column_cells, plan._fetched_once = saved, saved_once
 
     return ctx()
 

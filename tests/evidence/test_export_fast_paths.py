@@ -91,7 +91,8 @@ def _per_cell_marks(make):
 
 def test_celery_export_equals_the_per_value_paths_byte_for_byte(db, tmp_path, monkeypatch):
     """SQLite, PostgreSQL, MariaDB: the column paths (time, payload, integer and instant columns
-    marked bare as a whole) switched off give the same bytes and the same masking counts."""
+    marked bare as a whole, a stored column read twice fetched once) switched off give the same
+    bytes and the same masking counts."""
     from idemview.domain.filters import Filter
     from idemview.evidence import writer
     from idemview.layouts.layout import load_preset
@@ -121,12 +122,17 @@ def test_celery_export_equals_the_per_value_paths_byte_for_byte(db, tmp_path, mo
     eng = open_engine(url)
     led = Ledger(eng, load_preset("celery"))
     monkeypatch.setattr(plan, "_finding_index", lambda *a, **k: {})
+    # date_done is updated_at and locked_at: selected once; absent fields (NULL) once
+    kept, aliases = plan._fetched_once(led.op_columns())
+    assert aliases == {"t_locked_at": "t_updated_at", "effect_ref": "fingerprint"}
+    assert len(kept) == len(led.op_columns()) - 2
     try:
         fast = plan.export_evidence(led, Filter(), tmp_path / "fast.csv", now=ANCHOR, masker=Masker(key=b"k" * 32))
         monkeypatch.setattr(timecols, "naive_utc_texts", lambda col: None)
         monkeypatch.setattr(timecols, "epoch_floats", lambda col: None)
         monkeypatch.setattr(timecols, "payload_bulk", lambda enc: lambda col: None)
         monkeypatch.setattr(writer, "_make_column_cells", _per_cell_marks(writer._make_column_cells))
+        monkeypatch.setattr(plan, "_fetched_once", lambda sel: (sel, {}))  # date_done fetched twice
         slow = plan.export_evidence(led, Filter(), tmp_path / "slow.csv", now=ANCHOR, masker=Masker(key=b"k" * 32))
     finally:
         eng.dispose()
