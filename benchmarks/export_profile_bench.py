@@ -13,8 +13,9 @@ Stages, each timed on its own over the whole table:
 ``pipeline`` the pass that timed ``convert``, ``mask`` and ``csv`` (driver included; no file, no hash);
 ``export``   ``export_evidence`` end to end (findings column included, timed apart as ``findings``);
 ``pandas``   ``pandas.read_sql`` + ``DataFrame.to_csv`` of ``SELECT *`` (nothing masked);
-``ab``       with ``--ab N``: N rounds of the export with the paths before branches export-speed and
-             export4 (``_previous_paths``), the export now, and pandas, interleaved in this process
+``ab``       with ``--ab N``: N rounds of the export with the previous paths (``--ab-base export4``:
+             branch export4's, ``_export4_paths``; ``main``: before branches export-speed and export4,
+             ``_previous_paths``), the export now, and pandas, interleaved in this process
              (on a shared machine the load moves by 2-3x between separate runs; within a round it
              hits all three alike).
 
@@ -74,6 +75,12 @@ def main(argv=None) -> int:
         metavar="N",
         help="then N rounds of: export with the previous paths, export with the current ones, pandas "
         "(interleaved in this process, so the load hits all three alike)",
+    )
+    ap.add_argument(
+        "--ab-base",
+        choices=("export4", "main"),
+        default="export4",
+        help="what --ab's previous export is: branch export4's paths (default) or those before export-speed",
     )
     ap.add_argument("--json", metavar="PATH", help="also write the printed dict here (benchmarks/bench_all.py)")
     args = ap.parse_args(argv)
@@ -197,13 +204,49 @@ def main(argv=None) -> int:
             out["export_over_pandas"] = out["export_s"] / out["pandas_s"]
             out["export_over_pandas_cpu"] = out["export_cpu_s"] / out["pandas_cpu_s"]
     if args.ab:
-        out["ab"] = _ab_rounds(ledger, now, sa_url, findings, args.ab, args.ab_now_first)
+        base = _export4_paths if args.ab_base == "export4" else _previous_paths
+        out["ab"] = _ab_rounds(ledger, now, sa_url, findings, args.ab, args.ab_now_first, base)
+        out["ab"]["base"] = args.ab_base
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["load_after"] = os.getloadavg()[0]
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0
+
+
+def _export4_paths():
+    """A context that puts back the export paths of branch export4: integer and instant columns with
+    one ``_Bare`` object per cell instead of a mark on the whole column (``_BareColumn``), and a stored
+    column read under two labels (Celery's ``date_done``) fetched twice (no ``plan._fetched_once``).
+    Same output (tests/evidence/test_export_fast_paths.py); only the time differs."""
+    from contextlib import contextmanager
+
+    from idemview.evidence import formatting, plan, writer
+
+    def per_cell(make):
+        def made(col, masker, null):
+            fn = make(col, masker, null)
+
+            def cells(values):
+                out = fn(values)
+                return list(map(formatting._Bare, out)) if type(out) is formatting._BareColumn else out
+
+            return cells
+
+        return made
+
+    @contextmanager
+    def ctx():
+        saved, saved_once = writer._make_column_cells, plan._fetched_once
+        writer._make_column_cells = per_cell(saved)
+        plan._fetched_once = lambda sel: (sel, {})
+        try:
+            yield
+        finally:
+            writer._make_column_cells, plan._fetched_once = saved, saved_once
+
+    return ctx()
 
 
 def _previous_paths():
@@ -251,7 +294,7 @@ def _previous_paths():
     return ctx()
 
 
-def _ab_rounds(ledger, now, sa_url, findings, n: int, now_first: bool = False) -> dict:
+def _ab_rounds(ledger, now, sa_url, findings, n: int, now_first: bool = False, base=None) -> dict:
     """``n`` rounds of (export with the previous paths, export now, pandas), seconds, and the medians."""
     import statistics
 
@@ -273,7 +316,7 @@ def _ab_rounds(ledger, now, sa_url, findings, n: int, now_first: bool = False) -
                 # the order alternates between rounds: the second export of a round ran slower in
                 # every round when it was always the current one (page cache, heap, load drift)
                 for which in ("previous", "now") if (len(rounds) + now_first) % 2 == 0 else ("now", "previous"):
-                    with _previous_paths() if which == "previous" else contextlib.nullcontext():
+                    with (base or _previous_paths)() if which == "previous" else contextlib.nullcontext():
                         t0, c0 = time.perf_counter(), time.process_time()
                         res = plan.export_evidence(ledger, Filter(), f"{tmp}/{which}.csv", now=now)
                         r[f"{which}_s"] = time.perf_counter() - t0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Text, cast, select, type_coerce
+from sqlalchemy import Column, Text, cast, select, type_coerce
 from sqlalchemy.sql import sqltypes
+from sqlalchemy.sql.elements import Null
 
 from idemview.config import new_masker
 from idemview.domain.filters import Filter
@@ -162,12 +163,42 @@ def _status_value(v: Any) -> str:
         return Status.UNKNOWN.value
 
 
-def _operation_columns(ledger: Ledger, names: list[str], times: list[str], payloads: list[str], findings: dict):
+def _fetched_once(sel: list) -> tuple[list, dict[str, str]]:
+    """``sel`` (labelled select columns) without the labels of a stored column or NULL selected
+    already (Celery's ``date_done`` is both ``updated_at`` and ``locked_at``; absent fields are NULL):
+    (the columns to select, {dropped label: the label selected for it}). The driver reads and
+    decodes such a column once a row instead of twice (issue 27 item 2). Payload labels and ``rid`` are
+    always kept: a paged payload's cell is filled after conversion, by record id."""
+    kept: list = []
+    aliases: dict[str, str] = {}
+    first: dict[int, str] = {}
+    for c in sel:
+        e = getattr(c, "element", None)
+        # payload cells may be read in pages and the record id finds them (evidence/pages.py): never aliased
+        if isinstance(e, (Column, Null)) and c.name != "rid" and not c.name.startswith(("p_", "j_")):
+            if id(e) in first:
+                aliases[c.name] = first[id(e)]
+                continue
+            first[id(e)] = c.name
+        kept.append(c)
+    return kept, aliases
+
+
+def _operation_columns(
+    ledger: Ledger,
+    names: list[str],
+    times: list[str],
+    payloads: list[str],
+    findings: dict,
+    aliases: Mapping[str, str] | None = None,
+):
     """A function from a fetched batch of ``Ledger.op_columns()`` rows to the export's columns of
     the operations rows (lists, one per export column), equal to what ``Ledger.row_to_operation``
     and the Operation's fields give, computed column by column: a time or status is decoded once
-    per distinct stored value of the batch."""
+    per distinct stored value of the batch. ``names``: the batch's column labels; ``aliases``: labels
+    not fetched → the fetched label holding their values (:func:`_fetched_once`)."""
     pos = {n: i for i, n in enumerate(names)}
+    pos.update({a: pos[b] for a, b in (aliases or {}).items()})
     name = ledger.name
     i_scope, i_key, i_status, i_ac = pos["scope"], pos["key"], pos["status"], pos["attempt_count"]
     as_is = [pos[k] for k in ("kind",)]
@@ -417,12 +448,14 @@ def _operations(ledger: Ledger, flt: Filter, now: datetime) -> ExportPlan:
         # Ledger.iter_operations' select, fetched by bytes (payload cells can be megabytes each), and
         # turned into export rows a fetched batch at a time, column by column, with what
         # Ledger.row_to_operation and the Operation fields would give (no object per row).
-        sel = [_as_text(c, ledger.engine.dialect.name) for c in ledger.op_columns()]
+        sel, aliases = _fetched_once([_as_text(c, ledger.engine.dialect.name) for c in ledger.op_columns()])
         sel, paged = _paged_payloads(ledger, sel, cols)
         q = select(*sel).select_from(ledger.ops).where(ledger.filter_clause(flt, now))
         q = q.order_by(ledger.rid if ledger.rid is not None else ledger.key_expr)
-        big = [i for i, c in enumerate(sel) if c.name.startswith(("p_", "j_"))]
-        convert = _operation_columns(ledger, [c.name for c in sel], times, payloads, findings)
+        # payload cells can be large, also one fetched under another label
+        large = {b for a, b in aliases.items() if a.startswith(("p_", "j_"))}
+        big = [i for i, c in enumerate(sel) if c.name.startswith(("p_", "j_")) or c.name in large]
+        convert = _operation_columns(ledger, [c.name for c in sel], times, payloads, findings, aliases)
         with ledger.engine.connect() as c:
             try:
                 for batch in stream_batches(c, q, big):

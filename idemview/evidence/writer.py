@@ -48,6 +48,7 @@ from idemview.evidence.formatting import (  # noqa: F401
     _as_text,
     _Bare,
     _bare_cells,
+    _BareColumn,
     _Counted,
     _decode_bytes,
     _dumps,
@@ -58,6 +59,7 @@ from idemview.evidence.formatting import (  # noqa: F401
     _make_formatter,
     _Memo,
     _payload_plain,
+    bare_cell,
     guard_formula,
 )
 from idemview.evidence.manifest import (  # noqa: F401
@@ -194,6 +196,8 @@ def _csv_column(col: Sequence[str]) -> Sequence[str]:
     ``QUOTE_NONNUMERIC`` writer of :class:`_CsvOut`): a :class:`_Bare` cell as it is unless it holds a
     delimiter, quote, CR or LF, every other cell (and such a bare one) in quotes with its quotes
     doubled (Modules/_csv.c ``join_append``). Whole-column steps where the column allows them."""
+    if type(col) is _BareColumn:
+        return col  # marked whole: every cell bare, none holding a delimiter, quote, CR or LF
     types = set(map(type, col))
     if types == _BARE_ONLY and _NEEDS_QUOTES.search("".join(col)) is None:
         return col  # every cell bare (numbers, instants, NULLs)
@@ -537,13 +541,14 @@ def _write_rows(
             # pages (evidence/pages.py) is masked as it is written
             out.flush()
             for r in range(k):
-                _put_row(out, [col[r] for col in cols_out], hidden, n + r)
+                _put_row(out, [bare_cell(col, r) for col in cols_out], hidden, n + r)
         elif len(cols_out) > 1:
             hidden.note(cols_out, n)
             out.buf.write(_csv_text(cols_out))  # the csv module's text, a column at a time
         else:
             hidden.note(cols_out, n)
-            out.w.writerows(zip(*cols_out, strict=True))
+            col = cols_out[0]
+            out.w.writerows(zip(map(_Bare, col) if type(col) is _BareColumn else col))
         del cols_out
         n += k
         pending_chars += chars
