@@ -18,8 +18,10 @@ where a part is the column's text, a binary column (``bytea``, ``BLOB``: Celery'
   ``encode(col, 'hex')`` (no UTF-8 decoding that could fail on a pickled value). ``concat_ws`` alone
   would skip a NULL argument (``(a, NULL, b)`` and ``(a, b, NULL)`` would share a hash), hence the
   ``coalesce``;
-- MySQL/MariaDB (either dialect name): ``LOWER(MD5(CONCAT_WS(<US>, COALESCE(<part>, '')...)))``; a
-  binary part is ``LOWER(HEX(col))``;
+- MySQL/MariaDB (either dialect name):
+  ``LOWER(MD5(CONVERT(CONCAT_WS(<US>, COALESCE(<part>, '')...) USING utf8mb4)))``; a binary part is
+  ``LOWER(HEX(col))``; the ``CONVERT`` because ``CONCAT_WS`` keeps a ``latin1`` column's character set
+  and ``MD5`` would hash those bytes;
 - DuckDB (dump files): as PostgreSQL, a ``BLOB`` part ``lower(hex(col))``;
 - SQLite: ``md5(CAST(<part> || <US> || ... AS BLOB))``, a ``BLOB`` part ``lower(hex(col))``;
   SQLite has no ``md5``: idemview registers one on every SQLite connection it opens
@@ -91,7 +93,9 @@ def intent_hash(cols: Sequence[ColumnElement], empty: Sequence[ColumnElement], d
     if dialect in (POSTGRESQL, DUCKDB):
         out = func.md5(func.concat_ws(_sep(), *parts), type_=String())
     elif dialect == MYSQL:
-        out = func.lower(func.md5(func.concat_ws(_sep(), *parts)), type_=String())
+        # CONCAT_WS takes a latin1 column's character set (old servers' default): hash its UTF-8 text
+        utf8 = func.convert(func.concat_ws(_sep(), *parts).op("USING")(literal_column("utf8mb4")))
+        out = func.lower(func.md5(utf8), type_=String())
     else:
         joined = parts[0]
         for p in parts[1:]:
