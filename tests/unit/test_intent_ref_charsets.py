@@ -4,6 +4,7 @@ character set the ledger's own tables or file use:
 - a MySQL/MariaDB table in ``latin1`` (the server default before MySQL 8 / MariaDB 11.6, so many
   Celery databases): ``CONCAT_WS`` takes the column's character set and ``MD5`` hashed its latin1
   bytes, so a non-ASCII task name gave another reference than PostgreSQL and SQLite;
+- a PostgreSQL database in ``LATIN1``: ``md5(text)`` hashes the database's encoding;
 - a SQLite file in ``PRAGMA encoding = 'UTF-16le'``: ``CAST(text AS BLOB)`` hands the md5 UTF-16 bytes.
 """
 
@@ -93,3 +94,34 @@ def test_sqlite_utf16_file_hashes_the_utf8_text(tmp_path):
         assert c.exec_driver_sql("PRAGMA encoding").scalar() == "UTF-16le"
     w.dispose()
     assert _refs(str(path)) == _want()
+
+
+@pytest.mark.postgres
+def test_postgresql_latin1_database_hashes_the_utf8_text():
+    from sqlalchemy.engine import make_url
+
+    from tests.conftest import DBNAME, PG_ADMIN
+
+    name = DBNAME + "_latin1"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+            c.execute(
+                text(f"CREATE DATABASE \"{name}\" ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+            )
+    except Exception as e:  # noqa: BLE001 - no server: as the fixtures do
+        admin.dispose()
+        pytest.skip(f"PostgreSQL unavailable: {e}")
+    url = make_url(PG_ADMIN).set(database=name).render_as_string(hide_password=False)
+    try:
+        w = create_engine(url)
+        load(w, dcr_md(), {"django_celery_results_taskresult": _rows()})
+        with w.connect() as c:
+            assert c.execute(text("SHOW server_encoding")).scalar() == "LATIN1"
+        w.dispose()
+        assert _refs(url) == _want()
+    finally:
+        with admin.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
