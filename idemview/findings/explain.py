@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from idemview.findings.common import dur, parse_iso, who
+from idemview.ledger.rawtext import decode_text
 
 Evidence = Sequence[dict[str, Any]]
 
@@ -32,12 +33,21 @@ def _ago(now: datetime, t: str | None) -> float | None:
     return (now - x).total_seconds() if x is not None else None
 
 
+def _ref_text(v: Any) -> str:
+    """A stored reference as text for a sentence: a number column's value as its digits, a BLOB (SQLite
+    keeps whatever type a row was written with) as its UTF-8 text or the escaped form the grid shows;
+    mixed types could be neither ordered nor joined (a crash of the whole scan)."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return decode_text(bytes(v))
+    return v if isinstance(v, str) else str(v)
+
+
 def duplicate_effect(scope, key, ev: Evidence) -> str:
     """``duplicate_effect`` from its record and attempt rows: how many attempts succeeded, which
     distinct effect references, how many records are completed."""
     n_succ = sum(1 for x in ev if x.get("outcome") == "succeeded")
     n_comp = sum(1 for x in ev if x.get("status") == "completed")
-    effects = sorted({x["effect_ref"] for x in ev if x.get("effect_ref")})
+    effects = sorted({_ref_text(x["effect_ref"]) for x in ev if x.get("effect_ref")})
     reasons = []
     if n_succ >= 2:
         reasons.append(f"{n_succ} attempts succeeded")

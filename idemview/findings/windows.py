@@ -42,6 +42,7 @@ from sqlalchemy import case, func, literal, literal_column, null, select, union_
 from sqlalchemy.sql.expression import ColumnElement
 
 from idemview.ledger.dialects import POSTGRESQL
+from idemview.ledger.rawtext import decode_text
 from idemview.ledger.reader import Ledger
 from idemview.ledger.times import iso
 from idemview.masking.visible import visible
@@ -136,7 +137,8 @@ class WindowGroup:
         ``\\u202e``), newlines included: a kind is one line of ledger data and must not forge another."""
         if self.kind is None:
             return "(no kind)"
-        k = self.kind if isinstance(self.kind, str) else str(self.kind)  # a kind column may be numeric
+        k = _kind_text(self.kind)
+        k = k if isinstance(k, str) else str(k)  # a kind column may be numeric
         if k == "":
             return "(empty kind)"
         return visible(k)  # line breaks too: the stdout sink keeps them, and a kind is one line
@@ -159,7 +161,7 @@ class WindowGroup:
         text from the ledger (the kind, the sentence, the reason and the notes); ``None``: unmasked."""
         m = mask or (lambda x: x)
         return {
-            "kind": m(self.kind) if self.kind is not None else None,
+            "kind": m(_kind_text(self.kind)) if self.kind is not None else None,
             "operations": self.operations,
             "retried": self.retried,
             "window_s": _num(self.window_s),
@@ -636,8 +638,19 @@ def measure_windows(ledger: Ledger, now: datetime | None = None) -> WindowsRepor
                 accs.setdefault(r.kind, _Acc()).add(r)
     groups = [_group(ledger, k, acc, source, why, wsrc) for k, acc in accs.items()]
     order = {TOO_SHORT: 0, UNKNOWN: 1, ENOUGH: 2}
-    groups.sort(key=lambda g: (order[g.verdict], g.kind is None, g.kind or ""))
+    # a kind is text, but SQLite's dynamic typing can hand back a BLOB or a number for one: order by text
+    groups.sort(key=lambda g: (order[g.verdict], g.kind is None, "" if g.kind is None else str(_kind_text(g.kind))))
     return WindowsReport(now, ledger.layout.name, groups, "percentile_cont" if exact else "histogram", source)
+
+
+def _kind_text(kind: Any) -> Any:
+    """A kind as text where SQLite's dynamic typing handed back a BLOB: its UTF-8 text, or the escaped
+    form the grid shows when it is not UTF-8 (:func:`~idemview.ledger.rawtext.decode_text`), so it is
+    masked and ordered like any text kind (it was printed as Python's ``b'...'``, unmasked, or crashed
+    the ordering). Any other value unchanged (the group keeps the value it selects by)."""
+    if isinstance(kind, (bytes, bytearray, memoryview)):
+        return decode_text(bytes(kind))
+    return kind
 
 
 def _group(ledger: Ledger, kind, acc: _Acc, source, why, wsrc) -> WindowGroup:

@@ -14,12 +14,16 @@ engine for the same rows::
 where a part is the column's text, a binary column (``bytea``, ``BLOB``: Celery's ``args`` and
 ``kwargs``) as lowercase hex of its bytes, and a NULL column ''. Per engine:
 
-- PostgreSQL: ``md5(concat_ws(<US>, coalesce(<part>, '')...))``; a ``bytea`` part is
-  ``encode(col, 'hex')`` (no UTF-8 decoding that could fail on a pickled value). ``concat_ws`` alone
+- PostgreSQL: ``md5(convert_to(concat_ws(<US>, coalesce(<part>, '')...), 'UTF8'))`` (the UTF-8
+  bytes also in a LATIN1 or SQL_ASCII database, where ``md5(text)`` would hash its encoding's); a
+  ``bytea`` part is ``encode(col, 'hex')`` (no UTF-8 decoding that could fail on a pickled value).
+  ``concat_ws`` alone
   would skip a NULL argument (``(a, NULL, b)`` and ``(a, b, NULL)`` would share a hash), hence the
   ``coalesce``;
-- MySQL/MariaDB (either dialect name): ``LOWER(MD5(CONCAT_WS(<US>, COALESCE(<part>, '')...)))``; a
-  binary part is ``LOWER(HEX(col))``;
+- MySQL/MariaDB (either dialect name):
+  ``LOWER(MD5(CONVERT(CONCAT_WS(<US>, COALESCE(<part>, '')...) USING utf8mb4)))``; a binary part is
+  ``LOWER(HEX(col))``; the ``CONVERT`` because ``CONCAT_WS`` keeps a ``latin1`` column's character set
+  and ``MD5`` would hash those bytes;
 - DuckDB (dump files): as PostgreSQL, a ``BLOB`` part ``lower(hex(col))``;
 - SQLite: ``md5(CAST(<part> || <US> || ... AS BLOB))``, a ``BLOB`` part ``lower(hex(col))``;
   SQLite has no ``md5``: idemview registers one on every SQLite connection it opens
@@ -91,10 +95,16 @@ def intent_hash(cols: Sequence[ColumnElement], empty: Sequence[ColumnElement], d
     idemview's ``md5`` (:func:`idemview.ledger.sqlite_functions.connect_sqlite`)."""
     parts = [_part(c, dialect) for c in cols]
     out: ColumnElement
-    if dialect in (POSTGRESQL, DUCKDB):
+    if dialect == POSTGRESQL:
+        # md5(text) hashes the database's encoding (LATIN1, SQL_ASCII databases exist): hash UTF-8 bytes
+        utf8 = func.convert_to(func.concat_ws(_sep(), *parts), literal_column("'UTF8'"))
+        out = func.md5(utf8, type_=String())
+    elif dialect == DUCKDB:
         out = func.md5(func.concat_ws(_sep(), *parts), type_=String())
     elif dialect == MYSQL:
-        out = func.lower(func.md5(func.concat_ws(_sep(), *parts)), type_=String())
+        # CONCAT_WS takes a latin1 column's character set (old servers' default): hash its UTF-8 text
+        utf8 = func.convert(func.concat_ws(_sep(), *parts).op("USING")(literal_column("utf8mb4")))
+        out = func.lower(func.md5(utf8), type_=String())
     else:
         joined = parts[0]
         for p in parts[1:]:

@@ -16,6 +16,7 @@ from idemview.masking.patterns import (
     _AWS_SECRET_RE,
     _B64_MAX,
     _B64_TOKEN_RE,
+    _BYTE_ESC_RE,
     _CLI_MYSQL_RE,
     _CLI_REDIS_RE,
     _CLI_USER_RE,
@@ -156,6 +157,12 @@ class Detectors:
         import html
 
         return self._decoded_view(text, html.unescape(text), found)
+
+    def _d_byte_escapes(self, text: str, found: list[str]) -> str:
+        """Escaped bytes that are not UTF-8 (``\\x80``, a :class:`~idemview.ledger.rawtext.RawText`
+        as shown) set apart from what follows (``\\x80 alice@example.com``), so the detectors see the
+        word after them; kept so only when that hid something."""
+        return self._decoded_view(text, _BYTE_ESC_RE.sub(lambda m: m.group() + " ", text), found)
 
     def _d_lookalike_letters(self, text: str, found: list[str]) -> str:
         """Compatibility forms folded and invisible format characters dropped (Unicode NFKC, UAX #15;

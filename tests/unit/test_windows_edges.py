@@ -114,3 +114,39 @@ def test_control_and_bidi_characters_in_a_kind_are_shown_escaped(sqlite_db, caps
     assert "evil\\u001b[2J\\u000afake.kind: [enough]  [too_short]" in out
     assert not any(line.startswith("fake.kind") for line in out.splitlines())
     assert "  pay\\u202ement.capture: window 1 h; every retry came within it" in out
+
+
+def test_blob_kinds_on_sqlite_are_ordered_shown_as_text_and_masked(sqlite_db, capsys):
+    """SQLite keeps whatever type a row was written with: a kind column holding BLOBs beside text
+    crashed ``idemview windows`` (ordering bytes against str); shown, a BLOB kind was Python's
+    ``b'...'`` and its card number unmasked. Now: UTF-8 BLOBs read as their text, others escaped as
+    the grid shows them, every kind masked, in text and JSON."""
+    import json
+
+    from idemview.cli import main
+
+    w, path = sqlite_db
+    r = _Rows()
+    r.op("billing.charge", "x-1", T0, H, [0, 60])
+    r.op("refund card 4111111111111111", "x-2", T0, H, [0, 60])  # text, masked already
+    r.op("mail.send", "x-3", T0, H, [0, 60])
+    r.op("blob.a", "x-4", T0, H, [0, 60])
+    r.load(w)
+    with w.begin() as c:
+        c.exec_driver_sql("UPDATE operations SET kind = CAST(kind AS BLOB) WHERE idempotency_key IN ('x-3', 'x-4')")
+        c.exec_driver_sql(
+            "UPDATE operations SET kind = CAST('charge 4111111111111111' AS BLOB) WHERE idempotency_key = 'x-4'"
+        )
+        c.exec_driver_sql("UPDATE operations SET kind = x'ff6b696e64' WHERE idempotency_key = 'x-1'")
+        assert c.exec_driver_sql("SELECT count(*) FROM operations WHERE typeof(kind) = 'blob'").scalar() == 3
+    now = ["--now", "2026-05-03T12:00:00Z"]
+    assert main(["windows", path, "--layout", "idemview", *now]) == 0
+    out = capsys.readouterr().out
+    assert "b'" not in out and "4111111111111111" not in out
+    heads = [line.split("  [")[0] for line in out.splitlines() if "  [" in line and not line.startswith(" ")]
+    assert "mail.send" in heads and "\\xffkind" in heads
+    assert any(h.startswith("charge [card#") for h in heads)
+    assert main(["windows", path, "--layout", "idemview", "--format", "json", *now]) == 0
+    kinds = sorted(g["kind"] for g in json.loads(capsys.readouterr().out)["groups"])
+    assert "mail.send" in kinds and "\\xffkind" in kinds
+    assert not any("4111111111111111" in k for k in kinds)
