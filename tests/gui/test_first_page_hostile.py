@@ -1,0 +1,235 @@
+"""Hostile sequences around the first-page wait (issue 27 item 3, fresh-eyes tester): F5 and Esc pressed
+while the first page is held, two ledgers opened at once, a first page that fails, an empty ledger, a
+ledger with NULL times and broken JSON, a filter set and an operation opened before the scan lands.
+Nothing may crash, nothing may stay "scanning…" or "counting rows…" with nothing running, and nothing
+may say "none" about a state not known yet."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import create_engine, insert
+
+from idemview.services.findstate import FindingState
+from idemview.services.session import OpenSpec
+from tests.gui.conftest import spec_for
+
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.qt_log_level_fail("WARNING"),
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
+
+
+@pytest.fixture
+def held_page(monkeypatch):
+    """The grid's pages wait for the returned Event (on their worker): the first page can be held."""
+    from idemview.qt import models
+
+    release = threading.Event()
+    real = models.fetch_grid_page
+
+    def held(*a, **k):
+        release.wait(30)
+        return real(*a, **k)
+
+    monkeypatch.setattr(models, "fetch_grid_page", held)
+    yield release
+    release.set()
+
+
+def _held_open(qtbot, window, path, monkeypatch, wait_ms=60_000, name="demo ledger"):
+    from idemview.qt import ledgertab
+
+    monkeypatch.setattr(ledgertab, "FIRST_PAGE_WAIT_MS", wait_ms)
+    tab = window.open_spec(spec_for(path, name=name))
+    qtbot.waitUntil(lambda: tab.ledger is not None and tab.runner.is_pending("page"), timeout=30000)
+    return tab
+
+
+def _idle(tab) -> bool:
+    return not tab.runner.pending() and not tab.scans.running and not tab.model.is_loading()
+
+
+def test_f5_during_the_first_page_wait_still_counts_the_ledger(qtbot, window, demo_db, monkeypatch, held_page):
+    """F5 before the first page landed replaced the opening's waiting work, and with it the whole-ledger
+    count: the line under the banner said "counting rows…" forever with nothing counting."""
+    path, planted = demo_db
+    tab = _held_open(qtbot, window, path, monkeypatch)
+    assert "counting rows…" in tab.where.text()
+    for _ in range(3):
+        tab.refresh()
+    held_page.set()
+    qtbot.waitUntil(lambda: tab.scan_complete() and _idle(tab), timeout=60000)
+    assert tab.opened.n_ops == planted.operations > 0
+    assert "counting rows…" not in tab.where.text(), tab.where.text()
+    assert f"{planted.operations:,} operations" in tab.where.text(), tab.where.text()
+    assert tab._count == planted.operations
+    assert not tab.board.pending and "scanning" not in tab.findings_title.text()
+
+
+def test_esc_during_the_first_page_wait_then_f5_counts_and_scans(qtbot, window, demo_db, monkeypatch, held_page):
+    """Esc (several times) while the first page is held: every kind says cancelled, and the rows count says
+    it was not counted (never "counting rows…" with nothing counting); F5 then counts and scans it all."""
+    path, planted = demo_db
+    tab = _held_open(qtbot, window, path, monkeypatch)
+    for _ in range(4):
+        tab.cancel_all()
+    held_page.set()
+    qtbot.waitUntil(lambda: tab.findings is not None and tab.findings_settled() and _idle(tab), timeout=30000)
+    assert not tab.board.pending and set(tab.board.failed.values()) == {"cancelled"}
+    assert "counting rows…" not in tab.where.text(), "nothing is counting after Esc: " + tab.where.text()
+    title = tab.findings_title.text()
+    assert "not checked" in title and "0 findings" not in title and "scanning" not in title, title
+    tab.refresh()
+    qtbot.waitUntil(lambda: tab.scan_complete() and _idle(tab), timeout=60000)
+    assert not tab.board.failed and not tab.board.pending
+    assert f"{planted.operations:,} operations" in tab.where.text(), tab.where.text()
+
+
+def test_two_ledgers_opened_at_once_each_scan_once(qtbot, window, demo_db, monkeypatch, tmp_path):
+    from idemview.services.demo import write_demo
+    from idemview.services.scanservice import ScanService
+    from tests.gui.conftest import HOUR
+
+    other = tmp_path / "other.db"
+    planted2 = write_demo(other, anchor=HOUR, operations=500, seed=11)
+    starts: list[int] = []
+    real = ScanService.start
+
+    def start(self, *a, **k):
+        starts.append(id(self))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(ScanService, "start", start)
+    path, planted = demo_db
+    a = window.open_spec(spec_for(path, name="a"))
+    b = window.open_spec(spec_for(other, name="b"))
+    for t in (a, b):
+        qtbot.waitUntil(lambda t=t: t.scan_complete() and _idle(t) and t.model.rowCount() > 0, timeout=90000)
+    assert sorted(starts) == sorted([id(a.scans), id(b.scans)]), "one scan per tab, none twice"
+    assert a.opened.n_ops == planted.operations and b.opened.n_ops == planted2.operations
+
+
+def test_a_first_page_that_fails_on_a_file_gone_bad_leaves_nothing_scanning(
+    qtbot, window, tmp_path, monkeypatch, held_page
+):
+    """The SQLite file is overwritten with garbage after the open, before its first page: a banner says so,
+    and neither the panel nor a kind stays "scanning…" forever."""
+    from idemview.services.demo import write_demo
+    from tests.gui.conftest import HOUR
+
+    p = tmp_path / "gone-bad.db"
+    write_demo(p, anchor=HOUR)
+    tab = _held_open(qtbot, window, p, monkeypatch)
+    tab.scan_process = False  # the threads transport: the failure reaches the kinds in this process
+    tab.opened.engine.dispose()
+    p.write_bytes(b"this is not a database" * 4096)
+    held_page.set()
+    qtbot.waitUntil(lambda: tab.banner.isVisible(), timeout=30000)
+    qtbot.waitUntil(lambda: _idle(tab) and not tab.board.pending, timeout=60000)
+    assert "scanning" not in tab.findings_title.text(), tab.findings_title.text()
+    assert "counting rows…" not in tab.where.text(), tab.where.text()
+
+
+def test_an_empty_ledger_settles_after_the_wait(qtbot, window, tmp_path, monkeypatch):
+    from idemview.qt import ledgertab
+    from idemview.services.demo import reference_metadata
+
+    monkeypatch.setattr(ledgertab, "FIRST_PAGE_WAIT_MS", 400)
+    p = tmp_path / "empty.db"
+    eng = create_engine(f"sqlite:///{p}")
+    reference_metadata().create_all(eng)
+    eng.dispose()
+    tab = window.open_spec(OpenSpec(url=str(p), name="empty", layout="idemview"))
+    qtbot.waitUntil(lambda: tab.scan_complete() and _idle(tab), timeout=30000)
+    assert tab.model.rowCount() == 0 and tab._count == 0
+    assert "scanning" not in tab.findings_title.text() and "scanning" not in tab.as_of.text()
+    assert "counting rows…" not in tab.where.text() and "0 operations" in tab.where.text()
+
+
+def test_null_times_and_broken_json_open_and_scan(qtbot, window, tmp_path):
+    from idemview.services.demo import reference_metadata
+    from tests.gui.conftest import HOUR
+
+    p = tmp_path / "odd.db"
+    eng = create_engine(f"sqlite:///{p}")
+    md = reference_metadata()
+    md.create_all(eng)
+    t = HOUR.replace(tzinfo=None)
+    rows = [
+        {
+            "id": 1,
+            "scope": "s",
+            "idempotency_key": "k-null",
+            "status": "in_progress",
+            "attempt_count": 1,
+            "created_at": None,
+            "request_body": "null",
+            "response_body": None,
+        },
+        {
+            "id": 2,
+            "scope": "s",
+            "idempotency_key": "k-json",
+            "status": "succeeded",
+            "attempt_count": 1,
+            "created_at": t,
+            "request_body": '{"amount": 12, "card": "4111',
+            "response_body": "\x00\xff not json",
+        },
+    ]
+    with eng.begin() as c:
+        c.execute(insert(md.tables["operations"]), rows)
+    eng.dispose()
+    tab = window.open_spec(OpenSpec(url=str(p), name="odd", layout="idemview"))
+    qtbot.waitUntil(lambda: tab.scan_complete() and _idle(tab) and tab.model.rowCount() == 2, timeout=60000)
+    for key in ("k-null", "k-json"):
+        tab.open_operation("s", key)
+        qtbot.waitUntil(lambda key=key: getattr(tab.detail.detail, "key_raw", None) == key, timeout=20000)
+    rec = tab.detail.detail.records[0]
+    assert rec.created_at == HOUR and rec.request is not None, rec
+    assert not tab.banner.isVisible()
+
+
+def test_a_filter_and_an_operation_opened_before_the_scan_lands_say_pending(
+    qtbot, window, demo_db, monkeypatch, held_page
+):
+    """An operation opened and a filter set while the first page is held, before the scan: its detail
+    says the findings are being scanned, not "none"; once the scan lands, counts follow the filter."""
+    path, planted = demo_db
+    tab = _held_open(qtbot, window, path, monkeypatch)
+    scope, key = next(iter(planted.incidents.values()))[0]
+    tab.open_operation(scope, key)
+    qtbot.waitUntil(lambda: tab.detail.detail is not None, timeout=20000)
+    tab.filterbar.set_key(key)  # after: a held page holds a pool thread (a real one is interrupted)
+    assert tab._scan.proc is None and tab.findings is None, "the scan waits for the first page"
+    assert tab.board.state_of((scope, key)).state is FindingState.PENDING
+    text = tab.detail.findings_box.text()
+    assert "pending" in text.lower() and "none" not in text.lower(), text
+    held_page.set()
+    qtbot.waitUntil(lambda: tab.scan_complete() and _idle(tab), timeout=60000)
+    assert tab.board.state_of((scope, key)).state is FindingState.THESE
+    assert tab._count == 1 and tab.model.rowCount() == 1
+    qtbot.waitUntil(lambda: "pending" not in tab.detail.findings_box.text().lower(), timeout=20000)
+
+
+def test_esc_twice_while_the_findings_process_runs_marks_the_kinds_cancelled(qtbot, window, demo_db, monkeypatch):
+    """The variant away from the first page: Esc, Esc while the scan runs. The second cancelled the first
+    one's merge (the one carrying "cancelled"), and every kind stayed "scanning…" with nothing running."""
+    import multiprocessing
+
+    from idemview.qt.ledgertab import LedgerTab
+
+    gate = multiprocessing.get_context("spawn").Event()
+    monkeypatch.setattr(LedgerTab, "scan_gate", gate)
+    path, _planted = demo_db
+    tab = window.open_spec(spec_for(path))
+    qtbot.waitUntil(lambda: tab._scan.proc is not None and tab.model.rowCount() > 0, timeout=30000)
+    tab.cancel_all()
+    tab.cancel_all()
+    qtbot.waitUntil(lambda: tab.findings is not None and tab.findings_settled() and _idle(tab), timeout=30000)
+    assert not tab.board.pending and set(tab.board.failed.values()) == {"cancelled"}
+    assert "scanning" not in tab.findings_title.text() and "scanning" not in tab.as_of.text()
+    gate.set()
