@@ -118,6 +118,8 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         self.board.subscribe(self._board_changed)
         self._connect_scans()
         self.runner.busy_changed.connect(self._busy)
+        # the footer's "working: …" drops a finished job at once (it named "basics" long after the count)
+        self.runner.pending_dropped.connect(self._job_dropped)
         theme.TIME.changed.connect(self._show_as_of)
 
     # ---------------------------------------------------------------------------------- layout
@@ -622,6 +624,9 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         self.model._set_loading(False)
         self._update_footer()
         self.message.emit("Cancelled the running queries; what was shown stays")
+
+    def _job_dropped(self, _channel: str) -> None:
+        self._update_footer()
 
     def _busy(self, busy: bool):
         self.cancel_btn.setVisible(busy)

@@ -127,6 +127,19 @@ def test_a_first_page_that_fails_on_a_file_gone_bad_leaves_nothing_scanning(
     tab.opened.engine.dispose()
     p.write_bytes(b"this is not a database" * 4096)
     held_page.set()
+    qtbot.wait(8000)
+    print(
+        "DBG",
+        tab.banner.isVisible(),
+        tab.model.rowCount(),
+        tab.runner.pending(),
+        tab.scans.running,
+        tab.model.is_loading(),
+        len(tab.board.pending),
+        tab.findings_title.text(),
+        tab.where.text(),
+        tab._count,
+    )
     qtbot.waitUntil(lambda: tab.banner.isVisible(), timeout=30000)
     qtbot.waitUntil(lambda: _idle(tab) and not tab.board.pending, timeout=60000)
     assert "scanning" not in tab.findings_title.text(), tab.findings_title.text()
@@ -233,3 +246,132 @@ def test_esc_twice_while_the_findings_process_runs_marks_the_kinds_cancelled(qtb
     assert not tab.board.pending and set(tab.board.failed.values()) == {"cancelled"}
     assert "scanning" not in tab.findings_title.text() and "scanning" not in tab.as_of.text()
     gate.set()
+
+
+@pytest.fixture
+def pg_own_db(pg_url):
+    """(URL, planted) of a PostgreSQL database of this test's own (the test may drop it), dropped after."""
+    import os
+
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    from idemview.services.demo import generate
+    from tests.gui.conftest import HOUR
+
+    name = f"idemview_tg_first_page_{os.getpid()}"
+    admin = create_engine(make_url(pg_url).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+    eng = create_engine(url)
+    planted = generate(eng, operations=300, anchor=HOUR)
+    eng.dispose()
+    yield url, planted, admin, name
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def _pg_held_open(qtbot, window, url, monkeypatch):
+    from idemview.qt import ledgertab
+
+    monkeypatch.setattr(ledgertab, "FIRST_PAGE_WAIT_MS", 60_000)
+    tab = window.open_spec(OpenSpec(url=url, name="pg", layout="idemview"))
+    qtbot.waitUntil(lambda: tab.ledger is not None and tab.runner.is_pending("page"), timeout=30000)
+    tab.scan_process = False  # the threads transport: its kinds use the tab's own (dropped) pool
+    return tab
+
+
+def test_postgresql_sessions_terminated_before_the_first_page_recover(qtbot, window, pg_own_db, monkeypatch, held_page):
+    """pg_terminate_backend on the tab's sessions (from another connection) while its first page is held:
+    rows, counts and findings all arrive; a query that met a dead session says so, Reconnect clears it."""
+    from sqlalchemy import text
+
+    url, planted, admin, name = pg_own_db
+    tab = _pg_held_open(qtbot, window, url, monkeypatch)
+    with admin.connect() as c:
+        killed = c.execute(
+            text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = :d"), {"d": name}
+        ).scalar()
+    assert killed >= 1
+    held_page.set()
+    qtbot.waitUntil(lambda: tab.scan_complete() and _idle(tab) and tab.model.rowCount() > 0, timeout=60000)
+    assert tab._count == planted.operations and not tab.board.failed
+    assert f"{planted.operations:,} operations" in tab.where.text(), tab.where.text()
+    # a query that met a killed session says "connection lost" (the chart's, here): Reconnect clears it
+    tab.reconnect()
+    qtbot.waitUntil(lambda: tab.scan_complete() and _idle(tab), timeout=60000)
+    assert not tab.banner.isVisible()
+
+
+def test_a_postgresql_database_gone_before_the_first_page(qtbot, window, pg_own_db, monkeypatch, held_page):
+    """The database is dropped (WITH FORCE: its sessions ended) while the first page is held: a banner,
+    and nothing stays "scanning…" or "counting rows…" with nothing running."""
+    from sqlalchemy import text
+
+    url, _planted, admin, name = pg_own_db
+    tab = _pg_held_open(qtbot, window, url, monkeypatch)
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    held_page.set()
+    qtbot.waitUntil(lambda: tab.banner.isVisible(), timeout=30000)
+    qtbot.waitUntil(lambda: _idle(tab) and not tab.board.pending, timeout=60000)
+    assert "scanning" not in tab.findings_title.text(), tab.findings_title.text()
+    assert "scanning" not in tab.as_of.text(), tab.as_of.text()
+    assert "counting rows…" not in tab.where.text(), tab.where.text()
+
+
+def test_finding_markers_give_times_but_no_counts_axis_before_a_histogram(qtbot):
+    """The 2M-row Celery ledger, late in its scan: findings had drawn markers, the chart's query still ran,
+    and the counts axis read "0 … 0.5 … 1.0" beside no bars, as if no operations were created. Markers
+    give the time axis its numbers; the counts axis waits for a histogram with counts (or a real span)."""
+    from datetime import UTC, datetime, timedelta
+
+    from idemview.domain.model import Finding, FindingKind, Severity
+    from idemview.ledger.queries import Histogram
+    from idemview.qt.overview import IncidentOverview
+
+    ov = IncidentOverview()
+    qtbot.addWidget(ov)
+    t = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    ov.set_span(None, None)
+    f = Finding(FindingKind.STUCK_IN_PROGRESS, Severity.MEDIUM, "s", "k", "stuck", at=t)
+    ov.set_findings([f], {})
+    assert ov.axes_show_values("bottom") and not ov.axes_show_values("left")
+    ov.set_histogram(Histogram([t - timedelta(minutes=1), t], {}, "operations"))
+    assert ov.axes_show_values("bottom") and not ov.axes_show_values("left"), "no counts: still no 0..1"
+    ov.set_histogram(Histogram([t - timedelta(minutes=1), t], {"failed": [2]}, "operations"))
+    assert ov.axes_show_values("bottom") and ov.axes_show_values("left")
+
+
+def test_the_footer_names_only_the_work_still_running(qtbot, window, demo_db, monkeypatch):
+    """The 2M-row Celery ledger's footer said "working: findings, overview, basics" long after the rows
+    were counted (the line under the banner already had them): the list was written only when the tab
+    became busy or idle, so a finished job stayed named while another ran."""
+    import multiprocessing
+
+    from idemview.qt.ledgertab import LedgerTab
+
+    gate = multiprocessing.get_context("spawn").Event()
+    monkeypatch.setattr(LedgerTab, "scan_gate", gate)
+    path, planted = demo_db
+    tab = window.open_spec(spec_for(path))
+    qtbot.waitUntil(lambda: tab.opened is not None and tab.opened.n_ops >= 0 and tab._count is not None, timeout=30000)
+    qtbot.waitUntil(lambda: not tab.runner.is_pending("overview"), timeout=30000)
+    assert tab.runner.pending() == ["findings"], tab.runner.pending()
+    footer = tab.footer.text()
+    assert "working: findings" in footer and "basics" not in footer and "overview" not in footer, footer
+    # a job named by a footer update while it ran (as the count's answer named "basics" there)
+    hold = threading.Event()
+    tab.runner.submit("basics", lambda tok: hold.wait(30), lambda _v: None)
+    tab._update_footer()
+    assert "basics" in tab.footer.text()
+    hold.set()
+    qtbot.waitUntil(lambda: not tab.runner.is_pending("basics"), timeout=30000)
+    qtbot.wait(50)
+    assert "basics" not in tab.footer.text(), tab.footer.text()
+    gate.set()
+    qtbot.waitUntil(lambda: tab.scan_complete() and _idle(tab), timeout=60000)
+    assert "working" not in tab.footer.text(), tab.footer.text()
