@@ -375,3 +375,49 @@ def test_the_footer_names_only_the_work_still_running(qtbot, window, demo_db, mo
     gate.set()
     qtbot.waitUntil(lambda: tab.scan_complete() and _idle(tab), timeout=60000)
     assert "working" not in tab.footer.text(), tab.footer.text()
+
+
+def test_a_locked_sqlite_file_at_the_first_page_then_f5(qtbot, window, tmp_path, monkeypatch, held_page):
+    """Another process holds an exclusive lock on the file while the first page is asked: whatever fails
+    says so, nothing stays "scanning…" or "counting rows…" with nothing running, the window answers, and
+    F5 once the lock is gone shows rows, counts and findings."""
+    import sqlite3
+
+    from idemview.services.demo import write_demo
+    from tests.gui.conftest import HOUR
+
+    p = tmp_path / "locked.db"
+    planted = write_demo(p, anchor=HOUR, operations=300)
+    tab = _held_open(qtbot, window, p, monkeypatch, wait_ms=300)
+    tab.scan_process = False
+    locker = sqlite3.connect(p, timeout=0.1)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        held_page.set()
+        qtbot.waitUntil(lambda: _idle(tab) and not tab.board.pending, timeout=90000)
+        assert "scanning" not in tab.findings_title.text(), tab.findings_title.text()
+        assert "counting rows…" not in tab.where.text(), tab.where.text()
+    finally:
+        locker.rollback()
+        locker.close()
+    tab.refresh()
+    qtbot.waitUntil(lambda: tab.scan_complete() and _idle(tab) and tab.model.rowCount() > 0, timeout=60000)
+    assert tab._count == planted.operations and not tab.board.failed
+    assert f"{planted.operations:,} operations" in tab.where.text(), tab.where.text()
+
+
+def test_a_finding_chip_chosen_before_the_scan_lands(qtbot, window, demo_db, monkeypatch, held_page):
+    """A finding filter chosen during the first-page wait (the scan not started): once the scan lands the
+    grid, its count and the chips agree with the planted incidents of that kind."""
+    from idemview.domain.model import FindingKind
+    from tests.gui.conftest import load_all
+
+    path, planted = demo_db
+    tab = _held_open(qtbot, window, path, monkeypatch)
+    held_page.set()  # the chip's own page must not queue behind a held one (a real one is interrupted)
+    tab.filterbar.set_findings([FindingKind.STUCK_IN_PROGRESS])
+    qtbot.waitUntil(lambda: tab.scan_complete() and _idle(tab), timeout=60000)
+    load_all(qtbot, tab)
+    want = {tuple(r) for r in planted.incidents["stuck_in_progress"]}
+    shown = {(tab.model.row(i).scope_raw, tab.model.row(i).key_raw) for i in range(tab.model.rowCount())}
+    assert want <= shown and tab._count == len(shown), (len(want), len(shown), tab._count)
