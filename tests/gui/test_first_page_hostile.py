@@ -421,3 +421,36 @@ def test_a_finding_chip_chosen_before_the_scan_lands(qtbot, window, demo_db, mon
     want = {tuple(r) for r in planted.incidents["stuck_in_progress"]}
     shown = {(tab.model.row(i).scope_raw, tab.model.row(i).key_raw) for i in range(tab.model.rowCount())}
     assert want <= shown and tab._count == len(shown), (len(want), len(shown), tab._count)
+
+
+def test_an_operation_opened_before_the_scan_then_esc_does_not_say_no_findings(
+    qtbot, window, demo_db, monkeypatch, held_page
+):
+    """An operation with planted findings opened during the first-page wait, then Esc: no kind was checked,
+    so its detail must not say "✓ No findings for this operation" (nor call a cancel a failed check)."""
+    path, planted = demo_db
+    tab = _held_open(qtbot, window, path, monkeypatch)
+    scope, key = planted.incidents["stuck_in_progress"][0]
+    tab.open_operation(scope, key)
+    qtbot.waitUntil(lambda: tab.detail.detail is not None, timeout=20000)
+    assert "pending" in tab.detail.findings_box.text().lower()
+    tab.cancel_all()
+    held_page.set()
+    qtbot.waitUntil(lambda: tab.findings is not None and tab.findings_settled() and _idle(tab), timeout=30000)
+    qtbot.waitUntil(lambda: "pending" not in tab.detail.findings_box.text().lower(), timeout=20000)
+    text = tab.detail.findings_box.text()
+    assert "No findings for this operation" not in text, text
+    assert "not checked" in text.lower() and "cancelled" in text.lower() and "failed" not in text.lower(), text
+
+
+def test_the_panel_says_cancelled_not_failed_for_kinds_esc_stopped(qtbot, window, demo_db, monkeypatch, held_page):
+    from idemview.qt.models import FindingsModel
+
+    path, _planted = demo_db
+    tab = _held_open(qtbot, window, path, monkeypatch)
+    tab.cancel_all()
+    held_page.set()
+    qtbot.waitUntil(lambda: tab.findings is not None and tab.findings_settled() and _idle(tab), timeout=30000)
+    m: FindingsModel = tab.findings_model
+    words = {m.data(m.index(r, 2)) for r in range(m.rowCount())}
+    assert "cancelled" in words and "failed" not in words, words
