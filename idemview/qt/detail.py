@@ -392,8 +392,11 @@ class OperationDetail(QWidget):
             if pending
             else ""
         )
+        from idemview.services.scanstate import CANCELLED
+
+        why = "cancelled" if set(failed.values()) == {CANCELLED} else "cancelled or the check failed"
         unchecked = (
-            f'<p style="margin:2px 0; color:{muted}"><i>Not checked (the check failed): '
+            f'<p style="margin:2px 0; color:{muted}"><i>Not checked ({why}): '
             + html.escape(", ".join(theme.KIND_WORDS[k] for k in failed))
             + "</i></p>"
             if failed
@@ -403,8 +406,10 @@ class OperationDetail(QWidget):
             return "<b>Findings: pending</b> — the findings scan has not reached this operation yet." + (
                 still or '<p style="margin:2px 0"><i>This updates by itself when the scan lands.</i></p>'
             )
+        if not fs and failed:  # "✓ No findings" said "none" of kinds nobody checked (Esc at the open)
+            return "<b>Findings: not all checked</b> — none found by the kinds that were checked." + unchecked
         if not fs:
-            return "✓ No findings for this operation." + unchecked
+            return "✓ No findings for this operation."
         parts = []
         for i, f in enumerate(fs):
             c = theme.colour(theme.SEVERITY_COLOURS, f.severity).name()

@@ -68,6 +68,8 @@ DETAIL_OPEN = 380
 #: When a ledger opens, the first page is asked alone; the findings process, the counts and the chart
 #: start when it is in, or after this many ms when it is slow (issue 27 item 3: first rows <= 0.5 s).
 FIRST_PAGE_WAIT_MS = 2000
+#: Esc leaves these channels alone: they bring the scan's answer (also "cancelled" per kind) to the views
+LANDING_CHANNELS = ("merge", "narrow")
 
 
 class LedgerTab(ScanViews, DetailViews, QWidget):
@@ -116,6 +118,8 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         self.board.subscribe(self._board_changed)
         self._connect_scans()
         self.runner.busy_changed.connect(self._busy)
+        # the footer's "working: …" drops a finished job at once (it named "basics" long after the count)
+        self.runner.pending_dropped.connect(self._job_dropped)
         theme.TIME.changed.connect(self._show_as_of)
 
     # ---------------------------------------------------------------------------------- layout
@@ -335,18 +339,26 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
     def _count_basics(self, o: Opened) -> None:
         """The whole-ledger counts (operations, attempts, unmapped values) of a live database, asked after
         the first page: counting millions of rows is not in its way."""
-        if o.n_ops >= 0 or o is not self.opened:
+        if o.n_ops >= 0 or o is not self.opened or self.runner.is_pending("basics"):
             return
         ledger = o.ledger
         self.runner.submit(
             "basics",
             lambda tok: ledger_basics(ledger),
             lambda b, o=o: self._on_basics(o, b),
-            lambda err: self.message.emit("Rows not counted: " + self.masker.free_text(err.message)),
+            lambda err, o=o: self._basics_failed(o, err),
         )
 
-    def _show_where(self, o: Opened):
-        size = f"{plural(o.n_ops, 'operation')} · {plural(o.n_att, 'attempt')}" if o.n_ops >= 0 else "counting rows…"
+    def _basics_failed(self, o: Opened, err: JobError) -> None:
+        msg = self.masker.free_text(err.message)
+        self.message.emit("Rows not counted: " + msg)
+        if o is self.opened:  # never "counting rows…" once nothing counts (a tester's broken file)
+            self._show_where(o, uncounted="rows not counted (F5 tries again)")
+
+    def _show_where(self, o: Opened, uncounted: str = "counting rows…"):
+        """The line under the banner; ``uncounted`` stands for the counts not known: "counting rows…" only
+        while they are being counted (Esc or a failure says so instead; F5 counts again)."""
+        size = f"{plural(o.n_ops, 'operation')} · {plural(o.n_att, 'attempt')}" if o.n_ops >= 0 else uncounted
         self.where.setText(f"{self.masker.free_text(self.spec.name)} · {o.where} · {size}")
 
     def _on_basics(self, o: Opened, basics):
@@ -432,6 +444,11 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
         if not live or self.model.rowCount() <= self.model.page_size:
             self._requery()
         self._load_overview()
+        if self.opened is not None:
+            # not counted yet: F5 during the first-page wait took the opening's count away, and Esc stops
+            # it (a tester saw "counting rows…" forever with nothing counting)
+            self._show_where(self.opened)
+            self._count_basics(self.opened)
 
     def _defer_to_first_page(self, rest) -> None:
         """Run ``rest`` once the first page is in (or failed), or after :data:`FIRST_PAGE_WAIT_MS`.
@@ -594,12 +611,22 @@ class LedgerTab(ScanViews, DetailViews, QWidget):
             rest()
         if not self.runner.pending() and not self.scans.running:
             return
-        self.runner.cancel()
+        # not the scan's landing: the merge and narrowing that carry a cancelled (or finished) scan's kinds to
+        # the views. A second Esc during the first one's merge left every kind "scanning…" with nothing
+        # running (tester); scans.cancel() below supersedes a running scan's merge anyway.
+        for ch in self.runner.pending():
+            if ch not in LANDING_CHANNELS:
+                self.runner.cancel(ch)
+        if self.opened is not None and self.opened.n_ops < 0:  # its count was stopped too
+            self._show_where(self.opened, uncounted="rows not counted (cancelled; F5 counts them)")
         # what the scan had sent stays; the kinds it had not finished say "cancelled" (merged)
         self.scans.cancel()
         self.model._set_loading(False)
         self._update_footer()
         self.message.emit("Cancelled the running queries; what was shown stays")
+
+    def _job_dropped(self, _channel: str) -> None:
+        self._update_footer()
 
     def _busy(self, busy: bool):
         self.cancel_btn.setVisible(busy)

@@ -748,8 +748,8 @@ class FindingsModel(QAbstractTableModel):
             if c == 2:
                 if why and why.startswith("still scanning"):
                     return "…"
-                if why and why.startswith("the check failed"):
-                    return "failed"
+                if why and why.startswith("the check failed"):  # Esc is no failure (tester: "failed" after Esc)
+                    return "cancelled" if why.endswith(": cancelled") else "failed"
                 if why:
                     return "n/a"
                 return f"{n} of {self._totals.get(kind, 0)}" if self._totals is not None else str(n)

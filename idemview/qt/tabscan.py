@@ -275,6 +275,9 @@ class ScanViews:
         if not self._scanning and (unchecked := self.board.failed):
             why = "cancelled" if set(unchecked.values()) == {CANCELLED} else "cancelled or failed"
             head += f" · {plural(len(unchecked), 'kind')} not checked ({why})"
+            if not ff.n_total and all(k in unchecked or k in res.unsupported for k in FindingKind):
+                # nothing was checked: "0 findings on 0 operations" read as "none" (tester, Esc at the open)
+                head = f"<b>Findings</b> — not checked: {plural(len(unchecked), 'kind')} {why} (F5 scans again)"
         self.findings_title.setText(head)
         self.findings_title.setToolTip(
             "Counts follow the filter and the time window; click a row to show only those operations"

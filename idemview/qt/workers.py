@@ -117,6 +117,8 @@ class Runner(QObject):
     """
 
     busy_changed = Signal(bool)
+    #: a channel stopped being pending (answered, failed or cancelled): a "working: …" list follows it
+    pending_dropped = Signal(str)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -229,6 +231,8 @@ class Runner(QObject):
             if p is not None:
                 p[0].cancel()
             self._stop_stream(ch)
+            if p is not None:
+                self.pending_dropped.emit(ch)
         if not self._pending:
             self.busy_changed.emit(False)
 
@@ -243,6 +247,8 @@ class Runner(QObject):
         if self._gen.get(channel) != gen:
             return  # stale: a newer question was asked on this channel
         _tok, on_ok, on_error = self._pending.pop(channel, (None, None, None))
+        if _tok is not None:
+            self.pending_dropped.emit(channel)
         if not self._pending:
             self.busy_changed.emit(False)
         if not ok and not value.cancelled:  # every failure reaches the log, with its traceback (masked)
