@@ -37,8 +37,9 @@ from idemview.paths import note_source, readable_file
 from idemview.urls import _SCHEME_RE, hide_password, looks_like_url, split_url  # noqa: F401  (re-exported)
 
 DEFAULT_STATEMENT_TIMEOUT_S = 60.0
-# SQLite's memory for batch work (scan, export), bounded by construction (issue 27; BENCHMARKS.md "SQLite scan
-# memory"). Was 256 MiB cache + 1 GiB map + in-memory temp b-trees: a 2M-row scan peaked at 0.9-2 GB RSS.
+# SQLite's memory for batch work (scan, export), bounded by construction (issue 27;
+# docs/benchmarks-history.md "SQLite scan memory"). Was 256 MiB cache + 1 GiB map + in-memory temp b-trees:
+# a 2M-row scan peaked at 0.9-2 GB RSS.
 #: page cache per connection (KiB), filled on demand; it also caps each in-memory sort run (vdbesort.c)
 SQLITE_CACHE_KB = 65536
 #: no memory map: every mapped page of the file that a scan touches counts in the process's RSS (up to the

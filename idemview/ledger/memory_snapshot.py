@@ -253,7 +253,7 @@ def new_memory_db(name: str, *, spill: bool = False) -> tuple[str, sqlite3.Conne
         uri = f"file:idemview-{name}-{uuid.uuid4().hex}?mode=memory&cache=shared"
         keeper = connect_sqlite(uri, uri=True, check_same_thread=False)
     # 16 KiB pages, not 4 KiB: every page of a memory database is held with its cache header (~250
-    # bytes) and a partly filled tail; a 1M-key Redis snapshot's RSS fell by ~6 % (BENCHMARKS.md)
+    # bytes) and a partly filled tail; a 1M-key Redis snapshot's RSS fell by ~6 % (docs/benchmarks-history.md)
     keeper.execute(f"PRAGMA page_size = {PAGE_SIZE}")
     if spill:  # after page_size: SQLite forgets a cache size set before the page size changes
         keeper.execute(f"PRAGMA cache_size = -{SPILL_CACHE_KB}")

@@ -82,7 +82,7 @@ class CompactKind:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the packed keys (BENCHMARKS.md: what the GUI keeps of a compact kind)."""
+        """Bytes held by the packed keys (docs/benchmarks-history.md: what the GUI keeps of a compact kind)."""
         return sum(c.nbytes for chunks in self.by_sev.values() for c in chunks)
 
     def release(self) -> None:

@@ -3,9 +3,9 @@
 Measured on a 2M-row Celery ledger (539 MB file) when :func:`idemview.ledger.connect.open_engine` still gave every
 SQLite connection a 256 MiB page cache and a 1 GiB memory map: the GUI process peaked at 1,239 MB and the
 findings process at 965 MB, the mapped file's pages counted in both and each pooled connection filling its own
-cache; with a 16 MiB cache and no map the GUI peaked at 238 MB (BENCHMARKS.md, "A lean window"). open_engine's
-batch values are bounded now too (64 MiB cache, no map, temporary b-trees in a file: ``SQLITE_CACHE_KB``,
-``SQLITE_MMAP_BYTES``, ``SQLITE_TEMP_STORE``; BENCHMARKS.md "SQLite scan memory"); a window stays open with
+cache; with a 16 MiB cache and no map the GUI peaked at 238 MB (docs/benchmarks-history.md, "A lean window").
+open_engine's batch values are bounded now too (64 MiB cache, no map, temporary b-trees in a file: ``SQLITE_CACHE_KB``,
+``SQLITE_MMAP_BYTES``, ``SQLITE_TEMP_STORE``; docs/benchmarks-history.md "SQLite scan memory"); a window stays open with
 several pooled connections, so its cache is smaller still, and the map and ``temp_store`` are set here as well so
 that the window's bound does not depend on the batch values. The operating system's page cache still holds the
 file, so reads stay memory-speed.

@@ -230,7 +230,7 @@ class ScanService:
             st.add_batch(kind, fs, expl)
             # Findings live until the next scan: out of the cyclic GC's generations as they arrive (O(1)).
             # A million of them made every full collection walk them all while holding the GIL: a 3 s
-            # stall of the owner's (GUI) thread (issue 11 §3, BENCHMARKS.md).
+            # stall of the owner's (GUI) thread (issue 11 §3, docs/benchmarks-history.md).
             gc.freeze()
         elif what == "keys":  # a kind too big to keep finding by finding: (severity, packed keys)
             sev, refs = payload

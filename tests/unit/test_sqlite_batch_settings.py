@@ -1,5 +1,5 @@
 """A batch SQLite engine (open_engine, as scan and export use it) holds bounded memory by construction
-(issue 27; BENCHMARKS.md "SQLite scan memory"): every pooled connection reads back a 64 MiB page cache, no
+(issue 27; docs/benchmarks-history.md "SQLite scan memory"): every pooled connection reads back a 64 MiB page cache, no
 memory map and temporary b-trees in a file, and stays read-only (mode=ro, query_only, ATTACH denied)."""
 
 from __future__ import annotations
