@@ -37,6 +37,8 @@ _SEV_SYMBOL = {
     Severity.INFO: "s",
 }
 _GLYPH_SYMBOLS: dict = {}
+#: ms after the widget before its chart is built: a later event-loop turn than the tab's own build (issue 27)
+CHART_DELAY_MS = 20
 
 
 def _sev_symbol(sev: Severity):
@@ -164,8 +166,9 @@ class IncidentOverview(QWidget):
         self._range_timer.timeout.connect(self._emit_range)
         theme.TIME.changed.connect(self._zone_changed)
         self.restyle()
-        # a child timer, not a bare singleShot: closing the tab before it fires deletes it with the widget
-        self._chart_timer = QTimer(self, singleShot=True, interval=0)
+        # a child timer, not a bare singleShot: closing the tab before it fires deletes it with the widget.
+        # Not 0 ms: a zero timer ran in the same event-loop pass as the tab's build (one 50-57 ms turn)
+        self._chart_timer = QTimer(self, singleShot=True, interval=CHART_DELAY_MS)
         self._chart_timer.timeout.connect(self.ensure_chart)
         self._chart_timer.start()
 
