@@ -37,6 +37,8 @@ _SEV_SYMBOL = {
     Severity.INFO: "s",
 }
 _GLYPH_SYMBOLS: dict = {}
+#: ms after the widget before its chart is built: a later event-loop turn than the tab's own build (issue 27)
+CHART_DELAY_MS = 20
 
 
 def _sev_symbol(sev: Severity):
@@ -135,29 +137,26 @@ class IncidentOverview(QWidget):
             top.addWidget(b)
         v.addLayout(top)
         v.addWidget(self.legend)
-        self.axis = pg.DateAxisItem(orientation="bottom", utcOffset=0)
-        self.vb = _SelectViewBox(self)
-        self.plot = pg.PlotWidget(viewBox=self.vb, axisItems={"bottom": self.axis})
-        self.plot.setMinimumHeight(150)
-        self.plot.hideButtons()
-        self.plot.setMenuEnabled(False)
-        self.plot.getPlotItem().getAxis("left").setWidth(44)
-        # no numbers until the first histogram: the empty range 0..1 read as times "00.100 … 00.900"
-        self._axes_values(False)
-        v.addWidget(self.plot, 1)
+        # The chart itself (pyqtgraph's PlotWidget, axes, band, markers) is built one event-loop turn
+        # later (_build_chart): it was half of the tab's construction, and the 2M-row Celery ledger's
+        # open was the GUI thread's longest stall (issue 27). Until then a light placeholder holds its
+        # room, and what the chart is asked to show is kept and replayed when it is built.
+        self.axis: pg.DateAxisItem | None = None
+        self.vb: _SelectViewBox | None = None
+        self.plot: pg.PlotWidget | None = None
+        self.region: pg.LinearRegionItem | None = None
+        self._markers: pg.ScatterPlotItem | None = None
+        self._axes_on = {"bottom": False, "left": False}  # no numbers until the first histogram
+        self._pending_x: tuple[float, float] | None = None  # the time range asked before the chart exists
+        self._pending_band: tuple[float, float] | None = None  # the band asked before the chart exists
+        self._placeholder = QLabel("Drawing the chart…")
+        self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._placeholder.setMinimumHeight(150)
+        v.addWidget(self._placeholder, 1)
         self.hint = QLabel("Drag across the chart to filter by a time window · wheel zooms time")
         self.hint.setContentsMargins(6, 0, 6, 0)
         v.addWidget(self.hint)
-        self.region = pg.LinearRegionItem(movable=True, swapMode="sort")
-        self.region.setZValue(10)
-        self.region.hide()
-        self.region.sigRegionChangeFinished.connect(self._region_done)
         self._bars: list[pg.BarGraphItem] = []
-        self._markers = pg.ScatterPlotItem(hoverable=True, tip=self._tip, size=13)
-        self._markers.setZValue(20)
-        self._markers.sigClicked.connect(self._marker_clicked)
-        self.plot.addItem(self.region)
-        self.plot.addItem(self._markers)
         self._hist: Histogram | None = None
         self._findings: list[Finding] = []
         self._explanations: dict[int, str] = {}
@@ -165,27 +164,72 @@ class IncidentOverview(QWidget):
         self._muted = False
         self._range_timer = QTimer(self, singleShot=True, interval=250)
         self._range_timer.timeout.connect(self._emit_range)
-        self.vb.sigXRangeChanged.connect(lambda *_: None if self._muted else self._range_timer.start())
         theme.TIME.changed.connect(self._zone_changed)
+        self.restyle()
+        # a child timer, not a bare singleShot: closing the tab before it fires deletes it with the widget.
+        # Not 0 ms: a zero timer ran in the same event-loop pass as the tab's build (one 50-57 ms turn)
+        self._chart_timer = QTimer(self, singleShot=True, interval=CHART_DELAY_MS)
+        self._chart_timer.timeout.connect(self.ensure_chart)
+        self._chart_timer.start()
+
+    def ensure_chart(self) -> pg.PlotWidget:
+        """Build the chart now if it is not built yet (normally one event-loop turn after the widget) and
+        replay what it was asked to show meanwhile: time range, axes' numbers, bars, markers, band."""
+        if self.plot is not None:
+            return self.plot
+        self._chart_timer.stop()
+        self.axis = pg.DateAxisItem(orientation="bottom", utcOffset=0)
+        self.vb = _SelectViewBox(self)
+        plot = pg.PlotWidget(viewBox=self.vb, axisItems={"bottom": self.axis})
+        plot.setMinimumHeight(150)
+        plot.hideButtons()
+        plot.setMenuEnabled(False)
+        plot.getPlotItem().getAxis("left").setWidth(44)
+        self.region = pg.LinearRegionItem(movable=True, swapMode="sort")
+        self.region.setZValue(10)
+        self.region.hide()
+        self.region.sigRegionChangeFinished.connect(self._region_done)
+        self._markers = pg.ScatterPlotItem(hoverable=True, tip=self._tip, size=13)
+        self._markers.setZValue(20)
+        self._markers.sigClicked.connect(self._marker_clicked)
+        plot.addItem(self.region)
+        plot.addItem(self._markers)
+        self.plot = plot
+        layout = self.layout()
+        layout.replaceWidget(self._placeholder, plot)
+        layout.setStretchFactor(plot, 1)
+        self._placeholder.hide()
+        self._placeholder.deleteLater()
+        self._axes_values(self._axes_on["bottom"], ("bottom",))
+        self._axes_values(self._axes_on["left"], ("left",))
+        if self._pending_x is not None:
+            self._muted = True
+            self.vb.setXRange(*self._pending_x, padding=0)
+            self._muted = False
+        self.vb.sigXRangeChanged.connect(lambda *_: None if self._muted else self._range_timer.start())
         self._zone_changed()
         self.restyle()
+        if self._pending_band is not None:
+            self._show_region(*self._pending_band)
+        return plot
 
     # ---------------------------------------------------------------------------- appearance
 
     def restyle(self):
         pal = self.palette()
-        bg, fg = pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text)
-        self.plot.setBackground(bg)
-        for name in ("left", "bottom"):
-            ax = self.plot.getPlotItem().getAxis(name)
-            ax.setPen(pg.mkPen(fg))
-            ax.setTextPen(pg.mkPen(fg))
-        hl = pal.color(QPalette.ColorRole.Highlight)
-        fill = QColor(hl)
-        fill.setAlpha(60)
-        self.region.setBrush(fill)
-        for line in self.region.lines:
-            line.setPen(pg.mkPen(hl, width=2))
+        if self.plot is not None and self.region is not None:
+            bg, fg = pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text)
+            self.plot.setBackground(bg)
+            for name in ("left", "bottom"):
+                ax = self.plot.getPlotItem().getAxis(name)
+                ax.setPen(pg.mkPen(fg))
+                ax.setTextPen(pg.mkPen(fg))
+            hl = pal.color(QPalette.ColorRole.Highlight)
+            fill = QColor(hl)
+            fill.setAlpha(60)
+            self.region.setBrush(fill)
+            for line in self.region.lines:
+                line.setPen(pg.mkPen(hl, width=2))
         parts = []
         for o in reversed(_STACK):
             c = theme.colour(theme.OUTCOME_COLOURS, o).name()
@@ -200,6 +244,8 @@ class IncidentOverview(QWidget):
         self._draw()
 
     def _zone_changed(self):
+        if self.axis is None:
+            return  # the chart's build sets it
         self.axis.utcOffset = 0 if theme.TIME.utc else None
         self.axis.setLabel(f"time ({theme.TIME.zone()})")
         self.axis.picture = None
@@ -214,7 +260,13 @@ class IncidentOverview(QWidget):
         self.fit_recent()
 
     def view_range(self) -> tuple[datetime, datetime] | None:
-        (x0, x1), _ = self.vb.viewRange()
+        """The chart's visible time range (aware UTC), or None while it has none."""
+        if self.vb is None:
+            if self._pending_x is None:
+                return None
+            x0, x1 = self._pending_x
+        else:
+            (x0, x1), _ = self.vb.viewRange()
         if x1 <= x0:
             return None
         return datetime.fromtimestamp(x0, UTC), datetime.fromtimestamp(x1, UTC)
@@ -234,9 +286,11 @@ class IncidentOverview(QWidget):
         self._set_x(lo - pad, hi + pad)
 
     def _set_x(self, a: datetime, b: datetime):
-        self._muted = True
-        self.vb.setXRange(a.timestamp(), b.timestamp(), padding=0)
-        self._muted = False
+        self._pending_x = (a.timestamp(), b.timestamp())
+        if self.vb is not None:
+            self._muted = True
+            self.vb.setXRange(*self._pending_x, padding=0)
+            self._muted = False
         self._emit_range()
 
     def _emit_range(self):
@@ -247,11 +301,15 @@ class IncidentOverview(QWidget):
     def _axes_values(self, on: bool, axes: tuple[str, ...] = ("bottom", "left")) -> None:
         """Show (or hide) the numbers of ``axes`` (both by default)."""
         for name in axes:
-            self.plot.getPlotItem().getAxis(name).setStyle(showValues=on)
+            self._axes_on[name] = on
+            if self.plot is not None:
+                self.plot.getPlotItem().getAxis(name).setStyle(showValues=on)
 
     def axes_show_values(self, axis: str = "bottom") -> bool:
         """Whether ``axis`` ("bottom": times, "left": counts) shows its numbers (not before the first
         histogram; times also once finding markers give a real range)."""
+        if self.plot is None:
+            return self._axes_on[axis]
         return bool(self.plot.getPlotItem().getAxis(axis).style["showValues"])
 
     def set_histogram(self, h: Histogram):
@@ -274,6 +332,8 @@ class IncidentOverview(QWidget):
         self._draw_markers()
 
     def _draw_bars(self):
+        if self.plot is None or self.vb is None:
+            return  # kept in self._hist; the chart's build draws it
         for b in self._bars:
             self.plot.removeItem(b)
         self._bars = []
@@ -309,6 +369,10 @@ class IncidentOverview(QWidget):
         self._ymax = ymax
 
     def _draw_markers(self):
+        if self._markers is None:
+            if any(f.severity != Severity.INFO for f in self._findings):
+                self._axes_values(True, ("bottom",))  # as drawn markers do (the chart's build draws them)
+            return
         ymax = getattr(self, "_ymax", 1.0)
         # Info-level findings (expired keys) are many and old: they would bury the signal, so they are
         # left out before any work is done; brushes are made once per severity, not once per marker,
@@ -348,13 +412,16 @@ class IncidentOverview(QWidget):
     # ------------------------------------------------------------------------------ region
 
     def _show_region(self, lo: float, hi: float):
+        self._pending_band = (lo, hi)
+        if self.region is None:
+            return
         self.region.blockSignals(True)
         self.region.setRegion((lo, hi))
         self.region.blockSignals(False)
         self.region.show()
 
     def _region_done(self):
-        lo, hi = self.region.getRegion()
+        lo, hi = self.region.getRegion() if self.region is not None else (self._pending_band or (0.0, 0.0))
         if hi - lo < 1:
             return
         self.clear_btn.setEnabled(True)
@@ -380,6 +447,8 @@ class IncidentOverview(QWidget):
 
     def window_shown(self) -> tuple[float, float] | None:
         """The band's (start, end) in epoch seconds, or None when no band is drawn."""
+        if self.region is None:
+            return self._pending_band
         return tuple(self.region.getRegion()) if self.region.isVisible() else None
 
     def fit_to(self, lo: datetime | None, hi: datetime | None):
@@ -390,7 +459,9 @@ class IncidentOverview(QWidget):
         self._set_x(lo - pad, hi + pad)
 
     def clear_region(self, emit: bool = True):
-        self.region.hide()
+        self._pending_band = None
+        if self.region is not None:
+            self.region.hide()
         self.clear_btn.setEnabled(False)
         if emit:
             self.region_cleared.emit()
