@@ -141,3 +141,20 @@ def _no_leaked_jobs(qapp):
                 "a window closed without cancelling its work"
             )
         assert pool.activeThreadCount() == 0
+
+
+@pytest.fixture
+def held_page(monkeypatch):
+    """The grid's pages wait for the returned Event (on their worker): the first page can be held."""
+    from idemview.qt import models
+
+    release = threading.Event()
+    real = models.fetch_grid_page
+
+    def held(*a, **k):
+        release.wait(30)
+        return real(*a, **k)
+
+    monkeypatch.setattr(models, "fetch_grid_page", held)
+    yield release
+    release.set()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import threading
 
 import pytest
 
@@ -19,23 +18,6 @@ pytestmark = [
     pytest.mark.qt_log_level_fail("WARNING"),
     pytest.mark.qt_log_ignore("propagateSizeHints"),
 ]
-
-
-@pytest.fixture
-def held_page(monkeypatch):
-    """The grid's pages wait for the returned Event (on their worker): the first page can be held."""
-    from idemview.qt import models
-
-    release = threading.Event()
-    real = models.fetch_grid_page
-
-    def held(*a, **k):
-        release.wait(30)
-        return real(*a, **k)
-
-    monkeypatch.setattr(models, "fetch_grid_page", held)
-    yield release
-    release.set()
 
 
 def _record_order(monkeypatch) -> list[str]:

@@ -22,23 +22,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def held_page(monkeypatch):
-    """The grid's pages wait for the returned Event (on their worker): the first page can be held."""
-    from idemview.qt import models
-
-    release = threading.Event()
-    real = models.fetch_grid_page
-
-    def held(*a, **k):
-        release.wait(30)
-        return real(*a, **k)
-
-    monkeypatch.setattr(models, "fetch_grid_page", held)
-    yield release
-    release.set()
-
-
 def _held_open(qtbot, window, path, monkeypatch, wait_ms=60_000, name="demo ledger"):
     from idemview.qt import ledgertab
 
