@@ -42,6 +42,10 @@ def test_no_message_can_widen_the_window(qtbot, demo_db, w, h):
     win.fit_to(QRect(0, 0, w, h))
     win.show()
     tab = open_and_wait(qtbot, win, spec_for(path, name="a ledger with a rather long connection name " * 3))
+    # every job ended: the footer is rewritten when one ends (Runner.pending_dropped), which would replace
+    # the long text set below
+    qtbot.waitUntil(lambda: not tab.runner.pending(), timeout=60000)
+    qtbot.wait(50)
     before = win.width()
     long = "working: " + ", ".join(f"findings:kind_{i}" for i in range(60))
     tab.footer.setText(long)
