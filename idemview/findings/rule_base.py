@@ -77,6 +77,19 @@ class FindingRule:
         return f"<{type(self).__name__} {self.kind.value}>"
 
 
+class RowFilterRule(FindingRule):
+    """A kind that is only a :meth:`FindingRule.row_filter`: its own select is that filter's
+    (:meth:`RowFilter.select`; none when the layout cannot express it), and :meth:`run` shapes the rows of
+    that select. The shared pass (``FindingEngine.run``) folds the same filter into one scan instead."""
+
+    def selects(self, e: FindingEngine) -> list[Select]:
+        rf = self.row_filter(e)
+        return [rf.select(e.l)] if rf is not None else []
+
+    def run(self, e: FindingEngine, c: Connection) -> list[Finding]:
+        return self.shape(e, fetch_all(c, e.restrict(self.selects(e)), e))
+
+
 class RowFilter:
     """A kind as "rows of the operations table where ``cond``": ``cols`` (label -> expression) are the
     columns its :meth:`FindingRule.shape` reads; ``index_cols`` the columns whose index would serve

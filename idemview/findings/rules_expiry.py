@@ -18,7 +18,7 @@ from sqlalchemy.sql.expression import Select
 from idemview.domain.model import Finding, FindingKind, Severity
 from idemview.findings import explain
 from idemview.findings.common import KeyRow, as_int, dedupe, in_keys, key_batches, nonempty, two_distinct
-from idemview.findings.rule_base import FindingRule, RowFilter, fetch_all
+from idemview.findings.rule_base import FindingRule, RowFilter, RowFilterRule, fetch_all
 from idemview.ledger.sqlx import time_before
 from idemview.ledger.times import from_epoch, iso
 
@@ -212,7 +212,7 @@ class KeyConflict(FindingRule):
         return out
 
 
-class ExpiredKey(FindingRule):
+class ExpiredKey(RowFilterRule):
     kind = K.EXPIRED_KEY
 
     def not_checkable(self, ledger):
@@ -231,13 +231,6 @@ class ExpiredKey(FindingRule):
         else:
             return None
         return RowFilter(cond, {"expires_e": l.epoch["expires_at"], "status": l.status_expr}, [tc.column])
-
-    def selects(self, e):
-        rf = self.row_filter(e)
-        return [rf.select(e.l)] if rf is not None else []
-
-    def run(self, e, c):
-        return self.shape(e, fetch_all(c, e.restrict(self.selects(e)), e))
 
     def shape(self, e, rows):
         out = []

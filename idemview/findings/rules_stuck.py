@@ -12,13 +12,13 @@ from sqlalchemy import and_, func, null, select, tuple_
 from idemview.domain.model import Finding, FindingKind
 from idemview.findings import explain
 from idemview.findings.common import as_int, dedupe, jsonable
-from idemview.findings.rule_base import FindingRule, RowFilter, fetch_all, status_cols
+from idemview.findings.rule_base import FindingRule, RowFilter, RowFilterRule, fetch_all, status_cols
 from idemview.ledger.times import from_epoch, iso
 
 K = FindingKind
 
 
-class StuckInProgress(FindingRule):
+class StuckInProgress(RowFilterRule):
     kind = K.STUCK_IN_PROGRESS
 
     def not_checkable(self, ledger):
@@ -43,13 +43,6 @@ class StuckInProgress(FindingRule):
             },
             status_cols(l),
         )
-
-    def selects(self, e):
-        rf = self.row_filter(e)
-        return [rf.select(e.l)] if rf is not None else []
-
-    def run(self, e, c):
-        return self.shape(e, fetch_all(c, e.restrict(self.selects(e)), e))
 
     def shape(self, e, rows):
         out = []
